@@ -1,0 +1,97 @@
+"""python -m autograder {list,assign,check,grade,merge,export}"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    sub.add_parser("list", help="name the labs, their functions and points")
+
+    a = sub.add_parser("assign", help="generate labs/ from the masters in solutions/")
+    a.add_argument("--check", action="store_true", help="exit 1 if labs/ is stale; write nothing")
+
+    c = sub.add_parser("check", help="run a lab's public tests on a notebook or .py (unsandboxed: your own code)")
+    c.add_argument("lab")
+    c.add_argument("submission")
+
+    g = sub.add_parser("grade", help="grade submissions (.ipynb or .py, or folders of them)")
+    g.add_argument("lab")
+    g.add_argument("submissions", nargs="+")
+    g.add_argument("--out", required=True, help="output folder (re-running skips graded submissions)")
+    g.add_argument("--gpus", type=int, default=1, help="one worker group per GPU (CUDA_VISIBLE_DEVICES)")
+    g.add_argument("--workers", type=int, default=None, help="parallel submissions (default 2 on CPU, 3 per GPU)")
+    g.add_argument("--shard", default=None, help="I/N: grade every N-th submission starting at I (job arrays)")
+    g.add_argument("--rubric", default=None, help="rubric TOML (default autograder/rubrics/LAB.toml)")
+    g.add_argument("--simulator", action="store_true", help="force Numba's CUDA simulator")
+    g.add_argument("--sim-timing", action="store_true",
+                   help="testing aid: run the timing protocol in the simulator (no points)")
+    g.add_argument("--no-isolation", action="store_true",
+                   help="skip namespaces, hidden paths and the privilege drop (debugging only)")
+    g.add_argument("--regrade", action="store_true", help="grade again even where results exist")
+    g.add_argument("--quiet", action="store_true")
+
+    m = sub.add_parser("merge", help="combine shard output folders into one grades.csv")
+    m.add_argument("--out", required=True)
+    m.add_argument("shards", nargs="+")
+
+    e = sub.add_parser("export", help="export: a Gradescope autograder bundle, or grades.csv of a folder")
+    e.add_argument("what", choices=["gradescope", "csv"])
+    e.add_argument("lab")
+    e.add_argument("--out", required=True, help="zip file (gradescope) or graded folder (csv)")
+
+    args = ap.parse_args(argv)
+    if args.cmd == "list":
+        from . import labs
+        from .grade import load_rubric
+
+        for name in labs.NAMES:
+            lab = labs.get(name)
+            r = load_rubric(name)
+            fns = (", ".join(f"{f}({', '.join(p)})" for f, p in lab.FUNCTIONS.items())
+                   if lab.KIND == "numeric" else f"{lab.FUNCTION}({', '.join(lab.PARAMS)})")
+            perf = r.get("performance", {}).get("points", 0)
+            print(f"{name}\n    {lab.TITLE}\n    write: {fns}\n    performance points: {perf}")
+        return 0
+    if args.cmd == "assign":
+        from .assign import assign_all
+
+        stale = assign_all(check_only=args.check)
+        if args.check and stale:
+            print("stale (run `python -m autograder assign`): " + ", ".join(stale))
+            return 1
+        return 0
+    if args.cmd == "check":
+        from .check import check_file
+
+        return 0 if check_file(args.lab, args.submission) else 1
+    if args.cmd == "grade":
+        from .grade import main as grade_main
+
+        return grade_main(args)
+    if args.cmd == "merge":
+        from .export import merge
+
+        print(f"wrote {merge(Path(args.out), args.shards)}")
+        return 0
+    if args.cmd == "export":
+        from . import labs
+        from .export import gradescope_bundle
+        from .grade import write_grades_csv
+
+        lab = labs.resolve(args.lab)
+        if args.what == "gradescope":
+            print(f"wrote {gradescope_bundle(lab, Path(args.out), Path(__file__).resolve().parent.parent)}")
+        else:
+            print(f"wrote {write_grades_csv(Path(args.out), lab)}")
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

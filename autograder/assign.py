@@ -1,0 +1,127 @@
+"""Generate the student labs (labs/*.ipynb) from the masters (solutions/*.ipynb).
+
+Markers (otter-grader / nbgrader conventions):
+- ``# BEGIN SOLUTION [hint]`` ... ``# END SOLUTION`` (any number of ``#``): the region is
+  replaced. Indented (inside a function): ``raise NotImplementedError("<hint>")``. At the top
+  level of a cell: a ``# YOUR CODE HERE: <hint>`` comment, so the cell still runs.
+- ``### BEGIN HIDDEN TESTS`` ... ``### END HIDDEN TESTS``: removed (the instructor's own
+  checks when running the master).
+- Cells tagged ``remove_cell``, ``solution`` or ``instructor``: dropped.
+- The first cell is the course setup cell from tools/setup_cell.py (one template).
+Outputs and execution counts are cleared. The output is deterministic, so a test can say
+when labs/ is stale.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import nbformat
+
+REPO = Path(__file__).resolve().parent.parent
+DROP_TAGS = {"remove_cell", "solution", "instructor"}
+BEGIN = re.compile(r"^(\s*)#+\s*BEGIN SOLUTION\b[:\s]*(.*)$")
+END = re.compile(r"^\s*#+\s*END SOLUTION\b")
+BEGIN_HIDDEN = re.compile(r"^\s*#+\s*BEGIN HIDDEN TESTS\b")
+END_HIDDEN = re.compile(r"^\s*#+\s*END HIDDEN TESTS\b")
+DEFAULT_HINT = "write this part (see the instructions above)"
+
+
+class MarkerError(ValueError):
+    pass
+
+
+def strip_source(src: str, where: str = "") -> str:
+    out, i = [], 0
+    lines = src.split("\n")
+    while i < len(lines):
+        line = lines[i]
+        m = BEGIN.match(line)
+        if m:
+            indent, hint = m.group(1), (m.group(2).strip() or DEFAULT_HINT)
+            j = i + 1
+            while j < len(lines) and not END.match(lines[j]):
+                if BEGIN.match(lines[j]):
+                    raise MarkerError(f"{where}: nested BEGIN SOLUTION at line {j + 1}")
+                j += 1
+            if j == len(lines):
+                raise MarkerError(f"{where}: BEGIN SOLUTION at line {i + 1} has no END SOLUTION")
+            if indent:
+                out.append(f"{indent}# YOUR CODE HERE")
+                out.append(f"{indent}raise NotImplementedError({hint!r})")
+            else:
+                out.append(f"# YOUR CODE HERE: {hint}")
+            i = j + 1
+            continue
+        if BEGIN_HIDDEN.match(line):
+            j = i + 1
+            while j < len(lines) and not END_HIDDEN.match(lines[j]):
+                j += 1
+            if j == len(lines):
+                raise MarkerError(f"{where}: BEGIN HIDDEN TESTS at line {i + 1} has no END HIDDEN TESTS")
+            i = j + 1
+            continue
+        if END.match(line) or END_HIDDEN.match(line):
+            raise MarkerError(f"{where}: END marker at line {i + 1} without BEGIN")
+        out.append(line)
+        i += 1
+    return "\n".join(out).rstrip() + ("\n" if src.endswith("\n") else "")
+
+
+def setup_source() -> str | None:
+    try:
+        import sys
+
+        sys.path.insert(0, str(REPO))
+        from tools.setup_cell import render
+
+        return render()
+    except Exception:  # noqa: BLE001  (the build engineer's tool missing: keep the master's cell)
+        return None
+
+
+def make_lab(master_nb, name: str):
+    nb = copy.deepcopy(master_nb)
+    cells = []
+    for k, cell in enumerate(nb.cells):
+        tags = set((cell.get("metadata") or {}).get("tags") or [])
+        if tags & DROP_TAGS:
+            continue
+        if cell.cell_type == "code":
+            cell.source = strip_source(cell.source, f"{name} cell {k + 1}")
+            cell.outputs = []
+            cell.execution_count = None
+        cells.append(cell)
+    setup = setup_source()
+    if setup is not None and cells and cells[0].cell_type == "code" and cells[0].get("id") == "course-setup":
+        cells[0].source = setup
+    nb.cells = cells
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def render_lab(master_path: Path) -> str:
+    nb = nbformat.read(str(master_path), as_version=4)
+    lab = make_lab(nb, master_path.name)
+    return nbformat.writes(lab) + "\n"
+
+
+def assign_all(check_only: bool = False) -> list[str]:
+    sol, labs = REPO / "solutions", REPO / "labs"
+    labs.mkdir(exist_ok=True)
+    stale = []
+    masters = sorted(sol.glob("lab*.ipynb"))
+    if not masters:
+        raise SystemExit(f"no masters in {sol}")
+    for m in masters:
+        text = render_lab(m)
+        dst = labs / m.name
+        if not dst.exists() or dst.read_text() != text:
+            stale.append(m.name)
+            if not check_only:
+                dst.write_text(text)
+                print(f"wrote {dst.relative_to(REPO)}")
+    return stale

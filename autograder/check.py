@@ -1,0 +1,168 @@
+"""``check(fn)``: the student's self-test inside a lab notebook.
+
+Runs the lab's public tests on the function in this process (the student's own notebook)
+and says exactly what is wrong: shape, dtype, first mismatching index, expected vs got,
+unwritten outputs. On a GPU it also times the function with book.bench.measure and reports
+effective bandwidth, the fraction of the reference measured on this GPU, the fraction of
+theoretical peak and the performance points that would earn under the lab's rubric (the
+grader re-times in its own process with its own clock, so expect small differences).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import labs as _labs
+from .compare import compare_array, compare_number
+from .inputs import generate
+
+
+def _lab_for(fn, lab):
+    if lab is not None:
+        return _labs.get(lab)
+    name = getattr(fn, "__name__", None)
+    for full in _labs.NAMES:
+        mod = _labs.get(full)
+        names = mod.FUNCTIONS if mod.KIND == "numeric" else [mod.FUNCTION]
+        if name in names:
+            return mod
+    raise ValueError(f"check() does not know a lab with a function named {name!r}; "
+                     "pass lab='lab2' (or the lab's name) explicitly")
+
+
+def _rubric(lab_name):
+    from .grade import load_rubric
+
+    return load_rubric(lab_name)
+
+
+def check(fn, lab=None, *, perf: bool = True, verbose: bool = True) -> bool:
+    """Run the public tests of the lab that asks for ``fn``; raise AssertionError naming
+    the first failure, else print a report (and performance on a GPU) and return True."""
+    mod = _lab_for(fn, lab)
+    say = print if verbose else (lambda *a: None)
+    failures = []
+    if mod.KIND == "numeric":
+        for case in mod.public_cases():
+            if case["function"] != fn.__name__:
+                continue
+            try:
+                got = fn(*case["args"])
+            except NotImplementedError as e:
+                failures.append(f"{case['name']}: not written yet ({e})")
+                continue
+            ok, msg = compare_number(got, mod.answer(case), rtol=mod.RTOL, what=case["name"])
+            say(("PASS " if ok else "FAIL ") + msg)
+            if not ok:
+                failures.append(msg)
+        if failures:
+            raise AssertionError(failures[0])
+        return True
+
+    import book  # noqa: F401
+    from book import gpu
+    from numba import cuda
+
+    for case in mod.public_cases():
+        ins = {n: generate(s) for n, s in mod.input_specs(case).items()}
+        o = mod.out_spec(case)
+        dev = {n: cuda.to_device(a) for n, a in ins.items()}
+        dev[mod.OUTPUT] = cuda.to_device(np.full(o["shape"], np.nan, dtype=o["dtype"]))
+        try:
+            fn(*[dev[p] for p in mod.PARAMS])
+            cuda.synchronize()
+        except NotImplementedError as e:
+            failures.append(f"{case['name']}: not written yet ({e})")
+            say(f"FAIL {case['name']}: not written yet ({e})")
+            continue
+        ok, msg = compare_array(dev[mod.OUTPUT].copy_to_host(), mod.reference(ins), rtol=mod.RTOL,
+                                atol=mod.ATOL, dtype_name=mod.DTYPE, what=mod.OUTPUT,
+                                shape_hint=mod.describe(case))
+        for n, a in ins.items():
+            if not np.array_equal(dev[n].copy_to_host(), a):
+                ok, msg = False, msg + f"\n`{n}` was modified: inputs must stay as they were"
+        say(("PASS " if ok else "FAIL ") + f"{case['name']}: {msg}")
+        if not ok:
+            failures.append(msg)
+    if failures:
+        raise AssertionError(failures[0])
+    if not perf:
+        return True
+    rub = _rubric(mod.__name__.rsplit(".", 1)[-1]).get("performance")
+    if not rub:
+        return True
+    if gpu.SIMULATED:
+        say("performance: not measured: no GPU (the simulator checks correctness only)")
+        return True
+    _report_performance(fn, mod, rub, say)
+    return True
+
+
+def _report_performance(fn, mod, rub, say):
+    from book import gpu
+    from book.bench import measure, rotation_count
+    from numba import cuda
+
+    case = mod.timing_case(False, 12345)
+    nbytes, flops = mod.min_bytes(case), mod.flops(case)
+    n_sets = min(4, max(2, rotation_count(nbytes)))
+    sets = []
+    for k in range(n_sets):
+        c = dict(case, seed=case["seed"] + k)
+        ins = {n: cuda.to_device(generate(s)) for n, s in mod.input_specs(c).items()}
+        o = mod.out_spec(c)
+        ins[mod.OUTPUT] = cuda.device_array(tuple(o["shape"]), dtype=o["dtype"])
+        sets.append(tuple(ins[p] for p in mod.PARAMS))
+    mine = measure(fn, sets, bytes_moved=nbytes, flops=flops)
+    del sets
+    ref_fn, ref_sets = mod.make_reference_runner(case)
+    ref = measure(ref_fn, ref_sets, bytes_moved=nbytes, flops=flops)
+    frac = ref.median_s / mine.median_s
+    info = gpu.device_info()
+    pts = rub["points"] * min(1.0, max(0.0, (frac - rub["zero_at"]) / (rub["full_at"] - rub["zero_at"])))
+    if mod.PERF_METRIC == "bandwidth":
+        say(f"performance on {info.name}, {mod.describe(case)}: {mine.bandwidth / 1e12:.3f} TB/s effective "
+            f"({mine.median_s * 1e6:.1f} us, {mine.method})")
+        if info.peak_bandwidth:
+            say(f"  {mine.bandwidth / info.peak_bandwidth:.1%} of theoretical peak "
+                f"({info.peak_bandwidth / 1e12:.2f} TB/s)")
+    else:
+        say(f"performance on {info.name}, {mod.describe(case)}: {flops / mine.median_s / 1e12:.2f} TFLOP/s "
+            f"({mine.median_s * 1e3:.2f} ms)")
+    say(f"  {frac:.1%} of the reference measured now on this GPU "
+        f"({(mod.make_reference_runner.__doc__ or '').strip().splitlines()[0]})")
+    say(f"  would earn {pts:.2f}/{rub['points']} performance points "
+        f"(0 at {rub['zero_at']:.0%}, full at {rub['full_at']:.0%} of the reference)")
+
+
+def check_file(lab: str, path: str) -> bool:
+    """CLI: run the public tests on a notebook or .py by executing its cells here."""
+    from .submission import SubmissionError, read_cells
+
+    mod = _labs.get(lab)
+    try:
+        cells = read_cells(path)
+    except SubmissionError as e:
+        print(f"cannot check: {e}")
+        return False
+    import book  # noqa: F401
+
+    ns = {"__name__": "__main__", "check": lambda *a, **k: None}
+    for c in cells:
+        try:
+            exec(compile(c["source"], f"<cell {c['index']}>", "exec"), ns)
+        except Exception as e:  # noqa: BLE001
+            print(f"cell {c['index']} raised {type(e).__name__}: {e}")
+    names = mod.FUNCTIONS if mod.KIND == "numeric" else [mod.FUNCTION]
+    ok = True
+    for n in names:
+        if n not in ns:
+            print(f"FAIL: no function named `{n}`")
+            ok = False
+            continue
+        try:
+            check(ns[n], lab=mod.__name__.rsplit(".", 1)[-1])
+        except AssertionError as e:
+            print(f"FAIL: {e}")
+            ok = False
+    return ok

@@ -1,0 +1,141 @@
+"""Outputs of a grading run: Gradescope's results.json, feedback.md, merging shards, and a
+Gradescope autograder bundle.
+
+Gradescope's format: {"score", "execution_time", "output", "visibility", "stdout_visibility",
+"tests": [{"name", "score", "max_score", "status", "output", "visibility"}]}; extra keys
+live under "extra_data".
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+
+def _summary(result) -> str:
+    lines = [f"{result['score']}/{result['max_score']} points for {result['lab']}"]
+    for k, v in result.get("problems", {}).items():
+        lines.append(f"PROBLEM ({k}): {v}")
+    return "\n".join(lines)
+
+
+def gradescope_json(result) -> dict:
+    tests = []
+    for t in result["tests"]:
+        tests.append({"name": t["name"] + (" (hidden case)" if t.get("hidden") else ""),
+                      "score": t["score"], "max_score": t["max_score"],
+                      "status": "passed" if t["score"] >= t["max_score"] else "failed",
+                      "output": t.get("output", ""), "visibility": t.get("visibility", "visible")})
+    return {
+        "score": result["score"],
+        "execution_time": round(result.get("execution_time", 0.0), 2),
+        "output": _summary(result),
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "extra_data": {
+            "id": result["id"], "lab": result["lab"], "max_score": result["max_score"],
+            "status": result["status"], "file": result.get("file"), "sha256": result.get("sha256"),
+            "run": result.get("run"), "flags": [f["what"] + " [" + f["where"] + "]" for f in result["flags"]]
+            + list((result.get("performance") or {}).get("flags", [])),
+            "cell_errors": result.get("cell_errors", []), "isolation": result.get("isolation"),
+            "performance": result.get("performance"), "output_bytes": result.get("output_bytes"),
+            "printed": (result.get("output") or "")[:4000],
+        },
+    }
+
+
+def feedback_markdown(result, run=None) -> str:
+    L = [f"# Feedback: {result['lab']}", "",
+         f"**{result['score']} / {result['max_score']} points** (submission `{result['id']}`)", ""]
+    for k, v in result.get("problems", {}).items():
+        L += [f"**Problem ({k}):**", "", "```", str(v).strip(), "```", ""]
+    if result.get("cell_errors"):
+        L += ["## Cells that raised while your notebook ran", ""]
+        for e in result["cell_errors"]:
+            L += [f"- cell {e['cell']}: `{e['error']}`", "", "```", e["message"].strip()[-1500:], "```", ""]
+    L += ["## Tests", "", "| test | points | |", "|---|---|---|"]
+    for t in result["tests"]:
+        mark = ("not measured" if t["max_score"] == 0 else
+                "pass" if t["score"] >= t["max_score"] else "FAIL")
+        L.append(f"| {t['name']}{' (hidden)' if t.get('hidden') else ''} | {t['score']}/{t['max_score']} | {mark} |")
+    L.append("")
+    for t in result["tests"]:
+        if t.get("output") and t["score"] < t["max_score"] or t["name"] == "performance":
+            L += [f"### {t['name']}", "", "```", str(t.get("output", "")).strip()[-3000:], "```", ""]
+    if result.get("flags"):
+        L += ["## For review", "", "The grader noticed these in your code (performance points are "
+              "withheld for the first kind until an instructor has looked):", ""]
+        for f in result["flags"]:
+            L.append(f"- {f['what']} ({f['where']})")
+        L.append("")
+    if result.get("output"):
+        L += ["## Your code's printed output (first part)", "", "```", result["output"][-4000:], "```", ""]
+    return "\n".join(L)
+
+
+def merge(out: Path, shard_dirs) -> Path:
+    """Combine shard folders of one lab (DIR/<id>/ and measurements.jsonl) into ``out``."""
+    from .grade import write_grades_csv
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    labs = set()
+    with open(out / "measurements.jsonl", "a") as log:
+        for d in map(Path, shard_dirs):
+            if not d.is_dir():
+                raise SystemExit(f"merge: {d} is not a folder")
+            for rj in sorted(d.glob("*/results.json")):
+                meta = json.loads(rj.read_text()).get("extra_data", {})
+                labs.add(meta.get("lab"))
+                dst = out / rj.parent.name
+                if dst.exists() and dst.resolve() != rj.parent.resolve():
+                    if (dst / "results.json").exists():
+                        raise SystemExit(f"merge: {rj.parent.name} is graded in two shards")
+                if dst.resolve() != rj.parent.resolve():
+                    shutil.copytree(rj.parent, dst, dirs_exist_ok=True)
+            m = d / "measurements.jsonl"
+            if m.exists() and m.resolve() != (out / "measurements.jsonl").resolve():
+                log.write(m.read_text())
+    labs.discard(None)
+    if len(labs) > 1:
+        raise SystemExit(f"merge: the shards grade different labs: {sorted(labs)}")
+    return write_grades_csv(out, labs.pop()) if labs else out
+
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this once per submission; results go to /autograder/results/results.json.
+set -u
+cd /autograder/source
+sub=$(ls /autograder/submission/*.ipynb /autograder/submission/*.py 2>/dev/null | head -n 1)
+python3 -m autograder grade {lab} "$sub" --out /tmp/ag-out --quiet
+id=$(ls /tmp/ag-out | grep -v -e grades.csv -e measurements.jsonl -e '^\\.grader' | head -n 1)
+mkdir -p /autograder/results
+cp "/tmp/ag-out/$id/results.json" /autograder/results/results.json
+"""
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope's image build: the course (book + autograder) and its pinned requirements.
+set -e
+cd /autograder/source
+pip3 install -r requirements.txt
+pip3 install -e .
+"""
+
+
+def gradescope_bundle(lab: str, out: Path, repo: Path) -> Path:
+    """autograder.zip for Gradescope: setup.sh, run_autograder and the course source."""
+    out = Path(out)
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("setup.sh", SETUP_SH)
+        z.writestr("run_autograder", RUN_AUTOGRADER.format(lab=lab))
+        for sub in ("book", "autograder"):
+            for p in sorted((repo / sub).rglob("*")):
+                if p.is_file() and "__pycache__" not in p.parts:
+                    z.write(p, f"source/{p.relative_to(repo)}")
+        for f in ("pyproject.toml", "requirements.txt"):
+            if (repo / f).exists():
+                z.write(repo / f, f"source/{f}")
+    return out

@@ -1,0 +1,83 @@
+"""Lab 2: fused SwiGLU on the interleaved packed layout [M, 2F].
+
+Chapter 6 handled the packed layout whose halves are [gate | up]. Some checkpoints (gpt-oss
+among them) interleave instead: gate in the even columns, up in the odd ones. Same three
+streams of traffic, different indexing; the chapter's kernel gives wrong answers here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..inputs import generate
+from ._kernel import seeds
+
+KIND = "kernel"
+TITLE = "Lab 2: SwiGLU on the interleaved gate/up layout"
+CHAPTERS = "chapters 4-6"
+FUNCTION = "swiglu_interleaved"
+PARAMS = ["x", "out"]
+INPUTS = ["x"]
+OUTPUT = "out"
+DTYPE = "float32"
+RTOL, ATOL = 1e-4, 1e-5
+PERF_METRIC = "bandwidth"
+
+
+def input_specs(case):
+    s = seeds(case["seed"], INPUTS)
+    return {"x": {"shape": [case["M"], 2 * case["F"]], "dtype": DTYPE, "seed": s["x"], "scale": 3.0}}
+
+
+def out_spec(case):
+    return {"shape": [case["M"], case["F"]], "dtype": DTYPE}
+
+
+def reference(inputs):
+    x = inputs["x"].astype(np.float64)
+    g, u = x[:, 0::2], x[:, 1::2]
+    return g / (1.0 + np.exp(-g)) * u
+
+
+def describe(case):
+    return f"x [{case['M']}, {2 * case['F']}] float32 (M={case['M']}, F={case['F']})"
+
+
+def public_cases():
+    return [{"name": "public M=3 F=40", "M": 3, "F": 40, "seed": 1},
+            {"name": "public M=1 F=257", "M": 1, "F": 257, "seed": 2}]
+
+
+def hidden_cases(rng, simulated: bool, n: int = 3):
+    if simulated:
+        shapes = [(int(rng.integers(1, 5)), int(rng.integers(17, 200))) for _ in range(n)]
+    else:
+        shapes = [(1, 18944), (int(rng.integers(100, 200)), 12288 + int(rng.integers(1, 64))),
+                  (int(rng.integers(2, 40)), int(rng.integers(1000, 20000)))][:n]
+        while len(shapes) < n:
+            shapes.append((int(rng.integers(1, 300)), int(rng.integers(1, 20000))))
+    return [{"name": f"hidden {i + 1}", "M": M, "F": F, "seed": int(rng.integers(1 << 30))}
+            for i, (M, F) in enumerate(shapes)]
+
+
+def timing_case(simulated: bool, seed: int):
+    M, F = (2, 64) if simulated else (4096, 14336)
+    return {"name": "timing", "M": M, "F": F, "seed": seed}
+
+
+def min_bytes(case):
+    return 3 * case["M"] * case["F"] * 4       # read gate and up once, write out once
+
+
+def flops(case):
+    return 6 * case["M"] * case["F"]
+
+
+def make_reference_runner(case):
+    """The performance reference: torch.add(a, b, out=c) on three [M, F] float32 tensors:
+    a three-stream elementwise kernel with this lab's minimum traffic (the practical ceiling)."""
+    import torch
+    M, F = case["M"], case["F"]
+    sets = [tuple(torch.randn(M, F, device="cuda") for _ in range(2)) + (torch.empty(M, F, device="cuda"),)
+            for _ in range(2)]
+    return (lambda a, b, c: torch.add(a, b, out=c)), sets

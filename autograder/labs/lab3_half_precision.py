@@ -1,0 +1,83 @@
+"""Lab 3: the clamped SwiGLU of gpt-oss in float16, at a bandwidth target.
+
+Chapter 6 wrote fp16/bf16 SwiGLU. gpt-oss clamps first and uses sigmoid(1.702 g) with an
+(u + 1) factor: out = (clamp(u, -7, 7) + 1) * g' * sigmoid(1.702 * g'), g' = min(g, 7).
+Half-precision storage, float32 arithmetic inside, and enough bytes in flight per thread.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._kernel import seeds
+
+KIND = "kernel"
+TITLE = "Lab 3: half precision at the bandwidth ceiling (clamped SwiGLU, fp16)"
+CHAPTERS = "chapters 5-6"
+FUNCTION = "swiglu_clamped_fp16"
+PARAMS = ["gate", "up", "out"]
+INPUTS = ["gate", "up"]
+OUTPUT = "out"
+DTYPE = "float16"
+LIMIT, ALPHA = 7.0, 1.702
+RTOL, ATOL = 4e-3, 2e-3      # an fp16 store rounds to ~1e-3 relative
+PERF_METRIC = "bandwidth"
+
+
+def input_specs(case):
+    s = seeds(case["seed"], INPUTS)
+    return {n: {"shape": [case["M"], case["F"]], "dtype": DTYPE, "seed": s[n], "scale": 4.0}
+            for n in INPUTS}
+
+
+def out_spec(case):
+    return {"shape": [case["M"], case["F"]], "dtype": DTYPE}
+
+
+def reference(inputs):
+    g = np.minimum(inputs["gate"].astype(np.float64), LIMIT)
+    u = np.clip(inputs["up"].astype(np.float64), -LIMIT, LIMIT)
+    return (u + 1.0) * g / (1.0 + np.exp(-ALPHA * g))
+
+
+def describe(case):
+    return f"gate/up [{case['M']}, {case['F']}] float16"
+
+
+def public_cases():
+    return [{"name": "public M=2 F=70", "M": 2, "F": 70, "seed": 3},
+            {"name": "public M=1 F=129", "M": 1, "F": 129, "seed": 4}]
+
+
+def hidden_cases(rng, simulated: bool, n: int = 3):
+    if simulated:
+        shapes = [(int(rng.integers(1, 4)), int(rng.integers(9, 150))) for _ in range(n)]
+    else:
+        shapes = [(1, 12288 + 2 * int(rng.integers(0, 8)) + 1), (int(rng.integers(60, 130)), 18944),
+                  (int(rng.integers(3, 50)), int(rng.integers(1000, 11008)))][:n]
+        while len(shapes) < n:
+            shapes.append((int(rng.integers(1, 300)), int(rng.integers(1, 20000))))
+    return [{"name": f"hidden {i + 1}", "M": M, "F": F, "seed": int(rng.integers(1 << 30))}
+            for i, (M, F) in enumerate(shapes)]
+
+
+def timing_case(simulated: bool, seed: int):
+    M, F = (2, 64) if simulated else (8192, 14336)
+    return {"name": "timing", "M": M, "F": F, "seed": seed}
+
+
+def min_bytes(case):
+    return 3 * case["M"] * case["F"] * 2
+
+
+def flops(case):
+    return 8 * case["M"] * case["F"]
+
+
+def make_reference_runner(case):
+    """torch.add on three [M, F] float16 tensors: the three-stream ceiling in this dtype."""
+    import torch
+    M, F = case["M"], case["F"]
+    sets = [tuple(torch.randn(M, F, device="cuda", dtype=torch.float16) for _ in range(2))
+            + (torch.empty(M, F, device="cuda", dtype=torch.float16),) for _ in range(2)]
+    return (lambda a, b, c: torch.add(a, b, out=c)), sets

@@ -1,0 +1,101 @@
+"""Lab 4: the epilogue-fused dual GEMM for nn.Linear weights with biases.
+
+Chapter 7 fused x@Wg and x@Wu with SiLU*mul in the epilogue, weights stored [d, h]. Real
+checkpoints store nn.Linear weights as [h, d] (out_features, in_features) and often carry
+biases: out = silu(x @ Wg.T + bg) * (x @ Wu.T + bu). The tiles must be loaded the other way
+round to stay coalesced, and the biases join the epilogue.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._kernel import seeds
+
+KIND = "kernel"
+TITLE = "Lab 4: epilogue-fused dual GEMM with nn.Linear weights and biases"
+CHAPTERS = "chapter 7"
+FUNCTION = "linear_swiglu"
+PARAMS = ["x", "wg", "bg", "wu", "bu", "out"]
+INPUTS = ["x", "wg", "bg", "wu", "bu"]
+OUTPUT = "out"
+DTYPE = "float32"
+RTOL, ATOL = 1e-3, 1e-4
+PERF_METRIC = "flops"
+
+
+def input_specs(case):
+    T, d, h = case["T"], case["d"], case["h"]
+    s = seeds(case["seed"], INPUTS)
+    w = 1.0 / float(np.sqrt(d))
+    return {"x": {"shape": [T, d], "dtype": DTYPE, "seed": s["x"], "scale": 1.0},
+            "wg": {"shape": [h, d], "dtype": DTYPE, "seed": s["wg"], "scale": w},
+            "bg": {"shape": [h], "dtype": DTYPE, "seed": s["bg"], "scale": 0.5},
+            "wu": {"shape": [h, d], "dtype": DTYPE, "seed": s["wu"], "scale": w},
+            "bu": {"shape": [h], "dtype": DTYPE, "seed": s["bu"], "scale": 0.5}}
+
+
+def out_spec(case):
+    return {"shape": [case["T"], case["h"]], "dtype": DTYPE}
+
+
+def reference(inputs):
+    f = {k: v.astype(np.float64) for k, v in inputs.items()}
+    a = f["x"] @ f["wg"].T + f["bg"]
+    b = f["x"] @ f["wu"].T + f["bu"]
+    return a / (1.0 + np.exp(-a)) * b
+
+
+def describe(case):
+    return f"x [{case['T']}, {case['d']}], weights [{case['h']}, {case['d']}] float32"
+
+
+def public_cases():
+    return [{"name": "public T=3 d=20 h=18", "T": 3, "d": 20, "h": 18, "seed": 5},
+            {"name": "public T=1 d=33 h=7", "T": 1, "d": 33, "h": 7, "seed": 6}]
+
+
+def hidden_cases(rng, simulated: bool, n: int = 3):
+    if simulated:
+        shapes = [(int(rng.integers(1, 6)), int(rng.integers(5, 40)), int(rng.integers(3, 30)))
+                  for _ in range(n)]
+    else:
+        shapes = [(1, 4096, 1000 + int(rng.integers(0, 64))),
+                  (int(rng.integers(60, 200)), int(rng.integers(500, 1500)), int(rng.integers(500, 3000))),
+                  (int(rng.integers(200, 700)), 1027, 515)][:n]
+        while len(shapes) < n:
+            shapes.append((int(rng.integers(1, 300)), int(rng.integers(1, 2000)), int(rng.integers(1, 3000))))
+    return [{"name": f"hidden {i + 1}", "T": T, "d": d, "h": h, "seed": int(rng.integers(1 << 30))}
+            for i, (T, d, h) in enumerate(shapes)]
+
+
+def timing_case(simulated: bool, seed: int):
+    T, d, h = (2, 16, 16) if simulated else (1024, 2048, 4096)
+    return {"name": "timing", "T": T, "d": d, "h": h, "seed": seed}
+
+
+def min_bytes(case):
+    T, d, h = case["T"], case["d"], case["h"]
+    return 4 * (T * d + 2 * h * d + 2 * h + T * h)
+
+
+def flops(case):
+    return 2 * 2 * case["T"] * case["d"] * case["h"]
+
+
+def make_reference_runner(case):
+    """Strict-f32 cuBLAS (TF32 off): two addmm calls plus torch's SiLU and multiply."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    T, d, h = case["T"], case["d"], case["h"]
+    dev = "cuda"
+    sets = [(torch.randn(T, d, device=dev), torch.randn(h, d, device=dev) / d ** 0.5,
+             torch.randn(h, device=dev), torch.randn(h, d, device=dev) / d ** 0.5,
+             torch.randn(h, device=dev), torch.empty(T, h, device=dev))]
+
+    def run(x, wg, bg, wu, bu, out):
+        a = torch.addmm(bg, x, wg.t())
+        b = torch.addmm(bu, x, wu.t())
+        torch.mul(torch.nn.functional.silu(a), b, out=out)
+    return run, sets

@@ -1,0 +1,29 @@
+"""The course library: kernels, the timing harness, traffic counts and the roofline.
+
+``import book`` first, before anything imports ``numba.cuda``: :mod:`book.gpu`
+decides there whether kernels run on a CUDA GPU or in Numba's simulator.
+Submodules load lazily (``book.bench``, ``book.traffic``, ...), so ``import book``
+stays cheap and never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from . import gpu  # noqa: F401  (must run first: GPU or simulator)
+from .show import show  # noqa: F401
+
+__all__ = ["gpu", "show", "specs", "traffic", "roofline", "bench", "kernels", "data",
+           "widgets", "setup"]
+
+_LAZY = {"specs", "traffic", "roofline", "bench", "kernels", "data", "widgets", "setup"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'book' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _LAZY)

@@ -1,0 +1,440 @@
+"""The one timing harness of the course: book, labs and autograder all call :func:`measure`.
+
+How a time is taken (and why):
+
+* CUDA events on the stream the work runs on, never the host clock: the GPU
+  timestamps its own work.
+* Warm-up first (at least one call per argument set), which also triggers JIT
+  compilation; none of it is timed.
+* Inputs rotate: ``arg_sets`` is cycled so that the bytes touched between two
+  uses of the same buffers exceed the L2 cache (see :func:`rotation_count`);
+  otherwise a repeated kernel reads from L2 and reports an impossible bandwidth.
+* The queue is primed: before the start event a short single-thread "delay"
+  kernel keeps the GPU busy while Python enqueues the start event, the launches
+  and the end event. The GPU then runs them back to back and the events measure
+  GPU time, not the ~30 us Python needs to launch a Numba kernel.
+  If the delay ran out before the host finished enqueueing (seen with
+  ``Event.query``), the sample is retaken with a longer delay.
+* Short work is batched: when one call is shorter than ``min_batch_s``, a sample
+  times ``n`` back-to-back calls between two events and divides by ``n`` (the
+  event clock has about half a microsecond of resolution). ``graph=True``
+  captures the ``n`` calls in a CUDA graph (torch.cuda.graph) and times replays.
+* Many samples (``reps``); the median is reported with the 10th and 90th
+  percentiles as the spread.
+* Effective bandwidth = minimum bytes moved / median time (the caller supplies
+  the minimum bytes, e.g. from :mod:`book.traffic`).
+
+In Numba's CUDA simulator nothing is timed: :func:`measure` raises
+:class:`SimulatorTimingError`.
+
+What it trusts (for the autograder): the CUDA driver, Numba's event API and the
+Python interpreter of the process it runs in. It keeps no module-level settings
+that change a result (every parameter is an argument; the only module state is
+a cache of the compiled delay kernel), and it returns every raw sample. Code
+that runs in the same process before or during ``measure`` could still replace
+these functions, so a grader must time untrusted code in a process whose
+harness the student's code cannot reach (or re-time it in a clean process) and
+should flag results above the measured copy bandwidth.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+
+from .. import gpu
+
+__all__ = [
+    "SimulatorTimingError",
+    "Timing",
+    "measure",
+    "effective_bandwidth",
+    "summarize",
+    "rotation_count",
+    "batch_size",
+    "host_overhead",
+    "DEFAULT_MIN_BATCH_S",
+]
+
+#: A sample shorter than this is batched (n calls between two events).
+DEFAULT_MIN_BATCH_S = 200e-6
+MAX_BATCH = 4096
+
+
+class SimulatorTimingError(RuntimeError):
+    """Raised instead of a time when kernels run in Numba's CUDA simulator."""
+
+
+_SIM_MESSAGE = (
+    "not measured: kernels are running in Numba's CUDA simulator on the CPU, so any time "
+    "would describe the simulator, not a GPU. Run on a CUDA GPU (e.g. a Colab GPU runtime) "
+    "to measure; the book's figures come from recorded runs in book/data/."
+)
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_s: float
+    p10_s: float
+    p90_s: float
+    reps: int
+    method: str
+    bytes_moved: int | None = None
+    flops: int | None = None
+    batch: int = 1  # calls per sample
+    samples_s: tuple = field(default=(), repr=False)  # seconds per call, each sample
+    notes: tuple = ()
+
+    @property
+    def bandwidth(self) -> float | None:
+        """Effective bandwidth in bytes/s (None when bytes_moved is unknown)."""
+        if self.bytes_moved is None:
+            return None
+        return effective_bandwidth(self.bytes_moved, self.median_s)
+
+    @property
+    def flops_per_s(self) -> float | None:
+        if self.flops is None:
+            return None
+        return self.flops / self.median_s
+
+    def row(self) -> dict:
+        """A JSON-ready dict (the format of book/data rows)."""
+        return {
+            "seconds": self.median_s,
+            "p10_s": self.p10_s,
+            "p90_s": self.p90_s,
+            "reps": self.reps,
+            "batch": self.batch,
+            "method": self.method,
+            "bytes": self.bytes_moved,
+            "bandwidth": self.bandwidth,
+            "flops": self.flops,
+            "flops_per_s": self.flops_per_s,
+            "notes": list(self.notes),
+        }
+
+    def __str__(self) -> str:
+        s = f"{self.median_s * 1e6:.2f} us (p10 {self.p10_s * 1e6:.2f}, p90 {self.p90_s * 1e6:.2f})"
+        if self.bandwidth is not None:
+            s += f", {self.bandwidth / 1e9:.0f} GB/s"
+        if self.flops_per_s is not None:
+            s += f", {self.flops_per_s / 1e12:.2f} TFLOP/s"
+        return s + f" [{self.method}]"
+
+
+# --------------------------------------------------------------------------
+# Pure helpers (tested directly)
+
+
+def effective_bandwidth(bytes_moved: float, seconds: float) -> float:
+    """Minimum bytes moved divided by time, in bytes/s."""
+    if seconds is None or not seconds > 0 or not math.isfinite(seconds):
+        raise ValueError(f"time must be a positive number of seconds, got {seconds!r}")
+    if bytes_moved is None or bytes_moved < 0:
+        raise ValueError(f"bytes_moved must be a non-negative number, got {bytes_moved!r}")
+    return bytes_moved / seconds
+
+
+def _percentile(sorted_xs, q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method) of sorted data."""
+    if len(sorted_xs) == 1:
+        return float(sorted_xs[0])
+    pos = (len(sorted_xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return float(sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo))
+
+
+def summarize(samples) -> tuple[float, float, float]:
+    """(median, p10, p90) of a non-empty list of positive times."""
+    xs = sorted(float(x) for x in samples)
+    if not xs:
+        raise ValueError("no samples to summarize")
+    if xs[0] <= 0 or not all(math.isfinite(x) for x in xs):
+        raise ValueError(f"samples must be positive finite times, got {xs[:3]}...")
+    return _percentile(xs, 50), _percentile(xs, 10), _percentile(xs, 90)
+
+
+def rotation_count(bytes_per_set: int, l2_bytes: int | None = None, factor: float = 2.0) -> int:
+    """How many argument sets to cycle so each set is cold in L2 when it is used again.
+
+    Between two uses of one set the other ``n - 1`` sets are touched; they must
+    exceed ``factor`` x the L2 size: n = 1 + ceil(factor * L2 / bytes_per_set).
+    ``l2_bytes`` defaults to this GPU's L2. In the simulator (no cache to defeat,
+    nothing timed) it returns 1 so notebooks do not allocate copies for nothing.
+    """
+    if not bytes_per_set or bytes_per_set <= 0:
+        raise ValueError(f"bytes_per_set must be positive, got {bytes_per_set!r}")
+    if l2_bytes is None:
+        if gpu.SIMULATED:
+            return 1
+        l2_bytes = gpu.device_info().l2_bytes
+        if not l2_bytes:
+            raise ValueError("this GPU did not report its L2 size: pass l2_bytes explicitly")
+    return 1 + math.ceil(factor * l2_bytes / bytes_per_set)
+
+
+def batch_size(single_s: float, min_batch_s: float = DEFAULT_MIN_BATCH_S,
+               max_batch: int = MAX_BATCH) -> int:
+    """Calls per timed sample so that a sample lasts at least ``min_batch_s``."""
+    if not single_s > 0:
+        raise ValueError(f"single-call time must be positive, got {single_s!r}")
+    if min_batch_s <= 0:
+        return 1
+    # round first: 200e-6 / 2e-6 is 100.00000000000001 in floating point
+    return int(min(max_batch, max(1, math.ceil(round(min_batch_s / single_s, 9)))))
+
+
+# --------------------------------------------------------------------------
+# GPU side
+
+_DELAY = {}  # compiled delay kernel and its calibration (cache only)
+
+
+def _delay_py(out, iters, a, b):
+    # One thread runs a dependent chain of fused multiply-adds: a busy GPU
+    # that the host can queue work behind. Storing x keeps the loop alive.
+    x = out[0]
+    for _ in range(iters):
+        x = x * a + b
+    out[0] = x
+
+
+def _delay_kernel():
+    if "kernel" not in _DELAY:
+        import numpy as np
+        from numba import cuda
+
+        k = cuda.jit(_delay_py)
+        buf = cuda.to_device(np.zeros(1, dtype=np.float32))
+        _DELAY.update(kernel=k, buf=buf)
+        # per-iteration time from the difference of two lengths (the launch
+        # gap cancels out)
+        ts = []
+        with warnings.catch_warnings():  # a 1-thread grid is the point here
+            warnings.simplefilter("ignore")
+            for iters in (1 << 14, 1 << 16):
+                best = math.inf
+                for _ in range(3):
+                    s, e = cuda.event(), cuda.event()
+                    s.record()
+                    k[1, 1](buf, iters, np.float32(0.999), np.float32(0.001))
+                    e.record()
+                    e.synchronize()
+                    best = min(best, s.elapsed_time(e) * 1e-3)
+                ts.append(best)
+        per_iter = max((ts[1] - ts[0]) / ((1 << 16) - (1 << 14)), 1e-10)
+        _DELAY["per_iter_s"] = per_iter
+    return _DELAY
+
+
+def _delay(seconds: float, stream=None) -> None:
+    import numpy as np
+
+    d = _delay_kernel()
+    iters = max(1, int(seconds / d["per_iter_s"]))
+    args = (d["buf"], iters, np.float32(0.999), np.float32(0.001))
+    with warnings.catch_warnings():  # a 1-thread grid is the point here
+        warnings.simplefilter("ignore")
+        if stream is None:
+            d["kernel"][1, 1](*args)
+        else:
+            d["kernel"][1, 1, stream](*args)
+
+
+def host_overhead(fn, arg_sets, calls: int = 50) -> float:
+    """Host seconds per call of ``fn`` (the Python launch cost), GPU drained before and after."""
+    from numba import cuda
+
+    if gpu.SIMULATED:
+        raise SimulatorTimingError(_SIM_MESSAGE)
+    arg_sets = _check_arg_sets(arg_sets)
+    cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(calls):
+        fn(*arg_sets[i % len(arg_sets)])
+    t1 = time.perf_counter()
+    cuda.synchronize()
+    return (t1 - t0) / calls
+
+
+def _check_arg_sets(arg_sets):
+    if callable(arg_sets) or not hasattr(arg_sets, "__len__"):
+        raise TypeError("arg_sets must be a list of argument tuples, e.g. [(gate, up, out)]")
+    sets = [tuple(a) if isinstance(a, (list, tuple)) else (a,) for a in arg_sets]
+    if not sets:
+        raise ValueError("arg_sets is empty: give at least one argument tuple")
+    return sets
+
+
+def _accepts_stream(fn) -> bool:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    return "stream" in sig.parameters or any(
+        p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+
+
+def measure(fn, arg_sets, *, bytes_moved=None, flops=None, warmup: int = 3, reps: int = 50,
+            min_batch_s: float = DEFAULT_MIN_BATCH_S, graph: bool = False,
+            l2_bytes: int | None = None) -> Timing:
+    """Time ``fn(*args)`` on the GPU; return per-call median and spread.
+
+    ``fn`` enqueues GPU work on the default stream (a Numba kernel launch or a
+    host wrapper, or torch CUDA ops). ``arg_sets`` is a list of argument tuples
+    cycled call after call (build enough of them with :func:`rotation_count`).
+    ``bytes_moved`` and ``flops`` are per call (minimum traffic) and give the
+    bandwidth and flop rate.
+
+    ``graph=True`` captures the calls in a CUDA graph with ``torch.cuda.graph``
+    and times replays. Torch ops are captured as they are; Numba launches must
+    go to the capture stream, so ``fn`` must then accept ``stream=`` (a Numba
+    stream wrapping the capture stream) and launch with it.
+    """
+    if gpu.SIMULATED:
+        raise SimulatorTimingError(_SIM_MESSAGE)
+    if reps < 1:
+        raise ValueError(f"reps must be at least 1, got {reps}")
+    arg_sets = _check_arg_sets(arg_sets)
+    from numba import cuda
+
+    notes = []
+    n_sets = len(arg_sets)
+    if bytes_moved:
+        l2 = l2_bytes if l2_bytes is not None else gpu.device_info().l2_bytes
+        if l2 and (n_sets - 1) * bytes_moved < l2:
+            notes.append(
+                f"inputs not rotated beyond L2: {n_sets} argument set(s) of {bytes_moved} bytes "
+                f"against {l2} bytes of L2 (use rotation_count); bandwidth may exceed DRAM's"
+            )
+
+    # Warm-up: JIT-compiles, touches every buffer, measures the host cost.
+    for i in range(max(warmup, n_sets)):
+        fn(*arg_sets[i % n_sets])
+    cuda.synchronize()
+    t0 = time.perf_counter()
+    probe_calls = max(3, min(20, n_sets))
+    for i in range(probe_calls):
+        fn(*arg_sets[i % n_sets])
+    host_s = (time.perf_counter() - t0) / probe_calls
+    cuda.synchronize()
+
+    if graph:
+        return _measure_graph(fn, arg_sets, bytes_moved, flops, reps, min_batch_s, host_s, notes)
+
+    counter = [0]
+
+    def run(n):
+        for _ in range(n):
+            fn(*arg_sets[counter[0] % n_sets])
+            counter[0] += 1
+
+    def sample(n, delay_s):
+        for _attempt in range(4):
+            _delay(delay_s)
+            start, end = cuda.event(), cuda.event()
+            start.record()
+            run(n)
+            end.record()
+            primed = not start.query()  # GPU still busy with the delay: no gaps
+            end.synchronize()
+            t = start.elapsed_time(end) * 1e-3
+            if primed:
+                return t, delay_s
+            delay_s *= 2
+        notes.append("queue could not be kept ahead of the GPU: host launch gaps may be included")
+        return t, delay_s
+
+    # one call, primed, to size the batch
+    delay_s = 1.5 * host_s + 50e-6
+    single, delay_s = sample(1, delay_s)
+    n = batch_size(single, min_batch_s)
+    delay_s = 1.5 * host_s * n + 50e-6
+    samples = []
+    for _ in range(reps):
+        t, delay_s = sample(n, delay_s)
+        samples.append(t / n)
+    med, p10, p90 = summarize(samples)
+    if n == 1:
+        method = "CUDA events, 1 call per sample, queued behind a delay kernel"
+    else:
+        method = (f"CUDA events, {n} back-to-back calls per sample (one call is shorter than "
+                  f"{min_batch_s * 1e6:.0f} us), queued behind a delay kernel")
+    return Timing(med, p10, p90, reps, method, bytes_moved, flops, n, tuple(samples), tuple(notes))
+
+
+def _measure_graph(fn, arg_sets, bytes_moved, flops, reps, min_batch_s, host_s, notes):
+    try:
+        import torch
+    except ImportError as exc:
+        raise RuntimeError("graph=True needs torch with CUDA (torch.cuda.graph)") from exc
+    if not torch.cuda.is_available():
+        raise RuntimeError("graph=True needs torch with CUDA; torch.cuda.is_available() is False")
+    from numba import cuda
+
+    n_sets = len(arg_sets)
+    pass_stream = _accepts_stream(fn)
+    side = torch.cuda.Stream()
+
+    def call(i, nb_stream):
+        args = arg_sets[i % n_sets]
+        if pass_stream:
+            fn(*args, stream=nb_stream)
+        else:
+            fn(*args)
+
+    # torch asks for warm-up on a side stream before capture
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        nb = cuda.external_stream(side.cuda_stream)
+        for i in range(max(3, n_sets)):
+            call(i, nb)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+
+    def capture(n):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            nb_s = cuda.external_stream(torch.cuda.current_stream().cuda_stream)
+            for i in range(n):
+                call(i, nb_s)
+        return g
+
+    replay_stream = torch.cuda.Stream()
+    nb_replay = cuda.external_stream(replay_stream.cuda_stream)
+
+    def sample(g, delay_s):
+        for _attempt in range(4):
+            with torch.cuda.stream(replay_stream):
+                _delay(delay_s, nb_replay)
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                g.replay()
+                end.record()
+                primed = not start.query()
+            end.synchronize()
+            t = start.elapsed_time(end) * 1e-3
+            if primed:
+                return t, delay_s
+            delay_s *= 2
+        notes.append("queue could not be kept ahead of the GPU: the replay launch gap may be included")
+        return t, delay_s
+
+    g1 = capture(1)
+    single, delay_s = sample(g1, 200e-6)
+    n = batch_size(single, min_batch_s)
+    g = capture(n) if n > 1 else g1
+    samples = []
+    for _ in range(reps):
+        t, delay_s = sample(g, delay_s)
+        samples.append(t / n)
+    torch.cuda.synchronize()
+    med, p10, p90 = summarize(samples)
+    method = f"CUDA graph replay ({n} calls captured per graph), CUDA events, queued behind a delay kernel"
+    return Timing(med, p10, p90, reps, method, bytes_moved, flops, n, tuple(samples), tuple(notes))

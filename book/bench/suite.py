@@ -1,0 +1,508 @@
+"""The benchmark suite: every SwiGLU variant and the references, on this GPU, in one run.
+
+``python -m book.bench`` checks each kernel against a float64 reference at full size
+(output poisoned with NaN first), times it with :func:`book.bench.measure`, times the
+references (torch eager ``F.silu(g) * u``, ``torch.add(g, u, out=o)``, a device copy,
+``torch.matmul`` in strict float32 and TF32) and the GEMMs of :mod:`book.kernels.gemm`
+and :mod:`book.kernels.dual_gemm`, prints a table and the target ratios, and writes
+``book/data/<gpu>.json`` (provenance + rows). ``--quick`` runs fewer shapes and reps;
+``--out PATH`` writes elsewhere (a file, or a folder for ``<gpu>.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DTYPES = ("float32", "float16", "bfloat16")
+ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+SHAPES = [(1, 12288), (1, 18944), (128, 12288), (128, 18944), (2048, 8192), (8192, 14336)]
+QUICK_SHAPES = [(1, 18944), (2048, 8192), (8192, 14336)]
+DECODE_SHAPES = [(1, 12288), (1, 18944)]
+GEMM_SHAPES = [(2048, 4096, 8192), (512, 4096, 14336)]  # (T, d, h)
+FLOPS_PER_ELEMENT = 5  # book.traffic.FLOPS_PER_ELEMENT (kept equal by tests)
+LARGE = (8192, 14336)
+PREFILL = (2048, 8192)
+HBM3_PEAK = 3.35e12  # H100 SXM datasheet; the run also records the device's own figure
+
+
+def gpu_slug(name: str) -> str:
+    for key in ("H100", "H200", "A100", "L40S", "L4", "T4", "A10G", "V100", "RTX 4090"):
+        if key in name:
+            return key.lower().replace(" ", "")
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
+
+
+def _version(dist):
+    try:
+        from importlib.metadata import version
+
+        return version(dist)
+    except Exception:
+        return None
+
+
+def provenance(argv):
+    from book import gpu
+
+    info = gpu.device_info()
+    import numba
+    import numpy
+    import torch
+
+    try:
+        drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception:
+        drv = None
+    dv = info.driver_version
+    return {
+        "gpu": info.name,
+        "sm_count": info.sm_count,
+        "compute_capability": list(info.compute_capability or ()),
+        "peak_bandwidth": info.peak_bandwidth,
+        "l2_bytes": info.l2_bytes,
+        "driver": drv,
+        "driver_cuda": ".".join(map(str, dv)) if dv else None,
+        "cuda": torch.version.cuda,
+        "numba": numba.__version__,
+        "numba_cuda": _version("numba-cuda"),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python -m book.bench " + " ".join(argv),
+    }
+
+
+class Suite:
+    def __init__(self, args):
+        import torch
+        from numba import cuda
+
+        from book import bench, gpu
+        from book.kernels import VARIANTS, reference
+
+        self.args, self.torch, self.cuda = args, torch, cuda
+        self.bench, self.gpu, self.reference = bench, gpu, reference
+        self.variants = {k: v for k, v in VARIANTS.items()
+                         if not args.variants or k in args.variants}
+        self.rows, self.checks, self.tuning, self.notes = [], [], [], []
+        self.reps = args.reps or (15 if args.quick else 50)
+        self.info = gpu.device_info()
+        self.peak = self.info.peak_bandwidth or HBM3_PEAK
+
+    # ------------------------------------------------------------------ buffers
+    def tdtype(self, dtype):
+        t = self.torch
+        return {"float32": t.float32, "float16": t.float16, "bfloat16": t.bfloat16}[dtype]
+
+    def numba_view(self, x):
+        t = self.torch
+        if x.dtype == t.bfloat16:
+            x = x.view(t.int16)
+        return self.cuda.as_cuda_array(x, sync=False)
+
+    def make_sets(self, shape, dtype, seed=0):
+        t = self.torch
+        n = math.prod(shape)
+        nb = n * ITEMSIZE[dtype]
+        k = min(self.bench.rotation_count(3 * nb), 64)
+        gen = t.Generator(device="cuda").manual_seed(seed)
+        sets = []
+        for _ in range(k):
+            g = (t.randn(shape, device="cuda", generator=gen) * 3).to(self.tdtype(dtype))
+            u = (t.randn(shape, device="cuda", generator=gen) * 3).to(self.tdtype(dtype))
+            g[g == 0] = 0.5  # never zeros
+            u[u == 0] = 0.5
+            o = t.full(shape, float("nan"), device="cuda", dtype=self.tdtype(dtype))
+            sets.append((g, u, o))
+        return sets
+
+    # ------------------------------------------------------------------ rows
+    def add(self, kind, variant, dtype, shape, timing, **extra):
+        row = {"kind": kind, "variant": variant, "dtype": dtype, "shape": list(shape)}
+        row.update(timing.row() if timing is not None else {})
+        row.update(extra)
+        self.rows.append(row)
+        bw = row.get("bandwidth")
+        fl = row.get("flops_per_s")
+        s = row.get("seconds")
+        print(f"  {variant:<22} {dtype:<9} {'x'.join(map(str, shape)):<16} "
+              f"{(s or 0) * 1e6:10.2f} us"
+              + (f"  {bw / 1e12:6.3f} TB/s" if bw else "")
+              + (f"  {fl / 1e12:7.2f} TFLOP/s" if fl else "")
+              + (f"  [{row['method'][:40]}]" if self.args.verbose and row.get("method") else ""),
+              flush=True)
+        return row
+
+    def measure(self, fn, sets, **kw):
+        kw.setdefault("reps", self.reps)
+        if self.args.verbose:
+            print(f"    measuring {getattr(fn, '__name__', fn)} over {len(sets)} set(s) {kw}", flush=True)
+        return self.bench.measure(fn, sets, **kw)
+
+    # ------------------------------------------------------------------ elementwise
+    def run_elementwise(self, shape, dtype):
+        t = self.torch
+        F = t.nn.functional
+        n = math.prod(shape)
+        nb = n * ITEMSIZE[dtype]
+        sets = self.make_sets(shape, dtype)
+        nsets = [tuple(self.numba_view(x) for x in s) for s in sets]
+        min_bytes = 3 * nb
+        flops = FLOPS_PER_ELEMENT * n
+        best = None
+        for name, v in self.variants.items():
+            if dtype not in v.dtypes:
+                continue
+            if v.layout == "packed":
+                psets = [(t.cat([g, u], dim=-1), o) for g, u, o in sets]
+                args = [(self.numba_view(gu), self.numba_view(o)) for gu, o in psets]
+                chk = (psets[0][0][..., : shape[-1]], psets[0][0][..., shape[-1]:], psets[0][1])
+            else:
+                args, chk = nsets, sets[0]
+            # correctness at full size: poison, run, compare with float64 on the GPU
+            ok, err = True, None
+            try:
+                chk[2].fill_(float("nan"))
+                v.fn(*args[0])
+                self.cuda.synchronize()
+                self.reference.check_device(chk[2], chk[0], chk[1], dtype)
+            except AssertionError as e:
+                ok, err = False, str(e)
+            self.checks.append({"variant": name, "dtype": dtype, "shape": list(shape), "ok": ok,
+                                "error": err})
+            if not ok:
+                print(f"  CHECK FAILED {name} {dtype} {shape}: {err}", flush=True)
+            timing = self.measure(v.fn, args, bytes_moved=min_bytes, flops=flops)
+            row = self.add("kernel", name, dtype, shape, timing, correct=ok,
+                           transfers_per_element=v.transfers_per_element,
+                           bytes_actual=v.transfers_per_element * nb, description=v.description)
+            if v.layout == "separate" and (best is None or row["seconds"] < best[1]["seconds"]):
+                best = (name, row)
+            del args
+        # references, same buffers
+        self.add("reference", "torch_eager", dtype, shape,
+                 self.measure(lambda g, u, o: F.silu(g) * u, sets, bytes_moved=min_bytes, flops=flops),
+                 description="torch eager F.silu(g) * u (two kernels, allocates its outputs)")
+        self.add("reference", "torch_add", dtype, shape,
+                 self.measure(lambda g, u, o: t.add(g, u, out=o), sets, bytes_moved=min_bytes),
+                 description="torch.add(g, u, out=o): a three-stream elementwise kernel")
+        self.add("reference", "copy", dtype, shape,
+                 self.measure(lambda g, u, o: o.copy_(g), sets, bytes_moved=2 * nb),
+                 description="device copy o.copy_(g), bytes read + written")
+        if shape in DECODE_SHAPES and best is not None:
+            self.run_decode(shape, dtype, sets, nsets, best[0], min_bytes, flops)
+        del sets, nsets
+        t.cuda.empty_cache()
+
+    def run_decode(self, shape, dtype, sets, nsets, best, min_bytes, flops):
+        t = self.torch
+        F = t.nn.functional
+        fn = self.variants[best].fn
+        host = self.bench.host_overhead(fn, nsets, calls=200)
+        self.rows.append({"kind": "launch", "variant": f"{best}_python_launch", "dtype": dtype,
+                          "shape": list(shape), "seconds": host, "bytes": min_bytes,
+                          "bandwidth": min_bytes / host, "flops": flops, "flops_per_s": flops / host,
+                          "method": "host time per Python launch (perf_counter over 200 launches, "
+                                    "GPU drained before and after): what a Python decode loop pays",
+                          "description": f"one Numba launch of {best} from Python"})
+        print(f"  {best + '_python_launch':<22} {dtype:<9} {'x'.join(map(str, shape)):<16} "
+              f"{host * 1e6:10.2f} us  (host)", flush=True)
+        thost = self.bench.host_overhead(lambda g, u, o: F.silu(g) * u, sets, calls=200)
+        self.rows.append({"kind": "launch", "variant": "torch_eager_python_launch", "dtype": dtype,
+                          "shape": list(shape), "seconds": thost, "bytes": min_bytes,
+                          "bandwidth": min_bytes / thost, "flops": flops,
+                          "flops_per_s": flops / thost,
+                          "method": "host time per call (perf_counter over 200 calls)",
+                          "description": "torch eager F.silu(g) * u called from Python"})
+        print(f"  {'torch_eager_python_launch':<22} {dtype:<9} {'x'.join(map(str, shape)):<16} "
+              f"{thost * 1e6:10.2f} us  (host)", flush=True)
+        timing = self.measure(fn, nsets, bytes_moved=min_bytes, flops=flops, graph=True)
+        self.add("kernel", f"{best}_graph", dtype, shape, timing, correct=True,
+                 description=f"{best} launches captured in a CUDA graph (torch.cuda.graph + "
+                             "numba cuda.external_stream), time per SwiGLU in a replay")
+        timing = self.measure(lambda g, u, o: F.silu(g) * u, sets, bytes_moved=min_bytes,
+                              flops=flops, graph=True)
+        self.add("reference", "torch_eager_graph", dtype, shape, timing,
+                 description="torch eager SwiGLU captured in a CUDA graph")
+
+    # ------------------------------------------------------------------ tuning
+    def run_tuning(self):
+        from book.kernels import halfprec, vectorized
+
+        sms = self.info.sm_count or 132
+        for shape, dtype, fn, name in [(LARGE, "float32", vectorized.swiglu_vec4, "vec4"),
+                                       (PREFILL, "float32", vectorized.swiglu_vec4, "vec4"),
+                                       (LARGE, "float16", halfprec.swiglu_half8, "half8")]:
+            sets = self.make_sets(shape, dtype, seed=1)
+            nsets = [tuple(self.numba_view(x) for x in s) for s in sets]
+            nb = math.prod(shape) * ITEMSIZE[dtype]
+            for block in (128, 256, 512, 1024):
+                for waves in (None, 2, 4, 8, 16):
+                    mb = None if waves is None else waves * sms * max(1, 1024 // block)
+                    timing = self.measure(lambda g, u, o, stream=0: fn(g, u, o, block=block, max_blocks=mb,
+                                                                       stream=stream),
+                                          nsets, bytes_moved=3 * nb, reps=max(10, self.reps // 3))
+                    r = {"variant": name, "dtype": dtype, "shape": list(shape), "block": block,
+                         "max_blocks": mb, **timing.row()}
+                    self.tuning.append(r)
+                    print(f"  tune {name} {dtype} {shape} block={block:<5} max_blocks={str(mb):<6} "
+                          f"{timing.median_s * 1e6:9.2f} us {timing.bandwidth / 1e12:6.3f} TB/s",
+                          flush=True)
+            del sets, nsets
+            self.torch.cuda.empty_cache()
+
+    # ------------------------------------------------------------------ GEMMs
+    def run_gemms(self):
+        t = self.torch
+        F = t.nn.functional
+        try:
+            gemm = importlib.import_module("book.kernels.gemm")
+            dual = importlib.import_module("book.kernels.dual_gemm")
+        except Exception as e:  # the GEMM engineer's modules may not exist yet
+            gemm = dual = None
+            msg = f"GEMM rows skipped: book.kernels.gemm/dual_gemm not importable ({e!r})"
+            print("  " + msg)
+            self.notes.append(msg)
+        from book.kernels import vectorized
+
+        for T, d, h in GEMM_SHAPES:
+            gen = t.Generator(device="cuda").manual_seed(7)
+            x = t.randn(T, d, device="cuda", generator=gen)
+            wg = t.randn(d, h, device="cuda", generator=gen) / math.sqrt(d)
+            wu = t.randn(d, h, device="cuda", generator=gen) / math.sqrt(d)
+            shape = (T, d, h)
+            mm_flops = 2 * T * d * h
+            up_flops = 2 * mm_flops + FLOPS_PER_ELEMENT * T * h
+            # minimum traffic of the MLP-up: x, Wg, Wu read once, out written once (float32)
+            up_bytes = 4 * (T * d + 2 * d * h + T * h)
+            o = t.empty(T, h, device="cuda")
+            for prec, tf32 in (("float32", False), ("tf32", True)):
+                t.backends.cuda.matmul.allow_tf32 = tf32
+                t.set_float32_matmul_precision("high" if tf32 else "highest")
+                self.add("gemm", f"torch_matmul_{prec}", prec, shape,
+                         self.measure(lambda a, b: t.matmul(a, b), [(x, wg)], flops=mm_flops,
+                                      reps=max(10, self.reps // 3)),
+                         description=f"cuBLAS x @ Wg ({'TF32 tensor cores' if tf32 else 'strict float32'})")
+                self.add("gemm", f"torch_mlp_up_{prec}", prec, shape,
+                         self.measure(lambda a, b, c: F.silu(a @ b) * (a @ c), [(x, wg, wu)],
+                                      flops=up_flops, bytes_moved=up_bytes,
+                                      reps=max(10, self.reps // 3)),
+                         description="torch: silu(x @ Wg) * (x @ Wu), eager")
+            t.backends.cuda.matmul.allow_tf32 = False
+            t.set_float32_matmul_precision("highest")
+            if gemm is None:
+                continue
+            xv, wgv, wuv, ov = (self.numba_view(a) for a in (x, wg, wu, o))
+            G = t.empty(T, h, device="cuda")
+            U = t.empty(T, h, device="cuda")
+            Gv, Uv = self.numba_view(G), self.numba_view(U)
+            ref = None
+            try:
+                ref = F.silu(x.double() @ wg.double()) * (x.double() @ wu.double())
+                o.fill_(float("nan"))
+                dual.swiglu_dual_gemm(xv, wgv, wuv, ov)
+                self.cuda.synchronize()
+                rel = float((o.double() - ref).norm() / ref.norm())
+                ok = bool(math.isfinite(rel) and rel < 1e-5)
+                self.checks.append({"variant": "dual_gemm", "dtype": "float32", "shape": list(shape),
+                                    "ok": ok, "error": None if ok else f"relative error {rel:.3g}"})
+                print(f"  dual_gemm check: relative error {rel:.2e} ({'ok' if ok else 'FAILED'})")
+            except Exception as e:
+                self.checks.append({"variant": "dual_gemm", "dtype": "float32", "shape": list(shape),
+                                    "ok": False, "error": repr(e)})
+                print(f"  dual_gemm check raised {e!r}")
+            del ref
+            reps = max(5, self.reps // 5)
+            self.add("gemm", "numba_gemm", "float32", shape,
+                     self.measure(lambda a, b, c, stream=0: gemm.matmul(a, b, c, stream=stream),
+                                  [(xv, wgv, Gv)], flops=mm_flops, reps=reps),
+                     description="the course's tiled Numba GEMM, x @ Wg")
+            self.add("gemm", "numba_dual_gemm", "float32", shape,
+                     self.measure(lambda a, b, c, e, stream=0: dual.swiglu_dual_gemm(a, b, c, e, stream=stream),
+                                  [(xv, wgv, wuv, ov)], flops=up_flops, bytes_moved=up_bytes, reps=reps),
+                     description="one kernel: x @ Wg and x @ Wu from one read of x, silu*mul in the epilogue")
+
+            def unfused(a, b, c, e, stream=0):
+                gemm.matmul(a, b, Gv, stream=stream)
+                gemm.matmul(a, c, Uv, stream=stream)
+                vectorized.swiglu_vec4(Gv, Uv, e, stream=stream)
+
+            self.add("gemm", "numba_unfused", "float32", shape,
+                     self.measure(unfused, [(xv, wgv, wuv, ov)], flops=up_flops, bytes_moved=up_bytes,
+                                  reps=reps),
+                     description="the same GEMM twice (gate, up to memory) + the vec4 SwiGLU kernel")
+            self.add("gemm", "vec4_swiglu_only", "float32", (T, h),
+                     self.measure(lambda a, b, c, stream=0: vectorized.swiglu_vec4(a, b, c, stream=stream),
+                                  [(Gv, Uv, ov)], bytes_moved=3 * 4 * T * h, reps=reps),
+                     description="the standalone fused SwiGLU on the GEMM outputs (L2-warm: one set)")
+            del xv, wgv, wuv, ov, Gv, Uv, G, U, x, wg, wu, o
+            t.cuda.empty_cache()
+
+    # ------------------------------------------------------------------ summary
+    def find(self, variant, dtype, shape):
+        for r in self.rows:
+            if r["variant"] == variant and r["dtype"] == dtype and tuple(r["shape"]) == tuple(shape):
+                return r
+        return None
+
+    def best(self, dtype, shape):
+        cands = [r for r in self.rows if r["kind"] == "kernel" and r["dtype"] == dtype
+                 and tuple(r["shape"]) == tuple(shape) and not r["variant"].endswith("_graph")
+                 and r.get("correct", True)]
+        return min(cands, key=lambda r: r["seconds"]) if cands else None
+
+    def targets(self):
+        out = []
+
+        def target(name, value, goal, ok, detail):
+            out.append({"target": name, "value": value, "goal": goal, "met": bool(ok), "detail": detail})
+
+        for dtype in DTYPES:
+            b = self.best(dtype, LARGE)
+            add = self.find("torch_add", dtype, LARGE)
+            eager = self.find("torch_eager", dtype, LARGE)
+            if b and add:
+                r = b["bandwidth"] / add["bandwidth"]
+                goal = 1.0 if dtype == "float32" else 0.95
+                target(f"{dtype} {LARGE}: best kernel / torch.add bandwidth", r, f">= {goal}",
+                       r >= goal, f"{b['variant']} {b['bandwidth'] / 1e12:.3f} TB/s vs torch.add "
+                                  f"{add['bandwidth'] / 1e12:.3f} TB/s")
+            if b and dtype == "float32":
+                frac = b["bandwidth"] / self.peak
+                target(f"float32 {LARGE}: fraction of peak bandwidth", frac, ">= 0.90", frac >= 0.90,
+                       f"{b['bandwidth'] / 1e12:.3f} of {self.peak / 1e12:.3f} TB/s")
+            if b and eager and dtype in ("float32", "float16"):
+                r = eager["seconds"] / b["seconds"]
+                target(f"{dtype} {LARGE}: speed-up over torch eager", r, ">= 1.6", r >= 1.6,
+                       f"{b['variant']} {b['seconds'] * 1e6:.1f} us vs eager {eager['seconds'] * 1e6:.1f} us")
+        b = self.best("float32", PREFILL)
+        if b:
+            target(f"float32 {PREFILL}: effective bandwidth (TB/s)", b["bandwidth"] / 1e12, ">= 2.8",
+                   b["bandwidth"] >= 2.8e12, f"{b['variant']}; torch.add there: "
+                   + (f"{self.find('torch_add', 'float32', PREFILL)['bandwidth'] / 1e12:.3f} TB/s"
+                      if self.find('torch_add', 'float32', PREFILL) else "n/a"))
+        nv, fu = self.find("naive", "float32", LARGE), self.find("fused", "float32", LARGE)
+        if nv and fu:
+            r = nv["seconds"] / fu["seconds"]
+            target(f"float32 {LARGE}: naive / fused time (bytes say 5/3 = 1.67)", r, "~1.67",
+                   abs(r - 5 / 3) < 0.25, "one element per thread, both")
+        for dtype in DTYPES:
+            g = [r for r in self.rows if r["variant"].endswith("_graph") and r["kind"] == "kernel"
+                 and r["dtype"] == dtype and tuple(r["shape"]) == (1, 18944)]
+            if g:
+                s = g[0]["seconds"]
+                target(f"{dtype} decode 1x18944: graph replay per SwiGLU (us)", s * 1e6, "<= 2", s <= 2e-6,
+                       g[0]["variant"])
+        for T, d, h in GEMM_SHAPES:
+            dual = self.find("numba_dual_gemm", "float32", (T, d, h))
+            cub = self.find("torch_matmul_float32", "float32", (T, d, h))
+            unf = self.find("numba_unfused", "float32", (T, d, h))
+            sw = self.find("vec4_swiglu_only", "float32", (T, h))
+            if dual and cub:
+                r = dual["flops_per_s"] / cub["flops_per_s"]
+                target(f"dual GEMM {T}x{d}x{h}: throughput / strict-f32 cuBLAS", r, ">= 0.60", r >= 0.6,
+                       f"{dual['flops_per_s'] / 1e12:.1f} vs {cub['flops_per_s'] / 1e12:.1f} TFLOP/s")
+            if dual and unf and sw:
+                lim = unf["seconds"] - sw["seconds"]
+                target(f"dual GEMM {T}x{d}x{h}: fused time <= unfused - SwiGLU (ms)", dual["seconds"] * 1e3,
+                       f"<= {lim * 1e3:.3f}", dual["seconds"] <= lim,
+                       f"unfused {unf['seconds'] * 1e3:.3f} ms, SwiGLU {sw['seconds'] * 1e3:.3f} ms")
+        return out
+
+
+def write(path, doc):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=float) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="python -m book.bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
+    ap.add_argument("--out", help="output JSON file, or a folder for <gpu>.json (default book/data/)")
+    ap.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
+    ap.add_argument("--variants", nargs="+", help="only these kernel variants")
+    ap.add_argument("--no-gemm", action="store_true", help="skip the GEMM rows")
+    ap.add_argument("--tune", action="store_true", help="also sweep block size and grid size")
+    ap.add_argument("--reps", type=int, help="timed samples per row (default 50, 15 with --quick)")
+    ap.add_argument("--verbose", action="store_true", help="say what is being measured")
+    ap.add_argument("--watchdog", type=float, default=0,
+                    help="print every thread's stack every N seconds (find a hang)")
+    args = ap.parse_args(argv)
+    if args.watchdog:
+        import faulthandler
+
+        faulthandler.dump_traceback_later(args.watchdog, repeat=True)
+
+    # the decode shapes launch small grids on purpose; Numba would warn at every size
+    os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+    import book
+
+    if book.gpu.SIMULATED:
+        print("not measured: no CUDA GPU here (Numba's simulator cannot time kernels). "
+              "Run `python -m book.bench` on a GPU machine; recorded results are in book/data/.")
+        return 2
+    t0 = time.time()
+    suite = Suite(args)
+    prov = provenance(argv)
+    print(f"{prov['gpu']}: {suite.info.sm_count} SMs, peak {suite.peak / 1e12:.2f} TB/s; "
+          f"torch {prov['torch']}, numba-cuda {prov['numba_cuda']}", flush=True)
+    out = Path(args.out) if args.out else Path(__file__).resolve().parents[1] / "data"
+    if out.suffix != ".json":
+        out = out / f"{gpu_slug(prov['gpu'])}.json"
+
+    def save():
+        prov["elapsed_s"] = round(time.time() - t0, 1)
+        doc = {"provenance": prov, "rows": suite.rows, "checks": suite.checks,
+               "targets": suite.targets(), "tuning": suite.tuning, "notes": suite.notes}
+        return write(out, doc), doc["targets"]
+
+    def phase(label, fn, *a):
+        print(f"[{label}]", flush=True)
+        try:
+            fn(*a)
+        except Exception as e:  # keep what was measured; say what broke
+            import traceback
+
+            traceback.print_exc()
+            suite.notes.append(f"{label} failed: {e!r}")
+            suite.checks.append({"variant": label, "dtype": None, "shape": None, "ok": False,
+                                 "error": repr(e)})
+        save()
+
+    shapes = QUICK_SHAPES if args.quick else SHAPES
+    for dtype in args.dtypes:
+        for shape in shapes:
+            phase(f"{dtype} {shape}", suite.run_elementwise, tuple(shape), dtype)
+    if args.tune:
+        phase("tuning", suite.run_tuning)
+    if not args.no_gemm:
+        phase("GEMMs", suite.run_gemms)
+    path, targets = save()
+    print("\nTargets (measured ratios):")
+    for tg in targets:
+        v = tg["value"]
+        print(f"  [{'met' if tg['met'] else 'MISS'}] {tg['target']}: {v:.3f} (goal {tg['goal']}); {tg['detail']}")
+    bad = [c for c in suite.checks if not c["ok"]]
+    print(f"\ncorrectness: {len(suite.checks) - len(bad)}/{len(suite.checks)} checks passed")
+    for c in bad:
+        print(f"  FAILED {c['variant']} {c['dtype']} {c['shape']}: {c['error'][:300]}")
+    print(f"wrote {path} ({len(suite.rows)} rows) in {prov['elapsed_s']} s")
+    return 1 if bad else 0

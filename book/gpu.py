@@ -1,0 +1,337 @@
+"""Find a usable CUDA GPU, or switch Numba to its CUDA simulator.
+
+This module runs on ``import book`` and must run before anything imports
+``numba.cuda``: Numba decides between the real CUDA target and its CPU simulator
+once, when ``numba.cuda`` is first imported, from ``NUMBA_ENABLE_CUDASIM``.
+
+Decision order (first match wins):
+
+1. ``BOOK_SIMULATOR=1`` in the environment forces the simulator.
+2. ``NUMBA_ENABLE_CUDASIM=1`` already set means the simulator.
+3. Probe the CUDA driver with ctypes (``cuInit``, ``cuDeviceGetCount``), without
+   importing Numba. No driver library, a failing ``cuInit`` or zero devices means
+   the simulator.
+
+Choosing the simulator prints one plain line (set ``BOOK_QUIET=1`` to silence it).
+Device facts (:func:`device_info`) come from the driver's device attributes, also
+through ctypes, so they are available before Numba creates a context.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+from dataclasses import dataclass
+
+# The error mapping lives in a module with no imports from book or numba, so it
+# can be loaded (and tested) next to a real, un-simulated numba.cuda.
+from .driver_errors import (  # noqa: F401  (re-exported)
+    CUDA_ERROR_UNSUPPORTED_PTX_VERSION,
+    DriverTooOldError,
+    explain_cuda_error,
+)
+
+__all__ = [
+    "SIMULATED",
+    "REASON",
+    "DeviceInfo",
+    "DriverTooOldError",
+    "ImportOrderError",
+    "pick",
+    "device_info",
+    "check_runnable",
+    "describe",
+    "explain_cuda_error",
+    "driver_cuda_version",
+    "SIMULATOR_LINE",
+]
+
+#: The line printed when no usable GPU is found (kept in one place so tests and
+#: notebooks can refer to it).
+SIMULATOR_LINE = (
+    "No CUDA GPU found: kernels run in Numba's CUDA simulator on the CPU "
+    "(correct, but slow and untimed; timings shown come from recorded runs)."
+)
+
+# CUresult codes and device attribute numbers from the CUDA driver API
+# (cuda.h); tests compare them with the enums in cuda.bindings.driver.
+CUDA_SUCCESS = 0
+CUDA_ERROR_NO_DEVICE = 100
+_ATTR = {
+    "sm_count": 16,  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+    "memory_clock_khz": 36,  # CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE (kHz)
+    "bus_width_bits": 37,  # CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH
+    "l2_bytes": 38,  # CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
+    "cc_major": 75,  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+    "cc_minor": 76,  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+}
+
+
+class ImportOrderError(RuntimeError):
+    """``numba.cuda`` was imported (un-simulated) before ``book`` decided."""
+
+
+# --------------------------------------------------------------------------
+# ctypes access to the driver (no Numba)
+
+
+def _load_libcuda():
+    """Return the CUDA driver library, or None when there is none."""
+    candidates = ["libcuda.so.1", "libcuda.so", "nvcuda.dll"]
+    found = ctypes.util.find_library("cuda")
+    if found:
+        candidates.append(found)
+    for name in candidates:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+_LIB = None  # the driver, once probed (read-only afterwards)
+
+
+def _driver():
+    global _LIB
+    if _LIB is None:
+        _LIB = _load_libcuda() or False
+    return _LIB or None
+
+
+def _probe() -> tuple[bool, str]:
+    """(usable GPU present, reason) from the driver alone."""
+    lib = _driver()
+    if lib is None:
+        return False, "no CUDA driver library (libcuda) found"
+    try:
+        rc = lib.cuInit(0)
+    except AttributeError:
+        return False, "libcuda has no cuInit"
+    if rc != CUDA_SUCCESS:
+        return False, f"cuInit failed with CUDA error {rc}"
+    count = ctypes.c_int(0)
+    rc = lib.cuDeviceGetCount(ctypes.byref(count))
+    if rc != CUDA_SUCCESS:
+        return False, f"cuDeviceGetCount failed with CUDA error {rc}"
+    if count.value == 0:
+        return False, "the CUDA driver reports no device"
+    return True, f"{count.value} CUDA device(s) found"
+
+
+def driver_cuda_version() -> tuple[int, int] | None:
+    """The CUDA version the installed driver supports, e.g. (12, 4); None without a driver."""
+    lib = _driver()
+    if lib is None:
+        return None
+    v = ctypes.c_int(0)
+    try:
+        if lib.cuDriverGetVersion(ctypes.byref(v)) != CUDA_SUCCESS or v.value <= 0:
+            return None
+    except AttributeError:
+        return None
+    return (v.value // 1000, (v.value % 1000) // 10)
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _numba_cuda_state() -> str:
+    """'none' (numba.cuda not imported), 'simulator' or 'gpu'."""
+    mod = sys.modules.get("numba.cuda")
+    if mod is None:
+        return "none"
+    jit = getattr(mod, "jit", None)
+    if jit is None:  # numba.cuda is still importing; trust its config
+        cfg = sys.modules.get("numba.cuda.core.config") or sys.modules.get("numba.core.config")
+        return "simulator" if getattr(cfg, "ENABLE_CUDASIM", 0) else "gpu"
+    return "simulator" if "simulator" in getattr(jit, "__module__", "") else "gpu"
+
+
+def _enable_simulator() -> None:
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    # numba reads its configuration when it is imported; if numba (but not
+    # numba.cuda) is already loaded, the env var alone comes too late.
+    for name in ("numba.core.config", "numba.cuda.core.config"):
+        cfg = sys.modules.get(name)
+        if cfg is not None:
+            cfg.ENABLE_CUDASIM = 1
+
+
+def _decide() -> tuple[bool, str]:
+    if _truthy("BOOK_SIMULATOR"):
+        return True, "BOOK_SIMULATOR=1 is set"
+    if _truthy("NUMBA_ENABLE_CUDASIM"):
+        return True, "NUMBA_ENABLE_CUDASIM=1 is set"
+    ok, why = _probe()
+    return (not ok), why
+
+
+def _init() -> tuple[bool, str]:
+    simulated, reason = _decide()
+    state = _numba_cuda_state()
+    if simulated:
+        if state == "gpu":
+            raise ImportOrderError(
+                "numba.cuda was imported before `import book`, so Numba chose its real "
+                f"CUDA target, but there is no usable GPU here ({reason}). Put `import book` "
+                "first (before `from numba import cuda`), then restart the kernel/process "
+                "(Numba cannot switch to its simulator once numba.cuda is loaded)."
+            )
+        _enable_simulator()
+        if not _truthy("BOOK_QUIET"):
+            line = SIMULATOR_LINE
+            if reason.startswith(("BOOK_SIMULATOR", "NUMBA_ENABLE_CUDASIM")):
+                line = (
+                    f"{reason}: kernels run in Numba's CUDA simulator on the CPU "
+                    "(correct, but slow and untimed; timings shown come from recorded runs)."
+                )
+            print(line, flush=True)
+        return True, reason
+    if state == "simulator":
+        # Someone imported numba.cuda in simulator mode first: respect it.
+        return True, "numba.cuda was already imported in simulator mode"
+    return False, reason
+
+
+SIMULATED, REASON = _init()
+
+
+def pick(gpu_value, sim_value):
+    """``gpu_value`` on a GPU, ``sim_value`` in the simulator (e.g. problem sizes)."""
+    return sim_value if SIMULATED else gpu_value
+
+
+# --------------------------------------------------------------------------
+# Device facts
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    name: str
+    sm_count: int | None
+    compute_capability: tuple[int, int] | None
+    memory_clock_hz: float | None
+    bus_width_bits: int | None
+    peak_bandwidth: float | None  # bytes/s = 2 * memory_clock_hz * bus_width_bits / 8
+    l2_bytes: int | None
+    driver_version: tuple[int, int] | None
+    simulated: bool
+
+
+def peak_bandwidth(memory_clock_hz: float, bus_width_bits: int) -> float:
+    """Theoretical DRAM bandwidth in bytes/s: double data rate x clock x bus width."""
+    if memory_clock_hz <= 0 or bus_width_bits <= 0:
+        raise ValueError(
+            f"memory clock ({memory_clock_hz} Hz) and bus width ({bus_width_bits} bits) "
+            "must be positive"
+        )
+    return 2.0 * memory_clock_hz * bus_width_bits / 8.0
+
+
+def device_info(ordinal: int = 0) -> DeviceInfo:
+    """Facts about CUDA device ``ordinal`` read from driver attributes.
+
+    In the simulator: name "CUDA simulator", simulated True, numeric fields None.
+    """
+    if SIMULATED:
+        return DeviceInfo("CUDA simulator", None, None, None, None, None, None,
+                          driver_cuda_version(), True)
+    lib = _driver()
+    dev = ctypes.c_int(0)
+    _check(lib.cuDeviceGet(ctypes.byref(dev), int(ordinal)), "cuDeviceGet")
+    buf = ctypes.create_string_buffer(256)
+    _check(lib.cuDeviceGetName(buf, 256, dev), "cuDeviceGetName")
+    vals = {}
+    for key, attr in _ATTR.items():
+        v = ctypes.c_int(0)
+        rc = lib.cuDeviceGetAttribute(ctypes.byref(v), attr, dev)
+        vals[key] = v.value if rc == CUDA_SUCCESS and v.value > 0 else None
+    clock_hz = vals["memory_clock_khz"] * 1e3 if vals["memory_clock_khz"] else None
+    bw = peak_bandwidth(clock_hz, vals["bus_width_bits"]) if clock_hz and vals["bus_width_bits"] else None
+    cc = (vals["cc_major"], vals["cc_minor"] or 0) if vals["cc_major"] else None
+    return DeviceInfo(
+        name=buf.value.decode(errors="replace"),
+        sm_count=vals["sm_count"],
+        compute_capability=cc,
+        memory_clock_hz=clock_hz,
+        bus_width_bits=vals["bus_width_bits"],
+        peak_bandwidth=bw,
+        l2_bytes=vals["l2_bytes"],
+        driver_version=driver_cuda_version(),
+        simulated=False,
+    )
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != CUDA_SUCCESS:
+        raise RuntimeError(f"{what} failed with CUDA error {rc}")
+
+
+def describe() -> str:
+    """A few lines about the device for the top of a notebook."""
+    info = device_info()
+    if info.simulated:
+        return "Device: Numba CUDA simulator (CPU). Kernels are checked for correctness; nothing is timed."
+    cc = ".".join(map(str, info.compute_capability)) if info.compute_capability else "?"
+    bw = f"{info.peak_bandwidth / 1e12:.2f} TB/s" if info.peak_bandwidth else "unknown"
+    drv = ".".join(map(str, info.driver_version)) if info.driver_version else "?"
+    return (
+        f"Device: {info.name}\n"
+        f"SMs: {info.sm_count}, compute capability {cc}\n"
+        f"Theoretical memory bandwidth: {bw} (2 x memory clock x bus width)\n"
+        f"Driver supports CUDA {drv}"
+    )
+
+
+# --------------------------------------------------------------------------
+# "GPU present but cannot run Numba kernels"
+
+def _toolkit_version() -> tuple[int, int] | None:
+    """CUDA version of the NVVM that Numba compiles with (the PTX producer)."""
+    try:
+        from numba.cuda.cudadrv import runtime  # noqa: WPS433 (only after the GPU decision)
+
+        return tuple(runtime.get_version())
+    except Exception:
+        return None
+
+
+cuda = None  # numba.cuda, bound by check_runnable (never imported before the decision)
+
+
+def _add_one_py(a):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] += 1
+
+
+def check_runnable() -> bool:
+    """Compile and launch a tiny kernel; True when it ran and computed the right values.
+
+    Raises :class:`DriverTooOldError` (cause and fix) when the driver is older
+    than the PTX; other failures propagate unchanged. In the simulator the same
+    kernel runs on the CPU.
+    """
+    import numpy as np
+
+    global cuda  # the simulator swaps the kernel's *global* `cuda` for its fake module
+    from numba import cuda
+
+    _add_one = cuda.jit(_add_one_py)
+    host = np.arange(64, dtype=np.float32)
+    try:
+        dev = cuda.to_device(host)
+        _add_one[1, 64](dev)
+        got = dev.copy_to_host()
+    except Exception as exc:  # map only the known case; re-raise the rest
+        err = explain_cuda_error(exc, driver_cuda_version(), _toolkit_version())
+        if err is not None:
+            raise err from exc
+        raise
+    if not np.array_equal(got, host + 1):
+        raise RuntimeError("check_runnable: the test kernel ran but computed wrong values")
+    return True

@@ -1,0 +1,77 @@
+"""The course's SwiGLU kernels, one module per idea, and the registry of variants.
+
+``VARIANTS[name]`` is a :class:`Variant`: ``fn(gate, up, out=None, ..., stream=0)`` (or
+``fn(gate_up, out=None, ...)`` for the packed layout), the dtypes it takes, whether it runs
+in Numba's CUDA simulator, and one line saying what it shows. The benchmark suite
+(``python -m book.bench``) measures every variant; chapters show their source with
+``book.show``.
+
+Modules: ``reference`` (float64 truth, tolerances, checks), ``naive`` (two kernels),
+``fused`` (one kernel; fast math and the float64-literal pitfall), ``vectorized`` (more
+bytes in flight: ILP and 8/16-byte accesses), ``halfprec`` (float16/bfloat16),
+``packed`` (the [M, 2F] gate|up layout), ``decode`` (CUDA graphs for one-token sizes),
+``wide`` (the vector load/store intrinsics), ``ptx`` (compile to PTX, even with no GPU),
+``gemm``/``dual_gemm`` (epilogue fusion).
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+from . import reference  # noqa: F401  (cheap, no numba)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    fn: Callable
+    dtypes: tuple
+    runs_in_simulator: bool
+    description: str
+    layout: str = "separate"  # "separate": fn(gate, up, out); "packed": fn(gate_up, out)
+    transfers_per_element: int = 3  # element loads + stores per output element
+
+
+def _variants():
+    from . import fused, halfprec, naive, packed, vectorized
+
+    F3 = ("float32", "float16", "bfloat16")
+    vs = [
+        Variant("naive", naive.swiglu_naive, F3, True,
+                "two kernels: silu(gate) -> tmp, then tmp * up (5 transfers per element)",
+                transfers_per_element=5),
+        Variant("fused", fused.swiglu_fused, F3, True,
+                "one kernel, one element per thread, IEEE float32 math"),
+        Variant("fused_fastmath", fused.swiglu_fused_fastmath, F3, True,
+                "fused, compiled with fastmath: ex2.approx and approximate division"),
+        Variant("fused_f64_literal", fused.swiglu_fused_f64_literal, ("float32",), True,
+                "fused with a bare 1.0 literal: the division runs in float64"),
+        Variant("ilp4", vectorized.swiglu_ilp4, F3, True,
+                "4 elements per thread, all loads issued before any math, element-size loads"),
+        Variant("vec2", vectorized.swiglu_vec2, ("float32",), True,
+                "8-byte loads/stores (ld.global.v2.f32), 4 elements per thread"),
+        Variant("vec4", vectorized.swiglu_vec4, ("float32",), True,
+                "16-byte loads/stores (ld.global.v4.f32), 8 elements per thread"),
+        Variant("half4", halfprec.swiglu_half4, ("float16", "bfloat16"), True,
+                "8-byte accesses of 4 halves, float32 math, 8 elements per thread"),
+        Variant("half8", halfprec.swiglu_half8, ("float16", "bfloat16"), True,
+                "16-byte accesses of 8 halves, float32 math, 16 elements per thread"),
+        Variant("packed", packed.swiglu_packed, F3, True,
+                "packed [M, 2F] gate|up input (fused gate+up projection), 16-byte accesses",
+                layout="packed"),
+    ]
+    return {v.name: v for v in vs}
+
+
+def best_variant(dtype):
+    """The fastest elementwise variant for a dtype (by design; the benchmark checks it)."""
+    return "vec4" if str(dtype) == "float32" else "half8"
+
+
+def __getattr__(name):
+    # VARIANTS imports numba.cuda: build it on first use, after `import book` decided
+    # GPU or simulator.
+    if name == "VARIANTS":
+        v = _variants()
+        globals()["VARIANTS"] = v
+        return v
+    raise AttributeError(f"module 'book.kernels' has no attribute {name!r}")

@@ -1,0 +1,392 @@
+"""A tiled, register-blocked float32 GEMM in Numba CUDA: ``out = a @ b``.
+
+The kernel is built by :func:`build_kernel` from a :class:`Tile` (the tile sizes are
+compile-time constants of the closure, so loops over them unroll and the per-thread
+arrays live in registers). The design, for ``TILE`` (the configuration we time):
+
+- A block of ``THREADS`` = 256 threads owns a ``BM x BN`` = 128 x 128 tile of ``out``;
+  each thread owns an 8 x 8 sub-tile of accumulators, split in four 4 x 4 quadrants
+  (rows ``ty*4 + i`` and ``64 + ty*4 + i``, likewise columns) so that a warp reads
+  shared memory in contiguous 16-byte pieces: every fragment load is one
+  ``ld.shared.v4.f32`` with no bank conflict.
+- The k dimension advances ``BK`` = 8 at a time through two shared-memory buffers:
+  while the block multiplies out of one, each thread already has the next A and B
+  values in flight from global memory into registers, and stores them into the other
+  buffer afterwards (one barrier per step).
+- A is stored transposed in shared memory (``As[k, m]``), so the 8 rows a thread needs
+  at one ``k`` are contiguous too; the rows are padded by ``PAD`` floats so that the
+  transposing store does not hit one bank twice.
+- Per ``k`` a thread does 4 vector loads for 64 fused multiply-adds. NVVM does not
+  unroll the k loop by itself (its body is too large), so the kernel calls the rank-1
+  update 8 times with literal ``k``: the addresses then fold into immediate offsets.
+- The hot loop has no bounds checks: interior tiles run ``build_kernel(..., checked=False)``;
+  the ragged bottom and right strips run the same source compiled with
+  ``checked=True`` (guarded loads that fill zeros, guarded stores).
+- Indices into global arrays are cast to unsigned: Numba otherwise adds Python's
+  negative-index wrap-around (a compare and a select) to every signed index.
+
+``epilogue``: a device function ``f(g, u) -> value``. With one, the kernel becomes the
+dual GEMM of :mod:`book.kernels.dual_gemm`: the left half of the accumulator tile
+multiplies ``b0`` (x @ Wg), the right half ``b1`` (x @ Wu) over the same output columns,
+from the same x tile in shared memory, and each thread stores ``f(gate, up)`` for its
+pairs of accumulators: the activation never leaves registers.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda, float32, uint64
+
+from .launch import as_device, cdiv, is_c_contiguous, pointer
+
+__all__ = [
+    "Tile", "TILE", "SIM_TILE", "BM", "BN", "BK", "TM", "TN", "PAD", "THREADS",
+    "build_kernel", "gemm_kernel", "gemm_kernel_edge", "matmul", "flops", "default_tile",
+]
+
+
+@dataclass(frozen=True)
+class Tile:
+    """Tile sizes of one kernel configuration (all compile-time constants)."""
+
+    bm: int = 128  # output rows per block
+    bn: int = 128  # accumulator columns per block (dual GEMM: half gate, half up)
+    bk: int = 8  # k-depth of one shared-memory stage (8 or 16)
+    tm: int = 8  # accumulator rows per thread
+    tn: int = 8  # accumulator columns per thread
+    pad: int = 4  # floats of padding per row of the transposed A tile
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    def validate(self) -> "Tile":
+        tx = self.bn // self.tn
+        problems = []
+        if self.bk not in (8, 16):
+            problems.append("bk must be 8 or 16 (the k loop is unrolled in slabs of 8)")
+        if self.tm % 8 and self.tm != 4 or self.tn % 8 and self.tn != 4:
+            problems.append("tm and tn must be 4 or 8 (two 16-byte halves or two 8-byte halves)")
+        if self.bm % (2 * self.tm) or self.bn % (2 * self.tn):
+            problems.append("bm and bn must be multiples of 2*tm and 2*tn")
+        if tx & (tx - 1):
+            problems.append("bn // tn must be a power of two")
+        t = self.threads
+        if (self.bm * self.bk) % (4 * t) or (self.bk * self.bn) % (4 * t):
+            problems.append("each thread must load whole groups of 4 floats of each tile")
+        if (t // 2) % (self.bn // 8) or (self.bk * (self.bn // 8)) % (t // 2):
+            problems.append("half the threads must load whole rows of each half of the B tile")
+        if (t // (self.bk // 4)) > self.bm:
+            problems.append("too many threads for the A tile")
+        if problems:
+            raise ValueError(f"invalid {self}: " + "; ".join(problems))
+        return self
+
+
+#: The configuration measured on the H100: 128 x 128 tile, 8 x 8 per thread, BK = 8.
+TILE = Tile().validate()
+#: A small configuration (64 threads) that the CPU simulator runs in seconds; same source.
+SIM_TILE = Tile(bm=32, bn=32, bk=8, tm=4, tn=4, pad=4).validate()
+
+BM, BN, BK, TM, TN, PAD = TILE.bm, TILE.bn, TILE.bk, TILE.tm, TILE.tn, TILE.pad
+THREADS = TILE.threads
+
+def _smem_align():
+    # 16-byte aligned shared tiles let LLVM merge four float loads into one
+    # ld.shared.v4.f32; the simulator does not accept an alignment argument.
+    from numba.cuda import config
+
+    return None if config.ENABLE_CUDASIM else 16
+
+
+@functools.lru_cache(maxsize=None)
+def build_kernel(tile: Tile = TILE, epilogue=None, checked: bool = False):
+    """Compile-ready kernel ``k(a, b0, b1, out, row_block0, col_block0)``.
+
+    Without ``epilogue``: ``out = a @ b0`` (pass the same ``b`` as ``b0`` and ``b1``);
+    each block covers ``bm x bn`` outputs. With ``epilogue=f``:
+    ``out = f(a @ b0, a @ b1)`` elementwise; each block covers ``bm x bn/2`` outputs.
+    Blocks are offset by ``(row_block0, col_block0)`` whole tiles (edge launches).
+    ``checked=False`` assumes every tile is whole and ``K % bk == 0``.
+    """
+    tile.validate()
+    BM, BN, BK, TM, TN, PAD = tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, tile.pad
+    THREADS = tile.threads
+    TX = BN // TN  # threads across a block
+    TXS = TX.bit_length() - 1  # tid >> TXS == tid // TX (shifts keep indices provably >= 0)
+    TM2, TN2 = TM // 2, TN // 2  # each thread's rows/columns come in two halves
+    HM, HN = BM // 2, BN // 2
+    SA = BM + PAD  # row length of the transposed A tile
+    A_TPR = BK // 4  # threads per row of the A tile (4 consecutive floats each)
+    A_ROWS = THREADS // A_TPR
+    A_PASSES = BM // A_ROWS
+    HALF = THREADS // 2  # threads 0..HALF-1 load the left half of the B tile
+    B_TPR = HN // 4
+    B_ROWS = HALF // B_TPR
+    B_PASSES = BK // B_ROWS
+    A_REG, B_REG = 4 * A_PASSES, 4 * B_PASSES
+    DUAL = epilogue is not None
+    EPI = epilogue
+    B1_OFF = 0 if DUAL else HN  # global column of B's right half, relative to n0
+    NSTEP = HN if DUAL else BN  # output columns per block
+    ALIGN = _smem_align()
+    CHECKED = checked
+
+    @cuda.jit(device=True, inline="always")
+    def rank1(acc, fa, fb, As, Bs, buf, k, ty, tx):
+        # acc += (column k of the A tile) x (row k of the B tile), this thread's part
+        for i in range(TM2):
+            fa[i] = As[buf, k, ty * TM2 + i]
+            fa[TM2 + i] = As[buf, k, HM + ty * TM2 + i]
+        for j in range(TN2):
+            fb[j] = Bs[buf, k, tx * TN2 + j]
+            fb[TN2 + j] = Bs[buf, k, HN + tx * TN2 + j]
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] += fa[i] * fb[j]
+
+    @cuda.jit(device=True, inline="always")
+    def slab8(acc, fa, fb, As, Bs, buf, k0, ty, tx):
+        # eight rank-1 updates with literal k: fully unrolled, constant offsets
+        rank1(acc, fa, fb, As, Bs, buf, k0 + 0, ty, tx)
+        rank1(acc, fa, fb, As, Bs, buf, k0 + 1, ty, tx)
+        rank1(acc, fa, fb, As, Bs, buf, k0 + 2, ty, tx)
+        rank1(acc, fa, fb, As, Bs, buf, k0 + 3, ty, tx)
+        rank1(acc, fa, fb, As, Bs, buf, k0 + 4, ty, tx)
+        rank1(acc, fa, fb, As, Bs, buf, k0 + 5, ty, tx)
+        rank1(acc, fa, fb, As, Bs, buf, k0 + 6, ty, tx)
+        rank1(acc, fa, fb, As, Bs, buf, k0 + 7, ty, tx)
+
+    @cuda.jit(device=True, inline="always")
+    def load_tiles(ra, rb, a, bsrc0, bsrc1, first, k0, a_r0, a_c, b_r, b_c, M, K, NB):
+        # global -> registers: this thread's share of the A and B tiles at depth k0
+        for p in range(A_PASSES):
+            r = a_r0 + p * A_ROWS
+            for v in range(4):
+                kk = k0 + a_c + v
+                if CHECKED:
+                    ok = r < M and kk < K
+                    ra[p * 4 + v] = a[uint64(r), uint64(kk)] if ok else float32(0.0)
+                else:
+                    ra[p * 4 + v] = a[uint64(r), uint64(kk)]
+        for p in range(B_PASSES):
+            kk = k0 + b_r + p * B_ROWS
+            for v in range(4):
+                cc = b_c + v
+                if CHECKED:
+                    ok = kk < K and cc < NB
+                    if first:
+                        rb[p * 4 + v] = bsrc0[uint64(kk), uint64(cc)] if ok else float32(0.0)
+                    else:
+                        rb[p * 4 + v] = bsrc1[uint64(kk), uint64(cc)] if ok else float32(0.0)
+                else:
+                    if first:
+                        rb[p * 4 + v] = bsrc0[uint64(kk), uint64(cc)]
+                    else:
+                        rb[p * 4 + v] = bsrc1[uint64(kk), uint64(cc)]
+
+    @cuda.jit(device=True, inline="always")
+    def store_tiles(ra, rb, As, Bs, buf, a_rs, a_c, b_r, b_cs):
+        # registers -> shared buffer ``buf``; A goes in transposed
+        for p in range(A_PASSES):
+            for v in range(4):
+                As[buf, a_c + v, a_rs + p * A_ROWS] = ra[p * 4 + v]
+        for p in range(B_PASSES):
+            for v in range(4):
+                Bs[buf, b_r + p * B_ROWS, b_cs + v] = rb[p * 4 + v]
+
+    def tiled_gemm(a, b0, b1, out, row_block0, col_block0):
+        tid = cuda.threadIdx.x
+        m0 = (cuda.blockIdx.y + row_block0) * BM
+        n0 = (cuda.blockIdx.x + col_block0) * NSTEP
+        M = a.shape[0]
+        K = a.shape[1]
+        N = out.shape[1]
+        NB = b0.shape[1]
+        As = cuda.shared.array((2, BK, SA), float32, alignment=ALIGN)
+        Bs = cuda.shared.array((2, BK, BN), float32, alignment=ALIGN)
+        acc = cuda.local.array((TM, TN), float32)  # registers: constant indices only
+        fa = cuda.local.array(TM, float32)
+        fb = cuda.local.array(TN, float32)
+        ra = cuda.local.array(A_REG, float32)
+        rb = cuda.local.array(B_REG, float32)
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0.0)
+
+        # who loads what: A rows of 4 consecutive k; B half-rows of 4 consecutive columns
+        a_rs = tid // A_TPR  # row within the tile
+        a_c = (tid % A_TPR) * 4
+        first = tid < HALF  # left half of the B tile (b0) or right half (b1)
+        bt = tid % HALF
+        b_r = bt // B_TPR
+        b_cs = (tid // HALF) * HN + (bt % B_TPR) * 4  # column within the B tile
+        b_c = n0 + (tid // HALF) * B1_OFF + (bt % B_TPR) * 4  # column in b0 or b1
+        ty = tid >> TXS  # this thread's accumulator rows/columns
+        tx = tid & (TX - 1)
+        nk = (K + BK - 1) // BK
+
+        load_tiles(ra, rb, a, b0, b1, first, 0, m0 + a_rs, a_c, b_r, b_c, M, K, NB)
+        store_tiles(ra, rb, As, Bs, 0, a_rs, a_c, b_r, b_cs)
+        cuda.syncthreads()
+        for kt in range(nk):
+            buf = kt & 1
+            more = kt + 1 < nk
+            if more:  # next tile's loads are in flight during the multiply below
+                load_tiles(ra, rb, a, b0, b1, first, (kt + 1) * BK, m0 + a_rs, a_c, b_r, b_c,
+                           M, K, NB)
+            slab8(acc, fa, fb, As, Bs, buf, 0, ty, tx)
+            if BK == 16:
+                slab8(acc, fa, fb, As, Bs, buf, 8, ty, tx)
+            if more:  # the other buffer was last read before the previous barrier
+                store_tiles(ra, rb, As, Bs, 1 - buf, a_rs, a_c, b_r, b_cs)
+            cuda.syncthreads()
+
+        # epilogue: accumulators -> out (GEMM), or f(gate, up) -> out (dual GEMM)
+        for i in range(TM):
+            r = m0 + (i // TM2) * HM + ty * TM2 + (i % TM2)
+            if DUAL:
+                for j in range(TN2):
+                    col = n0 + tx * TN2 + j
+                    if (not CHECKED) or (r < M and col < N):
+                        out[uint64(r), uint64(col)] = EPI(acc[i, j], acc[i, TN2 + j])
+            else:
+                for j in range(TN):
+                    col = n0 + (j // TN2) * HN + tx * TN2 + (j % TN2)
+                    if (not CHECKED) or (r < M and col < N):
+                        out[uint64(r), uint64(col)] = acc[i, j]
+
+    return cuda.jit(fastmath=True)(tiled_gemm)
+
+
+#: The kernels measured on the H100 (interior tiles, and the guarded edge variant).
+gemm_kernel = build_kernel(TILE)
+gemm_kernel_edge = build_kernel(TILE, checked=True)
+
+
+def default_tile() -> Tile:
+    """``TILE`` on a GPU; ``SIM_TILE`` in the simulator (256 Python threads per block is slow)."""
+    from numba.cuda import config
+
+    return SIM_TILE if config.ENABLE_CUDASIM else TILE
+
+
+def flops(M: int, N: int, K: int) -> int:
+    """Floating-point operations of an M x K by K x N product (a multiply and an add each)."""
+    return 2 * M * N * K
+
+
+# ---------------------------------------------------------------------------------------
+# host side
+
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def check_matrix(x, name):
+    """A Numba device view of a 2-D, C-contiguous float32 GPU array, or a clear error."""
+    d = as_device(x, name)
+    if d.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got {d.ndim} dimensions (shape {d.shape})")
+    if np.dtype(d.dtype) != np.float32:
+        raise TypeError(
+            f"{name} must be float32, got {d.dtype}: these GEMM kernels compute in float32 "
+            f"(convert first, e.g. torch: {name}.float())"
+        )
+    if d.size and not is_c_contiguous(d):  # empty arrays may report zero strides
+        raise ValueError(
+            f"{name} is not row-major contiguous (shape {d.shape}, strides {d.strides}): "
+            "pass a contiguous array (torch: .contiguous(); NumPy: np.ascontiguousarray "
+            "before copying)."
+        )
+    return d
+
+
+def _span(d):
+    """[start, end) byte addresses of a device array; None where unknown."""
+    p = pointer(d)
+    if p == 0 and hasattr(d, "_ary"):  # simulator: the host array behind the fake device one
+        p = int(d._ary.__array_interface__["data"][0])
+    return (p, p + d.size * d.dtype.itemsize) if p else None
+
+
+def check_no_overlap(out_dev, inputs):
+    """Refuse an ``out`` that shares memory with an input: tiles read what others write."""
+    o = _span(out_dev)
+    if o is None or out_dev.size == 0:
+        return
+    for name, d in inputs:
+        i = _span(d)
+        if i is not None and d.size and o[0] < i[1] and i[0] < o[1]:
+            raise ValueError(
+                f"out overlaps {name} in memory: the kernel would read values it has already "
+                "overwritten; pass a separate output array."
+            )
+
+
+def new_output(like, shape):
+    """An uninitialised float32 output on the device, torch if ``like`` is torch."""
+    if _is_torch(like):
+        import torch
+
+        result = torch.empty(shape, dtype=torch.float32, device=like.device)
+        return result, cuda.as_cuda_array(result)
+    result = cuda.device_array(shape, dtype=np.float32)
+    return result, result
+
+
+def prepare_output(out, like, shape):
+    if out is None:
+        return new_output(like, shape)
+    o = check_matrix(out, "out")
+    if tuple(o.shape) != tuple(shape):
+        raise ValueError(f"out must have shape {tuple(shape)}, got {tuple(o.shape)}")
+    return out, o
+
+
+def launch(tile, epilogue, a, b0, b1, o, stream=0):
+    """Launch interior tiles unchecked and the ragged strips checked (see module doc)."""
+    M, K = a.shape
+    N = o.shape[1]
+    nstep = tile.bn // 2 if epilogue is not None else tile.bn
+    if M == 0 or N == 0:
+        return
+    rows, cols = cdiv(M, tile.bm), cdiv(N, nstep)
+    fast = build_kernel(tile, epilogue, False)
+    edge = build_kernel(tile, epilogue, True)
+    threads = tile.threads
+    full_r, full_c = M // tile.bm, N // nstep
+    if K == 0 or K % tile.bk:  # ragged k: every tile takes the guarded path
+        edge[(cols, rows), threads, stream](a, b0, b1, o, 0, 0)
+        return
+    if full_r and full_c:
+        fast[(full_c, full_r), threads, stream](a, b0, b1, o, 0, 0)
+    if rows > full_r:  # bottom strip, all columns
+        edge[(cols, rows - full_r), threads, stream](a, b0, b1, o, full_r, 0)
+    if cols > full_c and full_r:  # right strip, the rows above the bottom strip
+        edge[(cols - full_c, full_r), threads, stream](a, b0, b1, o, 0, full_c)
+
+
+def matmul(a, b, out=None, *, tile: Tile | None = None, stream=0):
+    """``out = a @ b`` for float32 GPU matrices a[M, K], b[K, N]; returns ``out``.
+
+    Accepts Numba device arrays or anything with ``__cuda_array_interface__`` (torch CUDA
+    tensors). ``out`` (M x N, float32) is allocated when not given (a torch tensor when
+    ``a`` is one). ``tile`` defaults to :func:`default_tile`.
+    """
+    tile = (tile or default_tile()).validate()
+    ad, bd = check_matrix(a, "a"), check_matrix(b, "b")
+    if ad.shape[1] != bd.shape[0]:
+        raise ValueError(
+            f"inner dimensions differ: a is {tuple(ad.shape)} and b is {tuple(bd.shape)}; "
+            "a @ b needs a.shape[1] == b.shape[0]"
+        )
+    shape = (ad.shape[0], bd.shape[1])
+    result, o = prepare_output(out, a, shape)
+    check_no_overlap(o, [("a", ad), ("b", bd)])
+    launch(tile, None, ad, bd, bd, o, stream)
+    return result

@@ -1,0 +1,161 @@
+"""Host-side helpers shared by the kernels' wrappers: validate inputs, flatten, size grids.
+
+Every ``swiglu_<variant>(gate, up, out=None, ...)`` wrapper calls :func:`prepare`, which
+accepts Numba device arrays or anything with ``__cuda_array_interface__`` (a torch CUDA
+tensor, a CuPy array) and raises a clear error for a host array, a shape or dtype
+mismatch, or a non-contiguous array. bfloat16 torch tensors are viewed as int16 bits
+(torch does not export bfloat16 through ``__cuda_array_interface__``).
+"""
+
+import functools
+
+import numpy as np
+from numba import cuda
+
+from .reference import dtype_name
+
+_HALF_BITS = (np.dtype(np.uint16), np.dtype(np.int16))
+
+
+class Prepared:
+    """Flat 1-D device views of gate, up and out, plus what the wrapper returns."""
+
+    __slots__ = ("gate", "up", "out", "result", "shape", "dtype", "n")
+
+    def __init__(self, gate, up, out, result, shape, dtype):
+        self.gate, self.up, self.out, self.result = gate, up, out, result
+        self.shape, self.dtype = shape, dtype
+        self.n = int(np.prod(shape)) if len(shape) else 1
+
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def as_device(x, name):
+    """A Numba device array viewing ``x`` (no copy), or a clear error."""
+    if hasattr(x, "copy_to_host") and hasattr(x, "__cuda_array_interface__"):
+        return x  # already a Numba device array
+    if type(x).__name__ == "FakeCUDAArray":
+        return x  # a device array of Numba's CUDA simulator
+    if _is_torch(x):
+        if not x.is_cuda:
+            raise TypeError(
+                f"{name} is a torch tensor on the CPU: move it to the GPU first "
+                f"({name}.cuda()) or pass a Numba device array (numba.cuda.to_device)."
+            )
+        import torch
+
+        if x.dtype == torch.bfloat16:
+            x = x.view(torch.int16)  # bfloat16 travels as its raw bits
+        return cuda.as_cuda_array(x.detach())
+    if hasattr(x, "__cuda_array_interface__"):
+        return cuda.as_cuda_array(x)
+    if isinstance(x, np.ndarray):
+        raise TypeError(
+            f"{name} is a host (NumPy) array: copy it to the GPU first with "
+            f"numba.cuda.to_device({name}) (bfloat16 data as uint16 bits)."
+        )
+    raise TypeError(
+        f"{name} must be a GPU array (Numba device array, or an object with "
+        f"__cuda_array_interface__ such as a torch CUDA tensor), got {type(x).__name__}."
+    )
+
+
+def array_dtype(a):
+    """Our dtype name for a device array (uint16/int16 storage means bfloat16)."""
+    if np.dtype(a.dtype) in _HALF_BITS:
+        return "bfloat16"
+    try:
+        return dtype_name(np.dtype(a.dtype).name)
+    except ValueError:
+        raise TypeError(
+            f"unsupported dtype {a.dtype}: SwiGLU kernels take float32, float16 or "
+            "bfloat16 (stored as uint16 bits)"
+        ) from None
+
+
+def is_c_contiguous(a):
+    """True when ``a``'s strides are those of a C-contiguous array of its shape."""
+    expected = a.dtype.itemsize
+    for dim, stride in zip(reversed(a.shape), reversed(a.strides)):
+        if dim > 1 and stride != expected:
+            return False
+        expected *= dim
+    return True
+
+
+def flat(a, name):
+    if not is_c_contiguous(a):
+        raise ValueError(
+            f"{name} is not contiguous (shape {a.shape}, strides {a.strides}): the kernels "
+            "walk memory in order; pass a contiguous array (torch: .contiguous(); "
+            "NumPy: np.ascontiguousarray before copying)."
+        )
+    return a.reshape(a.size) if a.ndim != 1 else a
+
+
+def _empty_like(x, dev):
+    if _is_torch(x):
+        import torch
+
+        return torch.empty_like(x), None
+    out = cuda.device_array(dev.shape, dtype=dev.dtype)
+    return out, out
+
+
+def prepare(gate, up, out, dtypes, variant):
+    """Validate (gate, up, out) for ``variant`` and return a :class:`Prepared`."""
+    g = as_device(gate, "gate")
+    u = as_device(up, "up")
+    if g.shape != u.shape:
+        raise ValueError(f"gate and up must have the same shape, got {g.shape} and {u.shape}")
+    dt = array_dtype(g)
+    if array_dtype(u) != dt or np.dtype(u.dtype) != np.dtype(g.dtype):
+        raise TypeError(f"gate and up must have the same dtype, got {g.dtype} and {u.dtype}")
+    if dt not in dtypes:
+        raise TypeError(f"swiglu_{variant} supports {', '.join(dtypes)}; got {dt}")
+    if out is None:
+        result, _ = _empty_like(gate, g)
+    else:
+        result = out
+    o = as_device(result, "out")
+    if o.shape != g.shape:
+        raise ValueError(f"out must have the shape of gate {g.shape}, got {o.shape}")
+    if np.dtype(o.dtype) != np.dtype(g.dtype):
+        raise TypeError(f"out must have dtype {g.dtype} like gate, got {o.dtype}")
+    return Prepared(flat(g, "gate"), flat(u, "up"), flat(o, "out"), result, tuple(g.shape), dt)
+
+
+def pointer(a):
+    """Device address of a Numba device array (0 in the simulator)."""
+    try:
+        return int(a.__cuda_array_interface__["data"][0])
+    except Exception:
+        return 0
+
+
+def aligned(*arrays, to=16):
+    return all(pointer(a) % to == 0 for a in arrays)
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count():
+    """Multiprocessors on the current device (132 on an H100 SXM; 1 in the simulator)."""
+    from .. import gpu
+
+    info = gpu.device_info()
+    return info.sm_count or 1
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def grid_for(work_items, block, items_per_thread, max_blocks=None):
+    """Blocks to cover ``work_items`` with ``block`` threads doing ``items_per_thread`` each,
+    capped at ``max_blocks`` (the kernels loop grid-stride over whatever is left)."""
+    blocks = max(1, cdiv(work_items, block * items_per_thread))
+    if max_blocks:
+        blocks = min(blocks, max_blocks)
+    return blocks

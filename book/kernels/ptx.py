@@ -1,0 +1,108 @@
+"""Compile the course's kernels to PTX for reading, with or without a GPU.
+
+``ptx("fused_fastmath", "float32")`` returns the PTX text for Hopper (``cc=(9, 0)``).
+Numba compiles PTX with NVVM, which ships as a pip wheel, so no GPU or driver is needed.
+In the CUDA simulator (no GPU), ``numba.cuda.compile_ptx`` does not exist in-process, so
+the compilation runs in a fresh Python process that keeps Numba's real CUDA target.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from numba import config
+
+# argument type of each dtype's arrays (bfloat16 travels as uint16 bits)
+ARRAY_TYPE = {"float32": "float32[::1]", "float16": "float16[::1]", "bfloat16": "uint16[::1]"}
+
+
+def kernels():
+    """name -> (dispatcher, number of array arguments) for every kernel that has PTX to read."""
+    from . import decode, fused, halfprec, naive, packed, vectorized
+
+    table = {
+        "naive_silu": (naive.silu_kernel, 2),
+        "naive_mul": (naive.mul_kernel, 3),
+        "fused": (fused.fused_kernel, 3),
+        "fused_fastmath": (fused.fused_fastmath_kernel, 3),
+        "fused_f64_literal": (fused.fused_f64_literal_kernel, 3),
+        "ilp4": (vectorized.ilp4_kernel, 3),
+        "vec2": (vectorized.vec2_kernel, 3),
+        "vec4": (vectorized.vec4_kernel, 3),
+        "half4": (halfprec.half4_kernel, 3),
+        "half8": (halfprec.half8_kernel, 3),
+        "packed_vec4": (packed.packed_vec4_kernel, "packed"),
+        "packed_half8": (packed.packed_half8_kernel, "packed"),
+        "packed_scalar": (packed.packed_scalar_kernel, "packed"),
+    }
+    del decode
+    return table
+
+
+def signature(kind, dtype):
+    t = ARRAY_TYPE[dtype]
+    if kind == "packed":
+        return f"void({t}, {t}, int64)"
+    return "void(" + ", ".join([t] * kind) + ")"
+
+
+def _compile_here(name, dtype, cc):
+    from numba import cuda
+
+    kernel, kind = kernels()[name]
+    fastmath = bool(kernel.targetoptions.get("fastmath", False))
+    text, _ = cuda.compile_ptx(kernel.py_func, signature(kind, dtype), cc=cc, fastmath=fastmath)
+    return text
+
+
+_CHILD = r"""
+import json, sys, types
+spec = json.loads(sys.argv[1])
+# A bare `book` package: skip book/__init__.py, which would pick the simulator here.
+pkg = types.ModuleType("book"); pkg.__path__ = [spec["root"] + "/book"]; sys.modules["book"] = pkg
+from book.kernels import ptx
+out = {}
+for name, dtype in spec["items"]:
+    out[name + "/" + dtype] = ptx._compile_here(name, dtype, tuple(spec["cc"]))
+sys.stdout.write(json.dumps(out))
+"""
+
+
+def ptx_many(items, cc=(9, 0)):
+    """{"name/dtype": ptx} for a list of (name, dtype); one subprocess in the simulator."""
+    items = [(n, d) for n, d in items]
+    if not config.ENABLE_CUDASIM:
+        return {f"{n}/{d}": _compile_here(n, d, cc) for n, d in items}
+    root = str(Path(__file__).resolve().parents[2])
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "BOOK_SIMULATOR")}
+    spec = json.dumps({"root": root, "items": items, "cc": list(cc)})
+    res = subprocess.run([sys.executable, "-c", _CHILD, spec], capture_output=True, text=True,
+                         env=env, cwd=root)
+    if res.returncode != 0:
+        raise RuntimeError(f"PTX compilation failed:\n{res.stderr[-4000:]}")
+    return json.loads(res.stdout)
+
+
+def ptx(name, dtype="float32", cc=(9, 0)):
+    """PTX text of kernel ``name`` (see :func:`kernels`) for arrays of ``dtype``."""
+    return ptx_many([(name, dtype)], cc)[f"{name}/{dtype}"]
+
+
+def instructions(text):
+    """The instruction lines of a PTX text (no directives, labels or comments)."""
+    lines = []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith(("//", ".", "{", "}", "$")) or s.endswith(":"):
+            continue
+        lines.append(s.rstrip(";"))
+    return lines
+
+
+def opcodes(text):
+    """Set of opcodes used, e.g. {"ld.global.v4.f32", "ex2.approx.ftz.f32", ...}."""
+    return {line.split()[0] for line in instructions(text) if not line.startswith("@")} | {
+        line.split()[1] for line in instructions(text) if line.startswith("@") and len(line.split()) > 1
+    }

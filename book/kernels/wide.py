@@ -1,0 +1,316 @@
+"""Wide memory access for Numba CUDA kernels: 8- and 16-byte loads and stores.
+
+Numba turns ``x = a[i]`` on a float32 array into a 4-byte ``ld.global.f32``. The
+hardware can move 16 bytes per thread in one instruction (``ld.global.v4.f32``),
+which means a quarter as many memory instructions in flight for the same bytes.
+Numba has no vector type for arrays, so these helpers are small *intrinsics*: a
+few lines of LLVM IR that load ``n`` consecutive elements through one vector
+pointer and hand them back as a tuple.
+
+- ``load2/load4(a, i)`` -> tuple of ``a[i], ..., a[i+n-1]`` (one access of
+  ``n * itemsize`` bytes; 8 or 16 bytes).
+- ``store2/store4(a, i, values)`` writes the tuple back in one access
+  (values are cast to the array's dtype: float32 -> float16 rounds to nearest).
+- ``load_half4/load_half8(a, i)`` -> 4 or 8 float32 from a 2-byte array
+  (float16, or bfloat16 stored as uint16 bits) in one 8- or 16-byte access; the
+  pairs are loaded as 32-bit words and widened in registers (LLVM would otherwise
+  split an 8 x half vector into two 8-byte loads).
+- ``store_half4/store_half8(a, i, values)`` round float32 values to the array's
+  half type (round to nearest even) and store them in one access.
+- ``load_f32(a, i)`` / ``store_f32(a, i, x)``: one element as float32 whatever the
+  array's type (float32, float16, or bfloat16 bits in uint16), so one kernel body
+  serves all three dtypes.
+- ``bf16_to_f32(bits)`` / ``f32_to_bf16(x)`` convert one bfloat16 (uint16 bits).
+  bfloat16 is the top 16 bits of a float32, so widening is a shift; narrowing
+  rounds to nearest even on the dropped 16 bits (NaN stays NaN).
+
+The caller guarantees alignment: ``i * itemsize`` must be a multiple of the
+access width and the array's base address too (host wrappers check that).
+In Numba's CUDA simulator the same names are plain Python functions with the
+same results, so kernels that use them still run (slowly) on a CPU.
+"""
+
+import numpy as np
+from numba import cuda, config
+
+SIMULATED = bool(config.ENABLE_CUDASIM)
+
+
+if not SIMULATED:
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda import cgutils
+    from numba.cuda.extending import intrinsic
+    from numba.core.errors import TypingError
+
+    def _element_pointer(context, builder, arrty, ary, idx):
+        array = context.make_array(arrty)(context, builder, value=ary)
+        # No wraparound and no bounds check: the kernel owns its index arithmetic.
+        return cgutils.get_item_pointer(
+            context, builder, arrty, array, [idx], wraparound=False
+        )
+
+    def _check(arrty, n, what):
+        if not isinstance(arrty, types.Array) or arrty.ndim != 1:
+            raise TypingError(f"{what}: expected a 1-D array, got {arrty}")
+        width = n * arrty.dtype.bitwidth // 8
+        if width not in (8, 16):
+            raise TypingError(
+                f"{what}: {n} x {arrty.dtype} is {width} bytes; "
+                "a vector access must be 8 or 16 bytes"
+            )
+        return width
+
+    def _make_load(n):  # n elements of the array's own dtype
+        @intrinsic
+        def load(typingctx, arr, idx):
+            width = _check(arr, n, f"load{n}")
+            sig = types.UniTuple(arr.dtype, n)(arr, idx)
+
+            def codegen(context, builder, signature, args):
+                arrty = signature.args[0]
+                ptr = _element_pointer(context, builder, arrty, args[0], args[1])
+                elem = context.get_value_type(arrty.dtype)
+                vptr = builder.bitcast(ptr, ir.VectorType(elem, n).as_pointer())
+                vec = builder.load(vptr, align=width)
+                vals = [builder.extract_element(vec, ir.IntType(32)(k)) for k in range(n)]
+                return context.make_tuple(builder, signature.return_type, vals)
+
+            return sig, codegen
+
+        return load
+
+    def _make_store(n):
+        @intrinsic
+        def store(typingctx, arr, idx, values):
+            width = _check(arr, n, f"store{n}")
+            if not isinstance(values, types.BaseTuple) or len(values) != n:
+                raise TypingError(f"store{n}: expected a tuple of {n} values, got {values}")
+            sig = types.void(arr, idx, values)
+
+            def codegen(context, builder, signature, args):
+                arrty, _, valty = signature.args
+                ptr = _element_pointer(context, builder, arrty, args[0], args[1])
+                elem = context.get_value_type(arrty.dtype)
+                vec = ir.Constant(ir.VectorType(elem, n), ir.Undefined)
+                for k in range(n):
+                    v = builder.extract_value(args[2], k)
+                    v = context.cast(builder, v, valty[k], arrty.dtype)
+                    vec = builder.insert_element(vec, v, ir.IntType(32)(k))
+                vptr = builder.bitcast(ptr, ir.VectorType(elem, n).as_pointer())
+                builder.store(vec, vptr, align=width)
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return store
+
+    i16, i32 = ir.IntType(16), ir.IntType(32)
+
+    def _half_to_f32(builder, h16, is_bf16):
+        """16 bits of a float16 or bfloat16 -> LLVM float."""
+        if is_bf16:
+            return builder.bitcast(builder.shl(builder.zext(h16, i32), i32(16)), ir.FloatType())
+        return builder.fpext(builder.bitcast(h16, ir.HalfType()), ir.FloatType())
+
+    def _f32_to_half(builder, f, is_bf16):
+        """LLVM float -> 16 bits of float16 or bfloat16, round to nearest even."""
+        if not is_bf16:
+            return builder.bitcast(builder.fptrunc(f, ir.HalfType()), i16)
+        bits = builder.bitcast(f, i32)
+        lsb = builder.and_(builder.lshr(bits, i32(16)), i32(1))
+        rounded = builder.lshr(builder.add(bits, builder.add(lsb, i32(0x7FFF))), i32(16))
+        isnan = builder.fcmp_unordered("uno", f, f)
+        return builder.trunc(builder.select(isnan, i32(0x7FC0), rounded), i16)
+
+    def _half_kind(arrty, what):
+        dt = arrty.dtype if isinstance(arrty, types.Array) else arrty
+        if dt == types.float16:
+            return False
+        if dt in (types.uint16, types.int16):
+            return True  # bfloat16 travels as its raw 16 bits
+        raise TypingError(f"{what}: expected float16 or bfloat16 bits (uint16), got {dt}")
+
+    def _make_load_half(n):
+        words = n // 2
+
+        @intrinsic
+        def load(typingctx, arr, idx):
+            width = _check(arr, n, f"load_half{n}")
+            is_bf16 = _half_kind(arr, f"load_half{n}")
+            sig = types.UniTuple(types.float32, n)(arr, idx)
+
+            def codegen(context, builder, signature, args):
+                ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
+                vptr = builder.bitcast(ptr, ir.VectorType(i32, words).as_pointer())
+                vec = builder.load(vptr, align=width)
+                vals = []
+                for w in range(words):
+                    word = builder.extract_element(vec, i32(w))
+                    lo = builder.trunc(word, i16)  # little-endian: element 2w
+                    hi = builder.trunc(builder.lshr(word, i32(16)), i16)
+                    vals += [_half_to_f32(builder, lo, is_bf16), _half_to_f32(builder, hi, is_bf16)]
+                return context.make_tuple(builder, signature.return_type, vals)
+
+            return sig, codegen
+
+        return load
+
+    def _make_store_half(n):
+        words = n // 2
+
+        @intrinsic
+        def store(typingctx, arr, idx, values):
+            width = _check(arr, n, f"store_half{n}")
+            is_bf16 = _half_kind(arr, f"store_half{n}")
+            if not isinstance(values, types.BaseTuple) or len(values) != n:
+                raise TypingError(f"store_half{n}: expected a tuple of {n} values, got {values}")
+            sig = types.void(arr, idx, values)
+
+            def codegen(context, builder, signature, args):
+                valty = signature.args[2]
+                ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
+                halves = []
+                for k in range(n):
+                    v = context.cast(builder, builder.extract_value(args[2], k), valty[k], types.float32)
+                    halves.append(builder.zext(_f32_to_half(builder, v, is_bf16), i32))
+                vec = ir.Constant(ir.VectorType(i32, words), ir.Undefined)
+                for w in range(words):
+                    word = builder.or_(halves[2 * w], builder.shl(halves[2 * w + 1], i32(16)))
+                    vec = builder.insert_element(vec, word, i32(w))
+                vptr = builder.bitcast(ptr, ir.VectorType(i32, words).as_pointer())
+                builder.store(vec, vptr, align=width)
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return store
+
+    @intrinsic
+    def bf16_to_f32(typingctx, bits):
+        if not isinstance(bits, types.Integer) or bits.bitwidth != 16:
+            raise TypingError(f"bf16_to_f32 expects 16-bit integer bits, got {bits}")
+        sig = types.float32(bits)
+
+        def codegen(context, builder, signature, args):
+            return _half_to_f32(builder, args[0], True)
+
+        return sig, codegen
+
+    @intrinsic
+    def f32_to_bf16(typingctx, x):
+        if not isinstance(x, types.Float):
+            raise TypingError(f"f32_to_bf16 expects a float, got {x}")
+        sig = types.uint16(x)
+
+        def codegen(context, builder, signature, args):
+            f = context.cast(builder, args[0], signature.args[0], types.float32)
+            return _f32_to_half(builder, f, True)
+
+        return sig, codegen
+
+    @intrinsic
+    def load_f32(typingctx, arr, idx):
+        if not isinstance(arr, types.Array) or arr.ndim != 1:
+            raise TypingError(f"load_f32: expected a 1-D array, got {arr}")
+        if arr.dtype != types.float32:
+            _half_kind(arr, "load_f32")
+        sig = types.float32(arr, idx)
+
+        def codegen(context, builder, signature, args):
+            arrty = signature.args[0]
+            ptr = _element_pointer(context, builder, arrty, args[0], args[1])
+            v = builder.load(ptr)
+            if arrty.dtype == types.float32:
+                return v
+            return _half_to_f32(builder, builder.bitcast(v, i16), arrty.dtype != types.float16)
+
+        return sig, codegen
+
+    @intrinsic
+    def store_f32(typingctx, arr, idx, x):
+        if not isinstance(arr, types.Array) or arr.ndim != 1:
+            raise TypingError(f"store_f32: expected a 1-D array, got {arr}")
+        if arr.dtype != types.float32:
+            _half_kind(arr, "store_f32")
+        sig = types.void(arr, idx, x)
+
+        def codegen(context, builder, signature, args):
+            arrty, _, xty = signature.args
+            ptr = _element_pointer(context, builder, arrty, args[0], args[1])
+            f = context.cast(builder, args[2], xty, types.float32)
+            if arrty.dtype == types.float32:
+                builder.store(f, ptr)
+            else:
+                h = _f32_to_half(builder, f, arrty.dtype != types.float16)
+                builder.store(builder.bitcast(h, ptr.type.pointee), ptr)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    load2, load4 = _make_load(2), _make_load(4)
+    store2, store4 = _make_store(2), _make_store(4)
+    load_half4, load_half8 = _make_load_half(4), _make_load_half(8)
+    store_half4, store_half8 = _make_store_half(4), _make_store_half(8)
+
+else:  # Numba's CUDA simulator runs kernels as Python: same results, no vectors.
+
+    def _load(a, i, n):
+        return tuple(a[i + k] for k in range(n))
+
+    def _store(a, i, values, n):
+        for k in range(n):
+            a[i + k] = values[k]
+
+    def load2(a, i):
+        return _load(a, i, 2)
+
+    def load4(a, i):
+        return _load(a, i, 4)
+
+    def store2(a, i, v):
+        _store(a, i, v, 2)
+
+    def store4(a, i, v):
+        _store(a, i, v, 4)
+
+    def bf16_to_f32(bits):
+        return (np.uint32(bits) << np.uint32(16)).view(np.float32)
+
+    def f32_to_bf16(x):
+        b = int(np.float32(x).view(np.uint32))
+        if np.isnan(np.float32(x)):
+            return np.uint16(0x7FC0)
+        return np.uint16(((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF)
+
+    def _to_f32(a, v):
+        if a.dtype == np.float16:
+            return np.float32(v)
+        return bf16_to_f32(v)
+
+    def _from_f32(a, x):
+        if a.dtype == np.float16:
+            return np.float16(x)
+        return f32_to_bf16(x)
+
+    def load_f32(a, i):
+        if a.dtype == np.float32:
+            return np.float32(a[i])
+        return _to_f32(a, a[i])
+
+    def store_f32(a, i, x):
+        a[i] = np.float32(x) if a.dtype == np.float32 else _from_f32(a, x)
+
+    def load_half4(a, i):
+        return tuple(_to_f32(a, a[i + k]) for k in range(4))
+
+    def load_half8(a, i):
+        return tuple(_to_f32(a, a[i + k]) for k in range(8))
+
+    def store_half4(a, i, v):
+        for k in range(4):
+            a[i + k] = _from_f32(a, v[k])
+
+    def store_half8(a, i, v):
+        for k in range(8):
+            a[i + k] = _from_f32(a, v[k])

@@ -1,0 +1,175 @@
+"""Bytes, transfers and flops of SwiGLU, counted the way the course counts them.
+
+A *transfer* is one element loaded from or stored to GPU main memory (HBM).
+Counts are the minimum traffic of each design: every operand read once, every
+output written once, caches assumed to hold nothing across kernel launches.
+
+Seed 000 ("The SwiGLU kernel") counts, for T tokens and h hidden units:
+naive two-kernel SwiGLU 5Th transfers, fused 3Th (T=4, h=8: 160 and 96
+transfers for 32 elements), and an epilogue-fused version that reads gate once
+and writes the result once (2Th) because `up` is still in registers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "DTYPE_BYTES",
+    "FLOPS_PER_ELEMENT",
+    "Step",
+    "Traffic",
+    "itemsize",
+    "activation",
+    "mlp_up",
+    "ACTIVATION_VARIANTS",
+    "MLP_UP_VARIANTS",
+]
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+#: Flops counted for one output element of silu(g) * u = g * u / (1 + exp(-g)):
+#: exp, add, reciprocal (the sigmoid), then two multiplies. Seed 000 counts the
+#: same "~5 flops" per element; the negation folds into the exp argument.
+#: The course uses this one figure everywhere.
+FLOPS_PER_ELEMENT = 5
+
+ACTIVATION_VARIANTS = ("naive", "fused", "epilogue")
+MLP_UP_VARIANTS = ("unfused", "epilogue")
+
+
+class Step(NamedTuple):
+    """One row of a teaching table: a kernel or phase and the elements it moves."""
+
+    step: str
+    reads: int  # elements loaded from memory
+    writes: int  # elements stored to memory
+
+
+@dataclass(frozen=True)
+class Traffic:
+    variant: str
+    dtype: str
+    itemsize: int
+    transfers: int  # element loads + stores
+    bytes: int
+    flops: int
+    breakdown: list[Step] = field(default_factory=list)
+    shape: dict = field(default_factory=dict)
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity in flop/byte."""
+        return self.flops / self.bytes
+
+    @property
+    def reads(self) -> int:
+        return sum(s.reads for s in self.breakdown)
+
+    @property
+    def writes(self) -> int:
+        return sum(s.writes for s in self.breakdown)
+
+    def table(self) -> list[dict]:
+        """Breakdown rows with bytes, for a DataFrame or a Markdown table."""
+        return [
+            {"step": s.step, "reads": s.reads, "writes": s.writes,
+             "transfers": s.reads + s.writes, "bytes": (s.reads + s.writes) * self.itemsize}
+            for s in self.breakdown
+        ]
+
+
+def _dtype_name(dtype) -> str:
+    if isinstance(dtype, str):
+        key = dtype.lower().replace("torch.", "")
+        key = {"fp32": "float32", "f32": "float32", "fp16": "float16", "f16": "float16",
+               "half": "float16", "bf16": "bfloat16", "float": "float32"}.get(key, key)
+        if key in DTYPE_BYTES:
+            return key
+    else:
+        name = getattr(dtype, "name", None) or str(dtype).replace("torch.", "")
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            pass
+        if name in DTYPE_BYTES:
+            return name
+    raise ValueError(
+        f"unknown dtype {dtype!r}: use one of {sorted(DTYPE_BYTES)} (or a numpy dtype of them)"
+    )
+
+
+def itemsize(dtype) -> int:
+    """Bytes per element of ``dtype`` (a name, a numpy dtype or a torch dtype)."""
+    return DTYPE_BYTES[_dtype_name(dtype)]
+
+
+def _positive(**dims) -> None:
+    for name, v in dims.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+
+
+def _make(variant, dtype, steps, flops, shape) -> Traffic:
+    name = _dtype_name(dtype)
+    size = DTYPE_BYTES[name]
+    transfers = sum(s.reads + s.writes for s in steps)
+    return Traffic(variant=variant, dtype=name, itemsize=size, transfers=transfers,
+                   bytes=transfers * size, flops=flops, breakdown=list(steps), shape=shape)
+
+
+def activation(T: int, h: int, dtype="float32", variant: str = "fused") -> Traffic:
+    """Traffic of the elementwise ``silu(gate) * up`` on [T, h] tensors.
+
+    - ``naive``: a SiLU kernel (read gate, write tmp) then a multiply kernel
+      (read tmp and up, write out): 5Th transfers.
+    - ``fused``: one kernel reads gate and up and writes out: 3Th.
+    - ``epilogue``: seed 000's epilogue of the up-projection GEMM: `up` is
+      already in registers, gate is read once and out written once: 2Th.
+      (In a dual GEMM that computes gate and up together even that gate read
+      goes away; see :func:`mlp_up`.)
+    """
+    _positive(T=T, h=h)
+    n = T * h
+    if variant == "naive":
+        steps = [Step("silu kernel: read gate, write tmp", n, n),
+                 Step("multiply kernel: read tmp and up, write out", 2 * n, n)]
+    elif variant == "fused":
+        steps = [Step("fused kernel: read gate and up, write out", 2 * n, n)]
+    elif variant == "epilogue":
+        steps = [Step("GEMM epilogue: up in registers, read gate, write out", n, n)]
+    else:
+        raise ValueError(f"unknown activation variant {variant!r}: use one of {ACTIVATION_VARIANTS}")
+    return _make(variant, dtype, steps, FLOPS_PER_ELEMENT * n, {"T": T, "h": h})
+
+
+def mlp_up(T: int, d: int, h: int, dtype="float32", variant: str = "unfused") -> Traffic:
+    """Traffic of ``silu(x @ Wg) * (x @ Wu)`` with x [T, d], Wg and Wu [d, h].
+
+    Minimum traffic: each GEMM reads its operands once and writes its output
+    once (perfect on-chip reuse).
+
+    - ``unfused``: two GEMMs write gate and up to memory, then the fused
+      activation kernel reads them back and writes out.
+    - ``epilogue``: one dual GEMM reads x once and both weights, applies
+      SiLU*mul in its epilogue and writes only out.
+
+    Flops: 2*T*d*h per GEMM (a multiply and an add per term) plus
+    FLOPS_PER_ELEMENT per output element.
+    """
+    _positive(T=T, d=d, h=h)
+    x, w, n = T * d, d * h, T * h
+    if variant == "unfused":
+        steps = [Step("gate GEMM: read x and Wg, write gate", x + w, n),
+                 Step("up GEMM: read x and Wu, write up", x + w, n),
+                 Step("fused activation: read gate and up, write out", 2 * n, n)]
+    elif variant == "epilogue":
+        steps = [Step("dual GEMM: read x once, Wg and Wu; SiLU*mul in the epilogue; write out",
+                      x + 2 * w, n)]
+    else:
+        raise ValueError(f"unknown mlp_up variant {variant!r}: use one of {MLP_UP_VARIANTS}")
+    flops = 2 * (2 * T * d * h) + FLOPS_PER_ELEMENT * n
+    return _make(variant, dtype, steps, flops, {"T": T, "d": d, "h": h})

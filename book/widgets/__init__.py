@@ -1,0 +1,20 @@
+"""Interactive explorers for the book: anywidgets whose front-end code does all the drawing.
+
+Each widget receives its data (GPU table, dtype sizes, measured points) from Python as state and
+computes and draws in the browser, so it responds to input on the static book page with no kernel,
+as well as in Jupyter and Colab. The front-end code lives beside this file (common.js holds the
+formulas that mirror book.traffic and book.roofline; tests/test_widgets_browser.py checks that
+they agree).
+
+- :func:`roofline_explorer`: intensity, ridge point, binding roof and predicted time (chapter 2).
+- :func:`traffic_explorer`: transfers and bytes of naive, fused and epilogue-fused SwiGLU
+  (chapters 1 and 3).
+- :func:`launch_explorer`: time against size, where launch overhead dominates (chapter 6).
+"""
+
+from .launch import LaunchExplorer, launch_explorer
+from .roofline import RooflineExplorer, roofline_explorer
+from .traffic import TrafficExplorer, traffic_explorer
+
+__all__ = ["roofline_explorer", "traffic_explorer", "launch_explorer",
+           "RooflineExplorer", "TrafficExplorer", "LaunchExplorer"]

@@ -1,0 +1,211 @@
+"""Measured rows from book/data/*.json, reshaped into the plain dicts the widgets draw.
+
+The files are written by ``python -m book.bench`` and read through :mod:`book.data`. When no file
+(or no loader) exists yet, every function here returns nothing and the widgets say
+"no measurements recorded" instead of drawing points.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .. import specs, traffic
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+NO_DATA = "No measurements recorded yet (book/data has no results file)."
+
+
+def _load_all(data=None):
+    """[(slug, dataset)] for the given dataset(s), or for every book/data/*.json."""
+    if data is not None:
+        items = data if isinstance(data, (list, tuple)) else [data]
+        return [(getattr(d, "slug", None) or f"data{i}", d) for i, d in enumerate(items)]
+    files = sorted(DATA_DIR.glob("*.json"))
+    if not files:
+        return []
+    try:
+        from .. import data as book_data
+    except ImportError:
+        return []
+    out = []
+    for f in files:
+        out.append((f.stem, book_data.load(gpu=f.stem)))
+    return out
+
+
+def _get(obj, key, default=None):
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def gpu_key(device_name: str | None) -> str | None:
+    """The book.specs.GPU_SPECS key for a device name, or None."""
+    spec = specs.match(device_name or "")
+    if spec is None:
+        return None
+    for k, v in specs.GPU_SPECS.items():
+        if v is spec:
+            return k
+    return None
+
+
+def parse_shape(shape) -> dict:
+    """{"T", "h"[, "d"]} from a row's shape: [T, h], [T, d, h], {"T":..}, or "T x h"."""
+    if isinstance(shape, dict):
+        out = {k: int(shape[k]) for k in ("T", "h", "d") if k in shape}
+        if "M" in shape and "T" not in out:
+            out["T"] = int(shape["M"])
+        if "F" in shape and "h" not in out:
+            out["h"] = int(shape["F"])
+        return out
+    if isinstance(shape, str):
+        shape = [int(x) for x in re.findall(r"\d+", shape)]
+    if isinstance(shape, (list, tuple)):
+        dims = [int(x) for x in shape]
+        if len(dims) == 1:
+            return {"T": 1, "h": dims[0]}
+        if len(dims) == 2:
+            return {"T": dims[0], "h": dims[1]}
+        if len(dims) == 3:
+            return {"T": dims[0], "d": dims[1], "h": dims[2]}
+    return {}
+
+
+def variant_family(name: str, kind: str | None = None) -> str | None:
+    """Map a benchmark row (book/bench/suite.py: kind "kernel", "reference", "launch", "gemm")
+    onto the widgets' kernels: "naive", "fused", "unfused", "epilogue"; None for the rest
+    (torch and copy references, host launch times, single GEMMs)."""
+    n = (name or "").lower()
+    if kind in ("reference", "launch") or "torch" in n or n.startswith(("copy", "cublas")):
+        return None
+    if kind == "gemm" or "gemm" in n:
+        if "dual" in n or "epilogue" in n:
+            return "epilogue"
+        if "unfused" in n:
+            return "unfused"
+        return None  # one GEMM alone, or an activation timed between GEMMs (L2-warm)
+    if n.startswith("naive"):
+        return "naive"
+    return "fused"  # every other elementwise kernel of the course computes the fused SwiGLU
+
+
+_LABELS = {"naive": "naive SwiGLU", "fused": "fused SwiGLU", "unfused": "2 GEMMs + fused SwiGLU",
+           "epilogue": "dual GEMM + epilogue"}
+
+
+def _source(slug, prov) -> str:
+    gpu = _get(prov, "gpu") or slug
+    date = str(_get(prov, "date") or "")[:10]
+    return f"{gpu}, {date}, book/data/{slug}.json" if date else f"{gpu}, book/data/{slug}.json"
+
+
+def summary(data=None) -> str:
+    """A line naming where the measured points come from, or NO_DATA."""
+    sets = _load_all(data)
+    if not sets:
+        return NO_DATA
+    parts = [f"{_source(slug, _get(ds, 'provenance', {}))}" for slug, ds in sets]
+    return "Measured points: " + "; ".join(parts) + "."
+
+
+def roofline_points(data=None) -> list[dict]:
+    """Measured SwiGLU rows as roofline points: intensity = flops/bytes, performance = flops/s."""
+    points = []
+    for slug, ds in _load_all(data):
+        prov = _get(ds, "provenance", {}) or {}
+        key = gpu_key(_get(prov, "gpu"))
+        for row in _get(ds, "rows", []) or []:
+            fam = variant_family(_get(row, "variant", ""), _get(row, "kind"))
+            seconds = _get(row, "seconds")
+            dtype = _get(row, "dtype")
+            shape = parse_shape(_get(row, "shape"))
+            if fam is None or not seconds or dtype not in traffic.DTYPE_BYTES or "h" not in shape:
+                continue
+            T, H = shape.get("T", 1), shape["h"]
+            if fam in ("naive", "fused"):
+                t = traffic.activation(T, H, dtype, fam)
+            elif "d" in shape:
+                t = traffic.mlp_up(T, shape["d"], H, dtype, fam)
+            else:
+                continue
+            # the course's own minimum-traffic counts, so points and the model share one x axis
+            byts = _get(row, "bytes") or t.bytes
+            flops = _get(row, "flops") or t.flops
+            points.append({
+                "gpu": key, "dtype": dtype, "variant": fam, "variant_label": _LABELS[fam],
+                "T": T, "h": H, "d": shape.get("d"), "seconds": float(seconds),
+                "bytes": float(byts), "flops": float(flops),
+                "label": f"{_get(row, 'variant')} {dtype} {T}x{H}" + (f" d={shape['d']}" if "d" in shape else ""),
+                "source": _source(slug, prov),
+            })
+    return points
+
+
+def launch_points(data=None) -> list[dict]:
+    """Measured elementwise SwiGLU times against size, for the launch explorer:
+    GPU time with the queue kept full ("gpu"), one Python launch timed on the host ("python"),
+    and a CUDA graph replay ("graph")."""
+    points = []
+    for slug, ds in _load_all(data):
+        prov = _get(ds, "provenance", {}) or {}
+        for row in _get(ds, "rows", []) or []:
+            name = str(_get(row, "variant", ""))
+            kind = _get(row, "kind")
+            seconds = _get(row, "seconds")
+            dtype = _get(row, "dtype")
+            shape = parse_shape(_get(row, "shape"))
+            if not seconds or dtype not in traffic.DTYPE_BYTES or "h" not in shape or "d" in shape:
+                continue
+            if kind == "launch" or name.endswith("_python_launch"):
+                if "torch" in name:
+                    continue
+                how = "python"
+            elif name.endswith("_graph") and "torch" not in name:
+                how = "graph"
+            elif variant_family(name, kind) == "fused":
+                how = "gpu"
+            else:
+                continue
+            points.append({"elements": shape.get("T", 1) * shape["h"], "seconds": float(seconds),
+                           "dtype": dtype, "how": how, "source": _source(slug, prov),
+                           "label": f"{name} {dtype} {shape.get('T', 1)}x{shape['h']}"})
+    return points
+
+
+def launch_presets(data=None) -> list[dict]:
+    """Overheads and bandwidths measured in the data, as explorer presets: the host time of one
+    Python launch at decode size, a graph replay's time per SwiGLU, the best fused-kernel
+    bandwidth and torch.add's (a three-stream elementwise kernel: the practical ceiling)."""
+    presets = []
+    for slug, ds in _load_all(data):
+        prov = _get(ds, "provenance", {}) or {}
+        where = f"{_get(prov, 'gpu') or slug}, book/data/{slug}.json"
+        best_bw, ref_bw = {}, {}
+        for row in _get(ds, "rows", []) or []:
+            name = str(_get(row, "variant", ""))
+            kind = _get(row, "kind")
+            seconds, dtype = _get(row, "seconds"), _get(row, "dtype")
+            shape = parse_shape(_get(row, "shape"))
+            if not seconds or "d" in shape:
+                continue
+            size = "x".join(str(shape[k]) for k in ("T", "h") if k in shape)
+            if kind == "launch" or name.endswith("_python_launch") or "overhead" in name:
+                presets.append({"kind": "overhead", "value": float(seconds), "dtype": dtype,
+                                "label": f"overhead: {name} {dtype} {size}, host time ({where})"})
+            elif name.endswith("_graph"):
+                presets.append({"kind": "overhead", "value": float(seconds), "dtype": dtype,
+                                "label": f"overhead: {name} {dtype} {size}, graph replay ({where})"})
+            bw = _get(row, "bandwidth")
+            if not bw or name.endswith("_graph"):
+                continue
+            if variant_family(name, kind) == "fused" and bw > best_bw.get(dtype, (0,))[0]:
+                best_bw[dtype] = (float(bw), name, size)
+            if name == "torch_add" and bw > ref_bw.get(dtype, (0,))[0]:
+                ref_bw[dtype] = (float(bw), name, size)
+        for table, what in ((best_bw, "best measured"), (ref_bw, "reference")):
+            for dtype, (bw, name, size) in table.items():
+                presets.append({"kind": "bandwidth", "value": bw, "dtype": dtype,
+                                "label": f"bandwidth: {what} {name} {dtype} {size} ({where})"})
+    return presets

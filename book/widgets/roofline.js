@@ -1,0 +1,302 @@
+// Roofline explorer (book.widgets.roofline_explorer). All data arrive as model state from Python;
+// all drawing and arithmetic happen here, so the widget responds on a static page with no kernel.
+
+const VARIANT_STYLE = {
+  naive: { color: OI.vermillion, shape: "triangle" },
+  fused: { color: OI.blue, shape: "circle" },
+  unfused: { color: OI.orange, shape: "square" },
+  epilogue: { color: OI.green, shape: "diamond" },
+};
+const OTHER_STYLE = { color: OI.purple, shape: "circle" };
+
+function renderRoofline({ model, el }) {
+  const get = (k) => model.get(k);
+  const root = h("div", { class: "swg swg-roofline" });
+  el.append(root);
+
+  // ---- controls
+  const gpus = get("gpus");
+  const gpuSel = select(get("gpu_order").map((k) => [k, gpus[k].label]), get("gpu"), "gpu");
+  const dtypeSel = select(Object.keys(get("dtypes")).map((k) => [k, k]), get("dtype"), "dtype");
+  const variantSel = select(get("variants").map((v) => [v.key, v.label]), get("variant"), "variant");
+  const precSel = select([], get("precision"), "precision");
+  const presets = get("presets");
+  const presetSel = select([["", "custom"]].concat(presets.map((p, i) => [String(i), p.label])), "", "preset");
+  const [tIn, tErr] = intInput("T", get("T"), "T", (v) => setState(model, { T: v }));
+  const [hIn, hErr] = intInput("h", get("h"), "h", (v) => setState(model, { h: v }));
+  const [dIn, dErr] = intInput("d", get("d"), "d", (v) => setState(model, { d: v }));
+  const dField = field("d (model width)", dIn);
+  dField.append(dErr);
+
+  const controls = h(
+    "div",
+    { class: "swg-controls" },
+    field("GPU", gpuSel),
+    field("dtype", dtypeSel),
+    field("kernel", variantSel),
+    field("compute peak", precSel),
+    field("shape preset", presetSel),
+    (() => { const f = field("T (tokens)", tIn); f.append(tErr); return f; })(),
+    (() => { const f = field("h (hidden)", hIn); f.append(hErr); return f; })(),
+    dField,
+  );
+  root.append(controls);
+
+  gpuSel.addEventListener("change", () => setState(model, { gpu: gpuSel.value }));
+  dtypeSel.addEventListener("change", () => setState(model, { dtype: dtypeSel.value }));
+  variantSel.addEventListener("change", () => setState(model, { variant: variantSel.value }));
+  precSel.addEventListener("change", () => setState(model, { precision: precSel.value }));
+  presetSel.addEventListener("change", () => {
+    if (presetSel.value === "") return;
+    const p = presets[Number(presetSel.value)];
+    const ch = { T: p.T, h: p.h };
+    if (p.d) ch.d = p.d;
+    if (p.variant) ch.variant = p.variant;
+    setState(model, ch);
+  });
+
+  // ---- readouts
+  const out = {};
+  const dl = h("div", { class: "swg-readout", "aria-live": "polite" });
+  for (const [key, label] of [
+    ["intensity", "arithmetic intensity"],
+    ["ridge", "ridge point"],
+    ["bound", "bound by"],
+    ["time", "predicted time"],
+    ["memory-time", "time to move the bytes"],
+    ["compute-time", "time to do the flops"],
+    ["measured", "measured"],
+  ]) {
+    out[key] = h("span", { class: "swg-v", "data-testid": key });
+    dl.append(h("div", { class: "swg-item" }, h("span", { class: "swg-k", text: label }), out[key]));
+  }
+  root.append(dl);
+  const chartBox = h("div", { class: "swg-chart-box" });
+  root.append(chartBox);
+  const note = h("p", { class: "swg-note", "data-testid": "note" });
+  root.append(note);
+
+  function currentSpec() {
+    return gpus[get("gpu")] || gpus[get("gpu_order")[0]];
+  }
+
+  function syncControls() {
+    const spec = currentSpec();
+    gpuSel.value = get("gpu");
+    dtypeSel.value = get("dtype");
+    variantSel.value = get("variant");
+    const isGemm = get("variants").find((v) => v.key === get("variant"))?.kind === "gemm";
+    dField.classList.toggle("swg-disabled", !isGemm);
+    // compute peaks this GPU has
+    precSel.replaceChildren();
+    const auto = resolvePrecision("auto");
+    precSel.append(h("option", { value: "auto", text: `auto (${auto.label || auto.key} for ${get("dtype")})` }));
+    for (const [k, label, attr] of get("precisions")) {
+      if (spec[attr]) precSel.append(h("option", { value: k, text: `${label}: ${fmtRate(spec[attr])}` }));
+    }
+    precSel.value = get("precision");
+    if (precSel.value !== get("precision")) precSel.value = "auto";
+    for (const [inp, key] of [[tIn, "T"], [hIn, "h"], [dIn, "d"]]) {
+      if (Number(inp.value) !== get(key)) syncInput(inp, get(key));
+    }
+    const idx = presets.findIndex(
+      (p) => p.T === get("T") && p.h === get("h") && (!p.d || p.d === get("d")) && (!p.variant || p.variant === get("variant")),
+    );
+    presetSel.value = idx < 0 ? "" : String(idx);
+  }
+
+  // "auto" -> the course's default compute roof for the dtype (book.roofline.default_precision)
+  function resolvePrecision(p) {
+    const key = p === "auto" ? get("default_precisions")[get("dtype")] || "fp32" : p;
+    const row = get("precisions").find(([k]) => k === key) || [key, key, key];
+    return { key, label: row[1], attr: row[2] };
+  }
+
+  function compute() {
+    const spec = currentSpec();
+    const elemBytes = get("dtypes")[get("dtype")];
+    const traffic = variantTraffic(get("variant"), get("T"), get("h"), get("d"), elemBytes, get("flops_per_element"));
+    const prec = resolvePrecision(get("precision"));
+    const precision = prec.key;
+    const peak = spec[prec.attr] || null;
+    const pred = predict(traffic, spec.memory_bandwidth, peak);
+    const ridge = peak ? peak / spec.memory_bandwidth : null;
+    return { spec, traffic, precision, peak, pred, ridge };
+  }
+
+  // Measured rows for this GPU and dtype.
+  function visiblePoints(spec) {
+    return get("points").filter((p) => p.gpu === spec.match && p.dtype === get("dtype"));
+  }
+
+  function draw() {
+    syncControls();
+    const r = compute();
+    const { spec, traffic, pred, ridge, peak } = r;
+    const vlabel = get("variants").find((v) => v.key === get("variant"))?.label || get("variant");
+
+    showValue(out.intensity, `${sig(traffic.intensity)} flop/byte (${fmtFlops(traffic.flops)} / ${fmtBytes(traffic.bytes)})`, traffic.intensity);
+    showValue(out.ridge, ridge ? `${sig(ridge)} flop/byte` : "unknown (no compute peak for this GPU)", ridge);
+    showValue(out.bound, peak ? `${pred.bound} (${pred.bound === "memory" ? "intensity below" : "intensity above"} the ridge)` : "memory (compute peak unknown)", pred.bound);
+    showValue(out.time, fmtTime(pred.time_s), pred.time_s);
+    showValue(out["memory-time"], `${fmtTime(pred.memory_time_s)} at ${fmtBandwidth(spec.memory_bandwidth)}`, pred.memory_time_s);
+    showValue(out["compute-time"], peak ? `${fmtTime(pred.compute_time_s)} at ${fmtRate(peak)}` : "unknown (no compute peak)", peak ? pred.compute_time_s : null);
+
+    const pts = visiblePoints(spec);
+    // the fastest measured kernel of this kind at exactly this shape, if any
+    const same = pts
+      .filter((p) => p.variant === get("variant") && p.T === get("T") && p.h === get("h") && (!p.d || p.d === get("d")))
+      .sort((a, b) => a.seconds - b.seconds);
+    if (same.length) {
+      const best = same[0];
+      const name = best.label.split(" ")[0];
+      showValue(out.measured, `${fmtTime(best.seconds)} (${name}${same.length > 1 ? `, fastest of ${same.length}` : ""}; ${sig(best.seconds / pred.time_s, 2)}× the prediction)`, best.seconds);
+    } else if (!get("points").length) {
+      showValue(out.measured, "no measurements recorded", null);
+    } else {
+      showValue(out.measured, "not measured at this GPU, dtype, kernel and shape", null);
+    }
+
+    // ---- chart
+    const peaks = get("precisions").filter(([, , a]) => spec[a]).map(([k, label, a]) => ({ key: k, label, value: spec[a] }));
+    const xs = [traffic.intensity].concat(peaks.map((p) => p.value / spec.memory_bandwidth), pts.map((p) => p.flops / p.bytes));
+    const xDom = decadeDomain(Math.min(...xs) / 3, Math.max(...xs) * 3);
+    const ys = [spec.memory_bandwidth * xDom[0]].concat(peaks.map((p) => p.value), pts.map((p) => p.flops / p.seconds));
+    const yDom = [decadeDomain(Math.max(Math.min(...ys), 1e6), 10)[0], Math.max(...ys) * 3];
+    const title = `Roofline of ${spec.label}, ${get("dtype")}`;
+    const desc =
+      `Log-log plot of attainable performance in flop/s against arithmetic intensity in flop per byte. ` +
+      `Memory roof ${fmtBandwidth(spec.memory_bandwidth)}` +
+      (peak ? `, compute roof ${fmtRate(peak)} (${r.precision}), ridge point ${sig(ridge)} flop/byte. ` : ". ") +
+      `${vlabel} with T=${get("T")}, h=${get("h")}${vlabel.includes("GEMM") ? `, d=${get("d")}` : ""}: ` +
+      `intensity ${sig(traffic.intensity)} flop/byte, ${pred.bound}-bound, predicted ${fmtTime(pred.time_s)}. ` +
+      (pts.length ? `${pts.length} measured points shown.` : "No measured points shown.");
+    const chart = logChart({
+      width: chartWidth(chartBox),
+      x: { domain: xDom, label: "arithmetic intensity (flop/byte)", fmt: tickNumber },
+      y: { domain: yDom, label: "performance (flop/s)", fmt: (v) => fmtRate(v).replace("FLOP/s", "").replace(" ", "") || "1" },
+      title,
+      desc,
+    });
+    chart.svg.setAttribute("data-testid", "chart");
+    const [xa, xb] = xDom;
+    const bw = spec.memory_bandwidth;
+    // other compute peaks (dashed)
+    const others = new Map(); // value -> labels (FP16 and BF16 often share a peak)
+    for (const p of peaks) {
+      if (p.key === r.precision || p.value === peak) continue;
+      const short = p.label.includes("tensor") ? p.label.replace(" tensor cores", "") : p.label;
+      others.set(p.value, (others.get(p.value) || []).concat([short]));
+    }
+    // roof labels at the right edge: above their line, or below when that would overlap another
+    const roofLabels = [...others].map(([value, labels]) => ({
+      value,
+      text: `${labels.join("/")}${labels.some((l) => !l.includes("CUDA")) ? " tensor" : ""} ${fmtRate(value)}`,
+      color: OI.purple,
+    }));
+    if (peak) roofLabels.push({ value: peak, text: `${r.precision} roof ${fmtRate(peak)}`, color: "currentColor", below: true });
+    roofLabels.sort((a, b) => b.value - a.value);
+    const placedY = [];
+    for (const lab of roofLabels) {
+      if (lab.value !== peak) {
+        chart.plot.append(s("path", { d: pathD(chart, [[lab.value / bw, lab.value], [xb, lab.value]]), stroke: OI.purple, "stroke-width": 1.5, "stroke-dasharray": "6 4", fill: "none" }));
+      }
+      const above = chart.Y(lab.value) - 4, under = chart.Y(lab.value) + 13;
+      const free = (y) => placedY.every((q) => Math.abs(q - y) >= 13);
+      const order = lab.below ? [under, above] : [above, under];
+      const y = order.find((q) => free(q) && q > chart.m.top + 10) ?? order[0];
+      placedY.push(y);
+      chart.over.append(s("text", { x: chart.m.left + chart.iw - 4, y, "text-anchor": "end", class: "swg-small", fill: lab.color }, lab.text));
+    }
+    // the roof for the chosen peak
+    const roofPts = peak ? [[xa, bw * xa], [ridge, peak], [xb, peak]] : [[xa, bw * xa], [xb, bw * xb]];
+    const roof = s("path", { d: pathD(chart, roofPts), stroke: "currentColor", "stroke-width": 2.5, fill: "none", "data-testid": "roof" });
+    chart.plot.append(roof);
+    // label the memory roof along its slope, clear of the kernel's marker and of the ridge
+    const slopeDeg = (-Math.atan2(chart.Y(bw * xa) - chart.Y(bw * xa * 10), chart.X(xa * 10) - chart.X(xa)) * 180) / Math.PI;
+    const cosA = Math.cos((slopeDeg * Math.PI) / 180);
+    const memText = `memory ${fmtBandwidth(bw)}`;
+    const memLen = memText.length * 6.6 * cosA; // horizontal extent of the slanted label
+    const slopeEnd = chart.X(peak ? Math.min(ridge, xb) : xb) - 8;
+    const kpx = chart.X(traffic.intensity);
+    const onSlope = pred.bound === "memory";
+    const starts = [chart.X(xa) + 4, kpx + 16, slopeEnd - memLen];
+    const lx0 = starts.find((x0) => x0 + memLen <= slopeEnd && !(onSlope && kpx > x0 - 12 && kpx < x0 + memLen + 12)) ?? starts[0];
+    const lxv = Math.pow(10, log10(xa) + ((lx0 - chart.m.left) / chart.iw) * (log10(xb) - log10(xa)));
+    const lpx = lx0, lpy = chart.Y(bw * lxv) - 7;
+    chart.over.append(s("text", { x: lpx, y: lpy, class: "swg-small", transform: `rotate(${slopeDeg} ${lpx} ${lpy})` }, memText));
+    if (peak) {
+      chart.plot.append(s("line", { x1: chart.X(ridge), x2: chart.X(ridge), y1: chart.Y(peak), y2: chart.m.top + chart.ih, stroke: "currentColor", "stroke-dasharray": "2 3", "stroke-width": 1 }));
+      chart.over.append(s("text", { x: chart.X(ridge) + 4, y: chart.m.top + chart.ih - 6, class: "swg-small" }, `ridge ${sig(ridge, 2)}`));
+    }
+    // measured points
+    for (const p of pts) {
+      const st = VARIANT_STYLE[p.variant] || OTHER_STYLE;
+      const mk = marker(st.shape, chart.X(p.flops / p.bytes), chart.Y(p.flops / p.seconds), 4, st.color);
+      mk.setAttribute("fill-opacity", "0.75");
+      mk.setAttribute("class", "swg-measured");
+      mk.append(s("title", {}, `measured: ${p.label}, ${fmtTime(p.seconds)}, ${fmtRate(p.flops / p.seconds)}, ${fmtBandwidth(p.bytes / p.seconds)} (${p.source})`));
+      chart.plot.append(mk);
+    }
+    // this kernel, at its predicted attainable performance
+    const st = VARIANT_STYLE[get("variant")] || OTHER_STYLE;
+    const perf = traffic.flops / pred.time_s;
+    const kx = chart.X(traffic.intensity), ky = chart.Y(perf);
+    chart.plot.append(s("line", { x1: kx, x2: kx, y1: ky, y2: chart.m.top + chart.ih, stroke: st.color, "stroke-width": 1.5, "stroke-dasharray": "4 3" }));
+    const km = marker(st.shape, kx, ky, 7, st.color);
+    km.setAttribute("data-testid", "kernel-point");
+    km.setAttribute("stroke-width", "1.5");
+    chart.over.append(km);
+    // label the marker where the text crosses neither the roof nor the plot's edge
+    const text = `${fmtTime(pred.time_s)}, ${pred.bound}-bound`;
+    const tw = text.length * 7.2;
+    const roofYpx = (px) => {
+      const xv = Math.pow(10, log10(xa) + ((px - chart.m.left) / chart.iw) * (log10(xb) - log10(xa)));
+      return chart.Y(peak ? Math.min(bw * xv, peak) : bw * xv);
+    };
+    const fits = ([x0, y]) => {
+      if (x0 < chart.m.left + 2 || x0 + tw > chart.m.left + chart.iw - 2 || y - 12 < chart.m.top || y + 3 > chart.m.top + chart.ih) return false;
+      for (let px = x0; px <= x0 + tw; px += 4) {
+        const ry = roofYpx(px);
+        if (y + 3 > ry - 2 && y - 12 < ry + 2) return false;
+      }
+      return true;
+    };
+    const cands = [[kx + 10, ky + 22], [kx - 10 - tw, ky + 22], [kx - 10 - tw, ky - 10], [kx + 10, ky - 10], [kx + 10, ky + 40], [kx - 10 - tw, ky + 40]];
+    const [tx, ty] = cands.find(fits) || cands[0];
+    chart.over.append(s("text", { x: tx, y: ty, class: "swg-label" }, text));
+    chartBox.replaceChildren(chart.svg);
+
+    const items = [{ color: "currentColor", label: `roof: min(bandwidth × intensity, ${r.precision} peak)` }];
+    if (others.size) items.push({ color: OI.purple, dash: "6 4", label: "other compute peaks" });
+    items.push({ color: st.color, shape: st.shape, label: `${vlabel} (predicted)` });
+    const seen = new Set();
+    for (const p of pts) {
+      if (seen.has(p.variant)) continue;
+      seen.add(p.variant);
+      const ps = VARIANT_STYLE[p.variant] || OTHER_STYLE;
+      items.push({ color: ps.color, shape: ps.shape, label: `measured: ${p.variant_label || p.variant}` });
+    }
+    chartBox.append(legend(items));
+
+    note.replaceChildren();
+    if (spec.source) {
+      note.append(`${spec.label}: peaks from `, h("a", { href: spec.source, target: "_blank", rel: "noopener", text: spec.source_name || "the vendor datasheet" }), ". ");
+    } else if (spec.note) {
+      note.append(`${spec.note} `);
+    }
+    note.append(get("data_note"));
+  }
+
+  const handler = () => draw();
+  const keys = ["gpu", "dtype", "variant", "precision", "T", "h", "d", "points", "gpus"];
+  for (const k of keys) model.on(`change:${k}`, handler);
+  draw();
+  const stop = onResize(chartBox, draw);
+  return () => {
+    stop();
+    for (const k of keys) model.off(`change:${k}`, handler);
+  };
+}
+
+export default { render: renderRoofline };

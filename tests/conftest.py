@@ -1,0 +1,252 @@
+"""Shared pytest fixtures: the built book, a local web server and a real browser.
+
+The book is built ONCE per test session, from a clean copy of the repository, and shared by every
+test that asks for it. Use these fixtures in your own tests rather than building again:
+
+``built_book`` (session) -> BuiltBook
+    Copies the tracked and untracked-but-not-ignored files (``git ls-files -co --exclude-standard``)
+    to a temporary directory, reuses this checkout's ``.venv`` (symlink) and ``node_modules``
+    (hard-linked copy), and runs ``make book`` there: notebooks execute (in Numba's CUDA simulator
+    with no GPU) and any cell error fails the build. Fields: ``root`` (the copy), ``html``
+    (its _build/html), ``seconds`` (build wall time), ``log`` (make's output), ``toc_files``
+    (source paths listed in _toc.yml, e.g. "chapters/02_roofline.ipynb"), ``page(src)`` (the
+    HTML path of a source path). A failed build fails the test that asked for it, with the tail
+    of the log.
+
+``site_url`` (session) -> str
+    Base URL, ending in "/", of a localhost HTTP server serving ``built_book.html``.
+
+``browser`` (session) -> playwright Browser
+    Debian's chromium (``$CHROMIUM``, default /usr/bin/chromium) driven by playwright, headless,
+    with background networking off.
+
+``site_page`` (function) -> SitePage
+    A fresh browser page (its own context; ``viewport`` can be changed with
+    ``site_page.page.set_viewport_size``) that records what the site asks for. Requests to any
+    host but localhost are aborted, so a test never waits on the network, and recorded.
+    ``site_page.goto("chapters/02_roofline.html")`` loads a page (path relative to the site
+    root) and waits until the network is idle. Then:
+    ``.page`` (playwright Page), ``.requests`` (URLs), ``.external`` (URLs not on localhost),
+    ``.failed`` ("URL: reason" for failed requests and HTTP errors), ``.errors`` (uncaught page
+    JS errors, minus the theme's known harmless one), ``.assert_clean()`` (no external, failed
+    or JS errors, with a message listing them).
+
+Example::
+
+    def test_my_widget(site_page):
+        site_page.goto("chapters/02_roofline.html")
+        site_page.page.locator(".my-widget input").fill("4096")
+        site_page.assert_clean()
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+# sphinx-thebe's inline snippet is included twice by jupyter-book 1 (a harmless redeclaration).
+KNOWN_PAGE_ERRORS = ("Identifier 'THEBE_JS_URL' has already been declared",)
+# Build timings measured during the session, printed at the end of the run (not asserted here:
+# targets are reported from measurements, see README).
+TIMINGS: dict[str, float] = {}
+
+
+def pytest_terminal_summary(terminalreporter):
+    if TIMINGS:
+        terminalreporter.section("book build timings")
+        for name, seconds in TIMINGS.items():
+            terminalreporter.write_line(f"{name}: {seconds:.1f} s")
+
+
+def repo_files(root: Path = ROOT) -> list[str]:
+    """What a clean clone would hold, plus work not yet committed (but not ignored files)."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
+                             check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout (e.g. a tarball)
+        skip = {".git", ".venv", "_build", "node_modules", "site_assets", "__pycache__",
+                ".pytest_cache", "build", "dist"}
+        return [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()
+                and not skip.intersection(p.relative_to(root).parts)
+                and not p.name.endswith(".egg-info")]
+    return [f for f in out.split("\0") if f and (root / f).is_file()]
+
+
+def copy_repo(dest: Path, root: Path = ROOT, with_env: bool = True) -> Path:
+    """A clean copy of the checkout at ``dest``; ``with_env`` reuses .venv and node_modules."""
+    for rel in repo_files(root):
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / rel, target)
+    if not with_env:
+        return dest
+    venv = Path(sys.prefix)
+    if (venv / "bin" / "python").exists():
+        (dest / ".venv").symlink_to(venv)
+    if (root / "node_modules").is_dir():
+        # Hard links: `npm ci` in the copy (if the lockfile changed) cannot touch ours.
+        subprocess.run(["cp", "-al", str(root / "node_modules"), str(dest / "node_modules")],
+                       check=True)
+    return dest
+
+
+def toc_files(root: Path) -> list[str]:
+    """Source files listed in _toc.yml, with their suffixes ("intro.md", "chapters/x.ipynb")."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    names = [toc["root"]]
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                names.append(node["file"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(toc.get("parts", toc.get("chapters", [])))
+    found = []
+    for name in names:
+        matches = [s for s in (".ipynb", ".md") if (root / (name + s)).exists()]
+        found.append(name + (matches[0] if matches else ""))
+    return found
+
+
+@dataclass
+class BuiltBook:
+    root: Path
+    html: Path
+    seconds: float
+    log: str
+    toc_files: list[str] = field(default_factory=list)
+
+    def page(self, src: str) -> Path:
+        return self.html / (str(Path(src).with_suffix(".html")))
+
+
+def run_make(root: Path, target: str = "book", timeout: int = 1500) -> tuple[int, float, str]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(["make", target], cwd=root, capture_output=True, text=True,
+                          timeout=timeout)
+    return proc.returncode, time.perf_counter() - t0, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory) -> BuiltBook:
+    if Path(sys.prefix) == ROOT / ".venv":
+        # The copy shares this venv: make sure it matches our requirements first, so the copy's
+        # `make book` finds it installed and never re-points the editable install at itself.
+        rc, _, log = run_make(ROOT, "install")
+        assert rc == 0, log[-3000:]
+    root = copy_repo(tmp_path_factory.mktemp("clean") / "swiglu-kernels")
+    rc, seconds, log = run_make(root)
+    (root / "_build").mkdir(exist_ok=True)
+    (root / "_build" / "make-book.log").write_text(log)
+    if rc != 0:
+        pytest.fail(f"`make book` failed in a clean copy ({root}); last lines:\n{log[-6000:]}",
+                    pytrace=False)
+    TIMINGS["fresh `make book` in a clean copy (venv and node_modules reused)"] = seconds
+    return BuiltBook(root=root, html=root / "_build" / "html", seconds=seconds, log=log,
+                     toc_files=toc_files(root))
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def site_url(built_book):
+    handler = functools.partial(_QuietHandler, directory=str(built_book.html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/"
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Debian's chromium is needed at {CHROMIUM}: as root, `apt-get update && "
+                    "apt-get install -y chromium` (`make test` does this), or set CHROMIUM.",
+                    pytrace=False)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def is_local(url: str) -> bool:
+    parts = urlsplit(url)
+    if parts.scheme in ("data", "blob", "about"):
+        return True
+    return parts.hostname in ("127.0.0.1", "localhost")
+
+
+class SitePage:
+    def __init__(self, browser, base: str):
+        self.base = base
+        self.context = browser.new_context()
+        self.page = self.context.new_page()
+        self.requests: list[str] = []
+        self.external: list[str] = []
+        self.failed: list[str] = []
+        self.errors: list[str] = []
+        self.context.route(lambda url: not is_local(url), self._block)
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("requestfailed", self._on_failed)
+        self.page.on("response", lambda r: r.status >= 400
+                     and self.failed.append(f"{r.url}: HTTP {r.status}"))
+        self.page.on("pageerror", self._on_error)
+
+    def _block(self, route):
+        self.external.append(route.request.url)
+        route.abort()
+
+    def _on_failed(self, request):
+        if request.url not in self.external:
+            self.failed.append(f"{request.url}: {request.failure}")
+
+    def _on_error(self, exc):
+        if not any(k in str(exc) for k in KNOWN_PAGE_ERRORS):
+            self.errors.append(str(exc))
+
+    def goto(self, path: str, **kw):
+        kw.setdefault("wait_until", "networkidle")
+        return self.page.goto(self.base + path.lstrip("/"), **kw)
+
+    def assert_clean(self, what: str = ""):
+        problems = ([f"request to another host: {u}" for u in self.external]
+                    + [f"failed request: {f}" for f in self.failed]
+                    + [f"JavaScript error: {e}" for e in self.errors])
+        assert not problems, f"{what or self.page.url}:\n" + "\n".join(problems)
+
+    def close(self):
+        self.context.close()
+
+
+@pytest.fixture
+def site_page(browser, site_url):
+    sp = SitePage(browser, site_url)
+    yield sp
+    sp.close()

@@ -1,0 +1,123 @@
+"""Flawed and hostile submissions (tests/fixtures/submissions/) graded in one run through the
+instructor's CLI, in the simulator with the timing protocol switched on (--sim-timing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from _autograder_runs import finished, results
+
+SOLUTION = "lab2_packed_swiglu"
+
+
+@pytest.fixture(scope="module")
+def run():
+    out = finished("robust")
+    return lambda sid: results(out, sid)
+
+
+def outputs(r):
+    return "\n".join(t["output"] for t in r["tests"])
+
+
+def correctness(r):
+    return sum(t["score"] for t in r["tests"] if t["name"] != "performance")
+
+
+def test_next_submission_unaffected_by_crashes_and_hangs(run):
+    for sid in (SOLUTION, "honest_simple"):
+        r = run(sid)
+        assert r["score"] == r["extra_data"]["max_score"] > 0, outputs(r)
+
+
+def test_infinite_loop_is_stopped_at_the_time_limit(run):
+    r = run("infinite_loop")
+    assert r["score"] == 0
+    assert "stopped after 20 s" in outputs(r) and "not run: an earlier test" in outputs(r)
+
+
+def test_crash_costs_only_that_submission(run):
+    r = run("crash_segfault")
+    assert r["score"] == 0 and "segmentation fault" in outputs(r)
+
+
+def test_illegal_memory_access(run):
+    r = run("illegal_access")
+    assert r["score"] == 0 and "out of bounds" in outputs(r)
+
+
+def test_output_flood_is_cut_and_grading_unaffected(run):
+    r = run("output_flood")
+    assert correctness(r) == r["extra_data"]["max_score"]
+    assert r["extra_data"]["output_bytes"] > 10 << 20
+    assert "output cut" in r["extra_data"]["printed"] + open_feedback(r)
+
+
+def open_feedback(r):
+    from _autograder_runs import start_all
+    out = start_all()["robust"][1]
+    return (out / r["extra_data"]["id"] / "feedback.md").read_text()
+
+
+def test_torch_instead_of_a_kernel(run):
+    r = run("uses_torch")
+    assert r["score"] == 0 and "not allowed in graded code" in outputs(r)
+    assert any("torch" in f for f in r["extra_data"]["flags"])
+
+
+def test_host_reference_result_earns_nothing(run):
+    r = run("host_reference")
+    assert r["score"] == 0 and "launched no CUDA kernel" in outputs(r)
+
+
+def test_cached_result_fails_the_timed_work_check(run):
+    r = run("cached_result")
+    perf = r["extra_data"]["performance"]
+    assert perf["verified"] is False
+    assert any("skipped or cached work" in f for f in r["extra_data"]["flags"])
+
+
+def test_modified_inputs_fail(run):
+    r = run("modifies_inputs")
+    assert r["score"] == 0 and "changed its input(s) x" in outputs(r)
+
+
+def test_unwritten_output_is_named(run):
+    r = run("unwritten_output")
+    assert r["score"] == 0 and "never written" in outputs(r) and "first bad index" in outputs(r)
+
+
+def test_leftover_memory_earns_nothing(run):
+    r = run("leftover_memory")
+    assert r["score"] == 0
+
+
+def test_timer_tampering_does_not_reach_the_graders_clock(run):
+    r = run("timer_tamper")
+    perf = r["extra_data"]["performance"]
+    # the submission zeroed time.perf_counter/monotonic/time and CUDA events in its own process
+    # and sleeps 50 ms per call: the grader's clock, in another process, still sees the sleep
+    assert perf["per_rep_s"] >= 0.05
+    assert any("monkeypatching a clock" in f for f in r["extra_data"]["flags"])
+
+
+def test_hidden_files_and_network_are_out_of_reach(run):
+    r = run("reads_hidden")
+    iso = r["extra_data"]["isolation"]
+    if not iso or not iso.get("mount"):
+        pytest.skip(f"this OS gave the sandbox no mount namespace: {iso}")
+    assert r["score"] == 0
+    assert "found nothing to copy: []" in outputs(r)
+    if iso.get("net"):
+        assert "network refused" in outputs(r)
+    ctl = results(finished("control"), "reads_hidden")  # same file, isolation off: finds the solution
+    assert ctl["score"] == ctl["extra_data"]["max_score"] > 0
+
+
+def test_malformed_notebook_missing_function_wrong_signature(run):
+    r = run("malformed")
+    assert r["score"] == 0 and "not a valid notebook: JSON error" in outputs(r)
+    r = run("missing_function")
+    assert "no function named `swiglu_interleaved`" in outputs(r) and "swiglu_interleave" in outputs(r)
+    r = run("wrong_signature")
+    assert "`swiglu_interleaved(x)` cannot be called as `swiglu_interleaved(x, out)`" in outputs(r)

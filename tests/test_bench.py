@@ -1,0 +1,108 @@
+import math
+
+import numpy as np
+import pytest
+
+import book  # noqa: F401
+from book import bench
+
+
+sim_only = pytest.mark.skipif(not book.gpu.SIMULATED, reason="simulator behaviour")
+gpu_only = pytest.mark.skipif(book.gpu.SIMULATED, reason="needs a CUDA GPU")
+
+
+@sim_only
+def test_measure_in_simulator_refuses_with_reason():
+    with pytest.raises(bench.SimulatorTimingError, match="not measured: .*simulator"):
+        bench.measure(lambda a: None, [(np.zeros(4),)], bytes_moved=16)
+    with pytest.raises(bench.SimulatorTimingError, match="book/data"):
+        bench.host_overhead(lambda: None, [()])
+
+
+def test_summarize_matches_numpy_percentiles():
+    xs = [5.0, 1.0, 3.0, 2.0, 4.0, 10.0, 7.0]
+    med, p10, p90 = bench.summarize(xs)
+    assert med == np.percentile(xs, 50)
+    assert p10 == pytest.approx(np.percentile(xs, 10))
+    assert p90 == pytest.approx(np.percentile(xs, 90))
+    assert bench.summarize([2.0]) == (2.0, 2.0, 2.0)
+    assert bench.summarize([1.0, 3.0])[0] == 2.0
+    with pytest.raises(ValueError, match="no samples"):
+        bench.summarize([])
+    with pytest.raises(ValueError, match="positive"):
+        bench.summarize([1.0, -1.0])
+
+
+def test_rotation_count():
+    mib = 1 << 20
+    # 1 MiB sets against 50 MiB of L2: the other n-1 sets must cover 2 x L2
+    n = bench.rotation_count(mib, l2_bytes=50 * mib)
+    assert n == 101 and (n - 1) * mib >= 2 * 50 * mib
+    assert bench.rotation_count(200 * mib, l2_bytes=50 * mib) == 2  # big sets: alternate
+    assert bench.rotation_count(mib, l2_bytes=50 * mib, factor=1) == 51
+    if book.gpu.SIMULATED:
+        assert bench.rotation_count(mib) == 1  # simulator: no cache to defeat
+    with pytest.raises(ValueError, match="positive"):
+        bench.rotation_count(0, l2_bytes=mib)
+
+
+def test_effective_bandwidth():
+    n = 8192 * 14336
+    assert bench.effective_bandwidth(3 * 4 * n, 0.5e-3) == pytest.approx(3 * 4 * n / 0.5e-3)
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="positive number of seconds"):
+            bench.effective_bandwidth(100, bad)
+
+
+def test_batch_size():
+    assert bench.batch_size(1e-3, 200e-6) == 1  # long kernel: one call per sample
+    assert bench.batch_size(2e-6, 200e-6) == 100  # decode-size kernel: batch
+    assert bench.batch_size(1e-9, 1.0) == bench.MAX_BATCH
+    assert bench.batch_size(1e-6, 0) == 1
+    with pytest.raises(ValueError):
+        bench.batch_size(0.0)
+
+
+def test_timing_row_and_rates():
+    t = bench.Timing(median_s=1e-3, p10_s=0.9e-3, p90_s=1.2e-3, reps=50, method="m",
+                     bytes_moved=3_000_000_000, flops=2_000_000_000, batch=1)
+    assert t.bandwidth == pytest.approx(3e12)
+    assert t.flops_per_s == pytest.approx(2e12)
+    row = t.row()
+    assert row["seconds"] == 1e-3 and row["bandwidth"] == pytest.approx(3e12)
+    assert set(row) >= {"seconds", "p10_s", "p90_s", "reps", "method", "bytes", "bandwidth",
+                        "flops", "flops_per_s"}
+    assert math.isclose(bench.Timing(1.0, 1.0, 1.0, 1, "m").row()["seconds"], 1.0)
+    assert bench.Timing(1.0, 1.0, 1.0, 1, "m").bandwidth is None
+    assert "GB/s" in str(t)
+
+
+def test_arg_sets_validation():
+    with pytest.raises(ValueError, match="empty"):
+        bench._check_arg_sets([])
+    with pytest.raises(TypeError, match="list of argument tuples"):
+        bench._check_arg_sets(lambda: None)
+    assert bench._check_arg_sets([(1, 2), [3, 4], 5]) == [(1, 2), (3, 4), (5,)]
+
+
+@gpu_only
+def test_measure_a_copy_kernel_on_the_gpu():
+    from numba import cuda
+
+    @cuda.jit
+    def copy(src, dst):
+        i = cuda.grid(1)
+        if i < dst.size:
+            dst[i] = src[i]
+
+    n = 1 << 24  # 64 MiB per array
+    nbytes = 2 * 4 * n
+    sets = [(cuda.to_device(np.ones(n, np.float32)), cuda.device_array(n, np.float32))
+            for _ in range(bench.rotation_count(nbytes))]
+    grid = (n + 255) // 256
+    t = bench.measure(lambda s, d: copy[grid, 256](s, d), sets, bytes_moved=nbytes, reps=20)
+    peak = book.gpu.device_info().peak_bandwidth
+    assert 0 < t.p10_s <= t.median_s <= t.p90_s
+    assert 0.3 * peak < t.bandwidth < 1.02 * peak  # below the physical ceiling
+    assert len(t.samples_s) == 20 and not t.notes
+    assert np.array_equal(sets[0][1].copy_to_host(), np.ones(n, np.float32))

@@ -1,0 +1,51 @@
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+
+import book  # noqa: F401,E402
+from book import roofline, specs, traffic  # noqa: E402
+
+
+def test_h100_ridge_point_is_seed_000s_295_from_the_bf16_tensor_peak():
+    # seed 000: "the crossover on an H100 is around 295 flops per byte"
+    assert roofline.ridge_point("H100-SXM", "bf16") == pytest.approx(295.4, abs=0.5)
+    assert roofline.ridge_point("H100-SXM", "fp16") == pytest.approx(295.4, abs=0.5)
+    assert roofline.ridge_point("H100-SXM", "fp32") == pytest.approx(20.0, abs=0.1)
+    table = roofline.ridge_table("T4")
+    assert table["bf16"] is None and table["fp16"] == pytest.approx(65e12 / 320e9)
+
+
+def test_predict_memory_bound_activation():
+    t = traffic.activation(8192, 14336, "float32", "fused")
+    p = roofline.predict(t, "H100-SXM")
+    assert p.bound == "memory" and p.precision == "fp32"
+    assert p.time_s == pytest.approx(3 * 8192 * 14336 * 4 / 3.35e12)
+    assert p.memory_time_s > 40 * p.compute_time_s
+    naive = roofline.predict(traffic.activation(8192, 14336, "float32", "naive"), "H100-SXM")
+    assert naive.time_s / p.time_s == pytest.approx(5 / 3)
+
+
+def test_predict_compute_bound_dual_gemm():
+    t = traffic.mlp_up(2048, 4096, 8192, "bfloat16", "epilogue")
+    p = roofline.predict(t, specs.GPU_SPECS["H100-SXM"])
+    assert p.bound == "compute"
+    assert p.time_s == pytest.approx(t.flops / 989.5e12)
+    assert p.intensity > p.ridge
+
+
+def test_predict_refuses_missing_unit():
+    with pytest.raises(ValueError, match="T4"):
+        roofline.predict(traffic.activation(4, 8, "bfloat16"), "T4")
+
+
+def test_plot_axes_units_and_palette():
+    ax = roofline.plot(None, "H100-SXM", points=[("fused f32", 0.42, 1.1e12)],
+                       precision=("fp32", "bf16"))
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert "flop/byte" in ax.get_xlabel() and "TFLOP/s" in ax.get_ylabel()
+    colors = {line.get_color().upper() for line in ax.get_lines()}
+    assert colors <= {c.upper() for c in roofline.OKABE_ITO.values()}
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("ridge 295" in s for s in labels) and "fused f32" in labels

@@ -1,0 +1,133 @@
+"""Execute the book's notebooks in parallel into jupyter-book's execution cache.
+
+`make book` runs this before `jupyter-book build`. jupyter-book 1 (myst-nb, `execute_notebooks:
+cache`) executes notebooks one at a time and stops at the first that fails. Here every notebook
+the book executes (those in _toc.yml, minus `execute.exclude_patterns` in _config.yml) whose code
+is not already in the cache runs at the same time as others, one kernel per CPU core; the results
+go into the same cache (_build/.jupyter_cache), where the build then finds them. When some fail,
+all of them are reported (file, cell, error) and the exit status is 1: the build would fail on
+them anyway, as `raise_on_error` in _config.yml makes any cell error fatal.
+
+    python -m tools.execute            # execute what is not cached yet
+    python -m tools.execute --list     # list the notebooks the book executes
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / "_build" / ".jupyter_cache"
+
+
+def _config() -> dict:
+    return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+
+
+def toc_sources() -> list[str]:
+    """Source files listed in _toc.yml, with their suffixes."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    names = [toc["root"]]
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                names.append(node["file"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk({k: v for k, v in toc.items() if k != "root"})
+    out = []
+    for name in names:
+        found = [name + s for s in (".ipynb", ".md") if (ROOT / (name + s)).exists()]
+        out.append(found[0] if found else name)
+    return out
+
+
+def executed_notebooks() -> list[str]:
+    skip = _config().get("execute", {}).get("exclude_patterns", [])
+    return [s for s in toc_sources() if s.endswith(".ipynb")
+            and not any(fnmatch.fnmatch(s, p) for p in skip)]
+
+
+def _run(rel: str, timeout: int, allow_errors: bool):
+    """In a worker process: execute one notebook where it lives (as myst-nb does)."""
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    path = ROOT / rel
+    nb = nbformat.read(path, as_version=4)
+    result = single_nb_execution(nb, cwd=str(path.parent), timeout=timeout,
+                                 allow_errors=allow_errors, meta_override=True)
+    if result.err is not None:
+        return rel, None, result.time, result.exc_string or repr(result.err)
+    return rel, nbformat.writes(nb), result.time, None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.execute", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--list", action="store_true", help="list the executed notebooks and exit")
+    ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
+    args = ap.parse_args(argv)
+    notebooks = executed_notebooks()
+    if args.list:
+        print("\n".join(notebooks))
+        return 0
+
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    exec_cfg = _config().get("execute", {})
+    timeout = int(exec_cfg.get("timeout", 30))
+    allow_errors = bool(exec_cfg.get("allow_errors", False))
+    cache = get_cache(str(CACHE))
+    todo = []
+    for rel in notebooks:
+        try:
+            cache.match_cache_notebook(nbformat.read(ROOT / rel, as_version=4))
+        except KeyError:
+            todo.append(rel)
+    if not todo:
+        print(f"notebooks: all {len(notebooks)} executed notebooks are cached")
+        return 0
+    print(f"notebooks: executing {len(todo)} of {len(notebooks)} "
+          f"({min(args.jobs, len(todo))} at a time)", flush=True)
+    failed = []
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [pool.submit(_run, rel, timeout, allow_errors) for rel in todo]
+        for fut in as_completed(futures):
+            rel, text, seconds, err = fut.result()
+            if err is not None:
+                failed.append((rel, err))
+                print(f"  FAILED {rel} ({seconds:.0f} s)", flush=True)
+                continue
+            cache.cache_notebook_bundle(
+                CacheBundleIn(nbformat.reads(text, as_version=4), str(ROOT / rel),
+                              data={"execution_seconds": seconds}),
+                check_validity=False, overwrite=True)
+            print(f"  ok     {rel} ({seconds:.0f} s)", flush=True)
+    print(f"notebooks: done in {time.perf_counter() - t0:.0f} s")
+    if failed:
+        for rel, err in failed:
+            print(f"\n===== {rel} raised an error while executing =====\n{err}", file=sys.stderr)
+        print(f"\n{len(failed)} notebook(s) failed: "
+              + ", ".join(rel for rel, _ in failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
