@@ -21,8 +21,11 @@ help:
 	@echo "make clean  remove _build and site_assets"
 
 book: install assets
-	@echo "==> Building the book (notebooks execute; cached results are reused)"
 	@# PYTHONPATH: notebooks import this tree's `book`, whichever tree the venv was installed from.
+	@echo "==> Executing the notebooks (in parallel; cached results are reused)"
+	@PYTHONPATH="$(CURDIR)" $(PY) -m tools.execute || \
+	  { echo "Book build FAILED: the notebooks above raised errors."; exit 1; }
+	@echo "==> Building the book"
 	PYTHONPATH="$(CURDIR)" $(VENV)/bin/jupyter-book build . || \
 	  { echo "Book build FAILED (see the errors above; notebook tracebacks are in _build/html/reports/)."; exit 1; }
 	@$(PY) -m tools.site_assets --sync _build/html

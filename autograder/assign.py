@@ -91,7 +91,10 @@ def make_lab(master_nb, name: str):
         if tags & DROP_TAGS:
             continue
         if cell.cell_type == "code":
+            was = cell.source.strip()
             cell.source = strip_source(cell.source, f"{name} cell {k + 1}")
+            if was and not cell.source.strip():
+                continue  # only hidden tests: nothing left for the student
             cell.outputs = []
             cell.execution_count = None
         cells.append(cell)

@@ -121,7 +121,11 @@ if CFG.get("simulated"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 
 try:
-    import book  # noqa: F401  (decides GPU or simulator before numba.cuda is imported)
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):  # its one-line announcement is not the student's output
+        import book  # noqa: F401  (decides GPU or simulator before numba.cuda is imported)
     from book import gpu as _gpu
     SIMULATED = bool(_gpu.SIMULATED)
 except Exception as e:  # the library is broken: say so, the grader reports it
@@ -309,9 +313,9 @@ def run_test(fns, msg):
 TIMING = {}
 
 
-def time_setup(fns, msg):
+def time_prepare(fns, msg):
     """Two input sets (alternated so a kernel cannot skip work it did last call) and one
-    output, a warm-up that compiles, then the child-side CUDA-event timing (a cross-check)."""
+    output, generated and copied to the GPU. Outside the grader's GPU lock."""
     if CFG["mode"] == "reference":
         return _reference_setup(msg)
     fn = fns[msg["function"]]
@@ -325,6 +329,15 @@ def time_setup(fns, msg):
             built = [outs_shared[a["name"]] if a["role"] == "out" else b for a, b in zip(spec_args, built)]
         sets.append(tuple(built))
     TIMING.update(fn=fn, sets=sets, outs=outs_shared)
+    cuda.synchronize()
+    return {"ok": True}
+
+
+def time_warm(msg):
+    """Warm-up (compiles), then the child-side CUDA-event timing: only a cross-check."""
+    if CFG["mode"] == "reference":
+        return {"ok": True}
+    fn, sets = TIMING["fn"], TIMING["sets"]
     for s in sets:
         fn(*s)
     cuda.synchronize()
@@ -402,8 +415,15 @@ def main():
     if CFG["mode"] == "student":
         _count_launches()
         sys.meta_path.insert(0, _Blocker())
+        # imports are done; the student's cells run when the grader says so (it holds the GPU
+        # lock in shared mode then, so module-level GPU work never overlaps a timing window)
+        reply(event="ready", isolation=ISO, simulated=SIMULATED)
+        line = _CMDS.readline()
+        if not line or json.loads(line).get("cmd") != "load":
+            os._exit(0)
         ns, errors = load_submission()
         fns, problems = signature_problems(ns)
+        cuda.synchronize()
         reply(event="loaded", isolation=ISO, simulated=SIMULATED, cell_errors=errors,
               problems=problems)
     else:
@@ -420,8 +440,10 @@ def main():
                 r = _probe()
             elif cmd == "test":
                 r = run_test(fns, msg)
-            elif cmd == "time_setup":
-                r = time_setup(fns, msg)
+            elif cmd in ("time_setup", "time_prepare"):
+                r = time_prepare(fns, msg)
+            elif cmd == "time_warm":
+                r = time_warm(msg)
             elif cmd == "go":
                 r = time_go(msg)
             elif cmd == "sample":

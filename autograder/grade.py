@@ -8,6 +8,7 @@ threat model.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
 import hashlib
@@ -20,7 +21,13 @@ import statistics
 import sys
 import threading
 import time
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    try:
+        import tomli as tomllib
+    except ModuleNotFoundError as e:
+        raise SystemExit("reading rubrics needs Python 3.11+ (tomllib) or `pip install tomli`") from e
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -126,7 +133,7 @@ class Run:
         self.quiet = quiet
         self.run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
         self.log_lock = threading.Lock()
-        self.gpu_locks = [threading.Lock() for _ in range(self.gpus)]
+        self.gpu_locks = [GpuLock() if not simulated else _NullLock() for _ in range(self.gpus)]
         self.secret = self._secret()
         self.limits = self.rubric.get("limits", {})
         self.perf = self.rubric.get("performance")
@@ -224,7 +231,7 @@ class Run:
                 ev = child.recv(120)
                 if ev.get("event") != "loaded":
                     raise ChildError("protocol", str(ev)[:300])
-                msg = {"cmd": "time_setup", "impl": impl, "lab": self.lab_name, "case": case,
+                msg = {"cmd": "time_prepare", "impl": impl, "lab": self.lab_name, "case": case,
                        "bytes_per_buffer": 1 << 30}
                 r = child.request(300, **msg)
                 if not r.get("ok"):
@@ -326,24 +333,27 @@ class Run:
                           simulated=self.simulated, gpu=gpu if not self.simulated else None,
                           limits=self._child_limits(), hide=self._hide_paths(),
                           isolate=self.isolate, drop_uid=self.drop_uid)
+            glock = self.gpu_locks[gpu]
             try:
-                ev = child.recv(self.limits.get("load_s", 120))
+                ev = child.recv(self.limits.get("load_s", 120))  # Python, numba, book: no student code yet
+                if ev.get("event") == "ready":
+                    # the student's code touches the GPU only under the shared lock: timing
+                    # windows (exclusive) never overlap another submission's kernels
+                    with glock.shared():
+                        ev = child.request(self.limits.get("load_s", 120), cmd="load")
+                        self._loaded(ev, result)
+                        if ev.get("event") == "loaded":
+                            self.run_tests(child, result)
             except ChildError as e:
                 result["status"] = "crashed while loading"
                 result["problems"]["load"] = self._child_problem(e, child, "running your notebook's cells")
                 return self.finish(result, sub_dir, t_start)
-            if ev.get("event") == "fatal":
+            if ev.get("event") != "loaded":
                 result["status"] = "grader error"
-                result["problems"]["grader"] = ev.get("error")
+                result["problems"]["grader"] = ev.get("error") or f"unexpected answer {str(ev)[:200]}"
                 return self.finish(result, sub_dir, t_start)
-            result["isolation"] = ev.get("isolation")
-            result["cell_errors"] = ev.get("cell_errors", [])
-            result["problems"].update(ev.get("problems", {}))
-            # correctness runs concurrently; the GPU is held alone only while timing
-            self.run_tests(child, result)
             if self.perf and (not self.simulated or self.sim_timing):
-                with self.gpu_locks[gpu] if not self.simulated else _NullLock():
-                    self.run_timing(child, result, gpu)
+                self.run_timing(child, result, gpu)
         except Exception as e:  # the grader's own bug: say so, keep the class going
             result["status"] = "grader error"
             result["problems"]["grader"] = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"
@@ -354,6 +364,11 @@ class Run:
                 result["output_bytes"] = child.output_total
                 result["rss_peak_mib"] = child.rss_peak >> 20
         return self.finish(result, sub_dir, t_start)
+
+    def _loaded(self, ev, result):
+        result["isolation"] = ev.get("isolation")
+        result["cell_errors"] = ev.get("cell_errors", [])
+        result["problems"].update(ev.get("problems", {}))
 
     def _child_limits(self):
         lim = {"cpu_s": int(self.limits.get("cpu_s", 600))}
@@ -443,10 +458,17 @@ class Run:
             return
         seed = self.secret["timing_seed"]
         cases = [lab.timing_case(self.simulated, seed), lab.timing_case(self.simulated, seed + 7919)]
-        msg = {"cmd": "time_setup", "function": lab.FUNCTION, "bytes": lab.min_bytes(cases[0]),
-               "flops": lab.flops(cases[0]), "sets": [self.kernel_args(c) for c in cases]}
+        msg = {"cmd": "time_prepare", "function": lab.FUNCTION, "sets": [self.kernel_args(c) for c in cases]}
+        lock = self.gpu_locks[gpu]
+        held = False
         try:
-            r = child.request(self.limits.get("test_s", 60) * 2, **msg)
+            with lock.shared():  # generation and upload: GPU copies, not a timing window
+                r = child.request(self.limits.get("test_s", 60) * 2, **msg)
+            if r.get("ok"):
+                lock.acquire()  # the GPU alone from here to the last timed call
+                held = True
+                r = child.request(self.limits.get("test_s", 60) * 2, cmd="time_warm",
+                                  bytes=lab.min_bytes(cases[0]), flops=lab.flops(cases[0]))
             if not r.get("ok"):
                 p["output"] = f"timing setup failed: your function raised {r.get('error')}: {r.get('message', '')}"
                 return
@@ -468,6 +490,9 @@ class Run:
         except ChildError as e:
             p["output"] = self._child_problem(e, child, "timing")
             return
+        finally:
+            if held:
+                lock.release()
         info = {"per_rep_s": per, "windows": windows, "event_timing": r.get("event_timing"),
                 "bytes": lab.min_bytes(cases[0]), "flops": lab.flops(cases[0]),
                 "shape": lab.describe(cases[0]), "verified": bool(verified)}
@@ -481,6 +506,11 @@ class Run:
                            + ("" if verified else "\nFLAGGED: " + UNVERIFIED))
             result["performance"] = info
             self.log(kind="timing", id=result["id"], **info)
+            return
+        if gpu not in self.reference:
+            p["output"] = ("not measured: the reference could not be measured on this GPU "
+                           f"({getattr(self, 'reference_error', 'unknown error')})")
+            result["performance"] = info
             return
         ref = self.reference[gpu]
         info["reference"] = {k: ref[k] for k in ("reference_s", "reference_bandwidth", "copy_bandwidth",
@@ -499,7 +529,7 @@ class Run:
         p["output"] = (f"{unit} on {lab.describe(cases[0])}: {score['fraction']:.1%} of the reference "
                        f"measured on this GPU in this run"
                        + (f", {info['fraction_of_peak']:.1%} of theoretical peak bandwidth"
-                          if info["fraction_of_peak"] else "")
+                          if info["fraction_of_peak"] and lab.PERF_METRIC == "bandwidth" else "")
                        + f"; {p['score']}/{pts} points (0 at {zero:.0%}, full at {full:.0%})")
         if score["flags"]:
             p["output"] += "\nFLAGGED: " + "\nFLAGGED: ".join(score["flags"])
@@ -560,9 +590,18 @@ class Run:
                  todo=len(todo), shard=list(shard), python=sys.version.split()[0])
         if todo and not self.simulated:
             self.calibrate_sandbox()
+        if todo and self.perf and (not self.simulated or self.sim_timing):
+            seed = self.secret["timing_seed"]  # float64 references of the timed shapes, once, up front
+            for c in (self.lab.timing_case(self.simulated, seed), self.lab.timing_case(self.simulated, seed + 7919)):
+                self._timing_expected(c)
         if todo and self.perf and not self.simulated:
             for g in range(self.gpus):
-                self.reference[g] = self.measure_reference(g)
+                try:
+                    self.reference[g] = self.measure_reference(g)
+                except Exception as e:  # correctness is still graded; performance says why not
+                    self.reference_error = f"{type(e).__name__}: {e}"[:500]
+                    self.log(kind="reference", gpu=g, error=self.reference_error)
+                    self.say(f"[gpu {g}] reference FAILED: {self.reference_error}")
         with ThreadPoolExecutor(max_workers=self.workers) as ex:
             list(ex.map(lambda a: self._safe_grade(*a), todo))
         write_grades_csv(self.out, self.lab_name)
@@ -607,7 +646,56 @@ def score_performance(metric, perf, *, per_s, bandwidth, reference_s, copy_bandw
     return {"fraction": frac, "points": round(pts, 2), "flags": flags}
 
 
+class GpuLock:
+    """One per GPU. Timing windows take it exclusively; every other moment a submission's code
+    can touch the GPU (its cells, its tests, uploading timing inputs) takes it shared. A waiting
+    timer goes first, so a stream of correctness tests cannot starve it, and a kernel that hangs
+    in a test delays the next timing instead of distorting it."""
+
+    def __init__(self):
+        self._c = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._waiting = 0
+
+    @contextlib.contextmanager
+    def shared(self):
+        with self._c:
+            while self._writer or self._waiting:
+                self._c.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._c:
+                self._readers -= 1
+                self._c.notify_all()
+
+    def acquire(self):
+        with self._c:
+            self._waiting += 1
+            while self._writer or self._readers:
+                self._c.wait()
+            self._waiting -= 1
+            self._writer = True
+
+    def release(self):
+        with self._c:
+            self._writer = False
+            self._c.notify_all()
+
+
 class _NullLock:
+    def acquire(self):
+        return True
+
+    def release(self):
+        pass
+
+    @contextlib.contextmanager
+    def shared(self):
+        yield
+
     def __enter__(self):
         return self
 

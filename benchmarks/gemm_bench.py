@@ -37,8 +37,12 @@ VARIANTS = {  # name -> tile (the first is the library's default)
     "128x128_bk8": gemm.TILE,
     "128x128_bk16": Tile(bk=16),
     "64x128_bk8": Tile(bm=64),
+    "128x128_bk16_lb2": Tile(bk=16, min_blocks=2),
+    "128x128_bk8_branchy": Tile(branchless=False),
+    "128x128_bk8_nolb": Tile(min_blocks=0),
 }
 SHAPES = [(2048, 4096, 8192), (512, 4096, 14336)]  # (T, d, h)
+OUT_DIR = "."
 
 
 def provenance(command):
@@ -197,18 +201,31 @@ def timings(tiles, reps):
     return rows
 
 
-def kernel_facts():
+def kernel_facts(tiles):
+    """Registers and SASS instruction counts of every kernel launched (SASS needs nvdisasm)."""
     facts = {}
-    for name, k in (("gemm_kernel", gemm.gemm_kernel), ("dual_gemm_kernel", dual_gemm.dual_gemm_kernel)):
-        try:
-            regs = k.get_regs_per_thread()
-            facts[name] = {"regs_per_thread": regs if isinstance(regs, int) else list(regs.values())}
-            sass = k.inspect_sass()
-            sass = sass if isinstance(sass, str) else next(iter(sass.values()))
-            for op in ("FFMA", "LDS.128", "LDS.64", "LDS ", "LDG", "STS", "LDL", "STL", "BAR", "MUFU"):
-                facts[name][op.strip()] = sass.count(op)
-        except Exception as e:  # SASS needs nvdisasm; report rather than fail the run
-            facts[name] = {"error": repr(e)[:300]}
+    for tname, tile in tiles.items():
+        for kind, epi in (("gemm", None), ("dual", dual_gemm.silu_mul)):
+            for checked in (False, True):
+                name = f"{kind}_{tname}" + ("_edge" if checked else "")
+                k = gemm.build_kernel(tile, epi, checked)
+                f = facts[name] = {}
+                try:
+                    f["regs_per_thread"] = list(k.get_regs_per_thread().values())
+                    f["shared_bytes"] = list(k.get_shared_mem_per_block().values())
+                    f["local_bytes"] = list(k.get_local_mem_per_thread().values())
+                except Exception as e:
+                    f["error"] = repr(e)[:300]
+                try:
+                    sass = "\n".join(k.inspect_sass().values())
+                    for op in ("FFMA", "LDS.128", "LDS.64", "LDS ", "LDG", "STS", "LDL", "STL",
+                               "BAR", "MUFU"):
+                        f[op.strip()] = sass.count(op)
+                    if kind == "dual" and not checked and tname == "128x128_bk8":
+                        f["sass_path"] = "dual_sass.txt"
+                        Path(OUT_DIR, "dual_sass.txt").write_text(sass)
+                except Exception as e:
+                    f["sass_error"] = repr(e)[:300]
     return facts
 
 
@@ -245,6 +262,7 @@ def main():
     ap.add_argument("--out", default=".")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="default tile only")
+    ap.add_argument("--variants", default=None, help="comma-separated names from VARIANTS")
     ap.add_argument("--command", default=" ".join([Path(sys.executable).name] + sys.argv))
     a = ap.parse_args()
     if book.gpu.SIMULATED:
@@ -252,17 +270,23 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     tiles = {"128x128_bk8": gemm.TILE} if a.quick else VARIANTS
+    if a.variants:
+        tiles = {k: VARIANTS[k] for k in a.variants.split(",")}
     t0 = time.time()
     result = {"provenance": provenance(a.command)}
     result["correctness"] = correctness(tiles)
     result["rows"] = timings(tiles, a.reps)
-    result["kernels"] = kernel_facts()
+    global OUT_DIR
+    OUT_DIR = a.out
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    result["kernels"] = kernel_facts(tiles)
     result["summary"] = summarize(result["rows"])
     result["wall_s"] = time.time() - t0
     Path(a.out).mkdir(parents=True, exist_ok=True)
     path = Path(a.out) / "gemm_bench.json"
     path.write_text(json.dumps(result, indent=1))
-    print(json.dumps(result["kernels"]))
+    for name, f in result["kernels"].items():
+        print(name, {k: v for k, v in f.items() if k != "sass_path"})
     print()
     for key, s in result["summary"].items():
         print(f"{key}: best {s['best_dual']} {s['dual_s'] * 1e3:.2f} ms = "

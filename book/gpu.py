@@ -322,10 +322,10 @@ def check_runnable() -> bool:
     from numba import cuda
 
     _add_one = cuda.jit(_add_one_py)
-    host = np.arange(64, dtype=np.float32)
+    host = np.arange(128, dtype=np.float32)
     try:
         dev = cuda.to_device(host)
-        _add_one[1, 64](dev)
+        _add_one[128, 1](dev)  # 128 blocks: below that Numba warns about occupancy
         got = dev.copy_to_host()
     except Exception as exc:  # map only the known case; re-raise the rest
         err = explain_cuda_error(exc, driver_cuda_version(), _toolkit_version())

@@ -23,6 +23,7 @@ __all__ = [
     "Step",
     "Traffic",
     "itemsize",
+    "dtype_name",
     "activation",
     "mlp_up",
     "ACTIVATION_VARIANTS",
@@ -100,6 +101,13 @@ def _dtype_name(dtype) -> str:
     raise ValueError(
         f"unknown dtype {dtype!r}: use one of {sorted(DTYPE_BYTES)} (or a numpy dtype of them)"
     )
+
+
+def dtype_name(dtype) -> str:
+    """Canonical dtype name ("float32", "float16", "bfloat16") of a name, numpy or torch dtype.
+
+    Raises ValueError naming the accepted dtypes for anything else."""
+    return _dtype_name(dtype)
 
 
 def itemsize(dtype) -> int:

@@ -11,7 +11,9 @@ test that asks for it. Use these fixtures in your own tests rather than building
     (its _build/html), ``seconds`` (build wall time), ``log`` (make's output), ``toc_files``
     (source paths listed in _toc.yml, e.g. "chapters/02_roofline.ipynb"), ``page(src)`` (the
     HTML path of a source path). A failed build fails the test that asked for it, with the tail
-    of the log.
+    of the log. To iterate on browser tests without rebuilding, point ``BOOK_PREBUILT`` at a
+    tree whose ``_build/html`` is already built (e.g. ``BOOK_PREBUILT=. pytest tests/test_x.py``
+    after ``make book``); CI never sets it.
 
 ``site_url`` (session) -> str
     Base URL, ending in "/", of a localhost HTTP server serving ``built_book.html``.
@@ -57,6 +59,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `from tools import ...` whatever the working directory
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -150,6 +154,14 @@ def run_make(root: Path, target: str = "book", timeout: int = 1500) -> tuple[int
 
 @pytest.fixture(scope="session")
 def built_book(tmp_path_factory) -> BuiltBook:
+    prebuilt = os.environ.get("BOOK_PREBUILT")
+    if prebuilt:
+        root = Path(prebuilt).resolve()
+        if not (root / "_build" / "html" / "index.html").is_file():
+            pytest.fail(f"BOOK_PREBUILT={prebuilt}: no built book in {root}/_build/html "
+                        "(run `make book` there first)", pytrace=False)
+        return BuiltBook(root=root, html=root / "_build" / "html", seconds=float("nan"),
+                         log="", toc_files=toc_files(root))
     if Path(sys.prefix) == ROOT / ".venv":
         # The copy shares this venv: make sure it matches our requirements first, so the copy's
         # `make book` finds it installed and never re-points the editable install at itself.
@@ -172,10 +184,17 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass  # the browser closing a connection early is not a site error
+
+
 @pytest.fixture(scope="session")
 def site_url(built_book):
     handler = functools.partial(_QuietHandler, directory=str(built_book.html))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}/"
@@ -212,6 +231,7 @@ class SitePage:
         self.external: list[str] = []
         self.failed: list[str] = []
         self.errors: list[str] = []
+        self._leaving = False
         self.context.route(lambda url: not is_local(url), self._block)
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.page.on("requestfailed", self._on_failed)
@@ -224,6 +244,9 @@ class SitePage:
         route.abort()
 
     def _on_failed(self, request):
+        # Leaving a page aborts what it still had in flight: not a failure of the site.
+        if self._leaving and "ERR_ABORTED" in (request.failure or ""):
+            return
         if request.url not in self.external:
             self.failed.append(f"{request.url}: {request.failure}")
 
@@ -233,6 +256,12 @@ class SitePage:
 
     def goto(self, path: str, **kw):
         kw.setdefault("wait_until", "networkidle")
+        if self.page.url != "about:blank":
+            self._leaving = True
+            try:
+                self.page.goto("about:blank")
+            finally:
+                self._leaving = False
         return self.page.goto(self.base + path.lstrip("/"), **kw)
 
     def assert_clean(self, what: str = ""):

@@ -16,7 +16,6 @@ import pytest
 
 from _autograder_runs import LABS, REPO, env, finished, grade_cmd, results, start_all
 
-start_all()  # the long simulator runs start at collection and run beside the quick tests
 
 
 def test_labs_are_generated_from_the_masters_and_not_stale():
@@ -210,3 +209,55 @@ def test_performance_scoring_flags_the_impossible():
     gemm = score_performance("flops", dict(perf, physical_limit=1.5), per_s=1.0, bandwidth=1e9,
                              reference_s=3.0, copy_bandwidth=2.9e12, verified=True)
     assert gemm["points"] == 0 and "plausible" in gemm["flags"][0]
+
+
+def test_export_gradescope_bundle(tmp_path):
+    import zipfile
+
+    z = tmp_path / "autograder.zip"
+    r = subprocess.run([sys.executable, "-m", "autograder", "export", "gradescope", "lab2", "--out", str(z)],
+                       cwd=REPO, env=env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    names = zipfile.ZipFile(z).namelist()
+    assert {"setup.sh", "run_autograder", "source/autograder/grade.py", "source/autograder/rubrics/lab2_packed_swiglu.toml"} <= set(names)
+    assert not [n for n in names if n.startswith("source/solutions")]
+    run = zipfile.ZipFile(z).read("run_autograder").decode()
+    assert "grade lab2_packed_swiglu" in run and "/autograder/results/results.json" in run
+
+
+def test_gpu_lock_keeps_timing_windows_exclusive():
+    import threading
+
+    from autograder.grade import GpuLock
+
+    lock, events = GpuLock(), []
+    reader_in, release_reader = threading.Event(), threading.Event()
+
+    def reader(name, hold=None):
+        with lock.shared():
+            events.append(f"{name} in")
+            if hold:
+                reader_in.set()
+                hold.wait(5)
+            events.append(f"{name} out")
+
+    def writer():
+        lock.acquire()
+        events.append("timer in")
+        events.append("timer out")
+        lock.release()
+
+    r1 = threading.Thread(target=reader, args=("r1", release_reader))
+    r1.start()
+    reader_in.wait(5)
+    w = threading.Thread(target=writer)
+    w.start()
+    time.sleep(0.1)
+    r2 = threading.Thread(target=reader, args=("r2",))   # arrives while the timer waits
+    r2.start()
+    time.sleep(0.1)
+    assert events == ["r1 in"]                            # the timer waits for r1; r2 waits for the timer
+    release_reader.set()
+    for t in (r1, w, r2):
+        t.join(5)
+    assert events == ["r1 in", "r1 out", "timer in", "timer out", "r2 in", "r2 out"]

@@ -121,3 +121,14 @@ def test_malformed_notebook_missing_function_wrong_signature(run):
     assert "no function named `swiglu_interleaved`" in outputs(r) and "swiglu_interleave" in outputs(r)
     r = run("wrong_signature")
     assert "`swiglu_interleaved(x)` cannot be called as `swiglu_interleaved(x, out)`" in outputs(r)
+
+
+def test_library_kernels_are_refused(run):
+    r = run("uses_book_kernels")
+    assert r["score"] == 0 and "write this lab's kernel yourself" in outputs(r)
+
+
+def test_memory_limit(run):
+    r = run("memory_hog")
+    assert r["score"] == 0
+    assert "MemoryError" in outputs(r) or "resident memory" in outputs(r)

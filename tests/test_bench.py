@@ -106,3 +106,47 @@ def test_measure_a_copy_kernel_on_the_gpu():
     assert 0.3 * peak < t.bandwidth < 1.02 * peak  # below the physical ceiling
     assert len(t.samples_s) == 20 and not t.notes
     assert np.array_equal(sets[0][1].copy_to_host(), np.ones(n, np.float32))
+
+
+def _torch_cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    return torch
+
+
+@gpu_only
+def test_measure_torch_op_and_graph_replay():
+    torch = _torch_cuda()
+    n = 1 << 22
+    sets = [(torch.randn(n, device="cuda"), torch.randn(n, device="cuda"),
+             torch.empty(n, device="cuda")) for _ in range(bench.rotation_count(3 * 4 * n))]
+    t = bench.measure(lambda a, b, o: torch.add(a, b, out=o), sets, bytes_moved=3 * 4 * n,
+                      reps=20)
+    assert t.bandwidth < 1.02 * book.gpu.device_info().peak_bandwidth and not t.notes
+    torch.testing.assert_close(sets[0][2], sets[0][0] + sets[0][1])
+    small = [(torch.randn(1, 4096, device="cuda"),) for _ in range(8)]
+    g = bench.measure(lambda x: torch.nn.functional.silu(x), small, graph=True, reps=10)
+    assert g.method.startswith("CUDA graph replay") and g.batch > 1 and g.median_s < 20e-6
+
+
+@gpu_only
+def test_graph_replay_of_numba_launches_on_the_capture_stream():
+    _torch_cuda()
+    from numba import cuda
+
+    @cuda.jit
+    def inc(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] += 1.0
+
+    a = cuda.to_device(np.zeros(4096, np.float32))
+
+    def launch(x, stream=0):
+        inc[32, 128, stream](x)
+
+    t = bench.measure(launch, [(a,)], graph=True, reps=5)
+    assert t.method.startswith("CUDA graph replay") and t.median_s < 20e-6
+    # every captured and replayed launch really ran: warm-up + captures + replays
+    assert a.copy_to_host()[0] > t.batch * t.reps

@@ -167,10 +167,17 @@ def test_no_horizontal_scroll_at_phone_width(built_book, site_page):
         width = site_page.page.evaluate("document.documentElement.scrollWidth")
         if width > 376:
             culprit = site_page.page.evaluate("""() => {
+                // The outermost element sticking out that no scrolling ancestor contains.
                 const w = document.documentElement.clientWidth;
-                const el = [...document.querySelectorAll('article *')].find(
-                    e => e.getBoundingClientRect().right > w + 1);
-                return el ? el.tagName + '.' + el.className : '?';
+                const clipped = e => {
+                    for (let a = e.parentElement; a; a = a.parentElement) {
+                        if (getComputedStyle(a).overflowX !== 'visible') return true;
+                    }
+                    return false;
+                };
+                const el = [...document.body.querySelectorAll('*')].find(
+                    e => e.getBoundingClientRect().right > w + 1 && !clipped(e));
+                return el ? `${el.tagName}.${el.className} ${el.textContent.slice(0, 60)}` : '?';
             }""")
             too_wide.append(f"{path}: {width}px wide (e.g. {culprit})")
     assert not too_wide, "\n".join(too_wide)

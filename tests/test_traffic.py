@@ -43,6 +43,8 @@ def test_any_shape_and_dtype():
     assert traffic.activation(T, h, np.dtype("float16"), "fused").dtype == "float16"
     assert traffic.activation(T, h, "bf16", "fused").dtype == "bfloat16"
     assert traffic.activation(1, 18944, "float32", "fused").transfers == 3 * 18944
+    assert traffic.dtype_name("fp16") == traffic.dtype_name(np.float16) == "float16"
+    assert traffic.itemsize("bfloat16") == 2
 
 
 def test_mlp_up_hand_count():

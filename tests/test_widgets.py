@@ -149,7 +149,7 @@ def _suite_like_dataset():
         {"kind": "kernel", "variant": "vec4", "dtype": "float32", "shape": [8192, 14336],
          "seconds": 5e-4, "bytes": 3 * 4 * 8192 * 14336, "bandwidth": 2.8e12},
         {"kind": "kernel", "variant": "naive", "dtype": "float16", "shape": [2048, 8192],
-         "seconds": 1e-4, "bytes": 1.0e8, "bandwidth": 1.0e12},
+         "seconds": 1e-4, "bytes": 3 * 2 * 2048 * 8192, "bytes_actual": 1.0e8, "bandwidth": 1.0e12},
         {"kind": "gemm", "variant": "numba_dual_gemm", "dtype": "float32", "shape": [2048, 4096, 8192],
          "seconds": 0.0175},
         {"kind": "gemm", "variant": "vec4_swiglu_only", "dtype": "float32", "shape": [2048, 8192],
@@ -171,7 +171,7 @@ def test_measured_rows_become_points(no_data):
     fused = pts[0]
     t = traffic.activation(8192, 14336, "float32", "fused")
     assert fused["gpu"] == "H100-SXM" and fused["bytes"] == t.bytes and fused["flops"] == t.flops
-    assert pts[1]["bytes"] == 1.0e8  # a row's own byte count wins
+    assert pts[1]["bytes"] == 1.0e8  # the bytes a row says its kernel really moves win
     assert pts[2]["flops"] == traffic.mlp_up(2048, 4096, 8192, "float32", "epilogue").flops
     w = widgets.roofline_explorer(data=ds)
     assert len(w.points) == 4 and "NVIDIA H100 80GB HBM3, 2026-11-22" in w.data_note
@@ -185,11 +185,38 @@ def test_measured_rows_become_points(no_data):
     assert any("torch_add" in s and "reference" in s for s in labels)
     assert any("vec4_graph" in s and "graph replay" in s for s in labels)
     assert "datasheet" in labels[-1]
-    assert "Overhead from vec4_python_launch" in lw.data_note
+    assert "Starting overhead: one call from Python (vec4_python_launch, 1x18944" in lw.data_note
+    assert "Starting bandwidth: best measured (vec4, 8192x14336" in lw.data_note
+    # measurements from an H100 are not a T4's
+    t4 = widgets.launch_explorer(data=ds, gpu="T4")
+    assert t4.points == [] and t4.overhead_s == widgets.launch.ASSUMED_OVERHEAD_S
+    assert t4.bandwidth == specs.GPU_SPECS["T4"].memory_bandwidth
+    assert "No measurements recorded on a T4" in t4.data_note
     # a dtype with no measurement falls back to what was measured, saying where it came from
     lw16 = widgets.launch_explorer(data=ds, dtype="bfloat16")
     assert lw16.bandwidth == specs.GPU_SPECS["H100-SXM"].memory_bandwidth
     assert "datasheet peak" in lw16.data_note
+
+
+def test_recorded_results_reach_the_widgets():
+    """With the repository's own book/data files (written on a real GPU by python -m book.bench)."""
+    from book import data as book_data
+
+    slugs = book_data.available()
+    if not slugs:
+        pytest.skip("no results recorded in book/data yet")
+    w = widgets.roofline_explorer("H100-SXM", this_gpu=False)
+    assert w.points, "recorded results but no roofline points"
+    assert all(p["gpu"] in specs.GPU_SPECS for p in w.points if p["gpu"])
+    assert "Measured points" in w.data_note and f"book/data/{slugs[0]}.json" in w.data_note
+    res = book_data.load(slugs[0])
+    for p in w.points:  # every point is a recorded row, with the course's traffic count as x
+        assert any(r["seconds"] == p["seconds"] and r["dtype"] == p["dtype"] for r in res.rows)
+        assert p["bytes"] > 0 and p["flops"] > 0
+    lw = widgets.launch_explorer()
+    if any(r.get("kind") == "launch" for r in res.rows):
+        assert "Starting overhead" in lw.data_note
+        assert lw.overhead_s in [r["seconds"] for r in res.rows]
 
 
 def test_launch_explorer_model(no_data):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import os
+import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -75,6 +76,12 @@ def _run(rel: str, timeout: int, allow_errors: bool):
     return rel, nbformat.writes(nb), result.time, None
 
 
+def _last_error_line(exc_string: str) -> str:
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", exc_string)
+    lines = [ln for ln in plain.splitlines() if re.match(r"^\w*(Error|Exception|Interrupt)\b", ln)]
+    return lines[-1][:300] if lines else plain.strip().splitlines()[-1][:300]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.execute", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -123,8 +130,9 @@ def main(argv=None) -> int:
     if failed:
         for rel, err in failed:
             print(f"\n===== {rel} raised an error while executing =====\n{err}", file=sys.stderr)
-        print(f"\n{len(failed)} notebook(s) failed: "
-              + ", ".join(rel for rel, _ in failed), file=sys.stderr)
+        print(f"\n{len(failed)} notebook(s) failed:", file=sys.stderr)
+        for rel, err in failed:
+            print(f"  {rel}: {_last_error_line(err)}", file=sys.stderr)
         return 1
     return 0
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..inputs import generate
 from ._kernel import seeds
 
 KIND = "kernel"

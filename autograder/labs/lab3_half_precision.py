@@ -26,7 +26,7 @@ PERF_METRIC = "bandwidth"
 
 def input_specs(case):
     s = seeds(case["seed"], INPUTS)
-    return {n: {"shape": [case["M"], case["F"]], "dtype": DTYPE, "seed": s[n], "scale": 4.0}
+    return {n: {"shape": [case["M"], case["F"]], "dtype": DTYPE, "seed": s[n], "scale": 6.0}
             for n in INPUTS}
 
 

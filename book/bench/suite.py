@@ -30,6 +30,9 @@ SHAPES = [(1, 12288), (1, 18944), (128, 12288), (128, 18944), (2048, 8192), (819
 QUICK_SHAPES = [(1, 18944), (2048, 8192), (8192, 14336)]
 DECODE_SHAPES = [(1, 12288), (1, 18944)]
 GEMM_SHAPES = [(2048, 4096, 8192), (512, 4096, 14336)]  # (T, d, h)
+# correctness only, every variant and dtype: awkward sizes (tails, odd widths, M = 1)
+CHECK_SHAPES = [(1, 1), (1, 3), (1, 11008), (3, 11008), (127, 129), (129, 127), (128, 128),
+                (5, 18944), (7, 12289)]
 FLOPS_PER_ELEMENT = 5  # book.traffic.FLOPS_PER_ELEMENT (kept equal by tests)
 LARGE = (8192, 14336)
 PREFILL = (2048, 8192)
@@ -202,33 +205,78 @@ class Suite:
         self.add("reference", "copy", dtype, shape,
                  self.measure(lambda g, u, o: o.copy_(g), sets, bytes_moved=2 * nb),
                  description="device copy o.copy_(g), bytes read + written")
+        if shape == PREFILL and "vec4" in self.variants and dtype == "float32":
+            # The same shape with ONE input set: 192 MiB of traffic against a 50 MiB L2, so
+            # part of each call hits data the previous call left in L2 (what a benchmark
+            # that does not rotate its inputs measures).
+            from book.kernels import vectorized
+
+            one = [nsets[0]]
+            self.add("kernel", "vec4_l2_warm", dtype, shape,
+                     self.measure(vectorized.swiglu_vec4, one, bytes_moved=min_bytes, flops=flops),
+                     correct=True, description="vec4 with the same buffers every call (no rotation)")
+            self.add("reference", "torch_add_l2_warm", dtype, shape,
+                     self.measure(lambda g, u, o: t.add(g, u, out=o), [sets[0]], bytes_moved=min_bytes),
+                     description="torch.add with the same buffers every call (no rotation)")
         if shape in DECODE_SHAPES and best is not None:
             self.run_decode(shape, dtype, sets, nsets, best[0], min_bytes, flops)
         del sets, nsets
         t.cuda.empty_cache()
 
+    def host_row(self, variant, dtype, shape, seconds, min_bytes, flops, method, description):
+        self.rows.append({"kind": "launch", "variant": variant, "dtype": dtype, "shape": list(shape),
+                          "seconds": seconds, "bytes": min_bytes, "bandwidth": min_bytes / seconds,
+                          "flops": flops, "flops_per_s": flops / seconds, "method": method,
+                          "description": description})
+        print(f"  {variant:<22} {dtype:<9} {'x'.join(map(str, shape)):<16} "
+              f"{seconds * 1e6:10.2f} us  (host)", flush=True)
+
     def run_decode(self, shape, dtype, sets, nsets, best, min_bytes, flops):
         t = self.torch
         F = t.nn.functional
         fn = self.variants[best].fn
-        host = self.bench.host_overhead(fn, nsets, calls=200)
-        self.rows.append({"kind": "launch", "variant": f"{best}_python_launch", "dtype": dtype,
-                          "shape": list(shape), "seconds": host, "bytes": min_bytes,
-                          "bandwidth": min_bytes / host, "flops": flops, "flops_per_s": flops / host,
-                          "method": "host time per Python launch (perf_counter over 200 launches, "
-                                    "GPU drained before and after): what a Python decode loop pays",
-                          "description": f"one Numba launch of {best} from Python"})
-        print(f"  {best + '_python_launch':<22} {dtype:<9} {'x'.join(map(str, shape)):<16} "
-              f"{host * 1e6:10.2f} us  (host)", flush=True)
-        thost = self.bench.host_overhead(lambda g, u, o: F.silu(g) * u, sets, calls=200)
-        self.rows.append({"kind": "launch", "variant": "torch_eager_python_launch", "dtype": dtype,
-                          "shape": list(shape), "seconds": thost, "bytes": min_bytes,
-                          "bandwidth": min_bytes / thost, "flops": flops,
-                          "flops_per_s": flops / thost,
-                          "method": "host time per call (perf_counter over 200 calls)",
-                          "description": "torch eager F.silu(g) * u called from Python"})
-        print(f"  {'torch_eager_python_launch':<22} {dtype:<9} {'x'.join(map(str, shape)):<16} "
-              f"{thost * 1e6:10.2f} us  (host)", flush=True)
+        # Where the host time of one launch goes: the raw Numba launch of the one-element
+        # kernel on flat arrays, the wrapper's checks alone, and the wrapper + launch.
+        from book.kernels import fused, launch
+
+        flat = [tuple(a.reshape(a.size) for a in s3) for s3 in nsets]
+        n = flat[0][0].size
+        raw = lambda g, u, o: fused.fused_kernel[launch.cdiv(n, 256), 256](g, u, o)  # noqa: E731
+        self.host_row("fused_kernel_raw_launch", dtype, shape,
+                      self.bench.host_overhead(raw, flat, calls=200), min_bytes, flops,
+                      "host time per call (perf_counter over 200 calls, GPU drained)",
+                      "kernel[grid, block](gate, up, out) on flat Numba arrays: Numba's own cost")
+        prep = lambda g, u, o: launch.prepare(g, u, o, ("float32", "float16", "bfloat16"), "x")  # noqa: E731
+        self.host_row("wrapper_checks_only", dtype, shape,
+                      self.bench.host_overhead(prep, nsets, calls=200), min_bytes, flops,
+                      "host time per call (perf_counter over 200 calls)",
+                      "the host wrapper's validation and flattening alone, no launch")
+        self.host_row(f"{best}_python_launch", dtype, shape,
+                      self.bench.host_overhead(fn, nsets, calls=200), min_bytes, flops,
+                      "host time per Python launch (perf_counter over 200 launches, GPU drained "
+                      "before and after): what a Python decode loop pays per SwiGLU",
+                      f"one call of the swiglu_{best} wrapper from Python (checks + launch)")
+        self.host_row("torch_eager_python_launch", dtype, shape,
+                      self.bench.host_overhead(lambda g, u, o: F.silu(g) * u, sets, calls=200),
+                      min_bytes, flops, "host time per call (perf_counter over 200 calls)",
+                      "torch eager F.silu(g) * u called from Python")
+        # the chapter's GraphedSwiGLU: capture, replay, check the replayed result
+        from book.kernels.decode import GraphedSwiGLU
+
+        g0, u0, o0 = sets[0]
+        ok, err = True, None
+        try:
+            graphed = GraphedSwiGLU(fn, g0, u0, o0, repeat=4)
+            o0.fill_(float("nan"))
+            graphed.replay()
+            t.cuda.synchronize()
+            self.reference.check_device(o0, g0, u0, dtype)
+        except Exception as e:
+            ok, err = False, f"{type(e).__name__}: {e}"
+        self.checks.append({"variant": f"{best}_GraphedSwiGLU", "dtype": dtype, "shape": list(shape),
+                            "ok": ok, "error": err})
+        if not ok:
+            print(f"  CHECK FAILED GraphedSwiGLU {dtype} {shape}: {err}", flush=True)
         timing = self.measure(fn, nsets, bytes_moved=min_bytes, flops=flops, graph=True)
         self.add("kernel", f"{best}_graph", dtype, shape, timing, correct=True,
                  description=f"{best} launches captured in a CUDA graph (torch.cuda.graph + "
@@ -237,6 +285,44 @@ class Suite:
                               flops=flops, graph=True)
         self.add("reference", "torch_eager_graph", dtype, shape, timing,
                  description="torch eager SwiGLU captured in a CUDA graph")
+
+    # ------------------------------------------------------------------ correctness only
+    def run_checks(self, dtype):
+        t = self.torch
+        for shape in CHECK_SHAPES:
+            sets = self.make_sets(shape, dtype, seed=sum(shape))[:1]
+            g, u, o = sets[0]
+            for name, v in self.variants.items():
+                if dtype not in v.dtypes:
+                    continue
+                cases = [("", g, u, o)]
+                if v.layout == "separate" and shape[-1] > 1:
+                    # views that start one element into an allocation: not 16-byte aligned
+                    G = t.empty(g.numel() + 1, dtype=g.dtype, device="cuda")
+                    U, O = t.empty_like(G), t.empty_like(G)
+                    G[1:].copy_(g.flatten())
+                    U[1:].copy_(u.flatten())
+                    cases.append(("_misaligned", G[1:].view(shape), U[1:].view(shape), O[1:].view(shape)))
+                for tag, gg, uu, oo in cases:
+                    ok, err = True, None
+                    try:
+                        oo.fill_(float("nan"))
+                        if v.layout == "packed":
+                            gu = t.cat([gg, uu], dim=-1)
+                            v.fn(self.numba_view(gu), self.numba_view(oo))
+                        else:
+                            v.fn(self.numba_view(gg), self.numba_view(uu), self.numba_view(oo))
+                        self.cuda.synchronize()
+                        self.reference.check_device(oo, gg, uu, dtype)
+                    except Exception as e:
+                        ok, err = False, f"{type(e).__name__}: {e}"
+                    self.checks.append({"variant": name + tag, "dtype": dtype, "shape": list(shape),
+                                        "ok": ok, "error": err})
+                    if not ok:
+                        print(f"  CHECK FAILED {name}{tag} {dtype} {shape}: {err[:300]}", flush=True)
+        n_ok = sum(c["ok"] for c in self.checks if c["dtype"] == dtype)
+        print(f"  {dtype}: {n_ok}/{sum(c['dtype'] == dtype for c in self.checks)} checks passed so far",
+              flush=True)
 
     # ------------------------------------------------------------------ tuning
     def run_tuning(self):
@@ -394,11 +480,17 @@ class Suite:
                    b["bandwidth"] >= 2.8e12, f"{b['variant']}; torch.add there: "
                    + (f"{self.find('torch_add', 'float32', PREFILL)['bandwidth'] / 1e12:.3f} TB/s"
                       if self.find('torch_add', 'float32', PREFILL) else "n/a"))
-        nv, fu = self.find("naive", "float32", LARGE), self.find("fused", "float32", LARGE)
-        if nv and fu:
-            r = nv["seconds"] / fu["seconds"]
-            target(f"float32 {LARGE}: naive / fused time (bytes say 5/3 = 1.67)", r, "~1.67",
-                   abs(r - 5 / 3) < 0.25, "one element per thread, both")
+        for dtype in DTYPES:
+            best_fused = "vec4" if dtype == "float32" else "half8"
+            nv, fu = self.find("naive_vec", dtype, LARGE), self.find(best_fused, dtype, LARGE)
+            n1, f1 = self.find("naive", dtype, LARGE), self.find("fused", dtype, LARGE)
+            if nv and fu:
+                r = nv["seconds"] / fu["seconds"]
+                target(f"{dtype} {LARGE}: naive / fused time, same 16-byte style (bytes: 5/3 = 1.67)",
+                       r, "~1.67 (within 0.15)", abs(r - 5 / 3) <= 0.15,
+                       f"naive_vec {nv['seconds'] * 1e6:.1f} us / {best_fused} {fu['seconds'] * 1e6:.1f} us"
+                       + (f"; one element per thread: naive / fused = {n1['seconds'] / f1['seconds']:.2f}"
+                          if n1 and f1 else ""))
         for dtype in DTYPES:
             g = [r for r in self.rows if r["variant"].endswith("_graph") and r["kind"] == "kernel"
                  and r["dtype"] == dtype and tuple(r["shape"]) == (1, 18944)]
@@ -435,7 +527,8 @@ def write(path, doc):
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="python -m book.bench", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
+    ap.add_argument("--quick", action="store_true",
+                    help="fewer shapes and repetitions (writes <gpu>-quick.json)")
     ap.add_argument("--out", help="output JSON file, or a folder for <gpu>.json (default book/data/)")
     ap.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
     ap.add_argument("--variants", nargs="+", help="only these kernel variants")
@@ -466,7 +559,8 @@ def main(argv=None):
           f"torch {prov['torch']}, numba-cuda {prov['numba_cuda']}", flush=True)
     out = Path(args.out) if args.out else Path(__file__).resolve().parents[1] / "data"
     if out.suffix != ".json":
-        out = out / f"{gpu_slug(prov['gpu'])}.json"
+        # a --quick run never overwrites the full recorded results
+        out = out / f"{gpu_slug(prov['gpu'])}{'-quick' if args.quick else ''}.json"
 
     def save():
         prov["elapsed_s"] = round(time.time() - t0, 1)
@@ -488,6 +582,8 @@ def main(argv=None):
         save()
 
     shapes = QUICK_SHAPES if args.quick else SHAPES
+    for dtype in args.dtypes:
+        phase(f"checks {dtype}", suite.run_checks, dtype)
     for dtype in args.dtypes:
         for shape in shapes:
             phase(f"{dtype} {shape}", suite.run_elementwise, tuple(shape), dtype)

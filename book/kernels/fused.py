@@ -57,6 +57,8 @@ KERNELS = {
 
 def _launch(kernel, variant, gate, up, out, block, stream):
     p = prepare(gate, up, out, DTYPES, variant)
+    if p.n == 0:  # nothing to compute (a zero-size grid is an error)
+        return p.result
     kernel[cdiv(p.n, block), block, stream](p.gate, p.up, p.out)
     return p.result
 

@@ -58,6 +58,8 @@ class Tile:
     tm: int = 8  # accumulator rows per thread
     tn: int = 8  # accumulator columns per thread
     pad: int = 4  # floats of padding per row of the transposed A tile
+    min_blocks: int = 2  # launch bounds: ptxas must fit this many blocks per SM (<= 128 registers)
+    branchless: bool = True  # prefetch without a branch (see the k loop)
 
     @property
     def threads(self) -> int:
@@ -77,8 +79,8 @@ class Tile:
         t = self.threads
         if (self.bm * self.bk) % (4 * t) or (self.bk * self.bn) % (4 * t):
             problems.append("each thread must load whole groups of 4 floats of each tile")
-        if (t // 2) % (self.bn // 8) or (self.bk * (self.bn // 8)) % (t // 2):
-            problems.append("half the threads must load whole rows of each half of the B tile")
+        if (self.bk * (self.bn // 2)) % (t // 2):
+            problems.append("half the threads must load each half of the B tile evenly")
         if (t // (self.bk // 4)) > self.bm:
             problems.append("too many threads for the A tile")
         if problems:
@@ -94,15 +96,18 @@ SIM_TILE = Tile(bm=32, bn=32, bk=8, tm=4, tn=4, pad=4).validate()
 BM, BN, BK, TM, TN, PAD = TILE.bm, TILE.bn, TILE.bk, TILE.tm, TILE.tn, TILE.pad
 THREADS = TILE.threads
 
+def _simulated():
+    from numba.cuda import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
 def _smem_align():
     # 16-byte aligned shared tiles let LLVM merge four float loads into one
     # ld.shared.v4.f32; the simulator does not accept an alignment argument.
-    from numba.cuda import config
-
-    return None if config.ENABLE_CUDASIM else 16
+    return None if _simulated() else 16
 
 
-@functools.lru_cache(maxsize=None)
 def build_kernel(tile: Tile = TILE, epilogue=None, checked: bool = False):
     """Compile-ready kernel ``k(a, b0, b1, out, row_block0, col_block0)``.
 
@@ -111,7 +116,13 @@ def build_kernel(tile: Tile = TILE, epilogue=None, checked: bool = False):
     ``out = f(a @ b0, a @ b1)`` elementwise; each block covers ``bm x bn/2`` outputs.
     Blocks are offset by ``(row_block0, col_block0)`` whole tiles (edge launches).
     ``checked=False`` assumes every tile is whole and ``K % bk == 0``.
+    One dispatcher per (tile, epilogue, checked): the wrappers launch these same objects.
     """
+    return _build(tile, epilogue, bool(checked))
+
+
+@functools.lru_cache(maxsize=None)
+def _build(tile, epilogue, checked):
     tile.validate()
     BM, BN, BK, TM, TN, PAD = tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, tile.pad
     THREADS = tile.threads
@@ -124,16 +135,15 @@ def build_kernel(tile: Tile = TILE, epilogue=None, checked: bool = False):
     A_ROWS = THREADS // A_TPR
     A_PASSES = BM // A_ROWS
     HALF = THREADS // 2  # threads 0..HALF-1 load the left half of the B tile
-    B_TPR = HN // 4
-    B_ROWS = HALF // B_TPR
-    B_PASSES = BK // B_ROWS
-    A_REG, B_REG = 4 * A_PASSES, 4 * B_PASSES
+    A_REG = 4 * A_PASSES
+    B_REG = BK * HN // HALF  # B elements per thread (strided by HALF: coalesced)
     DUAL = epilogue is not None
     EPI = epilogue
     B1_OFF = 0 if DUAL else HN  # global column of B's right half, relative to n0
     NSTEP = HN if DUAL else BN  # output columns per block
     ALIGN = _smem_align()
     CHECKED = checked
+    UNCOND = tile.branchless and not checked
 
     @cuda.jit(device=True, inline="always")
     def rank1(acc, fa, fb, As, Bs, buf, k, ty, tx):
@@ -161,7 +171,7 @@ def build_kernel(tile: Tile = TILE, epilogue=None, checked: bool = False):
         rank1(acc, fa, fb, As, Bs, buf, k0 + 7, ty, tx)
 
     @cuda.jit(device=True, inline="always")
-    def load_tiles(ra, rb, a, bsrc0, bsrc1, first, k0, a_r0, a_c, b_r, b_c, M, K, NB):
+    def load_tiles(ra, rb, a, bsrc0, bsrc1, first, k0, a_r0, a_c, bt, b_c, M, K, NB):
         # global -> registers: this thread's share of the A and B tiles at depth k0
         for p in range(A_PASSES):
             r = a_r0 + p * A_ROWS
@@ -172,31 +182,31 @@ def build_kernel(tile: Tile = TILE, epilogue=None, checked: bool = False):
                     ra[p * 4 + v] = a[uint64(r), uint64(kk)] if ok else float32(0.0)
                 else:
                     ra[p * 4 + v] = a[uint64(r), uint64(kk)]
-        for p in range(B_PASSES):
-            kk = k0 + b_r + p * B_ROWS
-            for v in range(4):
-                cc = b_c + v
-                if CHECKED:
-                    ok = kk < K and cc < NB
-                    if first:
-                        rb[p * 4 + v] = bsrc0[uint64(kk), uint64(cc)] if ok else float32(0.0)
-                    else:
-                        rb[p * 4 + v] = bsrc1[uint64(kk), uint64(cc)] if ok else float32(0.0)
+        for v in range(B_REG):
+            e = bt + v * HALF  # element of the half tile: a warp reads 32 consecutive floats
+            kk = k0 + e // HN
+            cc = b_c + e % HN
+            if CHECKED:
+                ok = kk < K and cc < NB
+                if first:
+                    rb[v] = bsrc0[uint64(kk), uint64(cc)] if ok else float32(0.0)
                 else:
-                    if first:
-                        rb[p * 4 + v] = bsrc0[uint64(kk), uint64(cc)]
-                    else:
-                        rb[p * 4 + v] = bsrc1[uint64(kk), uint64(cc)]
+                    rb[v] = bsrc1[uint64(kk), uint64(cc)] if ok else float32(0.0)
+            else:
+                if first:
+                    rb[v] = bsrc0[uint64(kk), uint64(cc)]
+                else:
+                    rb[v] = bsrc1[uint64(kk), uint64(cc)]
 
     @cuda.jit(device=True, inline="always")
-    def store_tiles(ra, rb, As, Bs, buf, a_rs, a_c, b_r, b_cs):
+    def store_tiles(ra, rb, As, Bs, buf, a_rs, a_c, bt, b_cs):
         # registers -> shared buffer ``buf``; A goes in transposed
         for p in range(A_PASSES):
             for v in range(4):
                 As[buf, a_c + v, a_rs + p * A_ROWS] = ra[p * 4 + v]
-        for p in range(B_PASSES):
-            for v in range(4):
-                Bs[buf, b_r + p * B_ROWS, b_cs + v] = rb[p * 4 + v]
+        for v in range(B_REG):
+            e = bt + v * HALF
+            Bs[buf, e // HN, b_cs + e % HN] = rb[v]  # consecutive threads, consecutive banks
 
     def tiled_gemm(a, b0, b1, out, row_block0, col_block0):
         tid = cuda.threadIdx.x
@@ -221,28 +231,38 @@ def build_kernel(tile: Tile = TILE, epilogue=None, checked: bool = False):
         a_rs = tid // A_TPR  # row within the tile
         a_c = (tid % A_TPR) * 4
         first = tid < HALF  # left half of the B tile (b0) or right half (b1)
-        bt = tid % HALF
-        b_r = bt // B_TPR
-        b_cs = (tid // HALF) * HN + (bt % B_TPR) * 4  # column within the B tile
-        b_c = n0 + (tid // HALF) * B1_OFF + (bt % B_TPR) * 4  # column in b0 or b1
+        bt = tid % HALF  # this thread loads elements bt, bt + HALF, ... of its half
+        b_cs = (tid // HALF) * HN  # first column of that half within the B tile
+        b_c = n0 + (tid // HALF) * B1_OFF  # its first column in b0 or b1
         ty = tid >> TXS  # this thread's accumulator rows/columns
         tx = tid & (TX - 1)
         nk = (K + BK - 1) // BK
 
-        load_tiles(ra, rb, a, b0, b1, first, 0, m0 + a_rs, a_c, b_r, b_c, M, K, NB)
-        store_tiles(ra, rb, As, Bs, 0, a_rs, a_c, b_r, b_cs)
+        load_tiles(ra, rb, a, b0, b1, first, 0, m0 + a_rs, a_c, bt, b_c, M, K, NB)
+        store_tiles(ra, rb, As, Bs, 0, a_rs, a_c, bt, b_cs)
         cuda.syncthreads()
         for kt in range(nk):
             buf = kt & 1
-            more = kt + 1 < nk
-            if more:  # next tile's loads are in flight during the multiply below
-                load_tiles(ra, rb, a, b0, b1, first, (kt + 1) * BK, m0 + a_rs, a_c, b_r, b_c,
-                           M, K, NB)
-            slab8(acc, fa, fb, As, Bs, buf, 0, ty, tx)
-            if BK == 16:
-                slab8(acc, fa, fb, As, Bs, buf, 8, ty, tx)
-            if more:  # the other buffer was last read before the previous barrier
-                store_tiles(ra, rb, As, Bs, 1 - buf, a_rs, a_c, b_r, b_cs)
+            if UNCOND:
+                # No branch around the prefetch: the last step reloads its own tile. With
+                # the loads in the same basic block as the multiply, ptxas keeps them in
+                # flight during it instead of sinking them to just before the stores.
+                load_tiles(ra, rb, a, b0, b1, first, min(kt + 1, nk - 1) * BK, m0 + a_rs, a_c,
+                           bt, b_c, M, K, NB)
+                slab8(acc, fa, fb, As, Bs, buf, 0, ty, tx)
+                if BK == 16:
+                    slab8(acc, fa, fb, As, Bs, buf, 8, ty, tx)
+                store_tiles(ra, rb, As, Bs, 1 - buf, a_rs, a_c, bt, b_cs)
+            else:
+                more = kt + 1 < nk
+                if more:  # next tile's loads are issued before the multiply below
+                    load_tiles(ra, rb, a, b0, b1, first, (kt + 1) * BK, m0 + a_rs, a_c, bt, b_c,
+                               M, K, NB)
+                slab8(acc, fa, fb, As, Bs, buf, 0, ty, tx)
+                if BK == 16:
+                    slab8(acc, fa, fb, As, Bs, buf, 8, ty, tx)
+                if more:  # the other buffer was last read before the previous barrier
+                    store_tiles(ra, rb, As, Bs, 1 - buf, a_rs, a_c, bt, b_cs)
             cuda.syncthreads()
 
         # epilogue: accumulators -> out (GEMM), or f(gate, up) -> out (dual GEMM)
@@ -259,7 +279,11 @@ def build_kernel(tile: Tile = TILE, epilogue=None, checked: bool = False):
                     if (not CHECKED) or (r < M and col < N):
                         out[uint64(r), uint64(col)] = acc[i, j]
 
-    return cuda.jit(fastmath=True)(tiled_gemm)
+    options = {"fastmath": True}
+    if tile.min_blocks and not checked and not _simulated():
+        # (the guarded edge kernels would spill under the cap; they run on thin strips)
+        options["launch_bounds"] = (THREADS, tile.min_blocks)
+    return cuda.jit(**options)(tiled_gemm)
 
 
 #: The kernels measured on the H100 (interior tiles, and the guarded edge variant).
@@ -269,9 +293,7 @@ gemm_kernel_edge = build_kernel(TILE, checked=True)
 
 def default_tile() -> Tile:
     """``TILE`` on a GPU; ``SIM_TILE`` in the simulator (256 Python threads per block is slow)."""
-    from numba.cuda import config
-
-    return SIM_TILE if config.ENABLE_CUDASIM else TILE
+    return SIM_TILE if _simulated() else TILE
 
 
 def flops(M: int, N: int, K: int) -> int:

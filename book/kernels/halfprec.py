@@ -23,6 +23,8 @@ half8_kernel = make_vector_kernel(load_half8, store_half8, 8, silu_mul8)
 def swiglu_half8(gate, up, out=None, block=256, max_blocks=None, stream=0):
     """float16/bfloat16, 16-byte accesses (8 elements each), 16 elements per thread."""
     p = prepare(gate, up, out, DTYPES, "half8")
+    if p.n == 0:  # nothing to compute (a zero-size grid is an error)
+        return p.result
     if not aligned(p.gate, p.up, p.out, to=16):
         return swiglu_ilp4(gate, up, p.result, block, max_blocks, stream)
     return launch_vector(half8_kernel, p, 8, block, max_blocks, stream)
@@ -31,6 +33,8 @@ def swiglu_half8(gate, up, out=None, block=256, max_blocks=None, stream=0):
 def swiglu_half4(gate, up, out=None, block=256, max_blocks=None, stream=0):
     """float16/bfloat16, 8-byte accesses (4 elements each), 8 elements per thread."""
     p = prepare(gate, up, out, DTYPES, "half4")
+    if p.n == 0:  # nothing to compute (a zero-size grid is an error)
+        return p.result
     if not aligned(p.gate, p.up, p.out, to=8):
         return swiglu_ilp4(gate, up, p.result, block, max_blocks, stream)
     return launch_vector(half4_kernel, p, 4, block, max_blocks, stream)

@@ -8,13 +8,13 @@ mismatch, or a non-contiguous array. bfloat16 torch tensors are viewed as int16 
 """
 
 import functools
+import math
+import weakref
 
 import numpy as np
 from numba import cuda
 
 from .reference import dtype_name
-
-_HALF_BITS = (np.dtype(np.uint16), np.dtype(np.int16))
 
 
 class Prepared:
@@ -25,19 +25,31 @@ class Prepared:
     def __init__(self, gate, up, out, result, shape, dtype):
         self.gate, self.up, self.out, self.result = gate, up, out, result
         self.shape, self.dtype = shape, dtype
-        self.n = int(np.prod(shape)) if len(shape) else 1
+        self.n = math.prod(shape)
 
 
 def _is_torch(x):
     return type(x).__module__.startswith("torch")
 
 
+def _numba_array_types():
+    try:
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+        return (DeviceNDArray,)
+    except ImportError:  # the simulator
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return (FakeCUDAArray,)
+
+
+_NUMBA_ARRAYS = _numba_array_types()
+
+
 def as_device(x, name):
     """A Numba device array viewing ``x`` (no copy), or a clear error."""
-    if hasattr(x, "copy_to_host") and hasattr(x, "__cuda_array_interface__"):
-        return x  # already a Numba device array
-    if type(x).__name__ == "FakeCUDAArray":
-        return x  # a device array of Numba's CUDA simulator
+    if isinstance(x, _NUMBA_ARRAYS):
+        return x  # already a Numba device array (or the simulator's)
     if _is_torch(x):
         if not x.is_cuda:
             raise TypeError(
@@ -62,10 +74,15 @@ def as_device(x, name):
     )
 
 
+_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16",
+          np.dtype(np.uint16): "bfloat16", np.dtype(np.int16): "bfloat16"}
+
+
 def array_dtype(a):
     """Our dtype name for a device array (uint16/int16 storage means bfloat16)."""
-    if np.dtype(a.dtype) in _HALF_BITS:
-        return "bfloat16"
+    name = _NAMES.get(a.dtype)
+    if name is not None:
+        return name
     try:
         return dtype_name(np.dtype(a.dtype).name)
     except ValueError:
@@ -77,6 +94,8 @@ def array_dtype(a):
 
 def is_c_contiguous(a):
     """True when ``a``'s strides are those of a C-contiguous array of its shape."""
+    if a.size == 0:
+        return True  # nothing to walk
     expected = a.dtype.itemsize
     for dim, stride in zip(reversed(a.shape), reversed(a.strides)):
         if dim > 1 and stride != expected:
@@ -85,14 +104,33 @@ def is_c_contiguous(a):
     return True
 
 
+# 1-D views of arrays already seen: building one (DeviceNDArray.reshape) costs more host
+# time than the rest of a launch. Weak keys: an entry goes when its array goes.
+_FLAT = weakref.WeakKeyDictionary()
+
+
 def flat(a, name):
+    """A 1-D view of a C-contiguous device array (the kernels index one flat range)."""
+    if a.ndim == 1 and (a.size <= 1 or a.strides[0] == a.dtype.itemsize):
+        return a
+    try:
+        v = _FLAT.get(a)
+    except TypeError:  # not weak-referenceable: no cache
+        v = None
+    if v is not None:
+        return v
     if not is_c_contiguous(a):
         raise ValueError(
             f"{name} is not contiguous (shape {a.shape}, strides {a.strides}): the kernels "
             "walk memory in order; pass a contiguous array (torch: .contiguous(); "
             "NumPy: np.ascontiguousarray before copying)."
         )
-    return a.reshape(a.size) if a.ndim != 1 else a
+    v = a.reshape(a.size)
+    try:
+        _FLAT[a] = v
+    except TypeError:
+        pass
+    return v
 
 
 def _empty_like(x, dev):
@@ -111,7 +149,7 @@ def prepare(gate, up, out, dtypes, variant):
     if g.shape != u.shape:
         raise ValueError(f"gate and up must have the same shape, got {g.shape} and {u.shape}")
     dt = array_dtype(g)
-    if array_dtype(u) != dt or np.dtype(u.dtype) != np.dtype(g.dtype):
+    if u.dtype != g.dtype:
         raise TypeError(f"gate and up must have the same dtype, got {g.dtype} and {u.dtype}")
     if dt not in dtypes:
         raise TypeError(f"swiglu_{variant} supports {', '.join(dtypes)}; got {dt}")
@@ -122,13 +160,17 @@ def prepare(gate, up, out, dtypes, variant):
     o = as_device(result, "out")
     if o.shape != g.shape:
         raise ValueError(f"out must have the shape of gate {g.shape}, got {o.shape}")
-    if np.dtype(o.dtype) != np.dtype(g.dtype):
+    if o.dtype != g.dtype:
         raise TypeError(f"out must have dtype {g.dtype} like gate, got {o.dtype}")
     return Prepared(flat(g, "gate"), flat(u, "up"), flat(o, "out"), result, tuple(g.shape), dt)
 
 
 def pointer(a):
     """Device address of a Numba device array (0 in the simulator)."""
+    try:
+        return a.device_ctypes_pointer.value or 0
+    except AttributeError:
+        pass
     try:
         return int(a.__cuda_array_interface__["data"][0])
     except Exception:

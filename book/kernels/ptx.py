@@ -20,11 +20,15 @@ ARRAY_TYPE = {"float32": "float32[::1]", "float16": "float16[::1]", "bfloat16": 
 
 def kernels():
     """name -> (dispatcher, number of array arguments) for every kernel that has PTX to read."""
-    from . import decode, fused, halfprec, naive, packed, vectorized
+    from . import fused, halfprec, naive, packed, vectorized
 
     table = {
         "naive_silu": (naive.silu_kernel, 2),
         "naive_mul": (naive.mul_kernel, 3),
+        "naive_silu_vec4": (naive.silu_vec4_kernel, 2),
+        "naive_mul_vec4": (naive.mul_vec4_kernel, 3),
+        "naive_silu_half8": (naive.silu_half8_kernel, 2),
+        "naive_mul_half8": (naive.mul_half8_kernel, 3),
         "fused": (fused.fused_kernel, 3),
         "fused_fastmath": (fused.fused_fastmath_kernel, 3),
         "fused_f64_literal": (fused.fused_f64_literal_kernel, 3),
@@ -37,7 +41,6 @@ def kernels():
         "packed_half8": (packed.packed_half8_kernel, "packed"),
         "packed_scalar": (packed.packed_scalar_kernel, "packed"),
     }
-    del decode
     return table
 
 
@@ -70,19 +73,29 @@ sys.stdout.write(json.dumps(out))
 """
 
 
-def ptx_many(items, cc=(9, 0)):
-    """{"name/dtype": ptx} for a list of (name, dtype); one subprocess in the simulator."""
+def ptx_many(items, cc=(9, 0), jobs=None):
+    """{"name/dtype": ptx} for a list of (name, dtype).
+
+    In the simulator the compilation runs in ``jobs`` fresh processes (default: one per
+    CPU, at most 4), each compiling a share of the list."""
     items = [(n, d) for n, d in items]
     if not config.ENABLE_CUDASIM:
         return {f"{n}/{d}": _compile_here(n, d, cc) for n, d in items}
     root = str(Path(__file__).resolve().parents[2])
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "BOOK_SIMULATOR")}
-    spec = json.dumps({"root": root, "items": items, "cc": list(cc)})
-    res = subprocess.run([sys.executable, "-c", _CHILD, spec], capture_output=True, text=True,
-                         env=env, cwd=root)
-    if res.returncode != 0:
-        raise RuntimeError(f"PTX compilation failed:\n{res.stderr[-4000:]}")
-    return json.loads(res.stdout)
+    jobs = max(1, min(jobs or min(os.cpu_count() or 1, 4), len(items)))
+    procs = []
+    for j in range(jobs):
+        spec = json.dumps({"root": root, "items": items[j::jobs], "cc": list(cc)})
+        procs.append(subprocess.Popen([sys.executable, "-c", _CHILD, spec], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, env=env, cwd=root))
+    out = {}
+    for p in procs:
+        stdout, stderr = p.communicate()
+        if p.returncode != 0:
+            raise RuntimeError(f"PTX compilation failed:\n{stderr[-4000:]}")
+        out.update(json.loads(stdout))
+    return out
 
 
 def ptx(name, dtype="float32", cc=(9, 0)):

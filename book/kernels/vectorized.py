@@ -144,6 +144,8 @@ def launch_vector(kernel, p, width, block, max_blocks, stream):
 def swiglu_ilp4(gate, up, out=None, block=256, max_blocks=None, stream=0):
     """Four elements per thread, loads before use, scalar (element-sized) accesses."""
     p = prepare(gate, up, out, DTYPES, "ilp4")
+    if p.n == 0:  # nothing to compute (a zero-size grid is an error)
+        return p.result
     grid = max(1, cdiv(p.n, 4 * block))
     if max_blocks:
         grid = min(grid, max_blocks)
@@ -154,6 +156,8 @@ def swiglu_ilp4(gate, up, out=None, block=256, max_blocks=None, stream=0):
 def swiglu_vec2(gate, up, out=None, block=256, max_blocks=None, stream=0):
     """float32, 8-byte loads and stores, 4 elements per thread."""
     p = prepare(gate, up, out, ("float32",), "vec2")
+    if p.n == 0:  # nothing to compute (a zero-size grid is an error)
+        return p.result
     if not aligned(p.gate, p.up, p.out, to=8):
         return swiglu_ilp4(gate, up, p.result, block, max_blocks, stream)
     return launch_vector(vec2_kernel, p, 2, block, max_blocks, stream)
@@ -166,6 +170,8 @@ def swiglu_vec4(gate, up, out=None, block=256, max_blocks=None, stream=0):
     starts mid-allocation), since a misaligned vector access would fault.
     """
     p = prepare(gate, up, out, ("float32",), "vec4")
+    if p.n == 0:  # nothing to compute (a zero-size grid is an error)
+        return p.result
     if not aligned(p.gate, p.up, p.out, to=16):
         return swiglu_ilp4(gate, up, p.result, block, max_blocks, stream)
     return launch_vector(vec4_kernel, p, 4, block, max_blocks, stream)

@@ -31,7 +31,7 @@ same results, so kernels that use them still run (slowly) on a CPU.
 """
 
 import numpy as np
-from numba import cuda, config
+from numba import config
 
 SIMULATED = bool(config.ENABLE_CUDASIM)
 

@@ -26,12 +26,9 @@ def _load_all(data=None):
         return []
     try:
         from .. import data as book_data
-    except ImportError:
+    except ImportError:  # the loader has not landed: behave as if nothing were recorded
         return []
-    out = []
-    for f in files:
-        out.append((f.stem, book_data.load(gpu=f.stem)))
-    return out
+    return [(f.stem, book_data.load(str(f))) for f in files]
 
 
 def _get(obj, key, default=None):
@@ -80,6 +77,8 @@ def variant_family(name: str, kind: str | None = None) -> str | None:
     n = (name or "").lower()
     if kind in ("reference", "launch") or "torch" in n or n.startswith(("copy", "cublas")):
         return None
+    if "l2_warm" in n:
+        return None  # deliberately timed from L2 (no input rotation): not a DRAM measurement
     if kind == "gemm" or "gemm" in n:
         if "dual" in n or "epilogue" in n:
             return "epilogue"
@@ -130,23 +129,30 @@ def roofline_points(data=None) -> list[dict]:
                 t = traffic.mlp_up(T, shape["d"], H, dtype, fam)
             else:
                 continue
-            # the course's own minimum-traffic counts, so points and the model share one x axis
-            byts = _get(row, "bytes") or t.bytes
+            # bytes the kernel really moves (5 transfers per element for naive), so that measured
+            # points and the model share one x axis; the row's "bytes" is the SwiGLU minimum
+            byts = _get(row, "bytes_actual") or t.bytes
             flops = _get(row, "flops") or t.flops
             points.append({
                 "gpu": key, "dtype": dtype, "variant": fam, "variant_label": _LABELS[fam],
                 "T": T, "h": H, "d": shape.get("d"), "seconds": float(seconds),
                 "bytes": float(byts), "flops": float(flops),
-                "label": f"{_get(row, 'variant')} {dtype} {T}x{H}" + (f" d={shape['d']}" if "d" in shape else ""),
+                "label": f"{_get(row, 'variant')} {dtype} {T}x{H}" + (f" d={shape['d']}" if "d" in shape else "")
+                + (" (inputs fit in L2)" if any("L2" in str(x) for x in _get(row, "notes", []) or []) else ""),
                 "source": _source(slug, prov),
             })
     return points
 
 
+def _is_python_launch(name: str, kind) -> bool:
+    """Host time of one call of a course kernel from Python (not torch, not a part of a call)."""
+    return name.endswith("_python_launch") and "torch" not in name
+
+
 def launch_points(data=None) -> list[dict]:
     """Measured elementwise SwiGLU times against size, for the launch explorer:
-    GPU time with the queue kept full ("gpu"), one Python launch timed on the host ("python"),
-    and a CUDA graph replay ("graph")."""
+    GPU time with the queue kept full ("gpu"), one call from Python timed on the host
+    ("python"), and a CUDA graph replay ("graph")."""
     points = []
     for slug, ds in _load_all(data):
         prov = _get(ds, "provenance", {}) or {}
@@ -158,54 +164,76 @@ def launch_points(data=None) -> list[dict]:
             shape = parse_shape(_get(row, "shape"))
             if not seconds or dtype not in traffic.DTYPE_BYTES or "h" not in shape or "d" in shape:
                 continue
-            if kind == "launch" or name.endswith("_python_launch"):
-                if "torch" in name:
-                    continue
+            if _is_python_launch(name, kind):
                 how = "python"
             elif name.endswith("_graph") and "torch" not in name:
                 how = "graph"
-            elif variant_family(name, kind) == "fused":
+            elif kind != "launch" and variant_family(name, kind) == "fused":
                 how = "gpu"
             else:
                 continue
             points.append({"elements": shape.get("T", 1) * shape["h"], "seconds": float(seconds),
                            "dtype": dtype, "how": how, "source": _source(slug, prov),
+                           "gpu": gpu_key(_get(prov, "gpu")),
                            "label": f"{name} {dtype} {shape.get('T', 1)}x{shape['h']}"})
     return points
 
 
 def launch_presets(data=None) -> list[dict]:
-    """Overheads and bandwidths measured in the data, as explorer presets: the host time of one
-    Python launch at decode size, a graph replay's time per SwiGLU, the best fused-kernel
+    """Overheads and bandwidths measured in the data, as explorer presets (each with its dtype):
+    per-call host times at the largest decode size recorded (a course kernel called from Python,
+    a bare Numba launch, torch eager), a graph replay's time per SwiGLU, the best fused-kernel
     bandwidth and torch.add's (a three-stream elementwise kernel: the practical ceiling)."""
     presets = []
     for slug, ds in _load_all(data):
         prov = _get(ds, "provenance", {}) or {}
-        where = f"{_get(prov, 'gpu') or slug}, book/data/{slug}.json"
+        where = f"book/data/{slug}.json"
+        key = gpu_key(_get(prov, "gpu"))
+        overheads = {}  # (name, dtype) -> (elements, seconds, how)
         best_bw, ref_bw = {}, {}
         for row in _get(ds, "rows", []) or []:
             name = str(_get(row, "variant", ""))
             kind = _get(row, "kind")
             seconds, dtype = _get(row, "seconds"), _get(row, "dtype")
             shape = parse_shape(_get(row, "shape"))
-            if not seconds or "d" in shape:
+            if not seconds or "d" in shape or "h" not in shape:
                 continue
-            size = "x".join(str(shape[k]) for k in ("T", "h") if k in shape)
-            if kind == "launch" or name.endswith("_python_launch") or "overhead" in name:
-                presets.append({"kind": "overhead", "value": float(seconds), "dtype": dtype,
-                                "label": f"overhead: {name} {dtype} {size}, host time ({where})"})
-            elif name.endswith("_graph"):
-                presets.append({"kind": "overhead", "value": float(seconds), "dtype": dtype,
-                                "label": f"overhead: {name} {dtype} {size}, graph replay ({where})"})
+            n = shape.get("T", 1) * shape["h"]
+            how = None
+            if _is_python_launch(name, kind):
+                how = "one call from Python"
+            elif name.endswith("_raw_launch"):
+                how = "bare Numba launch from Python"
+            elif name == "torch_eager_python_launch":
+                how = "torch eager call from Python"
+            elif name.endswith("_graph") and "torch" not in name:
+                how = "CUDA graph replay, per SwiGLU"
+            if how and n > overheads.get((name, dtype), (0,))[0]:
+                overheads[(name, dtype)] = (n, float(seconds), how, shape)
             bw = _get(row, "bandwidth")
-            if not bw or name.endswith("_graph"):
+            if not bw or kind == "launch" or name.endswith("_graph"):
                 continue
             if variant_family(name, kind) == "fused" and bw > best_bw.get(dtype, (0,))[0]:
-                best_bw[dtype] = (float(bw), name, size)
+                best_bw[dtype] = (float(bw), name, shape)
             if name == "torch_add" and bw > ref_bw.get(dtype, (0,))[0]:
-                ref_bw[dtype] = (float(bw), name, size)
-        for table, what in ((best_bw, "best measured"), (ref_bw, "reference")):
-            for dtype, (bw, name, size) in table.items():
-                presets.append({"kind": "bandwidth", "value": bw, "dtype": dtype,
-                                "label": f"bandwidth: {what} {name} {dtype} {size} ({where})"})
+                ref_bw[dtype] = (float(bw), name, shape)
+        order = ["one call from Python", "bare Numba launch from Python",
+                 "CUDA graph replay, per SwiGLU", "torch eager call from Python"]
+        for (name, dtype), (n, seconds, how, shape) in sorted(
+                overheads.items(), key=lambda kv: order.index(kv[1][2])):
+            presets.append({"kind": "overhead", "value": seconds, "dtype": dtype, "how": how, "gpu": key,
+                            "label": f"overhead {fmt_time(seconds)}: {how} ({name}, "
+                                     f"{shape.get('T', 1)}x{shape['h']}, {where})"})
+        for table, what in ((best_bw, "best measured"), (ref_bw, "torch.add reference")):
+            for dtype, (bw, name, shape) in table.items():
+                presets.append({"kind": "bandwidth", "value": bw, "dtype": dtype, "how": what, "gpu": key,
+                                "label": f"bandwidth {bw / 1e12:.3g} TB/s: {what} ({name}, "
+                                         f"{shape.get('T', 1)}x{shape['h']}, {where})"})
     return presets
+
+
+def fmt_time(seconds: float) -> str:
+    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds:.3g} s"

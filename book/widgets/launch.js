@@ -33,7 +33,15 @@ function renderLaunch({ model, el }) {
   ovField.append(ovOut);
   const bwField = field("bandwidth", bw.inp);
   bwField.append(bwOut);
-  const presetSel = select([["", "choose…"]].concat(get("presets").map((p, i) => [String(i), p.label])), "", "preset");
+  const presetSel = select([], "", "preset");
+  // presets measured in the chosen dtype, plus the datasheet bandwidth
+  function fillPresets() {
+    presetSel.replaceChildren(h("option", { value: "", text: "choose…" }));
+    get("presets").forEach((p, i) => {
+      if (!p.dtype || p.dtype === get("dtype")) presetSel.append(h("option", { value: String(i), text: p.label }));
+    });
+    presetSel.value = "";
+  }
   const tf = field("T (tokens)", tIn); tf.append(tErr);
   const hf = field("h (hidden)", hIn); hf.append(hErr);
   root.append(h("div", { class: "swg-controls" }, ovField, bwField, field("set from", presetSel), field("dtype", dtypeSel), tf, hf));
@@ -73,6 +81,7 @@ function renderLaunch({ model, el }) {
     ov.inp.setAttribute("aria-valuetext", fmtTime(overhead));
     bw.inp.setAttribute("aria-valuetext", fmtBandwidth(band));
     dtypeSel.value = get("dtype");
+    fillPresets();
     for (const [inp, key] of [[tIn, "T"], [hIn, "h"]]) {
       if (Number(inp.value) !== get(key)) syncInput(inp, get(key));
     }
@@ -122,8 +131,9 @@ function renderLaunch({ model, el }) {
     chart.plot.append(s("path", { d: pathD(chart, curve), stroke: "currentColor", "stroke-width": 2.5, fill: "none", "data-testid": "curve" }));
     if (nStar > xa && nStar < xb) {
       chart.plot.append(s("line", { x1: chart.X(nStar), x2: chart.X(nStar), y1: chart.m.top, y2: chart.m.top + chart.ih, stroke: "currentColor", "stroke-dasharray": "2 3" }));
-      chart.over.append(s("text", { x: chart.X(nStar) - 4, y: chart.m.top + 14, "text-anchor": "end", class: "swg-small" }, "overhead-bound"));
-      chart.over.append(s("text", { x: chart.X(nStar) + 4, y: chart.m.top + 14, class: "swg-small" }, "bandwidth-bound"));
+      // region names where they fit (about 95 px each at this font size)
+      if (chart.X(nStar) - chart.m.left > 100) chart.over.append(s("text", { x: chart.X(nStar) - 4, y: chart.m.top + 14, "text-anchor": "end", class: "swg-small" }, "overhead-bound"));
+      if (chart.m.left + chart.iw - chart.X(nStar) > 100) chart.over.append(s("text", { x: chart.X(nStar) + 4, y: chart.m.top + 14, class: "swg-small" }, "bandwidth-bound"));
     }
     for (const p of pts) {
       const st = HOW_STYLE[p.how] || HOW_STYLE.gpu;

@@ -78,10 +78,12 @@ def launch_explorer(*, overhead_s: float | None = None, bandwidth: float | None 
 
     Parameters
     ----------
-    overhead_s : seconds per launch. Default: a launch-overhead measurement from book/data, else
-        an assumed 10 us (the note on the widget says which).
-    bandwidth : bytes/s. Default: the best fused-kernel bandwidth measured in book/data for
-        ``dtype``, else the datasheet peak of ``gpu`` (a book.specs key).
+    overhead_s : seconds per launch. Default: one call of a course kernel from Python as measured
+        in book/data on ``gpu``, else an assumed 10 us (the note on the widget says which).
+    bandwidth : bytes/s. Default: the best fused-kernel bandwidth measured in book/data on
+        ``gpu`` for ``dtype``, else the datasheet peak of ``gpu``.
+    gpu : a key of book.specs.GPU_SPECS; measurements (presets and points) come from book/data
+        files recorded on that kind of GPU.
 
     Example::
 
@@ -93,32 +95,39 @@ def launch_explorer(*, overhead_s: float | None = None, bandwidth: float | None 
         raise ValueError(f"unknown GPU {gpu!r}: choose one of {list(specs.GPU_SPECS)}")
     spec = specs.GPU_SPECS[gpu]
     dtype = traffic._dtype_name(dtype)
-    measured = _data.launch_presets(data)
-    presets = list(measured) + [{"kind": "bandwidth", "value": spec.memory_bandwidth,
-                                 "label": f"bandwidth: {gpu} datasheet peak"}]
+    # only what was measured on this kind of GPU: an H100's launch costs say little about a T4
+    measured = [p for p in _data.launch_presets(data) if p["gpu"] == gpu]
+    points = [p for p in _data.launch_points(data) if p["gpu"] == gpu]
+    presets = list(measured) + [{"kind": "bandwidth", "value": spec.memory_bandwidth, "dtype": None,
+                                 "how": "datasheet",
+                                 "label": f"bandwidth {spec.memory_bandwidth / 1e12:.3g} TB/s: "
+                                          f"{gpu} datasheet peak"}]
     notes = []
     if overhead_s is None:
-        # a Python launch (what a decode loop pays) in this dtype, else any measured overhead
+        # one call of a course kernel from Python (what a decode loop pays), in this dtype first
         ov = sorted((p for p in measured if p["kind"] == "overhead"),
-                    key=lambda p: (p["dtype"] != dtype, "host time" not in p["label"]))
+                    key=lambda p: (p["dtype"] != dtype, p["how"] != "one call from Python"))
         if ov:
             overhead_s = ov[0]["value"]
-            notes.append(f"Overhead from {ov[0]['label'].removeprefix('overhead: ')}.")
+            notes.append(f"Starting overhead: {ov[0]['label'].split(': ', 1)[1]}.")
         else:
             overhead_s = ASSUMED_OVERHEAD_S
             notes.append("Launch overhead not measured yet: the starting value is an assumption; "
                          "drag the slider.")
     if bandwidth is None:
         bws = [p for p in measured
-               if p["kind"] == "bandwidth" and p["dtype"] == dtype and "best measured" in p["label"]]
+               if p["kind"] == "bandwidth" and p["dtype"] == dtype and p["how"] == "best measured"]
         if bws:
             bandwidth = bws[0]["value"]
-            notes.append(f"Bandwidth: {bws[0]['label'].removeprefix('bandwidth: ')}.")
+            notes.append(f"Starting bandwidth: {bws[0]['label'].split(': ', 1)[1]}.")
         else:
             bandwidth = spec.memory_bandwidth
-            notes.append(f"Bandwidth: {gpu} datasheet peak.")
+            notes.append(f"Starting bandwidth: {gpu} datasheet peak.")
     summary = _data.summary(data)
-    w = LaunchExplorer(points=_data.launch_points(data), presets=presets,
+    if not points and summary != _data.NO_DATA:
+        summary = f"No measurements recorded on a {gpu}. " + summary.replace(
+            "Measured points:", "book/data holds results from")
+    w = LaunchExplorer(points=points, presets=presets,
                        data_note=" ".join(notes + [summary]))
     w.overhead_s, w.bandwidth, w.dtype, w.T, w.h = overhead_s, bandwidth, dtype, T, h
     return w

@@ -116,7 +116,9 @@ function renderRoofline({ model, el }) {
     const spec = currentSpec();
     const elemBytes = get("dtypes")[get("dtype")];
     const traffic = variantTraffic(get("variant"), get("T"), get("h"), get("d"), elemBytes, get("flops_per_element"));
-    const prec = resolvePrecision(get("precision"));
+    // a peak this GPU lacks (TF32 on a T4) falls back to the dtype's default, as the menu shows
+    let prec = resolvePrecision(get("precision"));
+    if (!spec[prec.attr]) prec = resolvePrecision("auto");
     const precision = prec.key;
     const peak = spec[prec.attr] || null;
     const pred = predict(traffic, spec.memory_bandwidth, peak);
@@ -230,11 +232,15 @@ function renderRoofline({ model, el }) {
       chart.over.append(s("text", { x: chart.X(ridge) + 4, y: chart.m.top + chart.ih - 6, class: "swg-small" }, `ridge ${sig(ridge, 2)}`));
     }
     // measured points
-    for (const p of pts) {
+    // points at the chosen shape stand out; other shapes stay as faint context
+    const atShape = (p) => p.T === get("T") && p.h === get("h") && (!p.d || p.d === get("d"));
+    for (const p of [...pts].sort((a, b) => atShape(a) - atShape(b))) {
       const st = VARIANT_STYLE[p.variant] || OTHER_STYLE;
-      const mk = marker(st.shape, chart.X(p.flops / p.bytes), chart.Y(p.flops / p.seconds), 4, st.color);
-      mk.setAttribute("fill-opacity", "0.75");
-      mk.setAttribute("class", "swg-measured");
+      const here = atShape(p);
+      const mk = marker(st.shape, chart.X(p.flops / p.bytes), chart.Y(p.flops / p.seconds), here ? 5 : 3.5, st.color);
+      mk.setAttribute("fill-opacity", here ? "0.9" : "0.35");
+      mk.setAttribute("stroke-opacity", here ? "1" : "0.35");
+      mk.setAttribute("class", here ? "swg-measured swg-here" : "swg-measured");
       mk.append(s("title", {}, `measured: ${p.label}, ${fmtTime(p.seconds)}, ${fmtRate(p.flops / p.seconds)}, ${fmtBandwidth(p.bytes / p.seconds)} (${p.source})`));
       chart.plot.append(mk);
     }
@@ -286,6 +292,8 @@ function renderRoofline({ model, el }) {
       note.append(`${spec.note} `);
     }
     note.append(get("data_note"));
+    if (pts.length) note.append(" Bold markers: measured at the chosen shape; faint: other shapes (hover or tap for details).");
+    else if (get("points").length) note.append(` None of them were measured on ${spec.label} in ${get("dtype")}.`);
   }
 
   const handler = () => draw();

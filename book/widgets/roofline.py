@@ -34,8 +34,8 @@ PRESETS = [
     {"label": "prefill 128 × 18944", "T": 128, "h": 18944},
     {"label": "2048 × 8192", "T": 2048, "h": 8192},
     {"label": "8192 × 14336", "T": 8192, "h": 14336},
-    {"label": "GEMM T=2048 d=4096 h=8192", "T": 2048, "h": 8192, "d": 4096},
-    {"label": "GEMM T=512 d=4096 h=14336", "T": 512, "h": 14336, "d": 4096},
+    {"label": "GEMM shape T=2048, d=4096, h=8192", "T": 2048, "h": 8192, "d": 4096},
+    {"label": "GEMM shape T=512, d=4096, h=14336", "T": 512, "h": 14336, "d": 4096},
 ]
 
 THIS_GPU = "this GPU"
@@ -152,7 +152,10 @@ class RooflineExplorer(anywidget.AnyWidget):
     def prediction(self) -> roofline.Prediction:
         """book.roofline.predict for the current state."""
         precision = None if self.precision == "auto" else self.precision
-        return roofline.predict(self.traffic(), self.spec(), precision)
+        spec = self.spec()
+        if precision and getattr(spec, PRECISIONS[precision][1]) is None:
+            precision = None  # as the front-end does: a peak this GPU lacks means "auto"
+        return roofline.predict(self.traffic(), spec, precision)
 
 
 def roofline_explorer(gpu: str | None = None, *, dtype: str = "float32", variant: str = "fused",

@@ -1,0 +1,158 @@
+"""Cross-check the timing harness against Nsight Compute's DRAM counters.
+
+For one large fused run (the vec4 kernel, float32, 8192 x 14336) this script
+
+1. times the kernel with ``book.bench.measure`` and computes the harness's effective
+   bandwidth (minimum bytes / median time), then
+2. re-runs itself under ``ncu`` (``--profile``), which reads the DRAM bytes and the
+   kernel duration from hardware counters for a few launches, and
+3. compares: ncu's measured DRAM bytes/s against the harness's effective bandwidth
+   (goal: within 5%), and ncu's DRAM bytes against the minimum bytes (extra traffic
+   would show up here).
+
+Usage on a GPU machine with ncu:  python benchmarks/ncu_check.py --out OUT.json
+(``--clock-control none``: ncu would otherwise lock the clocks to base and change the
+timing it is compared with.)
+"""
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SHAPE = (8192, 14336)
+METRICS = ["dram__bytes_read.sum", "dram__bytes_write.sum", "dram__bytes.sum.per_second",
+           "gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed"]
+SKIP, COUNT = 2, 3  # profile launches 3..5 (the first ones warm caches and the TLB)
+
+
+def buffers(seed=0):
+    import numpy as np
+    from numba import cuda
+
+    from book.kernels import reference as R
+
+    g, u = R.random_inputs(SHAPE, "float32", seed=seed)
+    out = np.full(SHAPE, np.nan, np.float32)
+    return cuda.to_device(g.ravel()), cuda.to_device(u.ravel()), cuda.to_device(out.ravel()), (g, u)
+
+
+def profile_target():
+    """What ncu profiles: a few launches of the vec4 kernel, nothing else on the GPU."""
+    from numba import cuda
+
+    from book.kernels import vectorized
+
+    g, u, o, _ = buffers()
+    for _ in range(SKIP + COUNT):
+        vectorized.swiglu_vec4(g, u, o)
+    cuda.synchronize()
+
+
+def harness():
+    import numpy as np
+    from numba import cuda
+
+    from book import bench
+    from book.kernels import reference as R, vectorized
+
+    sets = [buffers(seed=s) for s in range(2)]  # two sets of 1.4 GB: far beyond the 50 MB L2
+    g, u, o, host = sets[0]
+    vectorized.swiglu_vec4(g, u, o)
+    cuda.synchronize()
+    R.check(o.copy_to_host().reshape(SHAPE), host[0], host[1], "float32")
+    n = math.prod(SHAPE)
+    t = bench.measure(vectorized.swiglu_vec4, [s[:3] for s in sets], bytes_moved=3 * 4 * n, reps=50)
+    return t, n
+
+
+def parse_ncu(text):
+    """{metric: [values per profiled launch]} from ncu --csv output (units normalised)."""
+    start = text.find('"ID"')
+    rows = list(csv.DictReader(io.StringIO(text[start:])))
+    scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "byte/second": 1,
+             "Kbyte/second": 1e3, "Mbyte/second": 1e6, "Gbyte/second": 1e9, "Tbyte/second": 1e12,
+             "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "B/s": 1, "KB/s": 1e3, "MB/s": 1e6,
+             "GB/s": 1e9, "TB/s": 1e12, "byte/s": 1, "Kbyte/s": 1e3, "Mbyte/s": 1e6, "Gbyte/s": 1e9, "Tbyte/s": 1e12, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1,
+             "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1, "%": 1}
+    unknown = {r.get("Metric Unit", "") for r in rows} - set(scale)
+    if unknown:
+        print(f"warning: unknown ncu units {unknown} (values kept unscaled)")
+    out = {}
+    for r in rows:
+        unit = r.get("Metric Unit", "")
+        value = float(r["Metric Value"].replace(",", "")) * scale.get(unit, 1)
+        out.setdefault(r["Metric Name"], []).append(value)
+    out["units"] = sorted({f"{r['Metric Name']}: {r.get('Metric Unit', '')}" for r in rows})
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profile", action="store_true", help="(internal) the process ncu profiles")
+    ap.add_argument("--out", default=str(ROOT / "book" / "data" / "ncu" / "h100.json"))
+    args = ap.parse_args()
+    import book  # noqa: F401
+
+    if args.profile:
+        profile_target()
+        return 0
+    if book.gpu.SIMULATED:
+        print("not measured: no GPU here")
+        return 2
+    t, n = harness()
+    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    cmd = [ncu, "--clock-control", "none", "--csv", "--metrics", ",".join(METRICS),
+           "--launch-skip", str(SKIP), "--launch-count", str(COUNT),
+           sys.executable, str(Path(__file__).resolve()), "--profile"]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+    if res.returncode != 0:
+        print(res.stdout[-3000:], res.stderr[-3000:])
+        raise SystemExit(f"ncu failed with exit code {res.returncode}")
+    m = parse_ncu(res.stdout)
+    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    dram_bps = med(m["dram__bytes.sum.per_second"])
+    dram_bytes = med([r + w for r, w in zip(m["dram__bytes_read.sum"], m["dram__bytes_write.sum"])])
+    ncu_time = med(m["gpu__time_duration.sum"])
+    min_bytes = 3 * 4 * n
+    doc = {
+        "kernel": "vec4", "dtype": "float32", "shape": list(SHAPE),
+        "harness": {"seconds": t.median_s, "p10_s": t.p10_s, "p90_s": t.p90_s,
+                    "effective_bandwidth": t.bandwidth, "method": t.method},
+        "ncu": {"dram_bytes_per_second": dram_bps, "dram_bytes": dram_bytes,
+                "gpu_time_s": ncu_time, "per_launch": m,
+                "command": " ".join(cmd[:-3] + ["python", "benchmarks/ncu_check.py", "--profile"])},
+        "minimum_bytes": min_bytes,
+        "note": ("DRAM writes can fall short of the output size: the last output lines may "
+                 "still sit dirty in L2 when the kernel ends and are written back later"),
+        "ratio_harness_over_ncu_bandwidth": t.bandwidth / dram_bps,
+        "ratio_ncu_bytes_over_minimum": dram_bytes / min_bytes,
+        "ratio_harness_time_over_ncu_time": t.median_s / ncu_time,
+        "within_5_percent": abs(t.bandwidth / dram_bps - 1) <= 0.05,
+    }
+    from book.bench.suite import provenance
+
+    doc["provenance"] = provenance(["(benchmarks/ncu_check.py)"])
+    doc["provenance"]["command"] = "python benchmarks/ncu_check.py"
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"harness: {t.median_s * 1e6:.1f} us, effective {t.bandwidth / 1e12:.3f} TB/s")
+    print(f"ncu:     {ncu_time * 1e6:.1f} us, DRAM {dram_bps / 1e12:.3f} TB/s, "
+          f"{dram_bytes / 1e9:.3f} GB moved (minimum {min_bytes / 1e9:.3f} GB)")
+    print(f"harness / ncu bandwidth = {doc['ratio_harness_over_ncu_bandwidth']:.3f} "
+          f"({'within' if doc['within_5_percent'] else 'NOT within'} 5%); "
+          f"DRAM bytes / minimum = {doc['ratio_ncu_bytes_over_minimum']:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Measured results recorded by ``python -m book.bench`` on real GPUs.
+
+``load("h100")`` returns a :class:`Results` with the run's ``provenance`` (GPU, driver,
+CUDA, library versions, date, command), its ``rows`` (one per variant x dtype x shape:
+seconds, bytes, bandwidth, flops, flops_per_s, method, ...), the correctness ``checks``,
+the ``targets`` (measured ratios against the course's goals) and the block/grid
+``tuning`` sweep. Chapters plot these; nothing measured is typed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def available():
+    """GPU slugs with recorded results, e.g. ["h100"]."""
+    return sorted(p.stem for p in HERE.glob("*.json"))
+
+
+@dataclass
+class Results:
+    provenance: dict
+    rows: list
+    checks: list = field(default_factory=list)
+    targets: list = field(default_factory=list)
+    tuning: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    path: Path | None = None
+
+    def find(self, variant, dtype="float32", shape=None):
+        """The row for ``variant`` at ``dtype`` and ``shape`` (a tuple such as (8192, 14336)).
+
+        Raises KeyError naming what exists when there is no such row."""
+        for r in self.rows:
+            if r["variant"] == variant and r["dtype"] == dtype and (
+                shape is None or tuple(r["shape"]) == tuple(shape)
+            ):
+                return r
+        have = sorted({(r["variant"], r["dtype"], tuple(r["shape"])) for r in self.rows
+                       if r["variant"] == variant})
+        raise KeyError(
+            f"no row for variant={variant!r} dtype={dtype!r} shape={shape!r} in {self.path}; "
+            + (f"this variant has {have}" if have else
+               f"variants recorded: {sorted({r['variant'] for r in self.rows})}")
+        )
+
+    def select(self, **where):
+        """Rows whose fields equal the given values (``shape`` compared as a tuple)."""
+        out = []
+        for r in self.rows:
+            ok = True
+            for k, v in where.items():
+                rv = r.get(k)
+                if k == "shape":
+                    ok = ok and tuple(rv or ()) == tuple(v)
+                else:
+                    ok = ok and rv == v
+            if ok:
+                out.append(r)
+        return out
+
+    def variants(self):
+        return sorted({r["variant"] for r in self.rows})
+
+    def caption(self):
+        """One line naming where the numbers come from, for under a plot or table."""
+        p = self.provenance
+        return (f"Measured on {p.get('gpu')} (driver {p.get('driver')}, CUDA {p.get('cuda')}, "
+                f"numba-cuda {p.get('numba_cuda')}, torch {p.get('torch')}) on {p.get('date')} "
+                f"with `{p.get('command')}`.")
+
+
+def ncu(gpu: str = "h100") -> dict:
+    """The Nsight Compute cross-check recorded by ``benchmarks/ncu_check.py`` on ``gpu``."""
+    path = HERE / "ncu" / f"{gpu.lower()}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no ncu cross-check recorded for {gpu!r} ({path})")
+    return json.loads(path.read_text())
+
+
+def sass(kernel: str, dtype: str = "float32") -> str:
+    """SASS (machine code) of a kernel, dumped on the H100 by ``benchmarks/sass_dump.py``.
+
+    ``kernel`` is a name from :func:`book.kernels.ptx.kernels` (e.g. "vec4")."""
+    path = HERE / "sass" / f"{kernel}_{dtype}.sass"
+    if not path.exists():
+        have = sorted(p.stem for p in (HERE / "sass").glob("*.sass"))
+        raise FileNotFoundError(f"no SASS recorded for {kernel}/{dtype}; recorded: {have}")
+    return path.read_text()
+
+
+def load(gpu: str = "h100") -> Results:
+    """Results recorded for ``gpu`` (a slug such as "h100", or a path to a JSON file)."""
+    path = Path(gpu)
+    if path.suffix != ".json":
+        path = HERE / f"{gpu.lower()}.json"
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no recorded results for {gpu!r} ({path}); available: {available() or 'none'}. "
+            "Record them on that GPU with `python -m book.bench`."
+        )
+    doc = json.loads(path.read_text())
+    for key in ("provenance", "rows"):
+        if key not in doc:
+            raise ValueError(f"{path} is not a benchmark result: it has no {key!r}")
+    return Results(doc["provenance"], doc["rows"], doc.get("checks", []), doc.get("targets", []),
+                   doc.get("tuning", []), doc.get("notes", []), path)

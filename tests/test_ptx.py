@@ -1,0 +1,128 @@
+"""Read the PTX of every kernel for what matters (no GPU needed: NVVM ships as a wheel).
+
+- float32 kernels do float32 arithmetic only (no .f64 instruction), except the
+  float64-literal pitfall, which must show div.rn.f64;
+- fastmath turns exp into ex2.approx and the division into div.approx, and shortens the code;
+- the vectorized kernels use wide accesses (ld/st.global.v2/.v4), and issue their loads
+  before their first store;
+- half-precision kernels widen to float32 (no f16/bf16 arithmetic);
+- nothing spills to local memory.
+"""
+
+import re
+
+import pytest
+
+import book  # noqa: F401
+from book.kernels import ptx
+
+ITEMS = [(name, dtype) for name in ptx.kernels() for dtype in ("float32", "float16", "bfloat16")
+         if not (("vec" in name or "f64" in name) and dtype != "float32")
+         and not ("half" in name and dtype == "float32")]
+
+
+@pytest.fixture(scope="module")
+def texts():
+    # one compilation pass for the whole module (in the simulator: one subprocess)
+    return ptx.ptx_many(ITEMS)
+
+
+def ops(texts, name, dtype="float32"):
+    return ptx.opcodes(texts[f"{name}/{dtype}"])
+
+
+F32_KERNELS = [n for n, d in ITEMS if d == "float32" and n != "fused_f64_literal"]
+
+
+@pytest.mark.parametrize("name", F32_KERNELS)
+def test_float32_kernels_do_no_float64_arithmetic(texts, name):
+    f64 = sorted(o for o in ops(texts, name) if ".f64" in o)
+    assert not f64, f"{name} has float64 instructions: {f64}"
+
+
+def test_f64_literal_pitfall_divides_in_float64(texts):
+    o = ops(texts, "fused_f64_literal")
+    assert "div.rn.f64" in o
+    assert any(x.startswith("cvt") and "f64.f32" in x for x in o)  # promotes the f32 input
+
+
+def test_fastmath_exp_and_division(texts):
+    fast, ieee = ops(texts, "fused_fastmath"), ops(texts, "fused")
+    assert any(o.startswith("ex2.approx") for o in fast)
+    assert any(o.startswith("div.approx") for o in fast) and "div.rn.f32" not in fast
+    assert "div.rn.f32" in ieee and not any(o.startswith("div.approx") for o in ieee)
+    n_fast = len(ptx.instructions(texts["fused_fastmath/float32"]))
+    n_ieee = len(ptx.instructions(texts["fused/float32"]))
+    assert n_fast < n_ieee, (n_fast, n_ieee)
+
+
+@pytest.mark.parametrize("name,width", [("vec2", "v2.f32"), ("vec4", "v4.f32"), ("packed_vec4", "v4.f32"),
+                                        ("naive_silu_vec4", "v4.f32"), ("naive_mul_vec4", "v4.f32")])
+def test_float32_wide_accesses(texts, name, width):
+    o = ops(texts, name)
+    assert f"ld.global.{width}" in o and f"st.global.{width}" in o, sorted(o)
+
+
+@pytest.mark.parametrize("name,dtype,width", [
+    ("half8", "float16", "v4.u32"), ("half8", "bfloat16", "v4.u32"),
+    ("half4", "float16", "v2.u32"), ("half4", "bfloat16", "v2.u32"),
+    ("packed_half8", "float16", "v4.u32"), ("packed_half8", "bfloat16", "v4.u32"),
+    ("naive_silu_half8", "float16", "v4.u32"), ("naive_mul_half8", "bfloat16", "v4.u32"),
+])
+def test_half_wide_accesses(texts, name, dtype, width):
+    o = ops(texts, name, dtype)
+    assert f"ld.global.{width}" in o and f"st.global.{width}" in o, sorted(o)
+
+
+@pytest.mark.parametrize("name,dtype", [(n, d) for n, d in ITEMS if d != "float32"])
+def test_half_kernels_compute_in_float32(texts, name, dtype):
+    o = ops(texts, name, dtype)
+    # The naive multiply kernel alone may become mul.f16: LLVM narrows
+    # fptrunc(fpext(a) * fpext(b)) because the float32 product of two halves is exact, so
+    # rounding it once to half is the same as a half multiply. Nothing else may.
+    allowed = ("mul.",) if "mul" in name else ()
+    arith = sorted(x for x in o if re.match(r"(add|sub|mul|fma|div|ex2|rcp)\.", x)
+                   and (".f16" in x or ".bf16" in x) and not x.startswith(allowed))
+    assert not arith, f"{name}/{dtype} does half-precision arithmetic: {arith}"
+    if "mul" not in name:  # the silu kernels
+        assert any(x.startswith("ex2.approx") and x.endswith(".f32") for x in o)
+
+
+def basic_blocks(text):
+    """PTX split at labels: lists of instruction lines."""
+    blocks, cur = [], []
+    for line in text.splitlines():
+        s = line.strip()
+        if re.match(r"^\$?[\w$]+:$", s):
+            blocks.append(cur)
+            cur = []
+        elif s and not s.startswith(("//", ".", "{", "}")):
+            cur.append(s)
+    return blocks + [cur]
+
+
+@pytest.mark.parametrize("name,need", [("vec4", 4), ("half8", 4), ("packed_vec4", 4),
+                                       ("packed_half8", 4), ("ilp4", 8)])
+def test_loads_are_issued_before_the_first_store(texts, name, need):
+    # The whole-tile path is one basic block: all its loads come before its first store
+    # (a store in between would pin the later loads behind it: out may alias gate).
+    dtype = "float16" if "half" in name else "float32"
+    best = 0
+    for block in basic_blocks(texts[f"{name}/{dtype}"]):
+        loads = 0
+        for line in block:
+            if line.startswith("st.global"):
+                break
+            loads += line.startswith("ld.global")
+        best = max(best, loads)
+    assert best >= need, f"{name}: at most {best} loads before a store in any block"
+
+
+@pytest.mark.parametrize("name,dtype", ITEMS)
+def test_no_local_memory(texts, name, dtype):
+    local = sorted(o for o in ops(texts, name, dtype) if ".local" in o)
+    assert not local, f"{name}/{dtype} uses local memory: {local}"
+
+
+def test_ptx_targets_hopper(texts):
+    assert ".target sm_90" in texts["vec4/float32"]
