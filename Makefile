@@ -66,7 +66,7 @@ assets: venv
 	fi
 	@$(PY) -m tools.site_assets
 
-test: install-test
+test: install-test assets
 	@if [ ! -x "$(CHROMIUM)" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "==> Installing Debian's chromium for the browser tests"; \

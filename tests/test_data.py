@@ -140,3 +140,16 @@ def test_sass_recorded_on_the_gpu_shows_the_instructions_the_chapters_name():
         assert "LDL" not in text and "STL" not in text  # no local memory
     with pytest.raises(FileNotFoundError, match="recorded"):
         data.sass("no_such_kernel")
+
+
+def test_gpu_slug_names_the_data_file():
+    assert suite.gpu_slug("NVIDIA H100 80GB HBM3") == "h100"
+    assert suite.gpu_slug("Tesla T4") == "t4"
+    assert suite.gpu_slug("Some New GPU 9000") == "some-new-gpu-9000"
+
+
+def test_benchmark_refuses_to_time_in_the_simulator(capsys):
+    if not book.gpu.SIMULATED:
+        pytest.skip("a GPU is present")
+    assert suite.main(["--quick"]) == 2
+    assert "not measured" in capsys.readouterr().out

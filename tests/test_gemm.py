@@ -30,7 +30,7 @@ import book  # noqa: F401  (GPU or simulator, before numba.cuda)
 from numba import cuda
 
 from book.kernels import dual_gemm, gemm
-from book.kernels.gemm import SIM_TILE, TILE
+from book.kernels.gemm import SIM_TILE, TILE, Tile
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = 1e-5
@@ -71,6 +71,8 @@ GEMM_CASES = [
     (SIM_TILE, 127, 12, 34),
     (SIM_TILE, 129, 16, 31),
     (SIM_TILE, 64, 0, 32),  # K = 0: the product of empty matrices is zeros
+    # the branchy-prefetch version the chapter compares (whole tiles: the unchecked kernel)
+    (Tile(bm=32, bn=32, tm=4, tn=4, branchless=False), 64, 24, 64),
 ]
 DUAL_CASES = [
     (TILE, 129, 24, 130),  # 2 x 3 blocks: interior, bottom strip, right strip
@@ -168,6 +170,7 @@ def test_output_overlapping_an_input_is_refused():
 
 def test_constants_describe_the_timed_configuration():
     assert (gemm.BM, gemm.BN, gemm.BK, gemm.TM, gemm.TN, gemm.THREADS) == (128, 128, 8, 8, 8, 256)
+    assert gemm.MIN_BLOCKS == 2 and TILE.branchless
     assert dual_gemm.OUT_COLS_PER_BLOCK == 64 and dual_gemm.DUAL_TILE == TILE
     assert gemm.flops(2, 3, 4) == 48 and dual_gemm.flops(2, 4, 3) == 96
     # the wrappers launch the very objects the chapter shows (one dispatcher per config)

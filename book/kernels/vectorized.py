@@ -1,8 +1,9 @@
 """Saturating memory bandwidth: more bytes in flight per thread.
 
 A fused kernel with one 4-byte element per thread leaves HBM waiting: each thread issues
-two small loads, waits ~600 ns, computes, stores, and exits. To keep ~3 TB/s moving, the
-GPU needs megabytes of loads in flight. Three moves, one per kernel here:
+two small loads, waits the whole DRAM latency (hundreds of nanoseconds), computes, stores
+and exits. By Little's law, bytes in flight = bandwidth x latency: to keep HBM busy the
+GPU needs megabytes of loads outstanding. Three moves, one per kernel here:
 
 1. ``ilp4_kernel``: four elements per thread, *all eight loads issued before any use*.
    (A store between two loads would stop the compiler from hoisting the later load: it
