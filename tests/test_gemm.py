@@ -15,12 +15,10 @@ float32 only, vector shared loads, fast exp in the epilogue; ptxas (through nvJi
 reports the registers and confirms nothing spills.
 """
 
-import ctypes
 import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np

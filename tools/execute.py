@@ -4,7 +4,9 @@
 cache`) executes notebooks one at a time and stops at the first that fails. Here every notebook
 the book executes (those in _toc.yml, minus `execute.exclude_patterns` in _config.yml) whose code
 is not already in the cache runs at the same time as others, one kernel per CPU core; the results
-go into the same cache (_build/.jupyter_cache), where the build then finds them. When some fail,
+go into the same cache (_build/.jupyter_cache), where the build then finds them. The cache knows
+only the notebooks' code: when anything under book/ (or requirements.txt) changes, every notebook
+runs again, so no page shows outputs of an older library. When some fail,
 all of them are reported (file, cell, error) and the exit status is 1: the build would fail on
 them anyway, as `raise_on_error` in _config.yml makes any cell error fatal.
 
@@ -16,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import hashlib
 import os
 import re
+import shutil
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -28,6 +32,35 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "_build" / ".jupyter_cache"
+DOCTREES = ROOT / "_build" / ".doctrees"
+# The cache is keyed on each notebook's code only. Outputs also depend on the library the
+# notebooks import, so a change under book/ (or in the pins) re-executes every notebook.
+FINGERPRINT = ROOT / "_build" / ".notebooks-library-fingerprint"
+FINGERPRINTED = ("book", "requirements.txt")
+
+
+def library_fingerprint() -> str:
+    h = hashlib.sha256()
+    for top in FINGERPRINTED:
+        path = ROOT / top
+        files = [path] if path.is_file() else sorted(
+            p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        for f in files:
+            h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _forget_stale_outputs() -> None:
+    now = library_fingerprint()
+    before = FINGERPRINT.read_text().strip() if FINGERPRINT.exists() else None
+    if before is not None and before != now and CACHE.exists():
+        print("notebooks: book/ or requirements.txt changed since the notebooks last ran: "
+              "executing them again")
+        shutil.rmtree(CACHE)
+        # Sphinx would otherwise keep the pages it rendered from the old outputs.
+        shutil.rmtree(DOCTREES, ignore_errors=True)
+    FINGERPRINT.parent.mkdir(parents=True, exist_ok=True)
+    FINGERPRINT.write_text(now + "\n")
 
 
 def _config() -> dict:
@@ -99,6 +132,7 @@ def main(argv=None) -> int:
     exec_cfg = _config().get("execute", {})
     timeout = int(exec_cfg.get("timeout", 30))
     allow_errors = bool(exec_cfg.get("allow_errors", False))
+    _forget_stale_outputs()
     cache = get_cache(str(CACHE))
     todo = []
     for rel in notebooks:

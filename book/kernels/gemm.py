@@ -51,7 +51,7 @@ from .launch import as_device, cdiv, is_c_contiguous, pointer
 
 __all__ = [
     "Tile", "TILE", "SIM_TILE", "BM", "BN", "BK", "TM", "TN", "PAD", "THREADS", "MIN_BLOCKS",
-    "build_kernel", "gemm_kernel", "gemm_kernel_edge", "matmul", "flops", "default_tile",
+    "build_kernel", "make_tiled_gemm", "gemm_kernel", "gemm_kernel_edge", "matmul", "flops", "default_tile",
 ]
 
 
@@ -77,8 +77,10 @@ class Tile:
         problems = []
         if self.bk not in (8, 16):
             problems.append("bk must be 8 or 16 (the k loop is unrolled in slabs of 8)")
-        if self.tm % 8 and self.tm != 4 or self.tn % 8 and self.tn != 4:
+        if self.tm not in (4, 8) or self.tn not in (4, 8):
             problems.append("tm and tn must be 4 or 8 (two 16-byte halves or two 8-byte halves)")
+        if self.min_blocks < 0 or self.pad < 0 or self.pad % 4:
+            problems.append("min_blocks must be >= 0 and pad a multiple of 4 (16-byte rows)")
         if self.bm % (2 * self.tm) or self.bn % (2 * self.tn):
             problems.append("bm and bn must be multiples of 2*tm and 2*tn")
         if tx & (tx - 1):
@@ -127,11 +129,12 @@ def build_kernel(tile: Tile = TILE, epilogue=None, checked: bool = False):
     ``checked=False`` assumes every tile is whole and ``K % bk == 0``.
     One dispatcher per (tile, epilogue, checked): the wrappers launch these same objects.
     """
-    return _build(tile, epilogue, bool(checked))
+    return make_tiled_gemm(tile, epilogue, bool(checked))
 
 
 @functools.lru_cache(maxsize=None)
-def _build(tile, epilogue, checked):
+def make_tiled_gemm(tile, epilogue, checked):
+    """The kernel factory (the source chapter 7 shows); use :func:`build_kernel`."""
     tile.validate()
     BM, BN, BK, TM, TN, PAD = tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, tile.pad
     THREADS = tile.threads
