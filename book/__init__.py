@@ -14,9 +14,9 @@ from . import gpu  # noqa: F401  (must run first: GPU or simulator)
 from .show import show  # noqa: F401
 
 __all__ = ["gpu", "show", "specs", "traffic", "roofline", "bench", "kernels", "data",
-           "widgets", "setup"]
+           "widgets", "claims"]
 
-_LAZY = {"specs", "traffic", "roofline", "bench", "kernels", "data", "widgets", "setup"}
+_LAZY = {"specs", "traffic", "roofline", "bench", "kernels", "data", "widgets", "claims"}
 
 
 def __getattr__(name: str):

@@ -191,17 +191,3 @@ def test_real_device_info():
     spec = book.specs.match(info.name)
     if spec is not None:  # the table and the attributes agree within 5%
         assert info.peak_bandwidth == pytest.approx(spec.memory_bandwidth, rel=0.05)
-
-
-def test_setup_install_command_matches_the_driver():
-    from book import setup
-
-    url = "https://github.com/swiglu-course/swiglu-kernels"
-    assert setup.colab_install_command(url, (12, 4)) == (
-        f'pip install -q "numba-cuda[cu12]" "git+{url}@main"')
-    assert '"numba-cuda[cu13]"' in setup.colab_install_command(url, 13000)
-    assert '"numba-cuda[cu13]"' in setup.colab_install_command(url, "14.0")  # newer driver
-    with pytest.raises(ValueError, match="CUDA 12 or 13"):
-        setup.cuda_extra((11, 8))
-    with pytest.raises(ValueError, match="https://"):
-        setup.colab_install_command("github.com/x/y", (12, 4))
