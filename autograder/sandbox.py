@@ -49,25 +49,53 @@ def _copy_trusted(dst: Path) -> None:
         "kernels", "widgets", "data", "__pycache__", "*.json", "*.js", "*.css"))
 
 
+# Top-level directories the child may see whole: the OS, its libraries and the GPU driver
+# (/usr/local/nvidia, /usr/local/cuda live under /usr). Everything else (/root, /home, /work,
+# /tmp, /opt, /srv, /content on Colab, ...) is hidden except the paths the child needs.
+SYSTEM_DIRS = {"usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc", "dev", "proc",
+               "sys", "run", "var"}
+MAX_HIDDEN = 4000
+
+
+def _needed_paths(workdir: Path) -> list[Path]:
+    """What the child must read: its working directory, the interpreter and its packages."""
+    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(os.__file__).parent, workdir,
+             Path(sys.executable).parent, *map(Path, _extra_paths())}
+    # both spellings: the path as the child will use it (through any symlink) and its target
+    return sorted({q for p in paths if p.exists() for q in (Path(os.path.abspath(p)), p.resolve())})
+
+
 def _hide_list(extra_hide, workdir: Path) -> list[str]:
-    """Everything at the repository's top level except the interpreter's environment, plus
-    the caller's extra paths; never an ancestor of the child's own working directory."""
-    keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
-    paths = []
-    for entry in sorted(REPO.iterdir()):
-        r = entry.resolve()
-        if any(k == r or r in k.parents for k in keep):
-            continue
-        paths.append(str(entry))
+    """Every path outside SYSTEM_DIRS that is neither needed by the child nor a folder holding
+    something needed, plus the caller's extra paths. A whitelist, not a list of known secrets:
+    another checkout of the course, other submissions, the grader's output folder and the
+    instructor's home directory are hidden wherever they lie."""
+    keep = _needed_paths(workdir.resolve())
+    out: list[str] = []
+
+    def walk(folder: Path) -> None:
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError:
+            return
+        for entry in entries:
+            if len(out) >= MAX_HIDDEN:
+                return
+            if entry.is_symlink():
+                continue  # its target is hidden (or kept) where it lives
+            if folder == Path("/") and entry.name in SYSTEM_DIRS:
+                continue
+            if any(entry == k or entry in k.parents for k in keep):
+                if not any(entry == k for k in keep):
+                    walk(entry)  # holds something needed: hide its other entries
+                continue
+            out.append(str(entry))
+
+    walk(Path("/"))
     for p in extra_hide:
-        paths.append(str(Path(p).resolve()))
-    w = workdir.resolve()
-    out = []
-    for p in paths:
-        rp = Path(p)
-        if rp == w or rp in w.parents or not rp.exists():
-            continue
-        if str(rp) not in out:
+        rp = Path(p).resolve()
+        w = workdir.resolve()
+        if rp.exists() and rp != w and rp not in w.parents and str(rp) not in out:
             out.append(str(rp))
     return out
 
