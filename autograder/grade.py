@@ -533,6 +533,8 @@ class Run:
                        + f"; {p['score']}/{pts} points (0 at {zero:.0%}, full at {full:.0%})")
         if score["flags"]:
             p["output"] += "\nFLAGGED: " + "\nFLAGGED: ".join(score["flags"])
+        if score["notes"]:
+            p["output"] += "\nNOTE: " + "\nNOTE: ".join(score["notes"])
         result["performance"] = info
         self.log(kind="timing", id=result["id"], **info)
 
@@ -635,15 +637,18 @@ def score_performance(metric, perf, *, per_s, bandwidth, reference_s, copy_bandw
     if metric == "flops" and frac > perf["physical_limit"]:
         flags.append(f"faster than plausible: {frac:.2f}x the strict-f32 cuBLAS reference "
                      f"(limit {perf['physical_limit']}x)")
+    notes = []
     if event_s and event_s < 0.85 * per_s:
-        flags.append(f"the CUDA-event time measured inside the submission's process "
+        # a note, not a penalty: host work inside the function (printing, Python loops) also
+        # does this, and the score already rests on the grader's clock
+        notes.append(f"the CUDA-event time measured inside the submission's process "
                      f"({event_s * 1e6:.1f} us) is far below the grader's own clock ({per_s * 1e6:.1f} us): "
-                     "timer tampering suspected")
+                     "host-side work in the function, or a tampered timer (the grader's clock counts)")
     if tamper:
         flags.append("performance points withheld pending review: " + "; ".join(tamper))
     zero, full = perf["zero_at"], perf["full_at"]
     pts = 0.0 if flags else perf["points"] * min(1.0, max(0.0, (frac - zero) / (full - zero)))
-    return {"fraction": frac, "points": round(pts, 2), "flags": flags}
+    return {"fraction": frac, "points": round(pts, 2), "flags": flags, "notes": notes}
 
 
 class GpuLock:

@@ -202,7 +202,8 @@ def test_performance_scoring_flags_the_impossible():
     assert fast["points"] == 0 and "faster than physically possible" in fast["flags"][0]
     forged = score_performance("bandwidth", perf, per_s=1.0, bandwidth=2.5e12, reference_s=0.9,
                                copy_bandwidth=2.9e12, verified=True, event_s=0.1)
-    assert forged["points"] == 0 and "tampering" in forged["flags"][0]
+    # the child's own timer disagreeing is reported, but the points rest on the grader's clock
+    assert forged["points"] == 4 and not forged["flags"] and "grader's clock counts" in forged["notes"][0]
     skipped = score_performance("bandwidth", perf, per_s=1.0, bandwidth=2.5e12, reference_s=0.9,
                                 copy_bandwidth=2.9e12, verified=False)
     assert skipped["points"] == 0

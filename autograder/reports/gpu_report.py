@@ -207,8 +207,9 @@ def render(s):
                 continue
             eff = (_f(r["bandwidth"] and r["bandwidth"] / 1e12, "{:.3f} TB/s") if lab != "lab4_dual_gemm"
                    else _f(r["flops_per_s"] and r["flops_per_s"] / 1e12, "{:.2f} TFLOP/s"))
+            peak = _f(r["fraction_of_peak"], "{:.1%}") if lab != "lab4_dual_gemm" else "-"
             L.append(f"| {lab} | {who} | {r['score']}/{r['max']} | {_f(r['fraction'], '{:.1%}')} | {eff} | "
-                     f"{_f(r['fraction_of_peak'], '{:.1%}')} | {d.get('wall_s', 0):.0f} s ({d.get('n')} submissions) |")
+                     f"{peak} | {d.get('wall_s', 0):.0f} s ({d.get('n')} submissions) |")
     L += ["", "References measured in each run (grader's clock, median of 3 windows):", ""]
     for lab in LABS:
         for ref in s.get(lab, {}).get("references", []):
@@ -251,6 +252,21 @@ def render(s):
     L += ["", "## Steps", "", "| step | rc | wall |", "|---|---|---|"]
     for st in s["steps"]:
         L.append(f"| {st['step']} | {st['rc']} | {st['wall_s']:.0f} s |")
+    L += ["", "## Notes on this run", "",
+          "- Lab 3: the master solution (2-byte loads, 8 elements per thread) reached 49.4% of the fp16 "
+          "three-stream reference, short of the 60% the rubric then asked for full points (11.89/14). "
+          "The rubric was recalibrated from this measurement to full points at 45% (zero at 20%); this "
+          "report was not re-graded.",
+          "- `output_flood` was marked 'timer tampering suspected' by the cross-check of the child's CUDA "
+          "events against the grader's clock: its printing is host work the events do not see. That "
+          "cross-check is now a note, not a penalty (its points were 0 anyway: 7.1% of the reference "
+          "on the grader's clock).",
+          "- `illegal_access` (a write 100000 rows past the end) did not raise a CUDA fault on the H100: "
+          "the stray writes landed in memory the context owned, `out` stayed unwritten and the "
+          "submission earned 0. The segfault submission covers a dying process; the next submission "
+          "in the run was unaffected in both cases.",
+          "- The report was rendered again here from the run's summary.json after a renderer fix "
+          "(no bandwidth-of-peak figure for the GEMM lab); every number is the run's.", ""]
     return "\n".join(L) + "\n"
 
 
