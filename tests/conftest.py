@@ -112,25 +112,9 @@ def copy_repo(dest: Path, root: Path = ROOT, with_env: bool = True) -> Path:
 
 def toc_files(root: Path) -> list[str]:
     """Source files listed in _toc.yml, with their suffixes ("intro.md", "chapters/x.ipynb")."""
-    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
-    names = [toc["root"]]
+    from tools.execute import toc_sources
 
-    def walk(node):
-        if isinstance(node, dict):
-            if "file" in node:
-                names.append(node["file"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(toc.get("parts", toc.get("chapters", [])))
-    found = []
-    for name in names:
-        matches = [s for s in (".ipynb", ".md") if (root / (name + s)).exists()]
-        found.append(name + (matches[0] if matches else ""))
-    return found
+    return toc_sources(root)
 
 
 @dataclass

@@ -67,9 +67,9 @@ def _config() -> dict:
     return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
 
 
-def toc_sources() -> list[str]:
-    """Source files listed in _toc.yml, with their suffixes."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+def toc_sources(root: Path = ROOT) -> list[str]:
+    """Source files listed in root/_toc.yml, with their suffixes ("chapters/x.ipynb")."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
     names = [toc["root"]]
 
     def walk(node):
@@ -85,7 +85,7 @@ def toc_sources() -> list[str]:
     walk({k: v for k, v in toc.items() if k != "root"})
     out = []
     for name in names:
-        found = [name + s for s in (".ipynb", ".md") if (ROOT / (name + s)).exists()]
+        found = [name + s for s in (".ipynb", ".md") if (root / (name + s)).exists()]
         out.append(found[0] if found else name)
     return out
 
