@@ -237,3 +237,13 @@ def fmt_time(seconds: float) -> str:
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
     return f"{seconds:.3g} s"
+
+
+def positive_int(proposal):
+    """traitlets validator body shared by the explorers' size fields (T, h, d)."""
+    import traitlets as t
+
+    v = proposal["value"]
+    if v < 1:
+        raise t.TraitError(f"{proposal['trait'].name} must be a positive whole number, got {v}")
+    return v

@@ -223,6 +223,18 @@ function showValue(elem, text, raw) {
   else elem.setAttribute("data-value", String(raw));
 }
 
+// A labelled list of read-outs: returns the container and, per key, the element that shows its
+// value (data-testid = key, for the tests).
+function readouts(items) {
+  const out = {};
+  const dl = h("div", { class: "swg-readout", "aria-live": "polite" });
+  for (const [key, label] of items) {
+    out[key] = h("span", { class: "swg-v", "data-testid": key });
+    dl.append(h("div", { class: "swg-item" }, h("span", { class: "swg-k", text: label }), out[key]));
+  }
+  return { dl, out };
+}
+
 // Width available to a chart: the widget's own width, clamped so text stays readable on phones.
 function chartWidth(el) {
   const w = el.getBoundingClientRect().width || el.clientWidth || 640;

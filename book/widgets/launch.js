@@ -56,17 +56,12 @@ function renderLaunch({ model, el }) {
     presetSel.value = "";
   });
 
-  const out = {};
-  const dl = h("div", { class: "swg-readout", "aria-live": "polite" });
-  for (const [key, label] of [
+  const { dl, out } = readouts([
     ["crossover", "overhead-bound below"],
     ["time", "predicted time at T × h"],
     ["regime", "regime"],
     ["effective", "effective bandwidth"],
-  ]) {
-    out[key] = h("span", { class: "swg-v", "data-testid": key });
-    dl.append(h("div", { class: "swg-item" }, h("span", { class: "swg-k", text: label }), out[key]));
-  }
+  ]);
   root.append(dl);
   const chartBox = h("div", { class: "swg-chart-box" });
   const note = h("p", { class: "swg-note", "data-testid": "note" });

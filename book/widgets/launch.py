@@ -32,10 +32,7 @@ class LaunchExplorer(anywidget.AnyWidget):
 
     @t.validate("T", "h")
     def _positive(self, proposal):
-        v = proposal["value"]
-        if v < 1:
-            raise t.TraitError(f"{proposal['trait'].name} must be a positive whole number, got {v}")
-        return v
+        return _data.positive_int(proposal)
 
     @t.validate("overhead_s", "bandwidth")
     def _positive_float(self, proposal):

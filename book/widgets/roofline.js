@@ -56,9 +56,7 @@ function renderRoofline({ model, el }) {
   });
 
   // ---- readouts
-  const out = {};
-  const dl = h("div", { class: "swg-readout", "aria-live": "polite" });
-  for (const [key, label] of [
+  const { dl, out } = readouts([
     ["intensity", "arithmetic intensity"],
     ["ridge", "ridge point"],
     ["bound", "bound by"],
@@ -66,10 +64,7 @@ function renderRoofline({ model, el }) {
     ["memory-time", "time to move the bytes"],
     ["compute-time", "time to do the flops"],
     ["measured", "measured"],
-  ]) {
-    out[key] = h("span", { class: "swg-v", "data-testid": key });
-    dl.append(h("div", { class: "swg-item" }, h("span", { class: "swg-k", text: label }), out[key]));
-  }
+  ]);
   root.append(dl);
   const chartBox = h("div", { class: "swg-chart-box" });
   root.append(chartBox);

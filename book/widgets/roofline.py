@@ -101,10 +101,7 @@ class RooflineExplorer(anywidget.AnyWidget):
 
     @t.validate("T", "h", "d")
     def _positive(self, proposal):
-        v = proposal["value"]
-        if v < 1:
-            raise t.TraitError(f"{proposal['trait'].name} must be a positive whole number, got {v}")
-        return v
+        return _data.positive_int(proposal)
 
     @t.validate("gpu")
     def _known_gpu(self, proposal):

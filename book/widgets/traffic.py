@@ -6,7 +6,7 @@ import anywidget
 import traitlets as t
 
 from .. import traffic
-from . import _assets
+from . import _assets, _data
 
 SCOPES = ("activation", "mlp")
 
@@ -27,10 +27,7 @@ class TrafficExplorer(anywidget.AnyWidget):
 
     @t.validate("T", "h", "d")
     def _positive(self, proposal):
-        v = proposal["value"]
-        if v < 1:
-            raise t.TraitError(f"{proposal['trait'].name} must be a positive whole number, got {v}")
-        return v
+        return _data.positive_int(proposal)
 
     @t.validate("dtype")
     def _known_dtype(self, proposal):
