@@ -162,8 +162,8 @@ def test_wheel_holds_both_packages_and_their_data(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "book/__init__.py" in names and "book/gpu.py" in names
     expected = [p.relative_to(ROOT).as_posix() for pattern in
-                ("book/data/*.json", "book/widgets/*.js", "book/widgets/*.css",
-                 "autograder/**/*.py") for p in ROOT.glob(pattern)]
+                ("book/data/**/*", "book/widgets/*.js", "book/widgets/*.css",
+                 "autograder/**/*.py") for p in ROOT.glob(pattern) if p.is_file()]
     missing = [n for n in expected if n not in names and "__pycache__" not in n]
     assert not missing, f"not in the wheel: {missing}"
     assert not [n for n in names if n.startswith(("tests/", "chapters/", "solutions/"))]
