@@ -256,6 +256,19 @@ function onResize(el, draw) {
   return () => ro.disconnect();
 }
 
+// Draws now, then again whenever one of `keys` changes in the model (and, given a chart box,
+// when its width changes); returns anywidget's clean-up function.
+function redrawOn(model, keys, draw, chartBox) {
+  const handler = () => draw();
+  for (const k of keys) model.on(`change:${k}`, handler);
+  draw();
+  const stop = chartBox ? onResize(chartBox, draw) : () => {};
+  return () => {
+    stop();
+    for (const k of keys) model.off(`change:${k}`, handler);
+  };
+}
+
 // ---------------------------------------------------------------- log-log chart
 
 function log10(x) {

@@ -154,15 +154,7 @@ function renderLaunch({ model, el }) {
     note.textContent = `Fused SwiGLU moves ${perElem} bytes per output element (read gate and up, write out). ${get("data_note")}`;
   }
 
-  const keys = ["overhead_s", "bandwidth", "dtype", "T", "h", "points"];
-  const handler = () => draw();
-  for (const k of keys) model.on(`change:${k}`, handler);
-  draw();
-  const stop = onResize(chartBox, draw);
-  return () => {
-    stop();
-    for (const k of keys) model.off(`change:${k}`, handler);
-  };
+  return redrawOn(model, ["overhead_s", "bandwidth", "dtype", "T", "h", "points"], draw, chartBox);
 }
 
 export default { render: renderLaunch };

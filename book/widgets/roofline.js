@@ -291,15 +291,8 @@ function renderRoofline({ model, el }) {
     else if (get("points").length) note.append(` None of them were measured on ${spec.label} in ${get("dtype")}.`);
   }
 
-  const handler = () => draw();
-  const keys = ["gpu", "dtype", "variant", "precision", "T", "h", "d", "points", "gpus"];
-  for (const k of keys) model.on(`change:${k}`, handler);
-  draw();
-  const stop = onResize(chartBox, draw);
-  return () => {
-    stop();
-    for (const k of keys) model.off(`change:${k}`, handler);
-  };
+  return redrawOn(model, ["gpu", "dtype", "variant", "precision", "T", "h", "d", "points", "gpus"],
+                  draw, chartBox);
 }
 
 export default { render: renderRoofline };

@@ -131,13 +131,7 @@ function renderTraffic({ model, el }) {
         : "Each operand read once and each output written once: the least traffic each variant can have. Weights dominate when T is small.";
   }
 
-  const keys = ["T", "h", "d", "dtype", "scope"];
-  const handler = () => draw();
-  for (const k of keys) model.on(`change:${k}`, handler);
-  draw();
-  return () => {
-    for (const k of keys) model.off(`change:${k}`, handler);
-  };
+  return redrawOn(model, ["T", "h", "d", "dtype", "scope"], draw);
 }
 
 export default { render: renderTraffic };
