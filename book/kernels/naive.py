@@ -18,6 +18,7 @@ import math
 from numba import cuda, float32
 
 from .launch import aligned, cdiv, prepare
+from .vectorized import make_vector_kernel
 from .wide import load4, load_f32, load_half8, store4, store_f32, store_half8
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -130,42 +131,15 @@ def mul8(a, b):
             a[4] * b[4], a[5] * b[5], a[6] * b[6], a[7] * b[7])
 
 
-def make_binary_vector_kernel(load, store, width, apply):
-    """out = apply(a, b) elementwise (here the multiply), wide accesses, tail one by one."""
-
-    def kernel(a, b, out):
-        n = out.size
-        nvec = n // width
-        bs = cuda.blockDim.x
-        t = cuda.threadIdx.x
-        tile = 2 * bs
-        for base in range(cuda.blockIdx.x * tile, nvec, cuda.gridDim.x * tile):
-            v0 = base + t
-            v1 = v0 + bs
-            if base + tile <= nvec:
-                a0 = load(a, v0 * width)
-                b0 = load(b, v0 * width)
-                a1 = load(a, v1 * width)
-                b1 = load(b, v1 * width)
-                store(out, v0 * width, apply(a0, b0))
-                store(out, v1 * width, apply(a1, b1))
-            else:
-                if v0 < nvec:
-                    store(out, v0 * width, apply(load(a, v0 * width), load(b, v0 * width)))
-                if v1 < nvec:
-                    store(out, v1 * width, apply(load(a, v1 * width), load(b, v1 * width)))
-        if cuda.blockIdx.x == cuda.gridDim.x - 1:
-            i = nvec * width + t
-            if i < n:
-                store_f32(out, i, load_f32(a, i) * load_f32(b, i))
-
-    return cuda.jit(fastmath=True)(kernel)
+@cuda.jit(device=True, inline="always")
+def _mul(a, b):
+    return a * b
 
 
 silu_vec4_kernel = make_unary_vector_kernel(load4, store4, 4, silu4)
-mul_vec4_kernel = make_binary_vector_kernel(load4, store4, 4, mul4)
+mul_vec4_kernel = make_vector_kernel(load4, store4, 4, mul4, _mul)
 silu_half8_kernel = make_unary_vector_kernel(load_half8, store_half8, 8, silu8)
-mul_half8_kernel = make_binary_vector_kernel(load_half8, store_half8, 8, mul8)
+mul_half8_kernel = make_vector_kernel(load_half8, store_half8, 8, mul8, _mul)
 
 
 def swiglu_naive_vec(gate, up, out=None, tmp=None, block=256, stream=0):

@@ -79,11 +79,13 @@ def silu_mul8(a, b):
             silu_mul(a[6], b[6]), silu_mul(a[7], b[7]))
 
 
-def make_vector_kernel(load, store, width, apply):
+def make_vector_kernel(load, store, width, apply, scalar=silu_mul):
     """A fused kernel moving ``width`` elements per access, two accesses per input per thread.
 
     ``load(a, i)`` returns ``width`` float32 values starting at element ``i`` in one access,
-    ``store(a, i, values)`` writes them back; ``apply`` is silu_mul over the tuples.
+    ``store(a, i, values)`` writes them back; ``apply`` is silu_mul over the tuples and
+    ``scalar`` the same for one element (the ragged tail). The naive version's multiply kernel
+    is built here too, with a plain product for both.
     """
 
     def kernel(gate, up, out):
@@ -111,7 +113,7 @@ def make_vector_kernel(load, store, width, apply):
         if cuda.blockIdx.x == cuda.gridDim.x - 1:
             i = nvec * width + t
             if i < n:
-                store_f32(out, i, silu_mul(load_f32(gate, i), load_f32(up, i)))
+                store_f32(out, i, scalar(load_f32(gate, i), load_f32(up, i)))
 
     return cuda.jit(fastmath=True)(kernel)
 
