@@ -107,7 +107,14 @@ def test_rerun_skips_finished_and_a_killed_run_loses_nothing(tmp_path):
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     first = out / "student0" / "results.json"
     deadline = time.time() + 180
-    while not first.exists() and time.time() < deadline:
+
+    def first_in_csv():  # grades.csv is rewritten right after each results.json: wait for both
+        try:
+            return any(r["id"] == "student0" for r in csv.DictReader(open(out / "grades.csv")))
+        except (FileNotFoundError, KeyError):
+            return False
+
+    while not (first.exists() and first_in_csv()) and time.time() < deadline:
         time.sleep(0.2)
     assert first.exists(), "the first submission was never graded"
     os.killpg(p.pid, signal.SIGKILL)   # the whole grader, mid-run
