@@ -9,7 +9,8 @@ in Numba's CUDA simulator, and one line saying what it shows. The benchmark suit
 Modules: ``reference`` (float64 truth, tolerances, checks), ``naive`` (two kernels),
 ``fused`` (one kernel; fast math and the float64-literal pitfall), ``vectorized`` (more
 bytes in flight: ILP and 8/16-byte accesses), ``halfprec`` (float16/bfloat16),
-``packed`` (the [M, 2F] gate|up layout), ``decode`` (CUDA graphs for one-token sizes),
+``packed`` (the [M, 2F] gate|up layout), ``coalescing`` (strided and uncoalesced
+access, chapter 6), ``decode`` (CUDA graphs for one-token sizes),
 ``wide`` (the vector load/store intrinsics), ``ptx`` (compile to PTX, even with no GPU),
 ``gemm``/``dual_gemm`` (epilogue fusion).
 """
@@ -32,7 +33,7 @@ class Variant:
 
 
 def _variants():
-    from . import fused, halfprec, naive, packed, vectorized
+    from . import coalescing, fused, halfprec, naive, packed, vectorized
 
     F3 = ("float32", "float16", "bfloat16")
     vs = [
@@ -58,6 +59,24 @@ def _variants():
                 "8-byte accesses of 4 halves, float32 math, 8 elements per thread"),
         Variant("half8", halfprec.swiglu_half8, ("float16", "bfloat16"), True,
                 "16-byte accesses of 8 halves, float32 math, 16 elements per thread"),
+        # the IEEE-math controls (chapter 6): each kernel above compiled without fastmath
+        Variant("ilp4_ieee", vectorized.swiglu_ilp4_ieee, F3, True,
+                "ilp4 without fastmath (libdevice expf, IEEE division): the arithmetic's cost"),
+        Variant("vec2_ieee", vectorized.swiglu_vec2_ieee, ("float32",), True,
+                "vec2 without fastmath (libdevice expf, IEEE division)"),
+        Variant("vec4_ieee", vectorized.swiglu_vec4_ieee, ("float32",), True,
+                "vec4 without fastmath (libdevice expf, IEEE division)"),
+        Variant("half4_ieee", halfprec.swiglu_half4_ieee, ("float16", "bfloat16"), True,
+                "half4 without fastmath (libdevice expf, IEEE division)"),
+        Variant("half8_ieee", halfprec.swiglu_half8_ieee, ("float16", "bfloat16"), True,
+                "half8 without fastmath (libdevice expf, IEEE division)"),
+        # coalescing (chapter 6): the fused kernel with warps reading 1, 2 or 32 elements apart
+        Variant("coalesced", coalescing.swiglu_coalesced, ("float32",), True,
+                "fused (fastmath), neighbouring threads read neighbouring elements"),
+        Variant("strided2", coalescing.swiglu_strided2, ("float32",), True,
+                "fused (fastmath), warps read every other element (two passes)"),
+        Variant("uncoalesced", coalescing.swiglu_uncoalesced, ("float32",), True,
+                "fused (fastmath), each thread of a warp in its own 128-byte line"),
         Variant("packed", packed.swiglu_packed, F3, True,
                 "packed [M, 2F] gate|up input (fused gate+up projection), 16-byte accesses",
                 layout="packed"),

@@ -18,23 +18,40 @@ DTYPES = ("float16", "bfloat16")
 
 half4_kernel = make_vector_kernel(load_half4, store_half4, 4, silu_mul4)
 half8_kernel = make_vector_kernel(load_half8, store_half8, 8, silu_mul8)
+# the IEEE-math controls (chapter 6): the same kernels compiled without fastmath
+half4_ieee_kernel = make_vector_kernel(load_half4, store_half4, 4, silu_mul4, fastmath=False)
+half8_ieee_kernel = make_vector_kernel(load_half8, store_half8, 8, silu_mul8, fastmath=False)
 
 
-def swiglu_half8(gate, up, out=None, block=256, max_blocks=None, stream=0):
+def swiglu_half8(gate, up, out=None, block=256, max_blocks=None, stream=0,
+                 fastmath=True):
     """float16/bfloat16, 16-byte accesses (8 elements each), 16 elements per thread."""
-    p = prepare(gate, up, out, DTYPES, "half8")
+    p = prepare(gate, up, out, DTYPES, "half8" if fastmath else "half8_ieee")
     if p.n == 0:  # nothing to compute (a zero-size grid is an error)
         return p.result
     if not aligned(p.gate, p.up, p.out, to=16):
-        return swiglu_ilp4(gate, up, p.result, block, max_blocks, stream)
-    return launch_vector(half8_kernel, p, 8, block, max_blocks, stream)
+        return swiglu_ilp4(gate, up, p.result, block, max_blocks, stream, fastmath)
+    kernel = half8_kernel if fastmath else half8_ieee_kernel
+    return launch_vector(kernel, p, 8, block, max_blocks, stream)
 
 
-def swiglu_half4(gate, up, out=None, block=256, max_blocks=None, stream=0):
+def swiglu_half4(gate, up, out=None, block=256, max_blocks=None, stream=0,
+                 fastmath=True):
     """float16/bfloat16, 8-byte accesses (4 elements each), 8 elements per thread."""
-    p = prepare(gate, up, out, DTYPES, "half4")
+    p = prepare(gate, up, out, DTYPES, "half4" if fastmath else "half4_ieee")
     if p.n == 0:  # nothing to compute (a zero-size grid is an error)
         return p.result
     if not aligned(p.gate, p.up, p.out, to=8):
-        return swiglu_ilp4(gate, up, p.result, block, max_blocks, stream)
-    return launch_vector(half4_kernel, p, 4, block, max_blocks, stream)
+        return swiglu_ilp4(gate, up, p.result, block, max_blocks, stream, fastmath)
+    kernel = half4_kernel if fastmath else half4_ieee_kernel
+    return launch_vector(kernel, p, 4, block, max_blocks, stream)
+
+
+def swiglu_half4_ieee(gate, up, out=None, block=256, max_blocks=None, stream=0):
+    """:func:`swiglu_half4` without fastmath: the IEEE-math control."""
+    return swiglu_half4(gate, up, out, block, max_blocks, stream, fastmath=False)
+
+
+def swiglu_half8_ieee(gate, up, out=None, block=256, max_blocks=None, stream=0):
+    """:func:`swiglu_half8` without fastmath: the IEEE-math control."""
+    return swiglu_half8(gate, up, out, block, max_blocks, stream, fastmath=False)

@@ -31,8 +31,7 @@ from .wide import load2, load4, load_f32, store2, store4, store_f32
 DTYPES = ("float32", "float16", "bfloat16")
 
 
-@cuda.jit(fastmath=True)
-def ilp4_kernel(gate, up, out):
+def _ilp4(gate, up, out):
     n = out.size
     bs = cuda.blockDim.x
     t = cuda.threadIdx.x
@@ -60,6 +59,12 @@ def ilp4_kernel(gate, up, out):
                 store_f32(out, i, silu_mul(load_f32(gate, i), load_f32(up, i)))
 
 
+ilp4_kernel = cuda.jit(fastmath=True)(_ilp4)
+# The IEEE-math control (chapter 6): the same source without fastmath, so a measured
+# difference between the two is the arithmetic's cost and nothing else.
+ilp4_ieee_kernel = cuda.jit(_ilp4)
+
+
 @cuda.jit(device=True, inline="always")
 def silu_mul2(a, b):
     return (silu_mul(a[0], b[0]), silu_mul(a[1], b[1]))
@@ -79,13 +84,15 @@ def silu_mul8(a, b):
             silu_mul(a[6], b[6]), silu_mul(a[7], b[7]))
 
 
-def make_vector_kernel(load, store, width, apply, scalar=silu_mul):
+def make_vector_kernel(load, store, width, apply, scalar=silu_mul, fastmath=True):
     """A fused kernel moving ``width`` elements per access, two accesses per input per thread.
 
     ``load(a, i)`` returns ``width`` float32 values starting at element ``i`` in one access,
     ``store(a, i, values)`` writes them back; ``apply`` is silu_mul over the tuples and
     ``scalar`` the same for one element (the ragged tail). The naive version's multiply kernel
-    is built here too, with a plain product for both.
+    is built here too, with a plain product for both. ``fastmath=False`` builds the
+    IEEE-math control: the same kernel with libdevice ``expf`` and a correctly rounded
+    division.
     """
 
     def kernel(gate, up, out):
@@ -115,11 +122,13 @@ def make_vector_kernel(load, store, width, apply, scalar=silu_mul):
             if i < n:
                 store_f32(out, i, scalar(load_f32(gate, i), load_f32(up, i)))
 
-    return cuda.jit(fastmath=True)(kernel)
+    return cuda.jit(fastmath=fastmath)(kernel)
 
 
 vec2_kernel = make_vector_kernel(load2, store2, 2, silu_mul2)
 vec4_kernel = make_vector_kernel(load4, store4, 4, silu_mul4)
+vec2_ieee_kernel = make_vector_kernel(load2, store2, 2, silu_mul2, fastmath=False)
+vec4_ieee_kernel = make_vector_kernel(load4, store4, 4, silu_mul4, fastmath=False)
 
 
 def choose_block(vectors, block, per_thread=2):
@@ -144,37 +153,57 @@ def launch_vector(kernel, p, width, block, max_blocks, stream):
     return p.result
 
 
-def swiglu_ilp4(gate, up, out=None, block=256, max_blocks=None, stream=0):
-    """Four elements per thread, loads before use, scalar (element-sized) accesses."""
-    p = prepare(gate, up, out, DTYPES, "ilp4")
+def swiglu_ilp4(gate, up, out=None, block=256, max_blocks=None, stream=0, fastmath=True):
+    """Four elements per thread, loads before use, scalar (element-sized) accesses.
+
+    ``fastmath=False`` launches the IEEE-math control (``ilp4_ieee``)."""
+    p = prepare(gate, up, out, DTYPES, "ilp4" if fastmath else "ilp4_ieee")
     if p.n == 0:  # nothing to compute (a zero-size grid is an error)
         return p.result
     grid = max(1, cdiv(p.n, 4 * block))
     if max_blocks:
         grid = min(grid, max_blocks)
-    ilp4_kernel[grid, block, stream](p.gate, p.up, p.out)
+    (ilp4_kernel if fastmath else ilp4_ieee_kernel)[grid, block, stream](p.gate, p.up, p.out)
     return p.result
 
 
-def swiglu_vec2(gate, up, out=None, block=256, max_blocks=None, stream=0):
+def swiglu_vec2(gate, up, out=None, block=256, max_blocks=None, stream=0, fastmath=True):
     """float32, 8-byte loads and stores, 4 elements per thread."""
-    p = prepare(gate, up, out, ("float32",), "vec2")
+    p = prepare(gate, up, out, ("float32",), "vec2" if fastmath else "vec2_ieee")
     if p.n == 0:  # nothing to compute (a zero-size grid is an error)
         return p.result
     if not aligned(p.gate, p.up, p.out, to=8):
-        return swiglu_ilp4(gate, up, p.result, block, max_blocks, stream)
-    return launch_vector(vec2_kernel, p, 2, block, max_blocks, stream)
+        return swiglu_ilp4(gate, up, p.result, block, max_blocks, stream, fastmath)
+    kernel = vec2_kernel if fastmath else vec2_ieee_kernel
+    return launch_vector(kernel, p, 2, block, max_blocks, stream)
 
 
-def swiglu_vec4(gate, up, out=None, block=256, max_blocks=None, stream=0):
+def swiglu_vec4(gate, up, out=None, block=256, max_blocks=None, stream=0, fastmath=True):
     """float32, 16-byte loads and stores, 8 elements per thread.
 
     Falls back to :func:`swiglu_ilp4` when a pointer is not 16-byte aligned (a view that
     starts mid-allocation), since a misaligned vector access would fault.
     """
-    p = prepare(gate, up, out, ("float32",), "vec4")
+    p = prepare(gate, up, out, ("float32",), "vec4" if fastmath else "vec4_ieee")
     if p.n == 0:  # nothing to compute (a zero-size grid is an error)
         return p.result
     if not aligned(p.gate, p.up, p.out, to=16):
-        return swiglu_ilp4(gate, up, p.result, block, max_blocks, stream)
-    return launch_vector(vec4_kernel, p, 4, block, max_blocks, stream)
+        return swiglu_ilp4(gate, up, p.result, block, max_blocks, stream, fastmath)
+    kernel = vec4_kernel if fastmath else vec4_ieee_kernel
+    return launch_vector(kernel, p, 4, block, max_blocks, stream)
+
+
+# The IEEE-math controls (chapter 6): each the same kernel compiled without fastmath.
+def swiglu_ilp4_ieee(gate, up, out=None, block=256, max_blocks=None, stream=0):
+    """:func:`swiglu_ilp4` without fastmath (libdevice expf, IEEE division)."""
+    return swiglu_ilp4(gate, up, out, block, max_blocks, stream, fastmath=False)
+
+
+def swiglu_vec2_ieee(gate, up, out=None, block=256, max_blocks=None, stream=0):
+    """:func:`swiglu_vec2` without fastmath (libdevice expf, IEEE division)."""
+    return swiglu_vec2(gate, up, out, block, max_blocks, stream, fastmath=False)
+
+
+def swiglu_vec4_ieee(gate, up, out=None, block=256, max_blocks=None, stream=0):
+    """:func:`swiglu_vec4` without fastmath (libdevice expf, IEEE division)."""
+    return swiglu_vec4(gate, up, out, block, max_blocks, stream, fastmath=False)
