@@ -1,0 +1,227 @@
+"""Record every chapter on a real GPU: the outputs the published site shows.
+
+CI has no GPU, so `make book` executes the chapters in Numba's CUDA simulator (which proves they
+run) but cannot time anything. On a GPU machine this executes every chapter the book executes,
+one after another (timings want the GPU to themselves), with the Jupyter machinery the build uses
+(nbclient and an IPython kernel, widget state saved), and keeps each executed notebook with
+`book.provenance.provenance()` and a hash of each code cell's source (tools/recordings.py).
+
+    # on the GPU machine (no .git there: pass the commit)
+    COURSE_COMMIT=<sha> python -m tools.record --out DIR [CHAPTER.ipynb ...]
+    # back here: check the bundle against the chapters and put it in records/chapters/<gpu>/
+    python -m tools.record --install DIR/chapters-<gpu>.tar.gz
+
+`--out DIR` writes two files (whatever happens): DIR/chapters-<gpu>.tar.gz (the recorded
+notebooks, plus failed/<chapter>.ipynb executed up to the failing cell, plus index.json) and
+DIR/record-summary.json (provenance and, per chapter, seconds and the failing cell and error).
+Each chapter runs in a child process with a wall-clock limit (`--timeout`), so a chapter that
+hangs is killed, named, and the others still run. Exit status 1 when any chapter failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+from tools import recordings
+from tools.recordings import ROOT
+
+
+def gpu_slug(name: str | None) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'h100' (the records folder of that GPU)."""
+    if not name:
+        return "unknown-gpu"
+    m = re.search(r"\b([A-Z]{1,3}\d{1,4}[A-Z]?)\b", name.replace("NVIDIA", ""))
+    if m:
+        return m.group(1).lower()
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
+
+
+# ---------------------------------------------------------------- one chapter (child process)
+
+def _execute_one(src: str, to: Path, cell_timeout: int) -> int:
+    """Execute chapter ``src`` here; write the executed notebook to ``to`` and a status next to
+    it (``to`` + ".json"): ok, seconds, and on failure the cell number and the error."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError
+
+    path = ROOT / src
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3",
+                            store_widget_state=True,
+                            resources={"metadata": {"path": str(path.parent)}})
+    status: dict = {"notebook": src}
+    t0 = time.perf_counter()
+    try:
+        client.execute()
+        status["ok"] = True
+    except (CellExecutionError, CellTimeoutError, RuntimeError) as exc:
+        status["ok"] = False
+        status["error"] = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))[-3000:]
+        executed = [i for i, c in enumerate(recordings.code_cells(nb), 1)
+                    if c.get("execution_count") is not None or c.get("outputs")]
+        status["cell"] = executed[-1] if executed else 1
+    status["seconds"] = round(time.perf_counter() - t0, 1)
+    to.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, to)
+    Path(str(to) + ".json").write_text(json.dumps(status))
+    return 0 if status["ok"] else 1
+
+
+def _run_child(src: str, to: Path, cell_timeout: int, timeout: int) -> dict:
+    """One chapter in its own process group, killed whole (kernel included) after ``timeout``."""
+    cmd = [sys.executable, "-m", "tools.record", "--one", src, "--to", str(to),
+           "--cell-timeout", str(cell_timeout)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return {"notebook": src, "ok": False, "seconds": round(time.perf_counter() - t0, 1),
+                "error": f"killed after {timeout} s (--timeout): the chapter did not finish"}
+    finally:
+        try:  # the kernel the child started, if it outlived it
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    status_file = Path(str(to) + ".json")
+    if not status_file.is_file():
+        return {"notebook": src, "ok": False, "seconds": round(time.perf_counter() - t0, 1),
+                "error": f"the chapter's process exited with status {proc.returncode} "
+                         "and wrote no result (see the output above)"}
+    return json.loads(status_file.read_text())
+
+
+# ---------------------------------------------------------------- every chapter (--out)
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime = len(data), int(time.time())
+    tar.addfile(info, io.BytesIO(data))
+
+
+def record(out: Path, chapters: list[str], timeout: int, cell_timeout: int) -> int:
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    out.mkdir(parents=True, exist_ok=True)
+    from book.provenance import provenance
+
+    command = " ".join(["python -m tools.record", *sys.argv[1:]])
+    prov = provenance(command)
+    slug = gpu_slug(prov.get("gpu"))
+    if prov.get("simulated"):
+        print("WARNING: no GPU here: this records the simulator's outputs "
+              "(recordings are meant to be made on a GPU).", flush=True)
+    print(f"recording {len(chapters)} chapters on {prov.get('gpu')} "
+          f"(commit {prov.get('commit')}) into {out}", flush=True)
+    rows = []
+    bundle = out / f"chapters-{slug}.tar.gz"
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(bundle, "w:gz") as tar:
+        for src in chapters:
+            to = Path(tmp) / Path(src).name
+            row = _run_child(src, to, cell_timeout, timeout)
+            rows.append(row)
+            print(f"  {'ok  ' if row['ok'] else 'FAIL'} {row['seconds']:6.1f} s  {src}"
+                  + ("" if row["ok"] else f"  (code cell {row.get('cell', '?')})"), flush=True)
+            if not to.is_file():
+                continue
+            nb = nbformat.read(to, as_version=4)
+            recordings.stamp(nb, prov, src, row["seconds"])
+            name = Path(src).name if row["ok"] else f"failed/{Path(src).name}"
+            _add_bytes(tar, name, nbformat.writes(nb).encode())
+        summary = {"provenance": prov, "gpu_slug": slug, "chapters": rows}
+        _add_bytes(tar, "index.json", json.dumps(summary, indent=1).encode())
+    (out / "record-summary.json").write_text(json.dumps(summary, indent=1))
+    failed = [r for r in rows if not r["ok"]]
+    for r in failed:
+        print(f"\n===== {r['notebook']} failed (code cell {r.get('cell', '?')}) =====\n"
+              f"{r['error'][-1500:]}")
+    print(f"\n{len(rows) - len(failed)} of {len(rows)} chapters recorded on {prov.get('gpu')}"
+          f" in {sum(r['seconds'] for r in rows):.0f} s; bundle: {bundle} "
+          f"({bundle.stat().st_size / 1e6:.1f} MB)")
+    if failed:
+        print("FAILED: " + ", ".join(r["notebook"] for r in failed))
+    print(f"install it here with: python -m tools.record --install {bundle.name}")
+    return 1 if failed else 0
+
+
+# ---------------------------------------------------------------- --install
+
+def install(bundle: Path, root: Path = ROOT) -> int:
+    """Put a bundle's recorded chapters into records/chapters/<gpu>/ and say which are current."""
+    with tarfile.open(bundle, "r:gz") as tar:
+        index = json.loads(tar.extractfile("index.json").read())
+        slug = index["gpu_slug"]
+        if index["provenance"].get("simulated"):
+            print(f"{bundle}: recorded in the simulator, not on a GPU: not installed.",
+                  file=sys.stderr)
+            return 1
+        dest = root / "records" / "chapters" / slug
+        dest.mkdir(parents=True, exist_ok=True)
+        print(f"installing into {dest.relative_to(root)} "
+              f"({index['provenance'].get('gpu')}, {index['provenance'].get('date')}, "
+              f"commit {index['provenance'].get('commit')})")
+        stale = 0
+        for row in index["chapters"]:
+            src = row["notebook"]
+            if not row["ok"]:
+                print(f"  FAILED   {src}: not installed (code cell {row.get('cell', '?')})")
+                continue
+            data = tar.extractfile(Path(src).name).read()
+            (dest / Path(src).name).write_bytes(data)
+            rec = recordings.find(src, root, slug)
+            stale += bool(rec.problems)
+            print(f"  {'ok      ' if rec.usable else 'STALE   '} {src}"
+                  + ("" if rec.usable else "  " + "; ".join(rec.problems)))
+    if stale:
+        print(f"{stale} chapter(s) changed since this recording was made: record them again.")
+    print("commit records/chapters/ (git add records/chapters && git commit)")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.record", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, help="record here (a GPU machine)")
+    ap.add_argument("--install", type=Path, metavar="BUNDLE",
+                    help="install a bundle written by --out into records/chapters/")
+    ap.add_argument("--timeout", type=int, default=400,
+                    help="seconds per chapter before it is killed (default 400)")
+    ap.add_argument("--cell-timeout", type=int, default=300, help="seconds per cell")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--to", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("chapters", nargs="*", help="default: every chapter the book executes")
+    args = ap.parse_args(argv)
+    if args.one:
+        return _execute_one(args.one, args.to, args.cell_timeout)
+    if args.install:
+        return install(args.install)
+    if not args.out:
+        ap.error("give --out DIR (record) or --install BUNDLE")
+    from tools.execute import executed_notebooks
+
+    known = executed_notebooks()
+    chapters = []
+    for c in args.chapters or known:
+        rel = Path(c).resolve().relative_to(ROOT).as_posix() if Path(c).exists() else c
+        if rel not in known:
+            ap.error(f"{c}: not a notebook the book executes ({', '.join(known)})")
+        chapters.append(rel)
+    return record(args.out.resolve(), chapters, args.timeout, args.cell_timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

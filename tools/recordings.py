@@ -1,0 +1,161 @@
+"""Chapter recordings: a chapter executed on a real GPU, kept with its provenance.
+
+CI and `make book` have no GPU, so they execute the chapters in Numba's CUDA simulator, where
+nothing can be timed. `python -m tools.record` (on a GPU machine) executes every chapter there and
+keeps each executed notebook under ``records/chapters/<gpu>/<chapter>.ipynb``, its metadata
+holding ``book.provenance.provenance()`` and a hash of each code cell's source. The published site
+shows those outputs (see tools/execute.py and tools/sphinx_course.py) while the build still runs
+every chapter in the simulator, so a chapter that raises still fails the build.
+
+A recording is used only while every code cell of the chapter is the one that was recorded;
+otherwise it is *stale*: the page falls back to the simulator's outputs, and the staleness test
+(tests/test_record.py) names the chapter, the cell and the command to record it again.
+
+This module is the one place that knows where recordings live, how a cell is hashed and how
+recorded outputs are merged into a chapter's source.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDS = ROOT / "records" / "chapters"
+# The GPU whose recordings the published site shows (a folder of RECORDS).
+PUBLISHED_GPU = "h100"
+# Where the recording's metadata lives inside a recorded notebook.
+META_KEY = "course_recording"
+RECORD_COMMAND = "python -m tools.record --out DIR"
+INSTALL_COMMAND = "python -m tools.record --install DIR/chapters-<gpu>.tar.gz"
+
+
+def cell_hash(source: str) -> str:
+    """sha256 of a code cell's source, as nbformat stores it (one string)."""
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def code_cells(nb) -> list:
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def cell_hashes(nb) -> list[str]:
+    return [cell_hash(c.source) for c in code_cells(nb)]
+
+
+def record_path(src: str | Path, gpu: str = PUBLISHED_GPU, root: Path = ROOT) -> Path:
+    """The recording of chapter ``src`` ("chapters/04_first_kernel.ipynb") for ``gpu``."""
+    return root / "records" / "chapters" / gpu / Path(src).name
+
+
+def _first_line(source: str) -> str:
+    for line in source.splitlines():
+        if line.strip():
+            return line.strip()[:70]
+    return "(empty)"
+
+
+@dataclass
+class Recording:
+    """What a chapter's recording says about the chapter as it is now."""
+
+    src: str                      # "chapters/04_first_kernel.ipynb"
+    path: Path | None             # the recorded notebook (None: no recording)
+    provenance: dict = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)   # why it is stale (empty: current)
+    notebook: object = None       # the recorded nbformat notebook
+
+    @property
+    def exists(self) -> bool:
+        return self.path is not None
+
+    @property
+    def usable(self) -> bool:
+        return self.exists and not self.problems
+
+    def describe(self) -> str:
+        """One line: 'NVIDIA H100 80GB HBM3, 2026-11-22, commit 1234abc'."""
+        p = self.provenance
+        commit = (p.get("commit") or "unknown")[:7]
+        return f"{p.get('gpu') or 'unknown GPU'}, {(p.get('date') or '?')[:10]}, commit {commit}"
+
+    def stale_message(self) -> str:
+        return (f"{self.src}: the recording {self.path.relative_to(ROOT) if self.path else ''} "
+                f"({self.describe()}) no longer matches the chapter:\n  "
+                + "\n  ".join(self.problems)
+                + f"\nRecord it again on a GPU: {RECORD_COMMAND} {self.src} "
+                  f"(COURSE_COMMIT=<sha> on a machine without .git), then "
+                  f"{INSTALL_COMMAND} here and commit records/chapters/.")
+
+
+def compare(src_nb, rec_nb) -> list[str]:
+    """Why ``rec_nb`` is not a recording of ``src_nb``'s code (empty list: it is)."""
+    meta = rec_nb.metadata.get(META_KEY) or {}
+    recorded = [c["sha256"] for c in meta.get("cells", [])]
+    if not recorded:
+        return ["the recording holds no cell hashes (not written by tools.record)"]
+    # The hashes must also describe the outputs stored beside them.
+    if recorded != cell_hashes(rec_nb):
+        return ["the recorded cells do not match their own hashes (edited by hand?)"]
+    now = code_cells(src_nb)
+    problems = []
+    for i, cell in enumerate(now):
+        if i >= len(recorded):
+            problems.append(f"code cell {i + 1} ({_first_line(cell.source)!r}) is new")
+        elif cell_hash(cell.source) != recorded[i]:
+            problems.append(f"code cell {i + 1} ({_first_line(cell.source)!r}) changed "
+                            "since it was recorded")
+    if len(recorded) > len(now):
+        problems.append(f"the recording has {len(recorded)} code cells, the chapter "
+                        f"{len(now)} (cells removed)")
+    return problems
+
+
+def find(src: str, root: Path = ROOT, gpu: str = PUBLISHED_GPU) -> Recording:
+    """The recording of chapter ``src`` (relative to ``root``) and whether it is current."""
+    path = record_path(src, gpu, root)
+    if not path.is_file():
+        return Recording(src, None)
+    rec_nb = nbformat.read(path, as_version=4)
+    src_nb = nbformat.read(root / src, as_version=4)
+    meta = rec_nb.metadata.get(META_KEY) or {}
+    return Recording(src, path, meta.get("provenance") or {}, compare(src_nb, rec_nb), rec_nb)
+
+
+def all_recordings(root: Path = ROOT, gpu: str = PUBLISHED_GPU) -> list[Path]:
+    folder = root / "records" / "chapters" / gpu
+    return sorted(folder.glob("*.ipynb")) if folder.is_dir() else []
+
+
+def with_recorded_outputs(src_nb, rec: Recording):
+    """The chapter's source with the recorded outputs (and saved widget state) in its cells.
+
+    Markdown comes from the source, so prose edits need no new recording; code cells are the
+    recorded ones (``rec`` must be usable).
+    """
+    assert rec.usable, rec.problems
+    nb = copy.deepcopy(src_nb)
+    for cell, recorded in zip(code_cells(nb), code_cells(rec.notebook)):
+        cell.outputs = copy.deepcopy(recorded.get("outputs", []))
+        cell.execution_count = recorded.get("execution_count")
+    widgets = rec.notebook.metadata.get("widgets")
+    if widgets:
+        nb.metadata["widgets"] = copy.deepcopy(widgets)
+    else:
+        nb.metadata.pop("widgets", None)
+    return nb
+
+
+def stamp(executed_nb, provenance: dict, src: str, seconds: float) -> None:
+    """Write the recording's metadata (provenance, cell hashes) into an executed notebook."""
+    executed_nb.metadata[META_KEY] = {
+        "source": src,
+        "provenance": provenance,
+        "seconds": round(seconds, 1),
+        "cells": [{"index": i, "id": c.get("id"), "sha256": cell_hash(c.source)}
+                  for i, c in enumerate(code_cells(executed_nb))],
+    }
