@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import dtypes
+
 __all__ = [
     "DTYPE_BYTES",
     "FLOPS_PER_ELEMENT",
@@ -30,7 +32,7 @@ __all__ = [
     "MLP_UP_VARIANTS",
 ]
 
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+DTYPE_BYTES = dtypes.ITEMSIZE  # bytes per element, from the one dtype module
 
 #: Flops counted for one output element of silu(g) * u = g * u / (1 + exp(-g)):
 #: exp, add, reciprocal (the sigmoid), then two multiplies. Seed 000 counts the
@@ -83,36 +85,19 @@ class Traffic:
         ]
 
 
-def _dtype_name(dtype) -> str:
-    if isinstance(dtype, str):
-        key = dtype.lower().replace("torch.", "")
-        key = {"fp32": "float32", "f32": "float32", "fp16": "float16", "f16": "float16",
-               "half": "float16", "bf16": "bfloat16", "float": "float32"}.get(key, key)
-        if key in DTYPE_BYTES:
-            return key
-    else:
-        name = getattr(dtype, "name", None) or str(dtype).replace("torch.", "")
-        try:
-            name = np.dtype(dtype).name
-        except TypeError:
-            pass
-        if name in DTYPE_BYTES:
-            return name
-    raise ValueError(
-        f"unknown dtype {dtype!r}: use one of {sorted(DTYPE_BYTES)} (or a numpy dtype of them)"
-    )
-
-
 def dtype_name(dtype) -> str:
     """Canonical dtype name ("float32", "float16", "bfloat16") of a name, numpy or torch dtype.
 
     Raises ValueError naming the accepted dtypes for anything else."""
-    return _dtype_name(dtype)
+    return dtypes.name(dtype)
+
+
+_dtype_name = dtype_name  # the widgets' validators call it by this name
 
 
 def itemsize(dtype) -> int:
     """Bytes per element of ``dtype`` (a name, a numpy dtype or a torch dtype)."""
-    return DTYPE_BYTES[_dtype_name(dtype)]
+    return dtypes.itemsize(dtype)
 
 
 def _positive(**dims) -> None:

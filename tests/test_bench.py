@@ -150,3 +150,85 @@ def test_graph_replay_of_numba_launches_on_the_capture_stream():
     assert t.method.startswith("CUDA graph replay") and t.median_s < 20e-6
     # every captured and replayed launch really ran: warm-up + captures + replays
     assert a.copy_to_host()[0] > t.batch * t.reps
+
+
+# ------------------------------------------------------------------ --only / --rows-out / merge
+def _row(variant, dtype="float32", shape=(8192, 14336), seconds=1e-3, kind="kernel", nbytes=None):
+    n = shape[0] * shape[1]
+    b = 3 * 4 * n if nbytes is None else nbytes
+    return {"kind": kind, "variant": variant, "dtype": dtype, "shape": list(shape),
+            "seconds": seconds, "bytes": b, "bandwidth": b / seconds, "flops": None,
+            "flops_per_s": None, "method": "m"}
+
+
+def _doc(rows, gpu="NVIDIA H100 80GB HBM3", command="python -m book.bench", checks=()):
+    return {"provenance": {"gpu": gpu, "command": command, "peak_bandwidth": 3.35e12},
+            "rows": rows, "checks": list(checks), "targets": [], "tuning": [], "notes": []}
+
+
+def test_merge_replaces_same_rows_keeps_the_rest_and_their_provenance():
+    from book.bench.merge import merge
+
+    record = _doc([_row("vec4", seconds=0.6e-3), _row("torch_add", kind="reference", seconds=0.6e-3),
+                   _row("half8", "float16", seconds=0.3e-3)],
+                  checks=[{"variant": "vec4", "dtype": "float32", "shape": [8192, 14336], "ok": False,
+                           "error": "old"}])
+    part = _doc([_row("vec4", seconds=0.5e-3), _row("half8_torch_call", "float16", kind="launch")],
+                command="python -m book.bench --only vec4|torch_call --rows-out x.json",
+                checks=[{"variant": "vec4", "dtype": "float32", "shape": [8192, 14336], "ok": True,
+                         "error": None}])
+    part["only"] = "vec4|torch_call"
+    out = merge(record, part)
+    assert record["rows"][0]["seconds"] == 0.6e-3  # the input is not modified
+    by = {(r["variant"], r["dtype"]): r for r in out["rows"]}
+    assert len(out["rows"]) == 4
+    assert by[("vec4", "float32")]["seconds"] == 0.5e-3
+    assert by[("vec4", "float32")]["provenance"]["command"].endswith("--rows-out x.json")
+    assert "provenance" not in by[("torch_add", "float32")]  # untouched rows: the full run's
+    assert out["provenance"] == record["provenance"]
+    assert [c["error"] for c in out["checks"]] == [None]
+    assert out["merged"][0]["only"] == "vec4|torch_call" and len(out["merged"][0]["rows"]) == 2
+    # targets recomputed from the merged rows: vec4 0.5 ms against torch.add 0.6 ms
+    t = [x for x in out["targets"] if "torch.add bandwidth" in x["target"] and "float32" in x["target"]]
+    assert t and t[0]["value"] == pytest.approx(1.2) and t[0]["met"]
+    # a second merge of the same row takes it from the first group, which goes when empty
+    again = merge(out, _doc([_row("vec4", seconds=0.55e-3), _row("half8_torch_call", "float16",
+                                                                  kind="launch")]))
+    assert len(again["merged"]) == 1 and len(again["rows"]) == 4
+
+
+def test_merge_refuses_another_gpus_rows():
+    from book.bench.merge import merge
+
+    with pytest.raises(ValueError, match="cannot be merged .*--into"):
+        merge(_doc([_row("vec4")]), _doc([_row("vec4")], gpu="Tesla T4"))
+
+
+def test_merge_command_line(tmp_path, capsys):
+    import json
+
+    from book.bench import merge
+
+    into = tmp_path / "h100.json"
+    into.write_text(json.dumps(_doc([_row("vec4")])))
+    part = tmp_path / "part.json"
+    part.write_text(json.dumps(_doc([_row("ilp4")])))
+    assert merge.main([str(part), "--into", str(into)]) == 0
+    assert {r["variant"] for r in json.loads(into.read_text())["rows"]} == {"vec4", "ilp4"}
+    assert "merged 1 row(s)" in capsys.readouterr().out
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(SystemExit, match="not JSON"):
+        merge.main([str(tmp_path / "bad.json"), "--into", str(into)])
+    with pytest.raises(SystemExit, match="does not exist"):
+        merge.main([str(tmp_path / "missing.json"), "--into", str(into)])
+
+
+def test_only_needs_rows_out_and_a_valid_pattern(capsys):
+    from book.bench import suite
+
+    with pytest.raises(SystemExit):
+        suite.main(["--only", "torch_call"])
+    assert "--rows-out" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        suite.main(["--only", "(", "--rows-out", "x.json"])
+    assert "not a regular expression" in capsys.readouterr().err

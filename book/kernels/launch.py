@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 from numba import cuda
 
-from .reference import dtype_name
+from ..dtypes import STORAGE_NAMES, name as dtype_name
 
 
 class Prepared:
@@ -74,13 +74,9 @@ def as_device(x, name):
     )
 
 
-_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16",
-          np.dtype(np.uint16): "bfloat16", np.dtype(np.int16): "bfloat16"}
-
-
 def array_dtype(a):
     """Our dtype name for a device array (uint16/int16 storage means bfloat16)."""
-    name = _NAMES.get(a.dtype)
+    name = STORAGE_NAMES.get(a.dtype)
     if name is not None:
         return name
     try:

@@ -9,9 +9,8 @@ bits of a float32); ``to_float64`` / ``from_float32`` convert.
 
 import numpy as np
 
-DTYPES = ("float32", "float16", "bfloat16")
-STORAGE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
-ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+from ..dtypes import DTYPES, ITEMSIZE, STORAGE  # noqa: F401  (re-exported: chapters read them here)
+from ..dtypes import name as dtype_name
 
 # |got - expected| <= atol + rtol * |expected|, expected computed in float64 from the
 # very inputs the kernel saw. Kernels compute in float32 inside; the budget is two
@@ -24,18 +23,6 @@ TOLERANCE = {
     "float16": {"rtol": 2e-3, "atol": 1e-6},
     "bfloat16": {"rtol": 8e-3, "atol": 1e-6},
 }
-
-
-def dtype_name(dtype):
-    """Normalise a dtype given as a string, a NumPy dtype or a torch dtype."""
-    s = str(dtype).replace("torch.", "")
-    aliases = {"float": "float32", "half": "float16", "bf16": "bfloat16", "fp16": "float16",
-               "fp32": "float32", "f4": "float32", "f2": "float16", "<f4": "float32",
-               "<f2": "float16"}
-    s = aliases.get(s, s)
-    if s not in DTYPES:
-        raise ValueError(f"unsupported dtype {dtype!r}: use one of {DTYPES}")
-    return s
 
 
 def bf16_bits_to_float32(bits):

@@ -1,0 +1,107 @@
+"""``python -m book.bench.merge FILE...``: put rows measured with ``--only`` into the record.
+
+``python -m book.bench --only REGEX --rows-out FILE`` measures a few rows on a GPU and
+writes them with that run's provenance. This merges FILE into ``book/data/<gpu>.json``
+(the GPU named in FILE's provenance; ``--into PATH`` for another record):
+
+* a row replaces the row of the same kind, variant, dtype and shape, or is added;
+  a correctness check replaces the check of the same variant, dtype and shape;
+* every merged row carries the provenance of the run that measured it (``row["provenance"]``),
+  and the record lists each merged run under ``merged`` (provenance, ``--only`` pattern, the
+  rows it contributed); the record's own ``provenance`` stays that of its full run;
+* the targets are recomputed from the merged rows.
+
+Nothing is measured here, so it runs anywhere (no GPU, no torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .suite import HBM3_PEAK, gpu_slug, targets, write
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def row_key(r):
+    return (r.get("kind"), r["variant"], r["dtype"], tuple(r["shape"] or ()))
+
+
+def check_key(c):
+    return (c["variant"], c["dtype"], tuple(c["shape"] or ()))
+
+
+def _load(path, what):
+    path = Path(path)
+    if not path.exists():
+        raise SystemExit(f"{what} {path} does not exist")
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"{what} {path} is not JSON ({e}): re-run the benchmark that wrote it")
+    for key in ("provenance", "rows"):
+        if key not in doc:
+            raise SystemExit(f"{what} {path} is not a book.bench result: it has no {key!r}")
+    return doc
+
+
+def merge(record: dict, part: dict) -> dict:
+    """``record`` with ``part``'s rows and checks merged in (a new dict; inputs unchanged)."""
+    prov = dict(part["provenance"])
+    if record["provenance"].get("gpu") != prov.get("gpu"):
+        raise ValueError(
+            f"rows measured on {prov.get('gpu')!r} cannot be merged into the record of "
+            f"{record['provenance'].get('gpu')!r}: merge into that GPU's own file (--into)")
+    new_rows = [dict(r, provenance=prov) for r in part["rows"]]
+    new_keys = {row_key(r) for r in new_rows}
+    rows = [r for r in record["rows"] if row_key(r) not in new_keys]
+    kept = {row_key(r) for r in rows}
+    # earlier merged runs keep only the rows that are still theirs
+    merged = []
+    for m in record.get("merged", []):
+        m = dict(m, rows=[k for k in m["rows"] if (k[0], k[1], k[2], tuple(k[3])) in kept])
+        if m["rows"]:
+            merged.append(m)
+    merged.append({"provenance": prov, "only": part.get("only"),
+                   "rows": [[r.get("kind"), r["variant"], r["dtype"], list(r["shape"])]
+                            for r in new_rows]})
+    new_checks = part.get("checks", [])
+    ck = {check_key(c) for c in new_checks if c.get("shape") is not None}
+    checks = [c for c in record.get("checks", [])
+              if c.get("shape") is None or check_key(c) not in ck] + new_checks
+    out = dict(record)
+    out["rows"] = rows + new_rows
+    out["checks"] = checks
+    out["merged"] = merged
+    out["notes"] = list(record.get("notes", [])) + [
+        f"merged: {n}" for n in part.get("notes", [])]
+    peak = record["provenance"].get("peak_bandwidth") or HBM3_PEAK
+    out["targets"] = targets(out["rows"], peak)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m book.bench.merge",
+                                 description=__doc__.split("\n\n")[0].strip("`: "))
+    ap.add_argument("files", nargs="+", metavar="FILE", help="written by --rows-out")
+    ap.add_argument("--into", help="the record to merge into (default book/data/<gpu>.json)")
+    args = ap.parse_args(argv)
+    for f in args.files:
+        part = _load(f, "rows file")
+        into = Path(args.into) if args.into else DATA / f"{gpu_slug(part['provenance'].get('gpu') or '')}.json"
+        record = _load(into, "record")
+        try:
+            doc = merge(record, part)
+        except ValueError as e:
+            raise SystemExit(str(e))
+        write(into, doc)
+        print(f"merged {len(part['rows'])} row(s) and {len(part.get('checks', []))} check(s) "
+              f"from {f} into {into} ({len(doc['rows'])} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
