@@ -13,8 +13,9 @@ last call (earlier calls compile and warm the caches). Cases, float32, 8192 x 14
 - ``vec4``: the control, the same SwiGLU with 8 elements and 16-byte accesses per thread
   (``book.kernels.vectorized.swiglu_vec4``): what the stall profile looks like after the fix.
 - ``naive``: the two-kernel pair (silu -> tmp, tmp * up): DRAM bytes of both launches.
-- ``uncoalesced`` (and ``strided``): the coalescing variants of
-  ``book.kernels.coalescing`` when that module exists: DRAM bytes and sectors per request.
+- ``coalesced``, ``strided2``, ``uncoalesced``: the coalescing variants of
+  ``book.kernels.coalescing`` (one fused fast-math kernel, neighbouring threads 1, 2 or 32
+  elements apart): DRAM bytes and sectors per request.
 
 Stall reasons are ``smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio``:
 per issued instruction, how many warps were waiting for that reason. Their sum is the
@@ -61,16 +62,12 @@ DESCRIPTIONS = {
 
 
 def coalescing_cases():
-    """{case: wrapper} from book.kernels.coalescing, if that module exists (chapter 4/6)."""
+    """{case: wrapper} of book.kernels.coalescing (chapter 6), if that module exists."""
     try:
         from book.kernels import coalescing
     except ImportError:
         return {}
-    out = {}
-    for name in dir(coalescing):
-        if name.startswith("swiglu_") and ("uncoalesced" in name or "strided" in name):
-            out[name[len("swiglu_"):]] = getattr(coalescing, name)
-    return out
+    return {name: getattr(coalescing, f"swiglu_{name}") for name in coalescing.STRIDES}
 
 
 def wrapper(case):
