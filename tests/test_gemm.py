@@ -107,6 +107,21 @@ def test_dual_gemm_matches_float64(tile, T, d, h):
     assert_close(out.copy_to_host(), ref, f"dual GEMM T={T} d={d} h={h}, {tile}")
 
 
+@pytest.mark.parametrize("tile,T,d,h", [DUAL_CASES[0], DUAL_CASES[3]])
+def test_identity_epilogue_control_matches_float64(tile, T, d, h):
+    # the control of chapter 7: the same dual kernel, epilogue gate + up
+    rng = np.random.default_rng(T * 7 + d + h)
+    x = rand((T, d), rng)
+    wg, wu = rand((d, h), rng, d ** -0.5), rand((d, h), rng, d ** -0.5)
+    out = poisoned((T, h))
+    got = dual_gemm.dual_gemm_identity(cuda.to_device(x), cuda.to_device(wg),
+                                       cuda.to_device(wu), out, tile=tile)
+    assert got is out
+    x64 = x.astype(np.float64)
+    ref = x64 @ wg.astype(np.float64) + x64 @ wu.astype(np.float64)
+    assert_close(out.copy_to_host(), ref, f"identity dual GEMM T={T} d={d} h={h}, {tile}")
+
+
 def test_allocates_output_and_fills_it():
     rng = np.random.default_rng(7)
     a, b = rand((5, 8), rng), rand((8, 9), rng)
@@ -177,6 +192,10 @@ def test_constants_describe_the_timed_configuration():
     from book.kernels import fused
 
     assert dual_gemm.silu_mul is fused.silu_mul  # one activation, two kernels
+    # the control differs from the measured kernel in its epilogue only
+    assert gemm.build_kernel(TILE, dual_gemm.gate_plus_up) is dual_gemm.dual_gemm_identity_kernel
+    assert gemm.CHAPTER == dual_gemm.CHAPTER == "07_epilogue_fusion"
+    assert (ROOT / "chapters" / f"{gemm.CHAPTER}.ipynb").exists()
 
 
 # --- the PTX of the configuration we time ------------------------------------------------
@@ -190,7 +209,8 @@ arr = float32[:, ::1]
 sig = (arr, arr, arr, arr, int64, int64)
 out = {}
 for name, k in [("gemm", gemm.gemm_kernel), ("gemm_edge", gemm.gemm_kernel_edge),
-                ("dual", dual_gemm.dual_gemm_kernel), ("dual_edge", dual_gemm.dual_gemm_kernel_edge)]:
+                ("dual", dual_gemm.dual_gemm_kernel), ("dual_edge", dual_gemm.dual_gemm_kernel_edge),
+                ("dual_identity", dual_gemm.dual_gemm_identity_kernel)]:
     lb = k.targetoptions.get("launch_bounds")  # (256, 2): at most 128 registers
     out[name], _ = cuda.compile_ptx(k.py_func, sig, cc=(9, 0), fastmath=True, launch_bounds=lb)
 json.dump(out, open(sys.argv[2], "w"))
@@ -211,7 +231,7 @@ def body(text):
     return [l.strip() for l in text.splitlines() if l.strip() and not l.strip().startswith("//")]
 
 
-@pytest.mark.parametrize("name", ["gemm", "gemm_edge", "dual", "dual_edge"])
+@pytest.mark.parametrize("name", ["gemm", "gemm_edge", "dual", "dual_edge", "dual_identity"])
 def test_ptx_registers_only_float32_vector_shared_loads(ptx, name):
     lines = body(ptx[name])
     local = [l for l in lines if ".local" in l]
@@ -223,8 +243,10 @@ def test_ptx_registers_only_float32_vector_shared_loads(ptx, name):
     v4 = sum(l.startswith("ld.shared.v4.f32") for l in lines)
     assert v4 >= 24, f"{name}: only {v4} ld.shared.v4.f32 (32 per slab expected): fragments " \
                      "are loaded a float at a time"
-    if name.startswith("dual"):
+    if name in ("dual", "dual_edge"):
         assert any(l.startswith("ex2.approx") for l in lines), f"{name}: epilogue exp is not fast"
+    if name == "dual_identity":  # the control: no activation left in it
+        assert not any(l.startswith(("ex2", "div", "rcp")) for l in lines), f"{name}: has math"
 
 
 _REGS_CHILD = r"""

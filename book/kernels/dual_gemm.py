@@ -14,28 +14,53 @@ The dual GEMM is the tiled GEMM of :mod:`book.kernels.gemm` with two changes, bo
    reads them back (8 bytes) and writes out (4 bytes).
 
 ``DUAL_TILE``: 128 rows x 128 accumulator columns per block = 128 x 64 outputs, 256 threads.
+
+The control, :func:`dual_gemm_identity`: the same kernel (same tiles, same two
+accumulations from one x tile, same loads, same 4-byte store per output) with the
+*identity* epilogue ``gate + up`` instead of ``silu(gate) * up``. "Identity" here means the
+least an epilogue can do that still needs both accumulators and stores what the SwiGLU
+epilogue stores: one add, no exp, no division. (Writing gate and up out separately would
+double the stores and measure the store traffic, not the activation.) So
+``numba_dual_gemm - numba_dual_gemm_identity`` is the cost of the SiLU*mul in the epilogue,
+and ``numba_unfused - numba_dual_gemm_identity`` is what the dual structure (one x tile for
+both products, no gate/up round trip) saves without any activation at all.
+
+Taught in chapter 7 (``chapters/07_epilogue_fusion.ipynb``), like :mod:`book.kernels.gemm`.
 """
 
 from __future__ import annotations
 
+from numba import cuda
+
 from .fused import silu_mul
 from .gemm import (
-    TILE, Tile, build_kernel, check_matrix, check_no_overlap, default_tile, launch,
+    CHAPTER, TILE, Tile, build_kernel, check_matrix, check_no_overlap, default_tile, launch,
     prepare_output,
 )
 
 __all__ = [
-    "DUAL_TILE", "OUT_COLS_PER_BLOCK", "dual_gemm_kernel", "dual_gemm_kernel_edge",
-    "swiglu_dual_gemm", "flops", "silu_mul",
+    "CHAPTER", "DUAL_TILE", "OUT_COLS_PER_BLOCK", "dual_gemm_kernel", "dual_gemm_kernel_edge",
+    "dual_gemm_identity_kernel", "swiglu_dual_gemm", "dual_gemm_identity", "flops", "silu_mul",
+    "gate_plus_up",
 ]
 
 #: Same tile as the GEMM; half of its 128 accumulator columns are gate, half up.
 DUAL_TILE = TILE
 OUT_COLS_PER_BLOCK = DUAL_TILE.bn // 2
 
+
+
+@cuda.jit(device=True, inline="always")
+def gate_plus_up(g, u):
+    """The identity epilogue of the control: both accumulators, one add, one store."""
+    return g + u
+
+
 #: The kernels measured on the H100: interior tiles, and the guarded edge variant.
 dual_gemm_kernel = build_kernel(DUAL_TILE, silu_mul)
 dual_gemm_kernel_edge = build_kernel(DUAL_TILE, silu_mul, True)
+#: The control: the same kernel with the identity epilogue (``gate + up``).
+dual_gemm_identity_kernel = build_kernel(DUAL_TILE, gate_plus_up)
 
 
 def flops(T: int, d: int, h: int) -> int:
@@ -51,6 +76,19 @@ def swiglu_dual_gemm(x, wg, wu, out=None, *, tile: Tile | None = None, stream=0)
     ``out`` is allocated when not given. ``tile`` defaults to
     :func:`book.kernels.gemm.default_tile`.
     """
+    return _dual(silu_mul, x, wg, wu, out, tile, stream)
+
+
+def dual_gemm_identity(x, wg, wu, out=None, *, tile: Tile | None = None, stream=0):
+    """The control: ``out = (x @ wg) + (x @ wu)`` by the same kernel, identity epilogue.
+
+    Same arguments, same launches, same loads and stores as :func:`swiglu_dual_gemm`;
+    only the epilogue's arithmetic differs (one add instead of silu and a multiply).
+    """
+    return _dual(gate_plus_up, x, wg, wu, out, tile, stream)
+
+
+def _dual(epilogue, x, wg, wu, out, tile, stream):
     tile = (tile or default_tile()).validate()
     xd = check_matrix(x, "x")
     gd, ud = check_matrix(wg, "wg"), check_matrix(wu, "wu")
@@ -68,5 +106,5 @@ def swiglu_dual_gemm(x, wg, wu, out=None, *, tile: Tile | None = None, stream=0)
     shape = (xd.shape[0], gd.shape[1])
     result, o = prepare_output(out, x, shape)
     check_no_overlap(o, [("x", xd), ("wg", gd), ("wu", ud)])
-    launch(tile, silu_mul, xd, gd, ud, o, stream)
+    launch(tile, epilogue, xd, gd, ud, o, stream)
     return result

@@ -50,9 +50,13 @@ from numba import cuda, float32, uint64
 from .launch import as_device, cdiv, is_c_contiguous, pointer
 
 __all__ = [
-    "Tile", "TILE", "SIM_TILE", "BM", "BN", "BK", "TM", "TN", "PAD", "THREADS", "MIN_BLOCKS",
+    "CHAPTER", "Tile", "TILE", "SIM_TILE", "BM", "BN", "BK", "TM", "TN", "PAD", "THREADS", "MIN_BLOCKS",
     "build_kernel", "make_tiled_gemm", "gemm_kernel", "gemm_kernel_edge", "matmul", "flops", "default_tile",
 ]
+
+
+#: The chapter that teaches these kernels (``chapters/<CHAPTER>.ipynb`` shows their source).
+CHAPTER = "07_epilogue_fusion"
 
 
 @dataclass(frozen=True)
