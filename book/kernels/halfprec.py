@@ -11,7 +11,13 @@ patterns; a torch bfloat16 tensor is viewed as int16 by the wrapper.
 """
 
 from .launch import aligned, prepare
-from .vectorized import launch_vector, make_vector_kernel, silu_mul4, silu_mul8, swiglu_ilp4
+from .vectorized import (
+    launch_vector,
+    make_vector_kernel,
+    silu_mul4,
+    silu_mul8,
+    swiglu_ilp4,
+)
 from .wide import load_half4, load_half8, store_half4, store_half8
 
 DTYPES = ("float16", "bfloat16")
