@@ -1,0 +1,175 @@
+"""The access tracer (book.tracer) on kernels whose memory traffic is known by hand.
+
+Everything runs for real in Numba's CUDA simulator (the tests' session is simulated)."""
+
+import book  # noqa: I001  (first: it decides GPU or simulator before numba.cuda loads)
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from book import tracer
+from book.kernels import fused, vectorized
+
+pytestmark = pytest.mark.skipif(not book.gpu.SIMULATED,
+                                reason="in-process tracing runs in the simulator")
+
+
+@cuda.jit
+def copy_kernel(a, b):
+    i = cuda.grid(1)
+    if i < b.size:
+        b[i] = a[i]
+
+
+@cuda.jit
+def stride2_kernel(a, b):
+    i = cuda.grid(1)
+    if i < b.size:
+        b[i] = a[2 * i]
+
+
+@cuda.jit
+def column_kernel(a, b):
+    """Fill a 32x32 shared tile row by row, then read a column: every lane hits bank 0."""
+    s = cuda.shared.array((32, 32), float32)
+    t = cuda.threadIdx.x
+    for j in range(32):
+        s[j, t] = a[j * 32 + t]
+    cuda.syncthreads()
+    b[t] = s[t, 0]
+
+
+@cuda.jit
+def padded_column_kernel(a, b):
+    """The same with one padding column: row r starts in bank r, the column read is clean."""
+    s = cuda.shared.array((32, 33), float32)
+    t = cuda.threadIdx.x
+    for j in range(32):
+        s[j, t] = a[j * 32 + t]
+    cuda.syncthreads()
+    b[t] = s[t, 0]
+
+
+def f32(n, seed=0):
+    return np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+
+
+def test_coalesced_f32_load_is_four_sectors_per_warp_request():
+    a, b = f32(256), np.zeros(256, np.float32)
+    t = tracer.trace(copy_kernel, 2, 128, a, b)
+    np.testing.assert_array_equal(b, a)                 # the launch really ran
+    assert t.sectors_per_request("a") == 4.0
+    assert t.sectors_per_request("b", kind="st") == 4.0
+    assert len(t.requests_for("a", "ld")) == 8          # 256 threads = 8 warps, one load each
+    assert all(r.lanes == 32 for r in t.requests)
+    assert t.feedback("a") is None
+
+
+def test_stride_two_load_touches_eight_sectors_and_feedback_says_so():
+    a, b = f32(256), np.zeros(128, np.float32)
+    t = tracer.trace(stride2_kernel, 1, 128, a, b)
+    np.testing.assert_array_equal(b, a[::2])
+    assert t.sectors_per_request("a") == 8.0
+    req = t.requests_for("a", "ld")[0]
+    assert (req.min_sectors, req.bytes_requested, req.bytes_moved) == (4, 128, 256)
+    assert t.feedback("a") == ("warp 0's loads of a (line 28) touch 8 sectors where 4 "
+                               "would do")
+
+
+def test_a_column_of_a_32_wide_shared_tile_is_a_32_way_bank_conflict():
+    a, b = f32(1024), np.zeros(32, np.float32)
+    t = tracer.trace(column_kernel, 1, 32, a, b)
+    np.testing.assert_array_equal(b, a.reshape(32, 32)[:, 0])
+    loads = t.requests_for(kind="ld", space="shared")
+    stores = t.requests_for(kind="st", space="shared")
+    assert [r.ways for r in loads] == [32]
+    assert {r.ways for r in stores} == {1}              # rows are conflict-free
+    assert "32-way bank conflict" in t.feedback(loads[0].array)
+
+
+def test_padding_the_tile_by_one_column_removes_the_conflict():
+    a, b = f32(1024), np.zeros(32, np.float32)
+    t = tracer.trace(padded_column_kernel, 1, 32, a, b)
+    np.testing.assert_array_equal(b, a.reshape(32, 32)[:, 0])
+    assert [r.ways for r in t.requests_for(kind="ld", space="shared")] == [1]
+
+
+def test_a_vec4_request_is_one_16_byte_access_per_lane():
+    n = 1024
+    g, u, o = f32(n, 1), f32(n, 2), np.zeros(n, np.float32)
+    vec = tracer.trace(vectorized.vec4_kernel, 1, 128, g, u, o)
+    np.testing.assert_allclose(o, g / (1 + np.exp(-g)) * u, rtol=1e-5)
+    loads = vec.requests_for("gate", "ld")
+    assert {a.nbytes for r in loads for a in r.accesses} == {16}
+    assert vec.sectors_per_request("gate") == 16.0       # 32 lanes x 16 B = 512 B
+    scalar = tracer.trace(vectorized.ilp4_kernel, 1, 256, g, u, o)
+    assert scalar.sectors_per_request("gate") == 4.0
+    # the same bytes in a quarter of the requests
+    assert len(scalar.requests_for("gate", "ld")) == 4 * len(loads)
+    assert sum(r.bytes_requested for r in loads) == n * 4
+
+
+def test_table_names_each_instruction_and_fits_a_page():
+    a, b = f32(256), np.zeros(128, np.float32)
+    text = tracer.trace(stride2_kernel, 1, 128, a, b).table()
+    assert "b[i] = a[2 * i]" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_drawings_render():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    a, b = f32(256), np.zeros(128, np.float32)
+    t = tracer.trace(stride2_kernel, 1, 128, a, b)
+    ax = t.show("a")
+    assert len(ax.patches) == 256
+    filled = [p for p in ax.patches if p.get_facecolor()[:3] != (1.0, 1.0, 1.0)]
+    assert len(filled) == 128                            # every other element was read
+    t.heatmap()
+
+
+def test_too_many_threads_names_the_limit():
+    a, b = f32(16), np.zeros(16, np.float32)
+    with pytest.raises(tracer.TracerError, match=r"runs at most 8,192 .*shrink"):
+        tracer.trace(copy_kernel, 264, 1024, a, b)
+
+
+def test_a_kernel_the_simulator_cannot_run_gets_the_reason():
+    @cuda.jit
+    def bad(a):
+        a[0] = cuda.no_such_intrinsic(1)
+
+    with pytest.raises(tracer.TracerError, match="simulator could not run this kernel"):
+        tracer.trace(bad, 1, 1, np.zeros(1, np.float32))
+
+
+def test_a_runaway_kernel_stops_at_the_time_limit():
+    @cuda.jit
+    def spin(a):
+        while a[0] >= 0:
+            pass
+
+    with pytest.raises(tracer.TracerError, match="time limit"):
+        tracer.trace(spin, 1, 1, np.zeros(1, np.float32), timeout_s=0.5)
+
+
+def test_the_gpu_path_traces_an_importable_kernel_in_a_simulator_process():
+    """On a GPU machine trace() re-runs the kernel in a BOOK_SIMULATOR=1 child: the same
+    child runs here."""
+    n = 256
+    g, u, o = f32(n, 3), f32(n, 4), np.zeros(n, np.float32)
+    t = tracer._trace_in_subprocess(fused.fused_kernel, (1,), (256,), (g, u, o), None, 0,
+                                    tracer.MAX_THREADS, 60.0, 100_000)
+    np.testing.assert_allclose(o, g / (1 + np.exp(-g)) * u, rtol=1e-5)
+    assert t.sectors_per_request("gate") == 4.0
+
+    def make():                      # a kernel made inside a function has no importable name
+        @cuda.jit
+        def local(a):
+            a[0] = 1
+
+        return local
+
+    with pytest.raises(tracer.TracerError, match="importable by name"):
+        tracer._trace_in_subprocess(make(), (1,), (1,), (np.zeros(1),), None, 0, 1, 1.0, 1)
