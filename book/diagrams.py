@@ -1,0 +1,254 @@
+"""Diagrams of the tiled GEMM of chapter 7, drawn from the kernel's own tile sizes.
+
+Each function draws one picture on a matplotlib ``Axes`` from a
+:class:`book.kernels.gemm.Tile`, so the figures follow the measured configuration
+(``gemm.TILE``) and change with it:
+
+- :func:`block_tile`: ``out = a @ b`` split into block tiles; the row panel of ``a`` and
+  the column panel of ``b`` one block reads, and the k-slab it stages at one step.
+- :func:`k_slab`: the two shared-memory tiles of one stage (``As`` transposed and padded,
+  ``Bs`` with the gate and up halves of the dual GEMM).
+- :func:`register_block`: which accumulators of the block tile one thread owns (its
+  ``tm x tn`` register block in four quadrants), and where gate and up sit among them.
+- :func:`double_buffer`: the k loop's schedule: the next slab's loads in flight while the
+  current buffer is multiplied, then stored into the other buffer.
+
+The geometry comes from :func:`thread_cells` and :func:`schedule`, which restate the
+kernel's index arithmetic (``make_tiled_gemm``) and are checked against it in the tests.
+"""
+
+from __future__ import annotations
+
+from .roofline import OKABE_ITO as OI
+
+__all__ = ["thread_cells", "schedule", "block_tile", "k_slab", "register_block",
+           "double_buffer"]
+
+GATE, UP = OI["blue"], OI["orange"]
+
+
+def _tile(tile):
+    if tile is None:
+        from .kernels.gemm import TILE
+
+        tile = TILE
+    return tile.validate()
+
+
+def thread_cells(tile, tid):
+    """{(row, col) in the block tile: (i, j) in the thread's ``acc``} for thread ``tid``.
+
+    The same arithmetic as the kernel's epilogue: rows ``(i // tm2) * bm/2 + ty * tm2 +
+    i % tm2``, columns ``(j // tn2) * bn/2 + tx * tn2 + j % tn2``. In the dual GEMM the left
+    half of the columns (``j < tn2``) holds gate, the right half up, for the same output
+    columns.
+    """
+    tile = _tile(tile)
+    tx_count = tile.bn // tile.tn
+    ty, tx = divmod(tid, tx_count)
+    tm2, tn2, hm, hn = tile.tm // 2, tile.tn // 2, tile.bm // 2, tile.bn // 2
+    return {((i // tm2) * hm + ty * tm2 + i % tm2, (j // tn2) * hn + tx * tn2 + j % tn2): (i, j)
+            for i in range(tile.tm) for j in range(tile.tn)}
+
+
+def schedule(nk):
+    """The k loop of the kernel as steps ``(kt, load_slab, multiply_buffer, store_buffer)``.
+
+    Before the loop slab 0 is loaded and stored into buffer 0 (step ``kt = -1``, nothing
+    multiplied). Step ``kt`` multiplies buffer ``kt % 2`` (slab ``kt``) while slab
+    ``min(kt + 1, nk - 1)`` travels from global memory into registers, then stores those
+    registers into buffer ``1 - kt % 2``; a barrier ends each step (the last step reloads
+    its own slab: the branch-free prefetch).
+    """
+    if nk < 1:
+        raise ValueError(f"nk must be at least 1 (slabs along k), got {nk}")
+    steps = [(-1, 0, None, 0)]
+    for kt in range(nk):
+        steps.append((kt, min(kt + 1, nk - 1), kt % 2, 1 - kt % 2))
+    return steps
+
+
+def _rect(ax, x, y, w, h, fc="none", ec="black", lw=0.8, **kw):
+    import matplotlib.patches as mp
+
+    ax.add_patch(mp.Rectangle((x, y), w, h, facecolor=fc, edgecolor=ec, lw=lw, **kw))
+
+
+def _axes(ax, size):
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=size)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return ax
+
+
+def block_tile(tile=None, ax=None, blocks=(4, 4)):
+    """``a @ b`` with one block's tile of ``out``, its panels of ``a`` and ``b`` and a k-slab.
+
+    Not to scale along k: a slab is drawn one unit wide, a block tile four units."""
+    tile = _tile(tile)
+    ax = _axes(ax, (7, 4.6))
+    bm, bn, bk = tile.bm, tile.bn, tile.bk
+    t = 4.0  # a block tile is t x t units; a k-slab 1 unit deep
+    M, N, K = blocks[0] * t, blocks[1] * t, 10.0
+    gap = 1.5
+    bx, by = K + gap, M + gap  # b above out, a left of out
+    _rect(ax, 0, 0, K, M, lw=1.2)
+    _rect(ax, bx, by, N, K, lw=1.2)
+    _rect(ax, bx, 0, N, M, lw=1.2)
+    for r in range(1, blocks[0]):
+        ax.plot([bx, bx + N], [r * t] * 2, color=OI["black"], lw=0.3)
+    for c in range(1, blocks[1]):
+        ax.plot([bx + c * t] * 2, [0, M], color=OI["black"], lw=0.3)
+    r0, c0, kt = 1, 2, 3  # the block drawn (row 1, column 2 of the grid) at k step 3
+    y0, x0 = M - (r0 + 1) * t, bx + c0 * t
+    _rect(ax, 0, y0, K, t, fc=OI["sky_blue"], alpha=0.4, lw=0)
+    _rect(ax, x0, by, t, K, fc=OI["sky_blue"], alpha=0.4, lw=0)
+    _rect(ax, kt, y0, 1, t, fc=OI["blue"], lw=1.2)
+    _rect(ax, x0, by + K - kt - 1, t, 1, fc=OI["blue"], lw=1.2)
+    _rect(ax, x0, y0, t, t, fc=OI["vermillion"], lw=1.2)
+    fs = 8
+    ax.text(K / 2, -0.6, "a (M x K)", ha="center", va="top", fontsize=fs)
+    ax.text(bx + N / 2, -0.6, "out (M x N), one block tile per block",
+            ha="center", va="top", fontsize=fs)
+    ax.text(bx + N / 2, by + K + 0.3, "b (K x N)", ha="center", va="bottom", fontsize=fs)
+    ax.text(x0 + t / 2, y0 + t / 2, f"block\n{bm} x {bn}", ha="center", va="center",
+            fontsize=fs - 1, color="white")
+    ax.text(K / 2, y0 + t + 0.3, f"row panel: {bm} x K", ha="center", va="bottom",
+            fontsize=fs)
+    ax.text(x0 - 0.3, by + K - 0.5, f"column panel:\nK x {bn}", ha="right", va="top",
+            fontsize=fs)
+    ax.annotate(f"k-slab {bm} x {bk}\n(step kt = {kt})", (kt + 0.5, y0), (kt + 0.5, y0 - 3),
+                fontsize=fs, ha="center", va="top", arrowprops=dict(arrowstyle="->", lw=0.8))
+    ax.annotate(f"k-slab {bk} x {bn}", (x0 + t, by + K - kt - 0.5),
+                (bx + N + 0.4, by + K - kt - 2.5), fontsize=fs, ha="left", va="center",
+                arrowprops=dict(arrowstyle="->", lw=0.8))
+    ax.set_xlim(-0.5, bx + N + 6)
+    ax.set_ylim(-2, by + K + 1.5)
+    return ax
+
+
+def k_slab(tile=None, ax=None, dual=True):
+    """The shared-memory stage: ``As[k, m]`` (transposed, padded) and ``Bs[k, n]``."""
+    tile = _tile(tile)
+    ax = _axes(ax, (7, 2.6))
+    bm, bn, bk, pad = tile.bm, tile.bn, tile.bk, tile.pad
+    s = 0.05  # drawing units per float
+    h = bk * s * 4  # k rows, drawn 4x taller so they can be told apart
+    _rect(ax, 0, 0, bm * s, h, fc=OI["sky_blue"], alpha=0.5)
+    _rect(ax, bm * s, 0, pad * s, h, fc="white", hatch="////", ec=OI["black"])
+    for k in range(1, bk):
+        ax.plot([0, (bm + pad) * s], [k * h / bk] * 2, color=OI["black"], lw=0.3)
+    x0 = (bm + pad) * s + 1.0
+    if dual:
+        _rect(ax, x0, 0, bn / 2 * s, h, fc=GATE, alpha=0.6)
+        _rect(ax, x0 + bn / 2 * s, 0, bn / 2 * s, h, fc=UP, alpha=0.6)
+    else:
+        _rect(ax, x0, 0, bn * s, h, fc=OI["sky_blue"], alpha=0.5)
+    for k in range(1, bk):
+        ax.plot([x0, x0 + bn * s], [k * h / bk] * 2, color=OI["black"], lw=0.3)
+    fs = 8
+    ax.text(bm * s / 2, h + 0.15, f"As: {bk} x ({bm} + {pad} pad), a's slab transposed",
+            ha="center", va="bottom", fontsize=fs)
+    if dual:
+        ax.text(x0 + bn / 4 * s, h / 2, f"Wg\n{bk} x {bn // 2}", ha="center", va="center",
+                fontsize=fs, color="white")
+        ax.text(x0 + 3 * bn / 4 * s, h / 2, f"Wu\n{bk} x {bn // 2}", ha="center", va="center",
+                fontsize=fs)
+    ax.text(x0 + bn * s / 2, h + 0.15, f"Bs: {bk} x {bn}" + (", same output columns"
+            if dual else ""), ha="center", va="bottom", fontsize=fs)
+    nbytes = 4 * bk * (bm + pad + bn)
+    ax.text((x0 + bn * s) / 2, -0.25,
+            f"one stage {nbytes:,} B; two stages (double buffer) {2 * nbytes:,} B",
+            ha="center", va="top", fontsize=fs)
+    ax.text(-0.2, h / 2, "k", ha="right", va="center", fontsize=fs)
+    ax.set_xlim(-0.6, x0 + bn * s + 0.2)
+    ax.set_ylim(-0.8, h + 0.8)
+    return ax
+
+
+def register_block(tile=None, ax=None, tid=None, dual=True):
+    """The block tile's accumulators; one thread's register block highlighted."""
+    tile = _tile(tile)
+    ax = _axes(ax, (7, 4.2))
+    bm, bn, tm, tn = tile.bm, tile.bn, tile.tm, tile.tn
+    tx_count = bn // tn
+    if tid is None:
+        tid = 2 * tx_count + 5  # a thread that is neither first nor last in its row
+    cells = thread_cells(tile, tid)
+    _rect(ax, 0, 0, bn, bm, lw=1.2)
+    for c in range(0, bn, tn // 2):
+        ax.plot([c, c], [0, bm], color=OI["black"], lw=0.15)
+    for r in range(0, bm, tm // 2):
+        ax.plot([0, bn], [r, r], color=OI["black"], lw=0.15)
+    ax.plot([bn / 2] * 2, [0, bm], color=OI["black"], lw=1.0)
+    ax.plot([0, bn], [bm / 2] * 2, color=OI["black"], lw=1.0, ls=":")
+    for (r, c), (i, j) in cells.items():
+        colour = (GATE if j < tn // 2 else UP) if dual else OI["vermillion"]
+        _rect(ax, c, bm - r - 1, 1, 1, fc=colour, lw=0)
+    fs = 8
+    ty, tx = divmod(tid, tx_count)
+    ax.text(bn / 2, bm + 2, f"block tile {bm} x {bn} accumulators, {tile.threads} threads "
+            f"({tx_count} across); thread {tid} (ty={ty}, tx={tx}): {tm} x {tn}",
+            ha="center", va="bottom", fontsize=fs)
+    x = bn + 4
+    lines = [(OI["vermillion"] if not dual else GATE,
+              f"this thread's {tm} x {tn} accumulators: four {tm // 2} x {tn // 2} quadrants")]
+    if dual:
+        lines = [(GATE, f"gate = x @ Wg: acc[i, j], j < {tn // 2}\n(left half of the tile)"),
+                 (UP, f"up = x @ Wu: acc[i, {tn // 2} + j]\n(right half, same output\n"
+                      "columns as the gate)"),
+                 (OI["black"], "epilogue, per pair:\nout = silu_mul(\n  acc[i, j],\n"
+                               f"  acc[i, {tn // 2} + j])")]
+    for k, (colour, text) in enumerate(lines):
+        y = bm - 8 - k * 40
+        _rect(ax, x, y, 4, 4, fc=colour, lw=0)
+        ax.text(x + 7, y + 4, text, ha="left", va="top", fontsize=fs)
+    ax.set_xlim(-2, bn + 110)
+    ax.set_ylim(-2, bm + 8)
+    return ax
+
+
+def double_buffer(tile=None, ax=None, nk=5):
+    """The k loop over ``nk`` slabs: what each step loads, multiplies and stores."""
+    tile = _tile(tile)
+    import matplotlib.patches as mp
+
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(7, 2.8))
+    lanes = ["global -> registers\n(load_tiles)", "multiply\n(slab8 x 8 k)",
+             "registers -> shared\n(store_tiles)"]
+    buf_colour = {0: OI["sky_blue"], 1: OI["bluish_green"]}
+    fs = 8
+    for x, (kt, load, mul, store) in enumerate(schedule(nk)):
+        ax.add_patch(mp.Rectangle((x + 0.05, 2.1), 0.9, 0.8, fc=OI["yellow"], ec="black",
+                                  lw=0.6))
+        again = kt == nk - 1  # the branch-free prefetch reloads the last slab
+        ax.text(x + 0.5, 2.5, f"slab {load}" + ("\n(again)" if again else ""),
+                ha="center", va="center", fontsize=fs)
+        if mul is not None:
+            ax.add_patch(mp.Rectangle((x + 0.05, 1.1), 0.9, 0.8, fc=buf_colour[mul],
+                                      ec="black", lw=0.6))
+            ax.text(x + 0.5, 1.5, f"buf {mul}\nslab {kt}", ha="center", va="center",
+                    fontsize=fs)
+        ax.add_patch(mp.Rectangle((x + 0.05, 0.1), 0.9, 0.8, fc=buf_colour[store],
+                                  ec="black", lw=0.6, alpha=0.45))
+        ax.text(x + 0.5, 0.5, f"slab {load}\n-> buf {store}", ha="center", va="center",
+                fontsize=fs)
+        ax.plot([x + 1, x + 1], [0, 3], color=OI["vermillion"], lw=1.2, ls="--")
+    ax.set_xlim(0, nk + 1)
+    ax.set_ylim(0, 3.5)
+    ax.set_yticks([2.5, 1.5, 0.5], lanes, fontsize=fs)
+    ax.set_xticks([x + 0.5 for x in range(nk + 1)],
+                  ["before\nthe loop"] + [f"kt = {k}" for k in range(nk)], fontsize=fs)
+    ax.text(nk + 1, 3.05, "dashed: cuda.syncthreads()", ha="right", va="bottom",
+            fontsize=fs, color=OI["vermillion"])
+    ax.text(0, 3.05, f"BK = {tile.bk}: each step consumes one {tile.bk}-deep slab",
+            ha="left", va="bottom", fontsize=fs)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    return ax
