@@ -190,10 +190,15 @@ def test_tolerances_are_stated_for_every_dtype():
 
 
 def test_registry():
+    import book.specs
     import book.traffic
     from book.bench import suite
 
-    assert suite.FLOPS_PER_ELEMENT == book.traffic.FLOPS_PER_ELEMENT
+    # one definition each, imported (not copies kept equal)
+    assert suite.FLOPS_PER_ELEMENT is book.traffic.FLOPS_PER_ELEMENT
+    assert suite.ITEMSIZE is book.traffic.DTYPE_BYTES is R.ITEMSIZE
+    assert suite.DTYPES is R.DTYPES
+    assert suite.HBM3_PEAK == book.specs.GPU_SPECS["H100-SXM"].memory_bandwidth
     for name, v in VARIANTS.items():
         assert v.name == name and set(v.dtypes) <= set(DTYPES) and v.description
         assert v.transfers_per_element in (3, 5)
@@ -205,3 +210,37 @@ def test_empty_input_is_a_no_op(name):
     e = cuda.to_device(np.zeros((0, 8), np.float32 if "float32" in VARIANTS[name].dtypes else np.float16))
     out = VARIANTS[name].fn(e, e)
     assert out.shape == (0, 8)
+
+
+# ---------------------------------------------------------------- torch tensors: views made once
+def test_torch_views_are_reused_until_the_tensor_changes():
+    """The per-tensor cache behind the torch call path (book.kernels.launch._TorchViews):
+    a hit only while data pointer, shape, strides and dtype are unchanged; the entry goes
+    with the tensor. Exercised on CPU tensors: the cache logic does not touch the GPU."""
+    import gc
+
+    torch = pytest.importorskip("torch")
+    from book.kernels.launch import _TorchViews
+
+    views = _TorchViews()
+    x = torch.ones(4, 8)
+    assert views.get(x) is None
+    marker = object()
+    assert views.put(x, marker) is marker and views.get(x) is marker
+    assert views.get(torch.ones(4, 8)) is None  # another tensor, even an equal one
+    x.resize_(8, 4)  # same object, new shape: the old view must not be used
+    assert views.get(x) is None
+    views.put(x, marker)
+    x.set_(torch.zeros(8, 4))  # same object, new storage
+    assert views.get(x) is None
+    views.put(x, marker)
+    assert len(views) == 1
+    del x
+    gc.collect()
+    assert len(views) == 0  # no view outlives its tensor
+
+
+def test_cpu_torch_tensor_is_refused_with_a_hint():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"torch tensor on the CPU.*\.cuda\(\)"):
+        VARIANTS["fused"].fn(torch.ones(2, 8), torch.ones(2, 8))

@@ -74,3 +74,23 @@ def test_bad_input_says_what_is_wrong(kwargs, msg):
         traffic.activation(**kwargs)
     with pytest.raises(ValueError, match="unknown mlp_up variant"):
         traffic.mlp_up(1, 1, 1, "float32", "fused")
+
+
+def test_one_dtype_module_names_every_spelling():
+    from book import dtypes
+    from book.kernels import reference
+
+    for spelling, want in [("fp32", "float32"), ("float", "float32"), ("<f4", "float32"),
+                           ("F16", "float16"), ("half", "float16"), ("torch.bfloat16", "bfloat16"),
+                           ("bf16", "bfloat16"), (np.float16, "float16"),
+                           (np.dtype("float32"), "float32")]:
+        assert dtypes.name(spelling) == want
+        # traffic and the reference answer through the same function
+        assert traffic.dtype_name(spelling) == reference.dtype_name(spelling) == want
+    for bad in ("int8", np.float64, np.uint16, "float64"):
+        with pytest.raises(ValueError, match="unknown dtype .*float32, float16, bfloat16"):
+            dtypes.name(bad)
+    assert dtypes.itemsize("bf16") == 2 and dtypes.itemsize(np.float32) == 4
+    assert set(dtypes.ITEMSIZE) == set(dtypes.DTYPES) == set(dtypes.STORAGE)
+    torch = pytest.importorskip("torch")
+    assert [dtypes.name(t) for t in (torch.float32, torch.float16, torch.bfloat16)] == list(dtypes.DTYPES)

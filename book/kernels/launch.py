@@ -5,6 +5,10 @@ accepts Numba device arrays or anything with ``__cuda_array_interface__`` (a tor
 tensor, a CuPy array) and raises a clear error for a host array, a shape or dtype
 mismatch, or a non-contiguous array. bfloat16 torch tensors are viewed as int16 bits
 (torch does not export bfloat16 through ``__cuda_array_interface__``).
+
+Host time matters here (chapter 6): a torch tensor's Numba view is made once and reused
+(:class:`_TorchViews`), and so is the flat 1-D view of an array (:func:`flat`), so a call
+from torch tensors costs about what a call with Numba arrays does.
 """
 
 import functools
@@ -46,21 +50,84 @@ def _numba_array_types():
 _NUMBA_ARRAYS = _numba_array_types()
 
 
+class _TorchViews:
+    """Numba views of torch CUDA tensors, made once per tensor and reused.
+
+    Making one (torch's ``__cuda_array_interface__``, Numba's CUDA-context query, a
+    ``DeviceNDArray``) costs more host time than the launch itself, and a reader calls a
+    kernel with the same tensors again and again. The entry is checked on every use
+    against what can change under the same tensor object (its data pointer, shape,
+    strides and dtype: ``set_()``, ``resize_()``, ``.data =``) and goes when the tensor
+    goes. The view is built from the tensor's data pointer with no owner: it never keeps
+    the tensor alive (the entry dies with the tensor, and the wrapper holds the tensor
+    for the whole call).
+    """
+
+    def __init__(self):
+        self._views = {}  # id(tensor) -> (weakref, key, Numba view)
+
+    @staticmethod
+    def key(x):
+        return x.data_ptr(), x.shape, x.stride(), x.dtype
+
+    def get(self, x):
+        hit = self._views.get(id(x))
+        if hit is not None and hit[0]() is x and hit[1] == self.key(x):
+            return hit[2]
+        return None
+
+    def put(self, x, view):
+        i = id(x)
+        views = self._views
+
+        def forget(_ref, i=i):
+            views.pop(i, None)
+
+        try:
+            ref = weakref.ref(x, forget)
+        except TypeError:  # not weak-referenceable: not cached
+            return view
+        views[i] = (ref, self.key(x), view)
+        return view
+
+    def __len__(self):
+        return len(self._views)
+
+    def clear(self):
+        self._views.clear()
+
+
+_TORCH_VIEWS = _TorchViews()
+
+# typestr of the torch dtypes the kernels take; bfloat16 travels as its raw bits (int16)
+_TORCH_TYPESTR = {"torch.float32": "<f4", "torch.float16": "<f2", "torch.bfloat16": "<i2"}
+
+
+def _torch_view(x, name):
+    if not x.is_cuda:
+        raise TypeError(
+            f"{name} is a torch tensor on the CPU: move it to the GPU first "
+            f"({name}.cuda()) or pass a Numba device array (numba.cuda.to_device)."
+        )
+    typestr = _TORCH_TYPESTR.get(str(x.dtype))
+    if typestr is None:  # another dtype: Numba's own conversion, for the error that follows
+        return cuda.as_cuda_array(x.detach())
+    itemsize = x.element_size()
+    desc = {"typestr": typestr, "shape": tuple(x.shape),
+            "strides": tuple(s * itemsize for s in x.stride()),
+            "data": (x.data_ptr() if x.numel() else 0, False), "version": 2}
+    return _TORCH_VIEWS.put(x, cuda.from_cuda_array_interface(desc, owner=None, sync=False))
+
+
 def as_device(x, name):
-    """A Numba device array viewing ``x`` (no copy), or a clear error."""
+    """A Numba device array viewing ``x`` (no copy), or a clear error.
+
+    Torch CUDA tensors are converted once and the view is reused (:class:`_TorchViews`)."""
     if isinstance(x, _NUMBA_ARRAYS):
         return x  # already a Numba device array (or the simulator's)
     if _is_torch(x):
-        if not x.is_cuda:
-            raise TypeError(
-                f"{name} is a torch tensor on the CPU: move it to the GPU first "
-                f"({name}.cuda()) or pass a Numba device array (numba.cuda.to_device)."
-            )
-        import torch
-
-        if x.dtype == torch.bfloat16:
-            x = x.view(torch.int16)  # bfloat16 travels as its raw bits
-        return cuda.as_cuda_array(x.detach())
+        view = _TORCH_VIEWS.get(x)
+        return view if view is not None else _torch_view(x, name)
     if hasattr(x, "__cuda_array_interface__"):
         return cuda.as_cuda_array(x)
     if isinstance(x, np.ndarray):
