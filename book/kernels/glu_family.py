@@ -11,6 +11,8 @@ once. They are small and plain on purpose: one idea per kernel, no tuning.
   per-tensor scale before the store, the activation-quant fusion of serving stacks.
 
 Float32 literals are spelled ``float32(...)``: a bare ``1.0`` is float64 in Numba.
+The host side is the SwiGLU kernels' own (:mod:`book.kernels.launch`: device arrays or
+torch CUDA tensors, flat views, grid sizes) and SiLU is :func:`book.kernels.fused.silu_mul`.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ import math
 import numpy as np
 from numba import cuda, float32, int32
 
+from .fused import silu_mul
+from .launch import as_device, flat, grid_for
+
 GELU_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 GELU_COEF = 0.044715
 
 THREADS = 256          # elementwise kernels: threads per block
-MAX_BLOCKS = 65535     # grid-stride loops cover anything larger
+MAX_BLOCKS = 65535     # grid-stride loops cover anything larger (grid_for caps at it)
 ROW_THREADS = 256      # RMSNorm: one block of this many threads per row (power of two)
 
 # Streams (element loads + stores per element of the [T, h] tensor) of each step, the
@@ -46,12 +51,6 @@ def gelu_tanh(x):
     return float32(0.5) * x * (float32(1.0) + math.tanh(inner))
 
 
-@cuda.jit(device=True, inline="always")
-def silu(x):
-    """SiLU in float32: x / (1 + exp(-x)); the literals stay float32."""
-    return x / (float32(1.0) + math.exp(-x))
-
-
 # ---------------------------------------------------------------- kernels
 @cuda.jit(fastmath=True)
 def geglu_kernel(gate, up, out):
@@ -70,7 +69,7 @@ def swiglu_int8_kernel(gate, up, inv_scale, out_q):
     stride = cuda.gridsize(1)
     s = float32(inv_scale)
     for i in range(start, out_q.size, stride):
-        v = silu(float32(gate[i])) * float32(up[i]) * s
+        v = silu_mul(float32(gate[i]), float32(up[i])) * s
         v = min(max(v + float32(0.5), float32(-127.0)), float32(127.0))  # clamp first
         q = int32(v)                          # truncates toward zero ...
         if float32(q) > v:                    # ... so step down for negatives: floor,
@@ -146,22 +145,6 @@ def add_rmsnorm_kernel(x, residual, weight, eps, h, y):
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 
 
-def _device(a, name):
-    if isinstance(a, np.ndarray):
-        raise TypeError(
-            f"{name} is a numpy array on the host; pass a device array "
-            f"(numba.cuda.to_device({name}) or a torch CUDA tensor)."
-        )
-    if hasattr(cuda, "is_cuda_array") and cuda.is_cuda_array(a):
-        return cuda.as_cuda_array(a)        # numba device array, torch CUDA tensor, ...
-    if hasattr(a, "copy_to_host") and hasattr(a, "shape"):
-        return a                            # the simulator's device arrays
-    raise TypeError(
-        f"{name} must be a device array (numba DeviceNDArray or an object with "
-        f"__cuda_array_interface__), got {type(a).__name__}."
-    )
-
-
 def _same(ref, other, name, ref_name):
     if other.shape != ref.shape:
         raise ValueError(f"{name} has shape {other.shape} but {ref_name} has {ref.shape}; they must match.")
@@ -169,59 +152,50 @@ def _same(ref, other, name, ref_name):
         raise ValueError(f"{name} is {other.dtype} but {ref_name} is {ref.dtype}; use one dtype for both.")
 
 
-def _flat(a, name):
-    if not a.is_c_contiguous():
-        raise ValueError(f"{name} must be C-contiguous (e.g. .contiguous() in torch).")
-    return a.reshape(a.size)
-
-
-def _grid(n):
-    return max(1, min(MAX_BLOCKS, (n + THREADS - 1) // THREADS))
-
-
 def geglu(gate, up, out=None):
     """out = gelu_tanh(gate) * up for float32 or float16 device arrays of one shape."""
-    gate, up = _device(gate, "gate"), _device(up, "up")
+    gate, up = as_device(gate, "gate"), as_device(up, "up")
     _same(gate, up, "up", "gate")
     if gate.dtype not in _FLOAT_DTYPES:
         raise ValueError(f"geglu supports float32 and float16, got {gate.dtype}.")
     if out is None:
         out = cuda.device_array(gate.shape, dtype=gate.dtype)
-    out = _device(out, "out")
+    out = as_device(out, "out")
     _same(gate, out, "out", "gate")
     n = gate.size
     if n:
-        geglu_kernel[_grid(n), THREADS](_flat(gate, "gate"), _flat(up, "up"), _flat(out, "out"))
+        geglu_kernel[grid_for(n, THREADS, 1, MAX_BLOCKS), THREADS](
+            flat(gate, "gate"), flat(up, "up"), flat(out, "out"))
     return out
 
 
 def swiglu_int8(gate, up, scale, out=None):
     """int8 q = clamp(round(silu(gate) * up / scale), -127, 127); dequantize as q * scale."""
-    gate, up = _device(gate, "gate"), _device(up, "up")
+    gate, up = as_device(gate, "gate"), as_device(up, "up")
     _same(gate, up, "up", "gate")
     if not (scale > 0 and math.isfinite(scale)):
         raise ValueError(f"scale must be a positive finite number, got {scale!r}.")
     if out is None:
         out = cuda.device_array(gate.shape, dtype=np.int8)
-    out = _device(out, "out")
+    out = as_device(out, "out")
     if out.shape != gate.shape or out.dtype != np.int8:
         raise ValueError(f"out must be int8 with shape {gate.shape}, got {out.dtype} {out.shape}.")
     n = gate.size
     if n:
-        swiglu_int8_kernel[_grid(n), THREADS](
-            _flat(gate, "gate"), _flat(up, "up"), np.float32(1.0 / scale), _flat(out, "out"))
+        swiglu_int8_kernel[grid_for(n, THREADS, 1, MAX_BLOCKS), THREADS](
+            flat(gate, "gate"), flat(up, "up"), np.float32(1.0 / scale), flat(out, "out"))
     return out
 
 
 def _rows(x, name):
-    x = _device(x, name)
+    x = as_device(x, name)
     if x.ndim != 2:
         raise ValueError(f"{name} must be 2-D [tokens, d], got {x.ndim}-D shape {x.shape}.")
     return x
 
 
 def _check_weight(weight, d):
-    weight = _device(weight, "weight")
+    weight = as_device(weight, "weight")
     if weight.shape != (d,):
         raise ValueError(f"weight must have shape ({d},) to match d = {d}, got {weight.shape}.")
     return weight
@@ -233,10 +207,10 @@ def residual_add(x, residual, h=None):
     _same(x, residual, "residual", "x")
     if h is None:
         h = cuda.device_array(x.shape, dtype=x.dtype)
-    h = _device(h, "h")
+    h = as_device(h, "h")
     _same(x, h, "h", "x")
     if x.size:
-        residual_add_kernel[_grid(x.size), THREADS](_flat(x, "x"), _flat(residual, "residual"), _flat(h, "h"))
+        residual_add_kernel[grid_for(x.size, THREADS, 1, MAX_BLOCKS), THREADS](flat(x, "x"), flat(residual, "residual"), flat(h, "h"))
     return h
 
 
@@ -246,7 +220,7 @@ def rmsnorm(x, weight, eps=1e-6, y=None):
     weight = _check_weight(weight, x.shape[1])
     if y is None:
         y = cuda.device_array(x.shape, dtype=x.dtype)
-    y = _device(y, "y")
+    y = as_device(y, "y")
     _same(x, y, "y", "x")
     if x.shape[0]:
         rmsnorm_kernel[x.shape[0], ROW_THREADS](x, weight, np.float32(eps), y)
@@ -262,7 +236,7 @@ def add_rmsnorm(x, residual, weight, eps=1e-6, h=None, y=None):
         h = cuda.device_array(x.shape, dtype=x.dtype)
     if y is None:
         y = cuda.device_array(x.shape, dtype=x.dtype)
-    h, y = _device(h, "h"), _device(y, "y")
+    h, y = as_device(h, "h"), as_device(y, "y")
     _same(x, h, "h", "x")
     _same(x, y, "y", "x")
     if x.shape[0]:
