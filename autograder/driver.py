@@ -138,30 +138,226 @@ from numba import cuda  # noqa: E402
 from aginputs import generate  # noqa: E402
 
 LAUNCHES = [0]
+# Launches per simulated kernel call above which the simulator is not asked to run it: about
+# 7,000 threads a second on one core, so 65,536 threads is ~10 s. Larger launches are refused
+# with a message that says so (grade on a GPU), never reported as a hang.
+SIM_MAX_THREADS = int(CFG.get("sim_max_threads", 65536))
+
+
+class LaunchTooLargeToSimulate(Exception):
+    """A launch the simulator would take minutes to run: the grader says so plainly."""
+
+
+# --------------------------------------------------------------------------- recording
+# What the student's function launches, recorded during one traced call: the compiled image
+# of each kernel for the argument types used, its entry name, grid, block, dynamic shared
+# memory, order, and what every parameter is (an input, the output, a scratch buffer with its
+# contents at first use, or a scalar). The grader replays the recording on its own inputs, in
+# its own process (GPU) or in a fresh child that never calls the student's function
+# (simulator). A forged recording gains nothing: it is replayed on inputs it never saw and the
+# result is checked against the grader's float64 reference.
+REC = {"on": False, "launches": [], "buffers": {}, "scratch": [], "images": {}, "dir": None,
+       "error": None, "kernel": None}
+
+
+def _flat_kinds(ty):
+    """'p' (device pointer) or 's' (scalar) for each parameter numba passes for ``ty``."""
+    from numba.cuda import types as nt
+
+    if isinstance(ty, nt.Array):
+        return ["s", "s", "s", "s", "p"] + ["s"] * (2 * ty.ndim)
+    if isinstance(ty, (nt.CPointer, nt.Record)):
+        return ["p"]
+    if isinstance(ty, nt.BaseTuple):
+        return [k for t in ty for k in _flat_kinds(t)]
+    if ty in (nt.complex64, nt.complex128):
+        return ["s", "s"]
+    return ["s"]
+
+
+def _scalar(v):
+    import ctypes
+
+    if isinstance(v, bool):
+        return {"t": "bool", "v": bool(v)}
+    if isinstance(v, int):
+        return {"t": "c_int64", "v": int(v)}
+    if isinstance(v, float):
+        return {"t": "c_double", "v": float(v)}
+    if isinstance(v, ctypes._SimpleCData):
+        return {"t": type(v).__name__, "v": v.value}
+    if isinstance(v, np.generic):
+        return {"t": "np:" + v.dtype.str, "v": v.item()}
+    raise TypeError(f"a kernel parameter of type {type(v).__name__} cannot be replayed")
+
+
+def _scratch_snapshot(base, size, data_bytes):
+    k = len(REC["scratch"])
+    name = f"s{k}"
+    path = os.path.join(REC["dir"], f"{name}.bin")
+    with open(path, "wb") as f:
+        f.write(data_bytes)
+    REC["scratch"].append({"name": name, "base": base, "size": size, "file": os.path.basename(path)})
+    return name
+
+
+def _where_gpu(ptr):
+    """(buffer name, byte offset) of a device pointer: an input, the output or a scratch
+    allocation (snapshotted at first use, so a replay starts from the same contents)."""
+    for name, (base, size) in REC["buffers"].items():
+        if base <= ptr < base + max(size, 1):
+            return name, ptr - base
+    for s in REC["scratch"]:
+        if s["base"] <= ptr < s["base"] + s["size"]:
+            return s["name"], ptr - s["base"]
+    from cuda.bindings import driver as cu
+
+    err, base, size = cu.cuMemGetAddressRange(ptr)
+    if int(err) != 0:
+        raise ValueError(f"a kernel parameter points at {ptr:#x}, which is not device memory")
+    base, size = int(base), int(size)
+    if size > (1 << 30):
+        raise ValueError(f"a scratch buffer of {size >> 20} MiB is larger than the grader replays (1 GiB)")
+    cuda.synchronize()
+    host = np.empty(size, dtype=np.uint8)
+    cu.cuMemcpyDtoH(host.ctypes.data, base, size)
+    return _scratch_snapshot(base, size, host.tobytes()), ptr - base
+
+
+def _record_gpu(launch, args):
+    import hashlib
+
+    kernel, griddim, blockdim, sharedmem = launch
+
+    lib = kernel._codelibrary
+    image = lib.get_cubin()
+    image = bytes(getattr(image, "code", image))
+    key = hashlib.sha256(image).hexdigest()[:20]
+    if key not in REC["images"]:
+        fn = f"img_{key}.cubin"
+        with open(os.path.join(REC["dir"], fn), "wb") as f:
+            f.write(image)
+        REC["images"][key] = fn
+    kinds = [k for t in kernel.argument_types for k in _flat_kinds(t)]
+    if len(kinds) != len(args):
+        kinds = ["?"] * len(args)
+    params = []
+    for kind, v in zip(kinds, args):
+        if kind == "p" or (kind == "?" and isinstance(v, int) and not isinstance(v, bool) and v > 1 << 32):
+            buf, off = _where_gpu(int(v))
+            params.append({"t": "ptr", "buf": buf, "off": int(off)})
+        else:
+            params.append(_scalar(v))
+
+    def dims(d):
+        d = tuple(d) if isinstance(d, (tuple, list)) else (d,)
+        return [int(x) for x in d] + [1] * (3 - len(d))
+
+    REC["launches"].append({"image": key, "entry": lib.get_cufunc().name, "grid": dims(griddim),
+                            "block": dims(blockdim), "shmem": int(sharedmem or 0), "params": params})
+
+
+def _array_of(a):
+    return getattr(a, "_ary", a) if not isinstance(a, np.ndarray) else a
+
+
+def _byte_bounds(a):
+    fn = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds  # moved in NumPy 2
+    return fn(a)
+
+
+def _where_sim(arr):
+    lo, hi = _byte_bounds(arr)
+    for name, base in REC["buffers"].items():
+        blo, bhi = _byte_bounds(base)
+        if blo <= lo and hi <= bhi:
+            return name, lo - blo
+    name = _scratch_snapshot(lo, hi - lo, np.ascontiguousarray(arr).tobytes())
+    REC["scratch"][-1]["sim"] = {"shape": list(arr.shape), "dtype": arr.dtype.str}
+    return name, 0
+
+
+def _record_sim(kernel, args):
+    params = []
+    for a in args:
+        arr = _array_of(a)
+        if isinstance(arr, np.ndarray):
+            buf, off = _where_sim(arr)
+            if buf.startswith("s"):
+                strides = list(np.ascontiguousarray(arr).strides)
+            else:
+                strides = list(arr.strides)
+            params.append({"t": "arr", "buf": buf, "off": int(off), "shape": list(arr.shape),
+                           "strides": strides, "dtype": arr.dtype.str})
+        else:
+            params.append(_scalar(a))
+    code = kernel.fn.__code__
+    REC["launches"].append({"code": [code.co_filename, code.co_firstlineno, code.co_name],
+                            "grid": [int(x) for x in kernel.grid_dim],
+                            "block": [int(x) for x in kernel.block_dim],
+                            "shmem": int(kernel.dynshared_size or 0), "params": params})
+
+
+def _record(fn_record, *a):
+    if REC["on"] and REC["error"] is None:
+        try:
+            fn_record(*a)
+        except Exception as e:  # noqa: BLE001  (the replay then fails with this message)
+            REC["error"] = f"{type(e).__name__}: {e}"[:500]
+
+
+SIM_KERNELS = {}  # code identity -> kernel object, for the simulator replay
 
 
 def _count_launches():
+    """Count and record every kernel launch (the count is only for feedback: correctness
+    and performance rest on the grader's replay of the recording)."""
     if SIMULATED:
         from numba.cuda.simulator import kernel as simk
 
         orig = simk.FakeCUDAKernel.__call__
+        orig_init = simk.FakeCUDAKernel.__init__
+
+        def registered(self, fn, *a, **k):
+            orig_init(self, fn, *a, **k)
+            c = fn.__code__
+            SIM_KERNELS.setdefault((c.co_filename, c.co_firstlineno, c.co_name), self)
 
         def counted(self, *args):
             if not self._device and simk._kernel_context is None:
                 LAUNCHES[0] += 1
+                threads = int(np.prod(self.grid_dim)) * int(np.prod(self.block_dim))
+                if threads > SIM_MAX_THREADS:
+                    raise LaunchTooLargeToSimulate(
+                        f"a launch of {tuple(self.grid_dim)} blocks x {tuple(self.block_dim)} threads "
+                        f"= {threads:,} threads")
+                reply(event="launch", threads=threads)  # the grader scales its deadline with it
+                _record(_record_sim, self, args)
             return orig(self, *args)
 
+        simk.FakeCUDAKernel.__init__ = registered
         simk.FakeCUDAKernel.__call__ = counted
     else:
-        from numba.cuda.dispatcher import CUDADispatcher
+        from numba.cuda import dispatcher as disp
 
-        orig = CUDADispatcher.call
+        orig_kernel_launch = disp._Kernel.launch
+        orig_launch = disp.launch
 
-        def counted(self, args, launch_config):
+        def kernel_launch(self, args, griddim, blockdim, stream=0, sharedmem=0):
             LAUNCHES[0] += 1
-            return orig(self, args, launch_config)
+            REC["kernel"] = (self, griddim, blockdim, sharedmem)
+            try:
+                return orig_kernel_launch(self, args, griddim, blockdim, stream, sharedmem)
+            finally:
+                REC["kernel"] = None
 
-        CUDADispatcher.call = counted
+        def launch(stream, config, kernel, *args):
+            if REC["kernel"] is not None:
+                _record(_record_gpu, REC["kernel"], args)
+            return orig_launch(stream, config, kernel, *args)
+
+        disp._Kernel.launch = kernel_launch
+        disp.launch = launch
 
 
 BLOCKED = {
@@ -184,9 +380,6 @@ class _Blocker:
                               "code: write this lab's kernel yourself")
         if top in ("autograder", "solutions"):
             raise ImportError(f"`{name}` is not available to graded code")
-        return None
-
-    def find_module(self, name, path=None):  # older import protocol
         return None
 
 
@@ -275,6 +468,33 @@ def _device_args(args):
     return built, host_in, outs
 
 
+def _buffer_extent(d):
+    if SIMULATED:
+        return _array_of(d)
+    return (int(d.device_ctypes_pointer.value or 0), int(d.nbytes))
+
+
+def _recorded_call(fn, msg, built):
+    """Call the student's function once with recording on; write the recording to a folder
+    the grader reads (rec_<id>/launches.json, the images, the scratch snapshots)."""
+    rec_dir = os.path.join(WORK, f"rec_{msg['id']}")
+    os.makedirs(rec_dir, exist_ok=True)
+    REC.update(on=True, launches=[], scratch=[], images={}, dir=rec_dir, error=None,
+               buffers={a["name"]: _buffer_extent(d) for a, d in zip(msg["args"], built)
+                        if a["role"] in ("in", "out")})
+    try:
+        ret = fn(*built)
+        cuda.synchronize()
+    finally:
+        REC["on"] = False
+    rec = {"launches": REC["launches"], "images": REC["images"], "error": REC["error"],
+           "scratch": [{k: v for k, v in s.items() if k != "base"} for s in REC["scratch"]],
+           "simulated": SIMULATED}
+    with open(os.path.join(rec_dir, "launches.json"), "w") as f:
+        json.dump(rec, f)
+    return ret, os.path.basename(rec_dir)
+
+
 def run_test(fns, msg):
     fn = fns[msg["function"]]
     if msg["kind"] == "numeric":
@@ -289,8 +509,7 @@ def run_test(fns, msg):
     cuda.synchronize()
     before = LAUNCHES[0]
     t0 = time.perf_counter()
-    ret = fn(*built)
-    cuda.synchronize()
+    ret, rec = _recorded_call(fn, msg, built)
     dt = time.perf_counter() - t0
     launches = LAUNCHES[0] - before
     files = {}
@@ -306,94 +525,66 @@ def run_test(fns, msg):
     if ret is not None:
         returned = "the output array" if any(ret is d for d in outs.values()) else type(ret).__name__
     return {"ok": True, "files": files, "launches": launches, "modified_inputs": modified,
-            "returned": returned, "seconds": dt}
+            "returned": returned, "seconds": dt, "recording": rec}
 
 
-# --------------------------------------------------------------------------- timing
-TIMING = {}
+def replay_sim(msg):
+    """The simulator's replay: launch only the recorded kernels (found by their code, among
+    the kernels the notebook's cells created) on fresh inputs the grader named; the student's
+    function is never called. Writes the output for the grader to compare."""
+    with open(os.path.join(msg["recording_dir"], "launches.json")) as f:
+        rec = json.load(f)
+    if rec.get("error"):
+        return {"ok": False, "error": "ReplayError",
+                "message": f"the launches could not be recorded: {rec['error']}"}
+    if not rec["launches"]:
+        return {"ok": False, "error": "ReplayError", "message": "your function launched no CUDA kernel"}
+    bufs = {}
+    host_in = {}
+    for a in msg["args"]:
+        if a["role"] == "in":
+            host_in[a["name"]] = generate(a["spec"])
+            bufs[a["name"]] = cuda.to_device(host_in[a["name"]])
+        elif a["role"] == "out":
+            bufs[a["name"]] = cuda.to_device(np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"]))
+    for s in rec["scratch"]:
+        raw = open(os.path.join(msg["recording_dir"], s["file"]), "rb").read()
+        meta = s.get("sim") or {"shape": [len(raw)], "dtype": "|u1"}
+        bufs[s["name"]] = cuda.to_device(np.frombuffer(raw, dtype=meta["dtype"]).reshape(meta["shape"]).copy())
+    reps = int(msg.get("reps", 1))
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        for L in rec["launches"]:
+            k = SIM_KERNELS.get(tuple(L["code"]))
+            if k is None:
+                return {"ok": False, "error": "ReplayError",
+                        "message": f"the kernel `{L['code'][2]}` (defined at {L['code'][0]} line "
+                                   f"{L['code'][1]}) is not created when the notebook's cells run: "
+                                   "the simulator replays kernels defined at the top level"}
+            args = []
+            for p in L["params"]:
+                if p["t"] == "arr":
+                    base = _array_of(bufs[p["buf"]])
+                    dt = np.dtype(p["dtype"])
+                    view = np.ndarray(tuple(p["shape"]), dtype=dt, buffer=base.reshape(-1).view(np.uint8),
+                                      offset=p["off"], strides=tuple(p["strides"]))
+                    args.append(_wrap_sim(view))
+                elif p["t"].startswith("np:"):
+                    args.append(np.dtype(p["t"][3:]).type(p["v"]))
+                else:
+                    args.append(p["v"])
+            k[tuple(L["grid"]), tuple(L["block"]), 0, L["shmem"]](*args)
+    dt = time.perf_counter() - t0
+    out = next(a["name"] for a in msg["args"] if a["role"] == "out")
+    path = os.path.join(WORK, "replay_out.npy")
+    np.save(path, _array_of(bufs[out]).copy())
+    return {"ok": True, "file": "replay_out.npy", "launches": len(rec["launches"]), "seconds": dt}
 
 
-def time_prepare(fns, msg):
-    """Two input sets (alternated so a kernel cannot skip work it did last call) and one
-    output, generated and copied to the GPU. Outside the grader's GPU lock."""
-    if CFG["mode"] == "reference":
-        return _reference_setup(msg)
-    fn = fns[msg["function"]]
-    sets = []
-    outs_shared = None
-    for spec_args in msg["sets"]:
-        built, _host, outs = _device_args(spec_args)
-        if outs_shared is None:
-            outs_shared = outs
-        else:  # all sets write into the first set's output
-            built = [outs_shared[a["name"]] if a["role"] == "out" else b for a, b in zip(spec_args, built)]
-        sets.append(tuple(built))
-    TIMING.update(fn=fn, sets=sets, outs=outs_shared)
-    cuda.synchronize()
-    return {"ok": True}
+def _wrap_sim(view):
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-
-def time_warm(msg):
-    """Warm-up (compiles), then the child-side CUDA-event timing: only a cross-check."""
-    if CFG["mode"] == "reference":
-        return {"ok": True}
-    fn, sets = TIMING["fn"], TIMING["sets"]
-    for s in sets:
-        fn(*s)
-    cuda.synchronize()
-    event = None
-    try:
-        from book.bench import measure
-        t = measure(fn, sets, bytes_moved=msg.get("bytes"), flops=msg.get("flops"), warmup=2,
-                    reps=msg.get("event_reps", 10))
-        event = {"median_s": t.median_s, "p10_s": t.p10_s, "p90_s": t.p90_s, "method": t.method}
-    except Exception as e:  # simulator, or anything else: only a cross-check
-        event = {"error": f"{type(e).__name__}: {e}"[:300]}
-    return {"ok": True, "event_timing": event}
-
-
-def _reference_setup(msg):
-    import torch
-
-    sys.path.insert(0, CFG["repo_root"])
-    if msg["impl"] == "copy":
-        n = int(msg["bytes_per_buffer"])
-        sets = [(torch.empty(n, dtype=torch.uint8, device="cuda"),
-                 torch.ones(n, dtype=torch.uint8, device="cuda"))]
-        fn = lambda dst, src: dst.copy_(src)  # noqa: E731
-    else:
-        from autograder.labs import get
-
-        fn, sets = get(msg["lab"]).make_reference_runner(msg["case"])
-    TIMING.update(fn=fn, sets=sets, outs={}, sync=torch.cuda.synchronize)
-    for s in sets:
-        fn(*s)
-    torch.cuda.synchronize()
-    from book import gpu
-
-    info = gpu.device_info()
-    return {"ok": True, "device": {"name": info.name, "peak_bandwidth": info.peak_bandwidth,
-                                   "sm_count": info.sm_count, "l2_bytes": info.l2_bytes,
-                                   "compute_capability": info.compute_capability,
-                                   "driver_version": info.driver_version}}
-
-
-def time_go(msg):
-    fn, sets = TIMING["fn"], TIMING["sets"]
-    sync = TIMING.get("sync", cuda.synchronize)
-    n, start = len(sets), int(msg.get("start", 0))
-    for k in range(int(msg["reps"])):
-        fn(*sets[(start + k) % n])
-    sync()
-    return {"ok": True}
-
-
-def time_sample(msg):
-    out = TIMING["outs"][msg["name"]].copy_to_host().reshape(-1)
-    pos = np.asarray(msg["positions"], dtype=np.int64)
-    path = os.path.join(WORK, "timing_sample.npy")
-    np.save(path, out[pos])
-    return {"ok": True, "file": os.path.basename(path)}
+    return FakeCUDAArray(view)
 
 
 def _probe():
@@ -440,19 +631,15 @@ def main():
                 r = _probe()
             elif cmd == "test":
                 r = run_test(fns, msg)
-            elif cmd in ("time_setup", "time_prepare"):
-                r = time_prepare(fns, msg)
-            elif cmd == "time_warm":
-                r = time_warm(msg)
-            elif cmd == "go":
-                r = time_go(msg)
-            elif cmd == "sample":
-                r = time_sample(msg)
+            elif cmd == "replay" and SIMULATED:
+                r = replay_sim(msg)
             else:
                 r = {"ok": False, "error": "ProtocolError", "message": f"unknown command {cmd}"}
         except BaseException as e:  # noqa: BLE001
             r = {"ok": False, "error": type(e).__name__, "message": _student_tb(e)[-3000:],
                  "cuda_error": "Cuda" in type(e).__name__ or "CUDA" in str(e)[:400]}
+            if isinstance(e, LaunchTooLargeToSimulate):
+                r["too_large"] = str(e)
         reply(event="reply", cmd=cmd, **r)
     _REPLY.flush()
     os._exit(0)

@@ -17,6 +17,7 @@ import math
 import os
 import re
 import secrets
+import shutil
 import statistics
 import sys
 import threading
@@ -39,9 +40,19 @@ from .compare import compare_array, compare_number
 from .inputs import generate
 from .sandbox import Child, ChildError
 from .submission import SubmissionError, read_cells, scan
+from .timing import RecordingError, ReplayServer, copy_recording, recording_summary
 
 HERE = Path(__file__).resolve().parent
 NOT_MEASURED_NO_GPU = "not measured: no GPU (kernels ran in Numba's CUDA simulator, which cannot time)"
+# In the simulator each launch extends a test's deadline by this much per simulated thread
+# (the simulator runs a few thousand threads a second), up to SIM_DEADLINE_CAP_S in all.
+SIM_S_PER_THREAD = 1e-3
+SIM_DEADLINE_CAP_S = 600
+TIMING_SETS = 4          # input/output sets of a timing window: every call of a window on its own set
+TIMING_WINDOWS = 5       # windows per replay request; three requests, windows pooled
+NOT_REPRODUCED = ("the kernels your function launched, replayed by the grader on fresh inputs without "
+                  "calling your function, did not compute the answer. Correctness points need the work "
+                  "done by kernels: a result computed on the host and copied into `out` earns nothing")
 
 
 # --------------------------------------------------------------------------- config
@@ -141,6 +152,13 @@ class Run:
         self.reference = {}
         self.drop_uid = True
         self.sandbox_note = None
+        self.servers = {}
+        self.server_locks = [threading.Lock() for _ in range(self.gpus)]
+        self.hidden_visibility = self.rubric["correctness"].get("hidden_visibility", "after_due_date")
+        if self.hidden_visibility not in ("visible", "hidden", "after_due_date", "after_published"):
+            raise SystemExit(f"rubric: hidden_visibility must be visible, hidden, after_due_date or "
+                             f"after_published, not {self.hidden_visibility!r}")
+        self.scratch = self.out / ".grader" / "recordings"
 
     def say(self, *a):
         if not self.quiet:
@@ -220,34 +238,34 @@ class Run:
         return args
 
     # -- performance reference, once per GPU per run
+    def timing_cases(self):
+        seed = self.secret["timing_seed"]
+        return [self.lab.timing_case(self.simulated, seed + 7919 * k) for k in range(TIMING_SETS)]
+
+    def server(self, gpu: int) -> ReplayServer:
+        """The trusted replay process of one GPU (autograder/replay.py), started on first use."""
+        if gpu not in self.servers:
+            srv = ReplayServer(gpu, self.lab_name, self.timing_cases(), self.log)
+            srv.start()
+            self.servers[gpu] = srv
+        return self.servers[gpu]
+
     def measure_reference(self, gpu: int):
-        lab, perf = self.lab, self.perf
-        case = lab.timing_case(False, self.secret["timing_seed"])
-        res = {}
-        for impl in ("reference", "copy"):
-            child = Child(mode="reference", functions={}, cells=None, simulated=False, gpu=gpu,
-                          isolate=False)
-            try:
-                ev = child.recv(120)
-                if ev.get("event") != "loaded":
-                    raise ChildError("protocol", str(ev)[:300])
-                msg = {"cmd": "time_prepare", "impl": impl, "lab": self.lab_name, "case": case,
-                       "bytes_per_buffer": 1 << 30}
-                r = child.request(300, **msg)
-                if not r.get("ok"):
-                    raise ChildError("reference failed", r.get("message", ""))
-                if impl == "reference":
-                    res["device"] = r.get("device")
-                per, windows = self.clocked(child, perf.get("window_s", 0.3), np.random.default_rng(gpu))
-                res[impl] = {"per_rep_s": per, "windows": windows}
-            finally:
-                child.close()
-        t_ref, t_copy = res["reference"]["per_rep_s"], res["copy"]["per_rep_s"]
-        ref = {"gpu": gpu, "case": case, "device": res.get("device"),
-               "reference_s": t_ref, "reference_windows": res["reference"]["windows"],
+        """The lab's reference and a device copy, timed by the replay process exactly as a
+        submission's replay is (CUDA events, one call per input set in each window)."""
+        lab = self.lab
+        with self.server_locks[gpu]:
+            srv = self.server(gpu)
+            r = srv.request(600, cmd="reference", windows=3 * TIMING_WINDOWS)
+        if not r.get("ok"):
+            raise ChildError("reference failed", r.get("message", ""))
+        case = self.timing_cases()[0]
+        t_ref = r["reference_s"]
+        ref = {"gpu": gpu, "case": case, "device": r.get("device"), "method": r.get("method"),
+               "reference_s": t_ref, "reference_windows": r["reference_windows"],
                "reference_bandwidth": lab.min_bytes(case) / t_ref,
                "reference_flops_per_s": lab.flops(case) / t_ref,
-               "copy_bandwidth": 2 * (1 << 30) / t_copy, "copy_windows": res["copy"]["windows"],
+               "copy_bandwidth": r["copy_bandwidth"], "copy_windows": r["copy_windows"],
                "reference_impl": (lab.make_reference_runner.__doc__ or "").strip().split("\n")[0]}
         self.log(kind="reference", **ref)
         self.say(f"[gpu {gpu}] reference {ref['reference_bandwidth'] / 1e12:.3f} TB/s effective, "
@@ -280,33 +298,6 @@ class Run:
                 child.close()
         raise SystemExit("no sandbox configuration could run a CUDA kernel: see measurements.jsonl")
 
-    def clocked(self, child, window_s, rng, n_windows=3):
-        """Time ``reps`` calls with THIS process's clock: the child runs them and synchronizes,
-        then answers; the round trip of an empty request is subtracted."""
-        def window(reps):
-            start = int(rng.integers(0, 2))
-            t0 = time.perf_counter()
-            r = child.request(max(60.0, 20 * window_s), cmd="go", reps=int(reps), start=start)
-            t1 = time.perf_counter()
-            if not r.get("ok"):
-                raise ChildError("timing failed", r.get("message", ""))
-            return t1 - t0
-
-        rtts = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            child.request(30, cmd="ping")
-            rtts.append(time.perf_counter() - t0)
-        rtt = min(rtts)
-        probe = (window(3) - rtt) / 3
-        reps = int(min(20000, max(3, window_s / max(probe, 1e-7))))
-        windows = []
-        for _ in range(n_windows):
-            r = reps + int(rng.integers(0, max(1, reps // 8) + 1))  # unpredictable count
-            w = window(r)
-            windows.append({"reps": r, "wall_s": w, "rtt_s": rtt, "per_rep_s": max(w - rtt, 1e-9) / r})
-        return statistics.median(x["per_rep_s"] for x in windows), windows
-
     # -- one submission
     def grade_one(self, index: int, sid: str, path: Path) -> dict:
         gpu = index % self.gpus
@@ -327,6 +318,7 @@ class Run:
             result["problems"]["submission"] = str(e)
             return self.finish(result, sub_dir, t_start)
         result["flags"] = scan(cells)
+        result["_cells"] = cells
         child = None
         try:
             child = Child(mode="student", functions=self.functions(), cells=cells,
@@ -340,10 +332,11 @@ class Run:
                     # the student's code touches the GPU only under the shared lock: timing
                     # windows (exclusive) never overlap another submission's kernels
                     with glock.shared():
-                        ev = child.request(self.limits.get("load_s", 120), cmd="load")
+                        ev = self.ask(child, self.limits.get("load_s", 120), cmd="load")
                         self._loaded(ev, result)
                         if ev.get("event") == "loaded":
                             self.run_tests(child, result)
+                            self.prove_kernels(child, result, cells, gpu)
             except ChildError as e:
                 result["status"] = "crashed while loading"
                 result["problems"]["load"] = self._child_problem(e, child, "running your notebook's cells")
@@ -360,10 +353,27 @@ class Run:
         finally:
             if child is not None:
                 child.close()
+                self._confirm_gone(child, result, gpu)
                 result["output"] = child.output_text()
                 result["output_bytes"] = child.output_total
                 result["rss_peak_mib"] = child.rss_peak >> 20
         return self.finish(result, sub_dir, t_start)
+
+    def _confirm_gone(self, child, result, gpu):
+        """After a submission: nothing of it alive (/proc) and nothing of it on the GPU (NVML),
+        through the sandbox's own checks (autograder/sandbox.py, autograder/gpuwatch.py)."""
+        after = {}
+        for what in ("survivors", "gpu_leftovers"):
+            fn = getattr(child, what, None)
+            if fn is None:
+                continue
+            try:
+                after[what] = fn() if what == "survivors" or self.simulated else fn()
+            except Exception as e:  # noqa: BLE001
+                after[what] = f"check failed: {type(e).__name__}: {e}"[:200]
+        if after:
+            result["after_exit"] = after
+            self.log(kind="after_exit", id=result["id"], gpu=gpu, **after)
 
     def _loaded(self, ev, result):
         result["isolation"] = ev.get("isolation")
@@ -393,11 +403,35 @@ class Run:
             msg += f"\n\nlast output:\n{tail}"
         return msg
 
+    def ask(self, child, timeout: float, **msg) -> dict:
+        """One request to a student child. In the simulator the child announces each launch
+        with its number of threads; the deadline grows with it (the simulator's speed is not
+        the student's), up to SIM_DEADLINE_CAP_S."""
+        child.send(**msg)
+        t0 = time.monotonic()
+        deadline, cap = t0 + timeout, t0 + max(timeout, SIM_DEADLINE_CAP_S)
+        threads = 0
+        while True:
+            try:
+                ev = child.recv(max(0.05, deadline - time.monotonic()))
+            except ChildError as e:
+                if e.reason == "timeout":
+                    what = (f"; a simulated launch of {threads:,} threads was running" if threads else "")
+                    raise ChildError("timeout", f"no answer within {time.monotonic() - t0:.0f} s{what}")
+                raise
+            if ev.get("event") == "launch" and self.simulated:
+                threads = int(ev.get("threads", 0))
+                deadline = min(cap, max(deadline, time.monotonic() + timeout) + threads * SIM_S_PER_THREAD)
+                continue
+            return ev
+
     def run_tests(self, child, result):
         dead = None
+        result["_replies"] = {}
         for case in self.cases:
-            t = {"name": case["name"], "max_score": case["points"], "score": 0,
-                 "visibility": "visible", "hidden": case["visibility"] == "hidden"}
+            hidden = case["visibility"] == "hidden"
+            t = {"name": case["name"], "max_score": case["points"], "score": 0, "hidden": hidden,
+                 "visibility": self.hidden_visibility if hidden else "visible"}
             result["tests"].append(t)
             fn = case.get("function", getattr(self.lab, "FUNCTION", None))
             if fn in result["problems"]:
@@ -407,19 +441,26 @@ class Run:
                 t["output"] = f"not run: {dead}"
                 continue
             try:
-                r = child.request(self.limits.get("test_s", 60), **self.test_message(case))
+                r = self.ask(child, self.limits.get("test_s", 60), **self.test_message(case))
             except ChildError as e:
                 t["output"] = self._child_problem(e, child, f"running test '{case['name']}'")
                 dead = f"an earlier test ('{case['name']}') stopped the process"
                 continue
+            if r.get("too_large"):
+                t["output"] = too_large_message(r["too_large"])
+                result["status"] = "needs a GPU"
+                result["problems"]["simulator"] = t["output"]
+                dead = "the simulator cannot run this submission's launches (see above)"
+                continue
             ok, msg = self.judge(case, r, child)
             t["output"] = msg
             t["score"] = case["points"] if ok else 0
+            result["_replies"][case["id"]] = (case, r, ok)
             if r.get("cuda_error"):
                 dead = (f"a CUDA error in test '{case['name']}' (e.g. an illegal memory access) "
                         "leaves the GPU context unusable for the rest of this submission")
-            self.log(kind="test", id=result["id"], test=case["name"], ok=ok,
-                     seconds=r.get("seconds"), launches=r.get("launches"))
+            self.log(kind="test", id=result["id"], test=case["name"], ok=ok, hidden=hidden,
+                     seconds=r.get("seconds"), launches=r.get("launches"), message=msg[:2000])
 
     def judge(self, case, r, child):
         lab = self.lab
@@ -447,6 +488,86 @@ class Run:
                          "inputs must be left as they were (the next layer reads them)")
         return ok, msg + ("".join("\n" + n for n in notes))
 
+    # -- correctness needs kernels: replay the recorded launches on fresh inputs
+    def prove_kernels(self, child, result, cells, gpu):
+        """The launches recorded during the largest passing kernel test are replayed on fresh
+        inputs of the same shape (another seed), without calling the student's function: on a
+        GPU by the trusted replay process, in the simulator by a fresh sandboxed child that
+        only launches the recorded kernels. If they do not reproduce the answer, every
+        correctness point is withdrawn."""
+        if self.lab.KIND != "kernel":
+            return
+        passed = [(c, r) for c, r, ok in result.get("_replies", {}).values() if ok]
+        if not passed:
+            return
+        case, r = max(passed, key=lambda cr: int(np.prod(self.lab.out_spec(cr[0])["shape"])))
+        fresh = dict(case, seed=int(case["seed"]) * 7 + 123457, id=case["id"] + "_replay")
+        proof = {"case": case["name"]}
+        try:
+            folder = copy_recording(child.workdir, r.get("recording", ""), self._rec_dir(result, "proof"))
+            proof.update(recording_summary(folder))
+            if self.simulated:
+                ok, msg = self._replay_sim(folder, fresh, cells)
+            else:
+                with self.server_locks[gpu]:
+                    rr = self.server(gpu).request(self.limits.get("test_s", 60) * 4, cmd="check",
+                                                  dir=str(folder), case=fresh)
+                ok, msg = bool(rr.get("reproduced")), rr.get("message", "")
+                if not rr.get("ok"):
+                    ok, msg = False, f"{rr.get('error')}: {rr.get('message', '')}"
+        except (RecordingError, ChildError) as e:
+            ok, msg = False, str(getattr(e, "detail", "") or e)
+        proof.update(reproduced=ok, message=msg[:1000])
+        result["kernel_proof"] = proof
+        self.log(kind="kernel_proof", id=result["id"], **proof)
+        if ok:
+            return
+        note = NOT_REPRODUCED + ("" if case["visibility"] == "hidden" else f" ({msg.strip()[:600]})")
+        for t in result["tests"]:
+            if t["score"] > 0 and t["name"] != "performance":
+                t["score"] = 0
+                t["output"] = t.get("output", "") + "\n" + note
+        result["problems"]["kernels"] = note
+
+    def _rec_dir(self, result, what):
+        d = self.scratch / f"{result['id']}-{what}"
+        shutil.rmtree(d, ignore_errors=True)
+        return d
+
+    def _replay_sim(self, folder, case, cells):
+        """A fresh sandboxed child loads the notebook (its kernels), then launches only the
+        recorded kernels on inputs it generates from the fresh case: never the function."""
+        child = Child(mode="student", functions=self.functions(), cells=cells, simulated=True,
+                      limits=self._child_limits(), hide=self._hide_paths(), isolate=self.isolate,
+                      drop_uid=self.drop_uid)
+        try:
+            dest = child.workdir / "recording"
+            shutil.copytree(folder, dest)
+            for q in [dest, *dest.iterdir()]:
+                os.chmod(q, 0o755 if q.is_dir() else 0o644)
+            ev = child.recv(self.limits.get("load_s", 120))
+            if ev.get("event") == "ready":
+                ev = self.ask(child, self.limits.get("load_s", 120), cmd="load")
+            if ev.get("event") != "loaded":
+                return False, f"the notebook could not be loaded again for the replay: {str(ev)[:300]}"
+            r = self.ask(child, self.limits.get("test_s", 60), cmd="replay", recording_dir=str(dest),
+                         args=self.kernel_args(case))
+            if not r.get("ok"):
+                return False, f"{r.get('error')}: {r.get('message', '')}"
+            got = child.read_npy(r["file"])
+        except ChildError as e:
+            return False, self._child_problem(e, child, "replaying your kernels")
+        finally:
+            child.close()
+        lab = self.lab
+        return compare_array(got, self._expected_for(case), rtol=lab.RTOL, atol=lab.ATOL,
+                             dtype_name=lab.DTYPE, what=lab.OUTPUT, shape_hint=lab.describe(case))
+
+    def _expected_for(self, case):
+        ins = {n: generate(s) for n, s in self.lab.input_specs(case).items()}
+        return self.lab.reference(ins)
+
+    # -- performance: the recorded launches, replayed and timed by the trusted process
     def run_timing(self, child, result, gpu):
         lab, perf = self.lab, self.perf
         pts = perf["points"]
@@ -456,57 +577,47 @@ class Run:
             p["output"] = "not measured: performance points need every correctness test to pass"
             result["performance"] = {"status": "skipped: correctness"}
             return
-        seed = self.secret["timing_seed"]
-        cases = [lab.timing_case(self.simulated, seed), lab.timing_case(self.simulated, seed + 7919)]
-        msg = {"cmd": "time_prepare", "function": lab.FUNCTION, "sets": [self.kernel_args(c) for c in cases]}
-        lock = self.gpu_locks[gpu]
-        held = False
+        case = dict(self.timing_cases()[0], id="timing")
         try:
-            with lock.shared():  # generation and upload: GPU copies, not a timing window
-                r = child.request(self.limits.get("test_s", 60) * 2, **msg)
-            if r.get("ok"):
-                lock.acquire()  # the GPU alone from here to the last timed call
-                held = True
-                r = child.request(self.limits.get("test_s", 60) * 2, cmd="time_warm",
-                                  bytes=lab.min_bytes(cases[0]), flops=lab.flops(cases[0]))
+            with self.gpu_locks[gpu].shared():  # the student's function, once, recorded
+                r = self.ask(child, self.limits.get("test_s", 60) * 2, **dict(self.test_message(case)))
             if not r.get("ok"):
-                p["output"] = f"timing setup failed: your function raised {r.get('error')}: {r.get('message', '')}"
+                p["output"] = (f"timing setup failed: your function raised {r.get('error')}: "
+                               f"{r.get('message', '')}")
                 return
-            rng = np.random.default_rng(secrets.randbits(32))
-            per, windows = self.clocked(child, perf.get("window_s", 0.3), rng)
-            # Proof of work: one more call on each input set, each followed by a sample of the
-            # output at positions drawn now. A kernel that skips or caches work it has seen
-            # before leaves the other set's result behind and fails here.
-            verified = True
-            for start, case in enumerate(cases):
-                size = int(np.prod(lab.out_spec(case)["shape"]))
-                pos = np.sort(rng.choice(size, size=min(size, 65536), replace=False))
-                g = child.request(120, cmd="go", reps=1, start=start)
-                s = child.request(120, cmd="sample", name=lab.OUTPUT, positions=pos.tolist())
-                got = child.read_npy(s["file"]) if g.get("ok") and s.get("ok") else None
-                exp = self._timing_expected(case).reshape(-1)[pos]
-                verified &= got is not None and compare_array(
-                    got, exp, rtol=lab.RTOL, atol=lab.ATOL, dtype_name=lab.DTYPE)[0]
+            folder = copy_recording(child.workdir, r.get("recording", ""), self._rec_dir(result, "timing"))
         except ChildError as e:
-            p["output"] = self._child_problem(e, child, "timing")
+            p["output"] = self._child_problem(e, child, "recording the launches to time")
             return
-        finally:
-            if held:
-                lock.release()
-        info = {"per_rep_s": per, "windows": windows, "event_timing": r.get("event_timing"),
-                "bytes": lab.min_bytes(cases[0]), "flops": lab.flops(cases[0]),
-                "shape": lab.describe(cases[0]), "verified": bool(verified)}
-        info["bandwidth"] = info["bytes"] / per
-        info["flops_per_s"] = info["flops"] / per
-        tamper = [f["what"] for f in result["flags"] if f["level"] == "tamper"]
-        if self.simulated:
-            info["flags"] = [] if verified else [UNVERIFIED]
-            info["status"] = "simulator wall time (test mode): not a performance measurement"
-            p["output"] = (NOT_MEASURED_NO_GPU + f"; simulator wall time {per:.4g} s per call recorded"
-                           + ("" if verified else "\nFLAGGED: " + UNVERIFIED))
+        except RecordingError as e:
+            p["output"] = f"not measured: {e}"
+            return
+        info = {"recording": recording_summary(folder), "shape": lab.describe(case),
+                "bytes": lab.min_bytes(case), "flops": lab.flops(case)}
+        if self.simulated:  # --sim-timing: the recording is replayed (correctness only), nothing timed
+            ok, msg = self._replay_sim(folder, case, result.get("_cells"))
+            info.update(verified=ok, method="replay in a fresh simulator child (not timed)",
+                        launches_per_call=info["recording"]["launches"], flags=[] if ok else [UNVERIFIED],
+                        status="simulator (test mode): not a performance measurement")
+            p["output"] = NOT_MEASURED_NO_GPU + ("" if ok else "\nFLAGGED: " + UNVERIFIED + f" ({msg[:300]})")
             result["performance"] = info
             self.log(kind="timing", id=result["id"], **info)
             return
+        timed = self.replay_timed(result, gpu, folder)
+        info.update(timed)
+        if not timed.get("ok"):
+            p["output"] = f"not measured: {timed.get('message')}"
+            if timed.get("hang"):
+                p["output"] = (f"0 points: the recorded launches did not finish on the GPU within "
+                               f"{timed.get('limit_s', 0):.0f} s when the grader replayed them (a hang); "
+                               "the replay was stopped")
+            result["performance"] = info
+            self.log(kind="timing", id=result["id"], **info)
+            return
+        per = timed["per_call_s"]
+        info["per_rep_s"] = per
+        info["bandwidth"] = info["bytes"] / per
+        info["flops_per_s"] = info["flops"] / per
         if gpu not in self.reference:
             p["output"] = ("not measured: the reference could not be measured on this GPU "
                            f"({getattr(self, 'reference_error', 'unknown error')})")
@@ -515,10 +626,10 @@ class Run:
         ref = self.reference[gpu]
         info["reference"] = {k: ref[k] for k in ("reference_s", "reference_bandwidth", "copy_bandwidth",
                                                   "reference_flops_per_s", "device")}
-        ev = (r.get("event_timing") or {}).get("median_s")
+        tamper = [f["what"] for f in result["flags"] if f["level"] == "tamper"]
         score = score_performance(lab.PERF_METRIC, perf, per_s=per, bandwidth=info["bandwidth"],
                                   reference_s=ref["reference_s"], copy_bandwidth=ref["copy_bandwidth"],
-                                  verified=verified, event_s=ev, tamper=tamper)
+                                  verified=timed["verified"], tamper=tamper)
         info.update(score)
         peak = (ref.get("device") or {}).get("peak_bandwidth")
         info["fraction_of_peak"] = info["bandwidth"] / peak if peak else None
@@ -526,31 +637,65 @@ class Run:
         zero, full = perf["zero_at"], perf["full_at"]
         unit = (f"{info['bandwidth'] / 1e12:.3f} TB/s effective" if lab.PERF_METRIC == "bandwidth"
                 else f"{info['flops_per_s'] / 1e12:.2f} TFLOP/s")
-        p["output"] = (f"{unit} on {lab.describe(cases[0])}: {score['fraction']:.1%} of the reference "
+        p["output"] = (f"{unit} on {lab.describe(case)}: {score['fraction']:.1%} of the reference "
                        f"measured on this GPU in this run"
                        + (f", {info['fraction_of_peak']:.1%} of theoretical peak bandwidth"
                           if info["fraction_of_peak"] and lab.PERF_METRIC == "bandwidth" else "")
-                       + f"; {p['score']}/{pts} points (0 at {zero:.0%}, full at {full:.0%})")
+                       + f"; {p['score']}/{pts} points (0 at {zero:.0%}, full at {full:.0%}). Timed by the "
+                       f"grader replaying the {timed['launches_per_call']} launch(es) your function made, "
+                       "on its own inputs, in its own process")
         if score["flags"]:
             p["output"] += "\nFLAGGED: " + "\nFLAGGED: ".join(score["flags"])
-        if score["notes"]:
-            p["output"] += "\nNOTE: " + "\nNOTE: ".join(score["notes"])
         result["performance"] = info
         self.log(kind="timing", id=result["id"], **info)
 
-    def _timing_expected(self, case):
-        key = ("timing", case["seed"])
-        if key not in self._expected:
-            ins = {n: generate(s) for n, s in self.lab.input_specs(case).items()}
-            self._expected[key] = self.lab.reference(ins)
-        return self._expected[key]
+    def replay_timed(self, result, gpu, folder) -> dict:
+        """Three replay requests of TIMING_WINDOWS windows each, under the GPU's exclusive lock.
+        Before and after each, NVML must show no process but the replay process doing GPU work;
+        a request that overlapped foreign work is discarded, logged and repeated (at most 3 times)."""
+        lock = self.gpu_locks[gpu]
+        limit = float(self.limits.get("replay_s", 60))
+        windows, verified, discarded, launches = [], True, 0, None
+        rng = np.random.default_rng(secrets.randbits(32))
+        lock.acquire()
+        try:
+            with self.server_locks[gpu]:
+                srv = self.server(gpu)
+                done = 0
+                while done < 3:
+                    before = gpu_foreign(gpu, {srv.pid})
+                    r = srv.request(limit, cmd="time", dir=str(folder), windows=TIMING_WINDOWS,
+                                    start=int(rng.integers(0, TIMING_SETS)))
+                    if not r.get("ok"):
+                        return {"ok": False, "message": f"{r.get('error')}: {r.get('message', '')}"[:1500],
+                                "hang": r.get("error") == "timeout", "limit_s": limit}
+                    after = gpu_foreign(gpu, {srv.pid})
+                    if (before or after) and discarded < 3:
+                        discarded += 1
+                        self.log(kind="window_discarded", id=result["id"], gpu=gpu, foreign_before=before,
+                                 foreign_after=after, windows=r["windows"])
+                        continue
+                    windows += r["windows"]
+                    verified &= bool(r["verified"])
+                    launches = r["launches_per_call"]
+                    done += 1
+        finally:
+            lock.release()
+        per = statistics.median(w["per_call_s"] for w in windows)
+        self.log(kind="timing_windows", id=result["id"], gpu=gpu, windows=windows, discarded=discarded)
+        return {"ok": True, "per_call_s": per, "verified": verified, "windows": len(windows),
+                "discarded_requests": discarded, "launches_per_call": launches,
+                "method": "trusted replay of the recorded launches, CUDA events"}
 
     def finish(self, result, sub_dir: Path, t_start: float) -> dict:
         result["execution_time"] = time.time() - t_start
         if result["status"] == "unreadable" or not result["tests"]:
             for case in self.cases:
+                hidden = case["visibility"] == "hidden"
                 result["tests"].append({"name": case["name"], "max_score": case["points"], "score": 0,
-                                        "visibility": "visible", "output": "not run: "
+                                        "hidden": hidden,
+                                        "visibility": self.hidden_visibility if hidden else "visible",
+                                        "output": "not run: "
                                         + next(iter(result["problems"].values()), "no result")})
             if self.perf:
                 result["tests"].append({"name": "performance", "score": 0, "visibility": "visible",
@@ -568,6 +713,9 @@ class Run:
                                     "output": NOT_MEASURED_NO_GPU if self.simulated else "not measured"})
         result["score"] = round(sum(t["score"] for t in result["tests"]), 2)
         result["max_score"] = sum(t["max_score"] for t in result["tests"])
+        for private in ("_replies", "_cells"):
+            result.pop(private, None)
+        result["hidden_visibility"] = self.hidden_visibility
         from .export import feedback_markdown, gradescope_json
 
         _atomic_write(sub_dir / "feedback.md", feedback_markdown(result, self))
@@ -592,10 +740,6 @@ class Run:
                  todo=len(todo), shard=list(shard), python=sys.version.split()[0])
         if todo and not self.simulated:
             self.calibrate_sandbox()
-        if todo and self.perf and (not self.simulated or self.sim_timing):
-            seed = self.secret["timing_seed"]  # float64 references of the timed shapes, once, up front
-            for c in (self.lab.timing_case(self.simulated, seed), self.lab.timing_case(self.simulated, seed + 7919)):
-                self._timing_expected(c)
         if todo and self.perf and not self.simulated:
             for g in range(self.gpus):
                 try:
@@ -604,8 +748,12 @@ class Run:
                     self.reference_error = f"{type(e).__name__}: {e}"[:500]
                     self.log(kind="reference", gpu=g, error=self.reference_error)
                     self.say(f"[gpu {g}] reference FAILED: {self.reference_error}")
-        with ThreadPoolExecutor(max_workers=self.workers) as ex:
-            list(ex.map(lambda a: self._safe_grade(*a), todo))
+        try:
+            with ThreadPoolExecutor(max_workers=self.workers) as ex:
+                list(ex.map(lambda a: self._safe_grade(*a), todo))
+        finally:
+            for srv in self.servers.values():
+                srv.close()
         write_grades_csv(self.out, self.lab_name)
         return [json.loads((self.out / sid / "results.json").read_text()) for sid, _ in subs
                 if (self.out / sid / "results.json").exists()]
@@ -616,8 +764,31 @@ class Run:
         return r
 
 
-UNVERIFIED = ("the timed calls did not leave the right result in the output: the kernel skipped or "
-              "cached work while being timed")
+def too_large_message(what: str) -> str:
+    return (f"not run in the simulator: {what} is too large to simulate (Numba's CUDA simulator runs a "
+            "few thousand threads a second; the grader simulates at most 65,536 threads per launch). "
+            "This says nothing about your code: grade this submission on a GPU (or size the grid "
+            "to the data when you test in the simulator)")
+
+
+def gpu_foreign(gpu: int, allowed: set) -> list:
+    """Processes other than ``allowed`` doing work on the GPU, through NVML (autograder/gpuwatch.py);
+    [] where NVML is not available (the simulator, or no driver library)."""
+    try:
+        from . import gpuwatch
+    except ImportError:
+        return []
+    fn = getattr(gpuwatch, "foreign", None)
+    if fn is None:
+        return []
+    try:
+        return [dict(p) if isinstance(p, dict) else {"process": str(p)} for p in fn(gpu, allowed)]
+    except Exception as e:  # noqa: BLE001  (NVML hiccup: say so, do not block grading)
+        return [{"nvml_error": f"{type(e).__name__}: {e}"[:200]}]
+
+
+UNVERIFIED = ("the replayed launches did not leave the right result in every output of every timed "
+              "window: the kernel skipped or cached work, or does not compute the answer on its own")
 
 
 def score_performance(metric, perf, *, per_s, bandwidth, reference_s, copy_bandwidth, verified,
@@ -691,21 +862,11 @@ class GpuLock:
 
 
 class _NullLock:
-    def acquire(self):
-        return True
-
-    def release(self):
-        pass
+    """The simulator's stand-in: nothing is timed, so nothing needs the GPU alone."""
 
     @contextlib.contextmanager
     def shared(self):
         yield
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 _csv_lock = threading.Lock()

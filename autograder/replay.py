@@ -1,0 +1,347 @@
+"""The trusted timing process: replays recorded kernel launches on the grader's own inputs.
+
+    python -m autograder.replay        (started by grade.py, one per GPU; JSON lines on stdin/stdout)
+
+It never imports or runs a submission's Python. What it gets from a submission is a
+recording (autograder/driver.py writes it during one traced call): compiled kernel images
+(cubins), entry names, grid, block, dynamic shared memory, the order of the launches and what
+each parameter is (an input, the output, a scratch buffer with its contents at first use, a
+scalar). It loads the images through the CUDA driver API (cuda-bindings), allocates its own
+inputs (generated from seeds the submission never saw), outputs and scratch buffers, launches
+the sequence itself, times it with CUDA events it owns and checks every output against the
+lab's float64 reference. Nothing the student's process can change reaches the work timed,
+its count or the clock.
+
+Timing windows (``time``): each window loads the images afresh (module globals start over),
+restores fresh scratch buffers from the recording, poisons every output with NaN, then runs
+the whole recorded sequence once on each of the K input/output sets (every launch of the
+window on a distinct set, starting at a set the grader picks), between two events. Every
+output of every window is verified; per-call time is the median over windows of
+window time / K. The reference and the device copy are timed the same way.
+
+A CUDA error leaves the context unusable: the process reports it and exits; the grader
+starts a fresh one. A hang is the grader's to stop (it kills this process group).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+_OUT = None
+
+
+def reply(**kw):
+    _OUT.write(json.dumps(kw, default=str) + "\n")
+    _OUT.flush()
+
+
+class ReplayError(Exception):
+    """The recording cannot be replayed as given (the message says why, for feedback)."""
+
+
+def _cu():
+    from cuda.bindings import driver as cu
+
+    return cu
+
+
+def _check(ret, what):
+    err = ret[0] if isinstance(ret, tuple) else ret
+    if int(err) != 0:
+        cu = _cu()
+        _e, name = cu.cuGetErrorName(err)
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        raise RuntimeError(f"{what}: {name}")
+    if isinstance(ret, tuple):
+        return ret[1] if len(ret) == 2 else ret[1:]
+    return None
+
+
+# ctypes for the scalar parameters numba passes (driver.py's _scalar names them)
+_CTYPES = {"c_int64": ctypes.c_int64, "c_double": ctypes.c_double, "bool": ctypes.c_bool}
+
+
+def _scalar(p):
+    t = p["t"]
+    if t in _CTYPES:
+        return _CTYPES[t](p["v"])
+    if t.startswith("np:"):
+        dt = np.dtype(t[3:])
+        return {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32, 8: ctypes.c_uint64}[dt.itemsize](
+            int(np.array(p["v"], dtype=dt).view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize])))
+    if hasattr(ctypes, t) and t.startswith("c_"):
+        return getattr(ctypes, t)(p["v"])
+    raise ReplayError(f"a kernel parameter of type {t} cannot be replayed")
+
+
+class Recording:
+    """A recording read from its folder: images, launches, scratch snapshots (all checked)."""
+
+    MAX_LAUNCHES = 4096
+
+    def __init__(self, folder):
+        folder = Path(folder)
+        rec = json.loads((folder / "launches.json").read_text())
+        if rec.get("error"):
+            raise ReplayError(f"the launches could not be recorded: {rec['error']}")
+        self.launches = rec["launches"]
+        if not self.launches:
+            raise ReplayError("your function launched no CUDA kernel")
+        if len(self.launches) > self.MAX_LAUNCHES:
+            raise ReplayError(f"{len(self.launches)} launches per call (the grader replays at most "
+                              f"{self.MAX_LAUNCHES})")
+        self.images = {k: (folder / Path(v).name).read_bytes() for k, v in rec["images"].items()}
+        self.scratch = [(s["name"], int(s["size"]), (folder / Path(s["file"]).name).read_bytes())
+                        for s in rec["scratch"]]
+
+    def load(self):
+        """Fresh modules for every image: (modules, {(image, entry): function})."""
+        cu = _cu()
+        mods, funcs = [], {}
+        for key, image in self.images.items():
+            buf = np.frombuffer(image, dtype=np.uint8).copy()
+            mod = _check(cu.cuModuleLoadData(buf.ctypes.data), "loading your kernel's image")
+            mods.append(mod)
+            for L in self.launches:
+                if L["image"] == key and (key, L["entry"]) not in funcs:
+                    funcs[(key, L["entry"])] = _check(cu.cuModuleGetFunction(mod, L["entry"].encode()),
+                                                      f"finding kernel {L['entry'][:60]}")
+        return mods, funcs
+
+    @staticmethod
+    def unload(mods):
+        cu = _cu()
+        for m in mods:
+            cu.cuModuleUnload(m)
+
+    def fresh_scratch(self, torch):
+        out = {}
+        for name, size, data in self.scratch:
+            t = torch.empty(size, dtype=torch.uint8, device="cuda")
+            if data:
+                t.copy_(torch.from_numpy(np.frombuffer(data, dtype=np.uint8).copy()))
+            out[name] = t
+        return out
+
+    def run(self, funcs, buffers, stream):
+        """Launch the recorded sequence once. ``buffers``: name -> torch tensor."""
+        cu = _cu()
+        for L in self.launches:
+            vals = []
+            for p in L["params"]:
+                if p["t"] == "ptr":
+                    b = buffers.get(p["buf"])
+                    if b is None:
+                        raise ReplayError(f"a parameter refers to an unknown buffer {p['buf']!r}")
+                    size = b.numel() * b.element_size()
+                    if not 0 <= int(p["off"]) < max(size, 1):
+                        raise ReplayError(f"a pointer parameter lies outside `{p['buf']}`")
+                    vals.append(ctypes.c_uint64(b.data_ptr() + int(p["off"])))
+                else:
+                    vals.append(_scalar(p))
+            arr = (ctypes.c_void_p * max(1, len(vals)))(*[ctypes.addressof(v) for v in vals])
+            g, b = L["grid"], L["block"]
+            _check(cu.cuLaunchKernel(funcs[(L["image"], L["entry"])], g[0], g[1], g[2], b[0], b[1], b[2],
+                                     int(L["shmem"]), stream, ctypes.addressof(arr), 0),
+                   f"launching {L['entry'][:60]}")
+
+
+class Server:
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")  # the primary context, current on this thread
+        self.sets = []
+        self.lab = None
+
+    def stream(self):
+        cu = _cu()
+        return cu.CUstream(self.torch.cuda.current_stream().cuda_stream)
+
+    def device(self):
+        from book import gpu
+
+        info = gpu.device_info()
+        return {"name": info.name, "peak_bandwidth": info.peak_bandwidth, "sm_count": info.sm_count,
+                "l2_bytes": info.l2_bytes, "compute_capability": info.compute_capability,
+                "driver_version": info.driver_version}
+
+    # -- inputs, outputs and float64 references, made here from seeds
+    def build_set(self, case):
+        from autograder.inputs import generate
+
+        torch, lab = self.torch, self.lab
+        host = {n: generate(s) for n, s in lab.input_specs(case).items()}
+        ref = torch.from_numpy(np.ascontiguousarray(lab.reference(host), dtype=np.float64)).cuda()
+        bufs = {n: torch.from_numpy(a).cuda() for n, a in host.items()}
+        o = lab.out_spec(case)
+        bufs[lab.OUTPUT] = torch.empty(tuple(o["shape"]), dtype=getattr(torch, o["dtype"]), device="cuda")
+        return {"bufs": bufs, "ref": ref, "case": case}
+
+    def setup(self, msg):
+        from autograder import labs
+
+        self.lab = labs.get(msg["lab"])
+        self.sets = [self.build_set(c) for c in msg["cases"]]
+        self.torch.cuda.synchronize()
+        return {"ok": True, "device": self.device(), "sets": len(self.sets)}
+
+    def verify(self, s):
+        lab, torch = self.lab, self.torch
+        got = s["bufs"][lab.OUTPUT].double()
+        ref = s["ref"]
+        ok = torch.abs(got - ref) <= lab.ATOL + lab.RTOL * torch.abs(ref)
+        return bool(ok.all().item()), int((~ok).sum().item())
+
+    def poison(self, s):
+        s["bufs"][self.lab.OUTPUT].fill_(float("nan"))
+
+    # -- one replay on a fresh case: does the recording compute the answer?
+    def check(self, msg):
+        rec = Recording(msg["dir"])
+        s = self.build_set(msg["case"])
+        self.poison(s)
+        mods, funcs = rec.load()
+        try:
+            bufs = dict(s["bufs"], **rec.fresh_scratch(self.torch))
+            rec.run(funcs, bufs, self.stream())
+            self.torch.cuda.synchronize()
+        finally:
+            Recording.unload(mods)
+        from autograder.compare import compare_array
+
+        lab = self.lab
+        got = s["bufs"][lab.OUTPUT].cpu().numpy()
+        ok, text = compare_array(got, s["ref"].cpu().numpy(), rtol=lab.RTOL, atol=lab.ATOL,
+                                 dtype_name=lab.DTYPE, what=lab.OUTPUT, shape_hint=lab.describe(msg["case"]))
+        return {"ok": True, "reproduced": bool(ok), "message": text, "launches": len(rec.launches)}
+
+    # -- timing windows
+    def _windows(self, run_set, n_windows, start, before_window=None, after_window=None, verify=True):
+        torch = self.torch
+        K = len(self.sets)
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        windows, bad = [], []
+        for w in range(n_windows):
+            ctx = before_window() if before_window else None
+            if verify:
+                for s in self.sets:
+                    self.poison(s)
+            order = [(start + w + k) % K for k in range(K)]
+            torch.cuda.synchronize()
+            e0.record()
+            for k in order:
+                run_set(ctx, self.sets[k])
+            e1.record()
+            e1.synchronize()
+            ms = e0.elapsed_time(e1)
+            if after_window:
+                after_window(ctx)
+            rec = {"calls": K, "order": order, "gpu_s": ms / 1e3, "per_call_s": ms / 1e3 / K}
+            if verify:
+                checks = [self.verify(s) for s in self.sets]
+                rec["verified"] = all(c[0] for c in checks)
+                if not rec["verified"]:
+                    bad.append({"window": w, "wrong_elements": [c[1] for c in checks]})
+            windows.append(rec)
+        return windows, bad
+
+    def time(self, msg):
+        rec = Recording(msg["dir"])
+
+        def before():
+            mods, funcs = rec.load()            # fresh modules: no state from earlier windows
+            return mods, funcs, rec.fresh_scratch(self.torch), self.stream()
+
+        def run_set(ctx, s):
+            _mods, funcs, scratch, stream = ctx
+            rec.run(funcs, dict(s["bufs"], **scratch), stream)
+
+        def after(ctx):
+            Recording.unload(ctx[0])
+
+        windows, bad = self._windows(run_set, int(msg.get("windows", 15)), int(msg.get("start", 0)),
+                                     before, after)
+        return {"ok": True, "windows": windows, "verified": not bad, "bad_windows": bad[:5],
+                "per_call_s": statistics.median(w["per_call_s"] for w in windows),
+                "launches_per_call": len(rec.launches), "method": "replay, CUDA events"}
+
+    def reference(self, msg):
+        torch, lab = self.torch, self.lab
+        case = self.sets[0]["case"]
+        fn, ref_sets = lab.make_reference_runner(case)
+        while len(ref_sets) < len(self.sets):
+            ref_sets = list(ref_sets) + list(lab.make_reference_runner(case)[1])
+        ref_sets = ref_sets[:len(self.sets)]
+        it = iter(range(10 ** 9))
+
+        def run_ref(_ctx, s):
+            fn(*ref_sets[next(it) % len(ref_sets)])
+
+        for s in ref_sets:
+            fn(*s)
+        n = int(msg.get("windows", 15))
+        wref, _ = self._windows(run_ref, n, 0, verify=False)
+        nbytes = 1 << 30
+        pairs = [(torch.empty(nbytes, dtype=torch.uint8, device="cuda"),
+                  torch.ones(nbytes, dtype=torch.uint8, device="cuda")) for _ in range(2)]
+        jt = iter(range(10 ** 9))
+
+        def run_copy(_ctx, s):
+            d, src = pairs[next(jt) % 2]
+            d.copy_(src)
+
+        wcopy, _ = self._windows(run_copy, n, 0, verify=False)
+        del pairs, ref_sets
+        torch.cuda.empty_cache()
+        t_ref = statistics.median(w["per_call_s"] for w in wref)
+        t_copy = statistics.median(w["per_call_s"] for w in wcopy)
+        return {"ok": True, "reference_s": t_ref, "reference_windows": wref, "copy_s": t_copy,
+                "copy_bandwidth": 2 * nbytes / t_copy, "copy_windows": wcopy, "device": self.device(),
+                "method": "CUDA events, windows of one call per set"}
+
+
+def main():
+    global _OUT
+    _OUT = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything printed by a library goes to stderr, never onto the protocol
+    server = None
+    for line in sys.stdin:
+        msg = json.loads(line)
+        cmd = msg.get("cmd")
+        if cmd == "exit":
+            break
+        t0 = time.perf_counter()
+        try:
+            if server is None:
+                server = Server()
+            r = {"setup": server.setup, "check": server.check, "time": server.time,
+                 "reference": server.reference, "ping": lambda m: {"ok": True}}[cmd](msg)
+        except ReplayError as e:
+            r = {"ok": False, "error": "ReplayError", "message": str(e)}
+        except Exception as e:  # noqa: BLE001  (a CUDA error: this context is done)
+            reply(ok=False, error=type(e).__name__, message=str(e)[:2000], fatal=True,
+                  seconds=time.perf_counter() - t0)
+            _OUT.flush()
+            os._exit(3)
+        r["seconds"] = time.perf_counter() - t0
+        reply(**r)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
