@@ -1,13 +1,24 @@
-"""Run one submission in its own process, never in the grader's.
+"""Run one submission in its own process, never in the grader's, and end every process it starts.
 
 The parent side of the sandbox: a fresh temporary working directory, a scrubbed
 environment, resource limits (CPU time, file size, open files, core dumps; address space
-in the simulator, where CUDA's huge virtual reservations are not in play; a resident-memory
-watchdog everywhere), its own process group (a hang or a fork is killed as a group), output
-drained into capped buffers (a flood of printing costs nothing), and a JSON-lines protocol
-on two private pipes with a deadline on every answer. Namespaces, hidden paths and the
-privilege drop happen inside the child, in the trusted prologue of driver.py, before any
-student code runs.
+in the simulator, where CUDA's huge virtual reservations are not in play), output drained
+into capped buffers (a flood of printing costs nothing), and a JSON-lines protocol on two
+private pipes with a deadline on every answer. Namespaces, hidden paths and the privilege
+drop happen inside the child, in the trusted prologue of driver.py, before any student code.
+
+Containment: every process a submission starts dies with it. This file, run as a script
+(the trusted launcher), makes a PID namespace whose init is the driver; killing the init
+kills every process in the namespace, whatever session, process group or parent it has
+moved to, and no process in it can see or signal another submission's processes. Where a
+PID namespace cannot be made the launcher puts the submission in a cgroup (v2) killed as a
+whole; where neither exists a student submission is refused, with the cause and the fix,
+unless the instructor says to go on without (``allow_uncontained`` or
+AUTOGRADER_ALLOW_UNCONTAINED=1).
+
+Budgets: a watchdog thread per child meters what the submission's processes hold, summed
+over all of them (host memory from /proc; GPU memory from NVML, see gpuwatch.py), and stops
+the submission the moment one is over budget, saying which, by how much and what to do.
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ def _copy_trusted(dst: Path) -> None:
     """The driver, the input generator and the book library minus its kernels, data and widgets."""
     dst.mkdir(parents=True)
     shutil.copy(HERE / "driver.py", dst / "agdriver.py")
+    shutil.copy(HERE / "sandbox.py", dst / "agsandbox.py")   # the launcher (its __main__)
     shutil.copy(HERE / "inputs.py", dst / "aginputs.py")
     book = REPO / "book"
     shutil.copytree(book, dst / "book", ignore=shutil.ignore_patterns(
@@ -136,6 +148,7 @@ def scrubbed_env(workdir: Path, simulated: bool, gpu: int | None) -> dict:
         "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
         "NUMBA_CACHE_DIR": str(workdir / ".numba"),
         "NUMBA_NUM_THREADS": "1",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",   # CUDA's device i is NVML's device i (gpuwatch)
     }
     if simulated:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
@@ -148,20 +161,296 @@ def scrubbed_env(workdir: Path, simulated: bool, gpu: int | None) -> dict:
     return env
 
 
+# --------------------------------------------------------------------------- containment
+CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+ALLOW_ENV = "AUTOGRADER_ALLOW_UNCONTAINED"
+_support: dict | None = None
+_support_lock = threading.Lock()
+
+
+class ContainmentUnavailable(SystemExit):
+    """No way to make every process of a submission die with it: grading students here
+    would let one of them leave a process behind that slows or robs the next ones. Raised
+    (it stops the grading run) with the cause and the fix."""
+
+
+def _probe_pidns() -> str:
+    """'' when this process may make a PID namespace and fork into it, else why not."""
+    code = ("import ctypes, os, sys\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            f"if libc.unshare({CLONE_NEWPID}) != 0:\n"
+            "    sys.exit('unshare(CLONE_NEWPID): ' + os.strerror(ctypes.get_errno()))\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    os._exit(0 if os.getpid() == 1 else 3)\n"
+            "_, st = os.waitpid(pid, 0)\n"
+            "sys.exit(0 if os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0 else 'fork into the namespace failed')\n")
+    try:
+        r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"probe failed: {e}"
+    return "" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["unknown error"])[-1]
+
+
+def _cgroup2_dir() -> tuple[str | None, str]:
+    """This process's cgroup-v2 directory if a child cgroup can be made and killed there."""
+    try:
+        rel = next(line.split("::", 1)[1].strip() for line in open("/proc/self/cgroup")
+                   if line.startswith("0::"))
+        mounts = [line.split() for line in open("/proc/self/mountinfo")]
+    except (OSError, StopIteration):
+        return None, "no cgroup v2 hierarchy for this process"
+    for m in mounts:
+        fstype = m[m.index("-") + 1] if "-" in m else ""
+        if fstype == "cgroup2":
+            d = os.path.join(m[4], rel.lstrip("/"))
+            if not os.path.isdir(d):
+                continue
+            if not os.access(d, os.W_OK):
+                return None, f"the cgroup {d} is not writable by uid {os.getuid()}"
+            probe = os.path.join(d, f"ag-probe-{os.getpid()}")
+            try:
+                os.mkdir(probe)
+            except OSError as e:
+                return None, f"cannot make a cgroup under {d}: {e.strerror}"
+            try:
+                if not (os.path.exists(os.path.join(probe, "cgroup.kill"))
+                        or os.path.exists(os.path.join(probe, "cgroup.freeze"))):
+                    return None, f"cgroups under {d} have neither cgroup.kill nor cgroup.freeze (kernel too old)"
+            finally:
+                os.rmdir(probe)
+            return d, ""
+    return None, "no cgroup v2 file system is mounted"
+
+
+def containment_support(refresh: bool = False) -> dict:
+    """What this machine allows, probed once: {'pidns': bool, 'cgroup': dir or None,
+    'why_not_pidns': str, 'why_not_cgroup': str, 'best': 'pidns'|'cgroup'|'none'}."""
+    global _support
+    with _support_lock:
+        if _support is None or refresh:
+            why_pid = _probe_pidns()
+            cg, why_cg = _cgroup2_dir()
+            _support = {"pidns": not why_pid, "why_not_pidns": why_pid, "cgroup": cg,
+                        "why_not_cgroup": why_cg,
+                        "best": "pidns" if not why_pid else ("cgroup" if cg else "none")}
+        return dict(_support)
+
+
+def refusal_message(support: dict) -> str:
+    return ("refusing to grade student code: a process it starts could outlive its grading "
+            "(a new session, a double fork or a spawned interpreter escape a process-group kill) "
+            "and slow or rob the submissions graded after it. No PID namespace: "
+            f"{support['why_not_pidns']}; no cgroup to kill as a whole: {support['why_not_cgroup']}. "
+            "Fix: run the grader as root (or in a container with CAP_SYS_ADMIN, e.g. "
+            "`docker run --cap-add SYS_ADMIN`), or give it a writable cgroup-v2 directory (e.g. "
+            "`systemd-run --user --scope -p Delegate=yes python -m autograder grade ...`). To grade "
+            f"anyway, knowing that, set {ALLOW_ENV}=1.")
+
+
+def resolve_containment(contain: str = "auto", allow_uncontained: bool | None = None,
+                        untrusted: bool = True) -> tuple[str, str]:
+    """(mode, note). ``contain``: 'auto' (the strongest available), 'pidns', 'cgroup' or
+    'none'. Untrusted code without containment raises ContainmentUnavailable unless allowed."""
+    if allow_uncontained is None:
+        allow_uncontained = os.environ.get(ALLOW_ENV, "") not in ("", "0")
+    if contain == "none":
+        return "none", "containment switched off by the caller"
+    sup = containment_support()
+    if contain == "auto":
+        contain = sup["best"]
+    elif not sup[contain]:
+        raise ContainmentUnavailable(f"containment {contain!r} was asked for but is not available: "
+                                     + sup["why_not_pidns" if contain == "pidns" else "why_not_cgroup"])
+    if contain != "none":
+        return contain, ""
+    if untrusted and not allow_uncontained:
+        raise ContainmentUnavailable(refusal_message(sup))
+    return "none", ("no containment: processes the submission starts can outlive it ("
+                    + sup["why_not_pidns"] + "; " + sup["why_not_cgroup"] + ")")
+
+
+_cg_seq = [0]
+
+
+def _new_cgroup(base: str) -> str:
+    _cg_seq[0] += 1
+    d = os.path.join(base, f"ag-{os.getpid()}-{_cg_seq[0]}-{time.monotonic_ns() % 10**9}")
+    os.mkdir(d)
+    return d
+
+
+# --------------------------------------------------------------------------- process table
+def _pid_ns(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _all_pids() -> list[int]:
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """Running or sleeping, not a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def pids_in_namespace(inode: int) -> set[int]:
+    """Host PIDs of every process whose PID namespace is ``inode``."""
+    return {p for p in _all_pids() if _pid_ns(p) == inode}
+
+
+def descendants(root: int) -> set[int]:
+    """``root`` and every process below it in the process tree (host PIDs)."""
+    children: dict[int, list[int]] = {}
+    for p in _all_pids():
+        pp = _ppid(p)
+        if pp is not None:
+            children.setdefault(pp, []).append(p)
+    out, todo = set(), [root]
+    while todo:
+        p = todo.pop()
+        if p not in out:
+            out.add(p)
+            todo += children.get(p, [])
+    return out
+
+
+def process_info(pid: int) -> dict:
+    info = {"pid": pid, "cmdline": "", "uid": None}
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            info["cmdline"] = f.read(300).replace(b"\0", b" ").decode(errors="replace").strip()
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    info["uid"] = int(line.split()[1])
+    except OSError:
+        pass
+    return info
+
+
+# --------------------------------------------------------------------------- budgets
+def host_memory(pids) -> int:
+    """Resident host memory of these processes, summed. One process: its RSS. Several: their
+    proportional set sizes (a page shared by a fork counts once, split between them)."""
+    pids = list(pids)
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for p in pids:
+        got = None
+        if len(pids) > 1:
+            try:
+                with open(f"/proc/{p}/smaps_rollup") as f:
+                    for line in f:
+                        if line.startswith("Pss:"):
+                            got = int(line.split()[1]) * 1024
+                            break
+            except OSError:
+                pass
+        if got is None:
+            try:
+                with open(f"/proc/{p}/statm") as f:
+                    got = int(f.read().split()[1]) * page
+            except (OSError, IndexError, ValueError):
+                got = 0
+        total += got
+    return total
+
+
+def gpu_memory(pids) -> int:
+    """Device memory held by these processes on any GPU, from NVML (gpuwatch)."""
+    from autograder import gpuwatch
+
+    return gpuwatch.used_by(pids)
+
+
+class Budget:
+    """A limit on what a submission's processes hold together. ``meter(pids) -> bytes``;
+    the watchdog stops the submission the first time the sum is over ``limit``."""
+
+    def __init__(self, name: str, limit: int, meter, advice: str):
+        self.name, self.limit, self.meter, self.advice = name, int(limit), meter, advice
+        self.peak = 0
+
+    def over(self, pids) -> str | None:
+        used = self.meter(pids)
+        self.peak = max(self.peak, used)
+        if used <= self.limit:
+            return None
+        return (f"{self.name} budget exceeded: the submission's {len(pids)} process(es) held "
+                f"{used / 2**20:.0f} MiB, {(used - self.limit) / 2**20:.0f} MiB over its budget of "
+                f"{self.limit / 2**20:.0f} MiB. {self.advice}")
+
+
+HOST_ADVICE = ("Allocate only the arrays your function needs, free large temporaries, and do not "
+               "start other processes: every process your code starts counts against this budget.")
+GPU_ADVICE = ("Allocate device arrays only for what your kernel needs, inside your function, and "
+              "let them go when it returns; do not reserve GPU memory at import time. The other "
+              "submissions graded on this GPU at the same time need the rest.")
+
+
+def default_budgets(limits: dict, gpu: int | None, simulated: bool) -> list[Budget]:
+    """Host memory always (limits['mem_bytes']); GPU memory where NVML answers and the child
+    has a GPU (limits['gpu_mem_bytes'], default GPU_BUDGET_FRACTION of the device)."""
+    budgets = [Budget("host memory", limits["mem_bytes"], host_memory, HOST_ADVICE)]
+    if gpu is not None and not simulated:
+        from autograder import gpuwatch
+
+        if gpuwatch.available():
+            cap = limits.get("gpu_mem_bytes")
+            if cap is None:
+                cap = int(gpuwatch.memory(gpu)[1] * GPU_BUDGET_FRACTION)
+            budgets.append(Budget("GPU memory", cap, gpu_memory, GPU_ADVICE))
+    return budgets
+
+
+GPU_BUDGET_FRACTION = 0.25   # default per submission: 3 workers per GPU and the reference fit
+WATCH_S = 0.2
+
+
 class Child:
-    """One sandboxed child process speaking the driver's protocol."""
+    """One sandboxed child process speaking the driver's protocol.
+
+    ``limits``: cpu_s, mem_bytes (host memory budget, summed over the submission's processes),
+    gpu_mem_bytes (GPU memory budget, the same, through NVML), fsize_bytes, nofile.
+    ``contain``: 'auto' | 'pidns' | 'cgroup' | 'none' (see resolve_containment); a student
+    child with no containment available raises ContainmentUnavailable unless
+    ``allow_uncontained`` (or AUTOGRADER_ALLOW_UNCONTAINED=1). ``budgets`` replaces the
+    default budgets (a list of Budget)."""
 
     def __init__(self, *, mode: str, functions: dict, cells: list | None, simulated: bool,
                  gpu: int | None = None, limits: dict | None = None, hide=(), isolate: bool = True,
-                 drop_uid: bool = True):
+                 drop_uid: bool = True, contain: str = "auto", allow_uncontained: bool | None = None,
+                 budgets: list | None = None):
         self.limits = {"cpu_s": 900, "mem_bytes": 6 << 30, "fsize_bytes": 2 << 30, "nofile": 1024}
         self.limits.update(limits or {})
         self.simulated = simulated
+        self.gpu = gpu
+        untrusted = mode == "student"
+        self.containment, self.containment_note = resolve_containment(
+            contain, allow_uncontained if isolate else True, untrusted)
+        self.budgets = budgets if budgets is not None else default_budgets(self.limits, gpu, simulated)
         self.workdir = Path(tempfile.mkdtemp(prefix="ag-"))
         trusted = self.workdir / "trusted"
         _copy_trusted(trusted)
         if cells is not None:
             (self.workdir / "cells.json").write_text(json.dumps(cells))
+        self.cgroup = _new_cgroup(containment_support()["cgroup"]) if self.containment == "cgroup" else None
         cmd_r, cmd_w = os.pipe()
         rep_r, rep_w = os.pipe()
         root = os.getuid() == 0
@@ -171,6 +460,10 @@ class Child:
             "extra_paths": _extra_paths(), "cmd_fd": cmd_r, "reply_fd": rep_w,
             "isolate": isolate, "hide": _hide_list(hide, self.workdir) if isolate else [],
             "drop_uid": NOBODY if (root and drop_uid and isolate and can_drop_uid()) else None, "nproc": 512,
+            # read by the launcher (this file run as a script) before it starts the driver
+            "launch": {"contain": self.containment, "cgroup": self.cgroup, "grader_pid": os.getpid(),
+                       "driver": str(trusted / "agdriver.py"), "limits": self.limits,
+                       "fresh_proc": bool(isolate)},
         }
         (self.workdir / "config.json").write_text(json.dumps(cfg))
         if cfg["drop_uid"] is not None:
@@ -178,7 +471,7 @@ class Child:
                 os.chown(p, NOBODY, NOBODY, follow_symlinks=False)
             os.chmod(self.workdir, 0o700)
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", str(trusted / "agdriver.py"), str(self.workdir / "config.json")],
+            [sys.executable, "-I", "-B", str(trusted / "agsandbox.py"), str(self.workdir / "config.json")],
             cwd=self.workdir, env=scrubbed_env(self.workdir, simulated, gpu),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             pass_fds=(cmd_r, rep_w), start_new_session=True)
@@ -190,14 +483,22 @@ class Child:
         self._buf = b""
         self.output = bytearray()
         self.output_total = 0
-        self.rss_peak = 0
         self.killed_for = None
+        self.breach: str | None = None
+        self.pidns_inode: int | None = None
+        self._init_pid: int | None = None
+        self.pids_seen: set[int] = {self.proc.pid}
+        self._survivors: list[dict] | None = None
+        self._gpu_leftovers: list | None = None
+        self._closed = threading.Event()
         self._drain = threading.Thread(target=self._drain_output, daemon=True)
         self._drain.start()
+        self._watch = threading.Thread(target=self._watchdog, daemon=True)
+        self._watch.start()
 
     def _set_limits(self):
-        """Limits set from outside with prlimit(2) (preexec_fn is unsafe in a threaded
-        grader); the child spends its first second importing, long before student code."""
+        """Also set from outside with prlimit(2) on the launcher, in case it had not yet
+        (it sets them itself before it starts the driver)."""
         import resource
 
         lim, pid = self.limits, self.proc.pid
@@ -210,6 +511,78 @@ class Child:
                 resource.prlimit(pid, resource.RLIMIT_AS, (lim["mem_bytes"],) * 2)
         except (ProcessLookupError, OSError):
             pass  # died already: the protocol says so
+
+    # -- which processes are this submission's
+    def init_pid(self) -> int | None:
+        """Host PID of the driver: the launcher's child (pidns, cgroup), the launcher itself
+        (none, where the launcher becomes the driver)."""
+        if self.containment == "none":
+            return self.proc.pid
+        if self._init_pid is None:
+            try:
+                with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                kids = [p for p in _all_pids() if _ppid(p) == self.proc.pid]
+            if kids:
+                self._init_pid = kids[0]
+                if self.containment == "pidns":
+                    ino = _pid_ns(kids[0])
+                    if ino is not None and ino != _pid_ns(os.getpid()):
+                        self.pidns_inode = ino
+        return self._init_pid
+
+    def pids(self) -> set[int]:
+        """Host PIDs of the submission's live processes (launcher included): match them to
+        NVML's process list (gpuwatch) or to anything else that reports PIDs."""
+        self.init_pid()
+        if self.containment == "cgroup" and self.cgroup:
+            try:
+                with open(os.path.join(self.cgroup, "cgroup.procs")) as f:
+                    got = {int(x) for x in f.read().split()}
+            except (OSError, ValueError):
+                got = set()
+        elif self.containment == "pidns" and self.pidns_inode is not None:
+            got = pids_in_namespace(self.pidns_inode)
+        else:
+            got = set()
+        if self.proc.poll() is None:
+            got.add(self.proc.pid)
+        got |= {p for p in descendants(self.proc.pid) if _alive(p)} if self.containment == "none" else set()
+        got = {p for p in got if _alive(p)}
+        self.pids_seen |= got
+        return got
+
+    # -- the watchdog: budgets, all the time (not only while a reply is awaited)
+    def _watchdog(self):
+        while not self._closed.wait(WATCH_S):
+            if self.proc.poll() is not None and self.containment != "pidns":
+                pass  # the launcher is gone; a cgroup or tree may still hold processes
+            try:
+                pids = self.pids()
+            except OSError:
+                continue
+            if not pids:
+                if self.proc.poll() is not None:
+                    return
+                continue
+            for b in self.budgets:
+                try:
+                    why = b.over(pids)
+                except Exception:  # a meter that fails (NVML hiccup) must not stop grading
+                    why = None
+                if why and self.breach is None:
+                    self.breach = why
+                    self.kill("memory")
+                    return
+
+    @property
+    def rss_peak(self) -> int:
+        return next((b.peak for b in self.budgets if b.name == "host memory"), 0)
+
+    @property
+    def gpu_mem_peak(self) -> int:
+        return next((b.peak for b in self.budgets if b.name == "GPU memory"), 0)
 
     # -- output: keep the head, count the rest
     def _drain_output(self):
@@ -230,43 +603,40 @@ class Child:
                      f"({self.output_total} in all); the grader keeps the first {OUTPUT_CAP} bytes]")
         return text
 
-    def _rss(self) -> int:
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
-
     # -- protocol
+    def _dead(self) -> ChildError:
+        if self.breach:
+            self.proc.wait(timeout=5) if self.proc.poll() is None else None
+            return ChildError("memory", self.breach)
+        return ChildError("died", self._death_reason())
+
     def send(self, **msg):
+        if self.breach:
+            raise self._dead()
         try:
             self._cmd.write(json.dumps(msg) + "\n")
             self._cmd.flush()
         except (BrokenPipeError, OSError):
-            raise ChildError("died", self._death_reason())
+            raise self._dead()
 
     def recv(self, timeout: float) -> dict:
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buf:
+            if self.breach:
+                raise self._dead()
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill("timeout")
                 raise ChildError("timeout", f"no answer within {timeout:.0f} s")
             r, _, _ = select.select([self._rep], [], [], min(left, 0.2))
-            rss = self._rss()
-            self.rss_peak = max(self.rss_peak, rss)
-            if rss > self.limits["mem_bytes"]:
-                self.kill("memory")
-                raise ChildError("memory", f"resident memory {rss >> 20} MiB over the limit "
-                                           f"{self.limits['mem_bytes'] >> 20} MiB")
             if r:
                 chunk = os.read(self._rep, 1 << 20)
                 if not chunk:
-                    self.proc.wait(timeout=5)
-                    raise ChildError("died", self._death_reason())
+                    try:
+                        self.proc.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    raise self._dead()
                 self._buf += chunk
                 if len(self._buf) > 8 << 20:
                     self.kill("protocol")
@@ -299,11 +669,25 @@ class Child:
         return f"the process exited with status {rc}"
 
     def kill(self, why: str = "") -> None:
+        """Kill the submission as a whole: its PID namespace (by killing its init), or its
+        cgroup, and the launcher's process group."""
         if self.killed_for is None:
             self.killed_for = why
+        if self.containment == "cgroup" and self.cgroup:
+            _kill_cgroup(self.cgroup)
+        init = self.init_pid()
+        for pid in ([init] if init else []):
+            try:
+                os.kill(pid, signal.SIGKILL)   # the init of the namespace: the kernel kills the rest
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.kill()
+        except OSError:
             pass
 
     def read_npy(self, name: str, max_bytes: int = 4 << 30):
@@ -322,7 +706,13 @@ class Child:
         finally:
             os.close(fd)
 
+
     def close(self) -> None:
+        """Ask the driver to exit, then kill everything of the submission and confirm (in
+        /proc) that nothing of it is left; what is left is killed again by PID and kept in
+        ``survivors()`` for the grader's log."""
+        if self._survivors is not None:
+            return
         try:
             self.send(cmd="exit")
         except ChildError:
@@ -331,19 +721,197 @@ class Child:
             self.proc.wait(timeout=3)
         except subprocess.TimeoutExpired:
             pass
+        try:
+            self.pids()   # last look before the kill (records every PID it had)
+        except OSError:
+            pass
         self.kill()
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-        self._drain.join(timeout=2)
-        for f in (self._cmd,):
+        self._closed.set()
+        left = self._leftovers(timeout=3.0)
+        for p in left:
             try:
-                f.close()
-            except OSError:
+                os.kill(p, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
                 pass
+        self._survivors = [process_info(p) for p in left]
+        self._drain.join(timeout=2)
+        self._watch.join(timeout=2)
+        try:
+            self._cmd.close()
+        except OSError:
+            pass
         try:
             os.close(self._rep)
         except OSError:
             pass
+        if self.cgroup:
+            try:
+                os.rmdir(self.cgroup)
+            except OSError:
+                pass
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _leftovers(self, timeout: float) -> list[int]:
+        """Processes of the submission still alive after the kill (the kernel takes a moment
+        to tear a namespace down): by namespace, cgroup, process tree, and any PID ever seen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = {p for p in self.pids_seen if _alive(p) and self._still_ours(p)}
+            if self.containment == "none":   # orphans leave the tree: look for our directory
+                left |= {p for p in _all_pids() if _alive(p) and self._still_ours(p)}
+            try:
+                left |= self.pids()
+            except OSError:
+                pass
+            left.discard(os.getpid())
+            if not left or time.monotonic() > deadline:
+                return sorted(left)
+            time.sleep(0.05)
+
+    def _still_ours(self, pid: int) -> bool:
+        """A PID seen earlier may have been reused by an unrelated process since."""
+        if self.pidns_inode is not None:
+            return _pid_ns(pid) == self.pidns_inode
+        try:
+            return os.readlink(f"/proc/{pid}/cwd").startswith(str(self.workdir))
+        except OSError:  # not ours to read (another uid): not ours
+            return False
+
+    def survivors(self) -> list[dict]:
+        """After close(): the processes of this submission that were still alive after the
+        kill ({pid, cmdline, uid}); [] when containment held. Before close(): []."""
+        return list(self._survivors or [])
+
+    def gpu_leftovers(self) -> list:
+        """After close(): NVML's compute processes (gpuwatch.GpuProcess) whose PID was one of
+        this submission's; [] when none holds a GPU. Raises RuntimeError without NVML (call
+        gpuwatch.available() first and say that the check was not made)."""
+        from autograder import gpuwatch
+
+        return gpuwatch.held_by(self.pids_seen, max_age=0)
+
+    def report(self) -> dict:
+        """What the sandbox knows about this submission, for measurements.jsonl."""
+        return {"containment": self.containment, "containment_note": self.containment_note,
+                "pid_namespace": self.pidns_inode, "pids_seen": len(self.pids_seen),
+                "survivors": self.survivors(), "breach": self.breach,
+                "budgets": {b.name: {"limit_mib": b.limit >> 20, "peak_mib": b.peak >> 20}
+                            for b in self.budgets}}
+
+
+def _kill_cgroup(path: str) -> None:
+    try:
+        with open(os.path.join(path, "cgroup.kill"), "w") as f:
+            f.write("1")
+        return
+    except OSError:
+        pass
+    try:  # older kernels: freeze, kill every member, thaw
+        with open(os.path.join(path, "cgroup.freeze"), "w") as f:
+            f.write("1")
+        for _ in range(10):
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                procs = [int(x) for x in f.read().split()]
+            if not procs:
+                break
+            for p in procs:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+        with open(os.path.join(path, "cgroup.freeze"), "w") as f:
+            f.write("0")
+    except OSError:
+        pass
+
+
+# --------------------------------------------------------------------------- the launcher
+def _launch(cfg_path: str) -> None:
+    """Run in the child as ``python -I -B agsandbox.py config.json`` (this file, copied):
+    limits first, then the containment, then the driver. In a PID namespace the driver is
+    the namespace's init: when it dies (killed by the grader, or through PR_SET_PDEATHSIG
+    when this launcher dies) the kernel kills every process in the namespace."""
+    import ctypes
+    import resource
+
+    cfg = json.load(open(cfg_path))
+    launch = cfg["launch"]
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG: die with the grader
+    if os.getppid() != launch["grader_pid"]:
+        os._exit(5)
+    lim = launch["limits"]
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu_s"], lim["cpu_s"] + 5))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (lim["fsize_bytes"],) * 2)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lim["nofile"],) * 2)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if cfg.get("simulated"):
+            resource.setrlimit(resource.RLIMIT_AS, (lim["mem_bytes"],) * 2)
+    except (OSError, ValueError):
+        pass
+    driver = [sys.executable, "-I", "-B", launch["driver"], cfg_path]
+
+    def fatal(why: str) -> None:
+        with os.fdopen(cfg["reply_fd"], "w") as f:
+            f.write(json.dumps({"event": "fatal", "error": why}) + "\n")
+        os._exit(4)
+
+    mode = launch["contain"]
+    if mode == "none":
+        os.execv(sys.executable, driver)
+    if mode == "cgroup":
+        try:
+            with open(os.path.join(launch["cgroup"], "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError as e:
+            fatal(f"the sandbox could not enter its cgroup {launch['cgroup']}: {e}")
+    elif libc.unshare(CLONE_NEWPID) != 0:
+        fatal(f"the sandbox could not make a PID namespace: unshare(CLONE_NEWPID) failed "
+              f"({os.strerror(ctypes.get_errno())})")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if mode == "pidns" and launch.get("fresh_proc"):
+                _fresh_proc(libc)
+            os.execv(sys.executable, driver)
+        finally:
+            os._exit(127)
+    for fd in (cfg["cmd_fd"], cfg["reply_fd"]):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(0)
+    if os.WIFSIGNALED(status):   # die the same way, so the grader's message names the signal
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _fresh_proc(libc) -> None:
+    """In the namespace's own mount namespace, a /proc that shows only the namespace: the
+    submission cannot read another submission's command line, working directory or memory
+    maps through /proc. Best effort: without it the PID namespace still contains everything."""
+    MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_NOEXEC = 16384, 1 << 18, 2, 4, 8
+    if libc.unshare(CLONE_NEWNS) != 0:
+        return
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        return
+    libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+
+
+if __name__ == "__main__":
+    _launch(sys.argv[1])
