@@ -13,10 +13,7 @@ float32 (TF32 off: cuBLAS's SGEMM) and with TF32 tensor cores.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -44,34 +41,7 @@ SHAPES = [(2048, 4096, 8192), (512, 4096, 14336)]  # (T, d, h)
 OUT_DIR = "."
 
 
-def provenance(command):
-    import numba
-
-    try:
-        import importlib.metadata as md
-
-        numba_cuda = md.version("numba-cuda")
-    except Exception:
-        numba_cuda = None
-    try:
-        drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout.strip()
-    except Exception:
-        drv = None
-    info = book.gpu.device_info()
-    return {
-        "gpu": torch.cuda.get_device_name(),
-        "sm_count": info.sm_count,
-        "driver": drv,
-        "cuda": torch.version.cuda,
-        "numba": numba.__version__,
-        "numba_cuda": numba_cuda,
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
-    }
+from book.provenance import provenance  # noqa: E402  (the one provenance helper)
 
 
 def rel_err(out, ref):

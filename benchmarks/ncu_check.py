@@ -139,10 +139,9 @@ def main():
         "ratio_harness_time_over_ncu_time": t.median_s / ncu_time,
         "within_5_percent": abs(t.bandwidth / dram_bps - 1) <= 0.05,
     }
-    from book.bench.suite import provenance
+    from book.provenance import provenance
 
-    doc["provenance"] = provenance(["(benchmarks/ncu_check.py)"])
-    doc["provenance"]["command"] = "python benchmarks/ncu_check.py"
+    doc["provenance"] = provenance("python benchmarks/ncu_check.py")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(f"harness: {t.median_s * 1e6:.1f} us, effective {t.bandwidth / 1e12:.3f} TB/s")

@@ -245,6 +245,26 @@ def _delay(seconds: float, stream=None) -> None:
         d["kernel"][_DELAY_GRID, 1, stream](*args)
 
 
+def _primed(timed, delay_s, notes, stream=None):
+    """One sample queued behind the delay kernel: ``timed()`` records its start event,
+    enqueues the work and its end event, and returns (start, end) events that have
+    ``query()``, ``synchronize()`` and ``elapsed_time()`` (milliseconds; Numba's and torch's
+    both do). If the GPU had already finished the delay when ``timed`` returned (the start
+    event had been reached), host launch gaps could be inside the sample: retake it with
+    twice the delay, three times at most. Returns (seconds, the delay that worked)."""
+    for _attempt in range(4):
+        _delay(delay_s, stream)
+        start, end = timed()
+        primed = not start.query()  # GPU still busy with the delay: no gaps
+        end.synchronize()
+        t = start.elapsed_time(end) * 1e-3
+        if primed:
+            return t, delay_s
+        delay_s *= 2
+    notes.append("queue could not be kept ahead of the GPU: host launch gaps may be included")
+    return t, delay_s
+
+
 def host_overhead(fn, arg_sets, calls: int = 50) -> float:
     """Host seconds per call of ``fn`` (the Python launch cost), GPU drained before and after."""
     from numba import cuda
@@ -336,20 +356,14 @@ def measure(fn, arg_sets, *, bytes_moved=None, flops=None, warmup: int = 3, reps
             counter[0] += 1
 
     def sample(n, delay_s):
-        for _attempt in range(4):
-            _delay(delay_s)
+        def timed():
             start, end = cuda.event(), cuda.event()
             start.record()
             run(n)
             end.record()
-            primed = not start.query()  # GPU still busy with the delay: no gaps
-            end.synchronize()
-            t = start.elapsed_time(end) * 1e-3
-            if primed:
-                return t, delay_s
-            delay_s *= 2
-        notes.append("queue could not be kept ahead of the GPU: host launch gaps may be included")
-        return t, delay_s
+            return start, end
+
+        return _primed(timed, delay_s, notes)
 
     # one call, primed, to size the batch
     delay_s = 1.5 * host_s + 50e-6
@@ -410,22 +424,16 @@ def _measure_graph(fn, arg_sets, bytes_moved, flops, reps, min_batch_s, host_s, 
     nb_replay = cuda.external_stream(replay_stream.cuda_stream)
 
     def sample(g, delay_s):
-        for _attempt in range(4):
+        def timed():
             with torch.cuda.stream(replay_stream):
-                _delay(delay_s, nb_replay)
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 start.record()
                 g.replay()
                 end.record()
-                primed = not start.query()
-            end.synchronize()
-            t = start.elapsed_time(end) * 1e-3
-            if primed:
-                return t, delay_s
-            delay_s *= 2
-        notes.append("queue could not be kept ahead of the GPU: the replay launch gap may be included")
-        return t, delay_s
+            return start, end
+
+        return _primed(timed, delay_s, notes, nb_replay)
 
     g1 = capture(1)
     single, delay_s = sample(g1, 200e-6)
