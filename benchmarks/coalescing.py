@@ -12,8 +12,9 @@
    :data:`book.bench.suite.SHAPES`, and their fast-math twins in the same run, each checked
    against float64 at full size first. ``--merge FILE`` adds the new variants' rows to
    ``book/data/h100.json`` until the next full ``python -m book.bench`` replaces them.
-3. **Host launch spread** (``host_launch_h100.json``): the host time of one Python launch,
-   repeated, with median and 10th/90th percentiles, so that chapter 6 can plot a spread.
+3. **Host launch spread** (``host_launch_h100.json``, committed as
+   ``book/data/launch/host_h100.json``): the host time of one Python launch, repeated,
+   with median and 10th/90th percentiles, so that chapter 6 can plot a spread.
 
 Usage on a GPU machine:  python benchmarks/coalescing.py --out-dir DIR
 (``COURSE_COMMIT=<sha>`` names the commit where there is no .git.)

@@ -14,7 +14,7 @@ from . import specs as _specs
 from .traffic import Traffic
 
 __all__ = ["ridge_point", "ridge_table", "predict", "Prediction", "plot", "OKABE_ITO",
-           "default_precision"]
+           "default_precision", "kernel_kind"]
 
 #: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008, "Color Universal Design").
 OKABE_ITO = {
@@ -27,10 +27,23 @@ _CYCLE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#00
 _DTYPE_TO_PRECISION = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
-def default_precision(dtype: str) -> str:
-    """The compute roof the course uses for a dtype: CUDA-core fp32 for float32,
-    tensor-core fp16/bf16 for the half types."""
+def default_precision(dtype: str, kind: str = "gemm") -> str:
+    """The compute roof where a kernel's math runs.
+
+    ``kind="elementwise"``: the FP32 CUDA cores in every dtype (the course's elementwise
+    kernels widen float16/bfloat16 to float32 and never touch a tensor core).
+    ``kind="gemm"``: CUDA-core fp32 for float32, the tensor cores for the half types."""
+    if kind == "elementwise":
+        return "fp32"
+    if kind != "gemm":
+        raise ValueError(f"kind must be 'elementwise' or 'gemm', got {kind!r}")
     return _DTYPE_TO_PRECISION.get(dtype, "fp32")
+
+
+def kernel_kind(traffic: Traffic) -> str:
+    """"gemm" for a count that includes matrix multiplications (book.traffic.mlp_up: its
+    shape has a model width d), else "elementwise"."""
+    return "gemm" if "d" in traffic.shape else "elementwise"
 
 
 def ridge_point(spec, precision: str = "bf16") -> float:
@@ -65,11 +78,11 @@ class Prediction:
 def predict(traffic: Traffic, spec, precision: str | None = None) -> Prediction:
     """Roofline lower bound on the time of ``traffic`` on ``spec``.
 
-    ``precision`` picks the compute roof (default from the traffic's dtype:
-    see :func:`default_precision`).
+    ``precision`` picks the compute roof (default: where the math runs, from the traffic's
+    dtype and kind: see :func:`default_precision` and :func:`kernel_kind`).
     """
     spec = _specs.get(spec)
-    precision = precision or default_precision(traffic.dtype)
+    precision = precision or default_precision(traffic.dtype, kernel_kind(traffic))
     mem = traffic.bytes / spec.memory_bandwidth
     comp = traffic.flops / spec.peak(precision)
     bound = "memory" if mem >= comp else "compute"

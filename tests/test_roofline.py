@@ -36,8 +36,25 @@ def test_predict_compute_bound_dual_gemm():
 
 
 def test_predict_refuses_missing_unit():
+    # a bfloat16 GEMM needs bfloat16 tensor cores, which a T4 lacks
     with pytest.raises(ValueError, match="T4"):
-        roofline.predict(traffic.activation(4, 8, "bfloat16"), "T4")
+        roofline.predict(traffic.mlp_up(4, 8, 16, "bfloat16", "epilogue"), "T4")
+
+
+def test_elementwise_math_runs_on_the_fp32_cuda_cores_in_every_dtype():
+    # an fp16 elementwise kernel widens to float32: its roof is FP32, not the tensor cores
+    for dtype in ("float32", "float16", "bfloat16"):
+        p = roofline.predict(traffic.activation(8192, 14336, dtype, "fused"), "H100-SXM")
+        assert p.precision == "fp32" and p.ridge == pytest.approx(20.0, abs=0.1), dtype
+    # so a T4, which has no bfloat16 unit at all, still predicts a bfloat16 activation
+    assert roofline.predict(traffic.activation(4, 8, "bfloat16"), "T4").precision == "fp32"
+    # a GEMM in a half type runs on the tensor cores
+    g = roofline.predict(traffic.mlp_up(2048, 4096, 8192, "float16", "unfused"), "H100-SXM")
+    assert g.precision == "fp16" and g.ridge == pytest.approx(295.4, abs=0.5)
+    assert roofline.kernel_kind(traffic.mlp_up(1, 2, 3, "float32", "epilogue")) == "gemm"
+    assert roofline.kernel_kind(traffic.activation(1, 2, "float32", "epilogue")) == "elementwise"
+    with pytest.raises(ValueError, match="kind"):
+        roofline.default_precision("float16", "tensor")
 
 
 def test_plot_axes_units_and_palette():

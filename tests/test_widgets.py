@@ -97,7 +97,12 @@ def test_roofline_explorer_passes_the_gpu_table(no_data):
     s = specs.GPU_SPECS["H100-SXM"]
     assert h100["memory_bandwidth"] == s.memory_bandwidth and h100["bf16_tensor"] == s.bf16_tensor
     assert h100["source"] == s.source
-    assert w.default_precisions == {dt: roofline.default_precision(dt) for dt in traffic.DTYPE_BYTES}
+    assert w.default_precisions == {kind: {dt: roofline.default_precision(dt, kind)
+                                           for dt in traffic.DTYPE_BYTES}
+                                    for kind in ("elementwise", "gemm")}
+    # where the math runs: elementwise on the FP32 CUDA cores, a half-type GEMM on tensor cores
+    assert w.default_precisions["elementwise"]["float16"] == "fp32"
+    assert w.default_precisions["gemm"]["bfloat16"] == "bf16"
 
 
 def test_this_gpu_preset():

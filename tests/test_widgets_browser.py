@@ -208,6 +208,26 @@ def test_roofline_numbers_agree_with_python(open_widget):
         assert f"{float(f'{t.intensity:.3g}'):g}" in page.text("intensity").replace(",", ""), case
 
 
+def test_roofline_roof_is_where_the_math_runs_and_the_ridge_label_matches(open_widget):
+    # an fp16 elementwise kernel computes on the FP32 CUDA cores: its roof is FP32, not the
+    # tensor cores; a bfloat16 GEMM's is the tensor cores (the ridge seed 000 quotes, 295)
+    page = open_widget(widgets.roofline_explorer("H100-SXM", this_gpu=False, dtype="float16",
+                                                 variant="fused"))
+    fp32 = roofline.ridge_point("H100-SXM", "fp32")
+    assert page.value("ridge") == pytest.approx(fp32, rel=1e-12)
+    auto = page.q("precision").locator("option").first.text_content()
+    assert "FP32 CUDA cores" in auto and "elementwise" in auto, auto
+    page.select("variant", "epilogue")
+    page.select("dtype", "bfloat16")
+    bf16 = roofline.ridge_point("H100-SXM", "bf16")
+    assert page.value("ridge") == pytest.approx(bf16, rel=1e-12)
+    assert "BF16 tensor cores" in page.q("precision").locator("option").first.text_content()
+    # the chart's ridge label shows the readout's figure (295), not a rounder one (300)
+    shown = page.page.locator('[data-testid="ridge-label"]').text_content()
+    assert shown == f"ridge {float(f'{bf16:.3g}'):g}" == "ridge 295", shown
+    assert f"{float(f'{bf16:.3g}'):g}" in page.text("ridge")
+
+
 def test_roofline_responds_to_every_control(open_widget):
     w = widgets.roofline_explorer("H100-SXM", this_gpu=False)
     page = open_widget(w)

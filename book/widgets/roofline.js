@@ -85,7 +85,8 @@ function renderRoofline({ model, el }) {
     // compute peaks this GPU has
     precSel.replaceChildren();
     const auto = resolvePrecision("auto");
-    precSel.append(h("option", { value: "auto", text: `auto (${auto.label || auto.key} for ${get("dtype")})` }));
+    const where = isGemm ? `a ${get("dtype")} GEMM` : "elementwise math";
+    precSel.append(h("option", { value: "auto", text: `auto (${auto.label || auto.key}: where ${where} runs)` }));
     for (const [k, label, attr] of get("precisions")) {
       if (spec[attr]) precSel.append(h("option", { value: k, text: `${label}: ${fmtRate(spec[attr])}` }));
     }
@@ -100,9 +101,12 @@ function renderRoofline({ model, el }) {
     presetSel.value = idx < 0 ? "" : String(idx);
   }
 
-  // "auto" -> the course's default compute roof for the dtype (book.roofline.default_precision)
+  // "auto" -> the roof where the math runs (book.roofline.default_precision(dtype, kind)):
+  // an elementwise kernel widens halves to float32 and computes on the FP32 CUDA cores in
+  // every dtype; a GEMM in a half type runs on the tensor cores.
   function resolvePrecision(p) {
-    const key = p === "auto" ? get("default_precisions")[get("dtype")] || "fp32" : p;
+    const kind = get("variants").find((v) => v.key === get("variant"))?.kind || "elementwise";
+    const key = p === "auto" ? (get("default_precisions")[kind] || {})[get("dtype")] || "fp32" : p;
     const row = get("precisions").find(([k]) => k === key) || [key, key, key];
     return { key, label: row[1], attr: row[2] };
   }
@@ -224,7 +228,8 @@ function renderRoofline({ model, el }) {
     chart.over.append(s("text", { x: lpx, y: lpy, class: "swg-small", transform: `rotate(${slopeDeg} ${lpx} ${lpy})` }, memText));
     if (peak) {
       chart.plot.append(s("line", { x1: chart.X(ridge), x2: chart.X(ridge), y1: chart.Y(peak), y2: chart.m.top + chart.ih, stroke: "currentColor", "stroke-dasharray": "2 3", "stroke-width": 1 }));
-      chart.over.append(s("text", { x: chart.X(ridge) + 4, y: chart.m.top + chart.ih - 6, class: "swg-small" }, `ridge ${sig(ridge, 2)}`));
+      // the same three significant figures as the readout (295, not a rounded 300)
+      chart.over.append(s("text", { x: chart.X(ridge) + 4, y: chart.m.top + chart.ih - 6, class: "swg-small", "data-testid": "ridge-label" }, `ridge ${sig(ridge)}`));
     }
     // measured points
     // points at the chosen shape stand out; other shapes stay as faint context

@@ -19,8 +19,9 @@ VARIANTS = {
 }
 
 #: compute peaks: key (as book.roofline.predict takes it) -> (label, GPUSpec attribute).
-#: Numba kernels run on the CUDA cores (fp32) in every dtype; the tensor-core peaks show what
-#: cuBLAS-class GEMMs can reach. "auto" follows book.roofline.default_precision(dtype).
+#: "auto" is the roof where the math runs (book.roofline.default_precision(dtype, kind)): an
+#: elementwise kernel computes on the FP32 CUDA cores in every dtype (it widens halves to
+#: float32); a GEMM in a half type runs on the tensor cores.
 PRECISIONS = {
     "fp32": ("FP32 CUDA cores", "fp32"),
     "tf32": ("TF32 tensor cores", "tf32_tensor"),
@@ -85,7 +86,9 @@ class RooflineExplorer(anywidget.AnyWidget):
     dtypes = t.Dict(dict(traffic.DTYPE_BYTES)).tag(sync=True)
     variants = t.List([{"key": k, "label": v[0], "kind": v[1]} for k, v in VARIANTS.items()]).tag(sync=True)
     precisions = t.List([[k, label, attr] for k, (label, attr) in PRECISIONS.items()]).tag(sync=True)
-    default_precisions = t.Dict({dt: roofline.default_precision(dt) for dt in traffic.DTYPE_BYTES}).tag(sync=True)
+    default_precisions = t.Dict({kind: {dt: roofline.default_precision(dt, kind)
+                                        for dt in traffic.DTYPE_BYTES}
+                                 for kind in ("elementwise", "gemm")}).tag(sync=True)
     presets = t.List(PRESETS).tag(sync=True)
     flops_per_element = t.Float(float(traffic.FLOPS_PER_ELEMENT)).tag(sync=True)
     points = t.List().tag(sync=True)
@@ -173,8 +176,10 @@ def roofline_explorer(gpu: str | None = None, *, dtype: str = "float32", variant
     variant : "naive" or "fused" (the elementwise SwiGLU on [T, h]); "unfused" (two GEMMs then the
         fused SwiGLU) or "epilogue" (one dual GEMM with SwiGLU in its epilogue), both with x [T, d].
     T, h, d : tokens, hidden size of the MLP, model width.
-    precision : compute peak for the prediction: "auto" (book.roofline.default_precision: fp32
-        CUDA cores for float32, tensor cores for float16/bfloat16), "fp32", "tf32", "fp16", "bf16".
+    precision : compute peak for the prediction: "auto" (where the math runs,
+        book.roofline.default_precision: the fp32 CUDA cores for the elementwise kernels in
+        every dtype; for the GEMMs fp32 in float32 and the tensor cores in float16/bfloat16),
+        "fp32", "tf32", "fp16", "bf16".
     data : a dataset from book.data.load (or a list of them); default every book/data/*.json.
     this_gpu : add a "this GPU" preset from book.gpu.device_info() when a GPU is present.
 
