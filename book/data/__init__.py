@@ -82,6 +82,20 @@ def ncu(gpu: str = "h100") -> dict:
     return json.loads(path.read_text())
 
 
+def record(name: str) -> dict:
+    """A profiler record by its path under book/data, without ".json".
+
+    ``record("ncu/diagnosis_h100")`` (``benchmarks/ncu_diagnose.py``: stall reasons, DRAM
+    bytes, sectors per request) or ``record("profile/decode_timeline_h100")``
+    (``benchmarks/profile_decode.py``: a torch.profiler timeline). Each holds its
+    ``provenance``."""
+    path = (HERE / f"{name}.json").resolve()
+    if HERE not in path.parents or not path.exists():
+        have = sorted(str(p.relative_to(HERE).with_suffix("")) for p in HERE.glob("*/*.json"))
+        raise FileNotFoundError(f"no record {name!r} under {HERE}; recorded: {have}")
+    return json.loads(path.read_text())
+
+
 def sass(kernel: str, dtype: str = "float32") -> str:
     """SASS (machine code) of a kernel, dumped on the H100 by ``benchmarks/sass_dump.py``.
 
