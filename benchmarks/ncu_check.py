@@ -59,7 +59,6 @@ def profile_target():
 
 
 def harness():
-    import numpy as np
     from numba import cuda
 
     from book import bench

@@ -17,6 +17,7 @@ provenance, to FILE; ``python -m book.bench.merge FILE`` then puts them into
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -122,6 +123,11 @@ class Suite:
               flush=True)
         return row
 
+    def later(self, fn, sets, **kw):
+        """:meth:`measure` with these arguments, run only if the row is wanted (``--only``).
+        The arguments are bound now: ``del`` of a buffer later cannot change them."""
+        return functools.partial(self.measure, fn, sets, **kw)
+
     def measure(self, fn, sets, **kw):
         kw.setdefault("reps", self.reps)
         if self.args.verbose:
@@ -170,14 +176,14 @@ class Suite:
             del args
         # references, same buffers
         self.add("reference", "torch_eager", dtype, shape,
-                 lambda: self.measure(lambda g, u, o: F.silu(g) * u, sets, bytes_moved=min_bytes,
+                 self.later(lambda g, u, o: F.silu(g) * u, sets, bytes_moved=min_bytes,
                                       flops=flops),
                  description="torch eager F.silu(g) * u (two kernels, allocates its outputs)")
         self.add("reference", "torch_add", dtype, shape,
-                 lambda: self.measure(lambda g, u, o: t.add(g, u, out=o), sets, bytes_moved=min_bytes),
+                 self.later(lambda g, u, o: t.add(g, u, out=o), sets, bytes_moved=min_bytes),
                  description="torch.add(g, u, out=o): a three-stream elementwise kernel")
         self.add("reference", "copy", dtype, shape,
-                 lambda: self.measure(lambda g, u, o: o.copy_(g), sets, bytes_moved=2 * nb),
+                 self.later(lambda g, u, o: o.copy_(g), sets, bytes_moved=2 * nb),
                  description="device copy o.copy_(g), bytes read + written")
         if shape == PREFILL and "vec4" in self.variants and dtype == "float32":
             # The same shape with ONE input set: 192 MiB of traffic against a 50 MiB L2, so
@@ -187,11 +193,11 @@ class Suite:
 
             one = [nsets[0]]
             self.add("kernel", "vec4_l2_warm", dtype, shape,
-                     lambda: self.measure(vectorized.swiglu_vec4, one, bytes_moved=min_bytes,
+                     self.later(vectorized.swiglu_vec4, one, bytes_moved=min_bytes,
                                           flops=flops),
                      correct=True, description="vec4 with the same buffers every call (no rotation)")
             self.add("reference", "torch_add_l2_warm", dtype, shape,
-                     lambda: self.measure(lambda g, u, o: t.add(g, u, out=o), [sets[0]],
+                     self.later(lambda g, u, o: t.add(g, u, out=o), [sets[0]],
                                           bytes_moved=min_bytes),
                      description="torch.add with the same buffers every call (no rotation)")
         if shape in DECODE_SHAPES:
@@ -252,7 +258,7 @@ class Suite:
         g0, u0, o0 = sets[0]
         if not self.wants(f"{best}_graph"):
             return self.add("reference", "torch_eager_graph", dtype, shape,
-                            lambda: self.measure(lambda g, u, o: F.silu(g) * u, sets,
+                            self.later(lambda g, u, o: F.silu(g) * u, sets,
                                                  bytes_moved=min_bytes, flops=flops, graph=True),
                             description="torch eager SwiGLU captured in a CUDA graph")
         ok, err = True, None
@@ -273,7 +279,7 @@ class Suite:
                  description=f"{best} launches captured in a CUDA graph (torch.cuda.graph + "
                              "numba cuda.external_stream), time per SwiGLU in a replay")
         self.add("reference", "torch_eager_graph", dtype, shape,
-                 lambda: self.measure(lambda g, u, o: F.silu(g) * u, sets, bytes_moved=min_bytes,
+                 self.later(lambda g, u, o: F.silu(g) * u, sets, bytes_moved=min_bytes,
                                       flops=flops, graph=True),
                  description="torch eager SwiGLU captured in a CUDA graph")
 
@@ -289,11 +295,12 @@ class Suite:
                 cases = [("", g, u, o)]
                 if v.layout == "separate" and shape[-1] > 1:
                     # views that start one element into an allocation: not 16-byte aligned
-                    G = t.empty(g.numel() + 1, dtype=g.dtype, device="cuda")
-                    U, O = t.empty_like(G), t.empty_like(G)
-                    G[1:].copy_(g.flatten())
-                    U[1:].copy_(u.flatten())
-                    cases.append(("_misaligned", G[1:].view(shape), U[1:].view(shape), O[1:].view(shape)))
+                    pg = t.empty(g.numel() + 1, dtype=g.dtype, device="cuda")
+                    pu, po = t.empty_like(pg), t.empty_like(pg)
+                    pg[1:].copy_(g.flatten())
+                    pu[1:].copy_(u.flatten())
+                    cases.append(("_misaligned", pg[1:].view(shape), pu[1:].view(shape),
+                                  po[1:].view(shape)))
                 for tag, gg, uu, oo in cases:
                     ok, err = True, None
                     try:
@@ -362,11 +369,11 @@ class Suite:
                 t.backends.cuda.matmul.allow_tf32 = tf32
                 t.set_float32_matmul_precision("high" if tf32 else "highest")
                 self.add("gemm", f"torch_matmul_{prec}", prec, shape,
-                         lambda: self.measure(lambda a, b: t.matmul(a, b), [(x, wg)], flops=mm_flops,
+                         self.later(lambda a, b: t.matmul(a, b), [(x, wg)], flops=mm_flops,
                                               reps=max(10, self.reps // 3)),
                          description=f"cuBLAS x @ Wg ({'TF32 tensor cores' if tf32 else 'strict float32'})")
                 self.add("gemm", f"torch_mlp_up_{prec}", prec, shape,
-                         lambda: self.measure(lambda a, b, c: F.silu(a @ b) * (a @ c), [(x, wg, wu)],
+                         self.later(lambda a, b, c: F.silu(a @ b) * (a @ c), [(x, wg, wu)],
                                               flops=up_flops, bytes_moved=up_bytes,
                                               reps=max(10, self.reps // 3)),
                          description="torch: silu(x @ Wg) * (x @ Wu), eager")
@@ -395,30 +402,30 @@ class Suite:
             del ref
             reps = max(5, self.reps // 5)
             self.add("gemm", "numba_gemm", "float32", shape,
-                     lambda: self.measure(lambda a, b, c, stream=0: gemm.matmul(a, b, c, stream=stream),
+                     self.later(lambda a, b, c, stream=0: gemm.matmul(a, b, c, stream=stream),
                                   [(xv, wgv, Gv)], flops=mm_flops, reps=reps),
                      description="the course's tiled Numba GEMM, x @ Wg")
             self.add("gemm", "numba_dual_gemm", "float32", shape,
-                     lambda: self.measure(lambda a, b, c, e, stream=0: dual.swiglu_dual_gemm(a, b, c, e, stream=stream),
+                     self.later(lambda a, b, c, e, stream=0: dual.swiglu_dual_gemm(a, b, c, e, stream=stream),
                                   [(xv, wgv, wuv, ov)], flops=up_flops, bytes_moved=up_bytes, reps=reps),
                      description="one kernel: x @ Wg and x @ Wu from one read of x, silu*mul in the epilogue")
             # the control (measured right after, same buffers): same kernel, identity epilogue
             self.add("gemm", "numba_dual_gemm_identity", "float32", shape,
-                     lambda: self.measure(lambda a, b, c, e, stream=0: dual.dual_gemm_identity(a, b, c, e, stream=stream),
+                     self.later(lambda a, b, c, e, stream=0: dual.dual_gemm_identity(a, b, c, e, stream=stream),
                                   [(xv, wgv, wuv, ov)], flops=2 * mm_flops, bytes_moved=up_bytes, reps=reps),
                      description="control: the same dual GEMM, identity epilogue (gate + up, same stores)")
 
-            def unfused(a, b, c, e, stream=0):
+            def unfused(a, b, c, e, stream=0, Gv=Gv, Uv=Uv):
                 gemm.matmul(a, b, Gv, stream=stream)
                 gemm.matmul(a, c, Uv, stream=stream)
                 vectorized.swiglu_vec4(Gv, Uv, e, stream=stream)
 
             self.add("gemm", "numba_unfused", "float32", shape,
-                     lambda: self.measure(unfused, [(xv, wgv, wuv, ov)], flops=up_flops, bytes_moved=up_bytes,
+                     self.later(unfused, [(xv, wgv, wuv, ov)], flops=up_flops, bytes_moved=up_bytes,
                                   reps=reps),
                      description="the same GEMM twice (gate, up to memory) + the vec4 SwiGLU kernel")
             self.add("gemm", "vec4_swiglu_only", "float32", (T, h),
-                     lambda: self.measure(lambda a, b, c, stream=0: vectorized.swiglu_vec4(a, b, c, stream=stream),
+                     self.later(lambda a, b, c, stream=0: vectorized.swiglu_vec4(a, b, c, stream=stream),
                                   [(Gv, Uv, ov)], bytes_moved=3 * 4 * T * h, reps=reps),
                      description="the standalone fused SwiGLU on the GEMM outputs (L2-warm: one set)")
             del xv, wgv, wuv, ov, Gv, Uv, G, U, x, wg, wu, o
