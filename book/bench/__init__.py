@@ -55,6 +55,7 @@ __all__ = [
     "rotation_count",
     "batch_size",
     "host_overhead",
+    "measure_back_to_back",
     "DEFAULT_MIN_BATCH_S",
 ]
 
@@ -281,6 +282,44 @@ def host_overhead(fn, arg_sets, calls: int = 50) -> float:
     t1 = time.perf_counter()
     cuda.synchronize()
     return (t1 - t0) / calls
+
+
+def measure_back_to_back(fn, arg_sets, *, bytes_moved=None, flops=None, calls: int = 20,
+                         reps: int = 20, warmup: int = 3) -> Timing:
+    """Time ``calls`` back-to-back calls of ``fn`` at the host's own pace: what a reader
+    who calls it in a loop gets.
+
+    Unlike :func:`measure`, no delay kernel keeps the GPU queue ahead of the host: the
+    start event is recorded on an idle GPU and the calls are enqueued as fast as Python
+    makes them, so wherever one call's host time exceeds its GPU time the GPU waits and
+    the time per call shows it. (For a kernel longer than its launch, the two agree.)
+    """
+    from numba import cuda
+
+    if gpu.SIMULATED:
+        raise SimulatorTimingError(_SIM_MESSAGE)
+    if reps < 1 or calls < 1:
+        raise ValueError(f"reps and calls must be at least 1, got {reps} and {calls}")
+    arg_sets = _check_arg_sets(arg_sets)
+    n_sets = len(arg_sets)
+    for i in range(max(warmup, n_sets)):
+        fn(*arg_sets[i % n_sets])
+    cuda.synchronize()
+    samples = []
+    k = 0
+    for _ in range(reps):
+        start, end = cuda.event(), cuda.event()
+        start.record()
+        for _ in range(calls):
+            fn(*arg_sets[k % n_sets])
+            k += 1
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e-3 / calls)
+    med, p10, p90 = summarize(samples)
+    method = (f"CUDA events around {calls} back-to-back calls from Python, no delay kernel: "
+              "host time shows wherever it exceeds GPU time")
+    return Timing(med, p10, p90, reps, method, bytes_moved, flops, calls, tuple(samples))
 
 
 def _check_arg_sets(arg_sets):
