@@ -51,20 +51,27 @@ def thread_cells(tile, tid):
             for i in range(tile.tm) for j in range(tile.tn)}
 
 
-def schedule(nk):
+def schedule(nk, prefetch="peeled"):
     """The k loop of the kernel as steps ``(kt, load_slab, multiply_buffer, store_buffer)``.
 
     Before the loop slab 0 is loaded and stored into buffer 0 (step ``kt = -1``, nothing
     multiplied). Step ``kt`` multiplies buffer ``kt % 2`` (slab ``kt``) while slab
-    ``min(kt + 1, nk - 1)`` travels from global memory into registers, then stores those
-    registers into buffer ``1 - kt % 2``; a barrier ends each step (the last step reloads
-    its own slab: the branch-free prefetch).
+    ``kt + 1`` travels from global memory into registers, then stores those registers into
+    buffer ``1 - kt % 2``; a barrier ends each step. The last step has nothing to fetch:
+    ``prefetch="peeled"`` (or ``"branchy"``) runs it without loads or stores
+    (``load_slab`` and ``store_buffer`` are None); ``"clamped"`` reloads its own slab, so
+    that the loop body has no branch (the ``Tile.prefetch`` options of the kernel).
     """
     if nk < 1:
         raise ValueError(f"nk must be at least 1 (slabs along k), got {nk}")
+    if prefetch not in ("peeled", "clamped", "branchy"):
+        raise ValueError(f"prefetch must be 'peeled', 'clamped' or 'branchy', got {prefetch!r}")
     steps = [(-1, 0, None, 0)]
     for kt in range(nk):
-        steps.append((kt, min(kt + 1, nk - 1), kt % 2, 1 - kt % 2))
+        if kt + 1 < nk or prefetch == "clamped":
+            steps.append((kt, min(kt + 1, nk - 1), kt % 2, 1 - kt % 2))
+        else:
+            steps.append((kt, None, kt % 2, None))
     return steps
 
 
@@ -220,26 +227,30 @@ def double_buffer(tile=None, ax=None, nk=5):
         import matplotlib.pyplot as plt
 
         _, ax = plt.subplots(figsize=(7, 2.8))
-    lanes = ["global -> registers\n(load_tiles)", "multiply\n(slab8 x 8 k)",
-             "registers -> shared\n(store_tiles)"]
+    lanes = ["global memory\n-> registers", "multiply from\nshared memory",
+             "registers ->\nshared memory"]
     buf_colour = {0: OI["sky_blue"], 1: OI["bluish_green"]}
     fs = 8
-    for x, (kt, load, mul, store) in enumerate(schedule(nk)):
-        ax.add_patch(mp.Rectangle((x + 0.05, 2.1), 0.9, 0.8, fc=OI["yellow"], ec="black",
-                                  lw=0.6))
-        again = kt == nk - 1  # the branch-free prefetch reloads the last slab
-        ax.text(x + 0.5, 2.5, f"slab {load}" + ("\n(again)" if again else ""),
-                ha="center", va="center", fontsize=fs)
+    prefetch = getattr(tile, "prefetch", "peeled")
+    for x, (kt, load, mul, store) in enumerate(schedule(nk, prefetch)):
+        if load is not None:
+            ax.add_patch(mp.Rectangle((x + 0.05, 2.1), 0.9, 0.8, fc=OI["yellow"], ec="black",
+                                      lw=0.6))
+            again = kt == nk - 1  # "clamped": the last step reloads its own slab
+            ax.text(x + 0.5, 2.5, f"slab {load}" + ("\n(again)" if again else ""),
+                    ha="center", va="center", fontsize=fs)
         if mul is not None:
             ax.add_patch(mp.Rectangle((x + 0.05, 1.1), 0.9, 0.8, fc=buf_colour[mul],
                                       ec="black", lw=0.6))
             ax.text(x + 0.5, 1.5, f"buf {mul}\nslab {kt}", ha="center", va="center",
                     fontsize=fs)
-        ax.add_patch(mp.Rectangle((x + 0.05, 0.1), 0.9, 0.8, fc=buf_colour[store],
-                                  ec="black", lw=0.6, alpha=0.45))
-        ax.text(x + 0.5, 0.5, f"slab {load}\n-> buf {store}", ha="center", va="center",
-                fontsize=fs)
-        ax.plot([x + 1, x + 1], [0, 3], color=OI["vermillion"], lw=1.2, ls="--")
+        if store is not None:
+            ax.add_patch(mp.Rectangle((x + 0.05, 0.1), 0.9, 0.8, fc=buf_colour[store],
+                                      ec="black", lw=0.6, alpha=0.45))
+            ax.text(x + 0.5, 0.5, f"slab {load}\n-> buf {store}", ha="center",
+                    va="center", fontsize=fs)
+        if kt < nk - 1:
+            ax.plot([x + 1, x + 1], [0, 3], color=OI["vermillion"], lw=1.2, ls="--")
     ax.set_xlim(0, nk + 1)
     ax.set_ylim(0, 3.5)
     ax.set_yticks([2.5, 1.5, 0.5], lanes, fontsize=fs)
@@ -247,8 +258,8 @@ def double_buffer(tile=None, ax=None, nk=5):
                   ["before\nthe loop"] + [f"kt = {k}" for k in range(nk)], fontsize=fs)
     ax.text(nk + 1, 3.05, "dashed: cuda.syncthreads()", ha="right", va="bottom",
             fontsize=fs, color=OI["vermillion"])
-    ax.text(0, 3.05, f"BK = {tile.bk}: each step consumes one {tile.bk}-deep slab",
-            ha="left", va="bottom", fontsize=fs)
+    ax.text(0, 3.05, f"BK = {tile.bk}: each step consumes one {tile.bk}-deep slab "
+            f"(prefetch: {prefetch})", ha="left", va="bottom", fontsize=fs)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return ax

@@ -41,9 +41,10 @@ def test_gate_and_up_of_one_output_sit_in_one_thread(tile):
                 assert cg < hn <= cu
 
 
+@pytest.mark.parametrize("prefetch", ["peeled", "clamped", "branchy"])
 @pytest.mark.parametrize("nk", [1, 2, 5])
-def test_double_buffer_schedule_multiplies_what_was_stored(nk):
-    steps = diagrams.schedule(nk)
+def test_double_buffer_schedule_multiplies_what_was_stored(nk, prefetch):
+    steps = diagrams.schedule(nk, prefetch)
     assert steps[0][0] == -1 and steps[0][2] is None  # the prologue multiplies nothing
     holds = {}
     multiplied = []
@@ -52,10 +53,20 @@ def test_double_buffer_schedule_multiplies_what_was_stored(nk):
             assert mul != store, "a step may not overwrite the buffer it multiplies"
             assert holds[mul] == kt, f"step {kt} multiplies slab {holds[mul]}"
             multiplied.append(kt)
-        holds[store] = load  # after the barrier the other buffer holds the loaded slab
+        if store is not None:
+            holds[store] = load  # after the barrier the other buffer holds the loaded slab
     assert multiplied == list(range(nk))
+    last = steps[-1]
+    assert (last[1] is None) == (prefetch != "clamped")  # only "clamped" reloads at the end
     with pytest.raises(ValueError, match="nk must be at least 1"):
         diagrams.schedule(0)
+    with pytest.raises(ValueError, match="prefetch must be"):
+        diagrams.schedule(3, "sometimes")
+
+
+def test_schedule_matches_the_kernel_default():
+    assert gemm.TILE.prefetch in ("peeled", "clamped", "branchy")
+    assert diagrams.schedule(4, gemm.TILE.prefetch)
 
 
 def texts(ax):
@@ -75,6 +86,7 @@ def test_drawings_label_the_tile_they_draw(tile):
         assert f"{tile.tm} x {tile.tn}" in texts(ax)
         assert len(ax.patches) >= tile.tm * tile.tn  # one square per accumulator
         ax = diagrams.double_buffer(tile, nk=3)
-        assert "load_tiles" in texts(ax) and len(ax.patches) == 2 + 3 * 3
+        expect = 2 + 3 * 3 - (0 if tile.prefetch == "clamped" else 2)
+        assert "shared memory" in texts(ax) and len(ax.patches) == expect
     finally:
         plt.close("all")
