@@ -10,6 +10,12 @@ runs again, so no page shows outputs of an older library. When some fail,
 all of them are reported (file, cell, error) and the exit status is 1: the build would fail on
 them anyway, as `raise_on_error` in _config.yml makes any cell error fatal.
 
+Recorded GPU outputs: a chapter with a current recording (tools/recordings.py, made on a GPU by
+`python -m tools.record`) still executes here in the simulator, so it must run without error, but
+what goes into the cache, and so onto the page, is the chapter's source with the recorded
+outputs. A chapter with no recording, or whose code changed since it was recorded, keeps the
+simulator's outputs (tools/sphinx_course.py labels each page with which it shows).
+
     python -m tools.execute            # execute what is not cached yet
     python -m tools.execute --list     # list the notebooks the book executes
 """
@@ -30,19 +36,23 @@ from pathlib import Path
 import nbformat
 import yaml
 
+from tools import recordings
+
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "_build" / ".jupyter_cache"
 DOCTREES = ROOT / "_build" / ".doctrees"
 # The cache is keyed on each notebook's code only. Outputs also depend on the library the
 # notebooks import, so a change under book/ (or in the pins) re-executes every notebook.
 FINGERPRINT = ROOT / "_build" / ".notebooks-library-fingerprint"
-FINGERPRINTED = ("book", "requirements.txt")
+FINGERPRINTED = ("book", "requirements.txt", "records/chapters")
 
 
 def library_fingerprint() -> str:
     h = hashlib.sha256()
     for top in FINGERPRINTED:
         path = ROOT / top
+        if not path.exists():
+            continue
         files = [path] if path.is_file() else sorted(
             p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
         for f in files:
@@ -54,8 +64,8 @@ def _forget_stale_outputs() -> None:
     now = library_fingerprint()
     before = FINGERPRINT.read_text().strip() if FINGERPRINT.exists() else None
     if before is not None and before != now and CACHE.exists():
-        print("notebooks: book/ or requirements.txt changed since the notebooks last ran: "
-              "executing them again")
+        print("notebooks: book/, requirements.txt or records/chapters/ changed since the "
+              "notebooks last ran: executing them again")
         shutil.rmtree(CACHE)
         # Sphinx would otherwise keep the pages it rendered from the old outputs.
         shutil.rmtree(DOCTREES, ignore_errors=True)
@@ -109,6 +119,17 @@ def _run(rel: str, timeout: int, allow_errors: bool):
     return rel, nbformat.writes(nb), result.time, None
 
 
+def _published(rel: str, simulated_nb):
+    """What the page of ``rel`` shows: its current GPU recording, else the simulator's run."""
+    rec = recordings.find(rel)
+    if rec.usable:
+        src = nbformat.read(ROOT / rel, as_version=4)
+        return recordings.with_recorded_outputs(src, rec), f"the recording ({rec.describe()})"
+    if rec.exists:
+        return simulated_nb, "simulator outputs: its recording is STALE (tests/test_record.py)"
+    return simulated_nb, "simulator outputs (no recording)"
+
+
 def _last_error_line(exc_string: str) -> str:
     plain = re.sub(r"\x1b\[[0-9;]*m", "", exc_string)
     lines = [ln for ln in plain.splitlines() if re.match(r"^\w*(Error|Exception|Interrupt)\b", ln)]
@@ -155,11 +176,11 @@ def main(argv=None) -> int:
                 failed.append((rel, err))
                 print(f"  FAILED {rel} ({seconds:.0f} s)", flush=True)
                 continue
+            nb, shown = _published(rel, nbformat.reads(text, as_version=4))
             cache.cache_notebook_bundle(
-                CacheBundleIn(nbformat.reads(text, as_version=4), str(ROOT / rel),
-                              data={"execution_seconds": seconds}),
+                CacheBundleIn(nb, str(ROOT / rel), data={"execution_seconds": seconds}),
                 check_validity=False, overwrite=True)
-            print(f"  ok     {rel} ({seconds:.0f} s)", flush=True)
+            print(f"  ok     {rel} ({seconds:.0f} s; the page shows {shown})", flush=True)
     print(f"notebooks: done in {time.perf_counter() - t0:.0f} s")
     if failed:
         for rel, err in failed:

@@ -34,9 +34,10 @@ RECORD_COMMAND = "python -m tools.record --out DIR"
 INSTALL_COMMAND = "python -m tools.record --install DIR/chapters-<gpu>.tar.gz"
 
 
-def cell_hash(source: str) -> str:
-    """sha256 of a code cell's source, as nbformat stores it (one string)."""
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+def cell_hash(source: str | list[str]) -> str:
+    """sha256 of a code cell's source (the text, however the .ipynb split it into lines)."""
+    text = "".join(source) if isinstance(source, list) else source
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def code_cells(nb) -> list:
@@ -52,8 +53,8 @@ def record_path(src: str | Path, gpu: str = PUBLISHED_GPU, root: Path = ROOT) ->
     return root / "records" / "chapters" / gpu / Path(src).name
 
 
-def _first_line(source: str) -> str:
-    for line in source.splitlines():
+def _first_line(source: str | list[str]) -> str:
+    for line in "".join(source).splitlines():
         if line.strip():
             return line.strip()[:70]
     return "(empty)"
@@ -84,7 +85,8 @@ class Recording:
         return f"{p.get('gpu') or 'unknown GPU'}, {(p.get('date') or '?')[:10]}, commit {commit}"
 
     def stale_message(self) -> str:
-        return (f"{self.src}: the recording {self.path.relative_to(ROOT) if self.path else ''} "
+        where = f"records/chapters/{self.path.parent.name}/{self.path.name}" if self.path else ""
+        return (f"{self.src}: the recording {where} "
                 f"({self.describe()}) no longer matches the chapter:\n  "
                 + "\n  ".join(self.problems)
                 + f"\nRecord it again on a GPU: {RECORD_COMMAND} {self.src} "

@@ -1,0 +1,130 @@
+"""Chapter recordings (records/chapters/, made on a GPU by `python -m tools.record`): every
+recording matches its chapter's code, and a changed cell is caught and named.
+
+No GPU or build needed: these read the notebooks.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+
+import nbformat
+import pytest
+
+from conftest import ROOT
+from tools import record, recordings
+
+
+def _recorded_chapters() -> list[str]:
+    return [f"chapters/{p.name}" for p in recordings.all_recordings()]
+
+
+def test_every_recording_matches_its_chapter():
+    """Fails when a code cell changed since its chapter was recorded on the GPU: the message names
+    the chapter, the cell and the command that records it again."""
+    recorded = _recorded_chapters()
+    if not recorded:
+        pytest.skip(f"no recordings in records/chapters/{recordings.PUBLISHED_GPU}/ yet")
+    problems = []
+    for src in recorded:
+        if not (ROOT / src).is_file():
+            problems.append(f"{src}: recorded, but the chapter no longer exists (remove "
+                            f"{recordings.record_path(src).relative_to(ROOT)})")
+            continue
+        rec = recordings.find(src)
+        if rec.problems:
+            problems.append(rec.stale_message())
+        assert not rec.provenance.get("simulated"), f"{src} was recorded in the simulator"
+        for key in ("gpu", "date", "commit", "driver_cuda", "numba_cuda"):
+            assert rec.provenance.get(key), f"{src}: the recording's provenance lacks {key!r}"
+    assert not problems, "\n\n".join(problems)
+
+
+def test_every_chapter_has_a_gpu_recording():
+    """The published site shows GPU outputs on every chapter: each chapter the book executes has
+    a recording (a fresh chapter falls back to the simulator, labelled, until it is recorded)."""
+    from tools.execute import executed_notebooks
+
+    missing = [src for src in executed_notebooks() if not recordings.record_path(src).is_file()]
+    assert not missing, (
+        f"no GPU recording in records/chapters/{recordings.PUBLISHED_GPU}/ for: "
+        + ", ".join(missing) + f"\nRecord them on a GPU: {recordings.RECORD_COMMAND} "
+        + " ".join(missing) + f", then {recordings.INSTALL_COMMAND} here.")
+
+
+def _fake_recording(tmp_path, src_rel="chapters/x.ipynb"):
+    """A tiny chapter and its recording, stamped the way tools.record stamps one."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# X"), nbformat.v4.new_code_cell("a = 1"),
+                nbformat.v4.new_code_cell("print(a + 1)")]
+    (tmp_path / "chapters").mkdir()
+    nbformat.write(nb, tmp_path / src_rel)
+    rec = nbformat.from_dict(json.loads(nbformat.writes(nb)))
+    rec.cells[2].outputs = [nbformat.v4.new_output("stream", name="stdout", text="2\n")]
+    recordings.stamp(rec, {"gpu": "NVIDIA H100 80GB HBM3", "date": "2026-11-22T00:00:00+00:00",
+                           "commit": "0123456789abcdef", "simulated": False}, src_rel, 1.0)
+    path = recordings.record_path(src_rel, root=tmp_path)
+    path.parent.mkdir(parents=True)
+    nbformat.write(rec, path)
+    return nb
+
+
+def test_a_changed_cell_makes_the_recording_stale_and_is_named(tmp_path):
+    nb = _fake_recording(tmp_path)
+    rec = recordings.find("chapters/x.ipynb", root=tmp_path)
+    assert rec.usable, rec.problems
+    merged = recordings.with_recorded_outputs(nb, rec)
+    assert merged.cells[2].outputs[0]["text"] == "2\n" and not nb.cells[2].outputs
+    # prose edits need no new recording
+    nb.cells[0].source = "# X, retitled"
+    nbformat.write(nb, tmp_path / "chapters/x.ipynb")
+    assert recordings.find("chapters/x.ipynb", root=tmp_path).usable
+    # a code edit does
+    nb.cells[2].source = "print(a + 2)"
+    nbformat.write(nb, tmp_path / "chapters/x.ipynb")
+    rec = recordings.find("chapters/x.ipynb", root=tmp_path)
+    assert not rec.usable
+    msg = rec.stale_message()
+    assert "chapters/x.ipynb" in msg and "code cell 2 ('print(a + 2)') changed" in msg
+    assert "python -m tools.record --out DIR chapters/x.ipynb" in msg
+    # a removed cell too
+    nb.cells = nb.cells[:2]
+    nbformat.write(nb, tmp_path / "chapters/x.ipynb")
+    assert "cells removed" in " ".join(recordings.find("chapters/x.ipynb", root=tmp_path).problems)
+
+
+def test_a_recording_edited_by_hand_is_refused(tmp_path):
+    _fake_recording(tmp_path)
+    path = recordings.record_path("chapters/x.ipynb", root=tmp_path)
+    rec = nbformat.read(path, as_version=4)
+    rec.cells[1].source = "a = 41"  # outputs no longer from the code beside them
+    nbformat.write(rec, path)
+    assert "edited by hand" in " ".join(recordings.find("chapters/x.ipynb", root=tmp_path).problems)
+
+
+def test_install_puts_a_bundle_in_place_and_skips_failed_chapters(tmp_path):
+    _fake_recording(tmp_path)
+    src_rec = recordings.record_path("chapters/x.ipynb", root=tmp_path)
+    bundle = tmp_path / "chapters-h100.tar.gz"
+    index = {"provenance": {"gpu": "NVIDIA H100 80GB HBM3", "simulated": False},
+             "gpu_slug": "h100",
+             "chapters": [{"notebook": "chapters/x.ipynb", "ok": True, "seconds": 1.0},
+                          {"notebook": "chapters/y.ipynb", "ok": False, "seconds": 2.0,
+                           "cell": 3, "error": "ZeroDivisionError"}]}
+    with tarfile.open(bundle, "w:gz") as tar:
+        tar.add(src_rec, "x.ipynb")
+        (tmp_path / "index.json").write_text(json.dumps(index))
+        tar.add(tmp_path / "index.json", "index.json")
+    shutil.rmtree(src_rec.parent)
+    assert record.install(bundle, root=tmp_path) == 0
+    assert recordings.find("chapters/x.ipynb", root=tmp_path).usable
+    assert not recordings.record_path("chapters/y.ipynb", root=tmp_path).exists()
+
+
+@pytest.mark.parametrize("name, slug", [("NVIDIA H100 80GB HBM3", "h100"),
+                                        ("Tesla T4", "t4"), ("NVIDIA A100-SXM4-80GB", "a100"),
+                                        ("NVIDIA L4", "l4"), (None, "unknown-gpu")])
+def test_gpu_slug(name, slug):
+    assert record.gpu_slug(name) == slug
