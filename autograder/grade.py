@@ -8,7 +8,6 @@ threat model.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import datetime as _dt
 import hashlib
@@ -144,7 +143,6 @@ class Run:
         self.quiet = quiet
         self.run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
         self.log_lock = threading.Lock()
-        self.gpu_locks = [GpuLock() if not simulated else _NullLock() for _ in range(self.gpus)]
         self.secret = self._secret()
         self.limits = self.rubric.get("limits", {})
         self.perf = self.rubric.get("performance")
@@ -153,6 +151,7 @@ class Run:
         self.drop_uid = True
         self.sandbox_note = None
         self.servers = {}
+        self._active, self._active_lock = 0, threading.Lock()
         self.server_locks = [threading.Lock() for _ in range(self.gpus)]
         self.hidden_visibility = self.rubric["correctness"].get("hidden_visibility", "after_due_date")
         if self.hidden_visibility not in ("visible", "hidden", "after_due_date", "after_published"):
@@ -325,18 +324,15 @@ class Run:
                           simulated=self.simulated, gpu=gpu if not self.simulated else None,
                           limits=self._child_limits(), hide=self._hide_paths(),
                           isolate=self.isolate, drop_uid=self.drop_uid)
-            glock = self.gpu_locks[gpu]
             try:
                 ev = child.recv(self.limits.get("load_s", 120))  # Python, numba, book: no student code yet
                 if ev.get("event") == "ready":
-                    # the student's code touches the GPU only under the shared lock: timing
-                    # windows (exclusive) never overlap another submission's kernels
-                    with glock.shared():
-                        ev = self.ask(child, self.limits.get("load_s", 120), cmd="load")
-                        self._loaded(ev, result)
-                        if ev.get("event") == "loaded":
-                            self.run_tests(child, result)
-                            self.prove_kernels(child, result, cells, gpu)
+                    # timing happens later, from the recording, with no submission alive
+                    ev = self.ask(child, self.limits.get("load_s", 120), cmd="load")
+                    self._loaded(ev, result)
+                    if ev.get("event") == "loaded":
+                        self.run_tests(child, result)
+                        self.prove_kernels(child, result, cells, gpu)
             except ChildError as e:
                 result["status"] = "crashed while loading"
                 result["problems"]["load"] = self._child_problem(e, child, "running your notebook's cells")
@@ -357,23 +353,39 @@ class Run:
                 result["output"] = child.output_text()
                 result["output_bytes"] = child.output_total
                 result["rss_peak_mib"] = child.rss_peak >> 20
+        result["_t_start"] = t_start
+        if "_timing" in result:  # phase 2 scores it; kept on disk so a killed run loses nothing
+            result.pop("_replies", None)
+            result.pop("_cells", None)
+            _atomic_write(sub_dir / "pending.json", json.dumps(result, default=str))
+            return result
         return self.finish(result, sub_dir, t_start)
 
     def _confirm_gone(self, child, result, gpu):
-        """After a submission: nothing of it alive (/proc) and nothing of it on the GPU (NVML),
-        through the sandbox's own checks (autograder/sandbox.py, autograder/gpuwatch.py)."""
+        """After a submission: nothing of it alive (/proc, the sandbox's survivors()) and, on a
+        GPU, nothing of it holding the GPU (NVML, gpuwatch). Logged; a breach is named."""
         after = {}
-        for what in ("survivors", "gpu_leftovers"):
-            fn = getattr(child, what, None)
-            if fn is None:
-                continue
-            try:
-                after[what] = fn() if what == "survivors" or self.simulated else fn()
-            except Exception as e:  # noqa: BLE001
-                after[what] = f"check failed: {type(e).__name__}: {e}"[:200]
-        if after:
-            result["after_exit"] = after
-            self.log(kind="after_exit", id=result["id"], gpu=gpu, **after)
+        try:
+            after["survivors"] = [str(x) for x in child.survivors()]
+        except AttributeError:
+            after["survivors"] = "not checked: this sandbox has no survivors()"
+        if not self.simulated:
+            from . import gpuwatch
+
+            if gpuwatch.available():
+                after["gpu_leftovers"] = [str(x) for x in child.gpu_leftovers()]
+            else:
+                after["gpu_leftovers"] = f"not checked: {gpuwatch.unavailable_reason()}"
+        try:
+            after["sandbox"] = child.report()
+        except AttributeError:
+            pass
+        result["after_exit"] = after
+        self.log(kind="after_exit", id=result["id"], gpu=gpu, **after)
+        left = [x for k in ("survivors", "gpu_leftovers") if isinstance(after.get(k), list) for x in after[k]]
+        if left:
+            result["problems"]["containment"] = ("processes of this submission outlived it: "
+                                                 + "; ".join(left)[:600])
 
     def _loaded(self, ev, result):
         result["isolation"] = ev.get("isolation")
@@ -453,6 +465,8 @@ class Run:
                 dead = "the simulator cannot run this submission's launches (see above)"
                 continue
             ok, msg = self.judge(case, r, child)
+            if not ok and "OUT_OF_MEMORY" in msg.upper().replace(" ", "_") and self._active > 1:
+                result["_oom"] = f"test '{case['name']}': {msg[:300]}"
             t["output"] = msg
             t["score"] = case["points"] if ok else 0
             result["_replies"][case["id"]] = (case, r, ok)
@@ -579,8 +593,7 @@ class Run:
             return
         case = dict(self.timing_cases()[0], id="timing")
         try:
-            with self.gpu_locks[gpu].shared():  # the student's function, once, recorded
-                r = self.ask(child, self.limits.get("test_s", 60) * 2, **dict(self.test_message(case)))
+            r = self.ask(child, self.limits.get("test_s", 60) * 2, **dict(self.test_message(case)))
             if not r.get("ok"):
                 p["output"] = (f"timing setup failed: your function raised {r.get('error')}: "
                                f"{r.get('message', '')}")
@@ -603,6 +616,18 @@ class Run:
             result["performance"] = info
             self.log(kind="timing", id=result["id"], **info)
             return
+        # on a GPU the recording is timed later, when no submission's process is alive (grade())
+        result["_timing"] = {"folder": str(folder), "info": info, "gpu": gpu}
+
+    def time_pending(self, result):
+        """Phase 2 of a GPU run: time a recording with the trusted replay process while no
+        submission's process exists, then score it."""
+        lab, perf = self.lab, self.perf
+        pts = perf["points"]
+        pend = result.pop("_timing")
+        gpu, folder, info = pend["gpu"], Path(pend["folder"]), pend["info"]
+        p = next(t for t in result["tests"] if t["name"] == "performance")
+        case = self.timing_cases()[0]
         timed = self.replay_timed(result, gpu, folder)
         info.update(timed)
         if not timed.get("ok"):
@@ -650,37 +675,33 @@ class Run:
         self.log(kind="timing", id=result["id"], **info)
 
     def replay_timed(self, result, gpu, folder) -> dict:
-        """Three replay requests of TIMING_WINDOWS windows each, under the GPU's exclusive lock.
-        Before and after each, NVML must show no process but the replay process doing GPU work;
-        a request that overlapped foreign work is discarded, logged and repeated (at most 3 times)."""
-        lock = self.gpu_locks[gpu]
+        """Three replay requests of TIMING_WINDOWS windows each, made when no submission's process
+        is alive. Before and after each, NVML must show no process but the replay process holding
+        the GPU; a request that overlapped a foreign process is discarded, logged in
+        measurements.jsonl and repeated (at most 3 times, then kept and said so)."""
         limit = float(self.limits.get("replay_s", 60))
         windows, verified, discarded, launches = [], True, 0, None
         rng = np.random.default_rng(secrets.randbits(32))
-        lock.acquire()
-        try:
-            with self.server_locks[gpu]:
-                srv = self.server(gpu)
-                done = 0
-                while done < 3:
-                    before = gpu_foreign(gpu, {srv.pid})
-                    r = srv.request(limit, cmd="time", dir=str(folder), windows=TIMING_WINDOWS,
-                                    start=int(rng.integers(0, TIMING_SETS)))
-                    if not r.get("ok"):
-                        return {"ok": False, "message": f"{r.get('error')}: {r.get('message', '')}"[:1500],
-                                "hang": r.get("error") == "timeout", "limit_s": limit}
-                    after = gpu_foreign(gpu, {srv.pid})
-                    if (before or after) and discarded < 3:
-                        discarded += 1
-                        self.log(kind="window_discarded", id=result["id"], gpu=gpu, foreign_before=before,
-                                 foreign_after=after, windows=r["windows"])
-                        continue
-                    windows += r["windows"]
-                    verified &= bool(r["verified"])
-                    launches = r["launches_per_call"]
-                    done += 1
-        finally:
-            lock.release()
+        with self.server_locks[gpu]:
+            srv = self.server(gpu)
+            done = 0
+            while done < 3:
+                before = gpu_foreign(gpu, {srv.pid})
+                r = srv.request(limit, cmd="time", dir=str(folder), windows=TIMING_WINDOWS,
+                                start=int(rng.integers(0, TIMING_SETS)))
+                if not r.get("ok"):
+                    return {"ok": False, "message": f"{r.get('error')}: {r.get('message', '')}"[:1500],
+                            "hang": r.get("error") == "timeout", "limit_s": limit}
+                after = gpu_foreign(gpu, {srv.pid})
+                if (before or after) and discarded < 3:
+                    discarded += 1
+                    self.log(kind="window_discarded", id=result["id"], gpu=gpu, foreign_before=before,
+                             foreign_after=after, windows=r["windows"])
+                    continue
+                windows += r["windows"]
+                verified &= bool(r["verified"])
+                launches = r["launches_per_call"]
+                done += 1
         per = statistics.median(w["per_call_s"] for w in windows)
         self.log(kind="timing_windows", id=result["id"], gpu=gpu, windows=windows, discarded=discarded)
         return {"ok": True, "per_call_s": per, "verified": verified, "windows": len(windows),
@@ -688,7 +709,7 @@ class Run:
                 "method": "trusted replay of the recorded launches, CUDA events"}
 
     def finish(self, result, sub_dir: Path, t_start: float) -> dict:
-        result["execution_time"] = time.time() - t_start
+        result["execution_time"] = time.time() - result.pop("_t_start", t_start)
         if result["status"] == "unreadable" or not result["tests"]:
             for case in self.cases:
                 hidden = case["visibility"] == "hidden"
@@ -713,13 +734,14 @@ class Run:
                                     "output": NOT_MEASURED_NO_GPU if self.simulated else "not measured"})
         result["score"] = round(sum(t["score"] for t in result["tests"]), 2)
         result["max_score"] = sum(t["max_score"] for t in result["tests"])
-        for private in ("_replies", "_cells"):
+        for private in ("_replies", "_cells", "_timing", "_oom"):
             result.pop(private, None)
         result["hidden_visibility"] = self.hidden_visibility
         from .export import feedback_markdown, gradescope_json
 
         _atomic_write(sub_dir / "feedback.md", feedback_markdown(result, self))
         _atomic_write(sub_dir / "results.json", json.dumps(gradescope_json(result), indent=1))
+        (sub_dir / "pending.json").unlink(missing_ok=True)
         self.log(kind="result", id=result["id"], score=result["score"], max_score=result["max_score"],
                  status=result["status"], flags=[f["what"] for f in result["flags"]])
         self.say(f"{result['id']}: {result['score']}/{result['max_score']} ({result['status']}, "
@@ -748,9 +770,29 @@ class Run:
                     self.reference_error = f"{type(e).__name__}: {e}"[:500]
                     self.log(kind="reference", gpu=g, error=self.reference_error)
                     self.say(f"[gpu {g}] reference FAILED: {self.reference_error}")
+        pending = [a for a in todo if (self.out / a[1] / "pending.json").exists() and not regrade]
+        fresh = [a for a in todo if a not in pending]
         try:
             with ThreadPoolExecutor(max_workers=self.workers) as ex:
-                list(ex.map(lambda a: self._safe_grade(*a), todo))
+                done = list(ex.map(lambda a: self._safe_grade(*a), fresh))
+            # a test that ran out of GPU memory while others ran is graded again, alone
+            again = [(a, r["_oom"]) for a, r in zip(fresh, done) if r.get("_oom") and self.workers > 1]
+            for a, why in again:
+                self.log(kind="oom_regrade", id=a[1], reason=why)
+                self.say(f"{a[1]}: out of GPU memory while other submissions ran: graded again, alone")
+                self._safe_grade(*a)
+            # phase 2: every recording timed while no submission's process is alive
+            for i, sid, _p in sorted(todo, key=lambda a: a[0]):
+                pj = self.out / sid / "pending.json"
+                if pj.exists():
+                    result = json.loads(pj.read_text())
+                    try:
+                        self.time_pending(result)
+                    except Exception as e:  # the grader's own bug: say so, keep the class going
+                        result["problems"]["grader"] = f"timing: {type(e).__name__}: {e}"
+                        result.pop("_timing", None)
+                    self.finish(result, self.out / sid, time.time())
+                    write_grades_csv(self.out, self.lab_name)
         finally:
             for srv in self.servers.values():
                 srv.close()
@@ -759,7 +801,13 @@ class Run:
                 if (self.out / sid / "results.json").exists()]
 
     def _safe_grade(self, i, sid, p):
-        r = self.grade_one(i, sid, p)
+        with self._active_lock:
+            self._active += 1
+        try:
+            r = self.grade_one(i, sid, p)
+        finally:
+            with self._active_lock:
+                self._active -= 1
         write_grades_csv(self.out, self.lab_name)  # after each one: a killed run loses nothing
         return r
 
@@ -820,53 +868,6 @@ def score_performance(metric, perf, *, per_s, bandwidth, reference_s, copy_bandw
     zero, full = perf["zero_at"], perf["full_at"]
     pts = 0.0 if flags else perf["points"] * min(1.0, max(0.0, (frac - zero) / (full - zero)))
     return {"fraction": frac, "points": round(pts, 2), "flags": flags, "notes": notes}
-
-
-class GpuLock:
-    """One per GPU. Timing windows take it exclusively; every other moment a submission's code
-    can touch the GPU (its cells, its tests, uploading timing inputs) takes it shared. A waiting
-    timer goes first, so a stream of correctness tests cannot starve it, and a kernel that hangs
-    in a test delays the next timing instead of distorting it."""
-
-    def __init__(self):
-        self._c = threading.Condition()
-        self._readers = 0
-        self._writer = False
-        self._waiting = 0
-
-    @contextlib.contextmanager
-    def shared(self):
-        with self._c:
-            while self._writer or self._waiting:
-                self._c.wait()
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._c:
-                self._readers -= 1
-                self._c.notify_all()
-
-    def acquire(self):
-        with self._c:
-            self._waiting += 1
-            while self._writer or self._readers:
-                self._c.wait()
-            self._waiting -= 1
-            self._writer = True
-
-    def release(self):
-        with self._c:
-            self._writer = False
-            self._c.notify_all()
-
-
-class _NullLock:
-    """The simulator's stand-in: nothing is timed, so nothing needs the GPU alone."""
-
-    @contextlib.contextmanager
-    def shared(self):
-        yield
 
 
 _csv_lock = threading.Lock()
