@@ -1,0 +1,313 @@
+"""Every process a submission starts dies with it, and no submission holds more memory than
+its budget (autograder/sandbox.py, autograder/gpuwatch.py; issue 12).
+
+Real processes, killed for real: the submissions below start a fresh interpreter in a new
+session, a double-forked setsid sleeper, helper processes that hold memory. What is left
+afterwards is read from /proc by this test, not from the sandbox's own bookkeeping: a process
+belongs to a submission here if its working directory is the submission's sandbox folder
+(every process it starts inherits it; the fixtures do not move). On a machine with NVML (the
+H100) the GPU tests also run: the driver's NVML PID matches the sandbox's host PIDs, nothing
+of a submission holds the GPU after it, and the GPU memory budget stops the fixture that
+takes all free device memory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+THREATS = REPO / "tests" / "fixtures" / "threats"
+sys.path.insert(0, str(REPO))
+
+from autograder import gpuwatch  # noqa: E402
+from autograder.sandbox import Child, ChildError  # noqa: E402
+from autograder.submission import read_cells  # noqa: E402
+
+LAB2 = {"swiglu_interleaved": ["x", "out"]}
+MiB = 1 << 20
+
+
+def in_folder(folder: str) -> dict[int, dict]:
+    """Live processes (not zombies) whose working directory is in ``folder``: pid -> info."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{d}/cwd")
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if cwd.startswith(folder) and fields[0] not in ("Z", "X"):
+            out[int(d)] = {"state": fields[0], "session": _session(d, fields)}
+    return out
+
+
+def _session(pid: str, fields) -> tuple:
+    """Session id as seen in each PID namespace of the process (stat's field shows 0 for a
+    session led from inside a namespace the reader cannot see)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSsid:"):
+                    return tuple(int(x) for x in line.split()[1:])
+    except OSError:
+        pass
+    return (int(fields[4]),)
+
+
+def start(cells, *, simulated=True, gpu=None, limits=None, **kw):
+    """A student child with its cells loaded (the protocol's ready -> load -> loaded)."""
+    child = Child(mode="student", functions=LAB2, cells=cells, simulated=simulated, gpu=gpu,
+                  limits=limits, **kw)
+    return child
+
+
+def load(child, timeout=60.0):
+    ev = child.recv(timeout)
+    if ev.get("event") == "ready":
+        ev = child.request(timeout, cmd="load")
+    while ev.get("event") not in ("loaded", "fatal"):
+        ev = child.recv(timeout)
+    return ev
+
+
+def closed_and_gone(child, folder: str, grace: float = 3.0) -> dict[int, dict]:
+    child.close()
+    deadline = time.monotonic() + grace
+    left = in_folder(folder)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = in_folder(folder)
+    return left
+
+
+def kill_leftovers(folder: str) -> None:
+    for pid in in_folder(folder):   # what this test started and the sandbox failed to end
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+# --------------------------------------------------------------------------- escapes
+DOUBLE_FORK_AT_CALL = '''
+import os, time, subprocess, sys
+from numba import cuda
+
+def _escape():
+    if os.fork() == 0:                 # double fork, new session, then a fresh interpreter
+        os.setsid()
+        if os.fork() == 0:
+            os.closerange(3, 65536)
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(120)"])
+        os._exit(0)
+    os.wait()
+    subprocess.Popen(["/bin/sh", "-c", "setsid sleep 120 & sleep 120"], start_new_session=True,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+_escape()
+
+def swiglu_interleaved(x, out):
+    pass
+'''
+
+
+@pytest.mark.parametrize("contain", ["auto", "cgroup"])
+@pytest.mark.parametrize("which", ["escape_session fixture", "double fork and setsid at load"])
+def test_nothing_a_submission_starts_outlives_it(which, contain):
+    if contain == "cgroup":
+        from autograder.sandbox import containment_support
+        sup = containment_support()
+        if not sup["cgroup"]:
+            pytest.skip(f"no cgroup v2 to test the fallback with: {sup['why_not_cgroup']}")
+    if which.startswith("escape_session"):
+        cells = read_cells(THREATS / "escape_session.py")
+    else:
+        cells = [{"index": 1, "source": DOUBLE_FORK_AT_CALL}]
+    child = start(cells, contain=contain) if contain != "auto" else start(cells)
+    folder = str(child.workdir)
+    try:
+        ev = load(child)
+        assert ev.get("event") == "loaded" and not ev.get("cell_errors"), ev
+        time.sleep(0.5)
+        during = in_folder(folder)
+        sessions = {p["session"] for p in during.values()}
+        # the escape really happened: at least two processes beside the driver (and the
+        # launcher, where there is one), in a session of their own
+        assert len(during) >= 3 and len(sessions) >= 2, during
+        left = closed_and_gone(child, folder)
+        assert left == {}, f"processes of the submission outlived it: {left}"
+        assert child.survivors() == []
+    finally:
+        kill_leftovers(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_submission_pids_are_its_namespace():
+    """The host PIDs the sandbox names are exactly the submission's processes."""
+    child = start(read_cells(THREATS / "escape_session.py"))
+    folder = str(child.workdir)
+    try:
+        load(child)
+        time.sleep(0.5)
+        named = child.pids()
+        seen = set(in_folder(folder))
+        assert seen and seen <= named | {child.proc.pid}, (seen, named)
+        assert all(p in seen or not os.path.exists(f"/proc/{p}") for p in named)
+        assert child.containment in ("pidns", "cgroup")
+    finally:
+        child.close()
+        kill_leftovers(folder)
+
+
+# --------------------------------------------------------------------------- budgets
+HOLD_IN_HELPERS = '''
+import subprocess, sys, time
+HOLD = "b = bytearray(250 << 20)\\nfor i in range(0, len(b), 4096): b[i] = 1\\nimport time; time.sleep(120)"
+procs = [subprocess.Popen([sys.executable, "-c", HOLD]) for _ in range(2)]
+time.sleep(40)
+
+def swiglu_interleaved(x, out):
+    pass
+'''
+
+
+def test_host_memory_budget_counts_every_process_and_stops_the_submission():
+    """Two helper interpreters hold 250 MiB each while the driver stays small: the budget
+    (400 MiB) is over only when summed over the submission's processes. Stopped during its
+    load, with the budget, the amount over it and what to do; none of its processes left."""
+    child = start([{"index": 1, "source": HOLD_IN_HELPERS}], limits={"mem_bytes": 400 * MiB})
+    folder = str(child.workdir)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(ChildError) as err:
+            load(child, timeout=60)
+        assert time.monotonic() - t0 < 30, "the budget was not enforced during the load"
+        assert err.value.reason == "memory", (err.value.reason, err.value.detail)
+        assert "host memory budget exceeded" in err.value.detail
+        assert "MiB over its budget of 400 MiB" in err.value.detail
+        assert "do not start other processes" in err.value.detail
+        left = closed_and_gone(child, folder)
+        assert left == {}, left
+    finally:
+        child.close()
+        kill_leftovers(folder)
+
+
+def test_within_budget_is_left_alone():
+    child = start([{"index": 1, "source": "def swiglu_interleaved(x, out):\n    pass\n"}],
+                  limits={"mem_bytes": 1024 * MiB})
+    try:
+        assert load(child).get("event") == "loaded"
+        time.sleep(1.0)
+        assert child.breach is None and 0 < child.rss_peak < 1024 * MiB
+    finally:
+        child.close()
+
+
+# --------------------------------------------------------------------------- refusal
+def test_refuses_without_containment_and_says_how_to_fix(tmp_path):
+    """As an unprivileged user with no writable cgroup, a student child is refused with the
+    cause and the fix; the instructor's flag lets grading go on, without containment."""
+    py = "/usr/bin/python3"
+    if os.getuid() != 0 or not os.path.exists(py):
+        pytest.skip("needs root (to become uid nobody) and a system python3 nobody can run")
+    d = Path(tempfile.mkdtemp(prefix="agrefuse-"))
+    shutil.copy(REPO / "autograder" / "sandbox.py", d / "sandbox.py")
+    os.chmod(d, 0o755)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import sandbox\n"
+            "try:\n"
+            "    print('MODE', sandbox.resolve_containment()[0])\n"
+            "except SystemExit as e:\n"
+            "    print('REFUSED', e)\n")
+    try:
+        def run(**env):
+            r = subprocess.run([py, "-I", "-c", code, str(d)], user=65534, group=65534, cwd=d,
+                               env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True,
+                               timeout=60)
+            return r.stdout + r.stderr
+        out = run()
+        if "MODE pidns" in out or "MODE cgroup" in out:
+            pytest.skip(f"this machine lets an unprivileged user contain processes: {out}")
+        assert "REFUSED refusing to grade student code" in out, out
+        assert "No PID namespace" in out and "unshare(CLONE_NEWPID)" in out
+        assert "run the grader as root" in out and "AUTOGRADER_ALLOW_UNCONTAINED=1" in out
+        assert "MODE none" in run(AUTOGRADER_ALLOW_UNCONTAINED="1")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- the GPU (NVML)
+needs_nvml = pytest.mark.skipif(not gpuwatch.available(), reason=gpuwatch.unavailable_reason()[:200])
+
+
+@needs_nvml
+def test_nvml_names_the_submissions_processes_and_none_is_left():
+    child = start([{"index": 1, "source": "def swiglu_interleaved(x, out):\n    pass\n"}],
+                  simulated=False, gpu=0)
+    try:
+        load(child, timeout=120)
+        assert child.request(120, cmd="probe").get("ok")
+        mine = child.pids()
+        procs = gpuwatch.processes(0, max_age=0)
+        assert gpuwatch.unresolved(procs) == [], f"NVML PIDs not visible here: {gpuwatch.describe(procs)}"
+        held = gpuwatch.held_by(mine, 0, max_age=0)
+        assert [p.pid for p in held] == [child.init_pid()], (gpuwatch.describe(procs), mine)
+        assert gpuwatch.foreign(0, mine) == []
+        assert held[0].used_bytes is None or held[0].used_bytes > 0
+    finally:
+        child.close()
+    time.sleep(1.0)
+    assert child.gpu_leftovers() == [] and child.survivors() == []
+    assert gpuwatch.processes(0, max_age=0) == []
+
+
+@needs_nvml
+def test_escaped_gpu_process_dies_with_its_submission():
+    child = start(read_cells(THREATS / "escape_session.py"), simulated=False, gpu=0)
+    folder = str(child.workdir)
+    try:
+        load(child, timeout=120)
+        assert child.request(120, cmd="probe").get("ok")
+        assert len(in_folder(folder)) >= 4
+        left = closed_and_gone(child, folder)
+        assert left == {}, left
+        time.sleep(3.0)   # the escapee would start its GPU work now that the driver is gone
+        assert gpuwatch.processes(0, max_age=0) == [], gpuwatch.describe(gpuwatch.processes(0))
+    finally:
+        kill_leftovers(folder)
+
+
+@needs_nvml
+def test_gpu_memory_budget_stops_the_memory_grab():
+    free0, total = gpuwatch.memory(0)
+    budget = 4 << 30
+    child = start(read_cells(THREATS / "gpu_memory_grab.py"), simulated=False, gpu=0,
+                  limits={"gpu_mem_bytes": budget})
+    folder = str(child.workdir)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(ChildError) as err:
+            load(child, timeout=120)
+        assert time.monotonic() - t0 < 60
+        assert err.value.reason == "memory"
+        assert "GPU memory budget exceeded" in err.value.detail
+        assert f"over its budget of {budget >> 20} MiB" in err.value.detail
+        assert "do not reserve GPU memory at import time" in err.value.detail
+    finally:
+        child.close()
+        kill_leftovers(folder)
+    time.sleep(1.0)
+    free1, _ = gpuwatch.memory(0)
+    assert free1 > free0 - (1 << 30), "the GPU memory was not given back"
