@@ -1,6 +1,6 @@
 # The two commands (see README.md):
 #   make book   set up .venv, fetch the front-end files, build the HTML book into _build/html
-#   make test   the whole test suite (what CI runs, through .ci/run)
+#   make test   lint (ruff) and the whole test suite (what CI runs, through .ci/run)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -13,11 +13,12 @@ TEST_STAMP := $(VENV)/.swiglu-requirements-test
 NPM_STAMP := node_modules/.swiglu-package-lock
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: book test venv install install-test assets setup-cells clean help
+.PHONY: book test lint venv install install-test assets setup-cells clean help
 
 help:
 	@echo "make book   build the HTML book into _build/html (sets up .venv and front-end files)"
-	@echo "make test   run the whole test suite"
+	@echo "make test   lint with ruff, then run the whole test suite"
+	@echo "make lint   ruff only (settings: [tool.ruff] in pyproject.toml)"
 	@echo "make clean  remove _build and site_assets"
 
 book: install assets
@@ -66,7 +67,11 @@ assets: venv
 	fi
 	@$(PY) -m tools.site_assets
 
-test: install-test assets
+lint: install-test
+	@echo "==> ruff check (settings: [tool.ruff] in pyproject.toml)"
+	$(VENV)/bin/ruff check .
+
+test: install-test lint assets
 	@if [ ! -x "$(CHROMIUM)" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "==> Installing Debian's chromium for the browser tests"; \

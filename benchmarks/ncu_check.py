@@ -100,7 +100,7 @@ def main():
     ap.add_argument("--profile", action="store_true", help="(internal) the process ncu profiles")
     ap.add_argument("--out", default=str(ROOT / "book" / "data" / "ncu" / "h100.json"))
     args = ap.parse_args()
-    import book  # noqa: F401
+    import book
 
     if args.profile:
         profile_target()

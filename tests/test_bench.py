@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-import book  # noqa: F401
+import book
 from book import bench
 
 
