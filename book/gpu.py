@@ -29,7 +29,11 @@ from dataclasses import dataclass
 # can be loaded (and tested) next to a real, un-simulated numba.cuda.
 from .driver_errors import (  # noqa: F401  (re-exported)
     CUDA_ERROR_UNSUPPORTED_PTX_VERSION,
+    CudaSetupError,
     DriverTooOldError,
+    GPUOutOfMemoryError,
+    NoGPUError,
+    NvJitLinkTooOldError,
     explain_cuda_error,
 )
 
@@ -37,11 +41,16 @@ __all__ = [
     "SIMULATED",
     "REASON",
     "DeviceInfo",
+    "CudaSetupError",
     "DriverTooOldError",
+    "NvJitLinkTooOldError",
+    "NoGPUError",
+    "GPUOutOfMemoryError",
     "ImportOrderError",
     "pick",
     "device_info",
     "check_runnable",
+    "check_setup",
     "describe",
     "explain_cuda_error",
     "driver_cuda_version",
@@ -58,7 +67,7 @@ SIMULATOR_LINE = (
 # CUresult codes and device attribute numbers from the CUDA driver API
 # (cuda.h); tests compare them with the enums in cuda.bindings.driver.
 CUDA_SUCCESS = 0
-CUDA_ERROR_NO_DEVICE = 100
+CUDA_ERROR_NO_DEVICE = 100  # (cuInit's answer when CUDA_VISIBLE_DEVICES hides every GPU)
 _ATTR = {
     "sm_count": 16,  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
     "memory_clock_khz": 36,  # CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE (kHz)
@@ -291,13 +300,44 @@ def describe() -> str:
 # "GPU present but cannot run Numba kernels"
 
 def _toolkit_version() -> tuple[int, int] | None:
-    """CUDA version of the NVVM that Numba compiles with (the PTX producer)."""
+    """CUDA release of the NVVM that Numba compiles with (the PTX producer).
+
+    From the NVVM wheel's version where there is one (numba-cuda's cu12/cu13 extras install
+    it), else the CUDA runtime numba-cuda reports.
+    """
+    from importlib import metadata
+
+    for dist in ("nvidia-nvvm", "nvidia-cuda-nvcc-cu12", "nvidia-cuda-nvcc"):
+        try:
+            major, minor = metadata.version(dist).split(".")[:2]
+            return int(major), int(minor)
+        except (metadata.PackageNotFoundError, ValueError):
+            continue
     try:
         from numba.cuda.cudadrv import runtime  # noqa: WPS433 (only after the GPU decision)
 
         return tuple(runtime.get_version())
     except Exception:
         return None
+
+
+def _nvjitlink_version() -> tuple[int, int] | None:
+    """Version of the nvJitLink library numba-cuda links with (cuda.bindings loads it)."""
+    try:
+        from cuda.bindings import nvjitlink
+
+        return tuple(nvjitlink.version())
+    except Exception:
+        return None
+
+
+def _numba_cuda_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("numba-cuda")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 cuda = None  # numba.cuda, bound by check_runnable (never imported before the decision)
@@ -309,29 +349,67 @@ def _add_one_py(a):
         a[i] += 1
 
 
+def diagnose(exc: BaseException) -> CudaSetupError | None:
+    """The cause and fix of a CUDA failure on this machine (None: not one of the known four)."""
+    return explain_cuda_error(exc, driver_cuda_version(), _toolkit_version(), _nvjitlink_version())
+
+
 def check_runnable() -> bool:
     """Compile and launch a tiny kernel; True when it ran and computed the right values.
 
-    Raises :class:`DriverTooOldError` (cause and fix) when the driver is older
-    than the PTX; other failures propagate unchanged. In the simulator the same
-    kernel runs on the CPU.
+    Raises the diagnosed :class:`CudaSetupError` (driver older than the PTX, nvJitLink older
+    than NVVM, no GPU, out of memory: cause and fix) from the original error; other failures
+    propagate unchanged. In the simulator the same kernel runs on the CPU.
     """
     import numpy as np
 
     global cuda  # the simulator swaps the kernel's *global* `cuda` for its fake module
     from numba import cuda
 
-    _add_one = cuda.jit(_add_one_py)
     host = np.arange(128, dtype=np.float32)
     try:
+        _add_one = cuda.jit(_add_one_py)
         dev = cuda.to_device(host)
         _add_one[128, 1](dev)  # 128 blocks: below that Numba warns about occupancy
         got = dev.copy_to_host()
-    except Exception as exc:  # map only the known case; re-raise the rest
-        err = explain_cuda_error(exc, driver_cuda_version(), _toolkit_version())
+    except Exception as exc:  # map only the known cases; re-raise the rest
+        err = diagnose(exc)
         if err is not None:
             raise err from exc
         raise
     if not np.array_equal(got, host + 1):
         raise RuntimeError("check_runnable: the test kernel ran but computed wrong values")
+    return True
+
+
+def setup_line() -> str:
+    """One line: the GPU and the CUDA versions in play (driver, NVVM, nvJitLink, numba-cuda)."""
+    info = device_info()
+    cc = ".".join(map(str, info.compute_capability)) if info.compute_capability else "?"
+    v = lambda t: ".".join(map(str, t)) if t else "?"  # noqa: E731
+    return (f"GPU ready: {info.name} (compute {cc}); driver CUDA {v(info.driver_version)}, "
+            f"NVVM CUDA {v(_toolkit_version())}, nvJitLink {v(_nvjitlink_version())}, "
+            f"numba-cuda {_numba_cuda_version()}; a test kernel ran.")
+
+
+def check_setup() -> bool:
+    """The setup cell's last step: run a tiny kernel and say in plain words what happened.
+
+    On a GPU it prints :func:`setup_line`. In the simulator because no GPU is visible it prints
+    how to select one (kernels still run, in the simulator). When the kernel cannot run it prints
+    the diagnosed cause and the exact fix and stops the notebook (SystemExit, which Jupyter shows
+    without a traceback); an undiagnosed error propagates with its traceback.
+    """
+    if SIMULATED:
+        if not REASON.startswith(("BOOK_SIMULATOR", "NUMBA_ENABLE_CUDASIM", "numba.cuda")):
+            err = explain_cuda_error(CUDA_ERROR_NO_DEVICE)
+            print(f"{err.cause.split(';')[0]} ({REASON}). To use one: {err.fix}", flush=True)
+        return check_runnable()
+    try:
+        check_runnable()
+    except CudaSetupError as err:
+        print(f"GPU check FAILED: {err.cause}\nFix: {err.fix}", flush=True)
+        raise SystemExit(f"The GPU cannot run the course's kernels ({err.kind}): "
+                         "see the cause and the fix above.") from None
+    print(setup_line(), flush=True)
     return True

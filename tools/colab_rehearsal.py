@@ -1,0 +1,284 @@
+"""Rehearse the Colab setup cell here: a venv that mirrors Colab's GPU image, no network.
+
+    python -m tools.colab_rehearsal download --wheels .whl-colab [--extra cu12 cu13]
+    python -m tools.colab_rehearsal run --wheels .whl-colab [--extra auto|cu12|cu13] [--out F]
+
+`download` (needs the network, once) fills a folder with wheels: the packages that matter from
+Colab's image at Colab's versions (records/colab/pip-freeze.gpu.txt, copied from
+googlecolab/backend-info with its date) and exactly the files the setup cell's install step
+would add on top of them (learned with `pip install --dry-run --report` in a mirror venv).
+
+`run` (no network) is the rehearsal, one small step at a time:
+1. a fresh venv gets the mirror (MIRROR at Colab's versions, the whole freeze as constraints);
+2. the setup cell, rendered from tools/setup_cell.py and unchanged, runs in it as on Colab
+   (COLAB_RELEASE_TAG set): its pip reads the wheel folder as its package index
+   (PIP_NO_INDEX, PIP_FIND_LINKS) and its `git+<repository>@<pin>` clones this checkout's git
+   history instead of GitHub (git's url.<this checkout>.insteadOf), so the pinned commit is
+   what gets installed;
+3. the versions pip changed are listed, and none of the packages Colab's kernel imports at
+   start (or torch's CUDA wheels) may change;
+4. the cell runs again: it must install nothing (the pinned commit is there);
+5. a lab master (its check() calls) and a chapter execute in the venv's own Jupyter kernel,
+   with the setup cell of today's template (applied to copies).
+The record (JSON, with book.provenance) goes to --out.
+
+torch is left out of the mirror: Colab's torch 2.11.0+cu128 is several GB, and neither the lab nor
+the chapter the rehearsal runs imports it (labs do not; chapters that compare with torch skip it
+when it is missing). Colab's Python is 3.13 in the newest snapshot; the rehearsal uses the
+interpreter it is given (--python; CI's is 3.11, the H100's 3.12), with Colab's package versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FREEZE = ROOT / "records" / "colab" / "pip-freeze.gpu.txt"
+
+#: The packages that matter: what the course imports or the setup cell's install could touch,
+#: and what a notebook needs to execute (Colab's Jupyter kernel).
+MIRROR = (
+    "numba", "numba-cuda", "llvmlite", "numpy",
+    "cuda-bindings", "cuda-core", "cuda-pathfinder", "cuda-python", "cuda-toolkit",
+    "nvidia-cuda-nvcc-cu12", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime-cu12",
+    "nvidia-cuda-cccl-cu12", "nvidia-nvjitlink-cu12",
+    "ipywidgets", "anywidget", "matplotlib", "ipykernel", "nbclient", "pip", "setuptools", "wheel",
+)
+#: What Colab's kernel has imported before the first cell runs, and torch's pinned CUDA wheels:
+#: the install must leave these alone (a changed one needs a restart, or breaks torch).
+MUST_NOT_CHANGE = ("numpy", "ipywidgets", "anywidget", "traitlets", "ipykernel", "ipython",
+                   "matplotlib", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime-cu12",
+                   "nvidia-nvjitlink-cu12", "nvidia-cuda-nvcc-cu12")
+LAB = "solutions/lab2_packed_swiglu.ipynb"
+CHAPTER = "chapters/01_bytes_and_flops.ipynb"
+
+
+def norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def colab_pins() -> dict[str, str]:
+    """{normalised name: version} from Colab's pip freeze (direct references left out)."""
+    pins = {}
+    for line in FREEZE.read_text(encoding="utf-8").splitlines():
+        m = re.fullmatch(r"([A-Za-z0-9_.-]+)==(\S+)", line.strip())
+        if m:
+            pins[norm(m.group(1))] = m.group(2)
+    return pins
+
+
+def constraints(path: Path) -> Path:
+    """The freeze as pip constraints (local versions such as +cu128 are not on PyPI: left out)."""
+    lines = [f"{n}=={v}" for n, v in colab_pins().items() if "+" not in v]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def mirror_requirements() -> list[str]:
+    pins = colab_pins()
+    return [f"{n}=={pins[norm(n)]}" for n in MIRROR]
+
+
+def _run(cmd, **kw):
+    kw.setdefault("check", True)
+    return subprocess.run([str(c) for c in cmd], **kw)
+
+
+def make_venv(venv: Path, python: str, wheels: Path, cons: Path) -> Path:
+    """A fresh venv holding the mirror, installed from the wheel folder alone."""
+    if venv.exists():
+        shutil.rmtree(venv)
+    _run([python, "-m", "venv", "--without-pip", venv])
+    py = venv / "bin" / "python"
+    pip_whl = next(wheels.glob("pip-*.whl"))  # bootstrap Colab's pip from its own wheel
+    _run([py, f"{pip_whl}/pip", "install", "-q", "--no-index", "--disable-pip-version-check",
+          pip_whl])
+    _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index",
+          "--find-links", wheels, "-c", cons, *mirror_requirements()])
+    return py
+
+
+def versions(py: Path) -> dict[str, str]:
+    out = _run([py, "-m", "pip", "list", "--format", "json", "--disable-pip-version-check"],
+               capture_output=True, text=True).stdout
+    return {norm(d["name"]): d["version"] for d in json.loads(out)}
+
+
+def course_git_env(source: Path) -> dict[str, str]:
+    """Environment that makes git (and so pip's git+ URL) clone ``source`` instead of GitHub."""
+    sys.path.insert(0, str(ROOT))
+    from tools.setup_cell import config
+
+    return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{source}.insteadOf",
+            "GIT_CONFIG_VALUE_0": config()["url"]}
+
+
+def cell_env(wheels: Path, source: Path, extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PIP_", "PYTHON", "NUMBA_", "BOOK_", "VIRTUAL_ENV"))}
+    env.update(course_git_env(source), COLAB_RELEASE_TAG="rehearsal", PIP_NO_INDEX="1",
+               PIP_FIND_LINKS=str(wheels), PIP_NO_CACHE_DIR="1", PYTHONUNBUFFERED="1")
+    if extra != "auto":
+        env["COURSE_CUDA_EXTRA"] = extra
+    return env
+
+
+# --------------------------------------------------------------------------
+# download (network)
+
+def download(wheels: Path, python: str, extras: list[str], source: Path) -> None:
+    wheels.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        cons = constraints(Path(tmp) / "colab-constraints.txt")
+        pyver = _run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                     capture_output=True, text=True).stdout.strip()
+        _run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+              "--only-binary=:all:", "--python-version", pyver, "-d", wheels, "-c", cons,
+              *mirror_requirements()])
+        py = make_venv(Path(tmp) / "venv", python, wheels, cons)
+        from tools.setup_cell import config, numba_cuda_pin
+
+        cfg = config()
+        for extra in extras:
+            report = Path(tmp) / f"report-{extra}.json"
+            env = {**os.environ, **course_git_env(source)}
+            _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--dry-run",
+                  "--find-links", wheels, "--report", report,
+                  f"numba-cuda[{extra}]=={numba_cuda_pin()}",
+                  f"{cfg['dist']} @ git+{cfg['url']}@{cfg['pin']}"], env=env)
+            # the course itself is built from git at install time; its build backend too
+            want = [f"{i['metadata']['name']}=={i['metadata']['version']}"
+                    for i in json.loads(report.read_text())["install"]
+                    if norm(i["metadata"]["name"]) != norm(cfg["dist"])]
+            want.append("setuptools>=64")
+            _run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+                  "--only-binary=:all:", "--no-deps", "--python-version", pyver, "-d", wheels,
+                  *want])
+            print(f"{extra}: the setup cell's install adds {', '.join(want[:-1])}")
+
+
+# --------------------------------------------------------------------------
+# run (no network)
+
+def rendered_cell() -> str:
+    from tools.setup_cell import render
+
+    return render()
+
+
+def run_cell(py: Path, env: dict, cwd: Path, timeout: int = 900) -> dict:
+    t0 = time.perf_counter()
+    p = _run([py, "-c", rendered_cell()], env=env, cwd=cwd, capture_output=True, text=True,
+             check=False, timeout=timeout)
+    return {"rc": p.returncode, "seconds": round(time.perf_counter() - t0, 1),
+            "stdout": p.stdout[-4000:], "stderr": p.stderr[-4000:]}
+
+
+def execute_notebook(py: Path, nb_path: Path, env: dict, workdir: Path, timeout: int) -> dict:
+    """Execute a copy of ``nb_path`` (today's setup cell applied) in the venv's own kernel."""
+    import nbformat
+
+    from tools.setup_cell import fix
+
+    nb = nbformat.read(nb_path, as_version=4)
+    fix(nb)
+    copy = workdir / nb_path.name
+    nbformat.write(nb, copy)
+    runner = ("import sys, nbformat, nbclient\n"
+              "nb = nbformat.read(sys.argv[1], as_version=4)\n"
+              "nbclient.NotebookClient(nb, timeout=int(sys.argv[2]), kernel_name='python3',\n"
+              "    resources={'metadata': {'path': sys.argv[3]}}).execute()\n"
+              "nbformat.write(nb, sys.argv[1])\n")
+    t0 = time.perf_counter()
+    p = _run([py, "-c", runner, copy, timeout, workdir], env=env, cwd=workdir,
+             capture_output=True, text=True, check=False, timeout=timeout * 4)
+    out = nbformat.read(copy, as_version=4)
+    texts = ["".join(o.get("text", "") for o in c.get("outputs", []) if o.get("output_type") == "stream")
+             for c in out.cells if c.cell_type == "code"]
+    return {"notebook": str(nb_path.relative_to(ROOT)), "rc": p.returncode,
+            "seconds": round(time.perf_counter() - t0, 1), "setup_cell_output": texts[0][-2000:]
+            if texts else "", "error": p.stderr[-3000:] if p.returncode else ""}
+
+
+def rehearse(wheels: Path, venv: Path, python: str, extra: str, source: Path,
+             notebooks: list[str], timeout: int) -> dict:
+    rec: dict = {"extra": extra, "python": python}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        cons = constraints(tmp / "colab-constraints.txt")
+        py = make_venv(venv, python, wheels, cons)
+        rec["python_version"] = _run([py, "-c", "import sys; print(sys.version.split()[0])"],
+                                     capture_output=True, text=True).stdout.strip()
+        before = versions(py)
+        pins = colab_pins()
+        rec["mirror_mismatch"] = {n: [pins.get(norm(n)), before.get(norm(n))] for n in MIRROR
+                                  if before.get(norm(n)) != pins.get(norm(n))}
+        env = cell_env(wheels, source, extra)
+        rec["first_run"] = run_cell(py, env, tmp)
+        after = versions(py)
+        rec["changed"] = {n: [before.get(n), after.get(n)] for n in sorted(set(before) | set(after))
+                          if before.get(n) != after.get(n)}
+        rec["must_not_change_changed"] = [n for n in MUST_NOT_CHANGE if norm(n) in rec["changed"]]
+        rec["second_run"] = run_cell(py, env, tmp)
+        rec["notebooks"] = [execute_notebook(py, ROOT / nb, env, tmp, timeout) for nb in notebooks]
+    rec["ok"] = (rec["first_run"]["rc"] == 0 and rec["second_run"]["rc"] == 0
+                 and "Installing" not in rec["second_run"]["stdout"]
+                 and not rec["must_not_change_changed"]
+                 and all(n["rc"] == 0 for n in rec["notebooks"]))
+    return rec
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.colab_rehearsal", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("verb", choices=["download", "run"])
+    ap.add_argument("--wheels", type=Path, default=ROOT / ".whl-colab")
+    ap.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "colab-venv")
+    ap.add_argument("--python", default=sys.executable, help="interpreter the venv is made from")
+    ap.add_argument("--extra", nargs="+", default=["auto"],
+                    help="auto (the cell decides from the driver), cu12, cu13")
+    ap.add_argument("--source", type=Path, default=ROOT,
+                    help="git repository (or bundle) the cell's git+ URL clones instead of GitHub")
+    ap.add_argument("--notebooks", nargs="*", default=[LAB, CHAPTER])
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per notebook cell")
+    ap.add_argument("--out", type=Path, help="write the record (JSON) here")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    wheels = args.wheels.resolve()
+    if args.verb == "download":
+        extras = [e for e in args.extra if e != "auto"] or ["cu12"]
+        download(wheels, args.python, extras, args.source.resolve())
+        return 0
+    from book.provenance import provenance
+
+    runs = [rehearse(wheels, args.venv, args.python, extra, args.source.resolve(),
+                     args.notebooks, args.timeout) for extra in args.extra]
+    record = {"provenance": provenance("python -m tools.colab_rehearsal " + " ".join(
+        sys.argv[1:] if argv is None else argv)), "freeze": str(FREEZE.relative_to(ROOT)),
+        "runs": runs, "ok": all(r["ok"] for r in runs)}
+    text = json.dumps(record, indent=1)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n", encoding="utf-8")
+    for r in runs:
+        print(f"[{r['extra']}] ok={r['ok']} python {r['python_version']} changed: "
+              + ", ".join(f"{n} {a}->{b}" for n, (a, b) in r["changed"].items()))
+        print("  first run:", (r["first_run"]["stdout"] + r["first_run"]["stderr"]).strip()[-1500:])
+        print("  second run:", r["second_run"]["stdout"].strip()[-500:])
+        for n in r["notebooks"]:
+            print(f"  {n['notebook']}: rc={n['rc']} {n['seconds']} s; setup cell said: "
+                  f"{n['setup_cell_output'].strip()[-400:]}" + (f"\n{n['error']}" if n["rc"] else ""))
+    return 0 if record["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
