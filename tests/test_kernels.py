@@ -9,7 +9,7 @@ Outputs are poisoned with NaN before every run; inputs are random, never zero.
 import numpy as np
 import pytest
 
-import book  # noqa: F401  (decides GPU or simulator before numba.cuda)
+import book  # decides GPU or simulator before numba.cuda
 from numba import cuda
 
 from book.kernels import VARIANTS, reference as R
@@ -244,3 +244,25 @@ def test_cpu_torch_tensor_is_refused_with_a_hint():
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match=r"torch tensor on the CPU.*\.cuda\(\)"):
         VARIANTS["fused"].fn(torch.ones(2, 8), torch.ones(2, 8))
+
+
+@pytest.mark.skipif(book.gpu.SIMULATED, reason="needs a CUDA GPU")
+def test_prepared_launch_computes_what_numbas_launch_does():
+    """launch_kernel's prepared path (arguments marshalled once per array) against the
+    same kernels launched through Numba, on new arrays and on torch tensors that change."""
+    from book.kernels import launch
+
+    assert launch.PREPARED_LAUNCH  # on a GPU with this numba-cuda the fast path is in use
+    for name, dtype in (("vec4", "float32"), ("half8", "float16"), ("ilp4", "bfloat16"),
+                        ("fused", "float32")):
+        for seed in range(3):  # new arrays each time: their own arguments, never stale ones
+            g, u = R.random_inputs((3, 4099), dtype, seed=seed)
+            R.check(run(name, g, u, dtype), g, u, dtype)
+    torch = pytest.importorskip("torch")
+    g = torch.randn(2, 4096, device="cuda")
+    u = torch.randn(2, 4096, device="cuda")
+    o = torch.full_like(g, float("nan"))
+    VARIANTS["vec4"].fn(g, u, o)
+    o.set_(torch.full_like(g, float("nan")))  # same tensor object, new storage
+    VARIANTS["vec4"].fn(g, u, o)
+    R.check(o, g, u, "float32")

@@ -19,7 +19,7 @@ import math
 
 from numba import cuda, float32
 
-from .launch import cdiv, prepare
+from .launch import cdiv, launch_kernel, prepare
 from .wide import load_f32, store_f32
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -59,7 +59,7 @@ def _launch(kernel, variant, gate, up, out, block, stream):
     p = prepare(gate, up, out, DTYPES, variant)
     if p.n == 0:  # nothing to compute (a zero-size grid is an error)
         return p.result
-    kernel[cdiv(p.n, block), block, stream](p.gate, p.up, p.out)
+    launch_kernel(kernel, cdiv(p.n, block), block, stream, p.gate, p.up, p.out)
     return p.result
 
 

@@ -25,7 +25,7 @@ the block so that the work spreads over more SMs instead of a handful.
 from numba import cuda
 
 from .fused import silu_mul
-from .launch import aligned, cdiv, prepare, sm_count
+from .launch import aligned, cdiv, launch_kernel, prepare, sm_count
 from .wide import load2, load4, load_f32, store2, store4, store_f32
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -149,7 +149,7 @@ def launch_vector(kernel, p, width, block, max_blocks, stream):
     grid = max(1, cdiv(nvec, 2 * b))
     if max_blocks:
         grid = min(grid, max_blocks)
-    kernel[grid, b, stream](p.gate, p.up, p.out)
+    launch_kernel(kernel, grid, b, stream, p.gate, p.up, p.out)
     return p.result
 
 
@@ -163,7 +163,8 @@ def swiglu_ilp4(gate, up, out=None, block=256, max_blocks=None, stream=0, fastma
     grid = max(1, cdiv(p.n, 4 * block))
     if max_blocks:
         grid = min(grid, max_blocks)
-    (ilp4_kernel if fastmath else ilp4_ieee_kernel)[grid, block, stream](p.gate, p.up, p.out)
+    launch_kernel(ilp4_kernel if fastmath else ilp4_ieee_kernel, grid, block, stream,
+                  p.gate, p.up, p.out)
     return p.result
 
 
