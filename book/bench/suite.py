@@ -206,6 +206,8 @@ class Suite:
 
             name = best[0] if best is not None else best_variant(dtype)
             self.run_decode(shape, dtype, sets, nsets, name, min_bytes, flops)
+        if shape == LARGE or shape in DECODE_SHAPES:
+            self.run_torch_calls(shape, dtype, sets, nsets, min_bytes, flops)
         del sets, nsets
         t.cuda.empty_cache()
 
@@ -222,6 +224,93 @@ class Suite:
                           "description": description})
         print(f"  {variant:<22} {dtype:<9} {'x'.join(map(str, shape)):<16} "
               f"{seconds * 1e6:10.2f} us  (host)", flush=True)
+
+    def run_torch_calls(self, shape, dtype, sets, nsets, min_bytes, flops):
+        """The call from torch tensors (issue 11) for the course's widest variant of ``dtype``:
+        host time per call, bandwidth at the host's own pace beside its controls, and at
+        decode sizes the cost of each layer of a call (chapter 6)."""
+        from book.kernels import best_variant, launch
+
+        t, bench, cuda = self.torch, self.bench, self.cuda
+        name = best_variant(dtype)
+        if name not in self.variants:
+            return
+        fn = self.variants[name].fn
+        g0, u0, o0 = sets[0]
+        if self.wants(f"{name}_torch_tensors") or self.wants(f"{name}_torch_call"):
+            ok, err = True, None
+            try:  # correctness of the torch path itself (views made once, prepared launch)
+                o0.fill_(float("nan"))
+                fn(g0, u0, o0)
+                cuda.synchronize()
+                self.reference.check_device(o0, g0, u0, dtype)
+            except Exception as e:
+                ok, err = False, f"{type(e).__name__}: {e}"
+                print(f"  CHECK FAILED {name} torch tensors {dtype} {shape}: {err[:300]}", flush=True)
+            self.checks.append({"variant": f"{name}_torch_tensors", "dtype": dtype,
+                                "shape": list(shape), "ok": ok, "error": err})
+        calls = 20 if shape == LARGE else 500
+        self.host_row(f"{name}_torch_call", dtype, shape,
+                      lambda: bench.host_overhead(fn, sets, calls=calls), min_bytes, flops,
+                      f"host time per call (perf_counter over {calls} calls, GPU drained before "
+                      "and after)",
+                      f"swiglu_{name}(gate, up, out) called with torch CUDA tensors")
+        if shape == LARGE:
+            b2b = functools.partial(bench.measure_back_to_back, bytes_moved=min_bytes, flops=flops,
+                                    reps=max(10, self.reps // 3))
+            self.add("launch", f"{name}_torch_tensors", dtype, shape, functools.partial(b2b, fn, sets),
+                     description=f"swiglu_{name} called back to back with torch tensors")
+            self.add("launch", f"{name}_numba_arrays", dtype, shape, functools.partial(b2b, fn, nsets),
+                     description=f"the control: swiglu_{name} back to back with Numba arrays")
+            self.add("launch", "torch_add_back_to_back", dtype, shape,
+                     functools.partial(b2b, lambda g, u, o: t.add(g, u, out=o), sets),
+                     description="torch.add(g, u, out=o) back to back: the reference")
+            return
+        # chapter 6: what each layer of one call costs (decode size: the GPU waits on the host)
+        from book.kernels import halfprec, vectorized
+
+        kernel, width = {"vec4": (vectorized.vec4_kernel, 4),
+                         "half8": (halfprec.half8_kernel, 8)}[name]
+        flat = [tuple(a.reshape(a.size) for a in s3) for s3 in nsets]
+        nvec = flat[0][0].size // width
+        b = vectorized.choose_block(max(nvec, 1), 256)
+        grid = max(1, launch.cdiv(nvec, 2 * b))
+
+        def uncached(x):  # what every call paid before book.kernels.launch kept the views
+            if x.dtype == t.bfloat16:
+                x = x.view(t.int16)
+            a = cuda.as_cuda_array(x.detach())
+            return a.reshape(a.size)
+
+        per = "host time per call (perf_counter over 500 calls, GPU drained before and after)"
+        layers = [
+            ("launch_layer_raw_numba_launch", lambda g, u, o: kernel[grid, b](g, u, o), flat,
+             f"{name}_kernel[grid, block](gate, up, out) on flat Numba arrays: Numba's dispatch "
+             "(argument types, overload, marshalling) and the launch"),
+            ("launch_layer_prepared_launch",
+             lambda g, u, o: launch.launch_kernel(kernel, grid, b, 0, g, u, o), flat,
+             "the same kernel through book.kernels.launch.launch_kernel: arguments marshalled "
+             "once per array, cuda.core's launch"),
+            ("launch_layer_checks", lambda g, u, o: launch.prepare(g, u, o, (dtype,), name), nsets,
+             "the wrapper's validation and flat views alone (Numba arrays), no launch"),
+            ("launch_layer_conversion", lambda g, u, o: [launch.as_device(x, "x") for x in (g, u, o)],
+             sets, "torch tensors to Numba views, as the wrapper does now (made once, reused)"),
+            ("launch_layer_conversion_uncached", lambda g, u, o: [uncached(x) for x in (g, u, o)],
+             sets, "torch tensors to flat Numba views made afresh (numba.cuda.as_cuda_array): what "
+             "each call paid before the views were kept"),
+            ("launch_layer_wrapper_numba_arrays", fn, nsets,
+             f"swiglu_{name}(gate, up, out) with Numba arrays: checks + launch"),
+            ("launch_layer_torch_add", lambda g, u, o: t.add(g, u, out=o), sets,
+             "torch.add(g, u, out=o) from Python: torch's own host cost"),
+        ]
+        for row, call, args, description in layers:
+            self.host_row(row, dtype, shape,
+                          functools.partial(bench.host_overhead, call, args, calls=500),
+                          min_bytes, flops, per, description)
+        self.add("launch", "launch_layer_graph_replay", dtype, shape,
+                 self.later(fn, nsets, bytes_moved=min_bytes, flops=flops, graph=True),
+                 description=f"swiglu_{name} captured in a CUDA graph: GPU time per call in a replay "
+                             "(no Python at all)")
 
     def run_decode(self, shape, dtype, sets, nsets, best, min_bytes, flops):
         t = self.torch
@@ -501,6 +590,27 @@ def targets(rows, peak):
             s = g[0]["seconds"]
             target(f"{dtype} decode 1x18944: graph replay per SwiGLU (us)", s * 1e6, "<= 2", s <= 2e-6,
                    g[0]["variant"])
+    from book.kernels import best_variant
+
+    for dtype in DTYPES:
+        v = best_variant(dtype)
+        tc = find(rows, f"{v}_torch_call", dtype, DECODE_SHAPES[-1])
+        raw = find(rows, "launch_layer_raw_numba_launch", dtype, DECODE_SHAPES[-1])
+        if tc and raw:
+            r = tc["seconds"] / raw["seconds"]
+            target(f"{dtype} decode {DECODE_SHAPES[-1]}: host time per call from torch tensors / "
+                   "raw Numba launch", r, "<= 1.3", r <= 1.3,
+                   f"swiglu_{v} from torch {tc['seconds'] * 1e6:.1f} us vs "
+                   f"kernel[grid, block] on Numba arrays {raw['seconds'] * 1e6:.1f} us")
+        tt = find(rows, f"{v}_torch_tensors", dtype, LARGE)
+        ref = find(rows, "torch_add_back_to_back", dtype, LARGE)
+        if tt and ref:
+            r = tt["bandwidth"] / ref["bandwidth"]
+            ctl = find(rows, f"{v}_numba_arrays", dtype, LARGE)
+            target(f"{dtype} {LARGE}: called with torch tensors / torch.add bandwidth (back to back)",
+                   r, ">= 0.95", r >= 0.95,
+                   f"{v} {tt['bandwidth'] / 1e12:.3f} TB/s vs torch.add {ref['bandwidth'] / 1e12:.3f}"
+                   + (f"; with Numba arrays {ctl['bandwidth'] / 1e12:.3f}" if ctl else ""))
     for T, d, h in GEMM_SHAPES:
         dual = find(rows, "numba_dual_gemm", "float32", (T, d, h))
         cub = find(rows, "torch_matmul_float32", "float32", (T, d, h))
