@@ -173,3 +173,22 @@ def test_the_gpu_path_traces_an_importable_kernel_in_a_simulator_process():
 
     with pytest.raises(tracer.TracerError, match="importable by name"):
         tracer._trace_in_subprocess(make(), (1,), (1,), (np.zeros(1),), None, 0, 1, 1.0, 1)
+
+
+def test_tracer_agrees_with_ncu_on_the_h100_within_ten_percent():
+    """The committed ncu record (benchmarks/coalescing.py on the H100, with provenance)
+    against the tracer on the same kernels launched the same way at a small size."""
+    from book import data
+
+    rec = data.record("ncu/coalescing_h100")
+    assert rec["provenance"]["gpu"].startswith("NVIDIA H100")
+    rows = {r["variant"]: r for r in tracer.agreement(rec)}
+    assert {"coalesced", "strided2", "vec4"} <= set(rows)
+    for v, r in rows.items():
+        assert r["within_10pct"], f"{v}: tracer {r['tracer']} vs ncu {r['ncu']}"
+    assert rows["strided2"]["tracer"] == 2 * rows["coalesced"]["tracer"]
+
+
+def test_course_launch_refuses_an_unknown_variant_by_name():
+    with pytest.raises(tracer.TracerError, match="unknown variant 'half9'.*coalesced"):
+        tracer.course_launch("half9")
