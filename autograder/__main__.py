@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.cmd == "list":
         from . import labs
-        from .grade import load_rubric
+        from .rubric import load_rubric
 
         for name in labs.NAMES:
             lab = labs.get(name)
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     if args.cmd == "export":
         from . import labs
         from .export import gradescope_bundle
-        from .grade import write_grades_csv
+        from .export import write_grades_csv
 
         lab = labs.resolve(args.lab)
         if args.what == "gradescope":

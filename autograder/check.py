@@ -15,6 +15,7 @@ import numpy as np
 from . import labs as _labs
 from .compare import compare_array, compare_number
 from .inputs import generate
+from .rubric import performance_points
 
 
 def _lab_for(fn, lab):
@@ -31,7 +32,7 @@ def _lab_for(fn, lab):
 
 
 def _rubric(lab_name):
-    from .grade import load_rubric
+    from .rubric import load_rubric
 
     return load_rubric(lab_name)
 
@@ -128,7 +129,7 @@ def _report_performance(fn, mod, rub, say):
     ref = measure(ref_fn, ref_sets, bytes_moved=nbytes, flops=flops)
     frac = ref.median_s / mine.median_s
     info = gpu.device_info()
-    pts = rub["points"] * min(1.0, max(0.0, (frac - rub["zero_at"]) / (rub["full_at"] - rub["zero_at"])))
+    pts = performance_points(frac, rub)
     if mod.PERF_METRIC == "bandwidth":
         say(f"performance on {info.name}, {mod.describe(case)}: {mine.bandwidth / 1e12:.3f} TB/s effective "
             f"({mine.median_s * 1e6:.1f} us, {mine.method})")

@@ -524,8 +524,27 @@ def run_test(fns, msg):
     returned = None
     if ret is not None:
         returned = "the output array" if any(ret is d for d in outs.values()) else type(ret).__name__
+    again = None
+    if msg.get("again"):  # the same array objects, new contents: a fresh answer is due
+        again = _call_again(fn, msg, built, outs)
     return {"ok": True, "files": files, "launches": launches, "modified_inputs": modified,
-            "returned": returned, "seconds": dt, "recording": rec}
+            "returned": returned, "seconds": dt, "recording": rec, "again": again}
+
+
+def _call_again(fn, msg, built, outs):
+    for a, d in zip(msg["again"], built):
+        if a["role"] == "in":
+            d.copy_to_device(generate(a["spec"]))
+        elif a["role"] == "out":
+            d.copy_to_device(np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"]))
+    cuda.synchronize()
+    fn(*built)
+    cuda.synchronize()
+    name = next(a["name"] for a in msg["again"] if a["role"] == "out")
+    pos = np.asarray(msg["again_positions"], dtype=np.int64)
+    path = os.path.join(WORK, f"again_{msg['id']}.npy")
+    np.save(path, outs[name].copy_to_host().reshape(-1)[pos])
+    return os.path.basename(path)
 
 
 def replay_sim(msg):

@@ -8,8 +8,11 @@ live under "extra_data".
 
 from __future__ import annotations
 
+import csv
 import json
+import os
 import shutil
+import threading
 import zipfile
 from pathlib import Path
 
@@ -21,7 +24,26 @@ def _summary(result) -> str:
     return "\n".join(lines)
 
 
+HIDDEN_NOTE = "details of hidden cases (shapes, values) are shown after the due date"
+
+
+def _shows_hidden(result) -> bool:
+    return result.get("hidden_visibility", "after_due_date") == "visible"
+
+
+def printed_output(result) -> str:
+    """What the submission printed; before the due date only the part printed before the first
+    hidden case ran (a student's print of an array's shape would show a hidden shape)."""
+    text = result.get("output") or ""
+    cut = result.get("public_output_len")
+    if cut is not None and not _shows_hidden(result) and len(text) > cut:
+        text = text[:cut] + f"\n[... output printed while the hidden cases ran is withheld: {HIDDEN_NOTE}]"
+    return text
+
+
 def gradescope_json(result) -> dict:
+    """Gradescope's results.json. Hidden cases carry the rubric's visibility (after_due_date by
+    default: Gradescope shows them, with their details, only after the due date)."""
     tests = []
     for t in result["tests"]:
         tests.append({"name": t["name"] + (" (hidden case)" if t.get("hidden") else ""),
@@ -42,7 +64,7 @@ def gradescope_json(result) -> dict:
             + list((result.get("performance") or {}).get("flags", [])),
             "cell_errors": result.get("cell_errors", []), "isolation": result.get("isolation"),
             "performance": result.get("performance"), "output_bytes": result.get("output_bytes"),
-            "printed": (result.get("output") or "")[:4000],
+            "printed": printed_output(result)[:4000],
         },
     }
 
@@ -64,22 +86,23 @@ def feedback_markdown(result, run=None) -> str:
     L.append("")
     for t in result["tests"]:
         if t.get("output") and t["score"] < t["max_score"] or t["name"] == "performance":
-            L += [f"### {t['name']}", "", "```", str(t.get("output", "")).strip()[-3000:], "```", ""]
+            text = str(t.get("output", "")).strip()[-3000:]
+            if t.get("hidden") and not _shows_hidden(result):
+                text = f"failed: {HIDDEN_NOTE}"
+            L += [f"### {t['name']}", "", "```", text, "```", ""]
     if result.get("flags"):
-        L += ["## For review", "", "The grader noticed these in your code (performance points are "
-              "withheld for the first kind until an instructor has looked):", ""]
+        L += ["## For review", "", "The grader noticed these in your code; they cost no points (the "
+              "score rests on the grader's replay of your kernels), but an instructor may look:", ""]
         for f in result["flags"]:
             L.append(f"- {f['what']} ({f['where']})")
         L.append("")
     if result.get("output"):
-        L += ["## Your code's printed output (first part)", "", "```", result["output"][-4000:], "```", ""]
+        L += ["## Your code's printed output (first part)", "", "```", printed_output(result)[-4000:], "```", ""]
     return "\n".join(L)
 
 
 def merge(out: Path, shard_dirs) -> Path:
     """Combine shard folders of one lab (DIR/<id>/ and measurements.jsonl) into ``out``."""
-    from .grade import write_grades_csv
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     labs = set()
@@ -139,3 +162,37 @@ def gradescope_bundle(lab: str, out: Path, repo: Path) -> Path:
             if (repo / f).exists():
                 z.write(repo / f, f"source/{f}")
     return out
+
+
+_csv_lock = threading.Lock()
+
+
+def write_grades_csv(out: Path, lab: str) -> Path:
+    """grades.csv from every DIR/<id>/results.json (so it is always complete and consistent)."""
+    rows, names = [], []
+    for rj in sorted(Path(out).glob("*/results.json")):
+        try:
+            r = json.loads(rj.read_text())
+        except (OSError, ValueError):
+            continue
+        meta = r.get("extra_data", {})
+        if meta.get("lab") != lab:
+            continue
+        row = {"id": meta.get("id", rj.parent.name), "total": r.get("score"),
+               "max": meta.get("max_score"), "status": meta.get("status"),
+               "flags": " | ".join(meta.get("flags", []))}
+        for t in r.get("tests", []):
+            row[t["name"]] = t["score"]
+            if t["name"] not in names:
+                names.append(t["name"])
+        rows.append(row)
+    path = Path(out) / "grades.csv"
+    with _csv_lock:
+        tmp = path.with_name(f"grades.csv.tmp{os.getpid()}")
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["id", "total", "max", *names, "status", "flags"])
+            w.writeheader()
+            for row in rows:
+                w.writerow(row)
+        os.replace(tmp, path)
+    return path

@@ -8,7 +8,6 @@ threat model.
 
 from __future__ import annotations
 
-import csv
 import datetime as _dt
 import hashlib
 import json
@@ -21,13 +20,6 @@ import statistics
 import sys
 import threading
 import time
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    try:
-        import tomli as tomllib
-    except ModuleNotFoundError as e:
-        raise SystemExit("reading rubrics needs Python 3.11+ (tomllib) or `pip install tomli`") from e
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,7 +28,9 @@ import numpy as np
 
 from . import labs as _labs
 from .compare import compare_array, compare_number
+from .export import feedback_markdown, gradescope_json, write_grades_csv
 from .inputs import generate
+from .rubric import UNVERIFIED, load_rubric, score_performance
 from .sandbox import Child, ChildError
 from .submission import SubmissionError, read_cells, scan
 from .timing import RecordingError, ReplayServer, copy_recording, recording_summary
@@ -48,27 +42,16 @@ NOT_MEASURED_NO_GPU = "not measured: no GPU (kernels ran in Numba's CUDA simulat
 SIM_S_PER_THREAD = 1e-3
 SIM_DEADLINE_CAP_S = 600
 TIMING_SETS = 4          # input/output sets of a timing window: every call of a window on its own set
-TIMING_WINDOWS = 5       # windows per replay request; three requests, windows pooled
+TIMING_WINDOWS = 10      # windows per replay request; three requests, windows pooled
+STALE = ("called again on the same arrays with new contents, your function did not compute the new "
+         "answer: it skipped or cached work it had seen (performance points need a function that "
+         "computes every call)")
 NOT_REPRODUCED = ("the kernels your function launched, replayed by the grader on fresh inputs without "
                   "calling your function, did not compute the answer. Correctness points need the work "
                   "done by kernels: a result computed on the host and copied into `out` earns nothing")
 
 
 # --------------------------------------------------------------------------- config
-def load_rubric(lab: str, path=None) -> dict:
-    p = Path(path) if path else HERE / "rubrics" / f"{lab}.toml"
-    try:
-        with open(p, "rb") as f:
-            r = tomllib.load(f)
-    except FileNotFoundError:
-        raise SystemExit(f"no rubric for {lab}: expected {p}")
-    except tomllib.TOMLDecodeError as e:
-        raise SystemExit(f"rubric {p} is not valid TOML: {e}")
-    if r.get("lab") != lab:
-        raise SystemExit(f"rubric {p} is for lab {r.get('lab')!r}, not {lab!r}")
-    return r
-
-
 def detect_simulated(force: bool) -> bool:
     if force:
         os.environ["BOOK_SIMULATOR"] = "1"
@@ -153,10 +136,7 @@ class Run:
         self.servers = {}
         self._active, self._active_lock = 0, threading.Lock()
         self.server_locks = [threading.Lock() for _ in range(self.gpus)]
-        self.hidden_visibility = self.rubric["correctness"].get("hidden_visibility", "after_due_date")
-        if self.hidden_visibility not in ("visible", "hidden", "after_due_date", "after_published"):
-            raise SystemExit(f"rubric: hidden_visibility must be visible, hidden, after_due_date or "
-                             f"after_published, not {self.hidden_visibility!r}")
+        self.hidden_visibility = self.rubric["correctness"]["hidden_visibility"]
         self.scratch = self.out / ".grader" / "recordings"
 
     def say(self, *a):
@@ -255,7 +235,7 @@ class Run:
         lab = self.lab
         with self.server_locks[gpu]:
             srv = self.server(gpu)
-            r = srv.request(600, cmd="reference", windows=3 * TIMING_WINDOWS)
+            r = srv.request(600, cmd="reference", windows=6 * TIMING_WINDOWS)
         if not r.get("ok"):
             raise ChildError("reference failed", r.get("message", ""))
         case = self.timing_cases()[0]
@@ -351,6 +331,8 @@ class Run:
                 child.close()
                 self._confirm_gone(child, result, gpu)
                 result["output"] = child.output_text()
+                if "public_output_len" in result:
+                    result["public_output_len"] = min(result["public_output_len"], len(result["output"]))
                 result["output_bytes"] = child.output_total
                 result["rss_peak_mib"] = child.rss_peak >> 20
         result["_t_start"] = t_start
@@ -373,7 +355,14 @@ class Run:
             from . import gpuwatch
 
             if gpuwatch.available():
-                after["gpu_leftovers"] = [str(x) for x in child.gpu_leftovers()]
+                t0 = time.monotonic()  # a killed process's context takes a moment to leave NVML's list
+                while True:
+                    left = [str(x) for x in child.gpu_leftovers()]
+                    if not left or time.monotonic() - t0 > 5:
+                        break
+                    time.sleep(0.25)
+                after["gpu_leftovers"] = left
+                after["gpu_check_s"] = round(time.monotonic() - t0, 2)
             else:
                 after["gpu_leftovers"] = f"not checked: {gpuwatch.unavailable_reason()}"
         try:
@@ -442,6 +431,9 @@ class Run:
         result["_replies"] = {}
         for case in self.cases:
             hidden = case["visibility"] == "hidden"
+            if hidden and "public_output_len" not in result:
+                time.sleep(0.05)  # let the output drain catch up with what the public cases printed
+                result["public_output_len"] = len(child.output)
             t = {"name": case["name"], "max_score": case["points"], "score": 0, "hidden": hidden,
                  "visibility": self.hidden_visibility if hidden else "visible"}
             result["tests"].append(t)
@@ -577,9 +569,16 @@ class Run:
         return compare_array(got, self._expected_for(case), rtol=lab.RTOL, atol=lab.ATOL,
                              dtype_name=lab.DTYPE, what=lab.OUTPUT, shape_hint=lab.describe(case))
 
-    def _expected_for(self, case):
+    def _expected_for(self, case, cache=False):
+        key = ("case", case["seed"], self.lab.describe(case))
+        if key in self._expected:
+            return self._expected[key]
         ins = {n: generate(s) for n, s in self.lab.input_specs(case).items()}
-        return self.lab.reference(ins)
+        ref = self.lab.reference(ins)
+        if cache:
+            with self.log_lock:
+                self._expected[key] = ref
+        return ref
 
     # -- performance: the recorded launches, replayed and timed by the trusted process
     def run_timing(self, child, result, gpu):
@@ -592,8 +591,12 @@ class Run:
             result["performance"] = {"status": "skipped: correctness"}
             return
         case = dict(self.timing_cases()[0], id="timing")
+        case2 = self.timing_cases()[1]
+        size = int(np.prod(lab.out_spec(case2)["shape"]))
+        pos = np.sort(np.random.default_rng(secrets.randbits(32)).choice(size, min(size, 65536), replace=False))
         try:
-            r = self.ask(child, self.limits.get("test_s", 60) * 2, **dict(self.test_message(case)))
+            r = self.ask(child, self.limits.get("test_s", 60) * 2, **self.test_message(case),
+                         again=self.kernel_args(case2), again_positions=pos.tolist())
             if not r.get("ok"):
                 p["output"] = (f"timing setup failed: your function raised {r.get('error')}: "
                                f"{r.get('message', '')}")
@@ -607,12 +610,23 @@ class Run:
             return
         info = {"recording": recording_summary(folder), "shape": lab.describe(case),
                 "bytes": lab.min_bytes(case), "flops": lab.flops(case)}
+        # the function itself, called again on the same arrays with new contents, must give the
+        # new answer: a function that caches by array identity is wrong (and is flagged)
+        try:
+            got = child.read_npy(r["again"]) if r.get("again") else None
+        except (OSError, ValueError):
+            got = None
+        exp = self._expected_for(case2, cache=True).reshape(-1)[pos]
+        info["fresh_call_ok"] = bool(got is not None and compare_array(
+            got, exp, rtol=lab.RTOL, atol=lab.ATOL, dtype_name=lab.DTYPE)[0])
         if self.simulated:  # --sim-timing: the recording is replayed (correctness only), nothing timed
             ok, msg = self._replay_sim(folder, case, result.get("_cells"))
-            info.update(verified=ok, method="replay in a fresh simulator child (not timed)",
-                        launches_per_call=info["recording"]["launches"], flags=[] if ok else [UNVERIFIED],
+            ok_all = ok and info["fresh_call_ok"]
+            info.update(verified=ok_all, method="replay in a fresh simulator child (not timed)",
+                        launches_per_call=info["recording"]["launches"],
+                        flags=([] if ok else [UNVERIFIED]) + ([] if info["fresh_call_ok"] else [STALE]),
                         status="simulator (test mode): not a performance measurement")
-            p["output"] = NOT_MEASURED_NO_GPU + ("" if ok else "\nFLAGGED: " + UNVERIFIED + f" ({msg[:300]})")
+            p["output"] = NOT_MEASURED_NO_GPU + "".join("\nFLAGGED: " + f for f in info["flags"])
             result["performance"] = info
             self.log(kind="timing", id=result["id"], **info)
             return
@@ -651,10 +665,12 @@ class Run:
         ref = self.reference[gpu]
         info["reference"] = {k: ref[k] for k in ("reference_s", "reference_bandwidth", "copy_bandwidth",
                                                   "reference_flops_per_s", "device")}
-        tamper = [f["what"] for f in result["flags"] if f["level"] == "tamper"]
         score = score_performance(lab.PERF_METRIC, perf, per_s=per, bandwidth=info["bandwidth"],
                                   reference_s=ref["reference_s"], copy_bandwidth=ref["copy_bandwidth"],
-                                  verified=timed["verified"], tamper=tamper)
+                                  verified=timed["verified"])
+        if not info.get("fresh_call_ok", True):
+            score["flags"].append(STALE)
+            score["points"] = 0.0
         info.update(score)
         peak = (ref.get("device") or {}).get("peak_bandwidth")
         info["fraction_of_peak"] = info["bandwidth"] / peak if peak else None
@@ -737,8 +753,6 @@ class Run:
         for private in ("_replies", "_cells", "_timing", "_oom"):
             result.pop(private, None)
         result["hidden_visibility"] = self.hidden_visibility
-        from .export import feedback_markdown, gradescope_json
-
         _atomic_write(sub_dir / "feedback.md", feedback_markdown(result, self))
         _atomic_write(sub_dir / "results.json", json.dumps(gradescope_json(result), indent=1))
         (sub_dir / "pending.json").unlink(missing_ok=True)
@@ -833,75 +847,6 @@ def gpu_foreign(gpu: int, allowed: set) -> list:
         return [dict(p) if isinstance(p, dict) else {"process": str(p)} for p in fn(gpu, allowed)]
     except Exception as e:  # noqa: BLE001  (NVML hiccup: say so, do not block grading)
         return [{"nvml_error": f"{type(e).__name__}: {e}"[:200]}]
-
-
-UNVERIFIED = ("the replayed launches did not leave the right result in every output of every timed "
-              "window: the kernel skipped or cached work, or does not compute the answer on its own")
-
-
-def score_performance(metric, perf, *, per_s, bandwidth, reference_s, copy_bandwidth, verified,
-                      event_s=None, tamper=()):
-    """Points from the grader's own timing. Flags (any one gives 0 points): output not verified
-    after the timed calls; faster than physically possible (bandwidth above physical_limit x the
-    device-copy bandwidth measured in this run; for GEMMs, above physical_limit x cuBLAS); the
-    child's own CUDA-event time far below the grader's clock; tamper patterns in the source."""
-    frac = reference_s / per_s
-    flags = []
-    if not verified:
-        flags.append(UNVERIFIED)
-    if metric == "bandwidth" and bandwidth > perf["physical_limit"] * copy_bandwidth:
-        flags.append(f"faster than physically possible: {bandwidth / 1e12:.2f} TB/s effective is above "
-                     f"{perf['physical_limit']}x the device-copy bandwidth measured in this run "
-                     f"({copy_bandwidth / 1e12:.2f} TB/s)")
-    if metric == "flops" and frac > perf["physical_limit"]:
-        flags.append(f"faster than plausible: {frac:.2f}x the strict-f32 cuBLAS reference "
-                     f"(limit {perf['physical_limit']}x)")
-    notes = []
-    if event_s and event_s < 0.85 * per_s:
-        # a note, not a penalty: host work inside the function (printing, Python loops) also
-        # does this, and the score already rests on the grader's clock
-        notes.append(f"the CUDA-event time measured inside the submission's process "
-                     f"({event_s * 1e6:.1f} us) is far below the grader's own clock ({per_s * 1e6:.1f} us): "
-                     "host-side work in the function, or a tampered timer (the grader's clock counts)")
-    if tamper:
-        flags.append("performance points withheld pending review: " + "; ".join(tamper))
-    zero, full = perf["zero_at"], perf["full_at"]
-    pts = 0.0 if flags else perf["points"] * min(1.0, max(0.0, (frac - zero) / (full - zero)))
-    return {"fraction": frac, "points": round(pts, 2), "flags": flags, "notes": notes}
-
-
-_csv_lock = threading.Lock()
-
-
-def write_grades_csv(out: Path, lab: str) -> Path:
-    """grades.csv from every DIR/<id>/results.json (so it is always complete and consistent)."""
-    rows, names = [], []
-    for rj in sorted(Path(out).glob("*/results.json")):
-        try:
-            r = json.loads(rj.read_text())
-        except (OSError, ValueError):
-            continue
-        meta = r.get("extra_data", {})
-        if meta.get("lab") != lab:
-            continue
-        row = {"id": meta.get("id", rj.parent.name), "total": r.get("score"),
-               "max": meta.get("max_score"), "status": meta.get("status"),
-               "flags": " | ".join(meta.get("flags", []))}
-        for t in r.get("tests", []):
-            row[t["name"]] = t["score"]
-            if t["name"] not in names:
-                names.append(t["name"])
-        rows.append(row)
-    path = Path(out) / "grades.csv"
-    with _csv_lock:
-        tmp = path.with_name(f"grades.csv.tmp{os.getpid()}")
-        with open(tmp, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=["id", "total", "max", *names, "status", "flags"])
-            w.writeheader()
-            for row in rows:
-                w.writerow(row)
-        os.replace(tmp, path)
-    return path
 
 
 def main(args) -> int:

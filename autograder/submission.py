@@ -79,8 +79,9 @@ def read_cells(path) -> list[dict]:
     return cells
 
 
-# What a reviewer should look at. "tamper" flags withhold performance points pending review;
-# "info" flags are only reported. Correctness never rests on these (it is checked outside).
+# What a reviewer should look at. Reported only: no points rest on them. Correctness rests on the
+# grader's comparison and on the replay of the recorded kernels; performance on the replay's
+# timing in the grader's own process (nothing here is a defence; the design is).
 _PATTERNS = [
     ("tamper", "replaces timing functions (monkeypatching a clock, CUDA events or book.bench)",
      r"\b\w*(time|cuda|bench|book|numba|event|Event|clock)\w*\s*\.\s*[A-Za-z_]\w*\s*=(?!=)"
