@@ -7,10 +7,13 @@ No GPU or build needed: these read the notebooks.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import shutil
 import tarfile
+import time
 
 import nbformat
+import psutil
 import pytest
 
 from conftest import ROOT
@@ -128,3 +131,47 @@ def test_install_puts_a_bundle_in_place_and_skips_failed_chapters(tmp_path):
                                         ("NVIDIA L4", "l4"), (None, "unknown-gpu")])
 def test_gpu_slug(name, slug):
     assert record.gpu_slug(name) == slug
+
+
+def _notebook(path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_markdown_cell("# T")] + [nbformat.v4.new_code_cell(s)
+                                                        for s in sources]
+    nbformat.write(nb, path)
+    return str(path)
+
+
+def test_record_names_a_failing_and_a_hanging_chapter_and_still_writes_the_bundle(tmp_path):
+    """Real kernels: one chapter runs, one raises in its 2nd code cell, one hangs and is killed
+    (kernel included) at its time limit; the bundle and the summary hold all three."""
+    good = _notebook(tmp_path / "good.ipynb", "x = 6 * 7", "print(x)")
+    bad = _notebook(tmp_path / "bad.ipynb", "y = 1", "1 / 0", "print('never')")
+    pidfile = tmp_path / "kernel.pid"
+    hang = _notebook(tmp_path / "hang.ipynb",
+                     f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+                     "time.sleep(600)")
+    out = tmp_path / "out"
+    rc = record.record(out, [good, bad, hang], timeout=40, cell_timeout=600)
+    assert rc == 1
+    summary = json.loads((out / "record-summary.json").read_text())
+    rows = {Path(r["notebook"]).name: r for r in summary["chapters"]}
+    assert rows["good.ipynb"]["ok"]
+    assert not rows["bad.ipynb"]["ok"] and rows["bad.ipynb"]["cell"] == 2
+    assert "ZeroDivisionError" in rows["bad.ipynb"]["error"]
+    assert not rows["hang.ipynb"]["ok"] and "killed after 40 s" in rows["hang.ipynb"]["error"]
+    kernel = int(pidfile.read_text())
+    time.sleep(1)
+    assert not psutil.pid_exists(kernel) or psutil.Process(kernel).status() == "zombie", \
+        "the hanging chapter's kernel outlived its time limit"
+    assert summary["provenance"]["date"] and "command" in summary["provenance"]
+    (bundle,) = out.glob("chapters-*.tar.gz")
+    with tarfile.open(bundle) as tar:
+        names = set(tar.getnames())
+        assert {"good.ipynb", "failed/bad.ipynb", "index.json"} <= names
+        nb = nbformat.reads(tar.extractfile("good.ipynb").read().decode(), as_version=4)
+    assert nb.cells[2].outputs[0]["text"] == "42\n"
+    meta = nb.metadata[recordings.META_KEY]
+    assert [c["sha256"] for c in meta["cells"]] == recordings.cell_hashes(nb)
+    assert meta["provenance"] == summary["provenance"]

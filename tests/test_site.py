@@ -16,7 +16,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, is_local
 
 
 def _pages(built_book) -> list[str]:
@@ -181,3 +181,181 @@ def test_no_horizontal_scroll_at_phone_width(built_book, site_page):
             }""")
             too_wide.append(f"{path}: {width}px wide (e.g. {culprit})")
     assert not too_wide, "\n".join(too_wide)
+
+
+# ---------------------------------------------------------------- recorded GPU outputs
+
+# What the course prints where a GPU would show something (grep the library and the chapters
+# for these): none may appear in a chapter whose page shows its GPU recording.
+SIMULATOR_PLACEHOLDERS = (
+    "kernels run in Numba's CUDA simulator",          # book.gpu: the import-time status line
+    "Device: Numba CUDA simulator",                   # book.gpu.describe()
+    "not measured: kernels are running in Numba's CUDA simulator",  # book.bench
+    "not measured: no CUDA GPU here",                 # book.bench.suite
+    "nothing to time", "nothing is timed", "not timed", "Simulator:", "No GPU here",
+    "simulator: no GPU",
+)
+
+
+def _executed_pages(built_book) -> list[str]:
+    from tools.execute import executed_notebooks
+
+    return executed_notebooks()
+
+
+def _outputs_text(html: str) -> str:
+    """The text of the page's cell outputs (not its prose, which may name the simulator)."""
+    import html as html_lib
+
+    blocks = re.findall(r'<div class="cell_output[^"]*"[^>]*>(.*?)</div>\s*</div>\s*</div>',
+                        html, re.S)
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", "\n".join(blocks)))
+
+
+def test_each_chapter_page_says_whose_outputs_it_shows(built_book):
+    from tools import recordings
+
+    problems = []
+    for src in _executed_pages(built_book):
+        html = built_book.page(src).read_text(encoding="utf-8")
+        rec = recordings.find(src, root=built_book.root)
+        recorded = html.count("course-outputs-recorded")
+        simulated = html.count("course-outputs-simulator")
+        if recorded + simulated != 1:
+            problems.append(f"{src}: {recorded + simulated} notes about its outputs (want one)")
+        elif rec.usable:
+            prov = rec.provenance
+            if not recorded:
+                problems.append(f"{src}: has a current recording but is labelled 'simulator'")
+            for fact in (prov["gpu"], prov["date"][:10], prov["commit"][:7],
+                         "python -m tools.record", "your own outputs"):
+                if fact not in html:
+                    problems.append(f"{src}: the recording note does not say {fact!r}")
+        elif recorded:
+            problems.append(f"{src}: labelled 'recorded' with no current recording")
+    assert not problems, "\n".join(problems)
+
+
+def test_recorded_chapters_show_their_gpu_outputs_and_no_placeholder(built_book):
+    """A recorded chapter's page shows the recording's outputs (its GPU's name, as printed by
+    the chapter's first cells) and no simulator placeholder in any output."""
+    from tools import recordings
+
+    recorded = [s for s in _executed_pages(built_book)
+                if recordings.find(s, root=built_book.root).usable]
+    if not recorded:
+        pytest.skip("no chapter has a current GPU recording (records/chapters/)")
+    problems = []
+    for src in recorded:
+        text = _outputs_text(built_book.page(src).read_text(encoding="utf-8"))
+        for needle in SIMULATOR_PLACEHOLDERS:
+            for line in text.splitlines():
+                if needle.lower() in line.lower():
+                    problems.append(f"{src}: an output says {line.strip()[:120]!r}")
+                    break
+    assert not problems, (
+        "simulator placeholders on pages that show a GPU recording (the recording was made "
+        "in the simulator, or the outputs were not merged):\n" + "\n".join(problems))
+
+
+def test_downloads_give_the_notebook_without_outputs(built_book):
+    """The download button and Colab give the chapter's source, not the recorded outputs."""
+    import nbformat
+
+    for src in _executed_pages(built_book):
+        html = built_book.page(src).read_text(encoding="utf-8")
+        links = set(re.findall(r'href="([^"]*_sources/[^"]*\.ipynb)"', html))
+        assert links, f"{src}: no download link to the .ipynb"
+        for link in links:
+            nb = nbformat.read(built_book.page(src).parent / link, as_version=4)
+            with_outputs = [i for i, c in enumerate(nb.cells) if c.get("outputs")]
+            assert not with_outputs, f"{src}: the downloaded notebook has outputs ({link})"
+
+
+# ---------------------------------------------------------------- layout and console
+
+def _console_errors(browser, url: str, width: int = 1280) -> list[str]:
+    """Errors a reader's first visit to ``url`` logs (a fresh context: nothing stored yet)."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    context.route(lambda u: not is_local(u), lambda r: r.abort())
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url, wait_until="networkidle")
+    page.wait_for_timeout(300)
+    context.close()
+    return errors
+
+
+def test_no_console_error_on_any_page(built_book, browser, site_url):
+    """No page logs an error: no script runs twice (THEBE_JS_URL was declared twice on every
+    page), the theme finds its colour mode, nothing fails to load."""
+    found = [f"{path}: {e}" for path in _pages(built_book)
+             for e in _console_errors(browser, site_url + path)]
+    assert not found, "\n".join(found)
+
+
+def test_one_thebe_declaration_per_page(built_book):
+    for path in _pages(built_book):
+        html = (built_book.html / path).read_text(encoding="utf-8")
+        assert html.count("const THEBE_JS_URL") <= 1, f"{path}: THEBE_JS_URL declared twice"
+
+
+COLUMN_CHECK = """() => {
+  const col = document.querySelector('article.bd-article').getBoundingClientRect();
+  const name = e => (e.closest('.cell_input') ? 'code cell' : e.closest('.cell_output')
+      ? 'output' : e.tagName.toLowerCase()) + ': ' + e.textContent.trim().slice(0, 60);
+  const longest = e => Math.max(0, ...e.textContent.split('\\n').map(l => l.length));
+  const out = [];
+  const blocks = '.cell_input, .cell_output, .cell_output > *, .cell_output pre, ' +
+      '.cell_input pre, table, .admonition, .bd-article img, .widget-subarea';
+  for (const e of document.querySelectorAll('article.bd-article ' + blocks.split(', ')
+      .join(', article.bd-article '))) {
+    const r = e.getBoundingClientRect();
+    if (r.width && (r.right > col.right + 1 || r.left < col.left - 1))
+      out.push(`${name(e)} sticks out of the column (${Math.round(r.left)}..${Math.round(r.right)}` +
+               ` px, column ${Math.round(col.left)}..${Math.round(col.right)} px)`);
+  }
+  // printed output wraps: no part of it hidden behind a scrollbar
+  for (const e of document.querySelectorAll(
+      '.cell_output .output.stream pre, .cell_output .output.stderr pre, ' +
+      '.cell_output .output.text_plain pre'))
+    if (e.scrollWidth > e.clientWidth + 1)
+      out.push(`${name(e)} is wider than its block (${e.scrollWidth} > ${e.clientWidth} px)`);
+  // a code cell holds 80-character lines; a longer line is the chapter's to shorten
+  for (const e of document.querySelectorAll('.cell_input pre'))
+    if (e.scrollWidth > e.clientWidth + 1)
+      out.push(longest(e) > 80
+        ? `${name(e)} has a line of ${longest(e)} characters (chapters keep code to 80)`
+        : `${name(e)}: an 80-character line does not fit (${e.scrollWidth} > ${e.clientWidth} px)`);
+  return out;
+}"""
+
+
+def test_blocks_fit_the_column_at_laptop_width(built_book, site_page):
+    """At 1280 px no code cell, output block, table or figure is wider than the content column:
+    printed output wraps, code keeps its (80-character) lines whole and visible, a table too
+    wide for the column scrolls inside its own box."""
+    site_page.page.set_viewport_size({"width": 1280, "height": 900})
+    problems = []
+    for path in _pages(built_book):
+        site_page.goto(path)
+        problems += [f"{path}: {p}" for p in site_page.page.evaluate(COLUMN_CHECK)]
+    assert not problems, f"{len(problems)} blocks do not fit:\n" + "\n".join(problems)
+
+
+def test_printed_output_wraps_at_phone_width(built_book, site_page):
+    """At 375 px printed output (the simulator or GPU status line, tables printed by cells)
+    wraps inside its block rather than scrolling sideways; code may scroll inside its block."""
+    site_page.page.set_viewport_size({"width": 375, "height": 812})
+    hidden = []
+    for src in _executed_pages(built_book):
+        site_page.goto(str(Path(src).with_suffix(".html")))
+        hidden += [f"{src}: {t}" for t in site_page.page.evaluate("""() =>
+            [...document.querySelectorAll(
+                '.cell_output .output.stream pre, .cell_output .output.stderr pre, '
+                + '.cell_output .output.text_plain pre')]
+            .filter(e => e.scrollWidth > e.clientWidth + 1)
+            .map(e => e.textContent.trim().slice(0, 80))""")]
+    assert not hidden, "printed output scrolls sideways at 375 px:\n" + "\n".join(hidden)

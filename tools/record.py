@@ -15,7 +15,8 @@ one after another (timings want the GPU to themselves), with the Jupyter machine
 notebooks, plus failed/<chapter>.ipynb executed up to the failing cell, plus index.json) and
 DIR/record-summary.json (provenance and, per chapter, seconds and the failing cell and error).
 Each chapter runs in a child process with a wall-clock limit (`--timeout`), so a chapter that
-hangs is killed, named, and the others still run. Exit status 1 when any chapter failed.
+hangs is killed, named, and the others still run; `--budget` bounds the whole run (the bundle is
+written even when it runs out). Exit status 1 when any chapter failed.
 """
 
 from __future__ import annotations
@@ -80,6 +81,23 @@ def _execute_one(src: str, to: Path, cell_timeout: int) -> int:
     return 0 if status["ok"] else 1
 
 
+def _kill_tree(pid: int) -> None:
+    """Kill a process and everything it started: the IPython kernel runs in a session of its
+    own (jupyter_client starts it so), where killing the chapter's process group misses it."""
+    try:
+        import psutil
+
+        procs = psutil.Process(pid).children(recursive=True)
+    except Exception:  # noqa: BLE001  (gone already, or no psutil: the group kill still runs)
+        procs = []
+    for sig_target in [pid, *(p.pid for p in procs)]:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(sig_target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
 def _run_child(src: str, to: Path, cell_timeout: int, timeout: int) -> dict:
     """One chapter in its own process group, killed whole (kernel included) after ``timeout``."""
     cmd = [sys.executable, "-m", "tools.record", "--one", src, "--to", str(to),
@@ -89,15 +107,10 @@ def _run_child(src: str, to: Path, cell_timeout: int, timeout: int) -> dict:
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        _kill_tree(proc.pid)
         proc.wait()
         return {"notebook": src, "ok": False, "seconds": round(time.perf_counter() - t0, 1),
                 "error": f"killed after {timeout} s (--timeout): the chapter did not finish"}
-    finally:
-        try:  # the kernel the child started, if it outlived it
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     status_file = Path(str(to) + ".json")
     if not status_file.is_file():
         return {"notebook": src, "ok": False, "seconds": round(time.perf_counter() - t0, 1),
@@ -114,7 +127,8 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def record(out: Path, chapters: list[str], timeout: int, cell_timeout: int) -> int:
+def record(out: Path, chapters: list[str], timeout: int, cell_timeout: int,
+           budget: float | None = None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     out.mkdir(parents=True, exist_ok=True)
     from book.provenance import provenance
@@ -129,10 +143,18 @@ def record(out: Path, chapters: list[str], timeout: int, cell_timeout: int) -> i
           f"(commit {prov.get('commit')}) into {out}", flush=True)
     rows = []
     bundle = out / f"chapters-{slug}.tar.gz"
+    deadline = time.monotonic() + budget if budget else None
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(bundle, "w:gz") as tar:
         for src in chapters:
             to = Path(tmp) / Path(src).name
-            row = _run_child(src, to, cell_timeout, timeout)
+            left = deadline - time.monotonic() if deadline else timeout
+            if left < 10:
+                row = {"notebook": src, "ok": False, "seconds": 0.0,
+                       "error": f"not run: the --budget of {budget:.0f} s was spent"}
+                rows.append(row)
+                print(f"  SKIP   {0:6.1f} s  {src}  (--budget spent)", flush=True)
+                continue
+            row = _run_child(src, to, cell_timeout, int(min(timeout, left)))
             rows.append(row)
             print(f"  {'ok  ' if row['ok'] else 'FAIL'} {row['seconds']:6.1f} s  {src}"
                   + ("" if row["ok"] else f"  (code cell {row.get('cell', '?')})"), flush=True)
@@ -198,8 +220,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, help="record here (a GPU machine)")
     ap.add_argument("--install", type=Path, metavar="BUNDLE",
                     help="install a bundle written by --out into records/chapters/")
-    ap.add_argument("--timeout", type=int, default=400,
-                    help="seconds per chapter before it is killed (default 400)")
+    ap.add_argument("--timeout", type=int, default=240,
+                    help="seconds per chapter before it is killed (default 240)")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="seconds for the whole recording: a chapter still running then is "
+                         "killed, later ones are not started, and the bundle is still written "
+                         "(e.g. 500 inside the device tool's 600 s)")
     ap.add_argument("--cell-timeout", type=int, default=300, help="seconds per cell")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--to", type=Path, help=argparse.SUPPRESS)
@@ -220,7 +246,7 @@ def main(argv=None) -> int:
         if rel not in known:
             ap.error(f"{c}: not a notebook the book executes ({', '.join(known)})")
         chapters.append(rel)
-    return record(args.out.resolve(), chapters, args.timeout, args.cell_timeout)
+    return record(args.out.resolve(), chapters, args.timeout, args.cell_timeout, args.budget)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,110 @@
+"""The course's Sphinx extension (loaded through `sphinx.local_extensions` in _config.yml).
+
+1. Each executed chapter's page says, at the top, whose outputs it shows: the GPU recording
+   (which GPU, when, from which commit, by which command; tools/recordings.py), or, when the
+   chapter has no current recording, the CUDA simulator's run on the build machine. The outputs
+   themselves are put in place by tools/execute.py; both ask tools.recordings, so the label and
+   the outputs cannot disagree.
+2. One copy of each inline script. Sphinx 7.4 registers a script that has a body and no file
+   twice when an extension adds it after the builder started (once with filename None, once
+   with ""), so sphinx-thebe's `const THEBE_JS_URL = ...` ran twice on every page and threw
+   "SyntaxError: Identifier 'THEBE_JS_URL' has already been declared".
+3. A colour mode on every page (``default_mode``): the theme's script otherwise reads an empty
+   mode on a reader's first visit and logs "Got invalid theme mode: . Resetting to auto." as a
+   console error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from docutils import nodes
+
+from tools import recordings
+
+
+def _executed() -> set[str]:
+    from tools.execute import executed_notebooks
+
+    return set(executed_notebooks())
+
+
+def _para(*parts) -> nodes.paragraph:
+    p = nodes.paragraph()
+    for part in parts:
+        p += nodes.Text(part) if isinstance(part, str) else part
+    return p
+
+
+def _recorded_note(rec: recordings.Recording, repo_url: str) -> nodes.admonition:
+    prov = rec.provenance
+    sha = prov.get("commit") or ""
+    versions = ", ".join(f"{k.replace('_', '-')} {prov[k]}" for k in ("numba_cuda", "torch")
+                         if prov.get(k))
+    driver = f"driver {prov['driver']}" if prov.get("driver") else ""
+    if prov.get("driver_cuda"):
+        driver += f"{', ' if driver else ''}CUDA {prov['driver_cuda']}"
+    commit = (nodes.reference("", "", nodes.literal("", sha[:7]),
+                              refuri=f"{repo_url.rstrip('/')}/commit/{sha}")
+              if sha and repo_url else nodes.literal("", sha[:7] or "unknown"))
+    note = nodes.admonition(classes=["note", "course-outputs", "course-outputs-recorded"])
+    note += nodes.title("", f"Outputs recorded on an {prov.get('gpu') or 'unknown GPU'}")
+    note += _para(
+        "The outputs on this page were recorded on an ", nodes.strong("", prov.get("gpu") or "?"),
+        f" ({'; '.join(x for x in (driver, versions) if x)}) on ",
+        nodes.strong("", (prov.get("date") or "?")[:10]), ", from commit ", commit, ", by ",
+        nodes.literal("", "python -m tools.record"),
+        ". Running the notebook shows your own outputs: your GPU's timings, or, with no GPU, "
+        "the CUDA simulator's (correct results, nothing timed).")
+    return note
+
+
+def _simulator_note(rec: recordings.Recording) -> nodes.admonition:
+    why = ("its GPU recording is older than its code" if rec.exists
+           else "this chapter has no GPU recording yet")
+    note = nodes.admonition(classes=["warning", "course-outputs", "course-outputs-simulator"])
+    note += nodes.title("", "Outputs from the CUDA simulator, not a GPU")
+    note += _para(
+        f"The outputs on this page come from Numba's CUDA simulator on the machine that built "
+        f"the site, which has no GPU ({why}): results are checked, but cells that time kernels "
+        "have nothing to time. Run the notebook on a GPU (the rocket icon opens it in Colab) to "
+        "see real timings.")
+    return note
+
+
+def add_outputs_note(app, doctree) -> None:
+    docname = app.env.docname
+    src = Path(app.env.doc2path(docname, base=False)).as_posix()
+    if src not in _executed():
+        return
+    rec = recordings.find(src, root=Path(app.srcdir))
+    repo_url = (app.config.html_theme_options or {}).get("repository_url", "")
+    note = _recorded_note(rec, repo_url) if rec.usable else _simulator_note(rec)
+    section = doctree.next_node(nodes.section)
+    if section is None:
+        doctree.insert(0, note)
+        return
+    at = 1 if section.children and isinstance(section[0], nodes.title) else 0
+    section.insert(at, note)
+
+
+def one_copy_of_each_script(app, pagename, templatename, context, doctree) -> None:
+    context.setdefault("default_mode", "auto")
+    scripts = context.get("script_files")
+    if not isinstance(scripts, list):
+        return
+    seen, kept = set(), []
+    for js in scripts:
+        body = getattr(js, "attributes", {}).get("body")
+        key = ("body", body) if body and not getattr(js, "filename", None) else ("file", id(js))
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append(js)
+    scripts[:] = kept
+
+
+def setup(app):
+    app.connect("doctree-read", add_outputs_note)
+    app.connect("html-page-context", one_copy_of_each_script)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
