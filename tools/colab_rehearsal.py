@@ -58,6 +58,11 @@ MIRROR = (
 MUST_NOT_CHANGE = ("numpy", "ipywidgets", "anywidget", "traitlets", "ipykernel", "ipython",
                    "matplotlib", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime-cu12",
                    "nvidia-nvjitlink-cu12", "nvidia-cuda-nvcc-cu12")
+#: --system-site (the H100, where wheels travel at 64 MiB a call): these come from the machine's
+#: own Python instead of Colab's versions (numba 0.68 and its llvmlite; matplotlib and its
+#: imaging stack); everything the setup cell installs or the GPU path loads stays Colab's.
+SYSTEM_SITE = ("numba", "llvmlite", "matplotlib", "pillow", "fonttools", "kiwisolver",
+               "contourpy", "cycler", "pyparsing")
 LAB = "solutions/lab2_packed_swiglu.ipynb"
 CHAPTER = "chapters/01_bytes_and_flops.ipynb"
 
@@ -76,16 +81,16 @@ def colab_pins() -> dict[str, str]:
     return pins
 
 
-def constraints(path: Path) -> Path:
+def constraints(path: Path, skip=()) -> Path:
     """The freeze as pip constraints (local versions such as +cu128 are not on PyPI: left out)."""
-    lines = [f"{n}=={v}" for n, v in colab_pins().items() if "+" not in v]
+    lines = [f"{n}=={v}" for n, v in colab_pins().items() if "+" not in v and n not in skip]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
-def mirror_requirements() -> list[str]:
+def mirror_requirements(skip=()) -> list[str]:
     pins = colab_pins()
-    return [f"{n}=={pins[norm(n)]}" for n in MIRROR]
+    return [f"{n}=={pins[norm(n)]}" for n in MIRROR if n not in skip]
 
 
 def _run(cmd, **kw):
@@ -93,17 +98,19 @@ def _run(cmd, **kw):
     return subprocess.run([str(c) for c in cmd], **kw)
 
 
-def make_venv(venv: Path, python: str, wheels: Path, cons: Path) -> Path:
+def make_venv(venv: Path, python: str, wheels: Path, cons: Path, system_site=False) -> Path:
     """A fresh venv holding the mirror, installed from the wheel folder alone."""
     if venv.exists():
         shutil.rmtree(venv)
-    _run([python, "-m", "venv", "--without-pip", venv])
+    _run([python, "-m", "venv", "--without-pip", venv]
+         + (["--system-site-packages"] if system_site else []))
     py = venv / "bin" / "python"
     pip_whl = next(wheels.glob("pip-*.whl"))  # bootstrap Colab's pip from its own wheel
     _run([py, f"{pip_whl}/pip", "install", "-q", "--no-index", "--disable-pip-version-check",
           pip_whl])
     _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index",
-          "--find-links", wheels, "-c", cons, *mirror_requirements()])
+          "--find-links", wheels, "-c", cons,
+          *mirror_requirements(SYSTEM_SITE if system_site else ())])
     return py
 
 
@@ -167,6 +174,106 @@ def download(wheels: Path, python: str, extras: list[str], source: Path) -> None
 
 
 # --------------------------------------------------------------------------
+# record-errors (on a GPU): the real error strings numba-cuda raises, for the diagnosis tests
+
+_ERR_PRELUDE = """
+import json, sys, traceback
+import numpy as np
+from numba import cuda
+
+def chain(e):
+    out, seen = [], set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        code = getattr(e, "code", None)
+        out.append({"type": type(e).__module__ + "." + type(e).__qualname__,
+                    "code": int(code) if isinstance(code, int) or hasattr(code, "__int__") else None,
+                    "str": str(e)})
+        e = e.__cause__ or e.__context__
+    return out
+
+def newer_ptx(bump):
+    # PTX NVVM wrote for this GPU, its ISA version raised by `bump` minor versions: it stands
+    # for PTX from a newer CUDA toolkit than the driver / nvJitLink here.
+    import re
+    def k(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] += 1
+    ptx, _ = cuda.compile_ptx_for_current_device(k, "float32[:]")
+    m = re.search(r"^\\.version (\\d+)\\.(\\d+)", ptx, re.M)
+    new = "%s.%d" % (m.group(1), int(m.group(2)) + bump)
+    return ptx.replace(m.group(0), ".version " + new, 1), m.group(0), new
+
+try:
+    detail = {}
+BODY
+    print(json.dumps({"raised": None, "detail": detail}))
+except Exception as e:
+    print(json.dumps({"raised": chain(e), "detail": detail}))
+"""
+
+# Each case: (name, environment overrides, body run inside the try above).
+ERROR_CASES = {
+    "no_gpu": ({"CUDA_VISIBLE_DEVICES": ""}, "    cuda.to_device(np.zeros(4, np.float32))"),
+    "out_of_memory": ({}, "    cuda.device_array(2**40 // 4, dtype=np.float32)  # 1 TiB"),
+    "driver_older_than_ptx": ({}, (
+        "    ptx, old, new = newer_ptx(5)\n"
+        "    detail.update(ptx_version_written=old, ptx_version_loaded=new)\n"
+        "    cuda.current_context().create_module_ptx(ptx)  # the driver loads the PTX")),
+    "nvjitlink_older_than_ptx_link": ({}, (
+        "    import os, tempfile\n"
+        "    ptx, old, new = newer_ptx(5)\n"
+        "    detail.update(ptx_version_written=old, ptx_version_linked=new)\n"
+        "    path = os.path.join(tempfile.mkdtemp(), 'newer.ptx'); open(path, 'w').write(ptx)\n"
+        "    @cuda.jit(link=[path])\n"
+        "    def k2(a):\n"
+        "        a[0] = 1\n"
+        "    k2[1, 1](cuda.to_device(np.zeros(1, np.float32)))  # nvJitLink links the PTX")),
+    "nvjitlink_older_than_nvvm": ({}, (
+        "    @cuda.jit\n"
+        "    def k3(a):\n"
+        "        i = cuda.grid(1)\n"
+        "        if i < a.size:\n"
+        "            a[i] += 1\n"
+        "    k3[1, 32](cuda.to_device(np.zeros(32, np.float32)))  # a plain kernel launch")),
+}
+
+
+def _stack_versions(py: str, env: dict) -> dict:
+    code = ("import json, ctypes, importlib.metadata as md\n"
+            "v = ctypes.c_int(0); ctypes.CDLL('libcuda.so.1').cuDriverGetVersion(ctypes.byref(v))\n"
+            "out = {'driver_cuda': v.value}\n"
+            "try:\n    from cuda.bindings import nvjitlink; out['nvjitlink'] = nvjitlink.version()\n"
+            "except Exception as e:\n    out['nvjitlink'] = repr(e)\n"
+            "for d in ('numba', 'numba-cuda', 'numpy', 'cuda-bindings', 'cuda-core', 'nvidia-nvvm',\n"
+            "          'nvidia-cuda-nvcc-cu12', 'nvidia-nvjitlink', 'nvidia-nvjitlink-cu12'):\n"
+            "    try: out[d] = md.version(d)\n"
+            "    except md.PackageNotFoundError: pass\n"
+            "print(json.dumps(out))\n")
+    p = _run([py, "-c", code], env=env, capture_output=True, text=True, check=False)
+    return json.loads(p.stdout) if p.returncode == 0 else {"error": p.stderr[-500:]}
+
+
+def record_errors(py: str, cases: list[str]) -> dict:
+    out = {}
+    for name in cases:
+        extra_env, body = ERROR_CASES[name]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "BOOK_"))}
+        env.update(extra_env)
+        p = _run([py, "-c", _ERR_PRELUDE.replace("BODY", body)], env=env, capture_output=True, text=True,
+                 check=False, timeout=300)
+        try:
+            res = json.loads(p.stdout.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            res = {"raised": None, "crash": (p.stdout + p.stderr)[-3000:]}
+        res["env"] = extra_env
+        res["versions"] = _stack_versions(py, env)
+        out[name] = res
+    return out
+
+
+# --------------------------------------------------------------------------
 # run (no network)
 
 def rendered_cell() -> str:
@@ -210,18 +317,20 @@ def execute_notebook(py: Path, nb_path: Path, env: dict, workdir: Path, timeout:
 
 
 def rehearse(wheels: Path, venv: Path, python: str, extra: str, source: Path,
-             notebooks: list[str], timeout: int) -> dict:
-    rec: dict = {"extra": extra, "python": python}
+             notebooks: list[str], timeout: int, system_site: bool = False) -> dict:
+    skip = SYSTEM_SITE if system_site else ()
+    rec: dict = {"extra": extra, "python": python,
+                 "from_the_machine_not_colab": list(skip)}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        cons = constraints(tmp / "colab-constraints.txt")
-        py = make_venv(venv, python, wheels, cons)
+        cons = constraints(tmp / "colab-constraints.txt", skip)
+        py = make_venv(venv, python, wheels, cons, system_site)
         rec["python_version"] = _run([py, "-c", "import sys; print(sys.version.split()[0])"],
                                      capture_output=True, text=True).stdout.strip()
         before = versions(py)
         pins = colab_pins()
         rec["mirror_mismatch"] = {n: [pins.get(norm(n)), before.get(norm(n))] for n in MIRROR
-                                  if before.get(norm(n)) != pins.get(norm(n))}
+                                  if n not in skip and before.get(norm(n)) != pins.get(norm(n))}
         env = cell_env(wheels, source, extra)
         rec["first_run"] = run_cell(py, env, tmp)
         after = versions(py)
@@ -233,14 +342,16 @@ def rehearse(wheels: Path, venv: Path, python: str, extra: str, source: Path,
     rec["ok"] = (rec["first_run"]["rc"] == 0 and rec["second_run"]["rc"] == 0
                  and "Installing" not in rec["second_run"]["stdout"]
                  and not rec["must_not_change_changed"]
-                 and all(n["rc"] == 0 for n in rec["notebooks"]))
+                 and not rec["mirror_mismatch"] and all(n["rc"] == 0 for n in rec["notebooks"]))
     return rec
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.colab_rehearsal", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("verb", choices=["download", "run"])
+    ap.add_argument("verb", choices=["download", "run", "record-errors"])
+    ap.add_argument("--cases", nargs="+", default=list(ERROR_CASES),
+                    help="record-errors: which failures to provoke")
     ap.add_argument("--wheels", type=Path, default=ROOT / ".whl-colab")
     ap.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "colab-venv")
     ap.add_argument("--python", default=sys.executable, help="interpreter the venv is made from")
@@ -251,6 +362,8 @@ def main(argv=None) -> int:
     ap.add_argument("--notebooks", nargs="*", default=[LAB, CHAPTER])
     ap.add_argument("--timeout", type=int, default=600, help="seconds per notebook cell")
     ap.add_argument("--out", type=Path, help="write the record (JSON) here")
+    ap.add_argument("--system-site", action="store_true",
+                    help=f"take {', '.join(SYSTEM_SITE)} from --python's own site-packages")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     wheels = args.wheels.resolve()
@@ -260,8 +373,19 @@ def main(argv=None) -> int:
         return 0
     from book.provenance import provenance
 
+    if args.verb == "record-errors":
+        record = {"provenance": provenance("python -m tools.colab_rehearsal record-errors "
+                                           + " ".join(args.cases)),
+                  "python": args.python, "cases": record_errors(args.python, args.cases)}
+        text = json.dumps(record, indent=1)
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(text + "\n", encoding="utf-8")
+        print(text[-6000:])
+        return 0
+
     runs = [rehearse(wheels, args.venv, args.python, extra, args.source.resolve(),
-                     args.notebooks, args.timeout) for extra in args.extra]
+                     args.notebooks, args.timeout, args.system_site) for extra in args.extra]
     record = {"provenance": provenance("python -m tools.colab_rehearsal " + " ".join(
         sys.argv[1:] if argv is None else argv)), "freeze": str(FREEZE.relative_to(ROOT)),
         "runs": runs, "ok": all(r["ok"] for r in runs)}
