@@ -43,6 +43,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,7 +51,7 @@ import numpy as np
 
 from . import gpu
 
-__all__ = ["trace", "course_launch", "agreement", "Trace", "Access", "Request", "TracerError", "MAX_THREADS", "SECTOR",
+__all__ = ["trace", "trace_call", "advice", "course_launch", "agreement", "Trace", "Access", "Request", "TracerError", "MAX_THREADS", "SECTOR",
            "LINE", "WARP", "BANKS"]
 
 SECTOR = 32      # bytes: the unit DRAM and L2 move
@@ -466,6 +467,55 @@ def _as_tuple(d):
     return tuple(int(x) for x in d)
 
 
+@contextmanager
+def _explained():
+    """Turn the simulator's own failures into a TracerError that says what the tracer needs."""
+    try:
+        yield
+    except TracerError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (the simulator's own failure, explained)
+        raise TracerError(f"the simulator could not run this kernel ({type(exc).__name__}: "
+                          f"{exc}); the tracer needs a kernel the CUDA simulator supports "
+                          "(no warp intrinsics, no libdevice-only functions)") from exc
+
+
+@contextmanager
+def _shared_recorded(rec, arrays):
+    """While active, every ``cuda.shared.array`` a simulated kernel makes is recorded too."""
+    from numba.cuda.simulator import kernelapi
+
+    original = kernelapi.FakeCUDAShared.array
+    made = {}
+
+    def shared_array(self, shape, dtype, alignment=None):
+        # The simulator keys a shared array by the line that makes it (one per line): so do we.
+        caller = sys._getframe(1)
+        k = (id(self), caller.f_code.co_filename, caller.f_lineno)
+        with rec.lock:
+            got = made.get(k)
+            if got is None:
+                if shape == 0:            # dynamic shared memory: the simulator's one buffer
+                    ary = original(self, shape, dtype, alignment)
+                else:
+                    from numba.core import types
+                    from numba.np import numpy_support
+
+                    dt = numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) \
+                        else np.dtype(dtype)
+                    ary = np.zeros(shape, dt)
+                name = f"shared@{caller.f_lineno}"
+                arrays[name] = (ary.shape, ary.dtype, "shared")
+                got = made[k] = _Traced(ary, name, "shared", rec)
+        return got
+
+    kernelapi.FakeCUDAShared.array = shared_array
+    try:
+        yield
+    finally:
+        kernelapi.FakeCUDAShared.array = original
+
+
 def trace(kernel, grid, block, *args, names=None, shared_bytes: int = 0,
           max_threads: int = MAX_THREADS, timeout_s: float = 60.0,
           max_accesses: int = 400_000) -> Trace:
@@ -492,8 +542,6 @@ def trace(kernel, grid, block, *args, names=None, shared_bytes: int = 0,
 
     import inspect
 
-    from numba.cuda.simulator import kernelapi
-
     params = list(inspect.signature(py).parameters)
     rec = _Recorder(time.monotonic() + timeout_s, max_accesses)
     wrapped, arrays, j = [], {}, 0
@@ -507,44 +555,94 @@ def trace(kernel, grid, block, *args, names=None, shared_bytes: int = 0,
         else:
             wrapped.append(a)
 
-    original = kernelapi.FakeCUDAShared.array
-    shared_made = {}
-
-    def shared_array(self, shape, dtype, alignment=None):
-        # The simulator keys a shared array by the line that makes it (one per line): so do we.
-        caller = sys._getframe(1)
-        k = (id(self), caller.f_code.co_filename, caller.f_lineno)
-        with rec.lock:
-            got = shared_made.get(k)
-            if got is None:
-                if shape == 0:            # dynamic shared memory: the simulator's one buffer
-                    ary = original(self, shape, dtype, alignment)
-                else:
-                    from numba.np import numpy_support
-                    from numba.core import types
-
-                    dt = numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) \
-                        else np.dtype(dtype)
-                    ary = np.zeros(shape, dt)
-                name = f"shared@{caller.f_lineno}"
-                arrays[name] = (ary.shape, ary.dtype, "shared")
-                got = shared_made[k] = _Traced(ary, name, "shared", rec)
-        return got
-
-    kernelapi.FakeCUDAShared.array = shared_array
-    try:
+    with _shared_recorded(rec, arrays), _explained():
         launch = kernel[grid, block, 0, shared_bytes] if shared_bytes else kernel[grid, block]
         launch(*wrapped)
-    except TracerError:
-        raise
-    except Exception as exc:  # noqa: BLE001  (the simulator's own failure, explained)
-        raise TracerError(f"the simulator could not run this kernel ({type(exc).__name__}: "
-                          f"{exc}); the tracer needs a kernel the CUDA simulator supports "
-                          "(no warp intrinsics, no libdevice-only functions)") from exc
-    finally:
-        kernelapi.FakeCUDAShared.array = original
     accesses = [a for per in rec.per_thread.values() for a in per]
     return Trace(accesses, arrays, grid, block, _source_lines(accesses))
+
+
+def trace_call(fn, *args, names=None, max_threads: int = MAX_THREADS,
+               timeout_s: float = 60.0, max_accesses: int = 400_000, **kwargs) -> Trace:
+    """Call a host function (a lab's ``swiglu_interleaved(x, out)``, say) and trace every
+    kernel it launches, in the simulator.
+
+    Arrays are named by the argument of ``fn`` they are (``names``, default ``fn``'s
+    parameter names), else by the kernel's parameter; a launch over ``max_threads`` threads
+    in all is refused with the limit named. Returns ``fn``'s accesses as one :class:`Trace`
+    (grid and block of its first launch).
+    """
+    if not gpu.SIMULATED:
+        raise TracerError("tracing a host function runs its kernels in Numba's simulator, and "
+                          "this session runs on a GPU: run the notebook with "
+                          "BOOK_SIMULATOR=1 (set before `import book`) to see its accesses")
+    import inspect
+
+    from numba.cuda.simulator import kernel as simkernel
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    params = list(inspect.signature(fn).parameters)
+    by_memory = []                      # (ndarray, name) of fn's own array arguments
+    for pos, a in enumerate(args):
+        base = a._ary if isinstance(a, FakeCUDAArray) else a
+        if isinstance(base, np.ndarray) and base.ndim > 0:
+            nm = names[pos] if names and pos < len(names) else (
+                params[pos] if pos < len(params) else f"arg{pos}")
+            by_memory.append((base, nm))
+    rec = _Recorder(time.monotonic() + timeout_s, max_accesses)
+    arrays, launches, budget = {}, [], [max_threads]
+    original_call = simkernel.FakeCUDAKernel.__call__
+
+    def traced_call(self, *kargs):
+        if self._device or simkernel._get_kernel_context():
+            return original_call(self, *kargs)
+        grid, block = tuple(self.grid_dim), tuple(self.block_dim)
+        threads = int(np.prod(grid)) * int(np.prod(block))
+        budget[0] -= threads
+        if budget[0] < 0:
+            raise TracerError(f"the traced call launched more than {max_threads:,} threads "
+                              f"(this launch: {grid} blocks of {block}): trace it on a smaller "
+                              "input")
+        launches.append((grid, block))
+        kparams = list(inspect.signature(self.py_func).parameters)
+        wrapped = []
+        for pos, a in enumerate(kargs):
+            base = a._ary if isinstance(a, FakeCUDAArray) else a
+            if isinstance(base, np.ndarray) and base.ndim > 0:
+                nm = next((n for b, n in by_memory if np.shares_memory(b, base)), None) or (
+                    kparams[pos] if pos < len(kparams) else f"arg{pos}")
+                root = next((b for b, n in by_memory if n == nm), base)
+                off = base.__array_interface__["data"][0] - \
+                    root.__array_interface__["data"][0] if root is not base else 0
+                arrays.setdefault(nm, (root.shape, root.dtype, "global"))
+                wrapped.append(_Traced(base, nm, "global", rec, off))
+            else:
+                wrapped.append(a)
+        return original_call(self, *wrapped)
+
+    simkernel.FakeCUDAKernel.__call__ = traced_call
+    try:
+        with _shared_recorded(rec, arrays), _explained():
+            fn(*args, **kwargs)
+    finally:
+        simkernel.FakeCUDAKernel.__call__ = original_call
+    if not launches:
+        raise TracerError(f"{getattr(fn, '__name__', fn)!r} launched no kernel: there is no "
+                          "memory traffic to show (is the work done on the host?)")
+    accesses = [a for per in rec.per_thread.values() for a in per]
+    return Trace(accesses, arrays, launches[0][0], launches[0][1], _source_lines(accesses))
+
+
+def advice(t: Trace, arrays=None, warp: int = 0) -> list[str]:
+    """Sentences about wasted bandwidth in a trace (empty when every request is tight):
+    the feedback a lab's ``check()`` prints before any timing."""
+    out = []
+    for name in arrays or sorted(t.arrays):
+        for kind in ("ld", "st"):
+            msg = t.feedback(name, kind, warp=warp)
+            if msg and msg not in out:
+                out.append(msg)
+    return out
 
 
 # ----------------------------------------------------------------------------------------

@@ -192,3 +192,33 @@ def test_tracer_agrees_with_ncu_on_the_h100_within_ten_percent():
 def test_course_launch_refuses_an_unknown_variant_by_name():
     with pytest.raises(tracer.TracerError, match="unknown variant 'half9'.*coalesced"):
         tracer.course_launch("half9")
+
+
+@cuda.jit
+def interleaved_kernel(x, out):
+    r, c = cuda.grid(2)
+    if r < out.shape[0] and c < out.shape[1]:
+        out[r, c] = x[r, 2 * c] * x[r, 2 * c + 1]
+
+
+def interleaved_host(x, out):
+    interleaved_kernel[(1, 2), (1, 32)](x, out)
+
+
+def test_trace_call_follows_a_host_function_into_its_kernels_and_advises():
+    x, out = f32(128).reshape(1, 128), np.zeros((1, 64), np.float32)
+    t = tracer.trace_call(interleaved_host, cuda.to_device(x), out)
+    np.testing.assert_allclose(out, x[:, ::2] * x[:, 1::2])
+    assert set(t.arrays) == {"x", "out"}                 # named by the host function
+    assert t.sectors_per_request("x") == 8.0
+    (msg,) = tracer.advice(t)
+    assert msg.startswith("warp 0's loads of x (line ")
+    assert msg.endswith("touch 8 sectors where 4 would do")
+
+
+def test_trace_call_says_so_when_no_kernel_ran():
+    def on_host(x, out):
+        out[:] = x[:, ::2] * x[:, 1::2]
+
+    with pytest.raises(tracer.TracerError, match="launched no kernel"):
+        tracer.trace_call(on_host, f32(8).reshape(1, 8), np.zeros((1, 4), np.float32))
