@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -421,6 +422,22 @@ def default_budgets(limits: dict, gpu: int | None, simulated: bool) -> list[Budg
 
 GPU_BUDGET_FRACTION = 0.25   # default per submission: 3 workers per GPU and the reference fit
 WATCH_S = 0.2
+_open_children: "weakref.WeakSet[Child]" = weakref.WeakSet()
+
+
+def open_children_pids() -> set[int]:
+    """Host PIDs of every child of this grader not yet closed. Before a timing window,
+    ``gpuwatch.foreign(gpu, open_children_pids())`` lists the processes on the GPU that no
+    open submission accounts for (an escapee, another user's job): NVML lists every process
+    holding a context, so the grader's other children, idle under its GPU lock, must count
+    as known, and the timed one among them."""
+    out: set[int] = set()
+    for c in list(_open_children):
+        try:
+            out |= c.pids()
+        except OSError:
+            pass
+    return out
 
 
 class Child:
@@ -495,6 +512,7 @@ class Child:
         self._drain.start()
         self._watch = threading.Thread(target=self._watchdog, daemon=True)
         self._watch.start()
+        _open_children.add(self)
 
     def _set_limits(self):
         """Also set from outside with prlimit(2) on the launcher, in case it had not yet
@@ -731,6 +749,7 @@ class Child:
         except subprocess.TimeoutExpired:
             pass
         self._closed.set()
+        _open_children.discard(self)
         left = self._leftovers(timeout=3.0)
         for p in left:
             try:
