@@ -384,8 +384,9 @@ class Budget:
     """A limit on what a submission's processes hold together. ``meter(pids) -> bytes``;
     the watchdog stops the submission the first time the sum is over ``limit``."""
 
-    def __init__(self, name: str, limit: int, meter, advice: str):
+    def __init__(self, name: str, limit: int, meter, advice: str, held: str = ""):
         self.name, self.limit, self.meter, self.advice = name, int(limit), meter, advice
+        self.held = held    # how the meter counts, for the message ("resident", "(NVML)")
         self.peak = 0
 
     def over(self, pids) -> str | None:
@@ -394,7 +395,8 @@ class Budget:
         if used <= self.limit:
             return None
         return (f"{self.name} budget exceeded: the submission's {len(pids)} process(es) held "
-                f"{used / 2**20:.0f} MiB, {(used - self.limit) / 2**20:.0f} MiB over its budget of "
+                f"{used / 2**20:.0f} MiB{' ' + self.held if self.held else ''}, "
+                f"{(used - self.limit) / 2**20:.0f} MiB over its budget of "
                 f"{self.limit / 2**20:.0f} MiB. {self.advice}")
 
 
@@ -408,7 +410,7 @@ GPU_ADVICE = ("Allocate device arrays only for what your kernel needs, inside yo
 def default_budgets(limits: dict, gpu: int | None, simulated: bool) -> list[Budget]:
     """Host memory always (limits['mem_bytes']); GPU memory where NVML answers and the child
     has a GPU (limits['gpu_mem_bytes'], default GPU_BUDGET_FRACTION of the device)."""
-    budgets = [Budget("host memory", limits["mem_bytes"], host_memory, HOST_ADVICE)]
+    budgets = [Budget("host memory", limits["mem_bytes"], host_memory, HOST_ADVICE, "resident")]
     if gpu is not None and not simulated:
         from autograder import gpuwatch
 
@@ -416,7 +418,7 @@ def default_budgets(limits: dict, gpu: int | None, simulated: bool) -> list[Budg
             cap = limits.get("gpu_mem_bytes")
             if cap is None:
                 cap = int(gpuwatch.memory(gpu)[1] * GPU_BUDGET_FRACTION)
-            budgets.append(Budget("GPU memory", cap, gpu_memory, GPU_ADVICE))
+            budgets.append(Budget("GPU memory", cap, gpu_memory, GPU_ADVICE, "of device memory (NVML)"))
     return budgets
 
 
