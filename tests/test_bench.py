@@ -17,6 +17,8 @@ def test_measure_in_simulator_refuses_with_reason():
         bench.measure(lambda a: None, [(np.zeros(4),)], bytes_moved=16)
     with pytest.raises(bench.SimulatorTimingError, match="book/data"):
         bench.host_overhead(lambda: None, [()])
+    with pytest.raises(bench.SimulatorTimingError, match="not measured"):
+        bench.measure_back_to_back(lambda: None, [()])
 
 
 def test_summarize_matches_numpy_percentiles():
@@ -232,3 +234,31 @@ def test_only_needs_rows_out_and_a_valid_pattern(capsys):
     with pytest.raises(SystemExit):
         suite.main(["--only", "(", "--rows-out", "x.json"])
     assert "not a regular expression" in capsys.readouterr().err
+
+
+@gpu_only
+def test_back_to_back_shows_host_time_that_priming_hides():
+    """A call whose host side takes 300 us around a 1 us kernel: measure() (queued behind the
+    delay kernel) reports GPU time, measure_back_to_back the host's pace."""
+    import time
+
+    from numba import cuda
+
+    @cuda.jit
+    def inc(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] += 1.0
+
+    a = cuda.to_device(np.zeros(1024, np.float32))
+
+    def slow_host(x):
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 300e-6:
+            pass
+        inc[4, 256](x)
+
+    primed = bench.measure(slow_host, [(a,)], reps=5, min_batch_s=0)
+    paced = bench.measure_back_to_back(slow_host, [(a,)], calls=10, reps=5)
+    assert paced.median_s >= 290e-6 > 10 * primed.median_s
+    assert paced.batch == 10 and "back-to-back" in paced.method

@@ -72,7 +72,7 @@ class Suite:
     # ------------------------------------------------------------------ buffers
     def tdtype(self, dtype):
         t = self.torch
-        return {"float32": t.float32, "float16": t.float16, "bfloat16": t.bfloat16}[dtype]
+        return getattr(t, dtype)  # torch names the three dtypes as book.dtypes does
 
     def numba_view(self, x):
         t = self.torch
@@ -327,7 +327,7 @@ class Suite:
                       lambda: self.bench.host_overhead(raw, flat, calls=200), min_bytes, flops,
                       "host time per call (perf_counter over 200 calls, GPU drained)",
                       "kernel[grid, block](gate, up, out) on flat Numba arrays: Numba's own cost")
-        prep = lambda g, u, o: launch.prepare(g, u, o, ("float32", "float16", "bfloat16"), "x")  # noqa: E731
+        prep = lambda g, u, o: launch.prepare(g, u, o, DTYPES, "x")  # noqa: E731
         self.host_row("wrapper_checks_only", dtype, shape,
                       lambda: self.bench.host_overhead(prep, nsets, calls=200), min_bytes, flops,
                       "host time per call (perf_counter over 200 calls)",

@@ -33,9 +33,9 @@ class Variant:
 
 
 def _variants():
+    from ..dtypes import DTYPES as F3
     from . import coalescing, fused, halfprec, naive, packed, vectorized
 
-    F3 = ("float32", "float16", "bfloat16")
     vs = [
         Variant("naive", naive.swiglu_naive, F3, True,
                 "two kernels: silu(gate) -> tmp, then tmp * up (5 transfers per element)",

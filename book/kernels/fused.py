@@ -19,10 +19,10 @@ import math
 
 from numba import cuda, float32
 
+from ..dtypes import DTYPES  # the three dtypes every elementwise kernel takes
 from .launch import cdiv, launch_kernel, prepare
 from .wide import load_f32, store_f32
 
-DTYPES = ("float32", "float16", "bfloat16")
 
 
 @cuda.jit(device=True, inline="always")

@@ -17,11 +17,11 @@ import math
 
 from numba import cuda, float32
 
+from ..dtypes import DTYPES  # the three dtypes every elementwise kernel takes
 from .launch import aligned, cdiv, prepare
 from .vectorized import make_vector_kernel
 from .wide import load4, load_f32, load_half8, store4, store_f32, store_half8
 
-DTYPES = ("float32", "float16", "bfloat16")
 
 
 @cuda.jit

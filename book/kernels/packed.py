@@ -19,7 +19,6 @@ from .launch import aligned, as_device, array_dtype, cdiv, flat, sm_count
 from .vectorized import silu_mul4, silu_mul8
 from .wide import load4, load_f32, load_half8, store4, store_f32, store_half8
 
-DTYPES = ("float32", "float16", "bfloat16")
 
 
 def make_packed_kernel(load, store, width, apply):

@@ -24,11 +24,11 @@ the block so that the work spreads over more SMs instead of a handful.
 
 from numba import cuda
 
+from ..dtypes import DTYPES  # the three dtypes every elementwise kernel takes
 from .fused import silu_mul
 from .launch import aligned, cdiv, launch_kernel, prepare, sm_count
 from .wide import load2, load4, load_f32, store2, store4, store_f32
 
-DTYPES = ("float32", "float16", "bfloat16")
 
 
 def _ilp4(gate, up, out):
