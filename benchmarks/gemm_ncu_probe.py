@@ -1,7 +1,7 @@
 """Launch the dual GEMM a few times at T=2048, d=4096, h=8192 for Nsight Compute to read.
 
     ncu --clock-control none --kernel-name regex:tiled_gemm --launch-skip 2 --launch-count 1 \
-        --metrics <list> python benchmarks/gemm_ncu_probe.py [--tile 128x128_bk8]
+        --metrics <list> python benchmarks/gemm_ncu_probe.py [--tile peeled]
 
 Only launches; ncu does the measuring (issue-slot use, FMA-pipe use, warp stall reasons).
 """
@@ -19,7 +19,7 @@ from book.kernels import dual_gemm  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm_bench import VARIANTS  # noqa: E402
 
-name = sys.argv[sys.argv.index("--tile") + 1] if "--tile" in sys.argv else "128x128_bk8"
+name = sys.argv[sys.argv.index("--tile") + 1] if "--tile" in sys.argv else "peeled"
 T, d, h = 2048, 4096, 8192
 x = torch.randn(T, d, device="cuda")
 wg = torch.randn(d, h, device="cuda") / d ** 0.5

@@ -69,8 +69,14 @@ GEMM_CASES = [
     (SIM_TILE, 127, 12, 34),
     (SIM_TILE, 129, 16, 31),
     (SIM_TILE, 64, 0, 32),  # K = 0: the product of empty matrices is zeros
-    # the branchy-prefetch version the chapter compares (whole tiles: the unchecked kernel)
-    (Tile(bm=32, bn=32, tm=4, tn=4, branchless=False), 64, 24, 64),
+    # the other loop shapes the benchmark compares (whole tiles: the unchecked kernel)
+    (Tile(bm=32, bn=32, tm=4, tn=4, prefetch="branchy"), 64, 24, 64),
+    (Tile(bm=32, bn=32, tm=4, tn=4, prefetch="clamped"), 64, 24, 64),
+    (Tile(bm=32, bn=32, tm=4, tn=4, unroll2=True), 64, 32, 64),  # 4 stages: 1 pair + 1 + last
+    (Tile(bm=32, bn=32, tm=4, tn=4, unroll2=True), 32, 40, 32),  # 5 stages: 2 pairs + last
+    (Tile(bm=32, bn=32, tm=4, tn=4, bk=16), 64, 48, 32),  # two sub-slabs per stage
+    (Tile(bm=32, bn=32, tm=4, tn=4, bk=16, unroll2=True), 32, 64, 32),
+    (Tile(bm=32, bn=32, tm=4, tn=4, bk=16), 33, 40, 31),  # K % 16 != 0: all guarded
 ]
 DUAL_CASES = [
     (TILE, 129, 24, 130),  # 2 x 3 blocks: interior, bottom strip, right strip
@@ -159,6 +165,10 @@ def dev(shape, dtype=np.float32):
     (lambda: dual_gemm.swiglu_dual_gemm(dev((4, 5)), dev((3, 5)), dev((3, 5))), ValueError,
      r"weight\.t\(\)"),
     (lambda: gemm.matmul(dev((4, 4)), dev((4, 4)), tile=gemm.Tile(bk=4)), ValueError, "bk"),
+    (lambda: gemm.matmul(dev((4, 4)), dev((4, 4)), tile=gemm.Tile(prefetch="x")), ValueError,
+     "prefetch"),
+    (lambda: gemm.matmul(dev((4, 4)), dev((4, 4)), tile=gemm.Tile(prefetch="clamped", unroll2=True)),
+     ValueError, "unroll2"),
 ])
 def test_bad_input_is_named(call, exc, match):
     with pytest.raises(exc, match=match):
@@ -183,7 +193,7 @@ def test_output_overlapping_an_input_is_refused():
 
 def test_constants_describe_the_timed_configuration():
     assert (gemm.BM, gemm.BN, gemm.BK, gemm.TM, gemm.TN, gemm.THREADS) == (128, 128, 8, 8, 8, 256)
-    assert gemm.MIN_BLOCKS == 2 and TILE.branchless
+    assert gemm.MIN_BLOCKS == 2 and TILE.prefetch == "peeled"
     assert dual_gemm.OUT_COLS_PER_BLOCK == 64 and dual_gemm.DUAL_TILE == TILE
     assert gemm.flops(2, 3, 4) == 48 and dual_gemm.flops(2, 4, 3) == 96
     # the wrappers launch the very objects the chapter shows (one dispatcher per config)

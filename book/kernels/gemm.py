@@ -65,12 +65,17 @@ class Tile:
 
     bm: int = 128  # output rows per block
     bn: int = 128  # accumulator columns per block (dual GEMM: half gate, half up)
-    bk: int = 8  # k-depth of one shared-memory stage (8 or 16)
+    bk: int = 8  # k-depth of one shared-memory stage: 8, or 16 = two sub-slabs of 8
     tm: int = 8  # accumulator rows per thread
     tn: int = 8  # accumulator columns per thread
     pad: int = 4  # floats of padding per row of the transposed A tile
     min_blocks: int = 2  # launch bounds: ptxas must fit this many blocks per SM (<= 128 registers)
-    branchless: bool = True  # prefetch without a branch (see the k loop)
+    # how the next stage is fetched during this one (see the k loop):
+    # "peeled": every step prefetches, the last step (nothing to fetch) follows the loop;
+    # "clamped": every step prefetches, the last one its own stage again (no peeled copy);
+    # "branchy": the prefetch sits inside ``if kt + 1 < nk`` (ptxas then sinks the loads)
+    prefetch: str = "peeled"
+    unroll2: bool = False  # two steps per loop iteration: the buffer indices are constants
 
     @property
     def threads(self) -> int:
@@ -89,12 +94,18 @@ class Tile:
             problems.append("bm and bn must be multiples of 2*tm and 2*tn")
         if tx & (tx - 1):
             problems.append("bn // tn must be a power of two")
+        if self.prefetch not in ("peeled", "clamped", "branchy"):
+            problems.append("prefetch must be 'peeled', 'clamped' or 'branchy'")
+        if self.unroll2 and self.prefetch != "peeled":
+            problems.append("unroll2 needs prefetch='peeled'")
         t = self.threads
-        if (self.bm * self.bk) % (4 * t) or (self.bk * self.bn) % (4 * t):
+        # loads go by sub-slabs of 8 k: A rows of 4 consecutive k (2 threads a row),
+        # B half-rows strided over half the block
+        if (self.bm * 8) % (4 * t) or (8 * self.bn) % (4 * t):
             problems.append("each thread must load whole groups of 4 floats of each tile")
-        if (self.bk * (self.bn // 2)) % (t // 2):
-            problems.append("half the threads must load each half of the B tile evenly")
-        if (t // (self.bk // 4)) > self.bm:
+        if (8 * (self.bn // 2)) % t:
+            problems.append("the threads must load each half of the B tile evenly")
+        if t // 2 > self.bm:
             problems.append("too many threads for the A tile")
         if problems:
             raise ValueError(f"invalid {self}: " + "; ".join(problems))
@@ -147,19 +158,22 @@ def make_tiled_gemm(tile, epilogue, checked):
     TM2, TN2 = TM // 2, TN // 2  # each thread's rows/columns come in two halves
     HM, HN = BM // 2, BN // 2
     SA = BM + PAD  # row length of the transposed A tile
-    A_TPR = BK // 4  # threads per row of the A tile (4 consecutive floats each)
-    A_ROWS = THREADS // A_TPR
+    TWO = BK == 16  # a stage is two sub-slabs of 8 k: loaded, multiplied, stored in turn
+    A_ROWS = THREADS // 2  # rows of an 8-deep A sub-slab loaded at once (2 threads a row)
     A_PASSES = BM // A_ROWS
-    HALF = THREADS // 2  # threads 0..HALF-1 load the left half of the B tile
     A_REG = 4 * A_PASSES
-    B_REG = BK * HN // HALF  # B elements per thread (strided by HALF: coalesced)
+    B_HALF = 8 * HN // THREADS  # elements of each B half per thread and sub-slab
+    B_REG = 2 * B_HALF
+    HNS = HN.bit_length() - 1  # e >> HNS == e // HN (HN is a power of two)
     DUAL = epilogue is not None
     EPI = epilogue
     B1_OFF = 0 if DUAL else HN  # global column of B's right half, relative to n0
     NSTEP = HN if DUAL else BN  # output columns per block
     ALIGN = _smem_align()
     CHECKED = checked
-    UNCOND = tile.branchless and not checked
+    PEELED = tile.prefetch == "peeled"
+    CLAMPED = tile.prefetch == "clamped" and not checked
+    UNROLL2 = tile.unroll2
 
     @cuda.jit(device=True, inline="always")
     def rank1(acc, fa, fb, As, Bs, buf, k, ty, tx):
@@ -187,8 +201,8 @@ def make_tiled_gemm(tile, epilogue, checked):
         rank1(acc, fa, fb, As, Bs, buf, k0 + 7, ty, tx)
 
     @cuda.jit(device=True, inline="always")
-    def load_tiles(ra, rb, a, bsrc0, bsrc1, first, k0, a_r0, a_c, bt, b_c, M, K, NB):
-        # global -> registers: this thread's share of the A and B tiles at depth k0
+    def load8(ra, rb, a, b0, b1, k0, a_r0, a_c, tid, n0, M, K, NB):
+        # global -> registers: this thread's share of the 8-deep sub-slab at depth k0
         for p in range(A_PASSES):
             r = a_r0 + p * A_ROWS
             for v in range(4):
@@ -198,31 +212,51 @@ def make_tiled_gemm(tile, epilogue, checked):
                     ra[p * 4 + v] = a[uint64(r), uint64(kk)] if ok else float32(0.0)
                 else:
                     ra[p * 4 + v] = a[uint64(r), uint64(kk)]
-        for v in range(B_REG):
-            e = bt + v * HALF  # element of the half tile: a warp reads 32 consecutive floats
-            kk = k0 + e // HN
-            cc = b_c + e % HN
+        # every thread loads its share of both halves (b0's, then b1's columns): one
+        # address per load, no select between two arrays
+        for v in range(B_HALF):
+            e = tid + v * THREADS  # element of a half sub-slab: a warp reads 32 consecutive floats
+            kk = k0 + (e >> HNS)
+            cc = n0 + (e & (HN - 1))
             if CHECKED:
                 ok = kk < K and cc < NB
-                if first:
-                    rb[v] = bsrc0[uint64(kk), uint64(cc)] if ok else float32(0.0)
-                else:
-                    rb[v] = bsrc1[uint64(kk), uint64(cc)] if ok else float32(0.0)
+                rb[v] = b0[uint64(kk), uint64(cc)] if ok else float32(0.0)
+                ok = kk < K and cc + B1_OFF < NB
+                rb[B_HALF + v] = b1[uint64(kk), uint64(cc + B1_OFF)] if ok else float32(0.0)
             else:
-                if first:
-                    rb[v] = bsrc0[uint64(kk), uint64(cc)]
-                else:
-                    rb[v] = bsrc1[uint64(kk), uint64(cc)]
+                rb[v] = b0[uint64(kk), uint64(cc)]
+                rb[B_HALF + v] = b1[uint64(kk), uint64(cc + B1_OFF)]
 
     @cuda.jit(device=True, inline="always")
-    def store_tiles(ra, rb, As, Bs, buf, a_rs, a_c, bt, b_cs):
-        # registers -> shared buffer ``buf``; A goes in transposed
+    def store8(ra, rb, As, Bs, buf, k0, a_rs, a_c, tid):
+        # registers -> rows k0..k0+7 of shared buffer ``buf``; A goes in transposed
         for p in range(A_PASSES):
             for v in range(4):
-                As[buf, a_c + v, a_rs + p * A_ROWS] = ra[p * 4 + v]
-        for v in range(B_REG):
-            e = bt + v * HALF
-            Bs[buf, e // HN, b_cs + e % HN] = rb[v]  # consecutive threads, consecutive banks
+                As[buf, k0 + a_c + v, a_rs + p * A_ROWS] = ra[p * 4 + v]
+        for v in range(B_HALF):  # consecutive threads, consecutive banks
+            e = tid + v * THREADS
+            Bs[buf, k0 + (e >> HNS), e & (HN - 1)] = rb[v]
+            Bs[buf, k0 + (e >> HNS), HN + (e & (HN - 1))] = rb[B_HALF + v]
+
+    @cuda.jit(device=True, inline="always")
+    def step(acc, fa, fb, ra, rb, As, Bs, buf, a, b0, b1, knext, a_r0, a_rs, a_c, tid, n0,
+             M, K, NB, ty, tx):
+        # multiply out of ``buf`` while the next stage (at depth knext) travels from global
+        # memory through registers into the other buffer; the loads are issued first
+        load8(ra, rb, a, b0, b1, knext, a_r0, a_c, tid, n0, M, K, NB)
+        slab8(acc, fa, fb, As, Bs, buf, 0, ty, tx)
+        store8(ra, rb, As, Bs, 1 - buf, 0, a_rs, a_c, tid)
+        if TWO:
+            load8(ra, rb, a, b0, b1, knext + 8, a_r0, a_c, tid, n0, M, K, NB)
+            slab8(acc, fa, fb, As, Bs, buf, 8, ty, tx)
+            store8(ra, rb, As, Bs, 1 - buf, 8, a_rs, a_c, tid)
+
+    @cuda.jit(device=True, inline="always")
+    def stage(acc, fa, fb, As, Bs, buf, ty, tx):
+        # multiply out of ``buf`` with nothing to fetch (the last stage)
+        slab8(acc, fa, fb, As, Bs, buf, 0, ty, tx)
+        if TWO:
+            slab8(acc, fa, fb, As, Bs, buf, 8, ty, tx)
 
     def tiled_gemm(a, b0, b1, out, row_block0, col_block0):
         tid = cuda.threadIdx.x
@@ -243,43 +277,55 @@ def make_tiled_gemm(tile, epilogue, checked):
             for j in range(TN):
                 acc[i, j] = float32(0.0)
 
-        # who loads what: A rows of 4 consecutive k; B half-rows of 4 consecutive columns
-        a_rs = tid // A_TPR  # row within the tile
-        a_c = (tid % A_TPR) * 4
-        first = tid < HALF  # left half of the B tile (b0) or right half (b1)
-        bt = tid % HALF  # this thread loads elements bt, bt + HALF, ... of its half
-        b_cs = (tid // HALF) * HN  # first column of that half within the B tile
-        b_c = n0 + (tid // HALF) * B1_OFF  # its first column in b0 or b1
+        # who loads what: A rows of 4 consecutive k (2 threads a row); B: see load8
+        a_rs = tid >> 1  # row within the tile
+        a_c = (tid & 1) * 4
+        a_r0 = m0 + a_rs
         ty = tid >> TXS  # this thread's accumulator rows/columns
         tx = tid & (TX - 1)
         nk = (K + BK - 1) // BK
 
-        load_tiles(ra, rb, a, b0, b1, first, 0, m0 + a_rs, a_c, bt, b_c, M, K, NB)
-        store_tiles(ra, rb, As, Bs, 0, a_rs, a_c, bt, b_cs)
+        # stage 0 into buffer 0
+        load8(ra, rb, a, b0, b1, 0, a_r0, a_c, tid, n0, M, K, NB)
+        store8(ra, rb, As, Bs, 0, 0, a_rs, a_c, tid)
+        if TWO:
+            load8(ra, rb, a, b0, b1, 8, a_r0, a_c, tid, n0, M, K, NB)
+            store8(ra, rb, As, Bs, 0, 8, a_rs, a_c, tid)
         cuda.syncthreads()
-        for kt in range(nk):
-            buf = kt & 1
-            if UNCOND:
-                # No branch around the prefetch: the last step reloads its own tile. With
-                # the loads in the same basic block as the multiply, ptxas keeps them in
-                # flight during it instead of sinking them to just before the stores.
-                load_tiles(ra, rb, a, b0, b1, first, min(kt + 1, nk - 1) * BK, m0 + a_rs, a_c,
-                           bt, b_c, M, K, NB)
-                slab8(acc, fa, fb, As, Bs, buf, 0, ty, tx)
-                if BK == 16:
-                    slab8(acc, fa, fb, As, Bs, buf, 8, ty, tx)
-                store_tiles(ra, rb, As, Bs, 1 - buf, a_rs, a_c, bt, b_cs)
-            else:
-                more = kt + 1 < nk
-                if more:  # next tile's loads are issued before the multiply below
-                    load_tiles(ra, rb, a, b0, b1, first, (kt + 1) * BK, m0 + a_rs, a_c, bt, b_c,
-                               M, K, NB)
-                slab8(acc, fa, fb, As, Bs, buf, 0, ty, tx)
-                if BK == 16:
-                    slab8(acc, fa, fb, As, Bs, buf, 8, ty, tx)
-                if more:  # the other buffer was last read before the previous barrier
-                    store_tiles(ra, rb, As, Bs, 1 - buf, a_rs, a_c, bt, b_cs)
-            cuda.syncthreads()
+        if PEELED:
+            # Every step in the loop prefetches stage kt + 1, with no branch and an address
+            # that grows by BK rows a step (one pointer increment); the last stage, with
+            # nothing to fetch, is the copy after the loop.
+            kt = 0
+            if UNROLL2:  # two steps an iteration: buffer 0 then 1, constant addresses
+                for _ in range((nk - 1) >> 1):
+                    step(acc, fa, fb, ra, rb, As, Bs, 0, a, b0, b1, (kt + 1) * BK, a_r0, a_rs,
+                         a_c, tid, n0, M, K, NB, ty, tx)
+                    cuda.syncthreads()
+                    step(acc, fa, fb, ra, rb, As, Bs, 1, a, b0, b1, (kt + 2) * BK, a_r0, a_rs,
+                         a_c, tid, n0, M, K, NB, ty, tx)
+                    cuda.syncthreads()
+                    kt += 2
+            for kt in range(kt, nk - 1):
+                step(acc, fa, fb, ra, rb, As, Bs, kt & 1, a, b0, b1, (kt + 1) * BK, a_r0, a_rs,
+                     a_c, tid, n0, M, K, NB, ty, tx)
+                cuda.syncthreads()
+            if nk > 0:
+                stage(acc, fa, fb, As, Bs, (nk - 1) & 1, ty, tx)
+        else:
+            for kt in range(nk):
+                buf = kt & 1
+                if CLAMPED:
+                    # No branch around the prefetch: the last step reloads its own stage
+                    # (min() makes the address non-affine in kt: computed afresh each step)
+                    step(acc, fa, fb, ra, rb, As, Bs, buf, a, b0, b1, min(kt + 1, nk - 1) * BK,
+                         a_r0, a_rs, a_c, tid, n0, M, K, NB, ty, tx)
+                elif kt + 1 < nk:  # "branchy": ptxas sinks these loads to the stores
+                    step(acc, fa, fb, ra, rb, As, Bs, buf, a, b0, b1, (kt + 1) * BK,
+                         a_r0, a_rs, a_c, tid, n0, M, K, NB, ty, tx)
+                else:
+                    stage(acc, fa, fb, As, Bs, buf, ty, tx)
+                cuda.syncthreads()
 
         # epilogue: accumulators -> out (GEMM), or f(gate, up) -> out (dual GEMM)
         for i in range(TM):
