@@ -197,12 +197,12 @@ def flat(a, name):
 
 
 def _empty_like(x, dev):
+    """A new output like ``x``: a torch tensor for torch input, else a Numba array."""
     if _is_torch(x):
         import torch
 
-        return torch.empty_like(x), None
-    out = cuda.device_array(dev.shape, dtype=dev.dtype)
-    return out, out
+        return torch.empty_like(x)
+    return cuda.device_array(dev.shape, dtype=dev.dtype)
 
 
 def prepare(gate, up, out, dtypes, variant):
@@ -217,7 +217,7 @@ def prepare(gate, up, out, dtypes, variant):
     if dt not in dtypes:
         raise TypeError(f"swiglu_{variant} supports {', '.join(dtypes)}; got {dt}")
     if out is None:
-        result, _ = _empty_like(gate, g)
+        result = _empty_like(gate, g)
     else:
         result = out
     o = as_device(result, "out")
