@@ -4,12 +4,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
 
-import book  # noqa: E402,F401
-from book import diagrams  # noqa: E402
-from book.kernels import gemm  # noqa: E402
+import book  # noqa: F401
+from book import diagrams
+from book.kernels import gemm
 
 TILES = [gemm.TILE, gemm.SIM_TILE, gemm.Tile(bm=64)]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import book  # noqa: F401
+import book
 from book import data
 
 ROOT = Path(__file__).resolve().parents[1]
