@@ -262,3 +262,23 @@ def test_back_to_back_shows_host_time_that_priming_hides():
     paced = bench.measure_back_to_back(slow_host, [(a,)], calls=10, reps=5)
     assert paced.median_s >= 290e-6 > 10 * primed.median_s
     assert paced.batch == 10 and "back-to-back" in paced.method
+
+
+def test_recorded_merges_list_their_rows_and_keep_their_provenance():
+    """book/data/*.json after `python -m book.bench.merge`: every merged row carries the
+    provenance of the run that measured it, and the record's `merged` list names exactly
+    those rows."""
+    import json
+    from pathlib import Path
+
+    from book.bench.merge import row_key
+
+    for path in sorted((Path(book.__file__).parent / "data").glob("*.json")):
+        doc = json.loads(path.read_text())
+        stamped = {row_key(r): r["provenance"] for r in doc["rows"] if "provenance" in r}
+        listed = {}
+        for m in doc.get("merged", []):
+            assert m["provenance"].get("command", "").startswith("python -m book.bench"), path
+            for kind, variant, dtype, shape in m["rows"]:
+                listed[(kind, variant, dtype, tuple(shape))] = m["provenance"]
+        assert listed == stamped, path.name
