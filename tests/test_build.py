@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -106,11 +107,86 @@ def test_a_raising_notebook_fails_the_build(tmp_path):
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: bad\n")
     (tmp_path / "intro.md").write_text("# A tiny book\n")
     (tmp_path / "bad.ipynb").write_text(json.dumps(RAISING_NOTEBOOK))
+    shutil.copytree(ROOT / "tools", tmp_path / "tools")  # the book's Sphinx extension
     proc = subprocess.run([JB, "build", str(tmp_path)], capture_output=True, text=True,
                           timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, "a notebook raised ZeroDivisionError but the build succeeded"
     assert "ZeroDivisionError" in out and "bad.ipynb" in out, out[-3000:]
+
+
+def _tiny_book(root: Path, chapters: dict[str, list[str]]) -> None:
+    """A book with the course's _config.yml and tools/, and one chapter per entry (code cells),
+    each recorded "on an H100" with outputs the simulator cannot produce."""
+    from tools import recordings
+
+    shutil.copytree(ROOT / "tools", root / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "_config.yml").write_text((ROOT / "_config.yml").read_text())
+    (root / "intro.md").write_text("# A tiny book\n")
+    (root / "chapters").mkdir()
+    toc = "format: jb-book\nroot: intro\nchapters:\n"
+    for name, sources in chapters.items():
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                     "language": "python"}
+        nb.cells = [nbformat.v4.new_markdown_cell(f"# {name}")] + [
+            nbformat.v4.new_code_cell(src) for src in sources]
+        nbformat.write(nb, root / "chapters" / f"{name}.ipynb")
+        rec = nbformat.reads(nbformat.writes(nb), as_version=4)
+        for cell in recordings.code_cells(rec):
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                                   text="recorded on the GPU: 42\n")]
+        recordings.stamp(rec, {"gpu": "NVIDIA H100 80GB HBM3", "simulated": False,
+                               "date": "2026-11-22T12:00:00+00:00", "commit": "c0ffee" * 6,
+                               "driver_cuda": "13.0"}, f"chapters/{name}.ipynb", 1.0)
+        path = recordings.record_path(f"chapters/{name}.ipynb", root=root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(rec, path)
+        toc += f"  - file: chapters/{name}\n"
+    (root / "_toc.yml").write_text(toc)
+
+
+def test_recorded_outputs_are_published_and_the_chapter_still_runs_in_the_simulator(tmp_path):
+    """The page shows the recording's outputs with its note; the chapter still executes at
+    build time, so one that raises fails the build even with a recording; a chapter whose code
+    changed since its recording shows the simulator's outputs, labelled."""
+    _tiny_book(tmp_path, {"good": ["print(6 * 7)"], "bad": ["1 / 0"]})
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run([PY, "-m", "tools.execute"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "chapters/bad.ipynb: ZeroDivisionError" in proc.stderr, proc.stderr[-2000:]
+    # drop the raising chapter; make the second one's code differ from its recording
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n"
+                                       "  - file: chapters/good\n  - file: chapters/edited\n")
+    _tiny_book(tmp_path / "more", {"edited": ["print(6 * 7)"]})
+    shutil.copy(tmp_path / "more/records/chapters/h100/edited.ipynb",
+                tmp_path / "records/chapters/h100/edited.ipynb")
+    nb = nbformat.read(tmp_path / "more/chapters/edited.ipynb", as_version=4)
+    nb.cells[1].source = "print(7 * 6)"
+    nbformat.write(nb, tmp_path / "chapters/edited.ipynb")
+    shutil.rmtree(tmp_path / "more")
+    proc = subprocess.run([PY, "-m", "tools.execute"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "chapters/good.ipynb" in proc.stdout and "the recording (NVIDIA H100" in proc.stdout
+    assert "recording is STALE" in proc.stdout, proc.stdout
+    proc = subprocess.run([JB, "build", str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "Executing notebook" not in proc.stdout, "the build executed a chapter again"
+    raw = (tmp_path / "_build/html/chapters/good.html").read_text()
+    good = re.sub(r"<[^>]+>", "", raw)
+    assert "recorded on the GPU: 42" in good and "course-outputs-recorded" in raw
+    assert "Outputs recorded on an NVIDIA H100 80GB HBM3" in good and "2026-11-22" in good
+    assert "c0ffeec" in good and "python -m tools.record" in good
+    assert raw.count("const THEBE_JS_URL") == 1, "THEBE_JS_URL declared twice"
+    edited = (tmp_path / "_build/html/chapters/edited.html").read_text()
+    assert "recorded on the GPU" not in edited and "course-outputs-simulator" in edited
+    assert "its GPU recording is older than its code" in edited
+    # the download is the source, without outputs
+    src = nbformat.read(tmp_path / "_build/html/_sources/chapters/good.ipynb", as_version=4)
+    assert not any(c.get("outputs") for c in src.cells)
 
 
 def test_setup_cells_match_the_template():

@@ -227,9 +227,10 @@ def test_each_chapter_page_says_whose_outputs_it_shows(built_book):
             prov = rec.provenance
             if not recorded:
                 problems.append(f"{src}: has a current recording but is labelled 'simulator'")
+            text = re.sub(r"<[^>]+>", "", html)
             for fact in (prov["gpu"], prov["date"][:10], prov["commit"][:7],
                          "python -m tools.record", "your own outputs"):
-                if fact not in html:
+                if fact not in text:
                     problems.append(f"{src}: the recording note does not say {fact!r}")
         elif recorded:
             problems.append(f"{src}: labelled 'recorded' with no current recording")
@@ -303,7 +304,9 @@ def test_one_thebe_declaration_per_page(built_book):
 
 
 COLUMN_CHECK = """() => {
-  const col = document.querySelector('article.bd-article').getBoundingClientRect();
+  const article = document.querySelector('article.bd-article');
+  if (!article) return [];
+  const col = article.getBoundingClientRect();
   const name = e => (e.closest('.cell_input') ? 'code cell' : e.closest('.cell_output')
       ? 'output' : e.tagName.toLowerCase()) + ': ' + e.textContent.trim().slice(0, 60);
   const longest = e => Math.max(0, ...e.textContent.split('\\n').map(l => l.length));
