@@ -62,6 +62,9 @@ def _execute_one(src: str, to: Path, cell_timeout: int) -> int:
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3",
                             store_widget_state=True,
+                            # the kernel's "running over TCP without encryption" warning, once
+                            # per chapter, would bury the table this prints
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"],
                             resources={"metadata": {"path": str(path.parent)}})
     status: dict = {"notebook": src}
     t0 = time.perf_counter()
