@@ -468,15 +468,15 @@ def _as_tuple(d):
 
 
 @contextmanager
-def _explained():
+def _explained(what="this kernel"):
     """Turn the simulator's own failures into a TracerError that says what the tracer needs."""
     try:
         yield
     except TracerError:
         raise
     except Exception as exc:  # noqa: BLE001  (the simulator's own failure, explained)
-        raise TracerError(f"the simulator could not run this kernel ({type(exc).__name__}: "
-                          f"{exc}); the tracer needs a kernel the CUDA simulator supports "
+        raise TracerError(f"the simulator could not run {what} ({type(exc).__name__}: "
+                          f"{exc}); the tracer needs code the CUDA simulator supports "
                           "(no warp intrinsics, no libdevice-only functions)") from exc
 
 
@@ -567,15 +567,26 @@ def trace_call(fn, *args, names=None, max_threads: int = MAX_THREADS,
     """Call a host function (a lab's ``swiglu_interleaved(x, out)``, say) and trace every
     kernel it launches, in the simulator.
 
+    ``fn`` may be given as ``"package.module:function"``: then a GPU session traces it too,
+    in a simulator process (arguments must be NumPy arrays or plain values there).
+
     Arrays are named by the argument of ``fn`` they are (``names``, default ``fn``'s
     parameter names), else by the kernel's parameter; a launch over ``max_threads`` threads
     in all is refused with the limit named. Returns ``fn``'s accesses as one :class:`Trace`
     (grid and block of its first launch).
     """
     if not gpu.SIMULATED:
-        raise TracerError("tracing a host function runs its kernels in Numba's simulator, and "
-                          "this session runs on a GPU: run the notebook with "
-                          "BOOK_SIMULATOR=1 (set before `import book`) to see its accesses")
+        name = fn if isinstance(fn, str) else (
+            ":".join(_importable_name(fn)) if _importable_name(fn) else None)
+        if name is None:
+            raise TracerError("tracing a host function runs its kernels in Numba's simulator, "
+                              "and this session runs on a GPU: name an importable function "
+                              "('package.module:function'), or run the notebook with "
+                              "BOOK_SIMULATOR=1 (set before `import book`)")
+        job = {"what": "call", "fn": name, "names": names, "max_threads": max_threads,
+               "timeout_s": timeout_s, "max_accesses": max_accesses, "kwargs": kwargs}
+        return _in_simulator_process(job, tuple(args), timeout_s)
+    fn = _resolve(fn)
     import inspect
 
     from numba.cuda.simulator import kernel as simkernel
@@ -622,7 +633,7 @@ def trace_call(fn, *args, names=None, max_threads: int = MAX_THREADS,
 
     simkernel.FakeCUDAKernel.__call__ = traced_call
     try:
-        with _shared_recorded(rec, arrays), _explained():
+        with _shared_recorded(rec, arrays), _explained(f"{getattr(fn, '__name__', fn)}()"):
             fn(*args, **kwargs)
     finally:
         simkernel.FakeCUDAKernel.__call__ = original_call
@@ -705,25 +716,17 @@ def agreement(record: dict, variants=("coalesced", "strided2", "uncoalesced", "v
     return rows
 
 
-def _trace_in_subprocess(kernel, grid, block, args, names, shared_bytes, max_threads,
-                         timeout_s, max_accesses):
-    """On a GPU machine: trace an importable kernel in a child process that uses the simulator."""
-    import pickle
+def _in_simulator_process(job: dict, args, timeout_s: float) -> Trace:
+    """Run one tracing job in a child process that uses the simulator (BOOK_SIMULATOR=1).
 
-    mod, qual = getattr(kernel.py_func, "__module__", None), kernel.py_func.__qualname__
-    attr = next((k for k, v in vars(sys.modules.get(mod, object())).items() if v is kernel),
-                None) if mod else None
-    if attr is None:
-        raise TracerError("on a GPU the tracer re-runs the kernel in a simulator process, so it "
-                          f"must be importable by name; {qual!r} is not a module-level kernel. "
-                          "Define it in a module, or run this notebook with BOOK_SIMULATOR=1")
-    payload = pickle.dumps({"module": mod, "attr": attr, "grid": grid, "block": block,
-                            "args": args, "names": names, "shared_bytes": shared_bytes,
-                            "max_threads": max_threads, "timeout_s": timeout_s,
-                            "max_accesses": max_accesses})
+    A GPU session cannot switch Numba to its simulator, so the tracer re-imports the kernel
+    (or host function) by name in a fresh process; results written to ``args`` come back.
+    """
     import os
+    import pickle
     import tempfile
 
+    payload = pickle.dumps(dict(job, args=args))
     env = dict(os.environ, BOOK_SIMULATOR="1")
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "trace.pickle"   # not stdout: `import book` prints its status
@@ -744,6 +747,43 @@ def _trace_in_subprocess(kernel, grid, block, args, names, shared_bytes, max_thr
     return res["trace"]
 
 
+def _importable_name(obj) -> tuple[str, str] | None:
+    py = getattr(obj, "py_func", obj)
+    mod = getattr(py, "__module__", None)
+    attr = next((k for k, v in vars(sys.modules.get(mod, object())).items() if v is obj),
+                None) if mod else None
+    return (mod, attr) if attr else None
+
+
+def _trace_in_subprocess(kernel, grid, block, args, names, shared_bytes, max_threads,
+                         timeout_s, max_accesses):
+    """On a GPU machine: trace an importable kernel in a child process that uses the simulator."""
+    where = _importable_name(kernel)
+    if where is None:
+        raise TracerError("on a GPU the tracer re-runs the kernel in a simulator process, so it "
+                          f"must be importable by name; {kernel.py_func.__qualname__!r} is not a "
+                          "module-level kernel. Define it in a module, or run this notebook "
+                          "with BOOK_SIMULATOR=1")
+    job = {"what": "kernel", "module": where[0], "attr": where[1], "grid": grid,
+           "block": block, "names": names, "shared_bytes": shared_bytes,
+           "max_threads": max_threads, "timeout_s": timeout_s, "max_accesses": max_accesses}
+    return _in_simulator_process(job, args, timeout_s)
+
+
+def _resolve(fn):
+    """A host function, or "module:function" naming one."""
+    if isinstance(fn, str):
+        import importlib
+
+        mod, _, attr = fn.partition(":")
+        try:
+            return getattr(importlib.import_module(mod), attr)
+        except (ImportError, AttributeError) as exc:
+            raise TracerError(f"cannot import {fn!r} ({exc}); name a function as "
+                              "'package.module:function'") from exc
+    return fn
+
+
 def _child_main() -> int:  # python -m book.tracer (the subprocess above)
     import importlib
     import pickle
@@ -751,13 +791,26 @@ def _child_main() -> int:  # python -m book.tracer (the subprocess above)
     from book import tracer as this  # not __main__: the pickled classes must be book.tracer's
 
     job = pickle.loads(sys.stdin.buffer.read())
-    kernel = getattr(importlib.import_module(job["module"]), job["attr"])
     try:
-        t = this.trace(kernel, job["grid"], job["block"], *job["args"], names=job["names"],
-                  shared_bytes=job["shared_bytes"], max_threads=job["max_threads"],
-                  timeout_s=job["timeout_s"], max_accesses=job["max_accesses"])
+        if job["what"] == "kernel":
+            kernel = getattr(importlib.import_module(job["module"]), job["attr"])
+            t = this.trace(kernel, job["grid"], job["block"], *job["args"],
+                           names=job["names"], shared_bytes=job["shared_bytes"],
+                           max_threads=job["max_threads"], timeout_s=job["timeout_s"],
+                           max_accesses=job["max_accesses"])
+        else:  # a host function takes device arrays: give it the simulator's, copy back after
+            from numba import cuda
+
+            dev = [cuda.to_device(a) if isinstance(a, np.ndarray) and a.ndim else a
+                   for a in job["args"]]
+            t = this.trace_call(job["fn"], *dev, names=job["names"],
+                                max_threads=job["max_threads"], timeout_s=job["timeout_s"],
+                                max_accesses=job["max_accesses"], **job["kwargs"])
+            for a, d in zip(job["args"], dev):
+                if d is not a:
+                    a[...] = d.copy_to_host()
     except this.TracerError as exc:
-        print(f"TracerError: {exc}", file=sys.stderr)
+        print(exc, file=sys.stderr)
         return 1
     Path(sys.argv[1]).write_bytes(pickle.dumps({"trace": t, "args": job["args"]}))
     return 0

@@ -222,3 +222,18 @@ def test_trace_call_says_so_when_no_kernel_ran():
 
     with pytest.raises(tracer.TracerError, match="launched no kernel"):
         tracer.trace_call(on_host, f32(8).reshape(1, 8), np.zeros((1, 4), np.float32))
+
+
+def test_a_named_host_function_traces_in_a_simulator_process_as_on_a_gpu():
+    """What a GPU session does: trace_call by name in a BOOK_SIMULATOR=1 child."""
+    n = 512
+    g, u = f32(n, 5), f32(n, 6)
+    out = np.zeros(n, np.float32)
+    job = {"what": "call", "fn": "book.kernels.fused:swiglu_fused", "names": None,
+           "max_threads": tracer.MAX_THREADS, "timeout_s": 60.0, "max_accesses": 100_000,
+           "kwargs": {}}
+    t = tracer._in_simulator_process(job, (g, u, out), 60.0)
+    np.testing.assert_allclose(out, g / (1 + np.exp(-g)) * u, rtol=1e-5)
+    assert t.sectors_per_request("gate") == 4.0
+    with pytest.raises(tracer.TracerError, match="cannot import 'book.nowhere:f'"):
+        tracer.trace_call("book.nowhere:f")
