@@ -1,0 +1,168 @@
+"""Run a program under NVIDIA's compute-sanitizer and say what it found, in the student's terms.
+
+Taught in chapter 7 (the shared-memory tile and its ``syncthreads``) and used by the labs'
+``check(..., sanitize=True)``.
+
+Some kernel bugs give the right answer by luck: a missing ``cuda.syncthreads()`` between
+filling a shared tile and reading it is a *race* that the scheduler usually wins; a read one
+element past the end of an array usually lands in memory that happens to exist. The values
+come out right, and the bug waits for another GPU or another size. ``compute-sanitizer``
+watches every access at run time: ``memcheck`` reports out-of-bounds and misaligned accesses,
+``racecheck`` reports shared-memory hazards between threads of a block.
+
+:func:`run` runs a command under each tool (kernels compiled with line information, so a
+report names a source line), :func:`parse` turns the tool's text into :class:`Finding` objects
+and :func:`explain` keeps the findings in the files you name (the student's own) and words
+each as one sentence. Where the tool is missing or refuses the GPU (no GPU, the simulator, a
+machine without the CUDA toolkit) :class:`Unavailable` says "not available on this machine"
+and why.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Finding", "Unavailable", "find", "run", "parse", "explain", "TOOLS"]
+
+TOOLS = ("memcheck", "racecheck")
+_PREFIX = "========= "
+
+
+class Unavailable(RuntimeError):
+    """compute-sanitizer cannot run here; the message says why."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    tool: str            # memcheck or racecheck
+    what: str            # the tool's headline, e.g. "Invalid __global__ write of size 4 bytes"
+    kernel: str | None
+    file: str | None
+    line: int | None
+    detail: str          # the rest of the report (thread, block, address, the other access)
+
+    def sentence(self) -> str:
+        where = f"{Path(self.file).name}, line {self.line}" if self.file else "a kernel"
+        if self.tool == "racecheck":
+            return (f"racecheck: {self.what} at {where}: threads of one block touch the same "
+                    "shared-memory word with no cuda.syncthreads() between them")
+        return f"memcheck: {self.what} at {where} ({self.detail})" if self.detail else \
+            f"memcheck: {self.what} at {where}"
+
+
+def find() -> str | None:
+    """The compute-sanitizer executable, or None."""
+    exe = shutil.which("compute-sanitizer")
+    if exe:
+        return exe
+    for root in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if root and (Path(root) / "bin" / "compute-sanitizer").exists():
+            return str(Path(root) / "bin" / "compute-sanitizer")
+    return None
+
+
+def _refused(text: str) -> str | None:
+    for pat in ("Device not supported", "No CUDA-capable device", "no CUDA-capable device",
+                "Target application terminated before first instrumented API call",
+                "Unable to find injection library", "LibraryNotLoaded"):
+        if pat in text:
+            return pat
+    return None
+
+
+_WHERE = re.compile(r"at (?P<kernel>[^\s+]+)(?:\+0x[0-9a-f]+)? in (?P<file>[^\s:]+):(?P<line>\d+)")
+_WHERE_NOFILE = re.compile(r"at (?P<kernel>[^\s+]+)\+0x[0-9a-f]+")
+
+
+def parse(tool: str, text: str) -> list[Finding]:
+    """Findings in compute-sanitizer's output (lines that begin with ``=========``)."""
+    lines = [ln[len(_PREFIX):] if ln.startswith(_PREFIX) else None for ln in text.splitlines()]
+    findings, i = [], 0
+    while i < len(lines):
+        ln = lines[i]
+        i += 1
+        if ln is None:
+            continue
+        head = ln.strip()
+        if tool == "racecheck":
+            m = re.match(r"(Error|Warning): Race reported between (\w+) access at (.*)", head)
+            if not m:
+                continue
+            first = _WHERE.search(head) or _WHERE_NOFILE.search(head)
+            other = (lines[i] or "").strip() if i < len(lines) else ""
+            kind = f"{m.group(2).lower()}/{other.split(' ')[1].lower()} race" \
+                if other.startswith("and ") and len(other.split(" ")) > 1 else "race"
+            findings.append(Finding(tool, kind, first and first.group("kernel"),
+                                    first and first.groupdict().get("file"),
+                                    int(first.group("line")) if first and
+                                    first.groupdict().get("line") else None, other))
+            continue
+        if head.startswith(("Invalid ", "Misaligned ", "Out-of-range ", "Uninitialized ")):
+            body = []
+            while i < len(lines) and lines[i] is not None and lines[i].startswith("    "):
+                body.append(lines[i].strip())
+                i += 1
+            loc = next((m for b in body for m in [_WHERE.search(b) or _WHERE_NOFILE.search(b)]
+                        if m), None)
+            detail = "; ".join(b for b in body if b.startswith(("by thread", "Address")))
+            findings.append(Finding(tool, head, loc and loc.group("kernel"),
+                                    loc and loc.groupdict().get("file"),
+                                    int(loc.group("line")) if loc and
+                                    loc.groupdict().get("line") else None, detail))
+    return findings
+
+
+def run(argv: list[str], tools=TOOLS, timeout: float = 300, env: dict | None = None,
+        cwd=None) -> dict:
+    """Run ``argv`` once under each tool; ``{tool: {"findings": [...], "output": text}}``.
+
+    Kernels are compiled with debug line information (``NUMBA_CUDA_DEBUGINFO=1``) so that a
+    finding names its source line. Raises :class:`Unavailable` when the tool is missing or
+    refuses this machine.
+    """
+    exe = find()
+    if exe is None:
+        raise Unavailable("compute-sanitizer is not available on this machine (it comes with "
+                          "the CUDA toolkit, on a machine with an NVIDIA GPU); the kernels' "
+                          "values were still checked")
+    full_env = dict(os.environ if env is None else env, NUMBA_CUDA_DEBUGINFO="1")
+    out = {}
+    for tool in tools:
+        cmd = [exe, "--tool", tool, "--print-limit", "20", "--show-backtrace", "no",
+               *(["--racecheck-report", "hazard"] if tool == "racecheck" else []), *argv]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                               env=full_env, cwd=cwd)
+        except subprocess.TimeoutExpired as exc:
+            raise Unavailable(f"compute-sanitizer --tool {tool} did not finish within "
+                              f"{timeout:.0f} s (the tool slows kernels down a lot: check a "
+                              "smaller input)") from exc
+        text = p.stdout + p.stderr
+        why = _refused(text)
+        if why:
+            raise Unavailable(f"compute-sanitizer is not available on this machine: it refused "
+                              f"to run ({why})")
+        out[tool] = {"findings": parse(tool, text), "output": text, "returncode": p.returncode}
+    return out
+
+
+def explain(results: dict, own_files=None, limit: int = 5) -> list[str]:
+    """One sentence per distinct finding, those in ``own_files`` (paths or names) first and
+    only, when given; at most ``limit``."""
+    own = {Path(f).name for f in own_files} if own_files else None
+    seen, out = set(), []
+    for tool in results:
+        for f in results[tool]["findings"]:
+            if own is not None and (f.file is None or Path(f.file).name not in own):
+                continue
+            key = (f.tool, f.what, f.file, f.line)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(f.sentence())
+    return out[:limit]
