@@ -197,23 +197,35 @@ def register_block(tile=None, ax=None, tid=None, dual=True):
         _rect(ax, c, bm - r - 1, 1, 1, fc=colour, lw=0)
     fs = 8
     ty, tx = divmod(tid, tx_count)
-    ax.text(bn / 2, bm + 2, f"block tile {bm} x {bn} accumulators, {tile.threads} threads "
-            f"({tx_count} across); thread {tid} (ty={ty}, tx={tx}): {tm} x {tn}",
+    ax.text(bn / 2, bm + 2, f"block tile: {bm} x {bn} accumulators, {tile.threads} threads",
             ha="center", va="bottom", fontsize=fs)
-    x = bn + 4
-    lines = [(OI["vermillion"] if not dual else GATE,
-              f"this thread's {tm} x {tn} accumulators: four {tm // 2} x {tn // 2} quadrants")]
+    # the thread's own accumulator array, as the kernel indexes it: acc[i, j]
+    cs = 5.0  # drawing units per accumulator
+    x0, y0 = bn + 16, bm - 22 - tm * cs
+    where = {ij: rc for rc, ij in cells.items()}
+    for i in range(tm):
+        for j in range(tn):
+            colour = (GATE if j < tn // 2 else UP) if dual else OI["vermillion"]
+            _rect(ax, x0 + j * cs, y0 + (tm - 1 - i) * cs, cs, cs, fc=colour, ec="white",
+                  lw=0.5)
+    ax.text(x0 + tn * cs / 2, y0 + tm * cs + 1.5, f"thread {tid} (ty={ty}, tx={tx}):\n"
+            f"acc[i, j], {tm} x {tn}, in registers", ha="center", va="bottom", fontsize=fs)
+    ax.text(x0 - 1, y0 + (tm - 0.5) * cs, "i=0", ha="right", va="center", fontsize=fs - 1)
+    ax.text(x0 - 1, y0 + 0.5 * cs, f"i={tm - 1}", ha="right", va="center", fontsize=fs - 1)
+    for (i, j) in ((0, 0), (0, tn // 2), (tm - 1, tn // 2 - 1)):
+        r, c = where[(i, j)]
+        ax.annotate("", (c + 0.5, bm - r - 0.5),
+                    (x0 + (j + 0.5) * cs, y0 + (tm - 1 - i + 0.5) * cs),
+                    arrowprops=dict(arrowstyle="->", lw=0.6, color=OI["black"]))
     if dual:
-        lines = [(GATE, f"gate = x @ Wg: acc[i, j], j < {tn // 2}\n(left half of the tile)"),
-                 (UP, f"up = x @ Wu: acc[i, {tn // 2} + j]\n(right half, same output\n"
-                      "columns as the gate)"),
-                 (OI["black"], "epilogue, per pair:\nout = silu_mul(\n  acc[i, j],\n"
-                               f"  acc[i, {tn // 2} + j])")]
-    for k, (colour, text) in enumerate(lines):
-        y = bm - 8 - k * 40
-        _rect(ax, x, y, 4, 4, fc=colour, lw=0)
-        ax.text(x + 7, y + 4, text, ha="left", va="top", fontsize=fs)
-    ax.set_xlim(-2, bn + 110)
+        text = (f"columns 0..{tn // 2 - 1}: gate = x @ Wg\n"
+                f"columns {tn // 2}..{tn - 1}: up = x @ Wu,\n  same output columns\n"
+                f"epilogue, per pair:\n  out = silu_mul(acc[i, j],\n"
+                f"                 acc[i, {tn // 2} + j])")
+    else:
+        text = f"four {tm // 2} x {tn // 2} quadrants\nof the block tile"
+    ax.text(x0 - 4, y0 - 3, text, ha="left", va="top", fontsize=fs)
+    ax.set_xlim(-2, x0 + tn * cs + 28)
     ax.set_ylim(-2, bm + 8)
     return ax
 
