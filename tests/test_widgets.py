@@ -90,6 +90,17 @@ def test_roofline_explorer_prediction_is_book_roofline(variant, dtype, no_data):
     assert w.prediction() == roofline.predict(expected_traffic, "A100-80GB", "tf32")
 
 
+def test_deliberately_bad_kernels_are_not_drawn_as_fused_swiglu():
+    from book.widgets import _data
+
+    # chapter 6's coalescing lesson: strided and uncoalesced variants are not points of the
+    # fused design; their control (stride 1) and the IEEE-math controls are
+    assert _data.variant_family("uncoalesced", "kernel") is None
+    assert _data.variant_family("strided2", "kernel") is None
+    assert _data.variant_family("coalesced", "kernel") == "fused"
+    assert _data.variant_family("vec4_ieee", "kernel") == "fused"
+
+
 def test_roofline_explorer_passes_the_gpu_table(no_data):
     w = widgets.roofline_explorer(this_gpu=False)
     assert set(w.gpus) == set(specs.GPU_SPECS) and w.gpu_order == list(specs.GPU_SPECS)

@@ -79,6 +79,8 @@ def variant_family(name: str, kind: str | None = None) -> str | None:
         return None
     if "l2_warm" in n:
         return None  # deliberately timed from L2 (no input rotation): not a DRAM measurement
+    if n in ("strided2", "uncoalesced"):
+        return None  # deliberately uncoalesced (book.kernels.coalescing): how not to write one
     if kind == "gemm" or "gemm" in n:
         if "dual" in n or "epilogue" in n:
             return "epilogue"
