@@ -76,6 +76,7 @@ class Tile:
     # "branchy": the prefetch sits inside ``if kt + 1 < nk`` (ptxas then sinks the loads)
     prefetch: str = "peeled"
     unroll2: bool = False  # two steps per loop iteration: the buffer indices are constants
+    flat: bool = False  # unguarded loads through running flat offsets (see load8)
 
     @property
     def threads(self) -> int:
@@ -96,8 +97,8 @@ class Tile:
             problems.append("bn // tn must be a power of two")
         if self.prefetch not in ("peeled", "clamped", "branchy"):
             problems.append("prefetch must be 'peeled', 'clamped' or 'branchy'")
-        if self.unroll2 and self.prefetch != "peeled":
-            problems.append("unroll2 needs prefetch='peeled'")
+        if (self.unroll2 or self.flat) and self.prefetch != "peeled":
+            problems.append("unroll2 and flat need prefetch='peeled'")
         t = self.threads
         # loads go by sub-slabs of 8 k: A rows of 4 consecutive k (2 threads a row),
         # B half-rows strided over half the block
@@ -174,6 +175,7 @@ def make_tiled_gemm(tile, epilogue, checked):
     PEELED = tile.prefetch == "peeled"
     CLAMPED = tile.prefetch == "clamped" and not checked
     UNROLL2 = tile.unroll2
+    FLAT = tile.flat and not checked
 
     @cuda.jit(device=True, inline="always")
     def rank1(acc, fa, fb, As, Bs, buf, k, ty, tx):
@@ -201,8 +203,20 @@ def make_tiled_gemm(tile, epilogue, checked):
         rank1(acc, fa, fb, As, Bs, buf, k0 + 7, ty, tx)
 
     @cuda.jit(device=True, inline="always")
-    def load8(ra, rb, a, b0, b1, k0, a_r0, a_c, tid, n0, M, K, NB):
+    def load8(ra, rb, a, b0, b1, k0, a_r0, a_c, tid, n0, M, K, NB, oa, ob, bstep):
         # global -> registers: this thread's share of the 8-deep sub-slab at depth k0
+        if FLAT:
+            # The same elements through flat offsets that the k loop advances by a constant
+            # (oa: this thread's A element, ob: its first B element): a pointer increment
+            # a step, where a 2-D index costs a 64-bit multiply-add per load.
+            af, b0f, b1f = a.flat, b0.flat, b1.flat
+            for p in range(A_PASSES):
+                for v in range(4):
+                    ra[p * 4 + v] = af[oa + uint64(p * A_ROWS) * uint64(K) + uint64(v)]
+            for v in range(B_HALF):
+                rb[v] = b0f[ob + uint64(v) * bstep]
+                rb[B_HALF + v] = b1f[ob + uint64(B1_OFF) + uint64(v) * bstep]
+            return
         for p in range(A_PASSES):
             r = a_r0 + p * A_ROWS
             for v in range(4):
@@ -240,14 +254,15 @@ def make_tiled_gemm(tile, epilogue, checked):
 
     @cuda.jit(device=True, inline="always")
     def step(acc, fa, fb, ra, rb, As, Bs, buf, a, b0, b1, knext, a_r0, a_rs, a_c, tid, n0,
-             M, K, NB, ty, tx):
+             M, K, NB, ty, tx, oa, ob, bstep):
         # multiply out of ``buf`` while the next stage (at depth knext) travels from global
         # memory through registers into the other buffer; the loads are issued first
-        load8(ra, rb, a, b0, b1, knext, a_r0, a_c, tid, n0, M, K, NB)
+        load8(ra, rb, a, b0, b1, knext, a_r0, a_c, tid, n0, M, K, NB, oa, ob, bstep)
         slab8(acc, fa, fb, As, Bs, buf, 0, ty, tx)
         store8(ra, rb, As, Bs, 1 - buf, 0, a_rs, a_c, tid)
         if TWO:
-            load8(ra, rb, a, b0, b1, knext + 8, a_r0, a_c, tid, n0, M, K, NB)
+            load8(ra, rb, a, b0, b1, knext + 8, a_r0, a_c, tid, n0, M, K, NB, oa + uint64(8),
+                  ob + uint64(8) * uint64(NB), bstep)
             slab8(acc, fa, fb, As, Bs, buf, 8, ty, tx)
             store8(ra, rb, As, Bs, 1 - buf, 8, a_rs, a_c, tid)
 
@@ -284,12 +299,20 @@ def make_tiled_gemm(tile, epilogue, checked):
         ty = tid >> TXS  # this thread's accumulator rows/columns
         tx = tid & (TX - 1)
         nk = (K + BK - 1) // BK
+        # flat offsets (used when FLAT): this thread's A and B elements of stage 0, the
+        # distance between its B elements, and how far both move per stage
+        oa = uint64(a_r0) * uint64(K) + uint64(a_c)
+        ob = uint64(tid >> HNS) * uint64(NB) + uint64(n0 + (tid & (HN - 1)))
+        bstep = uint64(THREADS >> HNS) * uint64(NB)
+        oa_step = uint64(BK)
+        ob_step = uint64(BK) * uint64(NB)
 
         # stage 0 into buffer 0
-        load8(ra, rb, a, b0, b1, 0, a_r0, a_c, tid, n0, M, K, NB)
+        load8(ra, rb, a, b0, b1, 0, a_r0, a_c, tid, n0, M, K, NB, oa, ob, bstep)
         store8(ra, rb, As, Bs, 0, 0, a_rs, a_c, tid)
         if TWO:
-            load8(ra, rb, a, b0, b1, 8, a_r0, a_c, tid, n0, M, K, NB)
+            load8(ra, rb, a, b0, b1, 8, a_r0, a_c, tid, n0, M, K, NB, oa + uint64(8),
+                  ob + uint64(8) * uint64(NB), bstep)
             store8(ra, rb, As, Bs, 0, 8, a_rs, a_c, tid)
         cuda.syncthreads()
         if PEELED:
@@ -297,19 +320,25 @@ def make_tiled_gemm(tile, epilogue, checked):
             # that grows by BK rows a step (one pointer increment); the last stage, with
             # nothing to fetch, is the copy after the loop.
             kt = 0
+            oa += oa_step  # stage 1
+            ob += ob_step
             if UNROLL2:  # two steps an iteration: buffer 0 then 1, constant addresses
                 for _ in range((nk - 1) >> 1):
                     step(acc, fa, fb, ra, rb, As, Bs, 0, a, b0, b1, (kt + 1) * BK, a_r0, a_rs,
-                         a_c, tid, n0, M, K, NB, ty, tx)
+                         a_c, tid, n0, M, K, NB, ty, tx, oa, ob, bstep)
                     cuda.syncthreads()
                     step(acc, fa, fb, ra, rb, As, Bs, 1, a, b0, b1, (kt + 2) * BK, a_r0, a_rs,
-                         a_c, tid, n0, M, K, NB, ty, tx)
+                         a_c, tid, n0, M, K, NB, ty, tx, oa + oa_step, ob + ob_step, bstep)
                     cuda.syncthreads()
                     kt += 2
+                    oa += oa_step + oa_step
+                    ob += ob_step + ob_step
             for kt in range(kt, nk - 1):
                 step(acc, fa, fb, ra, rb, As, Bs, kt & 1, a, b0, b1, (kt + 1) * BK, a_r0, a_rs,
-                     a_c, tid, n0, M, K, NB, ty, tx)
+                     a_c, tid, n0, M, K, NB, ty, tx, oa, ob, bstep)
                 cuda.syncthreads()
+                oa += oa_step
+                ob += ob_step
             if nk > 0:
                 stage(acc, fa, fb, As, Bs, (nk - 1) & 1, ty, tx)
         else:
@@ -319,10 +348,10 @@ def make_tiled_gemm(tile, epilogue, checked):
                     # No branch around the prefetch: the last step reloads its own stage
                     # (min() makes the address non-affine in kt: computed afresh each step)
                     step(acc, fa, fb, ra, rb, As, Bs, buf, a, b0, b1, min(kt + 1, nk - 1) * BK,
-                         a_r0, a_rs, a_c, tid, n0, M, K, NB, ty, tx)
+                         a_r0, a_rs, a_c, tid, n0, M, K, NB, ty, tx, oa, ob, bstep)
                 elif kt + 1 < nk:  # "branchy": ptxas sinks these loads to the stores
                     step(acc, fa, fb, ra, rb, As, Bs, buf, a, b0, b1, (kt + 1) * BK,
-                         a_r0, a_rs, a_c, tid, n0, M, K, NB, ty, tx)
+                         a_r0, a_rs, a_c, tid, n0, M, K, NB, ty, tx, oa, ob, bstep)
                 else:
                     stage(acc, fa, fb, As, Bs, buf, ty, tx)
                 cuda.syncthreads()
