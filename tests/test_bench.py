@@ -190,6 +190,9 @@ def test_merge_replaces_same_rows_keeps_the_rest_and_their_provenance():
     assert out["provenance"] == record["provenance"]
     assert [c["error"] for c in out["checks"]] == [None]
     assert out["merged"][0]["only"] == "vec4|torch_call" and len(out["merged"][0]["rows"]) == 2
+    tuned = merge(record, dict(part, tuning=[{"variant": "vec4", "dtype": "float32", "shape": [1, 8],
+                                               "block": 256, "max_blocks": None, "seconds": 1.0}]))
+    assert tuned["tuning"][0]["provenance"]["command"].endswith("x.json")
     # targets recomputed from the merged rows: vec4 0.5 ms against torch.add 0.6 ms
     t = [x for x in out["targets"] if "torch.add bandwidth" in x["target"] and "float32" in x["target"]]
     assert t and t[0]["value"] == pytest.approx(1.2) and t[0]["met"]

@@ -5,7 +5,8 @@ writes them with that run's provenance. This merges FILE into ``book/data/<gpu>.
 (the GPU named in FILE's provenance; ``--into PATH`` for another record):
 
 * a row replaces the row of the same kind, variant, dtype and shape, or is added;
-  a correctness check replaces the check of the same variant, dtype and shape;
+  a correctness check replaces the check of the same variant, dtype and shape, and a
+  ``--tune`` row the one of the same variant, dtype, shape, block and grid cap;
 * every merged row carries the provenance of the run that measured it (``row["provenance"]``),
   and the record lists each merged run under ``merged`` (provenance, ``--only`` pattern, the
   rows it contributed); the record's own ``provenance`` stays that of its full run;
@@ -32,6 +33,10 @@ def row_key(r):
 
 def check_key(c):
     return (c["variant"], c["dtype"], tuple(c["shape"] or ()))
+
+
+def tuning_key(r):
+    return (r["variant"], r["dtype"], tuple(r["shape"]), r.get("block"), r.get("max_blocks"))
 
 
 def _load(path, what):
@@ -72,9 +77,13 @@ def merge(record: dict, part: dict) -> dict:
     ck = {check_key(c) for c in new_checks if c.get("shape") is not None}
     checks = [c for c in record.get("checks", [])
               if c.get("shape") is None or check_key(c) not in ck] + new_checks
+    new_tuning = [dict(r, provenance=prov) for r in part.get("tuning", [])]
+    tk = {tuning_key(r) for r in new_tuning}
+    tuning = [r for r in record.get("tuning", []) if tuning_key(r) not in tk] + new_tuning
     out = dict(record)
     out["rows"] = rows + new_rows
     out["checks"] = checks
+    out["tuning"] = tuning
     out["merged"] = merged
     out["notes"] = list(record.get("notes", [])) + [
         f"merged: {n}" for n in part.get("notes", [])]
