@@ -13,7 +13,7 @@ TEST_STAMP := $(VENV)/.swiglu-requirements-test
 NPM_STAMP := node_modules/.swiglu-package-lock
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: book test lint venv install install-test assets setup-cells clean help
+.PHONY: book test lint venv install install-test assets setup-cells pin clean help
 
 help:
 	@echo "make book   build the HTML book into _build/html (sets up .venv and front-end files)"
@@ -86,6 +86,13 @@ test: install-test lint assets
 
 setup-cells: venv
 	$(PY) -m tools.setup_cell --write
+
+# Pin the Colab setup cells to the library's newest commit (_config.yml repository.pin), then
+# regenerate the cells that embed it; commit _config.yml, chapters/, labs/ and solutions/ after.
+pin: venv
+	$(PY) -m tools.setup_cell --pin
+	$(PY) -m tools.setup_cell --write
+	$(PY) -m autograder assign
 
 clean:
 	rm -rf _build site_assets

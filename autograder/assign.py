@@ -7,7 +7,7 @@ Markers (otter-grader / nbgrader conventions):
 - ``### BEGIN HIDDEN TESTS`` ... ``### END HIDDEN TESTS``: removed (the instructor's own
   checks when running the master).
 - Cells tagged ``remove_cell``, ``solution`` or ``instructor``: dropped.
-- The first cell is the course setup cell from tools/setup_cell.py (one template).
+- The setup cell (tools/setup_cell.py, one template) follows the lab's title cell.
 Outputs and execution counts are cleared. The output is deterministic, so a test can say
 when labs/ is stale.
 """
@@ -98,10 +98,11 @@ def make_lab(master_nb, name: str):
             cell.outputs = []
             cell.execution_count = None
         cells.append(cell)
-    setup = setup_source()
-    if setup is not None and cells and cells[0].cell_type == "code" and cells[0].get("id") == "course-setup":
-        cells[0].source = setup
     nb.cells = cells
+    if setup_source() is not None and any(c.get("id") == "course-setup" for c in cells):
+        from tools.setup_cell import fix  # the template, placed after the lab's title
+
+        fix(nb)
     nb.metadata.pop("widgets", None)
     return nb
 

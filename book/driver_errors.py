@@ -136,14 +136,16 @@ def explain_cuda_error(
     nvjitlink_behind = (nvjitlink_version is not None and toolkit_version is not None
                         and tuple(nvjitlink_version) < tuple(toolkit_version))
     if ptxas and (from_nvjitlink or nvjitlink_behind) and code != CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
-        pkg = "nvidia-nvjitlink-cu12" if major == 12 else f"nvidia-nvjitlink>={major}"
-        want = f">={tk}" if toolkit_version else ""
-        spec = f'"{pkg}{want}"' if major == 12 else f'"{pkg}"'
+        njl_pkg = "nvidia-nvjitlink-cu12" if major == 12 else "nvidia-nvjitlink"
+        nvvm_pkg = "nvidia-cuda-nvcc-cu12" if major == 12 else "nvidia-nvvm"
+        up = f'`pip install -U "{njl_pkg}>={tk}"`' if toolkit_version else f"`pip install -U {njl_pkg}`"
+        down = (f'; or, if another package (torch) pins nvJitLink {njl}, an NVVM of that '
+                f'release: `pip install "{nvvm_pkg}=={njl}.*"`' if nvjitlink_version else "")
         return NvJitLinkTooOldError(
             f"nvJitLink {njl} is older than the NVVM (CUDA {tk}) that compiled the kernel: its "
             f"ptxas rejects PTX {ptxas.group(1)} (it reads at most {ptxas.group(2)}). The driver "
             f"(CUDA {drv}) is not the problem: an upgrade left an old nvjitlink wheel behind.",
-            f"`pip install -U {spec}` (nvJitLink at least as new as NVVM), then {RESTART}.")
+            f"{up}{down}; then {RESTART}.")
     if (code == CUDA_ERROR_UNSUPPORTED_PTX_VERSION or "CUDA_ERROR_UNSUPPORTED_PTX_VERSION" in text
             or "[222]" in text or "unsupported toolchain" in text or ptxas):
         dmajor = driver_version[0] if driver_version else 12

@@ -58,11 +58,17 @@ MIRROR = (
 MUST_NOT_CHANGE = ("numpy", "ipywidgets", "anywidget", "traitlets", "ipykernel", "ipython",
                    "matplotlib", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime-cu12",
                    "nvidia-nvjitlink-cu12", "nvidia-cuda-nvcc-cu12")
-#: --system-site (the H100, where wheels travel at 64 MiB a call): these come from the machine's
-#: own Python instead of Colab's versions (numba 0.68 and its llvmlite; matplotlib and its
-#: imaging stack); everything the setup cell installs or the GPU path loads stays Colab's.
+#: --system-site (the H100, where wheels travel at 64 MiB a call): these, and only these, are
+#: linked in from the machine's own Python instead of Colab's versions (numba 0.68 and its
+#: llvmlite; matplotlib and its imaging stack); everything the setup cell installs or the GPU
+#: path loads stays Colab's, and the machine's own CUDA 13 wheels stay out of sight.
 SYSTEM_SITE = ("numba", "llvmlite", "matplotlib", "pillow", "fonttools", "kiwisolver",
                "contourpy", "cycler", "pyparsing")
+#: What Colab's kernel has imported when the first cell runs (its IPython kernel, widgets, the
+#: inline plots): the cell runs after these imports, so a change to any of them shows.
+COLAB_KERNEL_IMPORTS = "import IPython, ipykernel, traitlets, ipywidgets, numpy, matplotlib\n"
+#: --restart-check: a student who ran `from numba import cuda` before the setup cell.
+RESTART_PRELUDE = "from numba import cuda\n"
 LAB = "solutions/lab2_packed_swiglu.ipynb"
 CHAPTER = "chapters/01_bytes_and_flops.ipynb"
 
@@ -98,13 +104,40 @@ def _run(cmd, **kw):
     return subprocess.run([str(c) for c in cmd], **kw)
 
 
+_BORROW = """
+import importlib.metadata as md, json, sys
+out = []
+for name in sys.argv[1:]:
+    d = md.distribution(name)
+    tops = {f.parts[0] for f in (d.files or []) if f.parts and not f.parts[0].startswith('..')}
+    out += [str(d.locate_file(t)) for t in tops if not t.endswith('.pth')]
+print(json.dumps(out))
+"""
+
+
+def borrow(py: Path, python: str, names) -> list[str]:
+    """Link ``names`` (their packages and dist-info) from ``python``'s site-packages into the
+    venv of ``py``: only these come from the machine; its other packages (its own CUDA 13 wheels
+    on the H100) stay invisible to the venv and to pip."""
+    paths = json.loads(_run([python, "-c", _BORROW, *names], capture_output=True, text=True,
+                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+                            ).stdout)
+    site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                     capture_output=True, text=True).stdout.strip())
+    for p in map(Path, paths):
+        if p.exists() and not (site / p.name).exists():
+            (site / p.name).symlink_to(p)
+    return sorted(Path(p).name for p in paths)
+
+
 def make_venv(venv: Path, python: str, wheels: Path, cons: Path, system_site=False) -> Path:
     """A fresh venv holding the mirror, installed from the wheel folder alone."""
     if venv.exists():
         shutil.rmtree(venv)
-    _run([python, "-m", "venv", "--without-pip", venv]
-         + (["--system-site-packages"] if system_site else []))
+    _run([python, "-m", "venv", "--without-pip", venv])
     py = venv / "bin" / "python"
+    if system_site:
+        borrow(py, python, SYSTEM_SITE)
     pip_whl = next(wheels.glob("pip-*.whl"))  # bootstrap Colab's pip from its own wheel
     _run([py, f"{pip_whl}/pip", "install", "-q", "--no-index", "--disable-pip-version-check",
           pip_whl])
@@ -273,6 +306,40 @@ def record_errors(py: str, cases: list[str]) -> dict:
     return out
 
 
+#: The setup cell on "Colab" (COLAB_RELEASE_TAG) where the course is already installed at the
+#: pin, so it goes straight to `import book` and the GPU check: as it works, with no GPU
+#: selected, and with the GPU's memory taken (by this same process, before the cell).
+_FILL_GPU = """
+from cuda.bindings import driver as _d
+_d.cuInit(0); _, _dev = _d.cuDeviceGet(0); _, _ctx = _d.cuDevicePrimaryCtxRetain(_dev)
+_d.cuCtxSetCurrent(_ctx); _held = []
+for _mb in (4096, 1024, 256, 64, 16, 4, 1):  # take every MiB there is, in ever smaller pieces
+    while True:
+        _err, _ptr = _d.cuMemAlloc(_mb << 20)
+        if _err != _d.CUresult.CUDA_SUCCESS:
+            break
+        _held.append(_ptr)
+"""
+CELL_CASES = {
+    "gpu": ({}, ""),
+    "no_gpu_selected": ({"CUDA_VISIBLE_DEVICES": ""}, ""),
+    "gpu_memory_taken": ({}, _FILL_GPU),
+}
+
+
+def cell_cases(py: str, names) -> dict:
+    out = {}
+    for name in names:
+        extra_env, prelude = CELL_CASES[name]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "BOOK_"))}
+        env.update(extra_env, COLAB_RELEASE_TAG="rehearsal", PIP_NO_INDEX="1")
+        p = _run([py, "-c", prelude + rendered_cell()], env=env, capture_output=True, text=True,
+                 check=False, timeout=300, cwd=tempfile.gettempdir())  # not this tree's book
+        out[name] = {"env": extra_env, "rc": p.returncode, "stdout": p.stdout[-3000:],
+                     "stderr": p.stderr[-1500:]}
+    return out
+
+
 # --------------------------------------------------------------------------
 # run (no network)
 
@@ -282,9 +349,10 @@ def rendered_cell() -> str:
     return render()
 
 
-def run_cell(py: Path, env: dict, cwd: Path, timeout: int = 900) -> dict:
+def run_cell(py: Path, env: dict, cwd: Path, timeout: int = 900,
+             prelude: str = COLAB_KERNEL_IMPORTS) -> dict:
     t0 = time.perf_counter()
-    p = _run([py, "-c", rendered_cell()], env=env, cwd=cwd, capture_output=True, text=True,
+    p = _run([py, "-c", prelude + rendered_cell()], env=env, cwd=cwd, capture_output=True, text=True,
              check=False, timeout=timeout)
     return {"rc": p.returncode, "seconds": round(time.perf_counter() - t0, 1),
             "stdout": p.stdout[-4000:], "stderr": p.stderr[-4000:]}
@@ -317,7 +385,8 @@ def execute_notebook(py: Path, nb_path: Path, env: dict, workdir: Path, timeout:
 
 
 def rehearse(wheels: Path, venv: Path, python: str, extra: str, source: Path,
-             notebooks: list[str], timeout: int, system_site: bool = False) -> dict:
+             notebooks: list[str], timeout: int, system_site: bool = False,
+             restart_check: bool = False) -> dict:
     skip = SYSTEM_SITE if system_site else ()
     rec: dict = {"extra": extra, "python": python,
                  "from_the_machine_not_colab": list(skip)}
@@ -339,17 +408,21 @@ def rehearse(wheels: Path, venv: Path, python: str, extra: str, source: Path,
         rec["must_not_change_changed"] = [n for n in MUST_NOT_CHANGE if norm(n) in rec["changed"]]
         rec["second_run"] = run_cell(py, env, tmp)
         rec["notebooks"] = [execute_notebook(py, ROOT / nb, env, tmp, timeout) for nb in notebooks]
+        if restart_check:  # a fresh mirror; numba.cuda imported before the cell
+            py = make_venv(venv, python, wheels, cons, system_site)
+            rec["restart_case"] = run_cell(py, env, tmp, prelude=RESTART_PRELUDE)
     rec["ok"] = (rec["first_run"]["rc"] == 0 and rec["second_run"]["rc"] == 0
                  and "Installing" not in rec["second_run"]["stdout"]
                  and not rec["must_not_change_changed"]
-                 and not rec["mirror_mismatch"] and all(n["rc"] == 0 for n in rec["notebooks"]))
+                 and not rec["mirror_mismatch"] and all(n["rc"] == 0 for n in rec["notebooks"])
+                 and (not restart_check or "Restart needed" in rec["restart_case"]["stderr"]))
     return rec
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.colab_rehearsal", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("verb", choices=["download", "run", "record-errors"])
+    ap.add_argument("verb", choices=["download", "run", "record-errors", "cell-cases"])
     ap.add_argument("--cases", nargs="+", default=list(ERROR_CASES),
                     help="record-errors: which failures to provoke")
     ap.add_argument("--wheels", type=Path, default=ROOT / ".whl-colab")
@@ -362,8 +435,10 @@ def main(argv=None) -> int:
     ap.add_argument("--notebooks", nargs="*", default=[LAB, CHAPTER])
     ap.add_argument("--timeout", type=int, default=600, help="seconds per notebook cell")
     ap.add_argument("--out", type=Path, help="write the record (JSON) here")
+    ap.add_argument("--restart-check", action="store_true",
+                    help="also: numba.cuda imported before the cell must give the restart line")
     ap.add_argument("--system-site", action="store_true",
-                    help=f"take {', '.join(SYSTEM_SITE)} from --python's own site-packages")
+                    help=f"link {', '.join(SYSTEM_SITE)} from --python's own site-packages")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     wheels = args.wheels.resolve()
@@ -373,10 +448,12 @@ def main(argv=None) -> int:
         return 0
     from book.provenance import provenance
 
-    if args.verb == "record-errors":
-        record = {"provenance": provenance("python -m tools.colab_rehearsal record-errors "
-                                           + " ".join(args.cases)),
-                  "python": args.python, "cases": record_errors(args.python, args.cases)}
+    if args.verb in ("record-errors", "cell-cases"):
+        cases = args.cases if args.verb == "record-errors" else list(CELL_CASES)
+        run = record_errors if args.verb == "record-errors" else cell_cases
+        record = {"provenance": provenance(f"python -m tools.colab_rehearsal {args.verb} "
+                                           + " ".join(cases)),
+                  "python": args.python, "cases": run(args.python, cases)}
         text = json.dumps(record, indent=1)
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -385,7 +462,8 @@ def main(argv=None) -> int:
         return 0
 
     runs = [rehearse(wheels, args.venv, args.python, extra, args.source.resolve(),
-                     args.notebooks, args.timeout, args.system_site) for extra in args.extra]
+                     args.notebooks, args.timeout, args.system_site, args.restart_check)
+            for extra in args.extra]
     record = {"provenance": provenance("python -m tools.colab_rehearsal " + " ".join(
         sys.argv[1:] if argv is None else argv)), "freeze": str(FREEZE.relative_to(ROOT)),
         "runs": runs, "ok": all(r["ok"] for r in runs)}

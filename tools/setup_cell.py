@@ -41,7 +41,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,6 +202,8 @@ def status(nb) -> str:
 
 def fix(nb) -> None:
     """Give ``nb`` the current setup cell at its place (in place; other cells untouched)."""
+    import nbformat
+
     i = _setup_index(nb)
     cell = nb.cells.pop(i) if i is not None else nbformat.v4.new_code_cell()
     cell.source = render()
@@ -234,6 +235,8 @@ def main(argv=None) -> int:
             print("Now regenerate the cells that embed it: `make setup-cells` and "
                   "`python -m autograder assign` (make pin runs both), then commit.")
         return 0
+    import nbformat
+
     bad = []
     for path in args.paths or notebooks():
         nb = nbformat.read(path, as_version=4)
