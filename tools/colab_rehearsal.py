@@ -23,8 +23,8 @@ would add on top of them (learned with `pip install --dry-run --report` in a mir
 The record (JSON, with book.provenance) goes to --out.
 
 torch is left out of the mirror: Colab's torch 2.11.0+cu128 is several GB, and neither the lab nor
-the chapter the rehearsal runs imports it (labs do not; chapters that compare with torch skip it
-when it is missing). Colab's Python is 3.13 in the newest snapshot; the rehearsal uses the
+the chapter the rehearsal runs imports it (labs do not; chapters 1 and 6 do, so the rehearsal runs
+chapter 2, whose roofline explorer also exercises Colab's ipywidgets 7 with anywidget 0.9). Colab's Python is 3.13 in the newest snapshot; the rehearsal uses the
 interpreter it is given (--python; CI's is 3.11, the H100's 3.12), with Colab's package versions.
 """
 
@@ -70,7 +70,7 @@ COLAB_KERNEL_IMPORTS = "import IPython, ipykernel, traitlets, ipywidgets, numpy,
 #: --restart-check: a student who ran `from numba import cuda` before the setup cell.
 RESTART_PRELUDE = "from numba import cuda\n"
 LAB = "solutions/lab2_packed_swiglu.ipynb"
-CHAPTER = "chapters/01_bytes_and_flops.ipynb"
+CHAPTER = "chapters/02_roofline.ipynb"  # its roofline explorer widget; no torch
 
 
 def norm(name: str) -> str:

@@ -55,7 +55,7 @@ DIST = "swiglu-kernels"
 # {url}, {pin} come from _config.yml; {numba_cuda} is the tested pin from requirements.txt.
 # Doubled braces are literal braces in the generated cell.
 TEMPLATE = FIRST_LINE + '''
-import importlib.metadata as md, json, os, re, subprocess, sys
+import importlib, importlib.metadata as md, json, os, re, subprocess, sys
 colab = "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
 # The course at the commit this notebook was written against (_config.yml):
 COURSE = "{dist} @ git+{url}"
@@ -68,9 +68,16 @@ def installed_commit():
     except Exception:
         return None
 
+def norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
 def versions():
-    norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
     return {{norm(d.metadata["Name"]): d.version for d in md.distributions()}}
+
+def modules(dist):  # the module names a distribution's files hold
+    names = (f.parts[:-1] + (f.name.split(".")[0],) for f in dist.files or ()
+             if f.suffix in (".py", ".so"))
+    return {{".".join(p).removesuffix(".__init__") for p in names}}
 
 if colab and installed_commit() != PIN:
     import ctypes
@@ -89,12 +96,12 @@ if colab and installed_commit() != PIN:
                     "--disable-pip-version-check",
                     f"numba-cuda[{{extra}}]=={numba_cuda}", f"{{COURSE}}@{{PIN}}"],
                    check=True)
-    after, loaded = versions(), {{m.split(".")[0] for m in sys.modules}}
-    changed = sorted({{f"{{d}} {{before[n]}} -> {{after.get(n)}}"
-                      for top, ds in md.packages_distributions().items()
-                      if top in loaded for d in ds
-                      for n in [re.sub(r"[-_.]+", "-", d).lower()]
-                      if n in before and before[n] != after.get(n)}})
+    after, loaded = versions(), set(sys.modules)
+    changed = [f"{{d.metadata['Name']}} {{before[n]}} -> {{after[n]}}"
+               for d in md.distributions()
+               for n in [norm(d.metadata["Name"])]
+               if before.get(n, after[n]) != after[n] and modules(d) & loaded]
+    importlib.invalidate_caches()  # see the packages pip just added
     if changed:  # the kernel runs the old code of these until it restarts
         raise SystemExit("Restart needed: pip changed " + ", ".join(changed)
                          + ", already imported here: Runtime > Restart "
