@@ -417,7 +417,10 @@ def default_budgets(limits: dict, gpu: int | None, simulated: bool) -> list[Budg
         if gpuwatch.available():
             cap = limits.get("gpu_mem_bytes")
             if cap is None:
-                cap = int(gpuwatch.memory(gpu)[1] * GPU_BUDGET_FRACTION)
+                try:
+                    cap = int(gpuwatch.memory(gpu)[1] * GPU_BUDGET_FRACTION)
+                except Exception:  # NVML does not know this index: no GPU budget (report() shows)
+                    return budgets
             budgets.append(Budget("GPU memory", cap, gpu_memory, GPU_ADVICE, "of device memory (NVML)"))
     return budgets
 
