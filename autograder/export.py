@@ -37,7 +37,9 @@ def printed_output(result) -> str:
     text = result.get("output") or ""
     cut = result.get("public_output_len")
     if cut is not None and not _shows_hidden(result) and len(text) > cut:
-        text = text[:cut] + f"\n[... output printed while the hidden cases ran is withheld: {HIDDEN_NOTE}]"
+        note = text[text.rfind("\n[... output cut:"):] if "\n[... output cut:" in text else ""
+        text = (text[:cut] + f"\n[... output printed while the hidden cases ran is withheld: {HIDDEN_NOTE}]"
+                + note)
     return text
 
 

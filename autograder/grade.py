@@ -385,6 +385,8 @@ class Run:
         lim = {"cpu_s": int(self.limits.get("cpu_s", 600))}
         if "mem_mib" in self.limits:
             lim["mem_bytes"] = int(self.limits["mem_mib"]) << 20
+        if "gpu_mem_mib" in self.limits:  # the GPU memory budget (default: a share of the device)
+            lim["gpu_mem_bytes"] = int(self.limits["gpu_mem_mib"]) << 20
         return lim
 
     def _hide_paths(self):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = REPO / "tests" / "fixtures" / "submissions"
+THREATS = REPO / "tests" / "fixtures" / "threats"
 LABS = ["lab1_bytes_and_roofline", "lab2_packed_swiglu", "lab3_half_precision", "lab4_dual_gemm"]
 FAST_RUBRIC = """lab = "lab2_packed_swiglu"
 [correctness]
@@ -23,7 +24,6 @@ points = 4
 zero_at = 0.30
 full_at = 0.80
 physical_limit = 1.08
-window_s = 0.05
 [limits]
 load_s = 60
 test_s = 20
@@ -55,7 +55,10 @@ def start_all():
         subs = [REPO / "solutions" / f"{lab}.ipynb", REPO / "labs" / f"{lab}.ipynb"]
         _RUNS[lab] = (subprocess.Popen(grade_cmd(lab, subs, out), cwd=REPO, env=env(),
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT), out)
-    subs = sorted(FIX.glob("*.py")) + [FIX / "malformed.ipynb", REPO / "solutions" / "lab2_packed_swiglu.ipynb"]
+    # the flawed and hostile submissions, and the threats of issue 12 that the grader itself
+    # answers (the escaping process and the memory grab are tests/test_isolation.py's)
+    subs = (sorted(FIX.glob("*.py")) + [FIX / "malformed.ipynb", REPO / "solutions" / "lab2_packed_swiglu.ipynb"]
+            + [THREATS / f for f in ("host_numpy_counter.py", "replay_undercount.py", "grid_stride_264.py")])
     out = base / "robust"
     _RUNS["robust"] = (subprocess.Popen(grade_cmd("lab2", subs, out, "--rubric", str(rub), "--sim-timing"),
                                         cwd=REPO, env=env(), stdout=subprocess.PIPE,

@@ -195,11 +195,11 @@ def test_check_in_the_notebook_says_what_is_wrong(capsys):
 
 
 def test_performance_scoring_flags_the_impossible():
-    from autograder.grade import score_performance
+    from autograder.rubric import score_performance
 
     perf = {"points": 4, "zero_at": 0.3, "full_at": 0.8, "physical_limit": 1.08}
     ok = score_performance("bandwidth", perf, per_s=1.0, bandwidth=2.5e12, reference_s=0.9,
-                           copy_bandwidth=2.9e12, verified=True, event_s=0.99)
+                           copy_bandwidth=2.9e12, verified=True)
     assert ok["points"] == 4 and not ok["flags"]
     half = score_performance("bandwidth", perf, per_s=1.0, bandwidth=1.6e12, reference_s=0.55,
                              copy_bandwidth=2.9e12, verified=True)
@@ -207,10 +207,6 @@ def test_performance_scoring_flags_the_impossible():
     fast = score_performance("bandwidth", perf, per_s=0.5, bandwidth=5.0e12, reference_s=0.9,
                              copy_bandwidth=2.9e12, verified=True)
     assert fast["points"] == 0 and "faster than physically possible" in fast["flags"][0]
-    forged = score_performance("bandwidth", perf, per_s=1.0, bandwidth=2.5e12, reference_s=0.9,
-                               copy_bandwidth=2.9e12, verified=True, event_s=0.1)
-    # the child's own timer disagreeing is reported, but the points rest on the grader's clock
-    assert forged["points"] == 4 and not forged["flags"] and "grader's clock counts" in forged["notes"][0]
     skipped = score_performance("bandwidth", perf, per_s=1.0, bandwidth=2.5e12, reference_s=0.9,
                                 copy_bandwidth=2.9e12, verified=False)
     assert skipped["points"] == 0
@@ -227,45 +223,9 @@ def test_export_gradescope_bundle(tmp_path):
                        cwd=REPO, env=env(), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     names = zipfile.ZipFile(z).namelist()
-    assert {"setup.sh", "run_autograder", "source/autograder/grade.py", "source/autograder/rubrics/lab2_packed_swiglu.toml"} <= set(names)
+    assert {"setup.sh", "run_autograder", "source/autograder/grade.py", "source/autograder/replay.py",
+            "source/autograder/rubrics/lab2_packed_swiglu.toml"} <= set(names)
     assert not [n for n in names if n.startswith("source/solutions")]
+    assert not [n for n in names if "reports" in n or n.startswith("source/records")]  # records stay out
     run = zipfile.ZipFile(z).read("run_autograder").decode()
     assert "grade lab2_packed_swiglu" in run and "/autograder/results/results.json" in run
-
-
-def test_gpu_lock_keeps_timing_windows_exclusive():
-    import threading
-
-    from autograder.grade import GpuLock
-
-    lock, events = GpuLock(), []
-    reader_in, release_reader = threading.Event(), threading.Event()
-
-    def reader(name, hold=None):
-        with lock.shared():
-            events.append(f"{name} in")
-            if hold:
-                reader_in.set()
-                hold.wait(5)
-            events.append(f"{name} out")
-
-    def writer():
-        lock.acquire()
-        events.append("timer in")
-        events.append("timer out")
-        lock.release()
-
-    r1 = threading.Thread(target=reader, args=("r1", release_reader))
-    r1.start()
-    reader_in.wait(5)
-    w = threading.Thread(target=writer)
-    w.start()
-    time.sleep(0.1)
-    r2 = threading.Thread(target=reader, args=("r2",))   # arrives while the timer waits
-    r2.start()
-    time.sleep(0.1)
-    assert events == ["r1 in"]                            # the timer waits for r1; r2 waits for the timer
-    release_reader.set()
-    for t in (r1, w, r2):
-        t.join(5)
-    assert events == ["r1 in", "r1 out", "timer in", "timer out", "r2 in", "r2 out"]
