@@ -509,6 +509,8 @@ class Child:
         self.breach: str | None = None
         self.pidns_inode: int | None = None
         self._init_pid: int | None = None
+        self._init_fd: int | None = None
+        self._ns_fd: int | None = None
         self.pids_seen: set[int] = {self.proc.pid}
         self._survivors: list[dict] | None = None
         self._gpu_leftovers: list | None = None
@@ -549,15 +551,32 @@ class Child:
                 kids = [p for p in _all_pids() if _ppid(p) == self.proc.pid]
             if kids:
                 self._init_pid = kids[0]
+                # a pidfd signals this process and no other, even once its PID is reused
+                try:
+                    self._init_fd = os.pidfd_open(kids[0])
+                except (AttributeError, OSError):
+                    self._init_fd = None
                 if self.containment == "pidns":
-                    ino = _pid_ns(kids[0])
-                    if ino is not None and ino != _pid_ns(os.getpid()):
-                        self.pidns_inode = ino
+                    # holding the namespace open keeps its inode ours: a namespace made later
+                    # for another submission cannot take the number while we match by it
+                    try:
+                        fd = os.open(f"/proc/{kids[0]}/ns/pid", os.O_RDONLY)
+                    except OSError:
+                        fd = None
+                    if fd is not None:
+                        ino = os.fstat(fd).st_ino
+                        if ino != _pid_ns(os.getpid()):
+                            self._ns_fd, self.pidns_inode = fd, ino
+                        else:
+                            os.close(fd)
         return self._init_pid
 
     def pids(self) -> set[int]:
         """Host PIDs of the submission's live processes (launcher included): match them to
-        NVML's process list (gpuwatch) or to anything else that reports PIDs."""
+        NVML's process list (gpuwatch) or to anything else that reports PIDs. After close():
+        empty (what was left then is in survivors())."""
+        if self._survivors is not None:
+            return set()
         self.init_pid()
         if self.containment == "cgroup" and self.cgroup:
             try:
@@ -571,7 +590,8 @@ class Child:
             got = set()
         if self.proc.poll() is None:
             got.add(self.proc.pid)
-        got |= {p for p in descendants(self.proc.pid) if _alive(p)} if self.containment == "none" else set()
+        if self.containment == "none" and self.proc.poll() is None:   # (a reaped PID may be reused)
+            got |= {p for p in descendants(self.proc.pid) if _alive(p)}
         got = {p for p in got if _alive(p)}
         self.pids_seen |= got
         return got
@@ -698,12 +718,14 @@ class Child:
             self.killed_for = why
         if self.containment == "cgroup" and self.cgroup:
             _kill_cgroup(self.cgroup)
-        init = self.init_pid()
-        for pid in ([init] if init else []):
-            try:
-                os.kill(pid, signal.SIGKILL)   # the init of the namespace: the kernel kills the rest
-            except (ProcessLookupError, PermissionError):
-                pass
+        init = self.init_pid()   # the init of the namespace: the kernel kills the rest
+        try:
+            if self._init_fd is not None:
+                signal.pidfd_send_signal(self._init_fd, signal.SIGKILL)
+            elif init and self.proc.poll() is None:   # its parent not reaped: the PID is still its
+                os.kill(init, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -777,6 +799,12 @@ class Child:
                 os.rmdir(self.cgroup)
             except OSError:
                 pass
+        for fd in (self._init_fd, self._ns_fd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _leftovers(self, timeout: float) -> list[int]:
@@ -800,6 +828,12 @@ class Child:
         """A PID seen earlier may have been reused by an unrelated process since."""
         if self.pidns_inode is not None:
             return _pid_ns(pid) == self.pidns_inode
+        if self.cgroup:
+            try:
+                with open(f"/proc/{pid}/cgroup") as f:
+                    return any(line.rstrip().endswith(os.path.basename(self.cgroup)) for line in f)
+            except OSError:
+                return False
         try:
             return os.readlink(f"/proc/{pid}/cwd").startswith(str(self.workdir))
         except OSError:  # not ours to read (another uid): not ours
