@@ -51,10 +51,9 @@ def main(argv=None) -> int:
         from .rubric import load_rubric
 
         for name in labs.NAMES:
-            lab = labs.get(name)
+            lab = labs.Lab(name)
             r = load_rubric(name)
-            fns = (", ".join(f"{f}({', '.join(p)})" for f, p in lab.FUNCTIONS.items())
-                   if lab.KIND == "numeric" else f"{lab.FUNCTION}({', '.join(lab.PARAMS)})")
+            fns = lab.signature()
             perf = r.get("performance", {}).get("points", 0)
             print(f"{name}\n    {lab.TITLE}\n    write: {fns}\n    performance points: {perf}")
         return 0

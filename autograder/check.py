@@ -10,23 +10,20 @@ grader re-times in its own process with its own clock, so expect small differenc
 
 from __future__ import annotations
 
-import numpy as np
 
 from . import labs as _labs
-from .compare import compare_array, compare_number
 from .inputs import generate
 from .rubric import performance_points
 
 
-def _lab_for(fn, lab):
+def _lab_for(fn, lab) -> _labs.Lab:
     if lab is not None:
-        return _labs.get(lab)
+        return _labs.Lab(lab)
     name = getattr(fn, "__name__", None)
     for full in _labs.NAMES:
-        mod = _labs.get(full)
-        names = mod.FUNCTIONS if mod.KIND == "numeric" else [mod.FUNCTION]
-        if name in names:
-            return mod
+        one = _labs.Lab(full)
+        if name in one.functions:
+            return one
     raise ValueError(f"check() does not know a lab with a function named {name!r}; "
                      "pass lab='lab2' (or the lab's name) explicitly")
 
@@ -49,54 +46,29 @@ def check(fn, lab=None, *, perf: bool = True, verbose: bool = True) -> bool:
 
 
 def _check(fn, lab=None, *, perf: bool = True, verbose: bool = True) -> bool:
-    mod = _lab_for(fn, lab)
+    one = _lab_for(fn, lab)
+    mod = one.module
     say = print if verbose else (lambda *a: None)
     failures = []
-    if mod.KIND == "numeric":
-        for case in mod.public_cases():
-            if case["function"] != fn.__name__:
-                continue
-            try:
-                got = fn(*case["args"])
-            except NotImplementedError as e:
-                failures.append(f"{case['name']}: not written yet ({e})")
-                continue
-            ok, msg = compare_number(got, mod.answer(case), rtol=mod.RTOL, what=case["name"])
-            say(("PASS " if ok else "FAIL ") + msg)
-            if not ok:
-                failures.append(msg)
-        if failures:
-            raise AssertionError(failures[0])
-        return True
-
-    import book  # noqa: F401
-    from book import gpu
-    from numba import cuda
-
-    for case in mod.public_cases():
-        ins = {n: generate(s) for n, s in mod.input_specs(case).items()}
-        o = mod.out_spec(case)
-        dev = {n: cuda.to_device(a) for n, a in ins.items()}
-        dev[mod.OUTPUT] = cuda.to_device(np.full(o["shape"], np.nan, dtype=o["dtype"]))
+    if one.kernel:
+        import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
+        from book import gpu
+    for case in one.public_cases_for(mod.FUNCTION if one.kernel else getattr(fn, "__name__", "")):
         try:
-            fn(*[dev[p] for p in mod.PARAMS])
-            cuda.synchronize()
+            got, note = one.call_here(fn, case)
         except NotImplementedError as e:
             failures.append(f"{case['name']}: not written yet ({e})")
             say(f"FAIL {case['name']}: not written yet ({e})")
             continue
-        ok, msg = compare_array(dev[mod.OUTPUT].copy_to_host(), mod.reference(ins), rtol=mod.RTOL,
-                                atol=mod.ATOL, dtype_name=mod.DTYPE, what=mod.OUTPUT,
-                                shape_hint=mod.describe(case))
-        for n, a in ins.items():
-            if not np.array_equal(dev[n].copy_to_host(), a):
-                ok, msg = False, msg + f"\n`{n}` was modified: inputs must stay as they were"
-        say(("PASS " if ok else "FAIL ") + f"{case['name']}: {msg}")
+        ok, msg = one.check(got, case)
+        if note:
+            ok, msg = False, msg + note
+        say(("PASS " if ok else "FAIL ") + (f"{case['name']}: " if one.kernel else "") + msg)
         if not ok:
             failures.append(msg)
     if failures:
         raise AssertionError(failures[0])
-    if not perf:
+    if not one.kernel or not perf:
         return True
     rub = _rubric(mod.__name__.rsplit(".", 1)[-1]).get("performance")
     if not rub:
@@ -163,7 +135,7 @@ def check_file(lab: str, path: str) -> bool:
             exec(compile(c["source"], f"<cell {c['index']}>", "exec"), ns)
         except Exception as e:  # noqa: BLE001
             print(f"cell {c['index']} raised {type(e).__name__}: {e}")
-    names = mod.FUNCTIONS if mod.KIND == "numeric" else [mod.FUNCTION]
+    names = list(_labs.Lab(lab).functions)
     ok = True
     for n in names:
         if n not in ns:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import math
 import os
 import re
 import secrets
@@ -27,9 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from . import labs as _labs
-from .compare import compare_array, compare_number
+from .compare import compare_array
 from .export import feedback_markdown, gradescope_json, write_grades_csv
-from .inputs import generate
 from .rubric import UNVERIFIED, load_rubric, score_performance
 from .sandbox import Child, ChildError
 from .submission import SubmissionError, read_cells, scan
@@ -114,7 +112,7 @@ class Run:
     def __init__(self, lab, out: Path, *, rubric_path=None, simulated=False, gpus=1, workers=None,
                  sim_timing=False, isolate=True, quiet=False):
         self.lab_name = _labs.resolve(lab)
-        self.lab = _labs.get(self.lab_name)
+        self.lab = _labs.Lab(self.lab_name)
         self.rubric = load_rubric(self.lab_name, rubric_path)
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -169,14 +167,9 @@ class Run:
 
     # -- cases and references (parent only)
     def _build_cases(self):
-        lab, rub = self.lab, self.rubric["correctness"]
         rng = np.random.default_rng(self.secret["hidden_seed"])
-        self.cases = [dict(c, visibility="public") for c in lab.public_cases()]
-        if lab.KIND == "numeric":
-            hidden = lab.hidden_cases(rng, self.simulated, rub.get("hidden_per_function", 2))
-        else:
-            hidden = lab.hidden_cases(rng, self.simulated, rub.get("hidden_cases", 3))
-        self.cases += [dict(c, visibility="hidden") for c in hidden]
+        rub = self.rubric["correctness"]
+        self.cases = self.lab.cases(rng, self.simulated, rub)
         for i, c in enumerate(self.cases):
             c["id"] = f"t{i}"
             c["points"] = rub["public_points"] if c["visibility"] == "public" else rub["hidden_points"]
@@ -184,39 +177,19 @@ class Run:
 
     def expected(self, case):
         if case["id"] not in self._expected:
-            if self.lab.KIND == "numeric":
-                self._expected[case["id"]] = self.lab.answer(case)
-            else:
-                ins = {n: generate(s) for n, s in self.lab.input_specs(case).items()}
-                self._expected[case["id"]] = self.lab.reference(ins)
+            self._expected[case["id"]] = self.lab.reference(case)
         return self._expected[case["id"]]
 
     def functions(self):
-        if self.lab.KIND == "numeric":
-            return dict(self.lab.FUNCTIONS)
-        return {self.lab.FUNCTION: list(self.lab.PARAMS)}
+        return self.lab.functions
 
     def test_message(self, case):
-        lab = self.lab
-        if lab.KIND == "numeric":
-            return {"cmd": "test", "id": case["id"], "kind": "numeric", "function": case["function"],
-                    "args": [{"role": "value", "value": v} for v in case["args"]]}
-        return {"cmd": "test", "id": case["id"], "kind": "kernel", "function": lab.FUNCTION,
-                "args": self.kernel_args(case)}
+        return {"cmd": "test", "id": case["id"], "kind": "kernel" if self.lab.kernel else "numeric",
+                "function": self.lab.function_of(case), "args": self.kernel_args(case)}
 
     def kernel_args(self, case):
-        lab = self.lab
-        specs = lab.input_specs(case)
-        args = []
-        for p in lab.PARAMS:
-            if p == lab.OUTPUT:
-                o = lab.out_spec(case)
-                args.append({"role": "out", "name": p, "shape": o["shape"], "dtype": o["dtype"]})
-            else:
-                args.append({"role": "in", "name": p, "spec": specs[p]})
-        return args
+        return self.lab.args(case)
 
-    # -- performance reference, once per GPU per run
     def timing_cases(self):
         seed = self.secret["timing_seed"]
         return [self.lab.timing_case(self.simulated, seed + 7919 * k) for k in range(TIMING_SETS)]
@@ -247,6 +220,8 @@ class Run:
                "copy_bandwidth": r["copy_bandwidth"], "copy_windows": r["copy_windows"],
                "reference_impl": (lab.make_reference_runner.__doc__ or "").strip().split("\n")[0]}
         self.log(kind="reference", **ref)
+        for w in r.get("discarded_windows", []):
+            self.log(kind="window_discarded", id="(reference)", gpu=gpu, **w)
         self.say(f"[gpu {gpu}] reference {ref['reference_bandwidth'] / 1e12:.3f} TB/s effective, "
                  f"copy {ref['copy_bandwidth'] / 1e12:.3f} TB/s")
         return ref
@@ -439,7 +414,7 @@ class Run:
             t = {"name": case["name"], "max_score": case["points"], "score": 0, "hidden": hidden,
                  "visibility": self.hidden_visibility if hidden else "visible"}
             result["tests"].append(t)
-            fn = case.get("function", getattr(self.lab, "FUNCTION", None))
+            fn = self.lab.function_of(case)
             if fn in result["problems"]:
                 t["output"] = result["problems"][fn]
                 continue
@@ -474,9 +449,8 @@ class Run:
         lab = self.lab
         if not r.get("ok"):
             return False, f"your function raised {r.get('error')}:\n{r.get('message', '')}"
-        if lab.KIND == "numeric":
-            exp = self.expected(case)
-            return compare_number(r.get("value"), exp, rtol=lab.RTOL, what=case["name"])
+        if not lab.kernel:
+            return lab.check(r.get("value"), case, self.expected(case))
         notes = []
         if r.get("launches", 1) == 0:
             return False, ("your function launched no CUDA kernel: the lab asks for the work to be "
@@ -485,8 +459,7 @@ class Run:
             got = child.read_npy(r["files"][lab.OUTPUT])
         except (KeyError, OSError, ValueError) as e:
             return False, f"the grader could not read your output back ({e})"
-        ok, msg = compare_array(got, self.expected(case), rtol=lab.RTOL, atol=lab.ATOL,
-                                dtype_name=lab.DTYPE, what=lab.OUTPUT, shape_hint=lab.describe(case))
+        ok, msg = lab.check(got, case, self.expected(case))
         if r.get("returned") and r["returned"] != "the output array":
             notes.append(f"your function returned a new {r['returned']}; the grader reads the "
                          f"`{lab.OUTPUT}` array it passed in, so write your result there")
@@ -503,12 +476,12 @@ class Run:
         GPU by the trusted replay process, in the simulator by a fresh sandboxed child that
         only launches the recorded kernels. If they do not reproduce the answer, every
         correctness point is withdrawn."""
-        if self.lab.KIND != "kernel":
+        if not self.lab.kernel:
             return
         passed = [(c, r) for c, r, ok in result.get("_replies", {}).values() if ok]
         if not passed:
             return
-        case, r = max(passed, key=lambda cr: int(np.prod(self.lab.out_spec(cr[0])["shape"])))
+        case, r = max(passed, key=lambda cr: self.lab.out_size(cr[0]))
         fresh = dict(case, seed=int(case["seed"]) * 7 + 123457, id=case["id"] + "_replay")
         proof = {"case": case["name"]}
         try:
@@ -567,16 +540,13 @@ class Run:
             return False, self._child_problem(e, child, "replaying your kernels")
         finally:
             child.close()
-        lab = self.lab
-        return compare_array(got, self._expected_for(case), rtol=lab.RTOL, atol=lab.ATOL,
-                             dtype_name=lab.DTYPE, what=lab.OUTPUT, shape_hint=lab.describe(case))
+        return self.lab.check(got, case, self._expected_for(case))
 
     def _expected_for(self, case, cache=False):
         key = ("case", case["seed"], self.lab.describe(case))
         if key in self._expected:
             return self._expected[key]
-        ins = {n: generate(s) for n, s in self.lab.input_specs(case).items()}
-        ref = self.lab.reference(ins)
+        ref = self.lab.reference(case)
         if cache:
             with self.log_lock:
                 self._expected[key] = ref
@@ -711,6 +681,8 @@ class Run:
                     return {"ok": False, "message": f"{r.get('error')}: {r.get('message', '')}"[:1500],
                             "hang": r.get("error") == "timeout", "limit_s": limit}
                 after = gpu_foreign(gpu, {srv.pid})
+                for w in r.get("discarded_windows", []):  # the replay process's own per-window check
+                    self.log(kind="window_discarded", id=result["id"], gpu=gpu, **w)
                 if (before or after) and discarded < 3:
                     discarded += 1
                     self.log(kind="window_discarded", id=result["id"], gpu=gpu, foreign_before=before,

@@ -167,6 +167,8 @@ class Server:
         torch.zeros(1, device="cuda")  # the primary context, current on this thread
         self.sets = []
         self.lab = None
+        self.nvml_gpu = None
+        self.discarded = []
 
     def stream(self):
         cu = _cu()
@@ -196,6 +198,7 @@ class Server:
         from autograder import labs
 
         self.lab = labs.get(msg["lab"])
+        self.nvml_gpu = msg.get("nvml_gpu")
         self.sets = [self.build_set(c) for c in msg["cases"]]
         self.torch.cuda.synchronize()
         return {"ok": True, "device": self.device(), "sets": len(self.sets)}
@@ -231,12 +234,31 @@ class Server:
         return {"ok": True, "reproduced": bool(ok), "message": text, "launches": len(rec.launches)}
 
     # -- timing windows
+    def foreign(self):
+        """Processes other than this one holding the GPU (NVML, autograder/gpuwatch.py)."""
+        if self.nvml_gpu is None:
+            return []
+        try:
+            from autograder import gpuwatch
+
+            if not gpuwatch.available():
+                return []
+            return [p.describe() for p in gpuwatch.foreign(self.nvml_gpu, {os.getpid()})]
+        except Exception as e:  # noqa: BLE001  (NVML hiccup: recorded, not fatal)
+            return [f"NVML check failed: {e}"[:200]]
+
     def _windows(self, run_set, n_windows, start, before_window=None, after_window=None, verify=True):
+        """``n_windows`` windows, each checked before and after through NVML: a window during
+        which another process held the GPU is discarded (and kept in the answer) and repeated,
+        at most 2 x n_windows times."""
         torch = self.torch
         K = len(self.sets)
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        windows, bad = [], []
-        for w in range(n_windows):
+        windows, bad, self.discarded = [], [], []
+        w = -1
+        while len(windows) < n_windows:
+            w += 1
+            before = self.foreign()
             ctx = before_window() if before_window else None
             if verify:
                 for s in self.sets:
@@ -252,11 +274,15 @@ class Server:
             if after_window:
                 after_window(ctx)
             rec = {"calls": K, "order": order, "gpu_s": ms / 1e3, "per_call_s": ms / 1e3 / K}
-            if verify:
+            if verify:  # every window's outputs, kept or discarded
                 checks = [self.verify(s) for s in self.sets]
                 rec["verified"] = all(c[0] for c in checks)
                 if not rec["verified"]:
                     bad.append({"window": w, "wrong_elements": [c[1] for c in checks]})
+            after = self.foreign()
+            if (before or after) and len(self.discarded) < 2 * n_windows:
+                self.discarded.append(dict(rec, foreign_before=before, foreign_after=after))
+                continue
             windows.append(rec)
         return windows, bad
 
@@ -277,6 +303,7 @@ class Server:
         windows, bad = self._windows(run_set, int(msg.get("windows", 15)), int(msg.get("start", 0)),
                                      before, after)
         return {"ok": True, "windows": windows, "verified": not bad, "bad_windows": bad[:5],
+                "discarded_windows": self.discarded,
                 "per_call_s": statistics.median(w["per_call_s"] for w in windows),
                 "launches_per_call": len(rec.launches), "method": "replay, CUDA events"}
 
@@ -296,6 +323,7 @@ class Server:
             fn(*s)
         n = int(msg.get("windows", 15))
         wref, _ = self._windows(run_ref, n, 0, verify=False)
+        discarded = list(self.discarded)
         nbytes = 1 << 30
         pairs = [(torch.empty(nbytes, dtype=torch.uint8, device="cuda"),
                   torch.ones(nbytes, dtype=torch.uint8, device="cuda")) for _ in range(2)]
@@ -306,12 +334,12 @@ class Server:
             d.copy_(src)
 
         wcopy, _ = self._windows(run_copy, n, 0, verify=False)
-        del pairs, ref_sets
-        torch.cuda.empty_cache()
+        discarded += self.discarded
         t_ref = statistics.median(w["per_call_s"] for w in wref)
         t_copy = statistics.median(w["per_call_s"] for w in wcopy)
         return {"ok": True, "reference_s": t_ref, "reference_windows": wref, "copy_s": t_copy,
                 "copy_bandwidth": 2 * nbytes / t_copy, "copy_windows": wcopy, "device": self.device(),
+                "discarded_windows": discarded,
                 "method": "CUDA events, windows of one call per set"}
 
 

@@ -90,7 +90,7 @@ class ReplayServer:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
                                      start_new_session=True, text=True, bufsize=1)
         self.pid = self.proc.pid
-        r = self.request(timeout, cmd="setup", lab=self.lab, cases=self.cases)
+        r = self.request(timeout, cmd="setup", lab=self.lab, cases=self.cases, nvml_gpu=self.gpu)
         if not r.get("ok"):
             raise RuntimeError(f"the replay process could not set up: {r.get('message')}")
         self.device = r.get("device")
