@@ -203,13 +203,40 @@ def _executed_pages(built_book) -> list[str]:
     return executed_notebooks()
 
 
+class _OutputText(HTMLParser):
+    """The text inside the page's cell outputs (div.cell_output), nested elements included."""
+
+    VOID = {"br", "img", "hr", "meta", "link", "input", "wbr", "col", "source", "area"}
+
+    def __init__(self):
+        super().__init__()
+        self.depth = 0  # open elements since entering a cell_output (0: outside)
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            return
+        if self.depth:
+            self.depth += 1
+        elif tag == "div" and "cell_output" in (dict(attrs).get("class") or "").split():
+            self.depth = 1
+
+    def handle_endtag(self, tag):
+        if self.depth and tag not in self.VOID:
+            self.depth -= 1
+            if not self.depth:
+                self.parts.append("\n")
+
+    def handle_data(self, data):
+        if self.depth:
+            self.parts.append(data)
+
+
 def _outputs_text(html: str) -> str:
     """The text of the page's cell outputs (not its prose, which may name the simulator)."""
-    import html as html_lib
-
-    blocks = re.findall(r'<div class="cell_output[^"]*"[^>]*>(.*?)</div>\s*</div>\s*</div>',
-                        html, re.S)
-    return html_lib.unescape(re.sub(r"<[^>]+>", "", "\n".join(blocks)))
+    parser = _OutputText()
+    parser.feed(html)
+    return "".join(parser.parts)
 
 
 def test_each_chapter_page_says_whose_outputs_it_shows(built_book):
