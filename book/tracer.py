@@ -259,17 +259,19 @@ class Trace:
         return None
 
     # -- pictures -------------------------------------------------------------------------
-    def show(self, array: str, ax=None, kind=None, max_cols: int = 64):
+    def show(self, array: str, ax=None, kind=None, max_cols: int = 32, limit: int = 256):
         """Draw ``array`` as cells coloured by the warp that touched them, labelled by thread.
 
-        The GPU-Puzzles picture, for memory traffic: a 1-D array is drawn in rows of
-        ``max_cols`` cells; unvisited cells stay white.
+        The GPU-Puzzles picture, for memory traffic: the first ``limit`` elements in rows of
+        ``max_cols`` cells (32 float32 cells are one warp's coalesced load); each cell is
+        labelled with the thread (within its block) that touched it first; unvisited cells
+        stay white.
         """
         import matplotlib.pyplot as plt
         from matplotlib.patches import Rectangle
 
         shape, _dtype, _space = self.arrays[array]
-        n = int(np.prod(shape))
+        n = min(int(np.prod(shape)), limit)
         cols = shape[-1] if len(shape) == 2 and shape[-1] <= max_cols else min(max_cols, n)
         rows = math.ceil(n / cols)
         owner = {}
@@ -568,7 +570,8 @@ def trace_call(fn, *args, names=None, max_threads: int = MAX_THREADS,
     kernel it launches, in the simulator.
 
     ``fn`` may be given as ``"package.module:function"``: then a GPU session traces it too,
-    in a simulator process (arguments must be NumPy arrays or plain values there).
+    in a simulator process. Given so, its NumPy array arguments are handed to it as (simulated)
+    device arrays and the results copied back into them, in either kind of session.
 
     Arrays are named by the argument of ``fn`` they are (``names``, default ``fn``'s
     parameter names), else by the kernel's parameter; a launch over ``max_threads`` threads
@@ -586,7 +589,16 @@ def trace_call(fn, *args, names=None, max_threads: int = MAX_THREADS,
         job = {"what": "call", "fn": name, "names": names, "max_threads": max_threads,
                "timeout_s": timeout_s, "max_accesses": max_accesses, "kwargs": kwargs}
         return _in_simulator_process(job, tuple(args), timeout_s)
-    fn = _resolve(fn)
+    if isinstance(fn, str):  # a named function takes device arrays: give it the simulator's
+        from numba import cuda
+
+        dev = [cuda.to_device(a) if isinstance(a, np.ndarray) and a.ndim else a for a in args]
+        t = trace_call(_resolve(fn), *dev, names=names, max_threads=max_threads,
+                       timeout_s=timeout_s, max_accesses=max_accesses, **kwargs)
+        for a, d in zip(args, dev):
+            if d is not a:
+                a[...] = d.copy_to_host()
+        return t
     import inspect
 
     from numba.cuda.simulator import kernel as simkernel
@@ -798,17 +810,10 @@ def _child_main() -> int:  # python -m book.tracer (the subprocess above)
                            names=job["names"], shared_bytes=job["shared_bytes"],
                            max_threads=job["max_threads"], timeout_s=job["timeout_s"],
                            max_accesses=job["max_accesses"])
-        else:  # a host function takes device arrays: give it the simulator's, copy back after
-            from numba import cuda
-
-            dev = [cuda.to_device(a) if isinstance(a, np.ndarray) and a.ndim else a
-                   for a in job["args"]]
-            t = this.trace_call(job["fn"], *dev, names=job["names"],
+        else:
+            t = this.trace_call(job["fn"], *job["args"], names=job["names"],
                                 max_threads=job["max_threads"], timeout_s=job["timeout_s"],
                                 max_accesses=job["max_accesses"], **job["kwargs"])
-            for a, d in zip(job["args"], dev):
-                if d is not a:
-                    a[...] = d.copy_to_host()
     except this.TracerError as exc:
         print(exc, file=sys.stderr)
         return 1
