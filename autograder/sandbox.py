@@ -19,6 +19,18 @@ AUTOGRADER_ALLOW_UNCONTAINED=1).
 Budgets: a watchdog thread per child meters what the submission's processes hold, summed
 over all of them (host memory from /proc; GPU memory from NVML, see gpuwatch.py), and stops
 the submission the moment one is over budget, saying which, by how much and what to do.
+
+For the grader:
+- ``resolve_containment()`` once at the start of a run: raises ContainmentUnavailable (a
+  SystemExit with cause and fix) where student code cannot be contained; ``Child`` raises it too.
+- ``Child(..., limits={"mem_bytes": .., "gpu_mem_bytes": ..})``: the budgets (GPU default:
+  GPU_BUDGET_FRACTION of the device). Over budget: ChildError("memory", message).
+- ``child.pids()`` (host PIDs now), ``child.pids_seen``, ``child.init_pid()``.
+- after ``child.close()``: ``child.survivors()`` ([] when containment held) and, where
+  ``gpuwatch.available()``, ``child.gpu_leftovers()`` ([] when none of its processes holds a
+  GPU); ``child.report()`` for measurements.jsonl.
+- before a timing window: ``gpuwatch.foreign(gpu, open_children_pids())`` ([] when no process
+  outside the grader's open children holds that GPU).
 """
 
 from __future__ import annotations
