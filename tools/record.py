@@ -40,6 +40,31 @@ from tools import recordings
 from tools.recordings import ROOT
 
 
+# What executing a chapter needs beyond numba, torch, numpy and matplotlib: the Jupyter stack,
+# which the device machine's image lacks. `--wheel-list` prints them pinned to this venv's
+# versions for `pip download` (CONTRIBUTING.md); ipywidgets' front-end bundles are left out.
+JUPYTER_STACK = (
+    "nbclient", "nbformat", "jupyter_client", "jupyter_core", "ipykernel", "ipython",
+    "ipython_pygments_lexers", "traitlets", "pyzmq", "tornado", "comm", "debugpy",
+    "matplotlib-inline", "nest_asyncio", "platformdirs", "fastjsonschema", "jsonschema",
+    "jsonschema-specifications", "referencing", "rpds-py", "decorator", "jedi", "parso",
+    "pexpect", "ptyprocess", "prompt_toolkit", "wcwidth", "stack_data", "executing",
+    "asttokens", "pure_eval", "ipywidgets", "anywidget", "psygnal",
+)
+
+
+def wheel_list() -> list[str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    pins = []
+    for dist in JUPYTER_STACK:
+        try:
+            pins.append(f"{dist}=={version(dist)}")
+        except PackageNotFoundError:
+            pins.append(dist)
+    return pins
+
+
 def gpu_slug(name: str | None) -> str:
     """'NVIDIA H100 80GB HBM3' -> 'h100' (the records folder of that GPU)."""
     if not name:
@@ -230,10 +255,16 @@ def main(argv=None) -> int:
                          "killed, later ones are not started, and the bundle is still written "
                          "(e.g. 500 inside the device tool's 600 s)")
     ap.add_argument("--cell-timeout", type=int, default=300, help="seconds per cell")
+    ap.add_argument("--wheel-list", action="store_true",
+                    help="print the Jupyter packages a GPU machine without them needs, pinned "
+                         "to this environment's versions")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--to", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("chapters", nargs="*", help="default: every chapter the book executes")
     args = ap.parse_args(argv)
+    if args.wheel_list:
+        print(" ".join(wheel_list()))
+        return 0
     if args.one:
         return _execute_one(args.one, args.to, args.cell_timeout)
     if args.install:
