@@ -330,3 +330,19 @@ def test_gpu_memory_budget_stops_the_memory_grab():
     time.sleep(1.0)
     free1, _ = gpuwatch.memory(0)
     assert free1 > free0 - (1 << 30), "the GPU memory was not given back"
+
+
+def test_without_nvml_the_watch_says_so_and_never_reports_a_clean_gpu():
+    """On a machine with no NVIDIA driver, NVML is unavailable with its reason, and asking
+    for the GPU's processes raises that reason instead of answering 'none'."""
+    if gpuwatch.available():
+        procs = gpuwatch.processes(max_age=0)
+        assert all(p.used_bytes is None or p.used_bytes >= 0 for p in procs)
+        assert gpuwatch.unavailable_reason() == "" and "driver" in gpuwatch.backend()
+        return
+    why = gpuwatch.unavailable_reason()
+    assert "NVML is not available" in why and "libnvidia-ml.so.1" in why
+    with pytest.raises(RuntimeError, match="NVML is not available"):
+        gpuwatch.processes(0)
+    with pytest.raises(RuntimeError, match="NVML is not available"):
+        gpuwatch.foreign(0, set())
