@@ -233,7 +233,7 @@ def newer_ptx(bump):
         i = cuda.grid(1)
         if i < a.size:
             a[i] += 1
-    ptx, _ = cuda.compile_ptx_for_current_device(k, "float32[:]")
+    ptx, _ = cuda.compile_ptx_for_current_device(k, "void(float32[:])")
     m = re.search(r"^\\.version (\\d+)\\.(\\d+)", ptx, re.M)
     new = "%s.%d" % (m.group(1), int(m.group(2)) + bump)
     return ptx.replace(m.group(0), ".version " + new, 1), m.group(0), new

@@ -74,10 +74,13 @@ def norm(name):
 def versions():
     return {{norm(d.metadata["Name"]): d.version for d in md.distributions()}}
 
-def modules(dist):  # the module names a distribution's files hold
-    names = (f.parts[:-1] + (f.name.split(".")[0],) for f in dist.files or ()
+def modules(dist):  # its modules, less the startup hooks its .pth files load
+    files = dist.files or ()
+    hooks = {{m for f in files if f.suffix == ".pth"
+             for m in re.findall(r"import (\\w+)", f.read_text() or "")}}
+    names = (f.parts[:-1] + (f.name.split(".")[0],) for f in files
              if f.suffix in (".py", ".so"))
-    return {{".".join(p).removesuffix(".__init__") for p in names}}
+    return {{".".join(p).removesuffix(".__init__") for p in names}} - hooks
 
 if colab and installed_commit() != PIN:
     import ctypes
