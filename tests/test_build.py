@@ -180,6 +180,7 @@ def test_recorded_outputs_are_published_and_the_chapter_still_runs_in_the_simula
     assert "recorded on the GPU: 42" in good and "course-outputs-recorded" in raw
     assert "Outputs recorded on an NVIDIA H100 80GB HBM3" in good and "2026-11-22" in good
     assert "c0ffeec" in good and "python -m tools.record" in good
+    assert "/blob/main/records/chapters/h100/good.ipynb" in raw  # the record, for its provenance
     assert raw.count("const THEBE_JS_URL") == 1, "THEBE_JS_URL declared twice"
     edited = (tmp_path / "_build/html/chapters/edited.html").read_text()
     assert "recorded on the GPU" not in edited and "course-outputs-simulator" in edited

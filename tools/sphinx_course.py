@@ -36,7 +36,8 @@ def _para(*parts) -> nodes.paragraph:
     return p
 
 
-def _recorded_note(rec: recordings.Recording, repo_url: str) -> nodes.admonition:
+def _recorded_note(rec: recordings.Recording, repo_url: str,
+                   branch: str = "main") -> nodes.admonition:
     prov = rec.provenance
     sha = prov.get("commit") or ""
     versions = ", ".join(f"{k.replace('_', '-')} {prov[k]}" for k in ("numba_cuda", "torch")
@@ -56,6 +57,11 @@ def _recorded_note(rec: recordings.Recording, repo_url: str) -> nodes.admonition
         nodes.literal("", "python -m tools.record"),
         ". Running the notebook shows your own outputs: your GPU's timings, or, with no GPU, "
         "the CUDA simulator's (correct results, nothing timed).")
+    if repo_url and rec.path is not None:
+        rel = f"records/chapters/{rec.path.parent.name}/{rec.path.name}"
+        note += _para("The recording, with its full provenance: ", nodes.reference(
+            "", "", nodes.literal("", rel),
+            refuri=f"{repo_url.rstrip('/')}/blob/{branch}/{rel}"), ".")
     return note
 
 
@@ -78,8 +84,10 @@ def add_outputs_note(app, doctree) -> None:
     if src not in _executed():
         return
     rec = recordings.find(src, root=Path(app.srcdir))
-    repo_url = (app.config.html_theme_options or {}).get("repository_url", "")
-    note = _recorded_note(rec, repo_url) if rec.usable else _simulator_note(rec)
+    theme = app.config.html_theme_options or {}
+    repo_url = theme.get("repository_url", "")
+    note = (_recorded_note(rec, repo_url, theme.get("repository_branch") or "main")
+            if rec.usable else _simulator_note(rec))
     section = doctree.next_node(nodes.section)
     if section is None:
         doctree.insert(0, note)
