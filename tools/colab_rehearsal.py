@@ -250,10 +250,13 @@ except Exception as e:
 ERROR_CASES = {
     "no_gpu": ({"CUDA_VISIBLE_DEVICES": ""}, "    cuda.to_device(np.zeros(4, np.float32))"),
     "out_of_memory": ({}, "    cuda.device_array(2**40 // 4, dtype=np.float32)  # 1 TiB"),
-    "driver_older_than_ptx": ({}, (
+    # EAGER: with lazy loading the driver would JIT the PTX only at the first launch
+    "driver_older_than_ptx": ({"CUDA_MODULE_LOADING": "EAGER"}, (
+        "    import re\n"
         "    ptx, old, new = newer_ptx(5)\n"
         "    detail.update(ptx_version_written=old, ptx_version_loaded=new)\n"
-        "    cuda.current_context().create_module_ptx(ptx)  # the driver loads the PTX")),
+        "    mod = cuda.current_context().create_module_ptx(ptx)  # the driver loads the PTX\n"
+        "    mod.get_function(re.search('[.]entry ([A-Za-z0-9_]+)', ptx).group(1))")),
     "nvjitlink_older_than_ptx_link": ({}, (
         "    import os, tempfile\n"
         "    ptx, old, new = newer_ptx(5)\n"
