@@ -16,6 +16,7 @@ except ModuleNotFoundError:  # Python 3.10
         raise SystemExit("reading rubrics needs Python 3.11+ (tomllib) or `pip install tomli`") from e
 
 HERE = Path(__file__).resolve().parent
+NOT_MEASURED_NO_GPU = "not measured: no GPU (kernels ran in Numba's CUDA simulator, which cannot time)"
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 UNVERIFIED = ("the replayed launches did not leave the right result in every output of every timed "
               "window: the kernel skipped or cached work, or does not compute the answer on its own")

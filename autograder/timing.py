@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
 import stat
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
+
+from .compare import compare_array
+from .rubric import NOT_MEASURED_NO_GPU, UNVERIFIED, score_performance
+from .sandbox import ChildError
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_RECORDING_BYTES = 3 << 30
@@ -159,3 +167,212 @@ class ReplayServer:
             except Exception:  # noqa: BLE001
                 pass
         self.kill()
+
+
+# --------------------------------------------------------------------------- the clock
+TIMING_SETS = 4          # input/output sets of a timing window: every call of a window on its own set
+TIMING_WINDOWS = 10      # windows per replay request; three requests, windows pooled
+STALE = ("called again on the same arrays with new contents, your function did not compute the new "
+         "answer: it skipped or cached work it had seen (performance points need a function that "
+         "computes every call)")
+def gpu_foreign(gpu: int, allowed: set) -> list:
+    """Processes other than ``allowed`` doing work on the GPU, through NVML (autograder/gpuwatch.py);
+    [] where NVML is not available (the simulator, or no driver library)."""
+    try:
+        from . import gpuwatch
+    except ImportError:
+        return []
+    fn = getattr(gpuwatch, "foreign", None)
+    if fn is None:
+        return []
+    try:
+        return [dict(p) if isinstance(p, dict) else {"process": str(p)} for p in fn(gpu, allowed)]
+    except Exception as e:  # noqa: BLE001  (NVML hiccup: say so, do not block grading)
+        return [{"nvml_error": f"{type(e).__name__}: {e}"[:200]}]
+
+
+class Timing:
+    """The timing part of a grading run (mixed into grade.Run): the function called once on the
+    timing shape and recorded (phase 1), the recording timed by the replay process (phase 2)."""
+
+    def timing_cases(self):
+        seed = self.secret["timing_seed"]
+        return [self.lab.timing_case(self.simulated, seed + 7919 * k) for k in range(TIMING_SETS)]
+
+    def server(self, gpu: int) -> ReplayServer:
+        """The trusted replay process of one GPU (autograder/replay.py), started on first use."""
+        if gpu not in self.servers:
+            srv = ReplayServer(gpu, self.lab_name, self.timing_cases(), self.log)
+            srv.start()
+            self.servers[gpu] = srv
+        return self.servers[gpu]
+
+    def measure_reference(self, gpu: int):
+        """The lab's reference and a device copy, timed by the replay process exactly as a
+        submission's replay is (CUDA events, one call per input set in each window)."""
+        lab = self.lab
+        with self.server_locks[gpu]:
+            srv = self.server(gpu)
+            r = srv.request(600, cmd="reference", windows=6 * TIMING_WINDOWS)
+        if not r.get("ok"):
+            raise ChildError("reference failed", r.get("message", ""))
+        case = self.timing_cases()[0]
+        t_ref = r["reference_s"]
+        ref = {"gpu": gpu, "case": case, "device": r.get("device"), "method": r.get("method"),
+               "reference_s": t_ref, "reference_windows": r["reference_windows"],
+               "reference_bandwidth": lab.min_bytes(case) / t_ref,
+               "reference_flops_per_s": lab.flops(case) / t_ref,
+               "copy_bandwidth": r["copy_bandwidth"], "copy_windows": r["copy_windows"],
+               "reference_impl": (lab.make_reference_runner.__doc__ or "").strip().split("\n")[0]}
+        self.log(kind="reference", **ref)
+        for w in r.get("discarded_windows", []):
+            self.log(kind="window_discarded", id="(reference)", gpu=gpu, **w)
+        self.say(f"[gpu {gpu}] reference {ref['reference_bandwidth'] / 1e12:.3f} TB/s effective, "
+                 f"copy {ref['copy_bandwidth'] / 1e12:.3f} TB/s")
+        return ref
+
+
+    def run_timing(self, child, result, gpu):
+        lab, perf = self.lab, self.perf
+        pts = perf["points"]
+        p = {"name": "performance", "max_score": pts, "score": 0, "visibility": "visible"}
+        result["tests"].append(p)
+        if not all(t["score"] == t["max_score"] for t in result["tests"][:-1]):
+            p["output"] = "not measured: performance points need every correctness test to pass"
+            result["performance"] = {"status": "skipped: correctness"}
+            return
+        case = dict(self.timing_cases()[0], id="timing")
+        case2 = self.timing_cases()[1]
+        size = int(np.prod(lab.out_spec(case2)["shape"]))
+        pos = np.sort(np.random.default_rng(secrets.randbits(32)).choice(size, min(size, 65536), replace=False))
+        try:
+            r = self.ask(child, self.limits.get("test_s", 60) * 2, **self.test_message(case),
+                         again=self.kernel_args(case2), again_positions=pos.tolist())
+            if not r.get("ok"):
+                p["output"] = (f"timing setup failed: your function raised {r.get('error')}: "
+                               f"{r.get('message', '')}")
+                return
+            folder = copy_recording(child.workdir, r.get("recording", ""), self._rec_dir(result, "timing"))
+        except ChildError as e:
+            p["output"] = self._child_problem(e, child, "recording the launches to time")
+            return
+        except RecordingError as e:
+            p["output"] = f"not measured: {e}"
+            return
+        info = {"recording": recording_summary(folder), "shape": lab.describe(case),
+                "bytes": lab.min_bytes(case), "flops": lab.flops(case)}
+        # the function itself, called again on the same arrays with new contents, must give the
+        # new answer: a function that caches by array identity is wrong (and is flagged)
+        try:
+            got = child.read_npy(r["again"]) if r.get("again") else None
+        except (OSError, ValueError):
+            got = None
+        exp = self._expected_for(case2, cache=True).reshape(-1)[pos]
+        info["fresh_call_ok"] = bool(got is not None and compare_array(
+            got, exp, rtol=lab.RTOL, atol=lab.ATOL, dtype_name=lab.DTYPE)[0])
+        if self.simulated:  # --sim-timing: the recording is replayed (correctness only), nothing timed
+            ok, msg = self._replay_sim(folder, case, result.get("_cells"))
+            ok_all = ok and info["fresh_call_ok"]
+            info.update(verified=ok_all, method="replay in a fresh simulator child (not timed)",
+                        launches_per_call=info["recording"]["launches"],
+                        flags=([] if ok else [UNVERIFIED]) + ([] if info["fresh_call_ok"] else [STALE]),
+                        status="simulator (test mode): not a performance measurement")
+            p["output"] = NOT_MEASURED_NO_GPU + "".join("\nFLAGGED: " + f for f in info["flags"])
+            result["performance"] = info
+            self.log(kind="timing", id=result["id"], **info)
+            return
+        # on a GPU the recording is timed later, when no submission's process is alive (grade())
+        result["_timing"] = {"folder": str(folder), "info": info, "gpu": gpu}
+
+    def time_pending(self, result):
+        """Phase 2 of a GPU run: time a recording with the trusted replay process while no
+        submission's process exists, then score it."""
+        lab, perf = self.lab, self.perf
+        pts = perf["points"]
+        pend = result.pop("_timing")
+        gpu, folder, info = pend["gpu"], Path(pend["folder"]), pend["info"]
+        p = next(t for t in result["tests"] if t["name"] == "performance")
+        case = self.timing_cases()[0]
+        timed = self.replay_timed(result, gpu, folder)
+        info.update(timed)
+        if not timed.get("ok"):
+            p["output"] = f"not measured: {timed.get('message')}"
+            if timed.get("hang"):
+                p["output"] = (f"0 points: the recorded launches did not finish on the GPU within "
+                               f"{timed.get('limit_s', 0):.0f} s when the grader replayed them (a hang); "
+                               "the replay was stopped")
+            result["performance"] = info
+            self.log(kind="timing", id=result["id"], **info)
+            return
+        per = timed["per_call_s"]
+        info["per_rep_s"] = per
+        info["bandwidth"] = info["bytes"] / per
+        info["flops_per_s"] = info["flops"] / per
+        if gpu not in self.reference:
+            p["output"] = ("not measured: the reference could not be measured on this GPU "
+                           f"({getattr(self, 'reference_error', 'unknown error')})")
+            result["performance"] = info
+            return
+        ref = self.reference[gpu]
+        info["reference"] = {k: ref[k] for k in ("reference_s", "reference_bandwidth", "copy_bandwidth",
+                                                  "reference_flops_per_s", "device")}
+        score = score_performance(lab.PERF_METRIC, perf, per_s=per, bandwidth=info["bandwidth"],
+                                  reference_s=ref["reference_s"], copy_bandwidth=ref["copy_bandwidth"],
+                                  verified=timed["verified"])
+        if not info.get("fresh_call_ok", True):
+            score["flags"].append(STALE)
+            score["points"] = 0.0
+        info.update(score)
+        peak = (ref.get("device") or {}).get("peak_bandwidth")
+        info["fraction_of_peak"] = info["bandwidth"] / peak if peak else None
+        p["score"] = score["points"]
+        zero, full = perf["zero_at"], perf["full_at"]
+        unit = (f"{info['bandwidth'] / 1e12:.3f} TB/s effective" if lab.PERF_METRIC == "bandwidth"
+                else f"{info['flops_per_s'] / 1e12:.2f} TFLOP/s")
+        p["output"] = (f"{unit} on {lab.describe(case)}: {score['fraction']:.1%} of the reference "
+                       f"measured on this GPU in this run"
+                       + (f", {info['fraction_of_peak']:.1%} of theoretical peak bandwidth"
+                          if info["fraction_of_peak"] and lab.PERF_METRIC == "bandwidth" else "")
+                       + f"; {p['score']}/{pts} points (0 at {zero:.0%}, full at {full:.0%}). Timed by the "
+                       f"grader replaying the {timed['launches_per_call']} launch(es) your function made, "
+                       "on its own inputs, in its own process")
+        if score["flags"]:
+            p["output"] += "\nFLAGGED: " + "\nFLAGGED: ".join(score["flags"])
+        result["performance"] = info
+        self.log(kind="timing", id=result["id"], **info)
+
+    def replay_timed(self, result, gpu, folder) -> dict:
+        """Three replay requests of TIMING_WINDOWS windows each, made when no submission's process
+        is alive. Before and after each, NVML must show no process but the replay process holding
+        the GPU; a request that overlapped a foreign process is discarded, logged in
+        measurements.jsonl and repeated (at most 3 times, then kept and said so)."""
+        limit = float(self.limits.get("replay_s", 60))
+        windows, verified, discarded, launches = [], True, 0, None
+        rng = np.random.default_rng(secrets.randbits(32))
+        with self.server_locks[gpu]:
+            srv = self.server(gpu)
+            done = 0
+            while done < 3:
+                before = gpu_foreign(gpu, {srv.pid})
+                r = srv.request(limit, cmd="time", dir=str(folder), windows=TIMING_WINDOWS,
+                                start=int(rng.integers(0, TIMING_SETS)))
+                if not r.get("ok"):
+                    return {"ok": False, "message": f"{r.get('error')}: {r.get('message', '')}"[:1500],
+                            "hang": r.get("error") == "timeout", "limit_s": limit}
+                after = gpu_foreign(gpu, {srv.pid})
+                for w in r.get("discarded_windows", []):  # the replay process's own per-window check
+                    self.log(kind="window_discarded", id=result["id"], gpu=gpu, **w)
+                if (before or after) and discarded < 3:
+                    discarded += 1
+                    self.log(kind="window_discarded", id=result["id"], gpu=gpu, foreign_before=before,
+                             foreign_after=after, windows=r["windows"])
+                    continue
+                windows += r["windows"]
+                verified &= bool(r["verified"])
+                launches = r["launches_per_call"]
+                done += 1
+        per = statistics.median(w["per_call_s"] for w in windows)
+        self.log(kind="timing_windows", id=result["id"], gpu=gpu, windows=windows, discarded=discarded)
+        return {"ok": True, "per_call_s": per, "verified": verified, "windows": len(windows),
+                "discarded_requests": discarded, "launches_per_call": launches,
+                "method": "trusted replay of the recorded launches, CUDA events"}

@@ -1,0 +1,218 @@
+"""Judging one submission: its tests, each compared with the float64 reference (lab.check),
+and the kernel proof (the recorded launches replayed on fresh inputs without calling the
+student's function). A part of grade.Run (it shares the run's lab, cases, log and sandbox
+settings)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+from .sandbox import Child, ChildError
+from .timing import RecordingError, copy_recording, recording_summary
+
+# In the simulator each launch extends a test's deadline by this much per simulated thread
+# (the simulator runs a few thousand threads a second), up to SIM_DEADLINE_CAP_S in all.
+SIM_S_PER_THREAD = 1e-3
+SIM_DEADLINE_CAP_S = 600
+NOT_REPRODUCED = ("the kernels your function launched, replayed by the grader on fresh inputs without "
+                  "calling your function, did not compute the answer. Correctness points need the work "
+                  "done by kernels: a result computed on the host and copied into `out` earns nothing")
+
+def too_large_message(what: str) -> str:
+    return (f"not run in the simulator: {what} is too large to simulate (Numba's CUDA simulator runs a "
+            "few thousand threads a second; the grader simulates at most 65,536 threads per launch). "
+            "This says nothing about your code: grade this submission on a GPU (or size the grid "
+            "to the data when you test in the simulator)")
+
+
+class Judging:
+    """The judging part of a grading run (mixed into grade.Run)."""
+
+    def _child_problem(self, e: ChildError, child, during: str) -> str:
+        tail = child.output_text()[-1500:] if child else ""
+        if e.reason == "timeout":
+            msg = f"stopped after {e.detail.split('within ')[-1]} while {during}: an infinite loop, or far too slow"
+        elif e.reason == "memory":
+            msg = f"stopped while {during}: {e.detail}"
+        elif e.reason == "died":
+            msg = f"the process died while {during}: {e.detail}"
+        else:
+            msg = f"{e.reason} while {during}: {e.detail}"
+        if tail.strip():
+            msg += f"\n\nlast output:\n{tail}"
+        return msg
+
+    def ask(self, child, timeout: float, **msg) -> dict:
+        """One request to a student child. In the simulator the child announces each launch
+        with its number of threads; the deadline grows with it (the simulator's speed is not
+        the student's), up to SIM_DEADLINE_CAP_S."""
+        child.send(**msg)
+        t0 = time.monotonic()
+        deadline, cap = t0 + timeout, t0 + max(timeout, SIM_DEADLINE_CAP_S)
+        threads = 0
+        while True:
+            try:
+                ev = child.recv(max(0.05, deadline - time.monotonic()))
+            except ChildError as e:
+                if e.reason == "timeout":
+                    what = (f"; a simulated launch of {threads:,} threads was running" if threads else "")
+                    raise ChildError("timeout", f"no answer within {time.monotonic() - t0:.0f} s{what}")
+                raise
+            if ev.get("event") == "launch" and self.simulated:
+                threads = int(ev.get("threads", 0))
+                deadline = min(cap, max(deadline, time.monotonic() + timeout) + threads * SIM_S_PER_THREAD)
+                continue
+            return ev
+
+    def run_tests(self, child, result):
+        dead = None
+        result["_replies"] = {}
+        for case in self.cases:
+            hidden = case["visibility"] == "hidden"
+            if hidden and "public_output_len" not in result:
+                time.sleep(0.05)  # let the output drain catch up with what the public cases printed
+                result["public_output_len"] = len(child.output)
+            t = {"name": case["name"], "max_score": case["points"], "score": 0, "hidden": hidden,
+                 "visibility": self.hidden_visibility if hidden else "visible"}
+            result["tests"].append(t)
+            fn = self.lab.function_of(case)
+            if fn in result["problems"]:
+                t["output"] = result["problems"][fn]
+                continue
+            if dead:
+                t["output"] = f"not run: {dead}"
+                continue
+            try:
+                r = self.ask(child, self.limits.get("test_s", 60), **self.test_message(case))
+            except ChildError as e:
+                t["output"] = self._child_problem(e, child, f"running test '{case['name']}'")
+                dead = f"an earlier test ('{case['name']}') stopped the process"
+                continue
+            if r.get("too_large"):
+                t["output"] = too_large_message(r["too_large"])
+                result["status"] = "needs a GPU"
+                result["problems"]["simulator"] = t["output"]
+                dead = "the simulator cannot run this submission's launches (see above)"
+                continue
+            ok, msg = self.judge(case, r, child)
+            if not ok and "OUT_OF_MEMORY" in msg.upper().replace(" ", "_") and self._active > 1:
+                result["_oom"] = f"test '{case['name']}': {msg[:300]}"
+            t["output"] = msg
+            t["score"] = case["points"] if ok else 0
+            result["_replies"][case["id"]] = (case, r, ok)
+            if r.get("cuda_error"):
+                dead = (f"a CUDA error in test '{case['name']}' (e.g. an illegal memory access) "
+                        "leaves the GPU context unusable for the rest of this submission")
+            self.log(kind="test", id=result["id"], test=case["name"], ok=ok, hidden=hidden,
+                     seconds=r.get("seconds"), launches=r.get("launches"), message=msg[:2000])
+
+    def judge(self, case, r, child):
+        lab = self.lab
+        if not r.get("ok"):
+            return False, f"your function raised {r.get('error')}:\n{r.get('message', '')}"
+        if not lab.kernel:
+            return lab.check(r.get("value"), case, self.expected(case))
+        notes = []
+        if r.get("launches", 1) == 0:
+            return False, ("your function launched no CUDA kernel: the lab asks for the work to be "
+                           "done by a Numba CUDA kernel on the GPU")
+        try:
+            got = child.read_npy(r["files"][lab.OUTPUT])
+        except (KeyError, OSError, ValueError) as e:
+            return False, f"the grader could not read your output back ({e})"
+        ok, msg = lab.check(got, case, self.expected(case))
+        if r.get("returned") and r["returned"] != "the output array":
+            notes.append(f"your function returned a new {r['returned']}; the grader reads the "
+                         f"`{lab.OUTPUT}` array it passed in, so write your result there")
+        if r.get("modified_inputs"):
+            ok = False
+            notes.append(f"your function changed its input(s) {', '.join(r['modified_inputs'])}: "
+                         "inputs must be left as they were (the next layer reads them)")
+        return ok, msg + ("".join("\n" + n for n in notes))
+
+    # -- correctness needs kernels: replay the recorded launches on fresh inputs
+    def prove_kernels(self, child, result, cells, gpu):
+        """The launches recorded during the largest passing kernel test are replayed on fresh
+        inputs of the same shape (another seed), without calling the student's function: on a
+        GPU by the trusted replay process, in the simulator by a fresh sandboxed child that
+        only launches the recorded kernels. If they do not reproduce the answer, every
+        correctness point is withdrawn."""
+        if not self.lab.kernel:
+            return
+        passed = [(c, r) for c, r, ok in result.get("_replies", {}).values() if ok]
+        if not passed:
+            return
+        case, r = max(passed, key=lambda cr: self.lab.out_size(cr[0]))
+        fresh = dict(case, seed=int(case["seed"]) * 7 + 123457, id=case["id"] + "_replay")
+        proof = {"case": case["name"]}
+        try:
+            folder = copy_recording(child.workdir, r.get("recording", ""), self._rec_dir(result, "proof"))
+            proof.update(recording_summary(folder))
+            if self.simulated:
+                ok, msg = self._replay_sim(folder, fresh, cells)
+            else:
+                with self.server_locks[gpu]:
+                    rr = self.server(gpu).request(self.limits.get("test_s", 60) * 4, cmd="check",
+                                                  dir=str(folder), case=fresh)
+                ok, msg = bool(rr.get("reproduced")), rr.get("message", "")
+                if not rr.get("ok"):
+                    ok, msg = False, f"{rr.get('error')}: {rr.get('message', '')}"
+        except (RecordingError, ChildError) as e:
+            ok, msg = False, str(getattr(e, "detail", "") or e)
+        proof.update(reproduced=ok, message=msg[:1000])
+        result["kernel_proof"] = proof
+        self.log(kind="kernel_proof", id=result["id"], **proof)
+        if ok:
+            return
+        note = NOT_REPRODUCED + ("" if case["visibility"] == "hidden" else f" ({msg.strip()[:600]})")
+        for t in result["tests"]:
+            if t["score"] > 0 and t["name"] != "performance":
+                t["score"] = 0
+                t["output"] = t.get("output", "") + "\n" + note
+        result["problems"]["kernels"] = note
+
+    def _rec_dir(self, result, what):
+        d = self.scratch / f"{result['id']}-{what}"
+        shutil.rmtree(d, ignore_errors=True)
+        return d
+
+    def _replay_sim(self, folder, case, cells):
+        """A fresh sandboxed child loads the notebook (its kernels), then launches only the
+        recorded kernels on inputs it generates from the fresh case: never the function."""
+        child = Child(mode="student", functions=self.functions(), cells=cells, simulated=True,
+                      limits=self._child_limits(), hide=self._hide_paths(), isolate=self.isolate,
+                      drop_uid=self.drop_uid)
+        try:
+            dest = child.workdir / "recording"
+            shutil.copytree(folder, dest)
+            for q in [dest, *dest.iterdir()]:
+                os.chmod(q, 0o755 if q.is_dir() else 0o644)
+            ev = child.recv(self.limits.get("load_s", 120))
+            if ev.get("event") == "ready":
+                ev = self.ask(child, self.limits.get("load_s", 120), cmd="load")
+            if ev.get("event") != "loaded":
+                return False, f"the notebook could not be loaded again for the replay: {str(ev)[:300]}"
+            r = self.ask(child, self.limits.get("test_s", 60), cmd="replay", recording_dir=str(dest),
+                         args=self.kernel_args(case))
+            if not r.get("ok"):
+                return False, f"{r.get('error')}: {r.get('message', '')}"
+            got = child.read_npy(r["file"])
+        except ChildError as e:
+            return False, self._child_problem(e, child, "replaying your kernels")
+        finally:
+            child.close()
+        return self.lab.check(got, case, self._expected_for(case))
+
+    def _expected_for(self, case, cache=False):
+        key = ("case", case["seed"], self.lab.describe(case))
+        if key in self._expected:
+            return self._expected[key]
+        ref = self.lab.reference(case)
+        if cache:
+            with self.log_lock:
+                self._expected[key] = ref
+        return ref
+
+    # -- performance: the recorded launches, replayed and timed by the trusted process
