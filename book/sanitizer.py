@@ -49,8 +49,8 @@ class Finding:
     def sentence(self) -> str:
         where = f"{Path(self.file).name}, line {self.line}" if self.file else "a kernel"
         if self.tool == "racecheck":
-            return (f"racecheck: {self.what} at {where}: threads of one block touch the same "
-                    "shared-memory word with no cuda.syncthreads() between them")
+            return (f"racecheck: {self.what} at {where} ({self.detail}): threads of one block "
+                    "touch the same shared-memory word with no cuda.syncthreads() between them")
         return f"memcheck: {self.what} at {where} ({self.detail})" if self.detail else \
             f"memcheck: {self.what} at {where}"
 
@@ -75,12 +75,33 @@ def _refused(text: str) -> str | None:
     return None
 
 
-_WHERE = re.compile(r"at (?P<kernel>[^\s+]+)(?:\+0x[0-9a-f]+)? in (?P<file>[^\s:]+):(?P<line>\d+)")
-_WHERE_NOFILE = re.compile(r"at (?P<kernel>[^\s+]+)\+0x[0-9a-f]+")
+# "at <kernel signature, spaces and all>+0x1a0 in file.py:12"
+_AT = re.compile(r"at (?P<kernel>.+?)\+0x[0-9a-f]+(?: in (?P<file>\S+?):(?P<line>\d+))?\s*$")
+
+
+def _short(kernel: str | None) -> str | None:
+    """``__main__::reverse_tile`` from Numba's mangled, templated kernel name."""
+    if not kernel:
+        return None
+    return re.split(r"\[abi:|\(", kernel, maxsplit=1)[0]
+
+
+def _at(line: str):
+    m = _AT.search(line)
+    if not m:
+        return None, None, None
+    return _short(m.group("kernel")), m.group("file"), \
+        int(m.group("line")) if m.group("line") else None
 
 
 def parse(tool: str, text: str) -> list[Finding]:
-    """Findings in compute-sanitizer's output (lines that begin with ``=========``)."""
+    """Findings in compute-sanitizer's output (lines that begin with ``=========``).
+
+    memcheck: ``Invalid __global__ write of size 4 bytes`` followed by indented ``at KERNEL+0x..
+    in FILE:LINE``, ``by thread (x,y,z) in block (x,y,z)`` and the address; racecheck:
+    ``Error: Potential WAR hazard detected at __shared__ 0x.. in block (..) :`` followed by the
+    two accesses (``Read Thread (..) at .. in FILE:LINE``, ``Write Thread ..``).
+    """
     lines = [ln[len(_PREFIX):] if ln.startswith(_PREFIX) else None for ln in text.splitlines()]
     findings, i = [], 0
     while i < len(lines):
@@ -89,31 +110,36 @@ def parse(tool: str, text: str) -> list[Finding]:
         if ln is None:
             continue
         head = ln.strip()
+        body = []
+        while i < len(lines) and lines[i] is not None and lines[i].startswith("    "):
+            body.append(lines[i].strip())
+            i += 1
         if tool == "racecheck":
-            m = re.match(r"(Error|Warning): Race reported between (\w+) access at (.*)", head)
+            m = re.match(r"(?:Error|Warning): Potential (\w+) hazard detected at __shared__ "
+                         r"(0x[0-9a-f]+) in block \(([^)]*)\)", head)
             if not m:
                 continue
-            first = _WHERE.search(head) or _WHERE_NOFILE.search(head)
-            other = (lines[i] or "").strip() if i < len(lines) else ""
-            kind = f"{m.group(2).lower()}/{other.split(' ')[1].lower()} race" \
-                if other.startswith("and ") and len(other.split(" ")) > 1 else "race"
-            findings.append(Finding(tool, kind, first and first.group("kernel"),
-                                    first and first.groupdict().get("file"),
-                                    int(first.group("line")) if first and
-                                    first.groupdict().get("line") else None, other))
+            accesses = []
+            for b in body:
+                a = re.match(r"(Read|Write) Thread \(([^)]*)\) (at .*)", b)
+                if a:
+                    kernel, file, line = _at(a.group(3))
+                    accesses.append((a.group(1).lower(), a.group(2), kernel, file, line))
+            first = accesses[0] if accesses else (None, None, None, None, None)
+            detail = ", ".join(f"{kind} by thread ({t}) at line {ln_}"
+                               for kind, t, _k, _f, ln_ in accesses)
+            findings.append(Finding(tool, f"{m.group(1)} hazard on shared memory", first[2],
+                                    first[3], first[4], detail))
             continue
         if head.startswith(("Invalid ", "Misaligned ", "Out-of-range ", "Uninitialized ")):
-            body = []
-            while i < len(lines) and lines[i] is not None and lines[i].startswith("    "):
-                body.append(lines[i].strip())
-                i += 1
-            loc = next((m for b in body for m in [_WHERE.search(b) or _WHERE_NOFILE.search(b)]
-                        if m), None)
-            detail = "; ".join(b for b in body if b.startswith(("by thread", "Address")))
-            findings.append(Finding(tool, head, loc and loc.group("kernel"),
-                                    loc and loc.groupdict().get("file"),
-                                    int(loc.group("line")) if loc and
-                                    loc.groupdict().get("line") else None, detail))
+            kernel = file = line = None
+            for b in body:
+                if b.startswith("at "):
+                    kernel, file, line = _at(b)
+                    break
+            detail = "; ".join(b for b in body if b.startswith(("by thread", "Access to",
+                                                                "Address", "and is")))
+            findings.append(Finding(tool, head, kernel, file, line, detail))
     return findings
 
 

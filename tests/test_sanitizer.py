@@ -1,0 +1,67 @@
+"""book.sanitizer: 'not available' here, and its parser on compute-sanitizer's real H100 output.
+
+The record (records/sanitizer/h100.json) was written by benchmarks/sanitizer_probe.py on the
+H100: planted bugs run under memcheck and racecheck, raw output kept."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import book  # noqa: F401  (decides GPU or simulator first)
+from book import sanitizer
+
+RECORD = Path(__file__).resolve().parents[1] / "records" / "sanitizer" / "h100.json"
+
+
+@pytest.mark.skipif(sanitizer.find() is not None, reason="this machine has compute-sanitizer")
+def test_without_the_tool_it_says_not_available_on_this_machine():
+    with pytest.raises(sanitizer.Unavailable, match="not available on this machine"):
+        sanitizer.run([sys.executable, "-c", "pass"])
+
+
+@pytest.fixture(scope="module")
+def record():
+    rec = json.loads(RECORD.read_text())
+    assert rec["provenance"]["gpu"].startswith("NVIDIA H100")
+    return rec
+
+
+def _parse(record, program, tool):
+    return sanitizer.parse(tool, record["programs"][program]["tools"][tool]["output"])
+
+
+def test_memcheck_finds_the_off_by_one_store_and_names_its_line(record):
+    found = _parse(record, "out_of_bounds", "memcheck")
+    assert found, "the planted out-of-bounds store was not parsed"
+    f = found[0]
+    assert f.what.startswith("Invalid __global__ write of size 4 bytes")
+    assert f.kernel.endswith("off_by_one") and "block (1,0,0)" in f.detail
+    src = record["programs"]["out_of_bounds"]["source"].splitlines()
+    assert "out[i] = a[i % a.size] * 2" in src[f.line - 1]
+
+
+def test_racecheck_finds_the_missing_syncthreads_even_when_values_are_right(record):
+    prog = record["programs"]["missing_syncthreads"]
+    found = _parse(record, "missing_syncthreads", "racecheck")
+    assert found and all(f.tool == "racecheck" for f in found)
+    src = prog["source"].splitlines()
+    lines = {src[f.line - 1].strip() for f in found if f.line}
+    assert lines & {"tile[t] = a[t]", "out[t] = tile[255 - t]"}
+    assert all(f.what == "WAR hazard on shared memory" or "hazard" in f.what for f in found)
+    res = {"racecheck": {"findings": found}}
+    (sentence,) = sanitizer.explain(res, own_files=["missing_syncthreads.py"], limit=1)
+    assert "no cuda.syncthreads()" in sentence and "missing_syncthreads.py, line" in sentence
+
+
+def test_the_barrier_version_is_clean(record):
+    for tool in sanitizer.TOOLS:
+        assert _parse(record, "with_syncthreads", tool) == []
+
+
+def test_explain_keeps_only_the_students_own_files(record):
+    prog = record["programs"]["missing_syncthreads"]
+    res = {t: {"findings": sanitizer.parse(t, v["output"])} for t, v in prog["tools"].items()}
+    assert sanitizer.explain(res, own_files=["someone_else.py"]) == []
+    assert sanitizer.explain(res, own_files=["missing_syncthreads.py"])
