@@ -142,7 +142,7 @@ def make_venv(venv: Path, python: str, wheels: Path, cons: Path, system_site=Fal
     _run([py, f"{pip_whl}/pip", "install", "-q", "--no-index", "--disable-pip-version-check",
           pip_whl])
     _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index",
-          "--find-links", wheels, "-c", cons,
+          "--no-compile", "--find-links", wheels, "-c", cons,
           *mirror_requirements(SYSTEM_SITE if system_site else ())])
     return py
 
@@ -397,6 +397,12 @@ def rehearse(wheels: Path, venv: Path, python: str, extra: str, source: Path,
         tmp = Path(tmp)
         cons = constraints(tmp / "colab-constraints.txt", skip)
         py = make_venv(venv, python, wheels, cons, system_site)
+        if restart_check:  # a copy of the mirror before the install (hard links: instant;
+            # pip replaces files rather than writing into them, so the copy stays as it was)
+            copy = venv.with_name(venv.name + "-restart")
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(venv, copy, symlinks=True, copy_function=os.link)
+            pristine = copy / "bin" / "python"
         rec["python_version"] = _run([py, "-c", "import sys; print(sys.version.split()[0])"],
                                      capture_output=True, text=True).stdout.strip()
         before = versions(py)
@@ -411,9 +417,8 @@ def rehearse(wheels: Path, venv: Path, python: str, extra: str, source: Path,
         rec["must_not_change_changed"] = [n for n in MUST_NOT_CHANGE if norm(n) in rec["changed"]]
         rec["second_run"] = run_cell(py, env, tmp)
         rec["notebooks"] = [execute_notebook(py, ROOT / nb, env, tmp, timeout) for nb in notebooks]
-        if restart_check:  # a fresh mirror; numba.cuda imported before the cell
-            py = make_venv(venv, python, wheels, cons, system_site)
-            rec["restart_case"] = run_cell(py, env, tmp, prelude=RESTART_PRELUDE)
+        if restart_check:  # the untouched mirror; numba.cuda imported before the cell
+            rec["restart_case"] = run_cell(pristine, env, tmp, prelude=RESTART_PRELUDE)
     rec["ok"] = (rec["first_run"]["rc"] == 0 and rec["second_run"]["rc"] == 0
                  and "Installing" not in rec["second_run"]["stdout"]
                  and not rec["must_not_change_changed"]
