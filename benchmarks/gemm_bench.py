@@ -3,7 +3,7 @@
 Run on a CUDA GPU (the course ran it on the lent H100 through the device tool):
 
     COURSE_COMMIT=$(git rev-parse HEAD) python benchmarks/gemm_bench.py --out DIR \
-        [--variants peeled,clamped,...] [--full peeled] [--reps 20]
+        [--variants peeled,flat_u2,...] [--full flat_u2] [--reps 20]
 
 Writes DIR/gemm_bench.json (provenance, correctness, rows, kernel facts, summary) and
 prints a table. Everything is timed with the course's harness ``book.bench.measure`` (CUDA
@@ -25,27 +25,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import book  # noqa: E402  (decides GPU vs simulator before numba.cuda)
-import torch  # noqa: E402
-from numba import cuda  # noqa: E402
+import book
+import torch
 
-from book import bench  # noqa: E402
-from book.kernels import dual_gemm, gemm  # noqa: E402
-from book.kernels.gemm import Tile  # noqa: E402
-from book.provenance import provenance  # noqa: E402
+from book import bench
+from book.kernels import dual_gemm, gemm
+from book.provenance import provenance
 
-VARIANTS = {  # name -> tile; "peeled" is the library default (gemm.TILE)
-    "peeled": gemm.TILE,
-    "peeled_u2": Tile(unroll2=True),
-    "bk16": Tile(bk=16),
-    "bk16_u2": Tile(bk=16, unroll2=True),
-    "flat_u2": Tile(unroll2=True, flat=True),
-    "bk16_flat_u2": Tile(bk=16, unroll2=True, flat=True),
-    "clamped": Tile(prefetch="clamped"),  # the previous loop shape, same loads and stores
-    "branchy": Tile(prefetch="branchy"),
-    "nolb": Tile(min_blocks=0),
-}
-assert VARIANTS["peeled"] == Tile()
+VARIANTS = gemm.TILE_VARIANTS  # name -> Tile; "flat_u2" is the library default (gemm.TILE)
 SHAPES = [(2048, 4096, 8192), (512, 4096, 14336)]  # (T, d, h)
 RAGGED = [(127, 100, 130), (129, 100, 130), (1, 100, 130), (300, 1000, 700)]
 
@@ -174,7 +161,7 @@ def run(tiles, full, reps):
             add(f"numba_unfused_{tname}", bench.measure(
                 unfused, args("x", "wg", "wu", "g", "u", "out"), flops=f_dual, reps=reps),
                 tile=tname, elementwise=ew_name)
-        del sets
+        sets.clear()
         torch.cuda.empty_cache()
     return rows, checks
 
@@ -239,7 +226,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help="comma-separated names from VARIANTS (timed: dual GEMM)")
-    ap.add_argument("--full", default="peeled",
+    ap.add_argument("--full", default="flat_u2",
                     help="variants also timed as GEMM, unfused and identity control")
     ap.add_argument("--command", default=" ".join(["python"] + sys.argv))
     a = ap.parse_args()

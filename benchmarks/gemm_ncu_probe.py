@@ -11,13 +11,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import book  # noqa: E402,F401
-import torch  # noqa: E402
+import book  # noqa: F401
+import torch
 
-from book.kernels import dual_gemm  # noqa: E402
+from book.kernels import dual_gemm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm_bench import VARIANTS  # noqa: E402
+from gemm_bench import VARIANTS
 
 name = sys.argv[sys.argv.index("--tile") + 1] if "--tile" in sys.argv else "peeled"
 T, d, h = 2048, 4096, 8192

@@ -75,7 +75,8 @@ GEMM_CASES = [
     (Tile(bm=32, bn=32, tm=4, tn=4, unroll2=True), 64, 32, 64),  # 4 stages: 1 pair + 1 + last
     (Tile(bm=32, bn=32, tm=4, tn=4, unroll2=True), 32, 40, 32),  # 5 stages: 2 pairs + last
     (Tile(bm=32, bn=32, tm=4, tn=4, bk=16), 64, 48, 32),  # two sub-slabs per stage
-    (Tile(bm=32, bn=32, tm=4, tn=4, bk=16, unroll2=True), 32, 64, 32),
+    (Tile(bm=32, bn=32, tm=4, tn=4, bk=16, unroll2=True, flat=True), 32, 64, 32),
+    (Tile(bm=32, bn=32, tm=4, tn=4), 64, 24, 64),  # the control: 2-D indices, no unroll
     (Tile(bm=32, bn=32, tm=4, tn=4, bk=16), 33, 40, 31),  # K % 16 != 0: all guarded
 ]
 DUAL_CASES = [
@@ -193,7 +194,9 @@ def test_output_overlapping_an_input_is_refused():
 
 def test_constants_describe_the_timed_configuration():
     assert (gemm.BM, gemm.BN, gemm.BK, gemm.TM, gemm.TN, gemm.THREADS) == (128, 128, 8, 8, 8, 256)
-    assert gemm.MIN_BLOCKS == 2 and TILE.prefetch == "peeled"
+    assert gemm.MIN_BLOCKS == 2 and TILE.prefetch == "peeled" and TILE.unroll2 and TILE.flat
+    # the simulator runs the timed configuration's code path, on smaller tiles
+    assert (SIM_TILE.prefetch, SIM_TILE.unroll2, SIM_TILE.flat) == ("peeled", True, True)
     assert dual_gemm.OUT_COLS_PER_BLOCK == 64 and dual_gemm.DUAL_TILE == TILE
     assert gemm.flops(2, 3, 4) == 48 and dual_gemm.flops(2, 4, 3) == 96
     # the wrappers launch the very objects the chapter shows (one dispatcher per config)

@@ -12,14 +12,21 @@ arrays live in registers). The design, for ``TILE`` (the configuration we time):
 - The k dimension advances ``BK`` = 8 at a time through two shared-memory buffers:
   while the block multiplies out of one, each thread already has the next A and B
   values in flight from global memory into registers, and stores them into the other
-  buffer afterwards (one barrier per step). The prefetch has no branch around it (the
-  last step reloads its own tile): with a branch, ptxas moved the loads to just before
-  the stores, so the multiply waited on them (measured: 9.1 ms against 7.5 ms for the
-  dual GEMM at T=2048, d=4096, h=8192; ``Tile(branchless=False)`` keeps that version).
+  buffer afterwards (one barrier per step). Every step in the loop prefetches without a
+  branch; the last stage, with nothing left to fetch, is a copy after the loop
+  ("peeled"). With a branch around the prefetch ptxas moved the loads to just before the
+  stores, so the multiply waited on them (``Tile(prefetch="branchy")``).
+- Two steps per loop iteration (``unroll2``): buffer 0 then buffer 1, so every shared
+  address is a register plus a constant.
+- The global loads go through flat offsets (``flat``) that the loop advances by a
+  constant (BK for x, BK rows of the weights): a pointer increment per stage, where a
+  2-D index costs a 64-bit multiply-add per load. With these three, 88% of the hot
+  loop's instructions are FFMAs (75% before); see ``benchmarks/gemm_tuning.md``.
 - Launch bounds ``(256, MIN_BLOCKS=2)``: at most 128 registers a thread, so two blocks
   (16 warps) share an SM; ptxas left to itself picked more registers or sank the loads.
-- B is loaded by each half of the block with a stride of 128 threads: a warp reads 32
-  consecutive floats of a row (one 128-byte line) and writes 32 consecutive banks.
+- Every thread loads its share of both halves of the B tile (``b0``'s columns, then
+  ``b1``'s), 256 threads apart: a warp reads 32 consecutive floats of a row (one 128-byte
+  line) and writes 32 consecutive banks, and no load chooses between two arrays.
 - A is stored transposed in shared memory (``As[k, m]``), so the 8 rows a thread needs
   at one ``k`` are contiguous too; the rows are padded by ``PAD`` floats so that the
   transposing store does not hit one bank twice.
@@ -50,7 +57,7 @@ from numba import cuda, float32, uint64
 from .launch import as_device, cdiv, is_c_contiguous, pointer
 
 __all__ = [
-    "CHAPTER", "Tile", "TILE", "SIM_TILE", "BM", "BN", "BK", "TM", "TN", "PAD", "THREADS", "MIN_BLOCKS",
+    "CHAPTER", "Tile", "TILE", "TILE_VARIANTS", "SIM_TILE", "BM", "BN", "BK", "TM", "TN", "PAD", "THREADS", "MIN_BLOCKS",
     "build_kernel", "make_tiled_gemm", "gemm_kernel", "gemm_kernel_edge", "matmul", "flops", "default_tile",
 ]
 
@@ -113,10 +120,23 @@ class Tile:
         return self
 
 
-#: The configuration measured on the H100: 128 x 128 tile, 8 x 8 per thread, BK = 8.
-TILE = Tile().validate()
+#: The configuration measured on the H100: 128 x 128 tile, 8 x 8 per thread, BK = 8, two
+#: steps per loop iteration, flat-offset loads (``Tile()`` without the last two is the
+#: control the benchmark times beside it).
+TILE = Tile(unroll2=True, flat=True).validate()
+#: The loop shapes the benchmark times side by side (benchmarks/gemm_bench.py): the
+#: library's TILE and its controls, each differing from it in one or two choices.
+TILE_VARIANTS = {
+    "flat_u2": TILE,
+    "peeled": Tile(),  # one step an iteration, 2-D indices
+    "peeled_u2": Tile(unroll2=True),  # two steps an iteration, 2-D indices
+    "bk16_flat_u2": Tile(bk=16, unroll2=True, flat=True),  # 16-deep stages
+    "clamped": Tile(prefetch="clamped"),  # last step reloads its own stage, no peeled copy
+    "branchy": Tile(prefetch="branchy"),  # prefetch inside ``if kt + 1 < nk``
+    "nolb": Tile(unroll2=True, flat=True, min_blocks=0),  # no launch bounds
+}
 #: A small configuration (64 threads) that the CPU simulator runs in seconds; same source.
-SIM_TILE = Tile(bm=32, bn=32, bk=8, tm=4, tn=4, pad=4).validate()
+SIM_TILE = Tile(bm=32, bn=32, bk=8, tm=4, tn=4, pad=4, unroll2=True, flat=True).validate()
 
 BM, BN, BK, TM, TN, PAD = TILE.bm, TILE.bn, TILE.bk, TILE.tm, TILE.tn, TILE.pad
 THREADS = TILE.threads
@@ -150,25 +170,26 @@ def build_kernel(tile: Tile = TILE, epilogue=None, checked: bool = False):
 
 @functools.lru_cache(maxsize=None)
 def make_tiled_gemm(tile, epilogue, checked):
-    """The kernel factory (the source chapter 7 shows); use :func:`build_kernel`."""
+    """The kernel factory (the source chapter 7 shows); call build_kernel."""
     tile.validate()
-    BM, BN, BK, TM, TN, PAD = tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, tile.pad
+    BM, BN, BK = tile.bm, tile.bn, tile.bk
+    TM, TN, PAD = tile.tm, tile.tn, tile.pad
     THREADS = tile.threads
     TX = BN // TN  # threads across a block
-    TXS = TX.bit_length() - 1  # tid >> TXS == tid // TX (shifts keep indices provably >= 0)
-    TM2, TN2 = TM // 2, TN // 2  # each thread's rows/columns come in two halves
+    TXS = TX.bit_length() - 1  # tid >> TXS == tid // TX, provably >= 0
+    TM2, TN2 = TM // 2, TN // 2  # a thread's rows/columns: two halves each
     HM, HN = BM // 2, BN // 2
     SA = BM + PAD  # row length of the transposed A tile
-    TWO = BK == 16  # a stage is two sub-slabs of 8 k: loaded, multiplied, stored in turn
-    A_ROWS = THREADS // 2  # rows of an 8-deep A sub-slab loaded at once (2 threads a row)
+    TWO = BK == 16  # a stage is two 8-deep sub-slabs, handled in turn
+    A_ROWS = THREADS // 2  # A rows of a sub-slab loaded at once (2 a row)
     A_PASSES = BM // A_ROWS
     A_REG = 4 * A_PASSES
-    B_HALF = 8 * HN // THREADS  # elements of each B half per thread and sub-slab
+    B_HALF = 8 * HN // THREADS  # elements of each B half a thread loads
     B_REG = 2 * B_HALF
-    HNS = HN.bit_length() - 1  # e >> HNS == e // HN (HN is a power of two)
+    HNS = HN.bit_length() - 1  # e >> HNS == e // HN (HN: a power of two)
     DUAL = epilogue is not None
     EPI = epilogue
-    B1_OFF = 0 if DUAL else HN  # global column of B's right half, relative to n0
+    B1_OFF = 0 if DUAL else HN  # column of B's right half, relative to n0
     NSTEP = HN if DUAL else BN  # output columns per block
     ALIGN = _smem_align()
     CHECKED = checked
@@ -179,7 +200,8 @@ def make_tiled_gemm(tile, epilogue, checked):
 
     @cuda.jit(device=True, inline="always")
     def rank1(acc, fa, fb, As, Bs, buf, k, ty, tx):
-        # acc += (column k of the A tile) x (row k of the B tile), this thread's part
+        # acc += (column k of the A tile) x (row k of the B tile): this
+        # thread's part
         for i in range(TM2):
             fa[i] = As[buf, k, ty * TM2 + i]
             fa[TM2 + i] = As[buf, k, HM + ty * TM2 + i]
@@ -192,7 +214,7 @@ def make_tiled_gemm(tile, epilogue, checked):
 
     @cuda.jit(device=True, inline="always")
     def slab8(acc, fa, fb, As, Bs, buf, k0, ty, tx):
-        # eight rank-1 updates with literal k: fully unrolled, constant offsets
+        # eight rank-1 updates with literal k: unrolled, constant offsets
         rank1(acc, fa, fb, As, Bs, buf, k0 + 0, ty, tx)
         rank1(acc, fa, fb, As, Bs, buf, k0 + 1, ty, tx)
         rank1(acc, fa, fb, As, Bs, buf, k0 + 2, ty, tx)
@@ -203,19 +225,24 @@ def make_tiled_gemm(tile, epilogue, checked):
         rank1(acc, fa, fb, As, Bs, buf, k0 + 7, ty, tx)
 
     @cuda.jit(device=True, inline="always")
-    def load8(ra, rb, a, b0, b1, k0, a_r0, a_c, tid, n0, M, K, NB, oa, ob, bstep):
-        # global -> registers: this thread's share of the 8-deep sub-slab at depth k0
+    def load8(ra, rb, a, b0, b1, k0, a_r0, a_c, tid, n0, M, K, NB,
+              oa, ob, bstep):
+        # global -> registers: this thread's share of the 8-deep sub-slab
+        # at depth k0
         if FLAT:
-            # The same elements through flat offsets that the k loop advances by a constant
-            # (oa: this thread's A element, ob: its first B element): a pointer increment
-            # a step, where a 2-D index costs a 64-bit multiply-add per load.
+            # The same elements through flat offsets that the k loop
+            # advances by a constant (oa: this thread's A element, ob: its
+            # first B element): a pointer increment a step, where a 2-D
+            # index costs a 64-bit multiply-add per load.
             af, b0f, b1f = a.flat, b0.flat, b1.flat
             for p in range(A_PASSES):
                 for v in range(4):
-                    ra[p * 4 + v] = af[oa + uint64(p * A_ROWS) * uint64(K) + uint64(v)]
+                    o = oa + uint64(p * A_ROWS) * uint64(K) + uint64(v)
+                    ra[p * 4 + v] = af[o]
             for v in range(B_HALF):
                 rb[v] = b0f[ob + uint64(v) * bstep]
-                rb[B_HALF + v] = b1f[ob + uint64(B1_OFF) + uint64(v) * bstep]
+                o = ob + uint64(B1_OFF) + uint64(v) * bstep
+                rb[B_HALF + v] = b1f[o]
             return
         for p in range(A_PASSES):
             r = a_r0 + p * A_ROWS
@@ -223,27 +250,33 @@ def make_tiled_gemm(tile, epilogue, checked):
                 kk = k0 + a_c + v
                 if CHECKED:
                     ok = r < M and kk < K
-                    ra[p * 4 + v] = a[uint64(r), uint64(kk)] if ok else float32(0.0)
+                    x = a[uint64(r), uint64(kk)] if ok else float32(0.0)
+                    ra[p * 4 + v] = x
                 else:
                     ra[p * 4 + v] = a[uint64(r), uint64(kk)]
-        # every thread loads its share of both halves (b0's, then b1's columns): one
-        # address per load, no select between two arrays
+        # every thread loads its share of both halves (b0's, then b1's
+        # columns): one address per load, no select between two arrays
         for v in range(B_HALF):
-            e = tid + v * THREADS  # element of a half sub-slab: a warp reads 32 consecutive floats
+            # element of a half sub-slab: a warp reads 32 consecutive floats
+            e = tid + v * THREADS
             kk = k0 + (e >> HNS)
             cc = n0 + (e & (HN - 1))
+            c1 = cc + B1_OFF
             if CHECKED:
                 ok = kk < K and cc < NB
-                rb[v] = b0[uint64(kk), uint64(cc)] if ok else float32(0.0)
-                ok = kk < K and cc + B1_OFF < NB
-                rb[B_HALF + v] = b1[uint64(kk), uint64(cc + B1_OFF)] if ok else float32(0.0)
+                x = b0[uint64(kk), uint64(cc)] if ok else float32(0.0)
+                rb[v] = x
+                ok = kk < K and c1 < NB
+                x = b1[uint64(kk), uint64(c1)] if ok else float32(0.0)
+                rb[B_HALF + v] = x
             else:
                 rb[v] = b0[uint64(kk), uint64(cc)]
-                rb[B_HALF + v] = b1[uint64(kk), uint64(cc + B1_OFF)]
+                rb[B_HALF + v] = b1[uint64(kk), uint64(c1)]
 
     @cuda.jit(device=True, inline="always")
     def store8(ra, rb, As, Bs, buf, k0, a_rs, a_c, tid):
-        # registers -> rows k0..k0+7 of shared buffer ``buf``; A goes in transposed
+        # registers -> rows k0..k0+7 of shared buffer ``buf``; A goes in
+        # transposed
         for p in range(A_PASSES):
             for v in range(4):
                 As[buf, k0 + a_c + v, a_rs + p * A_ROWS] = ra[p * 4 + v]
@@ -253,16 +286,18 @@ def make_tiled_gemm(tile, epilogue, checked):
             Bs[buf, k0 + (e >> HNS), HN + (e & (HN - 1))] = rb[B_HALF + v]
 
     @cuda.jit(device=True, inline="always")
-    def step(acc, fa, fb, ra, rb, As, Bs, buf, a, b0, b1, knext, a_r0, a_rs, a_c, tid, n0,
-             M, K, NB, ty, tx, oa, ob, bstep):
-        # multiply out of ``buf`` while the next stage (at depth knext) travels from global
-        # memory through registers into the other buffer; the loads are issued first
-        load8(ra, rb, a, b0, b1, knext, a_r0, a_c, tid, n0, M, K, NB, oa, ob, bstep)
+    def step(acc, fa, fb, ra, rb, As, Bs, buf, a, b0, b1, knext, a_r0,
+             a_rs, a_c, tid, n0, M, K, NB, ty, tx, oa, ob, bstep):
+        # multiply out of ``buf`` while the next stage (at depth knext)
+        # travels from global memory through registers into the other
+        # buffer; the loads are issued first
+        load8(ra, rb, a, b0, b1, knext, a_r0, a_c, tid, n0, M, K, NB,
+              oa, ob, bstep)
         slab8(acc, fa, fb, As, Bs, buf, 0, ty, tx)
         store8(ra, rb, As, Bs, 1 - buf, 0, a_rs, a_c, tid)
         if TWO:
-            load8(ra, rb, a, b0, b1, knext + 8, a_r0, a_c, tid, n0, M, K, NB, oa + uint64(8),
-                  ob + uint64(8) * uint64(NB), bstep)
+            load8(ra, rb, a, b0, b1, knext + 8, a_r0, a_c, tid, n0, M, K, NB,
+                  oa + uint64(8), ob + uint64(8) * uint64(NB), bstep)
             slab8(acc, fa, fb, As, Bs, buf, 8, ty, tx)
             store8(ra, rb, As, Bs, 1 - buf, 8, a_rs, a_c, tid)
 
@@ -283,7 +318,8 @@ def make_tiled_gemm(tile, epilogue, checked):
         NB = b0.shape[1]
         As = cuda.shared.array((2, BK, SA), float32, alignment=ALIGN)
         Bs = cuda.shared.array((2, BK, BN), float32, alignment=ALIGN)
-        acc = cuda.local.array((TM, TN), float32)  # registers: constant indices only
+        # registers: constant indices only
+        acc = cuda.local.array((TM, TN), float32)
         fa = cuda.local.array(TM, float32)
         fb = cuda.local.array(TN, float32)
         ra = cuda.local.array(A_REG, float32)
@@ -292,15 +328,17 @@ def make_tiled_gemm(tile, epilogue, checked):
             for j in range(TN):
                 acc[i, j] = float32(0.0)
 
-        # who loads what: A rows of 4 consecutive k (2 threads a row); B: see load8
+        # who loads what: A rows of 4 consecutive k (2 threads a row);
+        # B: see load8
         a_rs = tid >> 1  # row within the tile
         a_c = (tid & 1) * 4
         a_r0 = m0 + a_rs
         ty = tid >> TXS  # this thread's accumulator rows/columns
         tx = tid & (TX - 1)
         nk = (K + BK - 1) // BK
-        # flat offsets (used when FLAT): this thread's A and B elements of stage 0, the
-        # distance between its B elements, and how far both move per stage
+        # flat offsets (used when FLAT): this thread's A and B elements of
+        # stage 0, the distance between its B elements, and how far both
+        # move per stage
         oa = uint64(a_r0) * uint64(K) + uint64(a_c)
         ob = uint64(tid >> HNS) * uint64(NB) + uint64(n0 + (tid & (HN - 1)))
         bstep = uint64(THREADS >> HNS) * uint64(NB)
@@ -308,34 +346,40 @@ def make_tiled_gemm(tile, epilogue, checked):
         ob_step = uint64(BK) * uint64(NB)
 
         # stage 0 into buffer 0
-        load8(ra, rb, a, b0, b1, 0, a_r0, a_c, tid, n0, M, K, NB, oa, ob, bstep)
+        load8(ra, rb, a, b0, b1, 0, a_r0, a_c, tid, n0, M, K, NB,
+              oa, ob, bstep)
         store8(ra, rb, As, Bs, 0, 0, a_rs, a_c, tid)
         if TWO:
-            load8(ra, rb, a, b0, b1, 8, a_r0, a_c, tid, n0, M, K, NB, oa + uint64(8),
-                  ob + uint64(8) * uint64(NB), bstep)
+            load8(ra, rb, a, b0, b1, 8, a_r0, a_c, tid, n0, M, K, NB,
+                  oa + uint64(8), ob + uint64(8) * uint64(NB), bstep)
             store8(ra, rb, As, Bs, 0, 8, a_rs, a_c, tid)
         cuda.syncthreads()
         if PEELED:
-            # Every step in the loop prefetches stage kt + 1, with no branch and an address
-            # that grows by BK rows a step (one pointer increment); the last stage, with
-            # nothing to fetch, is the copy after the loop.
+            # Every step in the loop prefetches stage kt + 1, with no branch
+            # and an address that grows by BK rows a step (one pointer
+            # increment); the last stage, with nothing to fetch, is the copy
+            # after the loop.
             kt = 0
             oa += oa_step  # stage 1
             ob += ob_step
-            if UNROLL2:  # two steps an iteration: buffer 0 then 1, constant addresses
+            if UNROLL2:
+                # two steps an iteration: buffer 0 then 1, constant addresses
                 for _ in range((nk - 1) >> 1):
-                    step(acc, fa, fb, ra, rb, As, Bs, 0, a, b0, b1, (kt + 1) * BK, a_r0, a_rs,
-                         a_c, tid, n0, M, K, NB, ty, tx, oa, ob, bstep)
+                    step(acc, fa, fb, ra, rb, As, Bs, 0, a, b0, b1,
+                         (kt + 1) * BK, a_r0, a_rs, a_c, tid, n0, M, K, NB,
+                         ty, tx, oa, ob, bstep)
                     cuda.syncthreads()
-                    step(acc, fa, fb, ra, rb, As, Bs, 1, a, b0, b1, (kt + 2) * BK, a_r0, a_rs,
-                         a_c, tid, n0, M, K, NB, ty, tx, oa + oa_step, ob + ob_step, bstep)
+                    step(acc, fa, fb, ra, rb, As, Bs, 1, a, b0, b1,
+                         (kt + 2) * BK, a_r0, a_rs, a_c, tid, n0, M, K, NB,
+                         ty, tx, oa + oa_step, ob + ob_step, bstep)
                     cuda.syncthreads()
                     kt += 2
                     oa += oa_step + oa_step
                     ob += ob_step + ob_step
             for kt in range(kt, nk - 1):
-                step(acc, fa, fb, ra, rb, As, Bs, kt & 1, a, b0, b1, (kt + 1) * BK, a_r0, a_rs,
-                     a_c, tid, n0, M, K, NB, ty, tx, oa, ob, bstep)
+                step(acc, fa, fb, ra, rb, As, Bs, kt & 1, a, b0, b1,
+                     (kt + 1) * BK, a_r0, a_rs, a_c, tid, n0, M, K, NB,
+                     ty, tx, oa, ob, bstep)
                 cuda.syncthreads()
                 oa += oa_step
                 ob += ob_step
@@ -345,25 +389,30 @@ def make_tiled_gemm(tile, epilogue, checked):
             for kt in range(nk):
                 buf = kt & 1
                 if CLAMPED:
-                    # No branch around the prefetch: the last step reloads its own stage
-                    # (min() makes the address non-affine in kt: computed afresh each step)
-                    step(acc, fa, fb, ra, rb, As, Bs, buf, a, b0, b1, min(kt + 1, nk - 1) * BK,
-                         a_r0, a_rs, a_c, tid, n0, M, K, NB, ty, tx, oa, ob, bstep)
-                elif kt + 1 < nk:  # "branchy": ptxas sinks these loads to the stores
-                    step(acc, fa, fb, ra, rb, As, Bs, buf, a, b0, b1, (kt + 1) * BK,
-                         a_r0, a_rs, a_c, tid, n0, M, K, NB, ty, tx, oa, ob, bstep)
+                    # No branch around the prefetch: the last step reloads
+                    # its own stage (min() makes the address non-affine in
+                    # kt: computed afresh each step)
+                    step(acc, fa, fb, ra, rb, As, Bs, buf, a, b0, b1,
+                         min(kt + 1, nk - 1) * BK, a_r0, a_rs, a_c, tid, n0,
+                         M, K, NB, ty, tx, oa, ob, bstep)
+                elif kt + 1 < nk:
+                    # "branchy": ptxas sinks these loads to the stores
+                    step(acc, fa, fb, ra, rb, As, Bs, buf, a, b0, b1,
+                         (kt + 1) * BK, a_r0, a_rs, a_c, tid, n0,
+                         M, K, NB, ty, tx, oa, ob, bstep)
                 else:
                     stage(acc, fa, fb, As, Bs, buf, ty, tx)
                 cuda.syncthreads()
 
-        # epilogue: accumulators -> out (GEMM), or f(gate, up) -> out (dual GEMM)
+        # epilogue: accumulators -> out (GEMM), or f(gate, up) -> out (dual)
         for i in range(TM):
             r = m0 + (i // TM2) * HM + ty * TM2 + (i % TM2)
             if DUAL:
                 for j in range(TN2):
                     col = n0 + tx * TN2 + j
                     if (not CHECKED) or (r < M and col < N):
-                        out[uint64(r), uint64(col)] = EPI(acc[i, j], acc[i, TN2 + j])
+                        o = EPI(acc[i, j], acc[i, TN2 + j])  # gate, up
+                        out[uint64(r), uint64(col)] = o
             else:
                 for j in range(TN):
                     col = n0 + (j // TN2) * HN + tx * TN2 + (j % TN2)
@@ -372,7 +421,8 @@ def make_tiled_gemm(tile, epilogue, checked):
 
     options = {"fastmath": True}
     if tile.min_blocks and not checked and not _simulated():
-        # (the guarded edge kernels would spill under the cap; they run on thin strips)
+        # (the guarded edge kernels would spill under the cap; they run on
+        # thin strips)
         options["launch_bounds"] = (THREADS, tile.min_blocks)
     return cuda.jit(**options)(tiled_gemm)
 
