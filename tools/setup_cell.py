@@ -74,13 +74,12 @@ def norm(name):
 def versions():
     return {{norm(d.metadata["Name"]): d.version for d in md.distributions()}}
 
-def modules(dist):  # its modules, less the startup hooks its .pth files load
-    files = dist.files or ()
-    hooks = {{m for f in files if f.suffix == ".pth"
+def files(dist):  # its files, less the startup hooks its .pth files load
+    fs = dist.files or ()
+    hooks = {{m + ".py" for f in fs if f.suffix == ".pth"
              for m in re.findall(r"import (\\w+)", f.read_text() or "")}}
-    names = (f.parts[:-1] + (f.name.split(".")[0],) for f in files
-             if f.suffix in (".py", ".so"))
-    return {{".".join(p).removesuffix(".__init__") for p in names}} - hooks
+    return {{os.path.realpath(dist.locate_file(f)) for f in fs
+            if f.name not in hooks}}
 
 if colab and installed_commit() != PIN:
     import ctypes
@@ -99,11 +98,13 @@ if colab and installed_commit() != PIN:
                     "--disable-pip-version-check",
                     f"numba-cuda[{{extra}}]=={numba_cuda}", f"{{COURSE}}@{{PIN}}"],
                    check=True)
-    after, loaded = versions(), set(sys.modules)
+    after = versions()
+    loaded = {{os.path.realpath(m.__file__) for m in list(sys.modules.values())
+              if getattr(m, "__file__", None)}}
     changed = [f"{{d.metadata['Name']}} {{before[n]}} -> {{after[n]}}"
                for d in md.distributions()
                for n in [norm(d.metadata["Name"])]
-               if before.get(n, after[n]) != after[n] and modules(d) & loaded]
+               if before.get(n, after[n]) != after[n] and files(d) & loaded]
     importlib.invalidate_caches()  # see the packages pip just added
     if changed:  # the kernel runs the old code of these until it restarts
         raise SystemExit("Restart needed: pip changed " + ", ".join(changed)
