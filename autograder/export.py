@@ -18,8 +18,8 @@ from pathlib import Path
 
 
 def _summary(result) -> str:
-    lines = [f"{result['score']}/{result['max_score']} points for {result['lab']}"]
-    for k, v in result.get("problems", {}).items():
+    lines = [f"{result.score}/{result.max_score} points for {result.lab}"]
+    for k, v in result.problems.items():
         lines.append(f"PROBLEM ({k}): {v}")
     return "\n".join(lines)
 
@@ -28,14 +28,14 @@ HIDDEN_NOTE = "details of hidden cases (shapes, values) are shown after the due 
 
 
 def _shows_hidden(result) -> bool:
-    return result.get("hidden_visibility", "after_due_date") == "visible"
+    return result.hidden_visibility == "visible"
 
 
 def printed_output(result) -> str:
     """What the submission printed; before the due date only the part printed before the first
     hidden case ran (a student's print of an array's shape would show a hidden shape)."""
-    text = result.get("output") or ""
-    cut = result.get("public_output_len")
+    text = result.output or ""
+    cut = result.public_output_len
     if cut is not None and not _shows_hidden(result) and len(text) > cut:
         note = text[text.rfind("\n[... output cut:"):] if "\n[... output cut:" in text else ""
         text = (text[:cut] + f"\n[... output printed while the hidden cases ran is withheld: {HIDDEN_NOTE}]"
@@ -47,58 +47,58 @@ def gradescope_json(result) -> dict:
     """Gradescope's results.json. Hidden cases carry the rubric's visibility (after_due_date by
     default: Gradescope shows them, with their details, only after the due date)."""
     tests = []
-    for t in result["tests"]:
+    for t in result.tests:
         tests.append({"name": t["name"] + (" (hidden case)" if t.get("hidden") else ""),
                       "score": t["score"], "max_score": t["max_score"],
                       "status": "passed" if t["score"] >= t["max_score"] else "failed",
                       "output": t.get("output", ""), "visibility": t.get("visibility", "visible")})
     return {
-        "score": result["score"],
-        "execution_time": round(result.get("execution_time", 0.0), 2),
+        "score": result.score,
+        "execution_time": round(result.execution_time, 2),
         "output": _summary(result),
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
         "extra_data": {
-            "id": result["id"], "lab": result["lab"], "max_score": result["max_score"],
-            "status": result["status"], "file": result.get("file"), "sha256": result.get("sha256"),
-            "run": result.get("run"), "flags": [f["what"] + " [" + f["where"] + "]" for f in result["flags"]]
-            + list((result.get("performance") or {}).get("flags", [])),
-            "cell_errors": result.get("cell_errors", []), "isolation": result.get("isolation"),
-            "performance": result.get("performance"), "output_bytes": result.get("output_bytes"),
+            "id": result.id, "lab": result.lab, "max_score": result.max_score,
+            "status": result.status, "file": result.file, "sha256": result.sha256,
+            "run": result.run, "flags": [f["what"] + " [" + f["where"] + "]" for f in result.flags]
+            + list((result.performance or {}).get("flags", [])),
+            "cell_errors": result.cell_errors, "isolation": result.isolation,
+            "performance": result.performance, "output_bytes": result.output_bytes,
             "printed": printed_output(result)[:4000],
         },
     }
 
 
 def feedback_markdown(result, run=None) -> str:
-    L = [f"# Feedback: {result['lab']}", "",
-         f"**{result['score']} / {result['max_score']} points** (submission `{result['id']}`)", ""]
-    for k, v in result.get("problems", {}).items():
+    L = [f"# Feedback: {result.lab}", "",
+         f"**{result.score} / {result.max_score} points** (submission `{result.id}`)", ""]
+    for k, v in result.problems.items():
         L += [f"**Problem ({k}):**", "", "```", str(v).strip(), "```", ""]
-    if result.get("cell_errors"):
+    if result.cell_errors:
         L += ["## Cells that raised while your notebook ran", ""]
-        for e in result["cell_errors"]:
+        for e in result.cell_errors:
             L += [f"- cell {e['cell']}: `{e['error']}`", "", "```", e["message"].strip()[-1500:], "```", ""]
     L += ["## Tests", "", "| test | points | |", "|---|---|---|"]
-    for t in result["tests"]:
+    for t in result.tests:
         mark = ("not measured" if t["max_score"] == 0 else
                 "pass" if t["score"] >= t["max_score"] else "FAIL")
         L.append(f"| {t['name']}{' (hidden)' if t.get('hidden') else ''} | {t['score']}/{t['max_score']} | {mark} |")
     L.append("")
-    for t in result["tests"]:
+    for t in result.tests:
         if t.get("output") and t["score"] < t["max_score"] or t["name"] == "performance":
             text = str(t.get("output", "")).strip()[-3000:]
             if t.get("hidden") and not _shows_hidden(result):
                 text = f"failed: {HIDDEN_NOTE}"
             L += [f"### {t['name']}", "", "```", text, "```", ""]
-    if result.get("flags"):
+    if result.flags:
         L += ["## For review", "", "The grader noticed these in your code; they cost no points (the "
               "score rests on the grader's replay of your kernels), but an instructor may look:", ""]
-        for f in result["flags"]:
+        for f in result.flags:
             L.append(f"- {f['what']} ({f['where']})")
         L.append("")
-    if result.get("output"):
+    if result.output:
         L += ["## Your code's printed output (first part)", "", "```", printed_output(result)[-4000:], "```", ""]
     return "\n".join(L)
 

@@ -26,6 +26,7 @@ import numpy as np
 from . import labs as _labs
 from .export import feedback_markdown, gradescope_json, write_grades_csv
 from .judge import Judging
+from .results import Result
 from .rubric import NOT_MEASURED_NO_GPU, load_rubric
 from .sandbox import Child, ChildError
 from .submission import SubmissionError, read_cells, scan
@@ -205,26 +206,25 @@ class Run(Judging, Timing):
         raise SystemExit("no sandbox configuration could run a CUDA kernel: see measurements.jsonl")
 
     # -- one submission
-    def grade_one(self, index: int, sid: str, path: Path) -> dict:
+    def grade_one(self, index: int, sid: str, path: Path) -> Result:
         gpu = index % self.gpus
         t_start = time.time()
         sub_dir = self.out / sid
         sub_dir.mkdir(exist_ok=True)
-        result = {"id": sid, "file": str(path), "lab": self.lab_name, "tests": [], "flags": [],
-                  "cell_errors": [], "problems": {}, "performance": None, "status": "graded",
-                  "run": self.run_id, "sha256": None, "output": ""}
+        result = Result(id=sid, file=str(path), lab=self.lab_name, run=self.run_id,
+                        hidden_visibility=self.hidden_visibility)
         try:
-            result["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+            result.sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError:
             pass
         try:
             cells = read_cells(path)
         except SubmissionError as e:
-            result["status"] = "unreadable"
-            result["problems"]["submission"] = str(e)
+            result.status = "unreadable"
+            result.problems["submission"] = str(e)
             return self.finish(result, sub_dir, t_start)
-        result["flags"] = scan(cells)
-        result["_cells"] = cells
+        result.flags = scan(cells)
+        result.cells = cells
         child = None
         try:
             child = Child(mode="student", functions=self.functions(), cells=cells,
@@ -241,32 +241,30 @@ class Run(Judging, Timing):
                         self.run_tests(child, result)
                         self.prove_kernels(child, result, cells, gpu)
             except ChildError as e:
-                result["status"] = "crashed while loading"
-                result["problems"]["load"] = self._child_problem(e, child, "running your notebook's cells")
+                result.status = "crashed while loading"
+                result.problems["load"] = self._child_problem(e, child, "running your notebook's cells")
                 return self.finish(result, sub_dir, t_start)
             if ev.get("event") != "loaded":
-                result["status"] = "grader error"
-                result["problems"]["grader"] = ev.get("error") or f"unexpected answer {str(ev)[:200]}"
+                result.status = "grader error"
+                result.problems["grader"] = ev.get("error") or f"unexpected answer {str(ev)[:200]}"
                 return self.finish(result, sub_dir, t_start)
             if self.perf and (not self.simulated or self.sim_timing):
                 self.run_timing(child, result, gpu)
         except Exception as e:  # the grader's own bug: say so, keep the class going
-            result["status"] = "grader error"
-            result["problems"]["grader"] = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"
+            result.status = "grader error"
+            result.problems["grader"] = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"
         finally:
             if child is not None:
                 child.close()
                 self._confirm_gone(child, result, gpu)
-                result["output"] = child.output_text()
-                if "public_output_len" in result:
-                    result["public_output_len"] = min(result["public_output_len"], len(result["output"]))
-                result["output_bytes"] = child.output_total
-                result["rss_peak_mib"] = child.rss_peak >> 20
-        result["_t_start"] = t_start
-        if "_timing" in result:  # phase 2 scores it; kept on disk so a killed run loses nothing
-            result.pop("_replies", None)
-            result.pop("_cells", None)
-            _atomic_write(sub_dir / "pending.json", json.dumps(result, default=str))
+                result.output = child.output_text()
+                if result.public_output_len is not None:
+                    result.public_output_len = min(result.public_output_len, len(result.output))
+                result.output_bytes = child.output_total
+                result.rss_peak_mib = child.rss_peak >> 20
+        result.t_start = t_start
+        if result.timing is not None:  # phase 2 scores it; kept on disk so a killed run loses nothing
+            _atomic_write(sub_dir / "pending.json", json.dumps(result.to_json(), default=str))
             return result
         return self.finish(result, sub_dir, t_start)
 
@@ -296,17 +294,17 @@ class Run(Judging, Timing):
             after["sandbox"] = child.report()
         except AttributeError:
             pass
-        result["after_exit"] = after
-        self.log(kind="after_exit", id=result["id"], gpu=gpu, **after)
+        result.after_exit = after
+        self.log(kind="after_exit", id=result.id, gpu=gpu, **after)
         left = [x for k in ("survivors", "gpu_leftovers") if isinstance(after.get(k), list) for x in after[k]]
         if left:
-            result["problems"]["containment"] = ("processes of this submission outlived it: "
+            result.problems["containment"] = ("processes of this submission outlived it: "
                                                  + "; ".join(left)[:600])
 
     def _loaded(self, ev, result):
-        result["isolation"] = ev.get("isolation")
-        result["cell_errors"] = ev.get("cell_errors", [])
-        result["problems"].update(ev.get("problems", {}))
+        result.isolation = ev.get("isolation")
+        result.cell_errors = ev.get("cell_errors", [])
+        result.problems.update(ev.get("problems", {}))
 
     def _child_limits(self):
         lim = {"cpu_s": int(self.limits.get("cpu_s", 600))}
@@ -319,42 +317,40 @@ class Run(Judging, Timing):
     def _hide_paths(self):
         return [str(self.out.resolve())] + [str(p) for p in getattr(self, "submission_dirs", [])]
 
-    def finish(self, result, sub_dir: Path, t_start: float) -> dict:
-        result["execution_time"] = time.time() - result.pop("_t_start", t_start)
-        if result["status"] == "unreadable" or not result["tests"]:
+    def finish(self, result: Result, sub_dir: Path, t_start: float) -> Result:
+        result.execution_time = time.time() - (result.t_start or t_start)
+        if result.status == "unreadable" or not result.tests:
             for case in self.cases:
                 hidden = case["visibility"] == "hidden"
-                result["tests"].append({"name": case["name"], "max_score": case["points"], "score": 0,
+                result.tests.append({"name": case["name"], "max_score": case["points"], "score": 0,
                                         "hidden": hidden,
                                         "visibility": self.hidden_visibility if hidden else "visible",
                                         "output": "not run: "
-                                        + next(iter(result["problems"].values()), "no result")})
+                                        + next(iter(result.problems.values()), "no result")})
             if self.perf:
-                result["tests"].append({"name": "performance", "score": 0, "visibility": "visible",
+                result.tests.append({"name": "performance", "score": 0, "visibility": "visible",
                                         "max_score": 0 if self.simulated else self.perf["points"],
                                         "output": NOT_MEASURED_NO_GPU if self.simulated else "not run"})
         if self.perf and self.simulated:  # nothing to earn where nothing can be timed
-            for t in result["tests"]:
+            for t in result.tests:
                 if t["name"] == "performance":
                     t["max_score"], t["score"] = 0, 0
                     if not t.get("output", "").startswith(NOT_MEASURED_NO_GPU):
                         t["output"] = NOT_MEASURED_NO_GPU
-        if self.perf and not any(t["name"] == "performance" for t in result["tests"]):
-            result["tests"].append({"name": "performance", "max_score": 0 if self.simulated else self.perf["points"], "score": 0,
+        if self.perf and not any(t["name"] == "performance" for t in result.tests):
+            result.tests.append({"name": "performance", "max_score": 0 if self.simulated else self.perf["points"], "score": 0,
                                     "visibility": "visible",
                                     "output": NOT_MEASURED_NO_GPU if self.simulated else "not measured"})
-        result["score"] = round(sum(t["score"] for t in result["tests"]), 2)
-        result["max_score"] = sum(t["max_score"] for t in result["tests"])
-        for private in ("_replies", "_cells", "_timing", "_oom"):
-            result.pop(private, None)
-        result["hidden_visibility"] = self.hidden_visibility
+        result.score = round(sum(t["score"] for t in result.tests), 2)
+        result.max_score = sum(t["max_score"] for t in result.tests)
+        result.replies, result.cells, result.timing = {}, None, None
         _atomic_write(sub_dir / "feedback.md", feedback_markdown(result, self))
         _atomic_write(sub_dir / "results.json", json.dumps(gradescope_json(result), indent=1))
         (sub_dir / "pending.json").unlink(missing_ok=True)
-        self.log(kind="result", id=result["id"], score=result["score"], max_score=result["max_score"],
-                 status=result["status"], flags=[f["what"] for f in result["flags"]])
-        self.say(f"{result['id']}: {result['score']}/{result['max_score']} ({result['status']}, "
-                 f"{result['execution_time']:.1f} s)")
+        self.log(kind="result", id=result.id, score=result.score, max_score=result.max_score,
+                 status=result.status, flags=[f["what"] for f in result.flags])
+        self.say(f"{result.id}: {result.score}/{result.max_score} ({result.status}, "
+                 f"{result.execution_time:.1f} s)")
         return result
 
     # -- the whole class
@@ -385,7 +381,7 @@ class Run(Judging, Timing):
             with ThreadPoolExecutor(max_workers=self.workers) as ex:
                 done = list(ex.map(lambda a: self._safe_grade(*a), fresh))
             # a test that ran out of GPU memory while others ran is graded again, alone
-            again = [(a, r["_oom"]) for a, r in zip(fresh, done) if r.get("_oom") and self.workers > 1]
+            again = [(a, r.oom) for a, r in zip(fresh, done) if r.oom and self.workers > 1]
             for a, why in again:
                 self.log(kind="oom_regrade", id=a[1], reason=why)
                 self.say(f"{a[1]}: out of GPU memory while other submissions ran: graded again, alone")
@@ -394,12 +390,12 @@ class Run(Judging, Timing):
             for i, sid, _p in sorted(todo, key=lambda a: a[0]):
                 pj = self.out / sid / "pending.json"
                 if pj.exists():
-                    result = json.loads(pj.read_text())
+                    result = Result.from_json(json.loads(pj.read_text()))
                     try:
                         self.time_pending(result)
                     except Exception as e:  # the grader's own bug: say so, keep the class going
-                        result["problems"]["grader"] = f"timing: {type(e).__name__}: {e}"
-                        result.pop("_timing", None)
+                        result.problems["grader"] = f"timing: {type(e).__name__}: {e}"
+                        result.timing = None
                     self.finish(result, self.out / sid, time.time())
                     write_grades_csv(self.out, self.lab_name)
         finally:

@@ -68,18 +68,18 @@ class Judging:
 
     def run_tests(self, child, result):
         dead = None
-        result["_replies"] = {}
+        result.replies = {}
         for case in self.cases:
             hidden = case["visibility"] == "hidden"
-            if hidden and "public_output_len" not in result:
+            if hidden and result.public_output_len is None:
                 time.sleep(0.05)  # let the output drain catch up with what the public cases printed
-                result["public_output_len"] = len(child.output)
+                result.public_output_len = len(child.output)
             t = {"name": case["name"], "max_score": case["points"], "score": 0, "hidden": hidden,
                  "visibility": self.hidden_visibility if hidden else "visible"}
-            result["tests"].append(t)
+            result.tests.append(t)
             fn = self.lab.function_of(case)
-            if fn in result["problems"]:
-                t["output"] = result["problems"][fn]
+            if fn in result.problems:
+                t["output"] = result.problems[fn]
                 continue
             if dead:
                 t["output"] = f"not run: {dead}"
@@ -92,20 +92,20 @@ class Judging:
                 continue
             if r.get("too_large"):
                 t["output"] = too_large_message(r["too_large"])
-                result["status"] = "needs a GPU"
-                result["problems"]["simulator"] = t["output"]
+                result.status = "needs a GPU"
+                result.problems["simulator"] = t["output"]
                 dead = "the simulator cannot run this submission's launches (see above)"
                 continue
             ok, msg = self.judge(case, r, child)
             if not ok and "OUT_OF_MEMORY" in msg.upper().replace(" ", "_") and self._active > 1:
-                result["_oom"] = f"test '{case['name']}': {msg[:300]}"
+                result.oom = f"test '{case['name']}': {msg[:300]}"
             t["output"] = msg
             t["score"] = case["points"] if ok else 0
-            result["_replies"][case["id"]] = (case, r, ok)
+            result.replies[case["id"]] = (case, r, ok)
             if r.get("cuda_error"):
                 dead = (f"a CUDA error in test '{case['name']}' (e.g. an illegal memory access) "
                         "leaves the GPU context unusable for the rest of this submission")
-            self.log(kind="test", id=result["id"], test=case["name"], ok=ok, hidden=hidden,
+            self.log(kind="test", id=result.id, test=case["name"], ok=ok, hidden=hidden,
                      seconds=r.get("seconds"), launches=r.get("launches"), message=msg[:2000])
 
     def judge(self, case, r, child):
@@ -141,7 +141,7 @@ class Judging:
         correctness point is withdrawn."""
         if not self.lab.kernel:
             return
-        passed = [(c, r) for c, r, ok in result.get("_replies", {}).values() if ok]
+        passed = [(c, r) for c, r, ok in result.replies.values() if ok]
         if not passed:
             return
         case, r = max(passed, key=lambda cr: self.lab.out_size(cr[0]))
@@ -162,19 +162,19 @@ class Judging:
         except (RecordingError, ChildError) as e:
             ok, msg = False, str(getattr(e, "detail", "") or e)
         proof.update(reproduced=ok, message=msg[:1000])
-        result["kernel_proof"] = proof
-        self.log(kind="kernel_proof", id=result["id"], **proof)
+        result.kernel_proof = proof
+        self.log(kind="kernel_proof", id=result.id, **proof)
         if ok:
             return
         note = NOT_REPRODUCED + ("" if case["visibility"] == "hidden" else f" ({msg.strip()[:600]})")
-        for t in result["tests"]:
+        for t in result.tests:
             if t["score"] > 0 and t["name"] != "performance":
                 t["score"] = 0
                 t["output"] = t.get("output", "") + "\n" + note
-        result["problems"]["kernels"] = note
+        result.problems["kernels"] = note
 
     def _rec_dir(self, result, what):
-        d = self.scratch / f"{result['id']}-{what}"
+        d = self.scratch / f"{result.id}-{what}"
         shutil.rmtree(d, ignore_errors=True)
         return d
 

@@ -236,10 +236,10 @@ class Timing:
         lab, perf = self.lab, self.perf
         pts = perf["points"]
         p = {"name": "performance", "max_score": pts, "score": 0, "visibility": "visible"}
-        result["tests"].append(p)
-        if not all(t["score"] == t["max_score"] for t in result["tests"][:-1]):
+        result.tests.append(p)
+        if not all(t["score"] == t["max_score"] for t in result.tests[:-1]):
             p["output"] = "not measured: performance points need every correctness test to pass"
-            result["performance"] = {"status": "skipped: correctness"}
+            result.performance = {"status": "skipped: correctness"}
             return
         case = dict(self.timing_cases()[0], id="timing")
         case2 = self.timing_cases()[1]
@@ -271,27 +271,27 @@ class Timing:
         info["fresh_call_ok"] = bool(got is not None and compare_array(
             got, exp, rtol=lab.RTOL, atol=lab.ATOL, dtype_name=lab.DTYPE)[0])
         if self.simulated:  # --sim-timing: the recording is replayed (correctness only), nothing timed
-            ok, msg = self._replay_sim(folder, case, result.get("_cells"))
+            ok, msg = self._replay_sim(folder, case, result.cells)
             ok_all = ok and info["fresh_call_ok"]
             info.update(verified=ok_all, method="replay in a fresh simulator child (not timed)",
                         launches_per_call=info["recording"]["launches"],
                         flags=([] if ok else [UNVERIFIED]) + ([] if info["fresh_call_ok"] else [STALE]),
                         status="simulator (test mode): not a performance measurement")
             p["output"] = NOT_MEASURED_NO_GPU + "".join("\nFLAGGED: " + f for f in info["flags"])
-            result["performance"] = info
-            self.log(kind="timing", id=result["id"], **info)
+            result.performance = info
+            self.log(kind="timing", id=result.id, **info)
             return
         # on a GPU the recording is timed later, when no submission's process is alive (grade())
-        result["_timing"] = {"folder": str(folder), "info": info, "gpu": gpu}
+        result.timing = {"folder": str(folder), "info": info, "gpu": gpu}
 
     def time_pending(self, result):
         """Phase 2 of a GPU run: time a recording with the trusted replay process while no
         submission's process exists, then score it."""
         lab, perf = self.lab, self.perf
         pts = perf["points"]
-        pend = result.pop("_timing")
+        pend, result.timing = result.timing, None
         gpu, folder, info = pend["gpu"], Path(pend["folder"]), pend["info"]
-        p = next(t for t in result["tests"] if t["name"] == "performance")
+        p = next(t for t in result.tests if t["name"] == "performance")
         case = self.timing_cases()[0]
         timed = self.replay_timed(result, gpu, folder)
         info.update(timed)
@@ -301,8 +301,8 @@ class Timing:
                 p["output"] = (f"0 points: the recorded launches did not finish on the GPU within "
                                f"{timed.get('limit_s', 0):.0f} s when the grader replayed them (a hang); "
                                "the replay was stopped")
-            result["performance"] = info
-            self.log(kind="timing", id=result["id"], **info)
+            result.performance = info
+            self.log(kind="timing", id=result.id, **info)
             return
         per = timed["per_call_s"]
         info["per_rep_s"] = per
@@ -311,7 +311,7 @@ class Timing:
         if gpu not in self.reference:
             p["output"] = ("not measured: the reference could not be measured on this GPU "
                            f"({getattr(self, 'reference_error', 'unknown error')})")
-            result["performance"] = info
+            result.performance = info
             return
         ref = self.reference[gpu]
         info["reference"] = {k: ref[k] for k in ("reference_s", "reference_bandwidth", "copy_bandwidth",
@@ -338,8 +338,8 @@ class Timing:
                        "on its own inputs, in its own process")
         if score["flags"]:
             p["output"] += "\nFLAGGED: " + "\nFLAGGED: ".join(score["flags"])
-        result["performance"] = info
-        self.log(kind="timing", id=result["id"], **info)
+        result.performance = info
+        self.log(kind="timing", id=result.id, **info)
 
     def replay_timed(self, result, gpu, folder) -> dict:
         """Three replay requests of TIMING_WINDOWS windows each, made when no submission's process
@@ -361,10 +361,10 @@ class Timing:
                             "hang": r.get("error") == "timeout", "limit_s": limit}
                 after = gpu_foreign(gpu, {srv.pid})
                 for w in r.get("discarded_windows", []):  # the replay process's own per-window check
-                    self.log(kind="window_discarded", id=result["id"], gpu=gpu, **w)
+                    self.log(kind="window_discarded", id=result.id, gpu=gpu, **w)
                 if (before or after) and discarded < 3:
                     discarded += 1
-                    self.log(kind="window_discarded", id=result["id"], gpu=gpu, foreign_before=before,
+                    self.log(kind="window_discarded", id=result.id, gpu=gpu, foreign_before=before,
                              foreign_after=after, windows=r["windows"])
                     continue
                 windows += r["windows"]
@@ -372,7 +372,7 @@ class Timing:
                 launches = r["launches_per_call"]
                 done += 1
         per = statistics.median(w["per_call_s"] for w in windows)
-        self.log(kind="timing_windows", id=result["id"], gpu=gpu, windows=windows, discarded=discarded)
+        self.log(kind="timing_windows", id=result.id, gpu=gpu, windows=windows, discarded=discarded)
         return {"ok": True, "per_call_s": per, "verified": verified, "windows": len(windows),
                 "discarded_requests": discarded, "launches_per_call": launches,
                 "method": "trusted replay of the recorded launches, CUDA events"}

@@ -1,0 +1,50 @@
+"""The result of grading one submission: what the parts of a run (judge.py, timing.py) fill in
+and the exporters (export.py: results.json, feedback.md, grades.csv) read."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Result:
+    id: str
+    file: str
+    lab: str
+    run: str
+    status: str = "graded"
+    sha256: str | None = None
+    tests: list = field(default_factory=list)      # Gradescope-shaped: name, score, max_score, output, visibility
+    flags: list = field(default_factory=list)      # the source scan's notes for review
+    cell_errors: list = field(default_factory=list)
+    problems: dict = field(default_factory=dict)   # what stopped grading, by where it happened
+    performance: dict | None = None
+    isolation: dict | None = None
+    kernel_proof: dict | None = None
+    after_exit: dict | None = None
+    output: str = ""                               # what the submission printed (capped)
+    output_bytes: int | None = None
+    public_output_len: int | None = None           # printed before the first hidden case ran
+    rss_peak_mib: int | None = None
+    hidden_visibility: str = "after_due_date"
+    score: float = 0.0
+    max_score: float = 0.0
+    execution_time: float = 0.0
+    # the run's working state, never exported
+    replies: dict = field(default_factory=dict, repr=False)    # case id -> (case, reply, ok)
+    cells: list | None = field(default=None, repr=False)
+    timing: dict | None = None                     # a recording waiting for phase 2
+    oom: str | None = None                         # a test ran out of GPU memory beside others
+    t_start: float | None = None
+
+    WORKING = ("replies", "cells")
+
+    def to_json(self) -> dict:
+        """For pending.json: everything but the working state that cannot be saved."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.WORKING}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Result:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
