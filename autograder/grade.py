@@ -408,11 +408,19 @@ class Run(Judging, Timing):
     def _safe_grade(self, i, sid, p):
         with self._active_lock:
             self._active += 1
+            others = self._active > 1
         try:
             r = self.grade_one(i, sid, p)
         finally:
             with self._active_lock:
+                others = others or self._active > 1
                 self._active -= 1
+        if others and not r.oom:  # out of GPU memory anywhere (cells, tests, the timing call)
+            said = [str(v) for v in r.problems.values()] + [e.get("message", "") for e in r.cell_errors] \
+                + [t.get("output", "") for t in r.tests]
+            hit = next((x for x in said if "OUT_OF_MEMORY" in x.upper().replace(" ", "_")), None)
+            if hit:
+                r.oom = hit[:300]
         write_grades_csv(self.out, self.lab_name)  # after each one: a killed run loses nothing
         return r
 
