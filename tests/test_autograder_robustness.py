@@ -187,3 +187,17 @@ def test_hidden_cases_stay_hidden_before_the_due_date(run):
         assert not [s for s in shapes if s in seen], (sid, shapes)
     assert "shown after the due date" in (out / "unwritten_output" / "feedback.md").read_text()
 
+
+
+def test_out_of_memory_beside_others_is_graded_again_alone(run):
+    import json
+
+    from _autograder_runs import start_all
+
+    out = start_all()["robust"][1]
+    log = [json.loads(line) for line in open(out / "measurements.jsonl")]
+    assert [r for r in log if r["kind"] == "oom_regrade" and r["id"] == "out_of_memory"]
+    graded = [r for r in log if r["kind"] == "result" and r["id"] == "out_of_memory"]
+    assert len(graded) == 2                       # beside the others, then alone
+    assert not [r for r in log if r["kind"] == "oom_regrade" and r["id"] != "out_of_memory"]
+    assert run("out_of_memory")["score"] == 0     # alone it still fails: its own fault
