@@ -229,3 +229,38 @@ def test_export_gradescope_bundle(tmp_path):
     assert not [n for n in names if "reports" in n or n.startswith("source/records")]  # records stay out
     run = zipfile.ZipFile(z).read("run_autograder").decode()
     assert "grade lab2_packed_swiglu" in run and "/autograder/results/results.json" in run
+
+
+def test_replay_refuses_what_it_cannot_replay_and_marshals_scalars_as_numba_does(tmp_path):
+    """The trusted replay process's reading of a recording (no GPU needed for this part):
+    a recording without launches, or one whose recording failed, is refused with the reason;
+    scalar parameters get the C types numba passes (int64 for Python ints and array fields,
+    the float16 bits as 2 bytes, bool as 1 byte)."""
+    import ctypes
+    import json
+
+    from autograder.replay import Recording, ReplayError, _scalar
+
+    def write(**rec):
+        (tmp_path / "launches.json").write_text(json.dumps(
+            dict({"launches": [], "images": {}, "scratch": [], "error": None}, **rec)))
+
+    write()
+    with pytest.raises(ReplayError, match="launched no CUDA kernel"):
+        Recording(tmp_path)
+    write(error="TypeError: a kernel parameter of type dict cannot be replayed")
+    with pytest.raises(ReplayError, match="could not be recorded: TypeError"):
+        Recording(tmp_path)
+    (tmp_path / "img_a.cubin").write_bytes(b"\x7fELF")
+    (tmp_path / "s0.bin").write_bytes(b"\x01\x02")
+    write(launches=[{"image": "a", "entry": "k", "grid": [1, 1, 1], "block": [32, 1, 1], "shmem": 0,
+                     "params": [{"t": "ptr", "buf": "out", "off": 0}]}],
+          images={"a": "img_a.cubin"}, scratch=[{"name": "s0", "size": 2, "file": "s0.bin"}])
+    rec = Recording(tmp_path)
+    assert rec.images == {"a": b"\x7fELF"} and rec.scratch == [("s0", 2, b"\x01\x02")]
+    sizes = {t: ctypes.sizeof(_scalar({"t": t, "v": v})) for t, v in
+             [("c_int64", 5), ("c_double", 1.5), ("bool", True), ("c_float", 2.0), ("c_ushort", 15360),
+              ("c_int", -3), ("np:<f2", 1.0)]}
+    assert sizes == {"c_int64": 8, "c_double": 8, "bool": 1, "c_float": 4, "c_ushort": 2, "c_int": 4,
+                     "np:<f2": 2}
+    assert _scalar({"t": "np:<f2", "v": 1.0}).value == 15360   # float16 1.0, as its bits
