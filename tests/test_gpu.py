@@ -5,7 +5,6 @@ controlled environment (CUDA_VISIBLE_DEVICES="" hides any GPU, so these tests
 mean the same on a GPU machine).
 """
 
-import importlib.util
 import json
 import os
 import subprocess
