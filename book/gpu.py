@@ -51,6 +51,8 @@ __all__ = [
     "device_info",
     "check_runnable",
     "check_setup",
+    "diagnose",
+    "setup_line",
     "describe",
     "explain_cuda_error",
     "driver_cuda_version",

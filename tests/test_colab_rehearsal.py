@@ -26,7 +26,20 @@ def _tool(*args, timeout):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def _pinned_commit_present() -> bool:
+    """The cell clones this checkout at the pin: a shallow clone may not hold it (fetch it)."""
+    sys.path.insert(0, str(ROOT))
+    from tools.setup_cell import config
+
+    has = lambda: subprocess.run(["git", "cat-file", "-e", config()["pin"] + "^{commit}"],  # noqa: E731
+                                 cwd=ROOT, capture_output=True).returncode == 0
+    if not has():
+        subprocess.run(["git", "fetch", "--quiet", "--unshallow"], cwd=ROOT, capture_output=True)
+    return has()
+
+
 def test_setup_cell_on_a_colab_mirror(tmp_path):
+    assert _pinned_commit_present(), "the pinned commit (_config.yml repository.pin) is not here"
     dl = _tool("download", "--wheels", WHEELS, "--extra", "cu12", timeout=1500)
     assert dl.returncode == 0, dl.stdout[-3000:] + dl.stderr[-3000:]
     out = tmp_path / "rehearsal.json"
