@@ -124,7 +124,10 @@ def _published(rel: str, simulated_nb):
     rec = recordings.find(rel)
     if rec.usable:
         src = nbformat.read(ROOT / rel, as_version=4)
-        return recordings.with_recorded_outputs(src, rec), f"the recording ({rec.describe()})"
+        nb = recordings.with_recorded_outputs(src, rec)
+        drawn = recordings.with_build_figures(nb, simulated_nb) if simulated_nb else 0
+        extra = f"; {drawn} figure(s) drawn at build time from recorded data" if drawn else ""
+        return nb, f"the recording ({rec.describe()}{extra})"
     if rec.exists:
         return simulated_nb, "simulator outputs: its recording is STALE (tests/test_record.py)"
     return simulated_nb, "simulator outputs (no recording)"

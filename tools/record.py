@@ -157,7 +157,9 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 def record(out: Path, chapters: list[str], timeout: int, cell_timeout: int,
            budget: float | None = None) -> int:
-    os.environ.setdefault("MPLBACKEND", "Agg")
+    # No MPLBACKEND here: the chapters' kernels must use IPython's inline backend, or
+    # plt.show() draws nothing and the recording has no figures.
+    os.environ.pop("MPLBACKEND", None)
     out.mkdir(parents=True, exist_ok=True)
     from book.provenance import provenance
 

@@ -175,3 +175,43 @@ def stamp(executed_nb, provenance: dict, src: str, seconds: float) -> None:
         "cells": [{"index": i, "id": c.get("id"), "sha256": cell_key(c)}
                   for i, c in enumerate(code_cells(executed_nb))],
     }
+
+
+IMAGE_TYPES = ("image/png", "image/svg+xml", "image/jpeg")
+BUILD_FIGURE_NOTE = ("*Figure drawn when this page was built, from the same recorded data: "
+                     "this cell's GPU recording kept its text only.*")
+# Text that marks a cell whose simulator run measured nothing: its figure (if any) would be the
+# simulator's, not the GPU's, so it is never taken.
+SIMULATOR_MARKERS = ("nothing to time", "Simulator:", "simulator: ")
+
+
+def _images(outputs) -> list:
+    return [o for o in outputs if o.get("output_type") in ("display_data", "execute_result")
+            and any(t in o.get("data", {}) for t in IMAGE_TYPES)]
+
+
+def with_build_figures(published_nb, built_nb) -> int:
+    """Give recorded cells that hold no figure the figure the build drew for the same cell.
+
+    Recordings made while the recorder ran matplotlib without IPython's inline backend kept
+    each cell's text but no figure. A chapter's figures are drawn from recorded data (JSON
+    under book/data, records/) or computed (diagrams, the tracer), so the build's own run of
+    the same cell draws the same picture; it is taken only where that cell's build run shows
+    no simulator marker, and is captioned as drawn at build time. Returns how many were taken.
+    """
+    taken = 0
+    for pub, built in zip(code_cells(published_nb), code_cells(built_nb)):
+        if cell_key(pub) != cell_key(built) or _images(pub.get("outputs", [])):
+            continue
+        figs = _images(built.get("outputs", []))
+        text = "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                       for o in built.get("outputs", []))
+        if not figs or any(m in text for m in SIMULATOR_MARKERS):
+            continue
+        for fig in figs:
+            pub.outputs.append(copy.deepcopy(fig))
+            taken += 1
+        pub.outputs.append(nbformat.v4.new_output(
+            "display_data", data={"text/markdown": BUILD_FIGURE_NOTE, "text/plain": ""}))
+    return taken
+
