@@ -52,6 +52,7 @@ __all__ = [
     "check_runnable",
     "check_setup",
     "diagnose",
+    "install_ipython_diagnosis",
     "setup_line",
     "describe",
     "explain_cuda_error",
@@ -415,3 +416,30 @@ def check_setup() -> bool:
                          "see the cause and the fix above.") from None
     print(setup_line(), flush=True)
     return True
+
+
+def _show_with_diagnosis(shell, etype, value, tb, tb_offset=None):
+    shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    err = diagnose(value)
+    if err is not None:  # one of the four known causes: say it under the traceback
+        print(f"Diagnosis ({err.kind}): {err.cause}\nFix: {err.fix}", flush=True)
+
+
+def install_ipython_diagnosis(shell=None) -> bool:
+    """Under every error a notebook cell raises, print the cause and fix when it is one of the
+    known four (driver older than the PTX, nvJitLink older than NVVM, no GPU, out of memory).
+
+    ``import book`` calls this on a GPU inside IPython/Jupyter (so a kernel that fails in a
+    later cell is explained too, not only the setup cell's check). Other errors show as usual.
+    """
+    if shell is None:
+        ipython = sys.modules.get("IPython")
+        shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None or getattr(shell, "custom_exceptions", None) != ():
+        return False  # not in IPython, or something else already handles errors there
+    shell.set_custom_exc((Exception,), _show_with_diagnosis)
+    return True
+
+
+if not SIMULATED:
+    install_ipython_diagnosis()

@@ -246,3 +246,27 @@ def test_real_device_info():
     spec = book.specs.match(info.name)
     if spec is not None:  # the table and the attributes agree within 5%
         assert info.peak_bandwidth == pytest.approx(spec.memory_bandwidth, rel=0.05)
+
+
+def test_ipython_shows_the_diagnosis_under_a_recorded_error():
+    """`import book` on a GPU installs this in IPython; here it is installed by hand (no GPU)
+    into a real IPython shell, which runs a cell raising the error recorded on the H100."""
+    r = run_py(f"""
+        import json
+        from IPython.core.interactiveshell import InteractiveShell
+        import book
+        shell = InteractiveShell.instance()
+        assert book.gpu.install_ipython_diagnosis(shell)
+        assert not book.gpu.install_ipython_diagnosis(shell)  # once
+        case = json.load(open({str(ERRORS)!r}))["cases"]["nvjitlink_older_than_ptx_link"]
+        item = case["raised"][0]
+        shell.user_ns["Err"] = type(item["type"].rsplit(".", 1)[-1], (Exception,), {{}})
+        shell.user_ns["text"] = item["str"]
+        shell.run_cell("raise Err(text)")
+        shell.run_cell("1 / 0")
+    """, BOOK_QUIET="1")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "nvJitLinkError" in out and "Diagnosis (nvjitlink_older_than_nvvm)" in out
+    assert out.count("Fix:") == 1 and "ZeroDivisionError" in out  # other errors: as usual
+    assert "Custom TB Handler failed" not in out + r.stderr
