@@ -420,7 +420,8 @@ def check_setup() -> bool:
 
 def _show_with_diagnosis(shell, etype, value, tb, tb_offset=None):
     shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
-    err = diagnose(value)
+    # a first look needs no versions; only a known cause pays for reading them
+    err = diagnose(value) if explain_cuda_error(value) is not None else None
     if err is not None:  # one of the four known causes: say it under the traceback
         print(f"Diagnosis ({err.kind}): {err.cause}\nFix: {err.fix}", flush=True)
 
