@@ -211,6 +211,16 @@ def test_constants_describe_the_timed_configuration():
     assert (ROOT / "chapters" / f"{gemm.CHAPTER}.ipynb").exists()
 
 
+def test_tile_variants_are_the_timed_tile_and_its_controls():
+    # benchmarks/gemm_bench.py times these side by side; each must be a valid kernel
+    assert gemm.TILE_VARIANTS["flat_u2"] is TILE
+    fields = ("bm", "bn", "bk", "tm", "tn", "pad", "min_blocks", "prefetch", "unroll2", "flat")
+    for name, tile in gemm.TILE_VARIANTS.items():
+        tile.validate()
+        diff = [f for f in fields if getattr(tile, f) != getattr(TILE, f)]
+        assert name == "flat_u2" or 1 <= len(diff) <= 3, (name, diff)  # a control, not a rewrite
+
+
 # --- the PTX of the configuration we time ------------------------------------------------
 
 _PTX_CHILD = r"""
