@@ -146,7 +146,8 @@ def _notebook(path, *sources):
 def test_record_names_a_failing_and_a_hanging_chapter_and_still_writes_the_bundle(tmp_path):
     """Real kernels: one chapter runs, one raises in its 2nd code cell, one hangs and is killed
     (kernel included) at its time limit; the bundle and the summary hold all three."""
-    good = _notebook(tmp_path / "good.ipynb", "x = 6 * 7", "print(x)")
+    good = _notebook(tmp_path / "good.ipynb", "x = 6 * 7", "print(x)",
+                     "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")
     bad = _notebook(tmp_path / "bad.ipynb", "y = 1", "1 / 0", "print('never')")
     pidfile = tmp_path / "kernel.pid"
     hang = _notebook(tmp_path / "hang.ipynb",
@@ -172,6 +173,8 @@ def test_record_names_a_failing_and_a_hanging_chapter_and_still_writes_the_bundl
         assert {"good.ipynb", "failed/bad.ipynb", "index.json"} <= names
         nb = nbformat.reads(tar.extractfile("good.ipynb").read().decode(), as_version=4)
     assert nb.cells[2].outputs[0]["text"] == "42\n"
+    # figures are recorded (IPython's inline backend, not a headless one inherited from here)
+    assert any("image/png" in o.get("data", {}) for o in nb.cells[3].outputs), nb.cells[3].outputs
     meta = nb.metadata[recordings.META_KEY]
     assert [c["sha256"] for c in meta["cells"]] == recordings.cell_hashes(nb)
     assert meta["provenance"] == summary["provenance"]
