@@ -52,7 +52,7 @@ OUT_COLS_PER_BLOCK = DUAL_TILE.bn // 2
 
 @cuda.jit(device=True, inline="always")
 def gate_plus_up(g, u):
-    """The identity epilogue of the control: both accumulators, one add, one store."""
+    """The control's epilogue: both accumulators, one add, one store."""
     return g + u
 
 
@@ -68,22 +68,26 @@ def flops(T: int, d: int, h: int) -> int:
     return 4 * T * d * h
 
 
-def swiglu_dual_gemm(x, wg, wu, out=None, *, tile: Tile | None = None, stream=0):
-    """``out = silu(x @ wg) * (x @ wu)`` in one launch (plus guarded edge launches).
+def swiglu_dual_gemm(x, wg, wu, out=None, *, tile: Tile | None = None,
+                     stream=0):
+    """``out = silu(x @ wg) * (x @ wu)`` in one launch (plus guarded edges).
 
-    x[T, d], wg[d, h], wu[d, h], out[T, h]: float32 GPU arrays (Numba device arrays or
-    anything with ``__cuda_array_interface__``, e.g. torch CUDA tensors), row-major.
+    x[T, d], wg[d, h], wu[d, h], out[T, h]: float32 GPU arrays (Numba device
+    arrays or anything with ``__cuda_array_interface__``, e.g. torch CUDA
+    tensors), row-major.
     ``out`` is allocated when not given. ``tile`` defaults to
     :func:`book.kernels.gemm.default_tile`.
     """
     return _dual(silu_mul, x, wg, wu, out, tile, stream)
 
 
-def dual_gemm_identity(x, wg, wu, out=None, *, tile: Tile | None = None, stream=0):
-    """The control: ``out = (x @ wg) + (x @ wu)`` by the same kernel, identity epilogue.
+def dual_gemm_identity(x, wg, wu, out=None, *, tile: Tile | None = None,
+                       stream=0):
+    """The control: ``out = (x @ wg) + (x @ wu)``, by the same kernel.
 
-    Same arguments, same launches, same loads and stores as :func:`swiglu_dual_gemm`;
-    only the epilogue's arithmetic differs (one add instead of silu and a multiply).
+    Same arguments, same launches, same loads and stores as
+    :func:`swiglu_dual_gemm`; only the epilogue's arithmetic differs (one add
+    instead of silu and a multiply).
     """
     return _dual(gate_plus_up, x, wg, wu, out, tile, stream)
 
