@@ -26,7 +26,8 @@ def test_show_plain_function_and_class():
 
 def test_show_displays_code_in_ipython(monkeypatch):
     shown = []
-    IPython = pytest.importorskip("IPython")
+    pytest.importorskip("IPython")
+    import IPython
     import IPython.display
 
     monkeypatch.setattr(IPython, "get_ipython", lambda: object())
