@@ -26,7 +26,8 @@ def test_a_text_only_recorded_cell_gets_the_builds_figure_with_a_caption():
     outs = recorded.cells[0].outputs
     assert outs[0]["text"] == "recorded on the GPU\n"          # the GPU's text stays first
     assert outs[1]["data"]["image/png"] == PNG["image/png"]
-    assert outs[2]["data"]["text/markdown"] == recordings.BUILD_FIGURE_NOTE
+    # a plain stream, so that myst-nb does not wrap it in a second captioned figure
+    assert outs[2]["output_type"] == "stream" and outs[2]["text"] == recordings.BUILD_FIGURE_NOTE
 
 
 def test_no_figure_from_a_simulator_run_that_measured_nothing():

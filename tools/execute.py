@@ -44,7 +44,9 @@ DOCTREES = ROOT / "_build" / ".doctrees"
 # The cache is keyed on each notebook's code only. Outputs also depend on the library the
 # notebooks import, so a change under book/ (or in the pins) re-executes every notebook.
 FINGERPRINT = ROOT / "_build" / ".notebooks-library-fingerprint"
-FINGERPRINTED = ("book", "requirements.txt", "records/chapters")
+# tools/recordings.py and this file decide what a recorded chapter's cached outputs are.
+FINGERPRINTED = ("book", "requirements.txt", "records/chapters", "tools/recordings.py",
+                 "tools/execute.py")
 
 
 def library_fingerprint() -> str:

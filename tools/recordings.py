@@ -178,8 +178,8 @@ def stamp(executed_nb, provenance: dict, src: str, seconds: float) -> None:
 
 
 IMAGE_TYPES = ("image/png", "image/svg+xml", "image/jpeg")
-BUILD_FIGURE_NOTE = ("*Figure drawn when this page was built, from the same recorded data: "
-                     "this cell's GPU recording kept its text only.*")
+BUILD_FIGURE_NOTE = ("(Figure above drawn when this page was built, from the same recorded "
+                     "data: this cell's GPU recording kept its text only.)\n")
 # Text that marks a cell whose simulator run measured nothing: its figure (if any) would be the
 # simulator's, not the GPU's, so it is never taken.
 SIMULATOR_MARKERS = ("nothing to time", "Simulator:", "simulator: ")
@@ -211,7 +211,9 @@ def with_build_figures(published_nb, built_nb) -> int:
         for fig in figs:
             pub.outputs.append(copy.deepcopy(fig))
             taken += 1
-        pub.outputs.append(nbformat.v4.new_output(
-            "display_data", data={"text/markdown": BUILD_FIGURE_NOTE, "text/plain": ""}))
+        # A stream, not display_data: myst-nb wraps every display_data output of a cell with a
+        # figure caption in its own numbered figure, which would repeat the caption here.
+        pub.outputs.append(nbformat.v4.new_output("stream", name="stdout",
+                                                  text=BUILD_FIGURE_NOTE))
     return taken
 
