@@ -46,3 +46,15 @@ def test_a_recorded_figure_or_a_changed_cell_is_left_alone():
     text_only = nb_of(cell("plot(data)"))
     assert recordings.with_build_figures(text_only, changed) == 0
 
+
+
+def test_rewrapping_a_line_or_editing_a_comment_keeps_a_recording_current():
+    """A recording is stale when a cell's code changes, not when its lines are re-wrapped
+    (80-column chapters) or a comment is edited: the key is the syntax tree."""
+    before = new_code_cell('print(f"ratio: {a / b:.1f}x")  # old comment')
+    wrapped = new_code_cell('print(f"ratio:"\n      f""" {a\n            / b:.1f}x""")')
+    changed = new_code_cell('print(f"ratio: {b / a:.1f}x")')
+    assert recordings.code_key(before) == recordings.code_key(wrapped)
+    assert recordings.code_key(before) != recordings.code_key(changed)
+    magic = new_code_cell("%timeit f()")            # not Python: compared as text
+    assert recordings.code_key(magic) != recordings.code_key(new_code_cell("%timeit g()"))

@@ -17,6 +17,7 @@ recorded outputs are merged into a chapter's source.
 
 from __future__ import annotations
 
+import ast
 import copy
 import hashlib
 from dataclasses import dataclass, field
@@ -60,6 +61,31 @@ def cell_key(cell) -> str:
 
 def cell_hashes(nb) -> list[str]:
     return [cell_key(c) for c in code_cells(nb)]
+
+
+def _shape(node):
+    """An AST as nested tuples, leaving out empty fields (ast.dump's text differs between
+    Python versions in exactly those: 3.12 adds ``type_params=[]``, 3.13 drops empty lists)."""
+    if isinstance(node, ast.AST):
+        return (type(node).__name__,) + tuple(
+            (k, _shape(v)) for k, v in ast.iter_fields(node) if v is not None and v != [])
+    if isinstance(node, list):
+        return tuple(_shape(x) for x in node)
+    return repr(node)
+
+
+def code_key(cell) -> str:
+    """What a code cell *does*: its syntax tree, so re-wrapping a line or editing a comment
+    leaves a recording current while any change to the code makes it stale. (Source that is
+    not Python, an IPython magic say, counts by its text.)"""
+    if cell.get("id") == SETUP_CELL_ID:
+        return cell_hash(SETUP_CELL_KEY)
+    text = "".join(cell.source) if isinstance(cell.source, list) else cell.source
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return cell_hash(text)
+    return cell_hash(repr(_shape(tree)))
 
 
 def record_path(src: str | Path, gpu: str = PUBLISHED_GPU, root: Path = ROOT) -> Path:
@@ -117,12 +143,12 @@ def compare(src_nb, rec_nb) -> list[str]:
     # The hashes must also describe the outputs stored beside them.
     if recorded != cell_hashes(rec_nb):
         return ["the recorded cells do not match their own hashes (edited by hand?)"]
-    now = code_cells(src_nb)
+    now, then = code_cells(src_nb), code_cells(rec_nb)
     problems = []
     for i, cell in enumerate(now):
         if i >= len(recorded):
             problems.append(f"code cell {i + 1} ({_first_line(cell.source)!r}) is new")
-        elif cell_key(cell) != recorded[i]:
+        elif code_key(cell) != code_key(then[i]):
             problems.append(f"code cell {i + 1} ({_first_line(cell.source)!r}) changed "
                             "since it was recorded")
     if len(recorded) > len(now):
@@ -201,7 +227,7 @@ def with_build_figures(published_nb, built_nb) -> int:
     """
     taken = 0
     for pub, built in zip(code_cells(published_nb), code_cells(built_nb)):
-        if cell_key(pub) != cell_key(built) or _images(pub.get("outputs", [])):
+        if code_key(pub) != code_key(built) or _images(pub.get("outputs", [])):
             continue
         figs = _images(built.get("outputs", []))
         text = "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
