@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -32,6 +33,20 @@ DEFAULT_HINT = "write this part (see the instructions above)"
 
 class MarkerError(ValueError):
     pass
+
+
+WIDTH = 80  # the book's code column: generated lines keep to it as the masters do
+
+
+def _raise_hint(indent: str, hint: str) -> list[str]:
+    """``raise NotImplementedError(hint)``, the hint split over lines of at most WIDTH."""
+    one = f"{indent}raise NotImplementedError({hint!r})"
+    if len(one) <= WIDTH:
+        return [one]
+    pad = indent + "    "
+    parts = textwrap.wrap(hint, WIDTH - len(pad) - 4, drop_whitespace=False)
+    return ([f"{indent}raise NotImplementedError("]
+            + [f"{pad}{part!r}" for part in parts] + [f"{indent})"])
 
 
 def strip_source(src: str, where: str = "") -> str:
@@ -51,9 +66,10 @@ def strip_source(src: str, where: str = "") -> str:
                 raise MarkerError(f"{where}: BEGIN SOLUTION at line {i + 1} has no END SOLUTION")
             if indent:
                 out.append(f"{indent}# YOUR CODE HERE")
-                out.append(f"{indent}raise NotImplementedError({hint!r})")
+                out.extend(_raise_hint(indent, hint))
             else:
-                out.append(f"# YOUR CODE HERE: {hint}")
+                out.extend(textwrap.wrap(f"YOUR CODE HERE: {hint}", WIDTH,
+                                         initial_indent="# ", subsequent_indent="#   "))
             i = j + 1
             continue
         if BEGIN_HIDDEN.match(line):
