@@ -15,7 +15,6 @@ when labs/ is stale.
 from __future__ import annotations
 
 import copy
-import json
 import re
 import textwrap
 from pathlib import Path
@@ -95,7 +94,7 @@ def setup_source() -> str | None:
         from tools.setup_cell import render
 
         return render()
-    except Exception:  # noqa: BLE001  (the build engineer's tool missing: keep the master's cell)
+    except Exception:  # the build engineer's tool missing: keep the master's cell
         return None
 
 

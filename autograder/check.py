@@ -133,7 +133,7 @@ def check_file(lab: str, path: str) -> bool:
     for c in cells:
         try:
             exec(compile(c["source"], f"<cell {c['index']}>", "exec"), ns)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             print(f"cell {c['index']} raised {type(e).__name__}: {e}")
     names = list(_labs.Lab(lab).functions)
     ok = True

@@ -302,7 +302,7 @@ def _record(fn_record, *a):
     if REC["on"] and REC["error"] is None:
         try:
             fn_record(*a)
-        except Exception as e:  # noqa: BLE001  (the replay then fails with this message)
+        except Exception as e:  # the replay then fails with this message
             REC["error"] = f"{type(e).__name__}: {e}"[:500]
 
 
@@ -412,7 +412,7 @@ def load_submission():
             continue
         try:
             exec(code, ns)
-        except BaseException as e:  # noqa: BLE001  (SystemExit too: keep going)
+        except BaseException as e:  # SystemExit too: keep going
             errors.append({"cell": cell["index"], "error": type(e).__name__, "message": _student_tb(e)})
         ns["check"] = lambda *a, **k: None
     return ns, errors
@@ -654,7 +654,7 @@ def main():
                 r = replay_sim(msg)
             else:
                 r = {"ok": False, "error": "ProtocolError", "message": f"unknown command {cmd}"}
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             r = {"ok": False, "error": type(e).__name__, "message": _student_tb(e)[-3000:],
                  "cuda_error": "Cuda" in type(e).__name__ or "CUDA" in str(e)[:400]}
             if isinstance(e, LaunchTooLargeToSimulate):

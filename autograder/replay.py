@@ -244,7 +244,7 @@ class Server:
             if not gpuwatch.available():
                 return []
             return [p.describe() for p in gpuwatch.foreign(self.nvml_gpu, {os.getpid()})]
-        except Exception as e:  # noqa: BLE001  (NVML hiccup: recorded, not fatal)
+        except Exception as e:  # NVML hiccup: recorded, not fatal
             return [f"NVML check failed: {e}"[:200]]
 
     def _windows(self, run_set, n_windows, start, before_window=None, after_window=None, verify=True):
@@ -361,7 +361,7 @@ def main():
                  "reference": server.reference, "ping": lambda m: {"ok": True}}[cmd](msg)
         except ReplayError as e:
             r = {"ok": False, "error": "ReplayError", "message": str(e)}
-        except Exception as e:  # noqa: BLE001  (a CUDA error: this context is done)
+        except Exception as e:  # a CUDA error: this context is done
             reply(ok=False, error=type(e).__name__, message=str(e)[:2000], fatal=True,
                   seconds=time.perf_counter() - t0)
             _OUT.flush()

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib
 
-from . import gpu  # noqa: F401  (must run first: GPU or simulator)
-from .show import show  # noqa: F401
+from . import gpu  # must run first: GPU or simulator
+from .show import show
 
 __all__ = ["gpu", "show", "specs", "traffic", "roofline", "bench", "kernels", "data",
            "widgets", "claims"]

@@ -59,7 +59,7 @@ def provenance(command: str | None = None) -> dict:
         rec.update(gpu=info.name, sm_count=info.sm_count,
                    compute_capability=list(info.compute_capability or ()) or None,
                    peak_bandwidth=info.peak_bandwidth, l2_bytes=info.l2_bytes)
-    except Exception as exc:  # noqa: BLE001  (simulator or a broken driver: say so, keep going)
+    except Exception as exc:  # simulator or a broken driver: say so, keep going
         rec.update(gpu=None, device_error=f"{type(exc).__name__}: {exc}")
     dv = gpu.driver_cuda_version()
     rec["driver"] = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])

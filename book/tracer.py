@@ -476,7 +476,7 @@ def _explained(what="this kernel"):
         yield
     except TracerError:
         raise
-    except Exception as exc:  # noqa: BLE001  (the simulator's own failure, explained)
+    except Exception as exc:  # the simulator's own failure, explained
         raise TracerError(f"the simulator could not run {what} ({type(exc).__name__}: "
                           f"{exc}); the tracer needs code the CUDA simulator supports "
                           "(no warp intrinsics, no libdevice-only functions)") from exc

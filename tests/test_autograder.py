@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from _autograder_runs import LABS, REPO, env, finished, grade_cmd, results, start_all
+from _autograder_runs import LABS, REPO, env, finished, grade_cmd, results
 
 
 

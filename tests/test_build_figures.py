@@ -1,7 +1,6 @@
 """tools.recordings.with_build_figures: a recording that kept only text gets the build's figure
 for the same cell, captioned, and never a figure from a cell the simulator could not measure."""
 
-import nbformat
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from tools import recordings

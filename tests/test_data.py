@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-import book  # noqa: F401
+import book
 from book import data
 from book.bench import suite
 

@@ -2,10 +2,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import pytest  # noqa: E402
+import pytest
 
-import book  # noqa: F401,E402
-from book import roofline, specs, traffic  # noqa: E402
+import book  # noqa: F401
+from book import roofline, specs, traffic
 
 
 def test_h100_ridge_point_is_seed_000s_295_from_the_bf16_tensor_peak():

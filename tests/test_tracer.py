@@ -2,7 +2,7 @@
 
 Everything runs for real in Numba's CUDA simulator (the tests' session is simulated)."""
 
-import book  # noqa: I001  (first: it decides GPU or simulator before numba.cuda loads)
+import book  # first: it decides GPU or simulator before numba.cuda loads
 import numpy as np
 import pytest
 from numba import cuda, float32

@@ -93,7 +93,7 @@ def leftovers() -> dict:
 
         gpu = [p.describe() for p in gpuwatch.processes(None, max_age=0)] if gpuwatch.available() else \
             f"NVML unavailable: {gpuwatch.unavailable_reason()}"
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         gpu = f"NVML check failed: {e}"
     return {"alive": alive, "gpu_processes": gpu}
 
@@ -186,7 +186,7 @@ def save(base: Path, s: dict) -> None:
     (base / "summary.json").write_text(json.dumps(clean, indent=1))
     try:
         text = render(clean)
-    except Exception as e:  # noqa: BLE001  (a half-finished run still leaves its summary)
+    except Exception as e:  # a half-finished run still leaves its summary
         text = f"report could not be rendered yet: {e!r}\n"
     (base / "report.md").write_text(text)
 

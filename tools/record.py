@@ -116,7 +116,7 @@ def _kill_tree(pid: int) -> None:
         import psutil
 
         procs = psutil.Process(pid).children(recursive=True)
-    except Exception:  # noqa: BLE001  (gone already, or no psutil: the group kill still runs)
+    except Exception:  # gone already, or no psutil: the group kill still runs
         procs = []
     for sig_target in [pid, *(p.pid for p in procs)]:
         for kill in (os.killpg, os.kill):
