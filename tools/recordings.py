@@ -204,8 +204,9 @@ def stamp(executed_nb, provenance: dict, src: str, seconds: float) -> None:
 
 
 IMAGE_TYPES = ("image/png", "image/svg+xml", "image/jpeg")
-BUILD_FIGURE_NOTE = ("(Figure above drawn when this page was built, from the same recorded "
-                     "data: this cell's GPU recording kept its text only.)\n")
+BUILD_FIGURE_NOTE = ("(The figure above was drawn when this page was built, by the same code "
+                     "from the same recorded data; the GPU run that recorded this cell's text "
+                     "did not keep its figures.)\n")
 # Text that marks a cell whose simulator run measured nothing: its figure (if any) would be the
 # simulator's, not the GPU's, so it is never taken.
 SIMULATOR_MARKERS = ("nothing to time", "Simulator:", "simulator: ")

@@ -112,7 +112,34 @@ def one_copy_of_each_script(app, pagename, templatename, context, doctree) -> No
     scripts[:] = kept
 
 
+def printed_links_stay_text(app, doctree, docname) -> None:
+    """A cell's printed Markdown that MyST reads as a link to nowhere is shown as printed.
+
+    Program output is not prose: a table row a cell prints, ``Numba kernel[grid, block](...)``,
+    is Markdown link syntax, and MyST would turn it into a link to ``#...``. Inside cell outputs,
+    a reference to no element of the page becomes the text the program printed.
+    """
+    ids = {i for node in doctree.findall(nodes.Element) for i in node.get("ids", [])}
+    for ref in list(doctree.findall(nodes.reference)):
+        target = ref.get("refid") or (ref.get("refuri", "")[1:]
+                                      if ref.get("refuri", "").startswith("#") else None)
+        if target is None or target in ids:
+            continue
+        inside_output = any("cell_output" in (a.get("classes") or [])
+                            for a in _ancestors(ref))
+        if inside_output:
+            ref.replace_self(nodes.Text(f"[{ref.astext()}]({target})"))
+
+
+def _ancestors(node):
+    node = node.parent
+    while node is not None:
+        yield node
+        node = node.parent
+
+
 def setup(app):
     app.connect("doctree-read", add_outputs_note)
+    app.connect("doctree-resolved", printed_links_stay_text)
     app.connect("html-page-context", one_copy_of_each_script)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
