@@ -10,7 +10,7 @@ Scalar 2-byte loads waste most of each memory instruction, so ``half8_kernel`` l
 patterns; a torch bfloat16 tensor is viewed as int16 by the wrapper.
 """
 
-from .launch import aligned, prepare
+from .launch import aligned, ieee_control, prepare
 from .vectorized import (
     launch_vector,
     make_vector_kernel,
@@ -53,11 +53,5 @@ def swiglu_half4(gate, up, out=None, block=256, max_blocks=None, stream=0,
     return launch_vector(kernel, p, 4, block, max_blocks, stream)
 
 
-def swiglu_half4_ieee(gate, up, out=None, block=256, max_blocks=None, stream=0):
-    """:func:`swiglu_half4` without fastmath: the IEEE-math control."""
-    return swiglu_half4(gate, up, out, block, max_blocks, stream, fastmath=False)
-
-
-def swiglu_half8_ieee(gate, up, out=None, block=256, max_blocks=None, stream=0):
-    """:func:`swiglu_half8` without fastmath: the IEEE-math control."""
-    return swiglu_half8(gate, up, out, block, max_blocks, stream, fastmath=False)
+swiglu_half4_ieee = ieee_control(swiglu_half4)
+swiglu_half8_ieee = ieee_control(swiglu_half8)

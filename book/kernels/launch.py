@@ -245,6 +245,22 @@ def aligned(*arrays, to=16):
 
 
 @functools.lru_cache(maxsize=None)
+def ieee_control(fast):
+    """The IEEE-math control of a wrapper that takes ``fastmath``: the same kernel compiled
+    without fastmath (libdevice ``expf``, IEEE division), named ``<wrapper>_ieee``.
+
+    Chapter 6 measures each multi-element kernel beside its control."""
+
+    def control(gate, up, out=None, block=256, max_blocks=None, stream=0):
+        return fast(gate, up, out, block, max_blocks, stream, fastmath=False)
+
+    control.__name__ = control.__qualname__ = f"{fast.__name__}_ieee"
+    control.__module__ = fast.__module__
+    control.__doc__ = (f":func:`{fast.__name__}` without fastmath (libdevice expf, IEEE "
+                       "division): the IEEE-math control.")
+    return control
+
+
 def sm_count():
     """Multiprocessors on the current device (132 on an H100 SXM; 1 in the simulator)."""
     from .. import gpu

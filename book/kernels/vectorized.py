@@ -26,7 +26,7 @@ from numba import cuda
 
 from ..dtypes import DTYPES  # the three dtypes every elementwise kernel takes
 from .fused import silu_mul
-from .launch import aligned, cdiv, launch_kernel, prepare, sm_count
+from .launch import aligned, cdiv, ieee_control, launch_kernel, prepare, sm_count
 from .wide import load2, load4, load_f32, store2, store4, store_f32
 
 
@@ -195,16 +195,6 @@ def swiglu_vec4(gate, up, out=None, block=256, max_blocks=None, stream=0, fastma
 
 
 # The IEEE-math controls (chapter 6): each the same kernel compiled without fastmath.
-def swiglu_ilp4_ieee(gate, up, out=None, block=256, max_blocks=None, stream=0):
-    """:func:`swiglu_ilp4` without fastmath (libdevice expf, IEEE division)."""
-    return swiglu_ilp4(gate, up, out, block, max_blocks, stream, fastmath=False)
-
-
-def swiglu_vec2_ieee(gate, up, out=None, block=256, max_blocks=None, stream=0):
-    """:func:`swiglu_vec2` without fastmath (libdevice expf, IEEE division)."""
-    return swiglu_vec2(gate, up, out, block, max_blocks, stream, fastmath=False)
-
-
-def swiglu_vec4_ieee(gate, up, out=None, block=256, max_blocks=None, stream=0):
-    """:func:`swiglu_vec4` without fastmath (libdevice expf, IEEE division)."""
-    return swiglu_vec4(gate, up, out, block, max_blocks, stream, fastmath=False)
+swiglu_ilp4_ieee = ieee_control(swiglu_ilp4)
+swiglu_vec2_ieee = ieee_control(swiglu_vec2)
+swiglu_vec4_ieee = ieee_control(swiglu_vec4)
