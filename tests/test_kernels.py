@@ -266,3 +266,25 @@ def test_prepared_launch_computes_what_numbas_launch_does():
     o.set_(torch.full_like(g, float("nan")))  # same tensor object, new storage
     VARIANTS["vec4"].fn(g, u, o)
     R.check(o, g, u, "float32")
+
+
+def test_wrappers_ask_the_driver_for_the_sm_count_once(monkeypatch):
+    # Each vector wrapper sizes its block from the SM count on every call. The driver
+    # query behind it cost ~500 us of host time per call on the H100 when its cache was
+    # lost (a decorator moved onto another function): a call after the first must not
+    # query the device again.
+    from book import gpu
+    from book.kernels import launch, vectorized
+
+    g = cuda.to_device(np.ones(64, np.float32))
+    u = cuda.to_device(np.ones(64, np.float32))
+    vectorized.swiglu_vec4(g, u)  # the first call may ask
+
+    def no_query(*a, **k):
+        raise AssertionError("device_info() queried again on a later call")
+
+    monkeypatch.setattr(gpu, "device_info", no_query)
+    assert launch.sm_count() >= 1
+    out = vectorized.swiglu_vec4(g, u)
+    np.testing.assert_allclose(out.copy_to_host(), R.swiglu(np.ones(64, np.float32), np.ones(64, np.float32)),
+                               rtol=1e-5)

@@ -666,7 +666,7 @@ def main(argv=None):
                          "book/data/<gpu>.json with `python -m book.bench.merge FILE`")
     ap.add_argument("--verbose", action="store_true", help="say what is being measured")
     ap.add_argument("--watchdog", type=float, default=0,
-                    help="print every thread's stack every N seconds (find a hang)")
+                    help="print every thread's stack every N seconds (find a hang; debugging only: the dump can crash the process mid-compile, as it did on the H100, so never use it for a record)")
     args = ap.parse_args(argv)
     if args.only:
         try:

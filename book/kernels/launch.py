@@ -244,7 +244,6 @@ def aligned(*arrays, to=16):
     return all(pointer(a) % to == 0 for a in arrays)
 
 
-@functools.lru_cache(maxsize=None)
 def ieee_control(fast):
     """The IEEE-math control of a wrapper that takes ``fastmath``: the same kernel compiled
     without fastmath (libdevice ``expf``, IEEE division), named ``<wrapper>_ieee``.
@@ -261,6 +260,9 @@ def ieee_control(fast):
     return control
 
 
+# Cached: every vector wrapper asks on every call (choose_block), and the driver query
+# behind it costs about 500 us of host time on the H100, measured when this cache was lost.
+@functools.lru_cache(maxsize=None)
 def sm_count():
     """Multiprocessors on the current device (132 on an H100 SXM; 1 in the simulator)."""
     from .. import gpu
