@@ -423,6 +423,11 @@ class _Traced:
     def __len__(self):
         return len(self._ary)
 
+    @property
+    def flat(self):
+        """``a.flat[i]``: element ``i`` in C order (the GEMM's flat-offset loads use it)."""
+        return _TracedFlat(self)
+
     def _norm(self, idx):
         return idx if isinstance(idx, tuple) else (idx,)
 
@@ -449,6 +454,33 @@ class _Traced:
                               "... assigns a slice (write a loop, as a kernel does)")
         self._rec.record(self, self._norm(idx), "st")
         self._ary[idx] = value
+
+
+class _TracedFlat:
+    """``_Traced.flat``: a flat index becomes the element index it names, recorded as such.
+
+    ``record`` is called from here directly (not through ``_Traced.__getitem__``) so that the
+    frame it attributes the access to is still the kernel line that indexed ``.flat``.
+    """
+
+    def __init__(self, traced):
+        self._t = traced
+
+    def _index(self, i):
+        if not isinstance(i, (int, np.integer)):
+            raise TracerError(f"the tracer records element accesses; {self._t._name}.flat"
+                              f"[{i!r}] is not one element (index .flat with an integer)")
+        return tuple(int(k) for k in np.unravel_index(int(i), self._t._ary.shape))
+
+    def __getitem__(self, i):
+        idx = self._index(i)
+        self._t._rec.record(self._t, idx, "ld")
+        return self._t._ary[idx]
+
+    def __setitem__(self, i, value):
+        idx = self._index(i)
+        self._t._rec.record(self._t, idx, "st")
+        self._t._ary[idx] = value
 
 
 def _linear_block(b, grid) -> int:

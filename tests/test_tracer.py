@@ -237,3 +237,48 @@ def test_a_named_host_function_traces_in_a_simulator_process_as_on_a_gpu():
     assert t.sectors_per_request("gate") == 4.0
     with pytest.raises(tracer.TracerError, match="cannot import 'book.nowhere:f'"):
         tracer.trace_call("book.nowhere:f")
+
+
+@cuda.jit
+def flat_copy_kernel(a, b):
+    """Copy a 2-D array through ``.flat`` (the GEMM's flat-offset loads index it so)."""
+    i = cuda.grid(1)
+    if i < b.size:
+        b.flat[i] = a.flat[i]
+
+
+def test_flat_indexing_is_recorded_as_the_element_it_names():
+    a = f32(8 * 32).reshape(8, 32)
+    b = np.zeros_like(a)
+    t = tracer.trace(flat_copy_kernel, 2, 128, a, b)
+    np.testing.assert_array_equal(b, a)
+    assert t.sectors_per_request("a") == 4.0
+    assert t.sectors_per_request("b", kind="st") == 4.0
+    first = min((x for x in t.accesses if x.array == "a"), key=lambda x: x.offset)
+    assert first.index == (0, 0)
+    last = max((x for x in t.accesses if x.array == "a"), key=lambda x: x.offset)
+    assert last.index == (7, 31) and last.offset == (8 * 32 - 1) * 4
+
+
+def test_gemm_tile_padding_keeps_the_transposing_store_conflict_free():
+    """Chapter 7's facts on the simulator's tile: padded A store 1 way, unpadded 2 ways;
+    A's global loads touch 16 sectors a request (two lanes a row, 16 rows a warp)."""
+    from dataclasses import replace
+
+    from book.kernels import gemm
+
+    tile = gemm.SIM_TILE
+    a = f32(tile.bm * tile.bk).reshape(tile.bm, tile.bk)
+    b = f32(tile.bk * tile.bn, seed=1).reshape(tile.bk, tile.bn)
+    ways = {}
+    for pad in (tile.pad, 0):
+        t_ = replace(tile, pad=pad)
+        out = np.zeros((tile.bm, tile.bn), np.float32)
+        t = tracer.trace(gemm.build_kernel(t_), (1, 1), (t_.threads,), a, b, b, out, 0, 0)
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+        store_a = [r for r in t.instructions()
+                   if r["space"] == "shared" and r["kind"] == "st" and "As[" in r["source"]]
+        ways[pad] = store_a[0]["ways"]
+        assert t.sectors_per_request("a") == 16.0
+        assert t.sectors_per_request("b0") == 4.0
+    assert ways == {tile.pad: 1, 0: 2}
