@@ -16,14 +16,19 @@ from .inputs import generate
 from .rubric import performance_points
 
 
-def _lab_for(fn, lab) -> _labs.Lab:
+def _lab_for(fn, lab, step=None) -> _labs.Lab:
     if lab is not None:
         return _labs.Lab(lab)
     name = getattr(fn, "__name__", None)
-    for full in _labs.NAMES:
+    for full in _labs.NAMES:  # the function's name: the graded one or a step's
         one = _labs.Lab(full)
-        if name in one.functions:
+        if name in one.functions or any(s.function == name for s in one.steps):
             return one
+    if step is not None:  # a renamed function: the step's name, where one lab has it
+        owners = [full for full in _labs.NAMES
+                  if any(s.name == step for s in _labs.Lab(full).steps)]
+        if len(owners) == 1:
+            return _labs.Lab(owners[0])
     raise ValueError(f"check() does not know a lab with a function named {name!r}; "
                      "pass lab='lab2' (or the lab's name) explicitly")
 
@@ -34,15 +39,74 @@ def _rubric(lab_name):
     return load_rubric(lab_name)
 
 
-def check(fn, lab=None, *, perf: bool = True, verbose: bool = True) -> bool:
+def check(fn, lab=None, *, step: str | None = None, perf: bool = True,
+          sanitize: bool = False, verbose: bool = True) -> bool:
     """Run the public tests of the lab that asks for ``fn``; raise AssertionError naming
-    the first failure, else print a report (and performance on a GPU) and return True."""
+    the first failure, else print a report (access-pattern feedback; performance on a GPU)
+    and return True.
+
+    ``step="plain"`` (a kernel lab's step, see the lab's ``STEPS``) checks one stage of the
+    lab on that step's small cases instead: correctness only, in seconds in the simulator.
+    ``sanitize=True`` also runs the public tests under compute-sanitizer (memcheck and
+    racecheck) where this machine has it."""
     import warnings
 
     with warnings.catch_warnings():
         # the public shapes are deliberately tiny: Numba's low-occupancy warning is noise here
         warnings.filterwarnings("ignore", message=".*under-utilization.*")
-        return _check(fn, lab, perf=perf, verbose=verbose)
+        if step is not None:
+            return _check_step(fn, lab, step, verbose=verbose)
+        ok = _check(fn, lab, perf=perf, verbose=verbose)
+        if sanitize:
+            _feedback("sanitize", _lab_for(fn, lab), fn,
+                      print if verbose else (lambda *a: None))
+        return ok
+
+
+def _feedback(what, one, fn, say):
+    """Lines from autograder.feedback (access pattern, sanitizer), imported only when used:
+    feedback is advice, so a failure in it is reported in one line, never raised."""
+    try:
+        from . import feedback
+    except ImportError as e:
+        if getattr(e, "name", None) != f"{__package__}.feedback":
+            say(f"{what} feedback: not available ({e})")
+        return  # an older install without the module: the tests above are the check
+    try:
+        lines = getattr(feedback, "access_advice" if what == "access" else "sanitize")(one, fn)
+    except Exception as e:  # noqa: BLE001  (advice must never turn a pass into an error)
+        lines = [f"{what} feedback could not run: {type(e).__name__}: {e}"]
+    for line in lines or ():
+        say(line)
+
+
+def _check_step(fn, lab, step, *, verbose: bool = True) -> bool:
+    import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
+
+    one = _lab_for(fn, lab, step)
+    if not one.kernel:
+        raise ValueError(f"{one.name} has no steps: call check({getattr(fn, '__name__', 'fn')})")
+    st = one.step(step)
+    say = print if verbose else (lambda *a: None)
+    failures = []
+    for case in st.cases:
+        try:
+            got, note, ins = one.run_step(fn, st, case)
+        except NotImplementedError as e:
+            failures.append(f"step {st.name!r}, {case['name']}: not written yet ({e})")
+            say(f"FAIL {case['name']}: not written yet ({e})")
+            continue
+        ok, msg = one.check_step(got, st, case, ins)
+        if note:
+            ok, msg = False, msg + note
+        say(("PASS " if ok else "FAIL ") + f"{case['name']}: {msg}")
+        if not ok:
+            failures.append(f"step {st.name!r}, {case['name']}: {msg}")
+    if failures:
+        raise AssertionError(failures[0])
+    nxt = one.steps[one.steps.index(st) + 1:]
+    say(f"step {st.name!r} done" + (f": next, {nxt[0].function}" if nxt else ""))
+    return True
 
 
 def _check(fn, lab=None, *, perf: bool = True, verbose: bool = True) -> bool:
@@ -68,7 +132,10 @@ def _check(fn, lab=None, *, perf: bool = True, verbose: bool = True) -> bool:
             failures.append(msg)
     if failures:
         raise AssertionError(failures[0])
-    if not one.kernel or not perf:
+    if not one.kernel:
+        return True
+    _feedback("access", one, fn, say)  # the access pattern, in the simulator too
+    if not perf:
         return True
     rub = _rubric(mod.__name__.rsplit(".", 1)[-1]).get("performance")
     if not rub:

@@ -5,6 +5,8 @@ modules, only seeds, shapes and argument order (see autograder/driver.py)."""
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass, field
+from typing import Callable
 
 NAMES = (
     "lab1_bytes_and_roofline",
@@ -26,6 +28,33 @@ def resolve(name: str) -> str:
 
 def get(name: str):
     return importlib.import_module(f"autograder.labs.{resolve(name)}")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One stage of a kernel lab that builds its kernel in steps (labs 2-4): the function the
+    student writes in the step's cell (``function(*params)``), the small cases its check runs,
+    and the float64 reference those cases are compared with. A check cell calls
+    ``check(<function>, step=<name>)``; the grader never runs steps (it grades the lab's final
+    function only), so an unfinished step costs no marks. Arguments in ``params`` that are
+    neither an input array nor the output (a launch size such as ``blocks``) are taken from the
+    case, so a check can fix the grid and see whether the student's loop covers the rest."""
+
+    name: str
+    function: str
+    params: tuple
+    inputs: tuple
+    output: str
+    dtype: str
+    rtol: float
+    atol: float
+    cases: tuple
+    input_specs: Callable
+    out_spec: Callable
+    reference: Callable
+    describe: Callable
+    teaches: str = ""
+    graded: bool = field(default=False)
 
 
 class Lab:
@@ -99,6 +128,55 @@ class Lab:
 
     def show(self, case) -> str:
         return self.module.describe(case) if self.kernel else case["name"]
+
+    @property
+    def final(self) -> Step:
+        """The graded function as a Step (its public cases), so one code path checks both."""
+        m = self.module
+        return Step(name="final", function=m.FUNCTION, params=tuple(m.PARAMS),
+                    inputs=tuple(m.INPUTS), output=m.OUTPUT, dtype=m.DTYPE, rtol=m.RTOL,
+                    atol=m.ATOL, cases=tuple(m.public_cases()), input_specs=m.input_specs,
+                    out_spec=m.out_spec, reference=m.reference, describe=m.describe,
+                    teaches=getattr(m, "TITLE", ""), graded=True)
+
+    @property
+    def steps(self) -> list[Step]:
+        """The steps the lab notebook builds its kernel in, in order, then the graded one."""
+        if not self.kernel:
+            return []
+        return list(getattr(self.module, "STEPS", ())) + [self.final]
+
+    def step(self, name: str) -> Step:
+        for s in self.steps:
+            if name in (s.name, s.function):
+                return s
+        raise KeyError(f"{self.name} has no step {name!r}: its steps are "
+                       + ", ".join(f"{s.name!r} ({s.function})" for s in self.steps))
+
+    def run_step(self, fn, step: Step, case):
+        """Call ``fn`` on one of ``step``'s cases in this process: (output, note)."""
+        import numpy as np
+        from numba import cuda
+
+        from ..inputs import generate
+
+        ins = {n: generate(s) for n, s in step.input_specs(case).items()}
+        o = step.out_spec(case)
+        dev = {n: cuda.to_device(a) for n, a in ins.items()}
+        dev[step.output] = cuda.to_device(np.full(o["shape"], np.nan, dtype=o["dtype"]))
+        fn(*[dev[p] if p in dev else case[p] for p in step.params])
+        cuda.synchronize()
+        note = "".join(f"\n`{n}` was modified: inputs must stay as they were"
+                       for n, a in ins.items() if not np.array_equal(dev[n].copy_to_host(), a))
+        return dev[step.output].copy_to_host(), note, ins
+
+    def check_step(self, got, step: Step, case, inputs) -> tuple[bool, str]:
+        """(ok, message): the same words as check() and the grader (compare_array)."""
+        from ..compare import compare_array
+
+        return compare_array(got, step.reference(inputs), rtol=step.rtol, atol=step.atol,
+                             dtype_name=step.dtype, what=step.output,
+                             shape_hint=step.describe(case))
 
     def public_cases_for(self, function: str) -> list[dict]:
         return [c for c in self.module.public_cases() if self.function_of(c) == function]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import Step
 from ._kernel import seeds
 
 KIND = "kernel"
@@ -80,3 +81,25 @@ def make_reference_runner(case):
     sets = [tuple(torch.randn(M, F, device="cuda") for _ in range(2)) + (torch.empty(M, F, device="cuda"),)
             for _ in range(2)]
     return (lambda a, b, c: torch.add(a, b, out=c)), sets
+
+
+# The lab builds its kernel in three steps; the last is the graded swiglu_interleaved.
+# Step 2 is given the number of blocks to launch: its check launches fewer threads than there
+# are outputs, so only a kernel that loops (grid-stride) writes them all.
+STEPS = (
+    Step(name="one", function="swiglu_one", params=("x", "out"), inputs=("x",),
+         output=OUTPUT, dtype=DTYPE, rtol=RTOL, atol=ATOL,
+         cases=({"name": "step one M=3 F=40", "M": 3, "F": 40, "seed": 11},
+                {"name": "step one M=1 F=257", "M": 1, "F": 257, "seed": 12}),
+         input_specs=input_specs, out_spec=out_spec, reference=reference, describe=describe,
+         teaches="one output element per thread: the interleaved indexing"),
+    Step(name="grid_stride", function="swiglu_grid_stride", params=("x", "out", "blocks"),
+         inputs=("x",), output=OUTPUT, dtype=DTYPE, rtol=RTOL, atol=ATOL,
+         cases=({"name": "step grid_stride M=3 F=300, blocks=1", "M": 3, "F": 300,
+                 "seed": 13, "blocks": 1},
+                {"name": "step grid_stride M=2 F=333, blocks=2", "M": 2, "F": 333,
+                 "seed": 14, "blocks": 2}),
+         input_specs=input_specs, out_spec=out_spec, reference=reference,
+         describe=lambda c: f"{describe(c)}, {c['blocks']} block(s) launched",
+         teaches="a fixed grid: each thread loops over several outputs (grid-stride)"),
+)
