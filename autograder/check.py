@@ -74,7 +74,7 @@ def _feedback(what, one, fn, say):
         return  # an older install without the module: the tests above are the check
     try:
         lines = getattr(feedback, "access_advice" if what == "access" else "sanitize")(one, fn)
-    except Exception as e:  # noqa: BLE001  (advice must never turn a pass into an error)
+    except Exception as e:  # advice must never turn a pass into an error
         lines = [f"{what} feedback could not run: {type(e).__name__}: {e}"]
     for line in lines or ():
         say(line)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import Step
 from ._kernel import seeds
 
 KIND = "kernel"
@@ -81,3 +82,23 @@ def make_reference_runner(case):
     sets = [tuple(torch.randn(M, F, device="cuda", dtype=torch.float16) for _ in range(2))
             + (torch.empty(M, F, device="cuda", dtype=torch.float16),) for _ in range(2)]
     return (lambda a, b, c: torch.add(a, b, out=c)), sets
+
+
+def _step(name, function, teaches, cases):
+    return Step(name=name, function=function, params=tuple(PARAMS), inputs=tuple(INPUTS),
+                output=OUTPUT, dtype=DTYPE, rtol=RTOL, atol=ATOL, cases=cases,
+                input_specs=input_specs, out_spec=out_spec, reference=reference,
+                describe=describe, teaches=teaches)
+
+
+# The lab builds its kernel in three steps; the last is the graded swiglu_clamped_fp16. The
+# inputs' scale (values up to about 10) puts many of them beyond the clamp at 7. Step 2's
+# sizes are not multiples of 256 threads x 8 elements, and one spans two blocks.
+STEPS = (
+    _step("one", "clamped_one", "the clamped activation, one element per thread",
+          ({"name": "step one M=2 F=70", "M": 2, "F": 70, "seed": 21},
+           {"name": "step one M=1 F=129", "M": 1, "F": 129, "seed": 22})),
+    _step("ilp", "clamped_ilp", "EPT elements per thread, every load before the math",
+          ({"name": "step ilp M=1 F=129", "M": 1, "F": 129, "seed": 23},
+           {"name": "step ilp M=3 F=700", "M": 3, "F": 700, "seed": 24})),
+)
