@@ -321,19 +321,31 @@ class KernelExercise(Exercise):
         if not callable(getattr(kernel, "__getitem__", None)):
             return Feedback(False, f"ex.check needs the kernel itself (a @cuda.jit "
                                    f"function), got {type(kernel).__name__}.")
-        gate, up = reference.random_inputs(self.n, "float32", seed=self.seed)
-        out = np.full(self.n, np.nan, dtype=np.float32)
+        from numba import cuda
+
         grid = -(-self.n // self.block)
+        spare = grid * self.block - self.n  # threads past the end of the arrays
+        # Each array is the first n elements of a longer device allocation, so a
+        # kernel without a bounds check touches memory that exists: on a GPU that is
+        # caught below (NaN padding overwritten) instead of faulting the context,
+        # and the simulator raises IndexError at the view's end.
+        total = self.n + spare
+        gate_all, up_all = reference.random_inputs(total, "float32", seed=self.seed)
+        gate, up = gate_all[:self.n], up_all[:self.n]
+        d_gate, d_up = cuda.to_device(gate_all), cuda.to_device(up_all)
+        d_out = cuda.to_device(np.full(total, np.nan, dtype=np.float32))
         try:
-            kernel[grid, self.block](gate, up, out)
+            kernel[grid, self.block](d_gate[:self.n], d_up[:self.n], d_out[:self.n])
+            cuda.synchronize()
         except IndexError as err:
-            return Feedback(False, f"the kernel indexed past the end of an array ({err}). "
-                                   f"{self.n} elements need {grid} blocks of {self.block} "
-                                   f"threads = {grid * self.block} threads: the last "
-                                   f"{grid * self.block - self.n} must do nothing "
-                                   "(`if i < out.size:`).")
+            return self._past_the_end(grid, spare, f"indexed past the end of the arrays "
+                                                   f"({err})")
         except Exception as err:  # the reader's code: say what it raised, never hang
             return Feedback(False, f"the kernel raised {type(err).__name__}: {err}")
+        out_all = d_out.copy_to_host()
+        if not np.isnan(out_all[self.n:]).all():
+            return self._past_the_end(grid, spare, "wrote past the end of `out`")
+        out = out_all[:self.n]
         expected = reference.swiglu(gate, up, "float32")
         tol = reference.TOLERANCE["float32"]
         unwritten = np.isnan(out)
@@ -355,8 +367,254 @@ class KernelExercise(Exercise):
         return Feedback(True, f"all {self.n} elements match silu(gate) * up within the "
                               f"float32 tolerance (rtol {tol['rtol']:g}).")
 
+    def _past_the_end(self, grid, spare, what) -> Feedback:
+        return Feedback(False, f"the kernel {what}. "
+                               f"{self.n} elements need {grid} blocks of {self.block} "
+                               f"threads = {grid * self.block} threads: the last {spare} "
+                               "must do nothing (`if i < out.size:`).")
+
     def _answer_text(self) -> str:
         return self.solution_source or "see the chapter's kernel"
 
     def _answer_html(self) -> str:
         return f"<pre>{html.escape(self._answer_text())}</pre>"
+
+
+# ---------------------------------------------------------------------------------------
+# The chapters' exercises. Each right answer is computed here from the library
+# (book.traffic, book.roofline, book.data), so the chapter cell that builds one shows the
+# question, not the answer.
+
+def _gemm(M: int, K: int, N: int, dtype: str):
+    """Traffic of one [M, K] @ [K, N]: operands read once, output written once."""
+    from . import traffic
+
+    step = traffic.Step("GEMM", M * K + K * N, M * N)
+    size = traffic.itemsize(dtype)
+    return traffic.Traffic(variant="gemm", dtype=traffic.dtype_name(dtype), itemsize=size,
+                           transfers=step.reads + step.writes,
+                           bytes=(step.reads + step.writes) * size,
+                           flops=2 * M * K * N, breakdown=[step], shape={"d": K})
+
+
+def naive_pair_bytes(T: int = 4, h: int = 8, dtype: str = "float32") -> Number:
+    """Chapter 1: the bytes the two-kernel SwiGLU moves for one [T, h] activation."""
+    from . import traffic
+
+    naive = traffic.activation(T, h, dtype, "naive")
+    fused = traffic.activation(T, h, dtype, "fused")
+    n, size = T * h, naive.itemsize
+    return Number(
+        f"The unfused SwiGLU runs two kernels (silu, then multiply) on gate and up of "
+        f"shape [{T}, {h}] in {dtype} ({size} bytes per element). How many bytes do the "
+        "two kernels move to and from main memory in all?",
+        naive.bytes, unit="bytes", rel=0.0, abs_tol=0.5,
+        mistakes=[
+            (fused.bytes, "that is one fused kernel. The pair also writes the "
+                          "temporary silu(gate) and reads it back."),
+            (naive.transfers, f"that is the number of transfers; each moves {size} "
+                              "bytes."),
+            (4 * n * size, "the multiply kernel reads the temporary back as well as "
+                           "`up`: count its two reads."),
+            (6 * n * size, "`gate` and `up` are read once each, and the temporary is "
+                           "written once and read once."),
+        ],
+        hints=["Count each kernel separately: what it reads and what it writes.",
+               f"silu reads gate and writes tmp: {2 * n} transfers. The multiply reads "
+               "tmp and up and writes out.",
+               f"Transfers times {size} bytes."],
+        explanation=f"silu: {2 * n} transfers, multiply: {3 * n}; {naive.transfers} "
+                    f"transfers of {size} bytes (5Th). The fused kernel moves "
+                    f"{fused.bytes:,} bytes (3Th).")
+
+
+def attainable_tflops(spec="H100-SXM", dtype: str = "float32", variant: str = "fused",
+                      T: int = 8192, h: int = 14336) -> Number:
+    """Chapter 2: the roofline's attainable TFLOP/s of the SwiGLU activation."""
+    from . import roofline, specs, traffic
+
+    spec = specs.get(spec)
+    tr = traffic.activation(T, h, dtype, variant)
+    precision = roofline.default_precision(tr.dtype, "elementwise")
+    peak = spec.peak(precision)
+    truth = min(peak, tr.intensity * spec.memory_bandwidth) / 1e12
+    per_transfer = tr.flops / tr.transfers * spec.memory_bandwidth / 1e12
+    return Number(
+        f"The {variant} SwiGLU activation in {dtype} does {traffic.FLOPS_PER_ELEMENT} "
+        f"flops per output element, for which it moves {tr.transfers // (T * h)} "
+        f"elements of {tr.itemsize} bytes ({tr.reads // (T * h)} read, "
+        f"{tr.writes // (T * h)} written). On the {spec.name} "
+        f"({spec.memory_bandwidth / 1e12:.2f} TB/s, {peak / 1e12:.1f} TFLOP/s "
+        f"{precision}), what is its attainable performance, in TFLOP/s?",
+        truth, unit="TFLOP/s", rel=0.05,
+        mistakes=[
+            (peak / 1e12, "that is the compute roof. Is the kernel's intensity left "
+                          "or right of the ridge?"),
+            (per_transfer, "you divided the flops by transfers, not bytes: intensity "
+                           "is flop per byte."),
+        ],
+        hints=["Intensity I = flops / bytes, per element.",
+               f"I = {traffic.FLOPS_PER_ELEMENT} / {tr.bytes // (T * h)} flop/byte; "
+               "the ridge is peak / bandwidth.",
+               "Left of the ridge the roof is I x bandwidth."],
+        explanation=f"I = {tr.intensity:.3f} flop/byte, far left of the ridge "
+                    f"({peak / spec.memory_bandwidth:.1f}): memory-bound, so "
+                    f"min(P, I x beta) = I x beta = {truth:.2f} TFLOP/s, "
+                    f"{truth * 1e12 / peak:.1%} of the compute roof.")
+
+
+def activation_time_share(T: int, d: int, h: int, dtype: str = "bfloat16",
+                          spec="H100-SXM") -> Number:
+    """Chapter 3: the fused activation's share of one MLP block's roofline time."""
+    from . import roofline, specs, traffic
+
+    spec = specs.get(spec)
+    steps = {"gate": _gemm(T, d, h, dtype), "up": _gemm(T, d, h, dtype),
+             "act": traffic.activation(T, h, dtype, "fused"), "down": _gemm(T, h, d, dtype)}
+    times = {k: roofline.predict(s, spec, "bf16").time_s for k, s in steps.items()}
+    share = 100 * times["act"] / sum(times.values())
+    flops = 100 * steps["act"].flops / sum(s.flops for s in steps.values())
+    nbytes = 100 * steps["act"].bytes / sum(s.bytes for s in steps.values())
+    return Number(
+        f"One MLP block at T = {T} (d = {d}, h = {h}, {dtype}) runs gate, up and down "
+        "GEMMs and the fused SwiGLU activation. On the roofline of the "
+        f"{spec.name} (bf16 tensor cores for the GEMMs), what percentage of the "
+        "block's predicted time is the activation's?",
+        share, unit="%", rel=0.25,
+        mistakes=[
+            (flops, "that is its share of the flops. A memory-bound step's time "
+                    "follows its bytes, not its flops."),
+            (nbytes, "that is its share of the bytes. The GEMMs are compute-bound: "
+                     "their time is flops / peak, not bytes / bandwidth."),
+        ],
+        hints=["Predict each step's time with the roofline: max(bytes / bandwidth, "
+               "flops / peak).",
+               "The GEMMs are compute-bound at this T; the activation is memory-bound.",
+               "Share = activation time / (sum of the four times)."],
+        explanation=f"The activation takes {times['act'] * 1e6:.0f} us of "
+                    f"{sum(times.values()) * 1e6:.0f} us: {share:.1f}% of the time for "
+                    f"{flops:.2f}% of the flops and {nbytes:.1f}% of the bytes.")
+
+
+def fusion_speedup(T: int, h: int, dtype: str = "float32") -> Number:
+    """Chapter 5: the predicted time ratio naive / fused when both stream at one speed."""
+    from . import traffic
+
+    naive = traffic.activation(T, h, dtype, "naive")
+    fused = traffic.activation(T, h, dtype, "fused")
+    ratio = naive.bytes / fused.bytes
+    return Number(
+        f"Both SwiGLU designs (the naive pair and one fused kernel) run at the same "
+        f"memory bandwidth on [{T}, {h}] {dtype} tensors. Predict time(naive) / "
+        "time(fused).",
+        ratio, unit="", rel=0.03,
+        mistakes=[
+            (1 / ratio, "that is fused / naive, upside down: the naive pair is the "
+                        "slower one."),
+            (2.0, "the naive pair is not two full kernels' worth of the fused one: "
+                  "silu moves two tensors, multiply three."),
+            (1.0, "same bandwidth, but not the same bytes: the pair writes and reads "
+                  "a temporary."),
+        ],
+        hints=["At one bandwidth, time is proportional to bytes.",
+               "Count transfers per element: silu kernel + multiply kernel, against "
+               "one fused kernel."],
+        explanation=f"{naive.bytes:,} / {fused.bytes:,} bytes = 5Th / 3Th = "
+                    f"{ratio:.3f}, for every shape and dtype.")
+
+
+_FIXED_FUSED = '''@cuda.jit
+def my_fused(gate, up, out):
+    i = cuda.grid(1)
+    if i < out.size:  # the last block has threads past the end
+        g = gate[i]
+        out[i] = g / (float32(1.0) + math.exp(-g)) * up[i]'''
+
+
+def fix_fused_kernel() -> KernelExercise:
+    """Chapter 5: a fused SwiGLU kernel with two bugs to fix, checked in the simulator."""
+    return KernelExercise(
+        "`my_fused` should compute out = silu(gate) * up, one element per thread, "
+        "but it has two bugs. Fix them and run the cell until the check says Right.",
+        n=300, block=128, solution_source=_FIXED_FUSED,
+        hints=["300 elements in blocks of 128: how many threads run, and what do the "
+               "extra ones touch?",
+               "silu(g) = g / (1 + exp(-g)): check the sign inside the exponential."],
+        explanation="The guard keeps the last block's spare threads off the end of "
+                    "the arrays; silu needs exp(-g).")
+
+
+def uncoalesced_counter(diag: dict | None = None) -> Choice:
+    """Chapter 8: which counter tells an uncoalesced kernel from one that moves extra bytes.
+
+    The right option is derived from the recorded ncu diagnosis: the one metric that
+    stays at the coalesced control's value for the naive pair (extra bytes, coalesced
+    loads) and grows for the stride-32 kernel."""
+    from . import data
+
+    diag = diag or data.record("ncu/diagnosis_h100")
+    cases = diag["cases"]
+
+    def metric(case, key):
+        c = cases[case]
+        if key == "time":
+            return c["gpu_time_s"]
+        if key == "stall":
+            name = "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"
+            return c["launches"][0]["metrics"][name]
+        return c[key]
+
+    keys = {"a": "dram_over_minimum", "b": "sectors_per_load_request", "c": "stall",
+            "d": "time"}
+    ratio = {k: (metric("naive", m) / metric("coalesced", m),
+                 metric("uncoalesced", m) / metric("coalesced", m)) for k, m in keys.items()}
+    # singles out uncoalesced loads: unchanged for the naive pair, at least 2x for stride 32
+    telling = [k for k, (nv, un) in ratio.items() if abs(nv - 1) < 0.2 and un >= 2]
+    if len(telling) != 1:
+        raise ValueError(f"the recorded diagnosis no longer singles out one counter "
+                         f"(candidates {telling}); revisit this exercise with the data")
+
+    def said(k):
+        nv, un = ratio[k]
+        return f"the naive pair shows {nv:.2f}x the control, stride 32 {un:.1f}x"
+
+    options = {"a": "DRAM bytes over the minimum (dram__bytes_read + write)",
+               "b": "sectors per load request (l1tex__t_sectors / l1tex__t_requests)",
+               "c": "long-scoreboard stalls per issued instruction",
+               "d": "kernel time (gpu__time_duration)"}
+    why = {k: f"it moves for other causes too: {said(k)}." for k in keys if k not in telling}
+    return Choice(
+        "The naive pair (coalesced loads, extra bytes) and a stride-32 kernel (uncoalesced "
+        "loads) are both slower than the coalesced control. Which one counter points at "
+        "the access pattern, high for the uncoalesced kernel but at the control's value "
+        "for the naive pair?",
+        options, telling[0], why=why,
+        hints=["A coalesced warp load of 32 floats is 128 bytes: 4 sectors of 32 bytes.",
+               "Which counter is about one request, not the whole kernel?"],
+        explanation=f"Sectors per request: {said(telling[0])}. Each lane of a stride-32 "
+                    "warp lands in its own sector.")
+
+
+def add_rmsnorm_bytes(T: int, d: int, dtype_bytes: int = 2) -> Number:
+    """Chapter 9: the bytes the fused residual add + RMSNorm moves."""
+    from .kernels import glu_family
+
+    unfused, fused = glu_family.traffic_bytes("add_rmsnorm", T, d, dtype_bytes)
+    n = T * d * dtype_bytes
+    return Number(
+        f"The fused residual add + RMSNorm kernel reads x and r, each [{T}, {d}] with "
+        f"{dtype_bytes} bytes per element, and writes h = x + r and y = rmsnorm(h) * w. "
+        "How many bytes does it move to and from main memory? (Ignore the weight w: "
+        f"{d} elements.)",
+        fused, unit="bytes", rel=0.01,
+        mistakes=[
+            (unfused, "that is five streams: the two-kernel version writes h and "
+                      "reads it back. The fused kernel's second pass over h reads a row "
+                      "its block just wrote, from the cache, not from DRAM."),
+            (3 * n, "the next layer needs h as its residual, so h is written as well "
+                    "as y."),
+        ],
+        hints=["Count streams of T x d elements: reads, then writes.",
+               "Two reads (x, r) and two writes (h, y)."],
+        explanation=f"4 streams x {T} x {d} x {dtype_bytes} bytes = {fused:,} bytes; "
+                    f"unfused, 5 streams = {unfused:,}.")
