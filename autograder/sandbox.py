@@ -82,20 +82,21 @@ SYSTEM_DIRS = {"usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc", "
 MAX_HIDDEN = 4000
 
 
-def _needed_paths(workdir: Path) -> list[Path]:
-    """What the child must read: its working directory, the interpreter and its packages."""
+def _needed_paths(workdir: Path, keep=()) -> list[Path]:
+    """What the child must read: its working directory, the interpreter and its packages
+    (and ``keep``: a wrapper's installation, e.g. compute-sanitizer's)."""
     paths = {Path(sys.prefix), Path(sys.base_prefix), Path(os.__file__).parent, workdir,
-             Path(sys.executable).parent, *map(Path, _extra_paths())}
+             Path(sys.executable).parent, *map(Path, _extra_paths()), *map(Path, keep)}
     # both spellings: the path as the child will use it (through any symlink) and its target
     return sorted({q for p in paths if p.exists() for q in (Path(os.path.abspath(p)), p.resolve())})
 
 
-def _hide_list(extra_hide, workdir: Path) -> list[str]:
+def _hide_list(extra_hide, workdir: Path, keep=()) -> list[str]:
     """Every path outside SYSTEM_DIRS that is neither needed by the child nor a folder holding
     something needed, plus the caller's extra paths. A whitelist, not a list of known secrets:
     another checkout of the course, other submissions, the grader's output folder and the
     instructor's home directory are hidden wherever they lie."""
-    keep = _needed_paths(workdir.resolve())
+    keep = _needed_paths(workdir.resolve(), keep)
     out: list[str] = []
 
     def walk(folder: Path) -> None:
@@ -470,7 +471,8 @@ class Child:
     def __init__(self, *, mode: str, functions: dict, cells: list | None, simulated: bool,
                  gpu: int | None = None, limits: dict | None = None, hide=(), isolate: bool = True,
                  drop_uid: bool = True, contain: str = "auto", allow_uncontained: bool | None = None,
-                 budgets: list | None = None):
+                 budgets: list | None = None, wrap: list | None = None, wrap_env: dict | None = None,
+                 keep=()):
         self.limits = {"cpu_s": 900, "mem_bytes": 6 << 30, "fsize_bytes": 2 << 30, "nofile": 1024}
         self.limits.update(limits or {})
         self.simulated = simulated
@@ -492,21 +494,23 @@ class Child:
             "mode": mode, "functions": functions, "simulated": simulated,
             "workdir": str(self.workdir), "trusted_dir": str(trusted), "repo_root": str(REPO),
             "extra_paths": _extra_paths(), "cmd_fd": cmd_r, "reply_fd": rep_w,
-            "isolate": isolate, "hide": _hide_list(hide, self.workdir) if isolate else [],
+            "isolate": isolate, "hide": _hide_list(hide, self.workdir, keep) if isolate else [],
             "drop_uid": NOBODY if (root and drop_uid and isolate and can_drop_uid()) else None, "nproc": 512,
             # read by the launcher (this file run as a script) before it starts the driver
             "launch": {"contain": self.containment, "cgroup": self.cgroup, "grader_pid": os.getpid(),
                        "driver": str(trusted / "agdriver.py"), "limits": self.limits,
-                       "fresh_proc": bool(isolate)},
+                       "fresh_proc": bool(isolate), "wrap": list(wrap or [])},
         }
         (self.workdir / "config.json").write_text(json.dumps(cfg))
         if cfg["drop_uid"] is not None:
             for p in [self.workdir, *self.workdir.rglob("*")]:
                 os.chown(p, NOBODY, NOBODY, follow_symlinks=False)
             os.chmod(self.workdir, 0o700)
+        env = scrubbed_env(self.workdir, simulated, gpu)
+        env.update(wrap_env or {})
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-B", str(trusted / "agsandbox.py"), str(self.workdir / "config.json")],
-            cwd=self.workdir, env=scrubbed_env(self.workdir, simulated, gpu),
+            cwd=self.workdir, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             pass_fds=(cmd_r, rep_w), start_new_session=True)
         self._set_limits()
@@ -924,7 +928,10 @@ def _launch(cfg_path: str) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (lim["mem_bytes"],) * 2)
     except (OSError, ValueError):
         pass
-    driver = [sys.executable, "-I", "-B", launch["driver"], cfg_path]
+    # ``wrap``: a program that runs the driver as its child (grade --sanitize: compute-sanitizer)
+    wrap = launch.get("wrap") or []
+    driver = [*wrap, sys.executable, "-I", "-B", launch["driver"], cfg_path]
+    exe = wrap[0] if wrap else sys.executable
 
     def fatal(why: str) -> None:
         with os.fdopen(cfg["reply_fd"], "w") as f:
@@ -933,7 +940,7 @@ def _launch(cfg_path: str) -> None:
 
     mode = launch["contain"]
     if mode == "none":
-        os.execv(sys.executable, driver)
+        os.execv(exe, driver)
     if mode == "cgroup":
         try:
             with open(os.path.join(launch["cgroup"], "cgroup.procs"), "w") as f:
@@ -948,7 +955,11 @@ def _launch(cfg_path: str) -> None:
         try:
             if mode == "pidns" and launch.get("fresh_proc"):
                 _fresh_proc(libc)
-            os.execv(sys.executable, driver)
+            if wrap and mode == "pidns":
+                # the driver must not be the child of PID 1 (it takes that for "orphaned" and
+                # exits), so the namespace's init stays this process and the wrapper is its child
+                _init_for(libc, exe, driver)
+            os.execv(exe, driver)
         finally:
             os._exit(127)
     for fd in (cfg["cmd_fd"], cfg["reply_fd"]):
@@ -969,6 +980,22 @@ def _launch(cfg_path: str) -> None:
         signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _init_for(libc, exe: str, argv: list) -> None:
+    """PID 1 of the namespace: start ``argv``, reap every orphan, exit as it exits."""
+    pid = os.fork()
+    if pid == 0:
+        os.execv(exe, argv)
+    while True:
+        try:
+            got, status = os.wait()
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(1)
+        if got == pid:
+            os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
 def _fresh_proc(libc) -> None:
