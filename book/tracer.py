@@ -259,13 +259,15 @@ class Trace:
         return None
 
     # -- pictures -------------------------------------------------------------------------
-    def show(self, array: str, ax=None, kind=None, max_cols: int = 32, limit: int = 256):
+    def show(self, array: str, ax=None, kind=None, max_cols: int = 32, limit: int = 256,
+             label_size: float = 5):
         """Draw ``array`` as cells coloured by the warp that touched them, labelled by thread.
 
         The GPU-Puzzles picture, for memory traffic: the first ``limit`` elements in rows of
         ``max_cols`` cells (32 float32 cells are one warp's coalesced load); each cell is
         labelled with the thread (within its block) that touched it first; unvisited cells
-        stay white.
+        stay white. ``label_size``: the thread labels' font size in points (larger for a
+        figure that a narrow screen shrinks).
         """
         import matplotlib.pyplot as plt
         from matplotlib.patches import Rectangle
@@ -297,7 +299,8 @@ class Trace:
             ax.add_patch(Rectangle((c, -r), 1, -1, facecolor=color, edgecolor="#444444",
                                    linewidth=0.3))
             if who is not None and cols <= 32:
-                ax.text(c + 0.5, -r - 0.5, str(who[1]), ha="center", va="center", fontsize=5)
+                ax.text(c + 0.5, -r - 0.5, str(who[1]), ha="center", va="center",
+                        fontsize=label_size)
         ax.set_xlim(0, cols)
         ax.set_ylim(-rows, 0)
         ax.set_aspect("equal")

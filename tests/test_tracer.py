@@ -282,3 +282,15 @@ def test_gemm_tile_padding_keeps_the_transposing_store_conflict_free():
         assert t.sectors_per_request("a") == 16.0
         assert t.sectors_per_request("b0") == 4.0
     assert ways == {tile.pad: 1, 0: 2}
+
+
+def test_show_labels_threads_at_the_size_asked():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    a, b = f32(64), np.zeros(64, np.float32)
+    t = tracer.trace(copy_kernel, 1, 64, a, b)
+    ax = t.show("a", max_cols=16, limit=64, label_size=9)
+    sizes = {txt.get_fontsize() for txt in ax.texts}
+    assert sizes == {9} and len(ax.texts) == 64
+    assert {txt.get_fontsize() for txt in t.show("a").texts} == {5}   # the default
