@@ -156,3 +156,138 @@ def test_kernel_exercise_needs_a_ragged_size():
 
 def test_placeholder_message_is_exported():
     assert "`answer`" in exercises.PLACEHOLDER
+
+
+# -- the chapters' exercises: right answers from the library, wrong ones explained ---------
+
+def test_chapter_1_naive_pair_bytes():
+    from book import traffic
+
+    ex = exercises.naive_pair_bytes(4, 8, "float32")
+    assert ex.check(traffic.activation(4, 8, "float32", "naive").bytes).correct is True
+    fused = ex.check(traffic.activation(4, 8, "float32", "fused").bytes)
+    assert fused.correct is False and "fused kernel" in str(fused)
+    assert "number of transfers" in str(ex.check(160))
+    assert ex.check(traffic.activation(4, 8, "bfloat16", "naive").bytes).correct is False
+
+
+def test_chapter_2_attainable_tflops():
+    from book import roofline, specs, traffic
+
+    tr = traffic.activation(8192, 14336, "float32", "fused")
+    h100 = specs.get("H100-SXM")
+    attainable = tr.flops / roofline.predict(tr, h100).time_s / 1e12
+    ex = exercises.attainable_tflops("H100-SXM", "float32", "fused", 8192, 14336)
+    assert ex.check(attainable).correct is True
+    roof = ex.check(h100.fp32 / 1e12)
+    assert roof.correct is False and "compute roof" in str(roof)
+
+
+def test_chapter_3_activation_time_share():
+    ex = exercises.activation_time_share(4096, 4096, 14336, "bfloat16")
+    assert 1 < ex.truth < 20  # a few percent of the time for a sliver of the flops
+    assert ex.check(ex.truth * 1.1).correct is True
+    flops = [v for v, m in ex.mistakes if "share of the flops" in m][0]
+    assert flops < 0.1 and "share of the flops" in str(ex.check(flops))
+    nbytes = [v for v, m in ex.mistakes if "share of the bytes" in m][0]
+    assert nbytes > 20 and "compute-bound" in str(ex.check(nbytes))
+
+
+def test_chapter_5_fusion_speedup():
+    ex = exercises.fusion_speedup(2048, 8192, "float32")
+    assert ex.check(5 / 3).correct is True
+    assert "upside down" in str(ex.check(3 / 5))
+    assert "not the same bytes" in str(ex.check(1))
+
+
+def test_chapter_5_fix_the_kernel():
+    fix = exercises.fix_fused_kernel()
+    assert "indexed past the end" in str(fix.check(no_guard))
+    assert fix.check(good).correct is True
+    assert "if i < out.size" in fix.solution()
+
+
+def test_chapter_8_counter_comes_from_the_record():
+    ex = exercises.uncoalesced_counter()
+    assert ex.answer == "b" and ex.check("b").correct is True
+    wrong = ex.check("a")
+    assert wrong.correct is False and "naive pair shows" in str(wrong)
+    # the answer follows the data: a record where DRAM bytes alone separate the cases
+    from book import data
+
+    diag = data.record("ncu/diagnosis_h100")
+    flat = {**diag, "cases": {k: {**c, "sectors_per_load_request": 4.0}
+                              for k, c in diag["cases"].items()}}
+    with pytest.raises(ValueError, match="no longer singles out one counter"):
+        exercises.uncoalesced_counter(flat)
+
+
+def test_chapter_9_add_rmsnorm_bytes():
+    ex = exercises.add_rmsnorm_bytes(2048, 4096, 2)
+    assert ex.check(4 * 2048 * 4096 * 2).correct is True
+    five = ex.check(5 * 2048 * 4096 * 2)
+    assert five.correct is False and "five streams" in str(five)
+    assert "written as well" in str(ex.check(3 * 2048 * 4096 * 2))
+
+
+# -- in a notebook: the chapters' own cells, executed with nbclient -------------------------
+
+def _cells(chapter, *ids):
+    import nbformat
+
+    from conftest import ROOT
+
+    nb = nbformat.read(ROOT / "chapters" / chapter, as_version=4)
+    by_id = {c.id: c for c in nb.cells}
+    return [by_id[i] for i in ids]
+
+
+def test_exercise_cells_answer_right_and_wrong_in_a_kernel():
+    """Chapter 1's and chapter 5's exercise cells, run as the page runs them (setup cell
+    first), with the placeholder, a wrong answer and a right one."""
+    import copy
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from book import traffic
+    from conftest import ROOT
+
+    setup, ex1 = _cells("01_bytes_and_flops.ipynb", "course-setup", "c011-x2")
+    imports, fix = _cells("05_fusion.ipynb", "ch05-002", "ch05-008-x2")
+    assert "answer = None" in ex1.source
+
+    def answered(cell, old, new):
+        c = copy.deepcopy(cell)
+        assert old in c.source
+        c.source = c.source.replace(old, new)
+        return c
+
+    naive = traffic.activation(4, 8, "float32", "naive").bytes
+    fused = traffic.activation(4, 8, "float32", "fused").bytes
+    fixed = exercises.fix_fused_kernel().solution_source
+    buggy_def = fix.source[fix.source.index("@cuda.jit"):fix.source.index("\n\n\nfix =")]
+    cells = [setup, ex1, answered(ex1, "answer = None", f"answer = {fused}"),
+             answered(ex1, "answer = None", f"answer = {naive}"), imports,
+             fix, answered(fix, buggy_def, fixed)]
+    cells = [copy.deepcopy(c) for c in cells]
+    for i, c in enumerate(cells):
+        c.id = f"test-{i}"  # the answered copies would repeat their cell's id
+    nb = nbformat.v4.new_notebook(cells=cells)
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT / "chapters")}}).execute()
+
+    def result(cell):
+        out = [o for o in cell.outputs if o.output_type == "execute_result"]
+        assert out, f"no result from {cell.source[-60:]!r}: {cell.outputs}"
+        return out[-1]["data"]["text/plain"]
+
+    placeholder, wrong, right = (result(nb.cells[i]) for i in (1, 2, 3))
+    assert placeholder.startswith("No answer yet.") and "`answer`" in placeholder
+    assert wrong.startswith("Not yet.") and "too low" in wrong and "fused kernel" in wrong
+    assert right.startswith("Right.") and f"{naive:,} bytes" in right
+    # the question is displayed with its answer folded away
+    html = [o["data"]["text/html"] for o in nb.cells[1].outputs if o.output_type == "display_data"]
+    assert html and "<details><summary>Answer</summary>" in html[0]
+    assert result(nb.cells[5]).startswith("Not yet. The kernel indexed past the end")
+    assert result(nb.cells[6]).startswith("Right. All 300 elements match")
