@@ -246,3 +246,12 @@ def test_launch_explorer_model(no_data):
 def test_docstrings_say_how_to_use():
     for f in CONSTRUCTORS:
         assert "Example::" in f.__doc__ and f.__name__ in f.__doc__
+
+
+@pytest.mark.parametrize("make", CONSTRUCTORS, ids=lambda f: f.__name__)
+def test_every_widget_asks_the_reader_a_question(make, no_data):
+    # the question is built and checked in the front-end (tests/test_widgets_browser.py
+    # answers each one right and wrong); here: each widget's module creates one
+    esm = make()._esm
+    own = esm.split("// ---- ", 1)[1]
+    assert "quiz(question)" in own and "ask.refresh()" in own

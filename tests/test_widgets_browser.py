@@ -389,6 +389,94 @@ def test_launch_measured_points(open_widget):
     assert page.value("overhead-value") == 1.2e-6
 
 
+# ---------------------------------------------------------------- the reader's question
+
+def ask(root, answer):
+    """Type `answer` into a widget's question, press Check; the feedback text and its verdict.
+
+    ``root``: a WidgetPage or a locator of one widget on a page."""
+    loc = root.q if isinstance(root, WidgetPage) else (lambda t: root.locator(f'[data-testid="{t}"]'))
+    loc("quiz-answer").fill(str(answer))
+    loc("quiz-check").click()
+    fb = loc("quiz-feedback")
+    return fb.inner_text(), fb.get_attribute("data-correct")
+
+
+def test_traffic_question_right_and_wrong(open_widget):
+    page = open_widget(widgets.traffic_explorer(T=4, h=8))
+    naive, fused = (traffic.activation(4, 8, "float32", v) for v in ("naive", "fused"))
+    assert "T = 4, h = 8, float32" in page.text("quiz-question")
+    text, ok = ask(page, fused.bytes)
+    assert ok == "false" and "Not yet" in text and "moves in all" in text
+    text, ok = ask(page, naive.transfers - fused.transfers)
+    assert ok == "false" and "counts transfers" in text
+    text, ok = ask(page, "lots")
+    assert ok == "false" and "not a number" in text
+    saved = naive.bytes - fused.bytes
+    assert ask(page, saved)[1] == "true"
+    assert ask(page, f"{saved} B")[1] == "true"  # with its unit
+    # the answer sits in a fold, written only when the reader opens it
+    assert page.text("quiz-solution") == ""
+    page.q("quiz-reveal").locator("summary").click()
+    assert f"{saved:,}" in page.text("quiz-solution")
+    # another state: a new question, the old verdict cleared, the old answer now wrong
+    page.select("dtype", "float16")
+    assert page.text("quiz-feedback") == "" and "float16" in page.text("quiz-question")
+    assert ask(page, saved)[1] == "false"
+    half = traffic.activation(4, 8, "float16", "naive").bytes - \
+        traffic.activation(4, 8, "float16", "fused").bytes
+    assert ask(page, half)[1] == "true"
+    page.select("scope", "mlp")
+    T, d, h = 4, 4096, 8
+    mlp = mlp_counts(T, d, h, "float16", "unfused").bytes - mlp_counts(T, d, h, "float16", "epilogue").bytes
+    assert "dual GEMM" in page.text("quiz-question")
+    text, ok = ask(page, 4 * T * h * 2)
+    assert ok == "false" and "reads x once" in text
+    assert ask(page, mlp)[1] == "true"
+
+
+def test_roofline_question_right_and_wrong(open_widget):
+    page = open_widget(widgets.roofline_explorer("H100-SXM", dtype="float32", variant="fused",
+                                                 T=8192, h=14336, this_gpu=False))
+    t = traffic.activation(8192, 14336, "float32", "fused")
+    pred = roofline.predict(t, "H100-SXM")
+    share = 100 * t.flops / pred.time_s / specs.get("H100-SXM").peak(pred.precision)
+    assert share < 5 and "fp32" in page.text("quiz-question")
+    text, ok = ask(page, 100)
+    assert ok == "false" and "compute roof" in text
+    text, ok = ask(page, 100 / share * 100)
+    assert ok == "false" and "upside down" in text
+    text, ok = ask(page, f"{share:.3g}%")
+    assert ok == "true" and "below the ridge" in text
+    # a GEMM on the tensor cores, right of the ridge: the whole peak is in reach
+    page.select("variant", "epilogue")
+    page.select("dtype", "bfloat16")
+    page.type("T", 4096)
+    g = traffic.mlp_up(4096, 4096, 14336, "bfloat16", "epilogue")
+    assert roofline.predict(g, "H100-SXM").bound == "compute"
+    text, ok = ask(page, 100)
+    assert ok == "true" and "compute-bound" in text
+
+
+def test_launch_question_right_and_wrong(open_widget):
+    page = open_widget(widgets.launch_explorer(overhead_s=2e-5, bandwidth=3.0e12, T=1, h=18944))
+
+    def t(T, h, dtype):
+        return max(2e-5, traffic.activation(T, h, dtype, "fused").bytes / 3.0e12)
+
+    assert "T = 10, h = 18,944" in page.text("quiz-question")
+    text, ok = ask(page, 10 * t(1, 18944, "float32"))
+    assert ok == "false" and "launch overhead" in text and "still sets the time" in text
+    assert t(10, 18944, "float32") == 2e-5  # still overhead-bound at ten times the tokens
+    assert ask(page, "20 µs")[1] == "true"
+    page.select("dtype", "bfloat16")
+    page.type("T", 8192)
+    page.type("h", 14336)
+    text, ok = ask(page, t(8192, 14336, "bfloat16"))
+    assert ok == "false" and "stays put only while the overhead dominates" in text
+    assert ask(page, t(81920, 14336, "bfloat16"))[1] == "true"
+
+
 # ---------------------------------------------------------------- phone width, accessibility
 
 @pytest.mark.parametrize("make", [lambda: widgets.roofline_explorer("H100-SXM", this_gpu=False),
@@ -485,6 +573,13 @@ def test_widgets_respond_on_a_static_page_with_the_real_widget_manager(chromium,
     page.locator('#w2 [data-testid="overhead"]').evaluate(
         "e => { e.value = '900'; e.dispatchEvent(new Event('input', {bubbles: true})); }")
     assert page.locator('#w2 [data-testid="curve"]').get_attribute("d") != curve
+    # each widget's question is checked in the page, with no kernel
+    for i in range(3):
+        text, ok = ask(page.locator(f"#w{i}"), "1e30")
+        assert ok == "false" and "too high" in text, (i, text)
+    saved = traffic.activation(4, 16, "float32", "naive").bytes - \
+        traffic.activation(4, 16, "float32", "fused").bytes
+    assert ask(page.locator("#w1"), saved)[1] == "true"
     host = static_site.split("/index.html")[0]
     outside = [u for u in requests if not u.startswith((host, "blob:", "data:"))]
     assert not outside, f"requests to other hosts: {outside}"
@@ -535,6 +630,8 @@ def _check_traffic(page, root):
         t = traffic.activation(T, 16, dtype, variant)
         assert float(v(f"transfers-{variant}").get_attribute("data-value")) == t.transfers
         assert float(v(f"bytes-{variant}").get_attribute("data-value")) == t.bytes
+    saved = traffic.activation(T, 16, dtype, "naive").bytes - traffic.activation(T, 16, dtype, "fused").bytes
+    assert ask(root, saved * 3)[1] == "false" and ask(root, saved)[1] == "true"
 
 
 def _check_launch(page, root):

@@ -396,3 +396,96 @@ function tickNumber(v) {
   if (k >= -3 && k <= 4) return String(Number(v.toPrecision(1)));
   return `1e${k}`;
 }
+
+// ---------------------------------------------------------------- a question for the reader
+
+// "1.5 MB" -> 1.5e6, "12 µs" -> 1.2e-5, "6.7%" -> 6.7, "1,234" -> 1234, "2e3" -> 2000; null when
+// the text is no number. An SI prefix scales the number; a unit after it (B, s, %, flop/B) is
+// read and dropped, so a reader may type the answer with or without its unit.
+const SI_PREFIX = { "": 1, k: 1e3, K: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, m: 1e-3, u: 1e-6, "µ": 1e-6, n: 1e-9 };
+function parseAnswer(text) {
+  const t = String(text).trim().replace(/,/g, "").replace(/_/g, "");
+  const m = t.match(/^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*)$/);
+  if (!m) return null;
+  let rest = m[2].trim();
+  let scale = 1;
+  // a prefix only counts when a unit follows it ("5 ms", "2 GB"); a bare "m" or "k" is a prefix too
+  const p = rest.match(/^([kKMGTPmuµn])(B|bytes?|s|flop\/?B?|FLOP\/s|TFLOP\/s|elements?)?$/);
+  if (p && !/^(bytes?|s|elements?)$/.test(rest)) {
+    scale = SI_PREFIX[p[1]];
+    rest = p[2] || "";
+  }
+  if (rest && !/^(B|bytes?|s|sec|seconds?|%|x|×|times|flop\/B(yte)?|FLOP\/s|elements?|launches)$/i.test(rest)) return null;
+  const v = Number(m[1]) * scale;
+  return Number.isFinite(v) ? v : null;
+}
+
+// A question the widget asks about what it shows, checked here in the page (no kernel needed).
+// spec() is called when the reader checks an answer, so the right answer always follows the
+// widget's current state: { question, truth, unit, rel, fmt, mistakes: [[value, why]], explain }.
+// Returns { box, refresh }: refresh() rewrites the question after a state change.
+function quiz(spec, testid = "quiz") {
+  const box = h("div", { class: "swg-quiz", "data-testid": testid });
+  const q = h("p", { class: "swg-quiz-q", "data-testid": `${testid}-question` });
+  const inp = h("input", { type: "text", inputmode: "decimal", autocomplete: "off", "data-testid": `${testid}-answer` });
+  const btn = h("button", { type: "button", class: "swg-quiz-check", "data-testid": `${testid}-check`, text: "Check" });
+  const fb = h("p", { class: "swg-quiz-feedback", role: "status", "aria-live": "polite", "data-testid": `${testid}-feedback` });
+  // the answer is written into the fold only when the reader opens it
+  const reveal = h("details", { class: "swg-quiz-reveal", "data-testid": `${testid}-reveal` });
+  const sol = h("p", { "data-testid": `${testid}-solution` });
+  reveal.append(h("summary", { text: "Show the answer" }), sol);
+  const f = field("Your answer", inp);
+  box.append(q, h("div", { class: "swg-quiz-row" }, f, btn), fb, reveal);
+  let asked = "";
+
+  function check() {
+    const sp = spec();
+    const unit = sp.unit ? ` ${sp.unit}` : "";
+    const fmt = sp.fmt || ((x) => sig(x));
+    const close = (a, b) => Math.abs(a - b) <= (sp.abs || 0) + (sp.rel ?? 0.02) * Math.abs(b);
+    const a = parseAnswer(inp.value);
+    let ok = false, msg;
+    if (inp.value.trim() === "") {
+      msg = "Type your answer first.";
+      ok = null;
+    } else if (a === null) {
+      msg = `"${inp.value}" is not a number: type it like 1.5e6${unit ? ` or 1.5 M${sp.unit}` : ""}.`;
+    } else if (close(a, sp.truth)) {
+      ok = true;
+      msg = `Right: ${fmt(sp.truth)}${unit}. ${sp.explain || ""}`.trim();
+    } else {
+      const known = (sp.mistakes || []).find(([v]) => !close(v, sp.truth) && close(a, v));
+      const side = a > sp.truth ? "too high" : "too low";
+      if (known) msg = `Not yet: ${fmt(a)}${unit} is ${side}: ${known[1]}`;
+      else if (a > 0 && sp.truth > 0) {
+        const r = a > sp.truth ? a / sp.truth : sp.truth / a;
+        msg = `Not yet: ${fmt(a)}${unit} is ${side}, by a factor of about ${sig(r, 2)}.`;
+      } else msg = `Not yet: ${fmt(a)}${unit} is ${side}.`;
+    }
+    fb.textContent = msg;
+    fb.setAttribute("data-correct", ok === null ? "" : String(ok));
+    box.classList.toggle("swg-quiz-right", ok === true);
+    box.classList.toggle("swg-quiz-wrong", ok === false);
+  }
+  btn.addEventListener("click", check);
+  inp.addEventListener("keydown", (e) => { if (e.key === "Enter") check(); });
+  reveal.addEventListener("toggle", () => {
+    if (!reveal.open) return;
+    const sp = spec();
+    sol.textContent = `${(sp.fmt || ((x) => sig(x)))(sp.truth)}${sp.unit ? ` ${sp.unit}` : ""}. ${sp.explain || ""}`.trim();
+  });
+
+  function refresh() {
+    const text = spec().question;
+    if (text === asked) return;
+    // a new question: the old verdict and the revealed answer no longer apply
+    asked = text;
+    q.textContent = `Question: ${text}`;
+    fb.textContent = "";
+    fb.removeAttribute("data-correct");
+    box.classList.remove("swg-quiz-right", "swg-quiz-wrong");
+    reveal.open = false;
+    sol.textContent = "";
+  }
+  return { box, refresh };
+}

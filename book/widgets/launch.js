@@ -67,6 +67,29 @@ function renderLaunch({ model, el }) {
   const note = h("p", { class: "swg-note", "data-testid": "note" });
   root.append(chartBox, note);
 
+  // The reader's question: the time at ten times the tokens, from the same t(n) the curve draws:
+  // ten times the work costs nothing extra while the launch overhead dominates, ten times the
+  // time once the bytes do.
+  function question() {
+    const overhead = get("overhead_s"), band = get("bandwidth");
+    const bytesOf = (n) => activationTraffic(1, n, get("dtypes")[get("dtype")], "fused", get("flops_per_element")).bytes;
+    const n = get("T") * get("h"), big = 10 * n;
+    const now = launchTime(bytesOf(n), overhead, band);
+    const later = launchTime(bytesOf(big), overhead, band);
+    const by = bytesOf(big) / band;
+    return {
+      question: `With the overhead and bandwidth set above, predict the time of one fused SwiGLU, ${get("dtype")}, at ten times the tokens: T = ${fmtInt(10 * get("T"))}, h = ${fmtInt(get("h"))}.`,
+      truth: later, unit: "", rel: 0.05, fmt: fmtTime,
+      mistakes: [
+        [10 * now, `ten times the work takes ten times as long only when the bytes dominate; here the launch overhead (${fmtTime(overhead)}) still sets the time.`],
+        [now, `the time stays put only while the overhead dominates; at ten times the tokens the bytes take ${fmtTime(by)}.`],
+      ],
+      explain: `t = max(overhead, bytes / bandwidth) = max(${fmtTime(overhead)}, ${fmtBytes(bytesOf(big))} / ${fmtBandwidth(band)} = ${fmtTime(by)}): ${overhead >= by ? "overhead" : "bandwidth"}-bound.`,
+    };
+  }
+  const ask = quiz(question);
+  root.append(ask.box);
+
   function draw() {
     const overhead = get("overhead_s"), band = get("bandwidth");
     ov.inp.value = String(ov.toPos(overhead));
@@ -152,6 +175,7 @@ function renderLaunch({ model, el }) {
     }
     chartBox.append(legend(items));
     note.textContent = `Fused SwiGLU moves ${perElem} bytes per output element (read gate and up, write out). ${get("data_note")}`;
+    ask.refresh();
   }
 
   return redrawOn(model, ["overhead_s", "bandwidth", "dtype", "T", "h", "points"], draw, chartBox);

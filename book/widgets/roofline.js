@@ -71,6 +71,36 @@ function renderRoofline({ model, el }) {
   const note = h("p", { class: "swg-note", "data-testid": "note" });
   root.append(note);
 
+  // The reader's question: the largest share of the compute peak this kernel can reach, which
+  // takes the roofline (intensity against the ridge) to answer; computed by compute(), the
+  // same arithmetic the readouts show.
+  function question() {
+    const { spec, traffic, precision, peak, pred, ridge } = compute();
+    const vlabel = get("variants").find((v) => v.key === get("variant"))?.label || get("variant");
+    const what = `${vlabel}, ${get("dtype")}, T = ${fmtInt(get("T"))}, h = ${fmtInt(get("h"))}` +
+      (get("variants").find((v) => v.key === get("variant"))?.kind === "gemm" ? `, d = ${fmtInt(get("d"))}` : "");
+    if (!peak) {
+      return { question: `No compute peak is known for ${spec.label}. How long must the ${what} take at least, to move its bytes?`,
+               truth: pred.memory_time_s, unit: "", rel: 0.03, fmt: fmtTime, mistakes: [],
+               explain: `bytes / bandwidth = ${fmtBytes(traffic.bytes)} / ${fmtBandwidth(spec.memory_bandwidth)}.` };
+    }
+    const share = 100 * Math.min(1, (traffic.intensity * spec.memory_bandwidth) / peak);
+    return {
+      question: `At most what percentage of the ${precision} peak (${fmtRate(peak)}) can the ${what} reach on ${spec.label}?`,
+      truth: share, unit: "%", rel: 0.05, fmt: (x) => sig(x),
+      mistakes: [
+        [100, "that is the compute roof, reached only right of the ridge point; this kernel's intensity is below it."],
+        [(100 * ridge) / traffic.intensity, "that is upside down: the share is intensity / ridge point."],
+        [100 * traffic.intensity, "that is the intensity as a percentage; compare it with the ridge point."],
+      ],
+      explain: pred.bound === "memory"
+        ? `Intensity ${sig(traffic.intensity)} flop/byte is below the ridge (${sig(ridge)}): the memory roof gives intensity × bandwidth = ${fmtRate(traffic.intensity * spec.memory_bandwidth)}, intensity / ridge of the peak.`
+        : `Intensity ${sig(traffic.intensity)} flop/byte is above the ridge (${sig(ridge)}): compute-bound, the whole peak is in reach.`,
+    };
+  }
+  const ask = quiz(question);
+  root.append(ask.box);
+
   function currentSpec() {
     return gpus[get("gpu")] || gpus[get("gpu_order")[0]];
   }
@@ -294,6 +324,7 @@ function renderRoofline({ model, el }) {
     note.append(get("data_note"));
     if (pts.length) note.append(" Bold markers: measured at the chosen shape; faint: other shapes (hover or tap for details).");
     else if (get("points").length) note.append(` None of them were measured on ${spec.label} in ${get("dtype")}.`);
+    ask.refresh();
   }
 
   return redrawOn(model, ["gpu", "dtype", "variant", "precision", "T", "h", "d", "points", "gpus"],

@@ -72,6 +72,33 @@ function renderTraffic({ model, el }) {
   const note = h("p", { class: "swg-note", "data-testid": "note" });
   root.append(h("div", { class: "swg-table-wrap" }, table), bars, note);
 
+  // The reader's question: the bytes that fusion saves at the state shown, from the same counts
+  // as the table (activation: fused against the naive pair; MLP: the dual GEMM's epilogue
+  // against two GEMMs and the fused activation).
+  function question() {
+    const st = { T: get("T"), h: get("h"), d: get("d"), elemBytes: get("dtypes")[get("dtype")], fpe: get("flops_per_element"), scope: get("scope") };
+    const rows = Object.fromEntries(trafficRows(st).map((r) => [r.key, r]));
+    const eb = st.elemBytes;
+    const where = `T = ${fmtInt(st.T)}, h = ${fmtInt(st.h)}${st.scope === "mlp" ? `, d = ${fmtInt(st.d)}` : ""}, ${get("dtype")}`;
+    const [slow, fast, text] = st.scope === "activation"
+      ? [rows.naive, rows.fused, `How many bytes does the fused kernel save against the naive pair (silu, then multiply) at ${where}?`]
+      : [rows.unfused, rows.epilogue, `How many bytes does the dual GEMM with SwiGLU in its epilogue save against two GEMMs and the fused SwiGLU at ${where}?`];
+    const saved = slow.t.bytes - fast.t.bytes;
+    const n = st.T * st.h;
+    const mistakes = [
+      [fast.t.bytes, `that is what the ${fast.key === "fused" ? "fused kernel" : "dual GEMM"} moves in all; the question asks for the difference.`],
+      [slow.t.bytes, "that is what the slower design moves in all; subtract what the faster one moves."],
+      [slow.t.transfers - fast.t.transfers, `that counts transfers; each moves ${eb} bytes.`],
+    ];
+    if (st.scope === "mlp") mistakes.push([4 * n * eb, "that is the gate and up tensors written and read back; the dual GEMM also reads x once instead of twice."]);
+    const explain = st.scope === "activation"
+      ? `The naive pair writes silu(gate) to a temporary and reads it back: 2 × T·h transfers of ${eb} bytes.`
+      : `Gate and up are never written or read back (4 × T·h transfers) and x is read once, not twice (T·d more), ${eb} bytes each.`;
+    return { question: text, truth: saved, unit: "bytes", rel: 0.02, fmt: (x) => fmtInt(x), mistakes, explain };
+  }
+  const ask = quiz(question);
+  root.append(ask.box);
+
   function draw() {
     dtypeSel.value = get("dtype");
     scopeSel.value = get("scope");
@@ -129,6 +156,7 @@ function renderTraffic({ model, el }) {
       scope === "activation"
         ? "One transfer is one element loaded from or stored to GPU memory; bytes = transfers × the dtype's size. Epilogue-fused: the activation runs in the epilogue of the GEMM that computes up, so up is still in registers."
         : "Each operand read once and each output written once: the least traffic each variant can have. Weights dominate when T is small.";
+    ask.refresh();
   }
 
   return redrawOn(model, ["T", "h", "d", "dtype", "scope"], draw);
