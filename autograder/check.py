@@ -215,3 +215,16 @@ def check_file(lab: str, path: str) -> bool:
             print(f"FAIL: {e}")
             ok = False
     return ok
+
+
+class _CallableModule(__import__("types").ModuleType):
+    """Importing this module binds the package's attribute ``check`` to it (the import system
+    does that for every submodule), so a lab's setup cell run a second time, ``from autograder
+    import check``, gets this module rather than the function: calling the module calls the
+    function, and ``check(fn)`` works either way."""
+
+    def __call__(self, *args, **kwargs):
+        return check(*args, **kwargs)
+
+
+__import__("sys").modules[__name__].__class__ = _CallableModule

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import Step
 from ._kernel import seeds
 
 KIND = "kernel"
@@ -99,3 +100,41 @@ def make_reference_runner(case):
         b = torch.addmm(bu, x, wu.t())
         torch.mul(torch.nn.functional.silu(a), b, out=out)
     return run, sets
+
+
+# The lab builds its kernel in four steps; the last is the graded linear_swiglu. Steps 1-3
+# compute one projection, out = x @ w.T with w [h, d], no bias.
+def _gemm_specs(case):
+    T, d, h = case["T"], case["d"], case["h"]
+    s = seeds(case["seed"], ("x", "w"))
+    return {"x": {"shape": [T, d], "dtype": DTYPE, "seed": s["x"], "scale": 1.0},
+            "w": {"shape": [h, d], "dtype": DTYPE, "seed": s["w"], "scale": 1.0 / float(np.sqrt(d))}}
+
+
+def _gemm_reference(inputs):
+    return inputs["x"].astype(np.float64) @ inputs["w"].astype(np.float64).T
+
+
+def _gemm_describe(case):
+    return f"x [{case['T']}, {case['d']}], w [{case['h']}, {case['d']}] float32"
+
+
+def _step(name, function, teaches, shapes, seed):
+    cases = tuple({"name": f"step {name} T={T} d={d} h={h}", "T": T, "d": d, "h": h,
+                   "seed": seed + i} for i, (T, d, h) in enumerate(shapes))
+    return Step(name=name, function=function, params=("x", "w", "out"), inputs=("x", "w"),
+                output=OUTPUT, dtype=DTYPE, rtol=RTOL, atol=ATOL, cases=cases,
+                input_specs=_gemm_specs, out_spec=out_spec, reference=_gemm_reference,
+                describe=_gemm_describe, teaches=teaches)
+
+
+# The shapes are off every tile (16 for step 2, 64 for step 3) and d spans several slabs of
+# 16, so the bounds tests and the slab loop both show when they are wrong.
+STEPS = (
+    _step("plain", "gemm_plain", "out = x @ w.T with [h, d] weights, one thread per output",
+          [(3, 20, 18), (1, 33, 7)], 31),
+    _step("tiled", "gemm_tiled", "shared-memory tiles loaded along d",
+          [(5, 40, 20), (17, 9, 3)], 33),
+    _step("blocked", "gemm_blocked", "an R x R register block per thread",
+          [(3, 37, 70), (1, 33, 7)], 35),
+)
