@@ -8,6 +8,12 @@ Markers (otter-grader / nbgrader conventions):
   checks when running the master).
 - Cells tagged ``remove_cell``, ``solution`` or ``instructor``: dropped.
 - The setup cell (tools/setup_cell.py, one template) follows the lab's title cell.
+- A kernel lab built in steps (``STEPS`` of its lab module, autograder/labs/): each step's
+  function is defined in a cell of its own, with its solution between markers like the final
+  one's, followed by a check cell ``check(<function>, step="<name>")`` and a Markdown cell of
+  hints (``<details><summary>Hint 1</summary>``...). A master that drifts from its lab object
+  (a step without its cell, check or hints; a check naming a step the lab does not have) is
+  refused with the step named.
 Outputs and execution counts are cleared. The output is deterministic, so a test can say
 when labs/ is stale.
 """
@@ -98,7 +104,48 @@ def setup_source() -> str | None:
         return None
 
 
+CHECK_STEP = re.compile(r"""^\s*check\(\s*(\w+)\s*,\s*step\s*=\s*["'](\w+)["']""", re.M)
+
+
+def check_steps(nb, name: str) -> None:
+    """Raise MarkerError where the master and its lab's STEPS disagree (see the docstring)."""
+    from .labs import NAMES, Lab
+
+    stem = name.removesuffix(".ipynb")
+    if stem not in NAMES:
+        return
+    lab = Lab(stem)
+    steps = {s.name: s for s in lab.steps if not s.graded}
+    cells = list(nb.cells)
+    seen = set()
+    for k, cell in enumerate(cells):
+        for fn, step in CHECK_STEP.findall(cell.source) if cell.cell_type == "code" else ():
+            if step not in steps:
+                raise MarkerError(f"{name} cell {k + 1}: check(..., step={step!r}) but "
+                                  f"{lab.name} has steps {', '.join(steps) or 'none'} "
+                                  "(autograder/labs/)")
+            if fn != steps[step].function:
+                raise MarkerError(f"{name} cell {k + 1}: step {step!r} checks {fn}, but the "
+                                  f"lab's step is {steps[step].function}")
+            defined = [c for c in cells[:k] if c.cell_type == "code"
+                       and re.search(rf"^def {fn}\(", c.source, re.M)]
+            if not defined or not any(BEGIN.match(line)
+                                      for line in defined[-1].source.split("\n")):
+                raise MarkerError(f"{name}: step {step!r}: no cell before its check defines "
+                                  f"{fn}() with its solution between BEGIN/END SOLUTION")
+            if not any(c.cell_type == "markdown" and "<summary>Hint 1</summary>" in c.source
+                       for c in cells[k + 1:k + 2]):
+                raise MarkerError(f"{name}: step {step!r}: its check cell is not followed by "
+                                  "a Markdown cell of hints (<details><summary>Hint 1...)")
+            seen.add(step)
+    missing = [s for s in steps if s not in seen]
+    if missing:
+        raise MarkerError(f"{name}: no check cell for step(s) {', '.join(missing)}: add "
+                          "check(<function>, step=\"<name>\") after each step's cell")
+
+
 def make_lab(master_nb, name: str):
+    check_steps(master_nb, name)
     nb = copy.deepcopy(master_nb)
     cells = []
     for k, cell in enumerate(nb.cells):
