@@ -34,6 +34,9 @@ def main(argv=None) -> int:
     g.add_argument("--no-isolation", action="store_true",
                    help="skip namespaces, hidden paths and the privilege drop (debugging only)")
     g.add_argument("--regrade", action="store_true", help="grade again even where results exist")
+    g.add_argument("--sanitize", action="store_true",
+                   help="also run each submission's public tests under compute-sanitizer "
+                   "(memcheck, racecheck) in the sandbox: findings go to its feedback, no points")
     g.add_argument("--quiet", action="store_true")
 
     m = sub.add_parser("merge", help="combine shard output folders into one grades.csv")

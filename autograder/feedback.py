@@ -49,8 +49,9 @@ from pathlib import Path
 
 from .submission import SETUP_MARKERS, _neutralize_magics
 
-__all__ = ["access_advice", "sanitize", "student_source", "StudentSource", "NOT_AVAILABLE",
-           "TRACE_TIMEOUT_S", "SANITIZE_TIMEOUT_S"]
+__all__ = ["access_advice", "sanitize", "sanitizer_unavailable", "student_source",
+           "StudentSource", "sandbox_findings", "NOT_AVAILABLE", "TRACE_TIMEOUT_S",
+           "SANITIZE_TIMEOUT_S"]
 
 NOT_AVAILABLE = "not available on this machine"
 TRACE_TIMEOUT_S = 30.0       # the tracer's budget: a lab's small case takes a few seconds here
@@ -217,13 +218,20 @@ def _advice_here(lab, fn, timeout_s) -> list[str]:
 
     t = threading.Thread(target=work, daemon=True, name="access-advice")
     t.start()
-    t.join(timeout_s + 5)
+    t.join(timeout_s + 2)
     if t.is_alive():
+        # a launch spinning without touching memory (the tracer's deadline fires on an
+        # access) cannot be stopped from outside: its Python threads run on, so say so
         return [f"access pattern not traced: the traced call ran past the tracer's {timeout_s:.0f}"
-                f" s limit on {lab.describe(case)} (a loop that never ends, or far more "
-                f"simulated work than the case needs)"]
+                f" s limit on {lab.describe(case)} without touching memory (a loop that never "
+                "ends?); its simulated threads are still running: restart the kernel before "
+                "running more kernels here"]
     if "error" in box:
-        return [f"access pattern not traced: {box['error']}"]
+        # the simulator prefixes a thread's error with its ids: not the student's business here
+        why = re.sub(r"tid=\[[^\]]*\] ctaid=\[[^\]]*\]: ", "", box["error"])
+        if "time limit" in why:
+            why += f" (the limit: {timeout_s:.0f} s on {lab.describe(case)})"
+        return [f"access pattern not traced: {why}"]
     return advice_for(box["trace"])
 
 
@@ -435,6 +443,68 @@ def findings_sentences(res: dict, src: StudentSource, student_file, limit: int =
             why = tail[-1][:300] if tail else f"exit status {r.get('returncode')}"
             out.append(f"{tool}: the public tests did not finish under compute-sanitizer "
                        f"({why})")
+    return out
+
+
+# ------------------------------------------------------------------------------ grade
+SANITIZE_TEST = "compute-sanitizer: memcheck and racecheck (feedback, no points)"
+
+
+def wrapper_argv(tool: str, log_file: str) -> list[str]:
+    """compute-sanitizer's command line for ``grade --sanitize``: the flags of
+    ``book.sanitizer.run`` (20 reports at most, no backtraces, racecheck's hazards only), with
+    the report written to ``log_file`` (the submission's own prints share its stdout)."""
+    from book import sanitizer
+
+    exe = sanitizer.find()
+    if exe is None:
+        raise FileNotFoundError("compute-sanitizer")
+    return [exe, "--tool", tool, "--print-limit", "20", "--show-backtrace", "no",
+            *(["--racecheck-report", "hazard"] if tool == "racecheck" else []),
+            "--log-file", log_file]
+
+
+def wrapper_keep() -> list[str]:
+    """Folders the sandbox must leave visible for compute-sanitizer to run inside it: its
+    own (through any symlink) and the installation above it (its libraries, its tools)."""
+    from book import sanitizer
+
+    exe = sanitizer.find()
+    if exe is None:
+        return []
+    out = set()
+    for p in (Path(exe), Path(exe).resolve()):
+        out |= {str(p.parent), str(p.parent.parent)}
+    return sorted(out)
+
+
+_CELL = re.compile(r"<cell (\d+)>")
+
+
+def sandbox_findings(texts: dict, limit: int = 6) -> list[str]:
+    """Sentences from compute-sanitizer's reports of a submission graded in the sandbox.
+
+    ``texts``: {tool: report text}. The driver compiles cell N as ``<cell N>``; the report
+    names that file, and the sentence says "cell N, line M". Every kernel in that process is
+    the student's (the driver launches none of its own), so findings without line information
+    are kept too, not filtered out as someone else's.
+    """
+    from book import sanitizer
+
+    res = {}
+    for tool, text in texts.items():
+        if text and "=========" not in text:   # a log file may be written without the prefix
+            text = "\n".join("========= " + ln for ln in text.splitlines())
+        text = _CELL.sub(lambda m: f"cell{m.group(1)}.py", text or "")
+        res[tool] = {"findings": sanitizer.parse(tool, text), "output": text}
+    out = []
+    for s in sanitizer.explain(res, limit=limit):
+        out.append(re.sub(r"cell(\d+)\.py, line", r"cell \1, line", s))
+    for tool, r in res.items():
+        m = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?",
+                      r["output"])
+        if m and int(m.group(2)) > int(m.group(1)):
+            out.append(f"racecheck: {m.group(2)} hazards in all ({m.group(1)} shown)")
     return out
 
 

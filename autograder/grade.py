@@ -25,7 +25,7 @@ import numpy as np
 
 from . import labs as _labs
 from .export import feedback_markdown, gradescope_json, write_grades_csv
-from .judge import Judging
+from .judge import Judging, Sanitizing
 from .results import Result
 from .rubric import NOT_MEASURED_NO_GPU, load_rubric
 from .sandbox import Child, ChildError
@@ -94,12 +94,13 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 # --------------------------------------------------------------------------- the run
-class Run(Judging, Timing):
+class Run(Judging, Sanitizing, Timing):
     """A grading run: the cases, the sandboxed children, and the two phases (judge.py grades
-    each submission's tests and kernel proof; timing.py times the recordings)."""
+    each submission's tests and kernel proof, and with ``sanitize`` runs its public tests
+    under compute-sanitizer for feedback; timing.py times the recordings)."""
 
     def __init__(self, lab, out: Path, *, rubric_path=None, simulated=False, gpus=1, workers=None,
-                 sim_timing=False, isolate=True, quiet=False):
+                 sim_timing=False, isolate=True, quiet=False, sanitize=False):
         self.lab_name = _labs.resolve(lab)
         self.lab = _labs.Lab(self.lab_name)
         self.rubric = load_rubric(self.lab_name, rubric_path)
@@ -111,6 +112,7 @@ class Run(Judging, Timing):
         self.sim_timing = sim_timing
         self.isolate = isolate
         self.quiet = quiet
+        self.sanitize = sanitize
         self.run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
         self.log_lock = threading.Lock()
         self.secret = self._secret()
@@ -262,6 +264,12 @@ class Run(Judging, Timing):
                     result.public_output_len = min(result.public_output_len, len(result.output))
                 result.output_bytes = child.output_total
                 result.rss_peak_mib = child.rss_peak >> 20
+        if self.sanitize and result.tests and "load" not in result.problems:
+            try:
+                self.run_sanitizer(result, cells, gpu)
+            except Exception as e:  # the grader's own bug: this feedback is lost, the grade is not
+                self.log(kind="sanitizer", id=result.id,
+                         error=f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}")
         result.t_start = t_start
         if result.timing is not None:  # phase 2 scores it; kept on disk so a killed run loses nothing
             _atomic_write(sub_dir / "pending.json", json.dumps(result.to_json(), default=str))
@@ -367,6 +375,8 @@ class Run(Judging, Timing):
                  todo=len(todo), shard=list(shard), python=sys.version.split()[0])
         if todo and not self.simulated:
             self.calibrate_sandbox()
+        if todo and self.sanitize and self.sanitizer_check():
+            self.sanitize = False   # said once in the log and on the terminal; grading goes on
         if todo and self.perf and not self.simulated:
             for g in range(self.gpus):
                 try:
@@ -430,7 +440,7 @@ def main(args) -> int:
     simulated = detect_simulated(args.simulator)
     run = Run(lab, Path(args.out), rubric_path=args.rubric, simulated=simulated, gpus=args.gpus,
               workers=args.workers, sim_timing=args.sim_timing, isolate=not args.no_isolation,
-              quiet=args.quiet)
+              quiet=args.quiet, sanitize=getattr(args, "sanitize", False))
     results = run.grade(args.submissions, shard=parse_shard(args.shard), regrade=args.regrade)
     total = sum(r["score"] for r in results)
     print(f"wrote {run.out / 'grades.csv'} ({len(results)} graded, mean "

@@ -216,3 +216,87 @@ class Judging:
         return ref
 
     # -- performance: the recorded launches, replayed and timed by the trusted process
+
+
+class Sanitizing:
+    """``grade --sanitize`` (mixed into grade.Run): the public tests of a submission again, in
+    a fresh sandboxed child run under compute-sanitizer (memcheck, then racecheck), with the
+    same containment, budgets and hidden paths as every other child. What it finds goes into
+    the submission's feedback (a 0-point test and review flags): feedback only, never points,
+    because a hazard report is evidence for a person to read, not a wrong answer."""
+
+    SANITIZE_LOAD_FACTOR = 3     # loading and compiling under the tool (debug line info) is slower
+    SANITIZE_TEST_FACTOR = 10    # racecheck watches every shared-memory access
+
+    def sanitizer_check(self) -> str | None:
+        """Once per run: None when compute-sanitizer can run here, else the one line that says
+        it is not available on this machine (logged and printed; grading goes on unchanged)."""
+        from .feedback import sanitizer_unavailable
+
+        why = sanitizer_unavailable()
+        if why is None and not self.lab.kernel:
+            why = f"--sanitize: {self.lab_name} has no kernels, nothing for compute-sanitizer to check"
+        self.log(kind="sanitizer", available=why is None, reason=why)
+        if why:
+            self.say(f"--sanitize: {why}")
+        return why
+
+    def run_sanitizer(self, result, cells, gpu):
+        from .feedback import SANITIZE_TEST, sandbox_findings, wrapper_argv, wrapper_keep
+
+        texts, problems = {}, []
+        public = [c for c in self.cases if c["visibility"] == "public"]
+        load_s = self.limits.get("load_s", 120) * self.SANITIZE_LOAD_FACTOR
+        test_s = self.limits.get("test_s", 60) * self.SANITIZE_TEST_FACTOR
+        for tool in ("memcheck", "racecheck"):
+            child, passed = None, []
+            try:
+                # (simulated only in tests, with a stand-in wrapper: sanitizer_check() turns
+                # --sanitize off in a simulator run)
+                child = Child(mode="student", functions=self.functions(), cells=cells,
+                              simulated=self.simulated, gpu=None if self.simulated else gpu,
+                              limits=self._child_limits(),
+                              hide=self._hide_paths(), isolate=self.isolate,
+                              drop_uid=self.drop_uid, wrap=wrapper_argv(tool, "sanitizer.log"),
+                              wrap_env={"NUMBA_CUDA_DEBUGINFO": "1"}, keep=wrapper_keep())
+                ev = child.recv(load_s)
+                if ev.get("event") == "ready":
+                    ev = self.ask(child, load_s, cmd="load")
+                if ev.get("event") != "loaded":
+                    raise ChildError("load", f"unexpected answer {str(ev)[:200]}")
+                for case in public:
+                    r = self.ask(child, test_s, **self.test_message(case))
+                    passed.append(self.judge(case, r, child)[0])
+                child.send(cmd="exit")
+                try:   # the tool writes its summary as the driver exits
+                    child.proc.wait(timeout=60)
+                except Exception:
+                    pass
+            except (ChildError, OSError) as e:
+                problems.append(f"{tool}: the public tests did not finish under compute-sanitizer "
+                                f"({getattr(e, 'reason', type(e).__name__)}: "
+                                f"{getattr(e, 'detail', e)})"[:500])
+            finally:
+                if child is not None:
+                    log = child.workdir / "sanitizer.log"
+                    try:
+                        texts[tool] = log.read_text(errors="replace")
+                    except OSError:
+                        texts[tool] = child.output_text()
+                    child.close()
+            self.log(kind="sanitizer", id=result.id, tool=tool, tests_passed=passed,
+                     report=texts.get(tool, "")[-6000:])
+        from book.sanitizer import _refused
+
+        refused = next((w for w in map(_refused, texts.values()) if w), None)
+        findings = ([f"compute-sanitizer is not available on this machine: it refused to run "
+                     f"in the sandbox ({refused})"] if refused else
+                    sandbox_findings(texts) + problems)
+        for f in findings:
+            result.flags.append({"level": "info", "what": f"compute-sanitizer: {f}",
+                                 "where": "public tests under compute-sanitizer"})
+        result.tests.append({"name": SANITIZE_TEST, "score": 0, "max_score": 0,
+                             "visibility": "visible",
+                             "output": "\n".join(findings) if findings else
+                             "no findings: memcheck and racecheck saw nothing wrong in the "
+                             "public tests"})

@@ -7,13 +7,25 @@ with the barrier (no finding expected). The raw output, the parsed findings and 
 to one JSON record.
 
 Usage on a GPU machine:  python benchmarks/sanitizer_probe.py --out records/sanitizer/h100.json
+
+``--grade``: instead, grade lab 4's planted-race fixture and its honest control
+(tests/fixtures/sanitizer/) with ``python -m autograder grade lab4 ... --sanitize`` (the
+sandboxed route of the grader), and run ``autograder.feedback.sanitize`` (the route of a
+student's ``check(..., sanitize=True)``) on both files; the results.json of each, the
+sentences, the run's log and provenance go to one JSON record:
+
+    COURSE_COMMIT=<sha> python3 benchmarks/sanitizer_probe.py --grade --out $OUT/sanitizer_grade_h100.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import subprocess
 import sys
+import time
 import tempfile
 import textwrap
 from dataclasses import asdict
@@ -79,10 +91,85 @@ PROGRAMS = {
 }
 
 
+FIXTURES = ROOT / "tests" / "fixtures" / "sanitizer"
+GRADED = {"planted_race": "lab4_missing_syncthreads.py", "control": "lab4_honest.py"}
+
+
+def grade_record(out: Path, budget_s: float = 560) -> dict:
+    """Grade the planted race and its control with --sanitize; both routes, every output."""
+    from autograder import feedback
+    from book.provenance import provenance
+
+    cmd_line = "python benchmarks/sanitizer_probe.py --grade --out " + str(out)
+    rec = {"provenance": provenance(cmd_line), "fixtures": {}, "check_route": {}}
+    # the grading folder stays out of $OUT: its recordings hold the hidden cases' arrays
+    work = Path(tempfile.mkdtemp(prefix="sanitizer-grade-"))
+    deadline = time.time() + budget_s   # one device command: everything within its limit
+    subs = [FIXTURES / f for f in GRADED.values()]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env.pop("BOOK_SIMULATOR", None)
+    grade = [sys.executable, "-m", "autograder", "grade", "lab4", *map(str, subs), "--out",
+             str(work), "--sanitize", "--regrade"]
+    t0 = time.time()
+    try:
+        p = subprocess.run(grade, capture_output=True, text=True, timeout=0.7 * budget_s,
+                           cwd=ROOT, env=env)
+        rec["grade"] = {"command": " ".join(grade[1:]).replace(str(ROOT) + "/", ""),
+                        "returncode": p.returncode, "seconds": round(time.time() - t0, 1),
+                        "stdout": p.stdout[-6000:], "stderr": p.stderr[-6000:]}
+    except subprocess.TimeoutExpired as e:
+        rec["grade"] = {"command": " ".join(grade[1:]), "timed_out": 0.7 * budget_s,
+                        "stdout": str(e.stdout or "")[-6000:]}
+    for name, f in GRADED.items():
+        sid = Path(f).stem
+        rj = work / sid / "results.json"
+        r = json.loads(rj.read_text()) if rj.exists() else None
+        tests = r["tests"] if r else []
+        san = [t for t in tests if t["name"] == feedback.SANITIZE_TEST]
+        rec["fixtures"][name] = {
+            "file": f"tests/fixtures/sanitizer/{f}",
+            "results": r,
+            "public_tests_passed": [t["score"] >= t["max_score"] for t in tests
+                                    if t["name"].startswith("public")],
+            "sanitizer_feedback": san[0]["output"] if san else None,
+            "feedback_md": (work / sid / "feedback.md").read_text()
+            if (work / sid / "feedback.md").exists() else None,
+        }
+    log = work / "measurements.jsonl"
+    if log.exists():
+        rec["sanitizer_log"] = [e for e in map(json.loads, log.read_text().splitlines())
+                                if e.get("kind") in ("sanitizer", "sandbox", "test")]
+    shutil.rmtree(work, ignore_errors=True)
+    for name, f in GRADED.items():   # the check() route: the file re-run under the tool
+        t0 = time.time()
+        left = (deadline - t0) / 2   # two tools
+        if left < 30:
+            rec["check_route"][name] = {"skipped": "no time left within the command's budget"}
+            continue
+        try:
+            lines = feedback.sanitize("lab4", source=(FIXTURES / f).read_text(),
+                                      timeout_s=min(150, left))
+        except Exception as e:  # recorded, not raised: the grade route's record still counts
+            lines = [f"raised {type(e).__name__}: {e}"]
+        rec["check_route"][name] = {"sentences": lines, "seconds": round(time.time() - t0, 1)}
+    for name in GRADED:
+        print(f"{name:14s} grade: {rec['fixtures'][name]['sanitizer_feedback']!r}"[:600])
+        print(f"{name:14s} check: {rec['check_route'][name]!r}"[:600])
+    return rec
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--grade", action="store_true",
+                    help="grade lab 4's planted race and its control with --sanitize")
     args = ap.parse_args(argv)
+    if args.grade:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        rec = grade_record(args.out)
+        args.out.write_text(json.dumps(rec, indent=1, default=str))
+        return 0
     from book import sanitizer
     from book.provenance import provenance
 

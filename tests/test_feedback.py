@@ -1,0 +1,247 @@
+"""autograder.feedback: the student's access pattern (traced in the simulator), compute-sanitizer
+findings (here: "not available on this machine"), and grade --sanitize (issue 9)."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import subprocess
+import textwrap
+import time
+
+
+import book  # noqa: F401  (simulator decided before numba.cuda is imported)
+from _autograder_runs import FAST_RUBRIC, FIX, REPO, THREATS, env, grade_cmd
+from autograder import feedback
+from autograder.labs import Lab
+
+STRIDED = '''
+from numba import cuda, float32
+import math
+
+
+@cuda.jit
+def _gate(x, out, M, F):
+    j, i = cuda.grid(2)
+    if i < M and j < F:
+        g = x[i, 2 * j]
+        out[i, j] = g / (float32(1.0) + math.exp(-g))
+
+
+@cuda.jit
+def _up(x, out, M, F):
+    j, i = cuda.grid(2)
+    if i < M and j < F:
+        out[i, j] *= x[i, 2 * j + 1]
+
+
+def swiglu_interleaved(x, out):
+    # two kernels: each reads every other float of x, so each moves every sector for half
+    M, F = out.shape
+    _gate[((F + 127) // 128, M), (128, 1)](x, out, M, F)
+    _up[((F + 127) // 128, M), (128, 1)](x, out, M, F)
+    return out
+'''
+
+SHFL = '''
+from numba import cuda
+
+
+@cuda.jit
+def _k(x, out, M, F):
+    j, i = cuda.grid(2)
+    if i < M and j < F:
+        out[i, j] = cuda.shfl_xor_sync(0xFFFFFFFF, x[i, 2 * j], 1)
+
+
+def swiglu_interleaved(x, out):
+    M, F = out.shape
+    _k[((F + 127) // 128, M), (128, 1)](x, out, M, F)
+    return out
+'''
+
+FOREVER = '''
+from numba import cuda
+
+
+@cuda.jit
+def _k(x, out, M, F):
+    j, i = cuda.grid(2)
+    s = 0.0
+    while s < 1e30:            # never ends: each step reads x
+        s += abs(x[0, 0]) * 0.0 + 1e-30
+    if i < M and j < F:
+        out[i, j] = s
+
+
+def swiglu_interleaved(x, out):
+    M, F = out.shape
+    _k[((F + 127) // 128, M), (128, 1)](x, out, M, F)
+    return out
+'''
+
+
+def _load(tmp_path, name, src):
+    p = tmp_path / f"{name}.py"
+    p.write_text(textwrap.dedent(src))
+    return runpy.run_path(str(p))
+
+
+# ----------------------------------------------------------------------------- advice
+def test_strided_access_is_named_with_sectors_and_line(tmp_path):
+    fn = _load(tmp_path, "strided", STRIDED)["swiglu_interleaved"]
+    t0 = time.monotonic()
+    lines = feedback.access_advice(Lab("lab2"), fn)
+    assert time.monotonic() - t0 < 20
+    assert len(lines) == 1, lines
+    # the public case's warp 0 reads 32 floats 8 bytes apart: 8 sectors for 4 sectors' worth
+    assert "warp 0's loads of x touch 8 sectors where 4 would do" in lines[0]
+    assert "`g = x[i, 2 * j]`" in lines[0]
+
+
+def test_coalesced_kernels_get_no_advice(tmp_path):
+    # one thread per output (honest_simple) and the lab's master pattern, whose gate and up
+    # loads each touch 8 sectors but together use every byte moved
+    for path in (FIX / "honest_simple.py", THREATS / "grid_stride_264.py"):
+        ns = runpy.run_path(str(path))
+        lines = feedback.access_advice(Lab("lab2"), ns["swiglu_interleaved"])
+        if path.name == "grid_stride_264.py":   # too many threads: the reason, one line
+            assert len(lines) == 1 and "8,192" in lines[0], lines
+        else:
+            assert lines == []
+
+
+def test_the_master_pattern_is_not_flagged(tmp_path):
+    master = json.loads((REPO / "solutions" / "lab2_packed_swiglu.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in master["cells"] if c["cell_type"] == "code"]
+    code = "\n".join(c for c in cells if "_swiglu_interleaved_kernel" in c or "THREADS = " in c)
+    fn = _load(tmp_path, "master", code)["swiglu_interleaved"]
+    assert feedback.access_advice(Lab("lab2"), fn) == []
+
+
+def test_kernels_the_tracer_cannot_run_get_one_line_quickly(tmp_path):
+    fn = _load(tmp_path, "shfl", SHFL)["swiglu_interleaved"]
+    t0 = time.monotonic()
+    lines = feedback.access_advice(Lab("lab2"), fn)
+    assert len(lines) == 1 and "shfl_xor_sync" in lines[0] and "simulator" in lines[0], lines
+    fn = _load(tmp_path, "forever", FOREVER)["swiglu_interleaved"]
+    lines = feedback.access_advice(Lab("lab2"), fn, timeout_s=2)
+    assert len(lines) == 1 and "time limit" in lines[0] and "2 s" in lines[0], lines
+    assert time.monotonic() - t0 < 20
+
+
+# ----------------------------------------------------------------------------- source
+def test_student_source_drops_setup_and_checks_and_maps_lines():
+    cells = [{"index": "In [1]", "source": "# autograder: setup (the grader skips this cell)\n"
+                                           "from autograder import check"},
+             {"index": "In [2]", "source": "a = 1\n%time b = 2\ncheck(f)\nc = 3"},
+             {"index": "In [3]", "source": "from autograder import check\nd = 4"}]
+    src = feedback.student_source(cells=cells)
+    assert "check(" not in src.text and "import check" not in src.text
+    assert src.text.splitlines()[3] == "c = 3"          # blanked, not deleted: lines stay put
+    assert src.where(4) == "In [2], line 4" and src.where(6) == "In [3], line 2"
+    ns = {}
+    exec(src.text, ns)
+    assert ns["d"] == 4
+
+
+# ----------------------------------------------------------------------------- sanitize
+def test_sanitize_is_not_available_here_in_one_line():
+    fn = runpy.run_path(str(FIX / "honest_simple.py"))["swiglu_interleaved"]
+    for lines in (feedback.sanitize(Lab("lab2"), fn),
+                  feedback.sanitize("lab4", source=(REPO / "tests" / "fixtures" / "sanitizer"
+                                                    / "lab4_missing_syncthreads.py").read_text())):
+        assert len(lines) == 1 and "not available on this machine" in lines[0], lines
+
+
+def test_sandbox_findings_point_at_the_cell_and_line():
+    """The H100's racecheck report of a missing barrier (records/sanitizer/h100.json), as the
+    grader's sandbox would give it: the driver compiles a cell as '<cell N>'."""
+    rec = json.loads((REPO / "records" / "sanitizer" / "h100.json").read_text())
+    text = rec["programs"]["missing_syncthreads"]["tools"]["racecheck"]["output"]
+    text = text.replace("missing_syncthreads.py", "<cell 3>")
+    lines = feedback.sandbox_findings({"racecheck": text})
+    assert lines[0].startswith("racecheck: WAR hazard on shared memory at cell 3, line 12"), lines
+    assert "write by thread" in lines[0] and "syncthreads" in lines[0]
+    assert any("1024 hazards in all" in s for s in lines)
+    clean = rec["programs"]["with_syncthreads"]["tools"]["racecheck"]["output"]
+    assert feedback.sandbox_findings({"racecheck": clean}) == []
+
+
+def test_grade_sanitize_through_the_sandbox_with_a_stand_in_wrapper(tmp_path, monkeypatch):
+    """grade --sanitize's whole route here, compute-sanitizer replaced by a wrapper that writes
+    the H100's racecheck report and runs the driver as its child: the report reaches the
+    submission's results.json (a 0-point test) and its flags, and the score is unchanged."""
+    from autograder.grade import Run
+
+    rec = json.loads((REPO / "records" / "sanitizer" / "h100.json").read_text())
+    report = rec["programs"]["missing_syncthreads"]["tools"]["racecheck"]["output"]
+    wrapdir = tmp_path / "wrap"
+    wrapdir.mkdir()
+    (wrapdir / "report.txt").write_text(report.replace("missing_syncthreads.py", "<cell 1>"))
+    script = wrapdir / "fake-sanitizer"
+    script.write_text(f'#!/bin/sh\ncat {wrapdir}/report.txt > sanitizer.log\n"$@"\n'
+                      'echo "$NUMBA_CUDA_DEBUGINFO" > wrapped.txt\n')
+    script.chmod(0o755)
+    for p in (tmp_path, wrapdir, *wrapdir.iterdir()):
+        p.chmod(p.stat().st_mode | 0o055)
+    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(script)])
+    monkeypatch.setattr(feedback, "wrapper_keep", lambda: [str(wrapdir)])
+    monkeypatch.setattr(Run, "sanitizer_check", lambda self: None)
+    rub = tmp_path / "fast.toml"
+    rub.write_text(FAST_RUBRIC)
+    run = Run("lab2", tmp_path / "out", rubric_path=rub, simulated=True, quiet=True,
+              sanitize=True)
+    [res] = run.grade([FIX / "honest_simple.py"])
+    assert res["score"] == 6 and res["extra_data"]["max_score"] == 6
+    [san] = [t for t in res["tests"] if t["name"] == feedback.SANITIZE_TEST]
+    assert san["max_score"] == 0 and "WAR hazard" in san["output"]
+    assert "cell 1, line 12" in san["output"]
+    assert any("compute-sanitizer: racecheck" in f for f in res["extra_data"]["flags"])
+    logged = [json.loads(ln) for ln in (tmp_path / "out" / "measurements.jsonl").read_text()
+              .splitlines() if '"sanitizer"' in ln]
+    assert {r.get("tool") for r in logged} == {"memcheck", "racecheck"}
+    assert all(r["tests_passed"] == [True, True] for r in logged)
+
+
+def test_grade_sanitize_here_says_not_available_and_grades_the_same(tmp_path):
+    rub = tmp_path / "fast.toml"
+    rub.write_text(FAST_RUBRIC)
+    sub = FIX / "honest_simple.py"
+    runs = {flag: subprocess.Popen(grade_cmd("lab2", [sub], tmp_path / flag, "--rubric", str(rub),
+                                             *([f"--{flag}"] if flag == "sanitize" else [])),
+                                   cwd=REPO, env=env(), stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT)
+            for flag in ("sanitize", "plain")}
+    got = {}
+    for flag, p in runs.items():
+        out, _ = p.communicate(timeout=600)
+        assert p.returncode == 0, out.decode(errors="replace")[-2000:]
+        got[flag] = json.loads((tmp_path / flag / "honest_simple" / "results.json").read_text())
+    strip = lambda r: [(t["name"], t["score"], t["max_score"]) for t in r["tests"]]  # noqa: E731
+    assert strip(got["sanitize"]) == strip(got["plain"]) and got["sanitize"]["score"] == 6
+    log = (tmp_path / "sanitize" / "measurements.jsonl").read_text().splitlines()
+    said = [json.loads(ln) for ln in log if '"sanitizer"' in ln]
+    assert len(said) == 1 and said[0]["available"] is False
+    assert "not available on this machine" in said[0]["reason"]
+    assert not any('"sanitizer"' in ln for ln in
+                   (tmp_path / "plain" / "measurements.jsonl").read_text().splitlines())
+
+
+def test_planted_race_fixture_differs_from_its_control_by_one_barrier():
+    d = REPO / "tests" / "fixtures" / "sanitizer"
+    race = (d / "lab4_missing_syncthreads.py").read_text()
+    control = (d / "lab4_honest.py").read_text()
+    code = lambda s: [ln for ln in s.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]  # noqa: E731
+    barriers = lambda s: sum("cuda.syncthreads()" in ln for ln in code(s))  # noqa: E731
+    assert barriers(control) == 2 and barriers(race) == 1
+    assert len(code(control)) - len(code(race)) == 1
+
+
+def test_fixture_control_is_correct_in_the_simulator():
+    lab = Lab("lab4")
+    ns = runpy.run_path(str(REPO / "tests" / "fixtures" / "sanitizer" / "lab4_honest.py"))
+    for case in lab.module.public_cases():
+        got, _ = lab.call_here(ns["linear_swiglu"], case)
+        assert lab.check(got, case)[0]
+
