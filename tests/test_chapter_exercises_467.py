@@ -73,3 +73,57 @@ def test_chapter_7_no_longer_says_the_control_is_missing_from_the_record():
     rec = book.data.load(gpu="h100")
     for s3 in {tuple(r["shape"]) for r in rec.rows if r["variant"] == "numba_dual_gemm"}:
         assert rec.find("numba_dual_gemm_identity", "float32", s3)
+
+
+CH4 = "04_first_kernel.ipynb"
+
+
+def test_chapter_4_find_the_bug_says_wrong_then_right():
+    from numba import cuda
+
+    from book.kernels import reference
+    from book.kernels.launch import cdiv
+
+    source = cell(CH4, "c022")
+    ns = {"cuda": cuda, "np": np, "reference": reference, "cdiv": cdiv}
+    exec(source, ns)                      # as shipped: the bug is in
+    bad = ns["check_silu"](ns["out_try"], ns["gate_try"])
+    assert bad.correct is False and "values wrong" in bad.message
+    fixed = source.replace("math.exp(g))  # one", "math.exp(-g))  # one")
+    assert fixed != source
+    ns = {"cuda": cuda, "np": np, "reference": reference, "cdiv": cdiv}
+    exec(fixed, ns)
+    good = ns["check_silu"](ns["out_try"], ns["gate_try"])
+    assert good.correct is True and str(good).startswith("Right.")
+
+
+CH6 = "06_saturating_bandwidth.ipynb"
+
+
+def test_chapter_6_sectors_exercise_is_checked_right_and_wrong():
+    from book.kernels import coalescing
+
+    ns = {"coalescing": coalescing}
+    exec(cell(CH6, "ch06-ex1"), ns)
+    ex = ns["ex"]
+    assert ex.check(None).correct is None
+    assert ex.check(8)
+    wrong = ex.check(4)
+    assert not wrong and "coalesced" in wrong.message
+    assert not ex.check(32)
+    assert ns["spr"] == {"coalesced": 4.0, "strided2": 8.0, "uncoalesced": 32.0}
+
+
+def test_chapter_6_prints_aims_for_a_reader_not_goal_strings():
+    f = functions_of(cell(CH6, "ch06-layers"), "aim")["aim"]
+    ns = {}
+    exec("import textwrap", ns)
+    f.__globals__.update(ns)
+    t = {"target": "float32 decode (1, 18944): host time per call from torch tensors / "
+                   "raw Numba launch", "value": 1.12, "goal": "<= 1.3", "met": True,
+         "detail": "a vs b"}
+    text = f(t)
+    assert "goal" not in text and "<=" not in text
+    assert "at most 1.3: met" in " ".join(text.split())
+    t.update(goal=">= 0.95", met=False, value=0.48)
+    assert "at least 0.95: not met" in " ".join(f(t).split())
