@@ -95,6 +95,30 @@ FIXTURES = ROOT / "tests" / "fixtures" / "sanitizer"
 GRADED = {"planted_race": "lab4_missing_syncthreads.py", "control": "lab4_honest.py"}
 
 
+def fd_probe() -> dict:
+    """Does a pipe the parent passes reach the process compute-sanitizer starts? The grader's
+    sandbox speaks to its driver over two such pipes; if they do not pass, grade --sanitize
+    cannot work and this says why."""
+    from book import sanitizer
+
+    exe = sanitizer.find()
+    if exe is None:
+        return {"skipped": "compute-sanitizer not found"}
+    r, w = os.pipe()
+    code = f"import os; os.write({w}, b'inherited')"
+    try:
+        p = subprocess.run([exe, "--tool", "memcheck", sys.executable, "-c", code],
+                           pass_fds=(w,), capture_output=True, text=True, timeout=120)
+        out = {"returncode": p.returncode, "output": (p.stdout + p.stderr)[-2000:]}
+    except subprocess.TimeoutExpired:
+        out = {"timed_out": 120}
+    os.close(w)
+    got = os.read(r, 64)
+    os.close(r)
+    out["fd_passed"] = got == b"inherited"
+    return out
+
+
 def grade_record(out: Path, budget_s: float = 560) -> dict:
     """Grade the planted race and its control with --sanitize; both routes, every output."""
     from autograder import feedback
@@ -105,6 +129,7 @@ def grade_record(out: Path, budget_s: float = 560) -> dict:
     # the grading folder stays out of $OUT: its recordings hold the hidden cases' arrays
     work = Path(tempfile.mkdtemp(prefix="sanitizer-grade-"))
     deadline = time.time() + budget_s   # one device command: everything within its limit
+    rec["fd_probe"] = fd_probe()
     subs = [FIXTURES / f for f in GRADED.values()]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))

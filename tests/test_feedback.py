@@ -130,6 +130,20 @@ def test_kernels_the_tracer_cannot_run_get_one_line_quickly(tmp_path):
     assert time.monotonic() - t0 < 20
 
 
+def test_a_gpu_session_traces_the_rerun_code_in_a_simulator_process():
+    """On a GPU the student's cells re-run in a BOOK_SIMULATOR=1 child (the route taken when
+    book.gpu.SIMULATED is false); its lines come back as the student's cell and line."""
+    cells = [{"index": "In [1]", "source": "# autograder: setup\nfrom autograder import check"},
+             {"index": "In [2]", "source": textwrap.dedent(STRIDED)},
+             {"index": "In [3]", "source": "check(swiglu_interleaved)"}]
+    t0 = time.monotonic()
+    lines = feedback._advice_in_child(Lab("lab2"), None, None, 60, cells=cells)
+    assert time.monotonic() - t0 < 60
+    assert len(lines) == 1 and "touch 8 sectors where 4 would do" in lines[0], lines
+    # line 10 of the cell (STRIDED starts with a blank line): "g = x[i, 2 * j]"
+    assert "(In [2], line 10: `g = x[i, 2 * j]`)" in lines[0]
+
+
 # ----------------------------------------------------------------------------- source
 def test_student_source_drops_setup_and_checks_and_maps_lines():
     cells = [{"index": "In [1]", "source": "# autograder: setup (the grader skips this cell)\n"
