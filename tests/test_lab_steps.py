@@ -185,3 +185,57 @@ def test_grading_ignores_unfinished_steps_and_a_final_may_call_a_step(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     res = json.loads((out / "student" / "results.json").read_text())
     assert res["score"] == res["extra_data"]["max_score"] > 0, json.dumps(res["tests"])[:2000]
+
+
+class _FakeFeedback:
+    """Stands in for autograder.feedback (helper module, tested on its own): what check()
+    does with its lines is what is tested here."""
+
+    def __init__(self, advice=None, boom=None):
+        self.calls, self.advice, self.boom = [], advice or [], boom
+
+    def access_advice(self, lab, fn):
+        self.calls.append(("access", lab.name, fn.__name__))
+        if self.boom:
+            raise self.boom
+        return self.advice
+
+    def sanitize(self, lab, fn=None, *, source=None):
+        self.calls.append(("sanitize", lab.name, fn.__name__))
+        return ["compute-sanitizer: not available on this machine (no GPU)"]
+
+
+def _with_feedback(monkeypatch, fake):
+    import sys
+
+    import autograder
+
+    monkeypatch.setitem(sys.modules, "autograder.feedback", fake)
+    monkeypatch.setattr(autograder, "feedback", fake, raising=False)
+
+
+def test_check_prints_access_advice_after_the_tests_and_sanitizer_lines(monkeypatch, capsys):
+    from autograder.check import check
+
+    fake = _FakeFeedback(advice=["warp 0's loads of x touch 16 sectors where 8 would do"])
+    _with_feedback(monkeypatch, fake)
+    fn = _namespace("lab2_packed_swiglu", "final")["swiglu_interleaved"]
+    assert check(fn) is True
+    out = capsys.readouterr().out
+    assert out.index("PASS public") < out.index("warp 0's loads of x touch 16 sectors")
+    assert fake.calls == [("access", "lab2_packed_swiglu", "swiglu_interleaved")]
+    assert check(fn, sanitize=True) is True
+    assert "not available on this machine" in capsys.readouterr().out
+    assert fake.calls[-1] == ("sanitize", "lab2_packed_swiglu", "swiglu_interleaved")
+    # a step check is about values only: no tracing there
+    check(_namespace("lab2_packed_swiglu", "one")["swiglu_one"], step="one")
+    assert len(fake.calls) == 3
+
+
+def test_feedback_that_fails_is_one_line_never_an_error(monkeypatch, capsys):
+    from autograder.check import check
+
+    _with_feedback(monkeypatch, _FakeFeedback(boom=RuntimeError("tracer broke")))
+    fn = _namespace("lab2_packed_swiglu", "final")["swiglu_interleaved"]
+    assert check(fn) is True
+    assert "access feedback could not run: RuntimeError: tracer broke" in capsys.readouterr().out
