@@ -51,7 +51,7 @@ import numpy as np
 
 from . import gpu
 
-__all__ = ["trace", "trace_call", "advice", "course_launch", "agreement", "Trace", "Access", "Request", "TracerError", "MAX_THREADS", "SECTOR",
+__all__ = ["trace", "trace_call", "advice", "course_launch", "gemm_block", "agreement", "Trace", "Access", "Request", "TracerError", "MAX_THREADS", "SECTOR",
            "LINE", "WARP", "BANKS"]
 
 SECTOR = 32      # bytes: the unit DRAM and L2 move
@@ -740,6 +740,30 @@ def course_launch(variant: str, n: int | None = None, block: int = 64, seed: int
     per_pass = n // stride
     return coalescing.strided_kernel, (max(1, cdiv(per_pass + stride, block)), stride), \
         (block,), (gate, up, out, stride)
+
+
+def gemm_block(a, b0, b1, out, tile=None):
+    """Launch one block of the course's tiled GEMM, ``out = a @ b0`` on its first tile.
+
+    What chapter 7 traces: ``tile`` is a :class:`book.kernels.gemm.Tile` (default
+    ``SIM_TILE``: 64 threads, seconds in the simulator); ``a`` is ``tile.bm x K`` and
+    ``b0``, ``b1`` (the same values: the kernel reads the right half of the tile from
+    ``b1``) are ``K x tile.bn``, with ``K`` a multiple of ``tile.bk``. The GEMM's kernels
+    are made by a factory, so they cannot be imported by name; this function can, so a GPU
+    session traces it with ``trace_call("book.tracer:gemm_block", ..., tile=...)`` in a
+    simulator process.
+    """
+    from .kernels import gemm
+
+    tile = tile or gemm.SIM_TILE
+    shapes = (tuple(a.shape), tuple(b0.shape), tuple(b1.shape), tuple(out.shape))
+    K = a.shape[1] if len(a.shape) == 2 else -1
+    if (shapes != ((tile.bm, K), (K, tile.bn), (K, tile.bn), (tile.bm, tile.bn))
+            or K <= 0 or K % tile.bk):
+        raise TracerError(f"gemm_block needs a: ({tile.bm}, K), b0 and b1: (K, {tile.bn}), "
+                          f"out: ({tile.bm}, {tile.bn}) with K a positive multiple of "
+                          f"{tile.bk} (one block of this tile); got {shapes}")
+    gemm.build_kernel(tile)[(1, 1), (tile.threads,)](a, b0, b1, out, 0, 0)
 
 
 def agreement(record: dict, variants=("coalesced", "strided2", "uncoalesced", "vec4",

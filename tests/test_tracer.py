@@ -294,3 +294,33 @@ def test_show_labels_threads_at_the_size_asked():
     sizes = {txt.get_fontsize() for txt in ax.texts}
     assert sizes == {9} and len(ax.texts) == 64
     assert {txt.get_fontsize() for txt in t.show("a").texts} == {5}   # the default
+
+
+def test_gemm_block_traces_by_name_here_and_in_a_simulator_process():
+    """Chapter 7 on a GPU traces the GEMM through a child simulator process: the factory's
+    kernels have no importable name, book.tracer.gemm_block has. Both paths agree."""
+    from book.kernels import gemm
+
+    tile = gemm.SIM_TILE
+    a = f32(tile.bm * tile.bk).reshape(tile.bm, tile.bk)
+    b = f32(tile.bk * tile.bn, seed=2).reshape(tile.bk, tile.bn)
+    out = np.zeros((tile.bm, tile.bn), np.float32)
+    here = tracer.trace_call("book.tracer:gemm_block", a, b, b.copy(), out, tile=tile)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    job = {"what": "call", "fn": "book.tracer:gemm_block", "names": None,
+           "max_threads": tracer.MAX_THREADS, "timeout_s": 60.0, "max_accesses": 400_000,
+           "kwargs": {"tile": tile}}
+    out2 = np.zeros_like(out)
+    child = tracer._in_simulator_process(job, (a, b, b.copy(), out2), 60.0)   # as on a GPU
+    np.testing.assert_array_equal(out2, out)
+    for t in (here, child):
+        assert t.sectors_per_request("a") == 16.0 and t.sectors_per_request("b0") == 4.0
+        ways = {r["source"][:3]: r["ways"] for r in t.instructions()
+                if r["space"] == "shared" and r["kind"] == "st"}
+        assert ways["As["] == 1
+
+
+def test_gemm_block_names_the_shapes_it_needs():
+    with pytest.raises(tracer.TracerError, match=r"a: \(32, K\)"):
+        tracer.gemm_block(np.zeros((8, 8), np.float32), np.zeros((8, 32), np.float32),
+                          np.zeros((8, 32), np.float32), np.zeros((32, 32), np.float32))
