@@ -377,6 +377,8 @@ class Run(Judging, Sanitizing, Timing):
             self.calibrate_sandbox()
         if todo and self.sanitize and self.sanitizer_check():
             self.sanitize = False   # said once in the log and on the terminal; grading goes on
+        if todo and self.sanitize and not self.simulated:
+            self.calibrate_sanitizer()   # turns --sanitize off (said why) if nothing works
         if todo and self.perf and not self.simulated:
             for g in range(self.gpus):
                 try:

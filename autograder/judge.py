@@ -241,6 +241,59 @@ class Sanitizing:
             self.say(f"--sanitize: {why}")
         return why
 
+    def calibrate_sanitizer(self, gpu: int = 0) -> bool:
+        """Once per run, before any submission (as calibrate_sandbox does for the plain child):
+        can a child started by compute-sanitizer run a kernel in the grader's sandbox? The
+        tool's injected library must load inside the child after its mount namespace, hidden
+        paths and uid drop. If not, step down (without the uid drop, then without isolation),
+        log and say which, and use that for every submission's sanitizer children; if nothing
+        works, --sanitize is off for this run and the log says why. Grading is unchanged."""
+        from .feedback import wrapper_argv, wrapper_keep
+
+        tries = [("the grader's sandbox", self.isolate, self.drop_uid),
+                 ("without the uid drop", self.isolate, False), ("no isolation", False, False)]
+        seen, errors = set(), []
+        for what, iso, drop in tries:
+            if (iso, drop) in seen:
+                continue
+            seen.add((iso, drop))
+            child, text, ok = None, "", False
+            try:
+                child = Child(mode="reference", functions={}, cells=None,
+                              simulated=self.simulated, gpu=None if self.simulated else gpu,
+                              isolate=iso, drop_uid=drop, hide=self._hide_paths(),
+                              wrap=wrapper_argv("memcheck", "sanitizer.log"),
+                              wrap_env={"NUMBA_CUDA_DEBUGINFO": "1"}, keep=wrapper_keep())
+                ev = child.recv(120)
+                r = child.request(120, cmd="probe") if ev.get("event") == "loaded" else ev
+                child.send(cmd="exit")
+                child.proc.wait(timeout=60)
+                ok = bool(r.get("ok"))
+            except Exception as e:  # ChildError, a hang, the tool refusing: try the next rung
+                errors.append(f"{what}: {getattr(e, 'reason', type(e).__name__)}: "
+                              f"{getattr(e, 'detail', e)}"[:300])
+            finally:
+                if child is not None:
+                    try:
+                        text = (child.workdir / "sanitizer.log").read_text(errors="replace")
+                    except OSError:
+                        text = child.output_text()
+                    child.close()
+            ok = ok and "ERROR SUMMARY" in text
+            self.log(kind="sanitizer", calibrate=what, ok=ok, report=text[-3000:],
+                     output=None if ok or child is None else child.output_text()[-2000:])
+            if ok:
+                self.sanitize_isolation = (iso, drop)
+                self.say(f"--sanitize: compute-sanitizer runs in {what}")
+                return True
+            errors.append(f"{what}: no kernel ran under the tool ({text.strip()[-200:]!r})")
+        self.sanitize = False
+        why = "compute-sanitizer could not run a kernel in any sandbox configuration here: " \
+            + "; ".join(errors)[:1500]
+        self.log(kind="sanitizer", available=False, reason=why)
+        self.say(f"--sanitize: {why}")
+        return False
+
     def run_sanitizer(self, result, cells, gpu):
         from .feedback import SANITIZE_TEST, sandbox_findings, wrapper_argv, wrapper_keep
 
@@ -253,11 +306,12 @@ class Sanitizing:
             try:
                 # (simulated only in tests, with a stand-in wrapper: sanitizer_check() turns
                 # --sanitize off in a simulator run)
+                iso, drop = getattr(self, "sanitize_isolation", (self.isolate, self.drop_uid))
                 child = Child(mode="student", functions=self.functions(), cells=cells,
                               simulated=self.simulated, gpu=None if self.simulated else gpu,
                               limits=self._child_limits(),
-                              hide=self._hide_paths(), isolate=self.isolate,
-                              drop_uid=self.drop_uid, wrap=wrapper_argv(tool, "sanitizer.log"),
+                              hide=self._hide_paths(), isolate=iso,
+                              drop_uid=drop, wrap=wrapper_argv(tool, "sanitizer.log"),
                               wrap_env={"NUMBA_CUDA_DEBUGINFO": "1"}, keep=wrapper_keep())
                 ev = child.recv(load_s)
                 if ev.get("event") == "ready":

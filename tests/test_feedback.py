@@ -218,6 +218,42 @@ def test_grade_sanitize_through_the_sandbox_with_a_stand_in_wrapper(tmp_path, mo
     assert all(r["tests_passed"] == [True, True] for r in logged)
 
 
+def _stand_in(tmp_path, body):
+    d = tmp_path / "wrap"
+    d.mkdir(exist_ok=True)
+    script = d / "fake-sanitizer"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    for p in (tmp_path, d, script):
+        p.chmod(p.stat().st_mode | 0o055)
+    return script
+
+
+def test_calibration_finds_a_working_sandbox_or_turns_sanitize_off(tmp_path, monkeypatch):
+    """calibrate_sanitizer (run once per GPU run): a wrapper that runs the driver and writes a
+    summary passes in the grader's own sandbox; one that never starts it fails every rung,
+    and --sanitize is turned off with the reason logged."""
+    from autograder.grade import Run
+
+    monkeypatch.setattr(feedback, "wrapper_keep", lambda: [str(tmp_path / "wrap")])
+    good = _stand_in(tmp_path, '"$@"\necho "========= ERROR SUMMARY: 0 errors" > sanitizer.log\n')
+    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(good)])
+    run = Run("lab2", tmp_path / "out", simulated=True, quiet=True, sanitize=True)
+    assert run.calibrate_sanitizer() and run.sanitize
+    assert run.sanitize_isolation == (run.isolate, run.drop_uid)
+    bad = _stand_in(tmp_path, "echo 'refused' > sanitizer.log\nexit 1\n")
+    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(bad)])
+    run = Run("lab2", tmp_path / "out2", simulated=True, quiet=True, sanitize=True)
+    t0 = time.monotonic()
+    assert not run.calibrate_sanitizer() and not run.sanitize
+    assert time.monotonic() - t0 < 120
+    logged = [json.loads(ln) for ln in (tmp_path / "out2" / "measurements.jsonl").read_text()
+              .splitlines()]
+    assert [e["ok"] for e in logged if "calibrate" in e] == [False] * len(
+        [e for e in logged if "calibrate" in e]) and len(logged) >= 2
+    assert "could not run a kernel in any sandbox configuration" in logged[-1]["reason"]
+
+
 def test_grade_sanitize_here_says_not_available_and_grades_the_same(tmp_path):
     rub = tmp_path / "fast.toml"
     rub.write_text(FAST_RUBRIC)
