@@ -218,6 +218,20 @@ class Judging:
     # -- performance: the recorded launches, replayed and timed by the trusted process
 
 
+def _tool_report(child) -> str:
+    """What compute-sanitizer wrote: its --log-file, and the child's output too (where a
+    version of the tool prints some lines, its summary say, to the terminal anyway); a finding
+    in both is one finding (book.sanitizer.explain drops repeats)."""
+    try:
+        log = (child.workdir / "sanitizer.log").read_text(errors="replace")
+    except OSError:
+        log = ""
+    if log.strip() and "=========" not in log:   # a log written without the prefix
+        log = "\n".join("========= " + ln for ln in log.splitlines())
+    out = child.output_text()
+    return log + "\n" + "\n".join(ln for ln in out.splitlines() if ln.startswith("========="))
+
+
 class Sanitizing:
     """``grade --sanitize`` (mixed into grade.Run): the public tests of a submission again, in
     a fresh sandboxed child run under compute-sanitizer (memcheck, then racecheck), with the
@@ -274,10 +288,7 @@ class Sanitizing:
                               f"{getattr(e, 'detail', e)}"[:300])
             finally:
                 if child is not None:
-                    try:
-                        text = (child.workdir / "sanitizer.log").read_text(errors="replace")
-                    except OSError:
-                        text = child.output_text()
+                    text = _tool_report(child)
                     child.close()
             ok = ok and "ERROR SUMMARY" in text
             self.log(kind="sanitizer", calibrate=what, ok=ok, report=text[-3000:],
@@ -332,11 +343,7 @@ class Sanitizing:
                                 f"{getattr(e, 'detail', e)})"[:500])
             finally:
                 if child is not None:
-                    log = child.workdir / "sanitizer.log"
-                    try:
-                        texts[tool] = log.read_text(errors="replace")
-                    except OSError:
-                        texts[tool] = child.output_text()
+                    texts[tool] = _tool_report(child)
                     child.close()
             self.log(kind="sanitizer", id=result.id, tool=tool, tests_passed=passed,
                      report=texts.get(tool, "")[-6000:])
