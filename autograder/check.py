@@ -39,7 +39,7 @@ def _rubric(lab_name):
     return load_rubric(lab_name)
 
 
-def check(fn, lab=None, *, step: str | None = None, perf: bool = True,
+def check(fn, lab=None, *, step: str | None = None, perf: bool = True, access: bool = True,
           sanitize: bool = False, verbose: bool = True) -> bool:
     """Run the public tests of the lab that asks for ``fn``; raise AssertionError naming
     the first failure, else print a report (access-pattern feedback; performance on a GPU)
@@ -48,7 +48,8 @@ def check(fn, lab=None, *, step: str | None = None, perf: bool = True,
     ``step="plain"`` (a kernel lab's step, see the lab's ``STEPS``) checks one stage of the
     lab on that step's small cases instead: correctness only, in seconds in the simulator.
     ``sanitize=True`` also runs the public tests under compute-sanitizer (memcheck and
-    racecheck) where this machine has it."""
+    racecheck) where this machine has it. ``access=False`` skips the access-pattern trace
+    (it runs the kernel once more in the simulator: seconds, half a minute for lab 4)."""
     import warnings
 
     with warnings.catch_warnings():
@@ -56,28 +57,33 @@ def check(fn, lab=None, *, step: str | None = None, perf: bool = True,
         warnings.filterwarnings("ignore", message=".*under-utilization.*")
         if step is not None:
             return _check_step(fn, lab, step, verbose=verbose)
-        ok = _check(fn, lab, perf=perf, verbose=verbose)
+        ok = _check(fn, lab, perf=perf, access=access, verbose=verbose)
         if sanitize:
             _feedback("sanitize", _lab_for(fn, lab), fn,
                       print if verbose else (lambda *a: None))
         return ok
 
 
-def _feedback(what, one, fn, say):
-    """Lines from autograder.feedback (access pattern, sanitizer), imported only when used:
-    feedback is advice, so a failure in it is reported in one line, never raised."""
+def _feedback(what, one, fn, say, before: str = "") -> bool | None:
+    """Print the lines of autograder.feedback (access pattern, sanitizer), imported only when
+    used: feedback is advice, so a failure in it is reported in one line, never raised.
+    Returns whether it printed anything (None: no feedback module in this install)."""
     try:
         from . import feedback
     except ImportError as e:
         if getattr(e, "name", None) != f"{__package__}.feedback":
             say(f"{what} feedback: not available ({e})")
-        return  # an older install without the module: the tests above are the check
+            return True
+        return None  # an older install without the module: the tests above are the check
+    if before:
+        say(before)
     try:
         lines = getattr(feedback, "access_advice" if what == "access" else "sanitize")(one, fn)
     except Exception as e:  # advice must never turn a pass into an error
         lines = [f"{what} feedback could not run: {type(e).__name__}: {e}"]
     for line in lines or ():
         say(line)
+    return bool(lines)
 
 
 def _check_step(fn, lab, step, *, verbose: bool = True) -> bool:
@@ -109,7 +115,8 @@ def _check_step(fn, lab, step, *, verbose: bool = True) -> bool:
     return True
 
 
-def _check(fn, lab=None, *, perf: bool = True, verbose: bool = True) -> bool:
+def _check(fn, lab=None, *, perf: bool = True, access: bool = True,
+           verbose: bool = True) -> bool:
     one = _lab_for(fn, lab)
     mod = one.module
     say = print if verbose else (lambda *a: None)
@@ -134,7 +141,13 @@ def _check(fn, lab=None, *, perf: bool = True, verbose: bool = True) -> bool:
         raise AssertionError(failures[0])
     if not one.kernel:
         return True
-    _feedback("access", one, fn, say)  # the access pattern, in the simulator too
+    if access:  # the access pattern, in the simulator too
+        found = _feedback("access", one, fn, say,
+                          before="access pattern: tracing your kernel on the first public "
+                                 "case (check(..., access=False) skips this)")
+        if found is False:
+            say("access pattern: warp 0's requests are tight (no wasted sectors, no bank "
+                "conflicts)")
     if not perf:
         return True
     rub = _rubric(mod.__name__.rsplit(".", 1)[-1]).get("performance")

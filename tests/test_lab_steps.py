@@ -230,6 +230,11 @@ def test_check_prints_access_advice_after_the_tests_and_sanitizer_lines(monkeypa
     # a step check is about values only: no tracing there
     check(_namespace("lab2_packed_swiglu", "one")["swiglu_one"], step="one")
     assert len(fake.calls) == 3
+    check(fn, access=False)                  # the student's quick re-check: no trace
+    assert len(fake.calls) == 3
+    fake.advice = []
+    check(fn)
+    assert "warp 0's requests are tight" in capsys.readouterr().out
 
 
 def test_feedback_that_fails_is_one_line_never_an_error(monkeypatch, capsys):
