@@ -309,6 +309,52 @@ class Trace:
                      fontsize=9)
         return ax
 
+    def banks(self, request: Request, ax=None, label_size: float = 7):
+        """Draw one shared-memory request by bank: which words each of the 32 banks serves.
+
+        A column per bank; one cell per distinct 4-byte word the bank must deliver, stacked
+        upwards, labelled with the lanes that asked for it (several lanes on one word are a
+        broadcast, served once). The tallest column is the conflict's ways for 4-byte
+        accesses; 8- and 16-byte accesses are served by half or quarter warps
+        (:attr:`Request.ways` counts those phases; this picture shows the whole warp).
+        """
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Rectangle
+
+        if request.space != "shared":
+            raise TracerError(f"banks() draws shared-memory requests; this one is "
+                              f"{request.space} ({request.array})")
+        lanes_of = defaultdict(list)             # word -> lanes
+        for a in request.accesses:
+            for w in range(a.offset // 4, (a.offset + a.nbytes + 3) // 4):
+                lanes_of[w].append(a.lane)
+        by_bank = defaultdict(list)
+        for w in sorted(lanes_of):
+            by_bank[w % BANKS].append(w)
+        height = max(len(ws) for ws in by_bank.values())
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7.5, 0.5 + 0.3 * height))
+        palette = ["#56B4E9", "#E69F00", "#009E73", "#CC79A7", "#0072B2", "#D55E00"]
+        for bank in range(BANKS):
+            for level, w in enumerate(by_bank.get(bank, [])):
+                ax.add_patch(Rectangle((bank, level), 1, 1, edgecolor="#444444", lw=0.4,
+                                       facecolor=palette[level % len(palette)]))
+                lanes = sorted(set(lanes_of[w]))
+                text = str(lanes[0]) if len(lanes) == 1 else f"{lanes[0]}+"
+                ax.text(bank + 0.5, level + 0.5, text, ha="center", va="center",
+                        fontsize=label_size)
+        ax.set_xlim(0, BANKS)
+        ax.set_ylim(0, height)
+        ax.set_xticks([b + 0.5 for b in range(0, BANKS, 4)], range(0, BANKS, 4), fontsize=7)
+        ax.set_yticks([])
+        ax.set_xlabel("bank (cells: the words each bank serves, labelled by lane)", fontsize=8)
+        ax.set_aspect("equal")
+        for side in ("top", "right", "left"):
+            ax.spines[side].set_visible(False)
+        ax.set_title(f"warp {request.warp}, {request.kind} of {request.array} (line "
+                     f"{request.where[1]}): {height}-way", fontsize=9)
+        return ax
+
     def heatmap(self, ax=None, space="global"):
         """Sectors per request for each warp (rows) and instruction (columns)."""
         import matplotlib.pyplot as plt

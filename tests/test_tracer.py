@@ -324,3 +324,20 @@ def test_gemm_block_names_the_shapes_it_needs():
     with pytest.raises(tracer.TracerError, match=r"a: \(32, K\)"):
         tracer.gemm_block(np.zeros((8, 8), np.float32), np.zeros((8, 32), np.float32),
                           np.zeros((8, 32), np.float32), np.zeros((32, 32), np.float32))
+
+
+def test_banks_draws_a_column_per_bank_as_tall_as_the_conflict():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    a, b = f32(1024), np.zeros(32, np.float32)
+    t = tracer.trace(column_kernel, 1, 32, a, b)
+    load = t.requests_for(kind="ld", space="shared")[0]          # a column: all in bank 0
+    ax = t.banks(load)
+    assert ax.get_ylim() == (0, 32) and len(ax.patches) == 32
+    assert "32-way" in ax.get_title()
+    t2 = tracer.trace(padded_column_kernel, 1, 32, a, b)
+    ax2 = t2.banks(t2.requests_for(kind="ld", space="shared")[0])
+    assert ax2.get_ylim() == (0, 1) and "1-way" in ax2.get_title()
+    with pytest.raises(tracer.TracerError, match="shared-memory"):
+        t.banks(t.requests_for("a", "ld")[0])
