@@ -238,6 +238,7 @@ def _advice_here(lab, fn, timeout_s) -> list[str]:
 
 
 WASTE_RATIO = 1.5   # sectors moved over sectors needed, from which a pattern is named
+SCATTER_RATIO = 3   # a request's sectors over its minimum, from which scattering is named
 MIN_WAYS = 4        # bank-conflict degree from which it is named (lab 4's padded transposed
                     # tile stores are 2-way, once per tile: not worth a student's time)
 
@@ -278,13 +279,17 @@ def _lines(t, where) -> str:
 def advice_for(t, warp: int = 0) -> list[str]:
     """Waste in warp ``warp``'s global accesses, and shared-memory bank conflicts.
 
-    Global memory is judged per *iteration*, not per instruction: the requests a warp issues
-    in one kernel for the same occurrence (the k-th time round its loop) are pooled, because
-    sectors that two instructions touch together are moved once (the second one hits in L1);
-    two kernels that each read half of every sector move it twice, and are named. The
-    interleaved [gate, up] loads of lab 2 each touch 8 sectors for 4 sectors' worth of
-    floats, but together they use every byte moved: not waste. A strided or row-per-thread
-    load wastes sectors in every iteration, and is named.
+    Two kinds of waste, each judged the way the memory system pays for it:
+
+    - *Bytes moved and never used*: per block and kernel, every sector warp ``warp`` touches
+      in ``array`` against the sectors the bytes it uses would fill. Sectors that several
+      instructions share are moved once (the later ones hit in L1), so lab 2's interleaved
+      gate and up loads (each 8 sectors for 4 sectors' worth of floats, together every byte)
+      or lab 3's per-thread runs of halves are not waste; a strided load, or two kernels
+      that each read half of every sector, are.
+    - *Scattered requests*: one request whose lanes each touch a sector of their own (lanes
+      32 bytes or more apart: a thread walking its own row or run of columns), many times
+      the sectors its bytes need, whatever L1 saves later.
     """
     import math
     from collections import defaultdict
@@ -295,9 +300,9 @@ def advice_for(t, warp: int = 0) -> list[str]:
     pools = defaultdict(list)
     for r in t.requests:
         if r.warp == warp and r.space == "global":
-            pools[(r.array, r.kind, r.block, r.occurrence, _function_of(r.where))].append(r)
+            pools[(r.array, r.kind, r.block, _function_of(r.where))].append(r)
     worst = {}
-    for (array, kind, _block, _occ, _fn), rs in pools.items():
+    for (array, kind, _block, _fn), rs in pools.items():
         touched = set()
         for r in rs:
             touched |= r._bytes()
@@ -307,13 +312,21 @@ def advice_for(t, warp: int = 0) -> list[str]:
         # public shapes are deliberately odd): not the pattern's fault, so not named
         wasteful = sectors >= WASTE_RATIO * need and sectors - need >= 2
         if wasteful and sectors - need > worst.get((array, kind), (0,))[0]:
-            worst[(array, kind)] = (sectors - need, sectors, need, rs)
-    for (array, kind), (_d, sectors, need, rs) in sorted(
+            worst[(array, kind)] = (sectors - need, sectors, need, rs, "unused")
+        for r in rs:
+            scattered = (r.lanes >= 8 and r.sectors >= r.lanes
+                         and r.sectors >= SCATTER_RATIO * r.min_sectors)
+            if scattered and r.sectors - r.min_sectors > worst.get((array, kind), (0,))[0]:
+                worst[(array, kind)] = (r.sectors - r.min_sectors, r.sectors, r.min_sectors,
+                                        [r], "scattered")
+    for (array, kind), (_d, sectors, need, rs, why) in sorted(
             worst.items(), key=lambda kv: (kv[0][1] != "ld", kv[0][0])):
         verb = "loads" if kind == "ld" else "stores"
         where = sorted({r.where for r in rs}, key=lambda w: w[1])
+        what = ("one request: each lane touches a sector of its own" if why == "scattered"
+                else "the rest of each sector is moved and never used")
         out.append(f"warp {warp}'s {verb} of {array} touch {sectors} sectors where {need} "
-                   f"would do ({_lines(t, where)}): neighbouring lanes should access "
+                   f"would do ({_lines(t, where)}; {what}): neighbouring lanes should access "
                    "neighbouring elements")
     for kind in ("ld", "st"):
         rs = [r for r in t.requests if r.warp == warp and r.space == "shared" and r.kind == kind]
