@@ -244,3 +244,14 @@ def test_feedback_that_fails_is_one_line_never_an_error(monkeypatch, capsys):
     fn = _namespace("lab2_packed_swiglu", "final")["swiglu_interleaved"]
     assert check(fn) is True
     assert "access feedback could not run: RuntimeError: tracer broke" in capsys.readouterr().out
+
+
+def test_check_cli_runs_the_steps_a_notebook_has_written(capsys):
+    from autograder.check import check_file
+
+    assert check_file("lab2", str(REPO / "solutions" / "lab2_packed_swiglu.ipynb")) is True
+    out = capsys.readouterr().out
+    assert "step 'one' done" in out and "step 'grid_stride' done" in out
+    assert check_file("lab2", str(REPO / "labs" / "lab2_packed_swiglu.ipynb")) is False
+    out = capsys.readouterr().out
+    assert "step 'one' not done yet" in out and "not written yet" in out
