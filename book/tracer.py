@@ -37,6 +37,7 @@ loads the compiler would merge or drop looks as written.
 
 from __future__ import annotations
 
+import functools
 import math
 import subprocess
 import sys
@@ -61,6 +62,13 @@ BANKS = 32       # shared-memory banks, each 4 bytes wide
 MAX_THREADS = 8192   # a page's budget: the simulator runs about 7,000 threads a second here
 _WIDE = Path(__file__).resolve().parent / "kernels" / "wide.py"
 _HERE = Path(__file__).resolve()
+
+
+@functools.lru_cache(maxsize=None)
+def _is_wide(filename):
+    """Whether a code object's file is kernels/wide.py. Cached: resolving a path costs
+    about 100 us, paid on every traced access (a lab-4 GEMM trace took 3x longer)."""
+    return Path(filename).resolve() == _WIDE
 
 
 class TracerError(RuntimeError):
@@ -426,8 +434,8 @@ class _Recorder:
         key = (block, t.thread_id)
         frame = sys._getframe(2)          # record <- _Traced.__getitem__ <- caller
         wide_frame = None
-        if Path(frame.f_code.co_filename).resolve() == _WIDE:
-            while frame is not None and Path(frame.f_code.co_filename).resolve() == _WIDE:
+        if _is_wide(frame.f_code.co_filename):
+            while frame is not None and _is_wide(frame.f_code.co_filename):
                 wide_frame, frame = frame, frame.f_back
         where = (frame.f_code.co_filename, frame.f_lineno, _column(frame))
         flat_offset = arr._offset_of(index)
