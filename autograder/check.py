@@ -146,8 +146,7 @@ def _check(fn, lab=None, *, perf: bool = True, access: bool = True,
                           before="access pattern: tracing your kernel on the first public "
                                  "case (check(..., access=False) skips this)")
         if found is False:
-            say("access pattern: warp 0's requests are tight (no wasted sectors, no bank "
-                "conflicts)")
+            say("access pattern: no wasted bandwidth found on the traced case")
     if not perf:
         return True
     rub = _rubric(mod.__name__.rsplit(".", 1)[-1]).get("performance")

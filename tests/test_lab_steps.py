@@ -234,7 +234,7 @@ def test_check_prints_access_advice_after_the_tests_and_sanitizer_lines(monkeypa
     assert len(fake.calls) == 3
     fake.advice = []
     check(fn)
-    assert "warp 0's requests are tight" in capsys.readouterr().out
+    assert "access pattern: no wasted bandwidth found" in capsys.readouterr().out
 
 
 def test_feedback_that_fails_is_one_line_never_an_error(monkeypatch, capsys):
