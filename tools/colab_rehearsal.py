@@ -2,6 +2,8 @@
 
     python -m tools.colab_rehearsal download --wheels .whl-colab [--extra cu12 cu13]
     python -m tools.colab_rehearsal run --wheels .whl-colab [--extra auto|cu12|cu13] [--out F]
+        [--system-site] [--parallel]
+    python -m tools.colab_rehearsal stage --wheels .whl-colab/py312 --python P --extra cu12 cu13
 
 `download` (needs the network, once) fills a folder with wheels: the packages that matter from
 Colab's image at Colab's versions (records/colab/pip-freeze.gpu.txt, copied from
@@ -22,6 +24,12 @@ would add on top of them (learned with `pip install --dry-run --report` in a mir
    with the setup cell of today's template (applied to copies).
 The record (JSON, with book.provenance) goes to --out.
 
+`stage` (for the H100, where a device call carries at most 64 MiB) picks from a `download`ed
+folder exactly the wheels a `run --system-site` uses (--python: an interpreter with the device's
+numba, llvmlite and matplotlib), and packs them into folders s1..sN under --stage of at most
+--max-mib each: large wheels split into `<wheel>.partNN` (one `cat <wheel>.part*` rebuilds
+each), and MANIFEST.sha256 (`sha256sum -c` format) in every folder for the rebuilt wheels.
+
 torch is left out of the mirror: Colab's torch 2.11.0+cu128 is several GB, and neither the lab nor
 the chapter the rehearsal runs imports it (labs do not; chapters 1 and 6 do, so the rehearsal runs
 chapter 2, whose roofline explorer also exercises Colab's ipywidgets 7 with anywidget 0.9). Colab's Python is 3.13 in the newest snapshot; the rehearsal uses the
@@ -31,6 +39,7 @@ interpreter it is given (--python; CI's is 3.11, the H100's 3.12), with Colab's 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -99,8 +108,15 @@ def mirror_requirements(skip=()) -> list[str]:
     return [f"{n}=={pins[norm(n)]}" for n in MIRROR if n not in skip]
 
 
+def _env(**extra) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **extra}
+
+
 def _run(cmd, **kw):
     kw.setdefault("check", True)
+    # The venv under test sees its own packages only: a PYTHONPATH that gives this tool what it
+    # needs (nbformat on the H100, where the machine's Python has none) must not reach it.
+    kw.setdefault("env", _env())
     return subprocess.run([str(c) for c in cmd], **kw)
 
 
@@ -190,7 +206,7 @@ def download(wheels: Path, python: str, extras: list[str], source: Path) -> None
         cfg = config()
         for extra in extras:
             report = Path(tmp) / f"report-{extra}.json"
-            env = {**os.environ, **course_git_env(source)}
+            env = _env(**course_git_env(source))
             _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--dry-run",
                   "--find-links", wheels, "--report", report,
                   f"numba-cuda[{extra}]=={numba_cuda_pin()}",
@@ -204,6 +220,94 @@ def download(wheels: Path, python: str, extras: list[str], source: Path) -> None
                   "--only-binary=:all:", "--no-deps", "--python-version", pyver, "-d", wheels,
                   *want])
             print(f"{extra}: the setup cell's install adds {', '.join(want[:-1])}")
+
+
+# --------------------------------------------------------------------------
+# stage (for the device: at most 64 MiB a call)
+
+def stage_set(wheels: Path, python: str, extras: list[str], source: Path) -> list[Path]:
+    """The wheels of ``wheels`` that `run --system-site --extra <extras>` installs: the mirror
+    (less what --system-site borrows from ``python``), what the setup cell's install adds for
+    each extra (pip's own dry run, as in the cell), and the build backend the course's sdist
+    build takes from the folder (the newest setuptools there, as pip's isolated build picks)."""
+    from tools.setup_cell import config, numba_cuda_pin
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        cons = constraints(tmp / "colab-constraints.txt", SYSTEM_SITE)
+        py = make_venv(tmp / "venv", python, wheels, cons, system_site=True)
+        need = set(versions(py).items())
+        cfg = config()
+        for extra in extras:
+            report = tmp / f"report-{extra}.json"
+            _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--dry-run",
+                  "--no-index", "--find-links", wheels, "--report", report,
+                  f"numba-cuda[{extra}]=={numba_cuda_pin()}",
+                  f"{cfg['dist']} @ git+{cfg['url']}@{cfg['pin']}"],
+                 env=_env(**course_git_env(source)))
+            need |= {(norm(i["metadata"]["name"]), i["metadata"]["version"])
+                     for i in json.loads(report.read_text())["install"]}
+    def key(f: Path):
+        return norm(f.name.split("-")[0]), f.name.split("-")[1]
+
+    files = sorted(f for f in wheels.glob("*.whl") if key(f) in need)
+    setuptools_whls = sorted(wheels.glob("setuptools-*.whl"),
+                    key=lambda f: tuple(int(x) for x in re.findall(r"\d+", key(f)[1])))
+    if setuptools_whls and setuptools_whls[-1] not in files:
+        files.append(setuptools_whls[-1])
+    found = {key(f) for f in files}
+    # borrowed from the machine, or built from git by the cell: not wheels in the folder
+    missing = sorted(f"{n}=={v}" for n, v in need - found
+                     if n not in map(norm, SYSTEM_SITE) and n != norm(cfg["dist"]))
+    if missing:
+        raise SystemExit(f"{wheels} lacks wheels for {', '.join(missing)}: run `download` "
+                         "with the same --python and --extra first")
+    return files
+
+
+def pack(files: list[Path], stage_dir: Path, max_bytes: int, split_over: int = 4 << 20):
+    """Pack ``files`` into stage_dir/s1..sN, each at most ``max_bytes``: wheels over
+    ``split_over`` bytes (largest first) fill the folders in order, split at the folder's edge
+    into <wheel>.partNN; the small ones go whole into the first folder with room (a new one
+    last). Returns [(folder, [(name, bytes)])]."""
+    manifest = "".join(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.name}\n"
+                       for f in files).encode()
+    cap = max_bytes - len(manifest)
+    bins: list[list] = []  # [[room, [(name, source, offset, size)]]]
+    big = sorted((f for f in files if f.stat().st_size > split_over),
+                 key=lambda f: -f.stat().st_size)
+    for f in big:
+        size, off, part = f.stat().st_size, 0, 0
+        while off < size:
+            if not bins or bins[-1][0] == 0:
+                bins.append([cap, []])
+            n = min(bins[-1][0], size - off)
+            name = f.name if (off == 0 and n == size) else f"{f.name}.part{part:02d}"
+            bins[-1][1].append((name, f, off, n))
+            bins[-1][0] -= n
+            off, part = off + n, part + 1
+    for f in sorted((f for f in files if f.stat().st_size <= split_over),
+                    key=lambda f: -f.stat().st_size):
+        size = f.stat().st_size
+        b = next((b for b in bins if b[0] >= size), None)
+        if b is None:
+            b = [cap, []]
+            bins.append(b)
+        b[1].append((f.name, f, 0, size))
+        b[0] -= size
+    for old in stage_dir.glob("s[0-9]*"):
+        shutil.rmtree(old)
+    out = []
+    for i, (_, items) in enumerate(bins, 1):
+        d = stage_dir / f"s{i}"
+        d.mkdir(parents=True)
+        (d / "MANIFEST.sha256").write_bytes(manifest)
+        for name, src, off, n in items:
+            with open(src, "rb") as r, open(d / name, "wb") as w:
+                r.seek(off)
+                w.write(r.read(n))
+        out.append((d, [(name, n) for name, _, _, n in items]))
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -430,7 +534,7 @@ def rehearse(wheels: Path, venv: Path, python: str, extra: str, source: Path,
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.colab_rehearsal", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("verb", choices=["download", "run", "record-errors", "cell-cases"])
+    ap.add_argument("verb", choices=["download", "run", "record-errors", "cell-cases", "stage"])
     ap.add_argument("--cases", nargs="+", default=list(ERROR_CASES),
                     help="record-errors: which failures to provoke")
     ap.add_argument("--wheels", type=Path, default=ROOT / ".whl-colab")
@@ -447,12 +551,29 @@ def main(argv=None) -> int:
                     help="also: numba.cuda imported before the cell must give the restart line")
     ap.add_argument("--system-site", action="store_true",
                     help=f"link {', '.join(SYSTEM_SITE)} from --python's own site-packages")
+    ap.add_argument("--stage", type=Path, default=ROOT / ".whl-colab",
+                    help="stage: where the folders s1..sN go (their old contents are removed)")
+    ap.add_argument("--max-mib", type=float, default=55,
+                    help="stage: the most MiB one folder holds (a device call carries 64 MiB, "
+                         "the working tree and the bundle included)")
+    ap.add_argument("--parallel", action="store_true",
+                    help="run: rehearse the extras side by side (the H100's 10-minute call)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     wheels = args.wheels.resolve()
     if args.verb == "download":
         extras = [e for e in args.extra if e != "auto"] or ["cu12"]
         download(wheels, args.python, extras, args.source.resolve())
+        return 0
+    if args.verb == "stage":
+        extras = [e for e in args.extra if e != "auto"] or ["cu12"]
+        files = stage_set(wheels, args.python, extras, args.source.resolve())
+        folders = pack(files, args.stage.resolve(), int(args.max_mib * 2**20))
+        for d, items in folders:
+            print(f"{d}: {sum(n for _, n in items) / 2**20:.1f} MiB, {len(items)} files"
+                  + "".join(f"; {name}" for name, _ in items if ".part" in name))
+        print(f"{len(files)} wheels, {sum(f.stat().st_size for f in files) / 2**20:.1f} MiB, "
+              f"in {len(folders)} folders")
         return 0
     from book.provenance import provenance
 
@@ -469,9 +590,19 @@ def main(argv=None) -> int:
         print(text[-6000:])
         return 0
 
-    runs = [rehearse(wheels, args.venv, args.python, extra, args.source.resolve(),
-                     args.notebooks, args.timeout, args.system_site, args.restart_check)
-            for extra in args.extra]
+    def one(extra):  # one venv per extra when there are several: they may run side by side
+        venv = args.venv if len(args.extra) == 1 else args.venv.with_name(
+            f"{args.venv.name}-{extra}")
+        return rehearse(wheels, venv, args.python, extra, args.source.resolve(),
+                        args.notebooks, args.timeout, args.system_site, args.restart_check)
+
+    if args.parallel and len(args.extra) > 1:  # each run waits on subprocesses: threads do
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(args.extra)) as pool:
+            runs = list(pool.map(one, args.extra))
+    else:
+        runs = [one(extra) for extra in args.extra]
     record = {"provenance": provenance("python -m tools.colab_rehearsal " + " ".join(
         sys.argv[1:] if argv is None else argv)), "freeze": str(FREEZE.relative_to(ROOT)),
         "runs": runs, "ok": all(r["ok"] for r in runs)}
