@@ -75,12 +75,27 @@ def log_records(out: Path, kinds) -> list:
     return [r for r in map(json.loads, open(p)) if r.get("kind") in kinds]
 
 
+def ancestors(pid: int) -> set[int]:
+    """``pid`` and every process above it: the shell that started this report may name the
+    driver in its own command line (a `ps | grep agdriver`), and is no submission's process."""
+    out = set()
+    while pid > 0 and pid not in out:
+        out.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: ppid
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
 def leftovers() -> dict:
     """Processes of any submission still alive (command line names the driver or a threat
     fixture's tag) and NVML's compute processes, at the end of the run."""
     alive = []
+    mine = ancestors(os.getpid())
     for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
+        if not d.name.isdigit() or int(d.name) in mine:
             continue
         try:
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
