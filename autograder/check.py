@@ -64,6 +64,9 @@ def check(fn, lab=None, *, step: str | None = None, perf: bool = True, access: b
         return ok
 
 
+_FILE_SOURCE = None  # the cells check_file is running, joined (None in a notebook)
+
+
 def _feedback(what, one, fn, say, before: str = "") -> bool | None:
     """Print the lines of autograder.feedback (access pattern, sanitizer), imported only when
     used: feedback is advice, so a failure in it is reported in one line, never raised.
@@ -77,8 +80,11 @@ def _feedback(what, one, fn, say, before: str = "") -> bool | None:
         return None  # an older install without the module: the tests above are the check
     if before:
         say(before)
+    # `python -m autograder check LAB FILE` runs the file's cells under names like "<cell 3>",
+    # which no source lookup can find: the cells it ran are handed over (_FILE_SOURCE)
+    kw = {"source": _FILE_SOURCE} if _FILE_SOURCE is not None else {}
     try:
-        lines = getattr(feedback, "access_advice" if what == "access" else "sanitize")(one, fn)
+        lines = getattr(feedback, "access_advice" if what == "access" else "sanitize")(one, fn, **kw)
     except Exception as e:  # advice must never turn a pass into an error
         lines = [f"{what} feedback could not run: {type(e).__name__}: {e}"]
     for line in lines or ():
@@ -208,6 +214,15 @@ def check_file(lab: str, path: str) -> bool:
         return False
     import book  # noqa: F401
 
+    global _FILE_SOURCE
+    _FILE_SOURCE = "".join(c["source"].rstrip("\n") + "\n" for c in cells)
+    try:
+        return _check_cells(lab, mod, cells)
+    finally:
+        _FILE_SOURCE = None
+
+
+def _check_cells(lab, mod, cells) -> bool:
     ns = {"__name__": "__main__", "check": lambda *a, **k: None}
     for c in cells:
         try:

@@ -194,8 +194,9 @@ class _FakeFeedback:
     def __init__(self, advice=None, boom=None):
         self.calls, self.advice, self.boom = [], advice or [], boom
 
-    def access_advice(self, lab, fn):
+    def access_advice(self, lab, fn, *, source=None):
         self.calls.append(("access", lab.name, fn.__name__))
+        self.source = source
         if self.boom:
             raise self.boom
         return self.advice
@@ -255,3 +256,19 @@ def test_check_cli_runs_the_steps_a_notebook_has_written(capsys):
     assert check_file("lab2", str(REPO / "labs" / "lab2_packed_swiglu.ipynb")) is False
     out = capsys.readouterr().out
     assert "step 'one' not done yet" in out and "not written yet" in out
+
+
+def test_check_cli_hands_the_files_cells_to_the_feedback(monkeypatch, capsys):
+    # The CLI runs cells named "<cell N>": on a GPU the access advice re-runs the student's
+    # code in a simulator process and must be given that code (it found none on the H100).
+    from autograder.check import check_file
+
+    fake = _FakeFeedback()
+    _with_feedback(monkeypatch, fake)
+    assert check_file("lab2", str(REPO / "solutions" / "lab2_packed_swiglu.ipynb")) is True
+    assert "def swiglu_interleaved" in (fake.source or "")
+    fn = _namespace("lab2_packed_swiglu", "final")["swiglu_interleaved"]
+    from autograder.check import check
+
+    check(fn)  # a notebook's check() afterwards: no file source left behind
+    assert fake.source is None
