@@ -272,3 +272,21 @@ def test_check_cli_hands_the_files_cells_to_the_feedback(monkeypatch, capsys):
 
     check(fn)  # a notebook's check() afterwards: no file source left behind
     assert fake.source is None
+
+
+def test_performance_without_torch_is_a_sentence_not_a_crash(monkeypatch):
+    # A local GPU machine without PyTorch (not a course dependency): check() used to end in
+    # ModuleNotFoundError: torch (seen in the Colab rehearsal's venv on the H100).
+    import importlib
+    import sys
+
+    from autograder import labs
+
+    chk = importlib.import_module("autograder.check")
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    said = []
+    one = labs.Lab("lab2_packed_swiglu")
+    fn = _namespace("lab2_packed_swiglu", "final")["swiglu_interleaved"]
+    chk._report_performance(fn, one.module, {"points": 4, "zero_at": 0.3, "full_at": 0.8},
+                            said.append)
+    assert len(said) == 1 and "PyTorch, which is not installed" in said[0]
