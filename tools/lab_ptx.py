@@ -1,0 +1,302 @@
+"""Every kernel a lab master launches compiles for a real GPU, not only in the simulator.
+
+    python -m tools.lab_ptx [LAB[=NOTEBOOK] ...]   # default: the masters of labs 2-4
+
+e.g. ``python -m tools.lab_ptx lab4=old_lab4.ipynb`` checks another copy of lab 4's master.
+
+Numba's CUDA simulator runs a kernel as Python, so it accepts code the GPU compiler
+refuses: ``cuda.shared.array((S, S + 1), float32)`` ran in the simulator but is a
+TypingError on a GPU (``S + 1`` is not folded to a constant). This tool closes that gap
+without a GPU, in two phases:
+
+1. In the simulator (this process), run the master's cells in notebook order and, right
+   after the cell that defines a step's function, that step's cases (``Lab.steps``: every
+   step, then the graded function's public cases), recording every kernel launch: the
+   kernel's global name, the cell that defined it and the Numba types of its arguments
+   (``numba.typeof`` of the host arrays behind the simulator's device arrays: dtype, ndim,
+   layout; scalars as the GPU dispatcher types them).
+2. In a child process with the simulator off (Numba's real CUDA target; NVVM ships as a
+   wheel, so no GPU or driver is needed), run the same cells in the same order and
+   ``cuda.compile_ptx`` each recorded (kernel, signature) for ``cc=(9, 0)`` with the
+   kernel's own options (fastmath, ...) at the same point of the notebook.
+
+``check(lab)`` returns one ``Compiled`` per (step, kernel, signature); ``failures`` the
+ones that did not compile, each naming the lab, the step, the kernel, its cell, the
+signature and Numba's error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CC = (9, 0)  # Hopper: the course's GPU
+STAGED = ("lab2_packed_swiglu", "lab3_half_precision", "lab4_dual_gemm")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    lab: str
+    step: str
+    kernel: str        # the kernel's global name in the notebook
+    cell: str          # id of the cell that defined it
+    signature: str     # Numba's argument types, e.g. (array(float32, 2d, C), int64)
+    error: str = ""    # Numba's error; "" when it compiled
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+    def describe(self) -> str:
+        head = (f"{self.lab}, step {self.step!r}: kernel {self.kernel} (cell {self.cell}) "
+                f"launched with {self.signature}")
+        if self.ok:
+            return head + f" compiles for sm_{CC[0]}{CC[1]}"
+        return (head + f" runs in the simulator but does not compile for a GPU "
+                f"(sm_{CC[0]}{CC[1]}):\n{self.error}")
+
+
+def master_cells(lab: str, notebook: str | Path | None = None) -> list[tuple[str, str]]:
+    """(cell id, source) of the code cells a lab's steps need, in order: the setup cells
+    (course install, ``from autograder import check``), check calls and instructor hidden
+    tests are left out (the setup cell would import ``book``, which picks the simulator)."""
+    import nbformat
+
+    path = Path(notebook) if notebook else REPO / "solutions" / f"{lab}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    out = []
+    for i, c in enumerate(nb.cells):
+        src = c.source
+        if c.cell_type != "code" or c.get("id") == "course-setup":
+            continue
+        if (src.lstrip().startswith("# autograder: setup") or re.match(r"\s*check\(", src)
+                or "### BEGIN HIDDEN TESTS" in src):
+            continue
+        out.append((c.get("id") or f"cell-{i}", src))
+    return out
+
+
+def _step_after_cell(steps, src: str) -> list:
+    """The steps whose function the cell defines (their checks come right after it)."""
+    return [s for s in steps if re.search(rf"^def {re.escape(s.function)}\(", src, re.M)]
+
+
+def _exec(ns: dict, lab: str, cid: str, src: str) -> None:
+    # the file name is the cell, so a kernel's code object names the cell defining it
+    exec(compile(src, f"<{lab} {cid}>", "exec"), ns)
+
+
+def _cell_of(fn, lab: str) -> str:
+    name = getattr(getattr(fn, "__code__", None), "co_filename", "")
+    m = re.fullmatch(rf"<{re.escape(lab)} (.+)>", name)
+    return m.group(1) if m else name or "?"
+
+
+def _arg_type(value, kernel: str, pos: int):
+    """The Numba type a GPU launch gives this argument (what the simulator got)."""
+    import numba
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    host = value._ary if isinstance(value, FakeCUDAArray) else value
+    try:
+        return numba.typeof(host)
+    except (ValueError, TypeError) as e:
+        raise TypeError(f"{kernel}: argument {pos} ({type(value).__name__}) has no Numba "
+                        f"type, so it cannot be compiled for a GPU either: {e}") from e
+
+
+def record(lab: str, cells, only=None) -> dict[str, list[dict]]:
+    """Phase 1, in the simulator: {cell id: [launch]} where a launch is a dict with the
+    step, the kernel's global name, its cell and the pickled argument types. Runs every
+    step (or the steps named in ``only``) on its cases right after the cell defining its
+    function, as the notebook's check cells do."""
+    from numba import config
+    from numba.cuda.simulator import kernel as simkernel
+
+    from autograder.labs import Lab
+
+    if not config.ENABLE_CUDASIM:
+        raise RuntimeError("tools.lab_ptx.record needs Numba's CUDA simulator (import book "
+                           "on a machine without a GPU, or set BOOK_SIMULATOR=1)")
+    one = Lab(lab)
+    steps = [s for s in one.steps if only is None or s.name in only]
+    ns = {"__name__": "__main__", "check": lambda *a, **k: None}
+    launches: dict[str, list[dict]] = {}
+    current = {}
+    original = simkernel.FakeCUDAKernel.__call__
+
+    def recording_call(self, *args):
+        if not (self._device or simkernel._get_kernel_context()):
+            names = sorted(k for k, v in ns.items() if v is self)
+            kname = names[0] if names else self.fn.__name__
+            if not names:
+                raise RuntimeError(
+                    f"{lab}, step {current['step']!r}: kernel {self.fn.__name__} is not a "
+                    "global of the notebook, so its GPU compilation cannot be checked: "
+                    "define kernels at the top level of a cell")
+            tys = tuple(_arg_type(a, kname, i) for i, a in enumerate(args))
+            key = (current["step"], kname, tys)
+            if key not in current["seen"]:
+                current["seen"].add(key)
+                launches.setdefault(current["cell"], []).append(
+                    {"step": current["step"], "kernel": kname,
+                     "cell": _cell_of(self.fn, lab), "types": pickle.dumps(tys)})
+        return original(self, *args)
+
+    simkernel.FakeCUDAKernel.__call__ = recording_call
+    try:
+        for cid, src in cells:
+            _exec(ns, lab, cid, src)
+            for st in _step_after_cell(steps, src):
+                current.update(step=st.name, cell=cid, seen=set())
+                for case in st.cases:
+                    one.run_step(ns[st.function], st, case)
+                if not any(ln["step"] == st.name for ln in launches.get(cid, ())):
+                    raise RuntimeError(f"{lab}, step {st.name!r}: {st.function} launched "
+                                       "no kernel, so there is nothing to compile")
+    finally:
+        simkernel.FakeCUDAKernel.__call__ = original
+    missing = [s.name for s in steps
+               if not any(ln["step"] == s.name for v in launches.values() for ln in v)]
+    if missing:
+        raise RuntimeError(f"{lab}: no cell defines the function of step(s) {missing}")
+    return launches
+
+
+# Phase 2: a fresh interpreter with Numba's real CUDA target. It must not import `book`
+# (that would pick the simulator on a machine without a GPU).
+_CHILD = r"""
+import inspect, json, pickle, sys
+with open(sys.argv[1], "rb") as f:
+    spec = pickle.load(f)
+from numba import cuda
+from numba.cuda.compiler import compile_ptx
+accepted = set(inspect.signature(compile_ptx).parameters) - {"pyfunc", "sig", "cc", "device"}
+
+
+def where(e, cid, src):
+    # numba-cuda raises the TypingError outside its error contexts, so the message has no
+    # line: the innermost compiler frame holding a Loc in this cell has it
+    name, line = "<%s %s>" % (spec["lab"], cid), None
+    tb = e.__traceback__
+    while tb is not None:
+        for v in list(tb.tb_frame.f_locals.values()):
+            for loc in (v, getattr(v, "loc", None)):
+                if getattr(loc, "filename", None) == name and isinstance(
+                        getattr(loc, "line", None), int):
+                    line = loc.line
+        tb = tb.tb_next
+    lines = src.splitlines()
+    if line is None or not 0 < line <= len(lines):
+        return ""
+    return "\nat line %d of cell %s: %s" % (line, cid, lines[line - 1].strip())
+
+
+ns = {"__name__": "__main__", "check": lambda *a, **k: None}
+out = []
+for cid, src in spec["cells"]:
+    exec(compile(src, "<%s %s>" % (spec["lab"], cid), "exec"), ns)
+    for ln in spec["launches"].get(cid, ()):
+        tys = pickle.loads(ln["types"])
+        row = {k: ln[k] for k in ("step", "kernel", "cell")}
+        row["signature"] = "(" + ", ".join(str(t) for t in tys) + ")"
+        disp = ns.get(ln["kernel"])
+        if not hasattr(disp, "py_func") or not hasattr(disp, "targetoptions"):
+            row["error"] = ("%s is not a @cuda.jit kernel when the simulator is off (%r)"
+                            % (ln["kernel"], type(disp).__name__))
+            out.append(row)
+            continue
+        opts = {k: v for k, v in disp.targetoptions.items() if k in accepted}
+        try:
+            compile_ptx(disp.py_func, tys, cc=tuple(spec["cc"]), **opts)
+            row["error"] = ""
+        except Exception as e:
+            row["error"] = "%s: %s" % (type(e).__name__, e) + where(e, cid, src)
+        out.append(row)
+with open(sys.argv[1] + ".json", "w") as f:  # a file: the cells may print
+    json.dump(out, f)
+"""
+
+
+def _start_child(lab: str, cells, launches, tmp: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_ENABLE_CUDASIM", "BOOK_SIMULATOR")}
+    env["NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING"] = "1"  # plain text in the messages
+    spec = tmp / f"{lab}.pickle"
+    spec.write_bytes(pickle.dumps({"lab": lab, "cells": list(cells), "launches": launches,
+                                   "cc": list(CC)}))
+    p = subprocess.Popen([sys.executable, "-c", _CHILD, str(spec)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    p.result = Path(f"{spec}.json")
+    return p
+
+
+def _finish_child(lab: str, p: subprocess.Popen, timeout: float) -> list[Compiled]:
+    try:
+        output, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise RuntimeError(f"{lab}: compiling its kernels took over {timeout:.0f} s") from None
+    if p.returncode != 0:
+        # a cell that fails outside any kernel (an import, a module-level statement)
+        raise RuntimeError(f"{lab}: its cells do not run with the simulator off "
+                           f"(Numba's real CUDA target):\n{output.decode()[-4000:]}")
+    return [Compiled(lab=lab, **row) for row in json.loads(p.result.read_text())]
+
+
+def check(labs=STAGED, notebooks=None, only=None, timeout: float = 300) -> list[Compiled]:
+    """Record each lab's launches in the simulator, then compile them all for sm_90 (one
+    child process per lab, started as soon as its recording is done)."""
+    import tempfile
+
+    notebooks = notebooks or {}
+    started = []
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            for lab in labs:
+                cells = master_cells(lab, notebooks.get(lab))
+                launches = record(lab, cells, only)
+                started.append((lab, _start_child(lab, cells, launches, Path(tmp))))
+            out = []
+            for lab, p in started:
+                out.extend(_finish_child(lab, p, timeout))
+        finally:
+            for _, p in started:  # none outlives an error in a later lab
+                if p.poll() is None:
+                    p.kill()
+                    p.communicate()
+    return out
+
+
+def failures(results) -> list[Compiled]:
+    return [r for r in results if not r.ok]
+
+
+def main(argv=None) -> int:
+    import book  # noqa: F401  (the simulator, decided before numba.cuda is imported)
+    from autograder.labs import resolve
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    labs, notebooks = [], {}
+    for a in args or STAGED:
+        name, _, notebook = a.partition("=")
+        lab = resolve(name)
+        labs.append(lab)
+        if notebook:
+            notebooks[lab] = notebook
+    results = check(labs, notebooks)
+    for r in results:
+        print(("ok   " if r.ok else "FAIL ") + r.describe())
+    return 1 if failures(results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
