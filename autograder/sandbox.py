@@ -177,6 +177,7 @@ def scrubbed_env(workdir: Path, simulated: bool, gpu: int | None) -> dict:
 
 # --------------------------------------------------------------------------- containment
 CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+PR_SET_CHILD_SUBREAPER = 36
 ALLOW_ENV = "AUTOGRADER_ALLOW_UNCONTAINED"
 _support: dict | None = None
 _support_lock = threading.Lock()
@@ -555,10 +556,8 @@ class Child:
 
     # -- which processes are this submission's
     def init_pid(self) -> int | None:
-        """Host PID of the driver: the launcher's child (pidns, cgroup), the launcher itself
-        (none, where the launcher becomes the driver)."""
-        if self.containment == "none":
-            return self.proc.pid
+        """Host PID of the launcher's child: the namespace's init (pidns), the driver or its
+        wrapper (cgroup, none: there the launcher stays as the tree's subreaper)."""
         if self._init_pid is None:
             try:
                 with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
@@ -732,6 +731,10 @@ class Child:
         cgroup, and the launcher's process group."""
         if self.killed_for is None:
             self.killed_for = why
+        if self.containment == "none" and self.proc.poll() is None:
+            # the launcher is the subreaper of the whole tree: kill all of it below the
+            # launcher while the launcher still holds the orphans
+            _kill_tree(self.proc.pid, timeout=2.0)
         if self.containment == "cgroup" and self.cgroup:
             _kill_cgroup(self.cgroup)
         init = self.init_pid()   # the init of the namespace: the kernel kills the rest
@@ -940,28 +943,48 @@ def _launch(cfg_path: str) -> None:
 
     mode = launch["contain"]
     if mode == "none":
-        os.execv(exe, driver)
+        # no namespace, no cgroup: this launcher stays, as the subreaper of everything below
+        # it (an orphan that left the session is re-parented here, not to the host's init),
+        # so that its teardown can find and kill the whole tree
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1)
     if mode == "cgroup":
         try:
             with open(os.path.join(launch["cgroup"], "cgroup.procs"), "w") as f:
                 f.write(str(os.getpid()))
         except OSError as e:
             fatal(f"the sandbox could not enter its cgroup {launch['cgroup']}: {e}")
-    elif libc.unshare(CLONE_NEWPID) != 0:
+    elif mode == "pidns" and libc.unshare(CLONE_NEWPID) != 0:
         fatal(f"the sandbox could not make a PID namespace: unshare(CLONE_NEWPID) failed "
               f"({os.strerror(ctypes.get_errno())})")
+    alive_r, alive_w = os.pipe()   # closed by the kernel when this launcher dies, however
     pid = os.fork()
     if pid == 0:
         try:
+            os.close(alive_w)
             if mode == "pidns" and launch.get("fresh_proc"):
                 _fresh_proc(libc)
             if wrap and mode == "pidns":
                 # the driver must not be the child of PID 1 (it takes that for "orphaned" and
                 # exits), so the namespace's init stays this process and the wrapper is its child
-                _init_for(libc, exe, driver)
+                _init_for(libc, exe, driver, alive_r)
             os.execv(exe, driver)
         finally:
             os._exit(127)
+    os.close(alive_r)
+    # From here this launcher answers for the tree: if the grader dies (SIGTERM from
+    # `timeout`, a SIGKILL, a crash) the kernel sends it SIGTERM (PR_SET_PDEATHSIG), and
+    # it kills the tree whole before it goes. Without this a wrapper's tree (compute-
+    # sanitizer and the subreaper it starts) outlived a killed grader on the H100: the
+    # namespace's init had no parent-death signal, a cgroup nobody kills stays full.
+    def teardown(signum, _frame):
+        _teardown(mode, pid, launch.get("cgroup"))
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, teardown)
+    libc.prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG, now with the teardown as its handler
+    if os.getppid() != launch["grader_pid"]:   # the grader died before the line above
+        teardown(signal.SIGTERM, None)
     for fd in (cfg["cmd_fd"], cfg["reply_fd"]):
         try:
             os.close(fd)
@@ -969,12 +992,15 @@ def _launch(cfg_path: str) -> None:
             pass
     while True:
         try:
-            _, status = os.waitpid(pid, 0)
-            break
+            got, status = os.waitpid(-1 if mode == "none" else pid, 0)
         except InterruptedError:
             continue
         except ChildProcessError:
             os._exit(0)
+        if got == pid:
+            break   # (mode none: re-parented orphans are reaped here too)
+    if mode == "none":   # the driver is gone: so is everything it left behind
+        _kill_tree(os.getpid())
     if os.WIFSIGNALED(status):   # die the same way, so the grader's message names the signal
         sig = os.WTERMSIG(status)
         signal.signal(sig, signal.SIG_DFL)
@@ -982,8 +1008,56 @@ def _launch(cfg_path: str) -> None:
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
-def _init_for(libc, exe: str, argv: list) -> None:
-    """PID 1 of the namespace: start ``argv``, reap every orphan, exit as it exits."""
+def _teardown(mode: str, pid: int, cgroup: str | None) -> None:
+    """The launcher's last act when the grader is gone: kill the tree it answers for."""
+    if mode == "pidns":   # the namespace's init: the kernel kills every process in it
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    elif mode == "none":
+        _kill_tree(os.getpid())
+    if mode == "cgroup" and cgroup:
+        _kill_cgroup(cgroup)   # this launcher is in it too: last
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _kill_tree(root: int, timeout: float = 5.0) -> None:
+    """SIGKILL every process below ``root`` (not ``root``), again until none is left: a
+    process whose parent is killed is re-parented to ``root`` when ``root`` is a subreaper
+    (PR_SET_CHILD_SUBREAPER), so a new session or a double fork does not hide it. Reaps what
+    it can when ``root`` is this process."""
+    deadline = time.monotonic() + timeout
+    while True:
+        below = {p for p in descendants(root) if p != root and _alive(p)}
+        for p in below:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        if root == os.getpid():
+            while True:
+                try:
+                    if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                        break
+                except ChildProcessError:
+                    break
+        if not below or time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
+
+
+def _init_for(libc, exe: str, argv: list, alive_r: int | None = None) -> None:
+    """PID 1 of the namespace: start ``argv``, reap every orphan, exit as it exits. It dies
+    with the launcher (PR_SET_PDEATHSIG), and with it every process in the namespace."""
+    libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG: a fork does not inherit the launcher's
+    if alive_r is not None:   # the launcher died before the line above: its pipe is at EOF
+        if select.select([alive_r], [], [], 0)[0]:
+            os._exit(1)
+        os.close(alive_r)
     pid = os.fork()
     if pid == 0:
         os.execv(exe, argv)

@@ -346,3 +346,125 @@ def test_without_nvml_the_watch_says_so_and_never_reports_a_clean_gpu():
         gpuwatch.processes(0)
     with pytest.raises(RuntimeError, match="NVML is not available"):
         gpuwatch.foreign(0, set())
+
+
+# --------------------------------------------------------------------------- a killed grader
+# A stand-in for compute-sanitizer (grade --sanitize's wrapper): it starts a subreaper-like
+# helper that leaves the session and ignores SIGTERM/SIGHUP (as the tool's
+# TreeLauncherSubreaper outlived a SIGTERM of the grader on the H100), runs the driver, and
+# after it hangs ignoring SIGTERM (a tool that never exits).
+STAND_IN = """#!/bin/sh
+{py} -c "import os, signal, time
+os.setsid()
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+time.sleep(600)" {token} &
+"$@" &
+trap '' TERM HUP
+wait
+sleep 600
+"""
+
+# the grader: a sandboxed child under the stand-in, loaded; then it waits to be killed
+GRADER = """import sys, time
+sys.path.insert(0, {repo!r})
+import book  # noqa: F401
+from autograder.sandbox import Child
+child = Child(mode="student", functions={{"swiglu_interleaved": ["x", "out"]}},
+              cells=[{{"index": 1, "source": "def swiglu_interleaved(x, out):\\n    pass"}}],
+              simulated=True, wrap=[{script!r}], keep=[{wrapdir!r}], contain={contain!r},
+              allow_uncontained=True)
+ev = child.recv(120)
+if ev.get("event") == "ready":
+    ev = child.request(120, cmd="load")
+print("AG-GRADER", ev.get("event"), child.workdir, flush=True)
+time.sleep(600)
+"""
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _alive_with(needles) -> dict[int, str]:
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            cmd = _cmdline(int(d))
+            if state not in ("Z", "X") and any(n in cmd for n in needles):
+                out[int(d)] = cmd
+    return out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+@pytest.mark.parametrize("contain", ["auto", "cgroup", "none"])
+def test_a_killed_grader_leaves_no_process_of_a_wrapped_child(tmp_path, contain, sig):
+    """grade --sanitize on the H100, killed by `timeout` (SIGTERM): compute-sanitizer and its
+    subreaper outlived the grader. Here the grader (a process holding a Child under a stand-in
+    wrapper whose helper leaves the session and ignores SIGTERM) is killed by SIGTERM (no
+    handler: it dies at once, as a grader killed in any library call would) or SIGKILL, in
+    every containment mode; nothing of the child may be left."""
+    sup = _containment()
+    if contain == "cgroup" and not sup.get("cgroup"):
+        pytest.skip(f"no cgroup v2 here: {sup.get('why_not_cgroup')}")
+    if contain == "auto" and sup.get("best") == "none":
+        pytest.skip("no containment here: the 'none' case covers this machine")
+    token = f"ag-stray-{os.getpid()}-{tmp_path.name}"
+    wrapdir = tmp_path / "wrap"
+    wrapdir.mkdir()
+    script = wrapdir / "stand-in-sanitizer"
+    script.write_text(STAND_IN.format(py=sys.executable, token=token))
+    script.chmod(0o755)
+    for p in (tmp_path, wrapdir, script):
+        p.chmod(p.stat().st_mode | 0o055)
+    prog = tmp_path / "grader.py"
+    prog.write_text(GRADER.format(repo=str(REPO), script=str(script), wrapdir=str(wrapdir),
+                                  contain=contain))
+    env = dict(os.environ, BOOK_SIMULATOR="1")
+    grader = subprocess.Popen([sys.executable, str(prog)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, env=env, text=True)
+    folder = None
+    try:
+        said = []
+        for line in grader.stdout:   # book's announcement first, then the grader's line
+            said.append(line)
+            if line.startswith("AG-GRADER"):
+                break
+        assert said and said[-1].startswith("AG-GRADER loaded "), "".join(said)[-3000:]
+        folder = said[-1].split()[2]
+        needles = [token, str(script), folder]
+        deadline = time.monotonic() + 10
+        while len(_alive_with(needles)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        before = _alive_with(needles)
+        # the stray helper, the stand-in and the driver (and launcher/init) are running
+        assert any(token in c for c in before.values()), before
+        assert len(before) >= 3, before
+        grader.send_signal(sig)
+        grader.wait(timeout=30)
+        deadline = time.monotonic() + 5
+        left = _alive_with(needles)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = _alive_with(needles)
+        assert left == {}, f"processes of the wrapped child outlived the grader: {left}"
+    finally:
+        if grader.poll() is None:
+            grader.kill()
+            grader.wait()
+        for pid in _alive_with([token, str(script)] + ([folder] if folder else [])):
+            try:
+                os.kill(pid, signal.SIGKILL)   # what this test started and was left behind
+            except OSError:
+                pass
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
