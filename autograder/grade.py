@@ -437,12 +437,41 @@ class Run(Judging, Sanitizing, Timing):
         return r
 
 
+def stop_on_signals(run) -> None:
+    """SIGTERM, SIGINT or SIGHUP (``timeout``, Ctrl-C, a closed terminal) stop the run here,
+    in the main thread: every open child is killed whole, the stop is logged, and the grader
+    dies by that signal. Nothing graded is lost: each result was written (results.json,
+    pending.json, grades.csv) as it was finished; a re-run grades only what is missing."""
+    import signal
+
+    from .sandbox import kill_open_children
+
+    def stop(signum, _frame):
+        name = signal.Signals(signum).name
+        killed = kill_open_children(f"the grader was stopped by {name}")
+        for srv in list(getattr(run, "servers", {}).values()):
+            try:
+                srv.kill()
+            except Exception:
+                pass
+        try:
+            run.log(kind="stopped", signal=name, children_killed=killed)
+        except Exception:
+            pass
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+
+
 def main(args) -> int:
     lab = _labs.resolve(args.lab)
     simulated = detect_simulated(args.simulator)
     run = Run(lab, Path(args.out), rubric_path=args.rubric, simulated=simulated, gpus=args.gpus,
               workers=args.workers, sim_timing=args.sim_timing, isolate=not args.no_isolation,
               quiet=args.quiet, sanitize=getattr(args, "sanitize", False))
+    stop_on_signals(run)
     results = run.grade(args.submissions, shard=parse_shard(args.shard), regrade=args.regrade)
     total = sum(r["score"] for r in results)
     print(f"wrote {run.out / 'grades.csv'} ({len(results)} graded, mean "

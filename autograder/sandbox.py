@@ -459,6 +459,20 @@ def open_children_pids() -> set[int]:
     return out
 
 
+def kill_open_children(why: str) -> int:
+    """Kill every child of this grader not yet closed, each as a whole (its namespace, cgroup
+    or tree); the number killed. For a grader stopped by a signal: its launchers would tear
+    their trees down anyway once it is gone (PR_SET_PDEATHSIG), this does it first and at once."""
+    n = 0
+    for c in list(_open_children):
+        try:
+            c.kill(why)
+            n += 1
+        except Exception:   # one that cannot be killed must not spare the others
+            pass
+    return n
+
+
 class Child:
     """One sandboxed child process speaking the driver's protocol.
 

@@ -341,3 +341,90 @@ def test_fixture_control_is_correct_in_the_simulator():
         got, _ = lab.call_here(ns["linear_swiglu"], case)
         assert lab.check(got, case)[0]
 
+
+
+# a compute-sanitizer stand-in that leaves a helper behind (its own session, SIGTERM and
+# SIGHUP ignored, like the tool's TreeLauncherSubreaper) and hangs after the driver exits
+_HANGING = """{py} -c "import os, signal, time
+os.setsid()
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+time.sleep(600)" {token} &
+touch {started}
+"$@" &
+trap '' TERM HUP
+wait
+sleep 600
+"""
+
+_GRADER = """import sys
+sys.path.insert(0, {repo!r})
+from autograder import feedback, __main__
+from autograder.grade import Run
+feedback.wrapper_argv = lambda tool, log: [{script!r}]
+feedback.wrapper_keep = lambda: [{wrapdir!r}]
+Run.sanitizer_check = lambda self: None
+sys.exit(__main__.main(["grade", "lab2", {sub!r}, "--out", {out!r}, "--rubric", {rub!r},
+                        "--simulator", "--sanitize", "--quiet"]))
+"""
+
+
+def test_grade_sanitize_killed_by_sigterm_leaves_nothing_running(tmp_path):
+    """`timeout` SIGTERMs `grade --sanitize` while compute-sanitizer runs (the H100 run that
+    left the tool and its subreaper alive): the grader kills every open child whole, logs the
+    stop, dies by SIGTERM, and no process of the wrapped child is left."""
+    import os
+    import signal
+    import sys
+
+    token = f"ag-stray-{os.getpid()}-{tmp_path.name}"
+    started = tmp_path / "started"
+    script = _stand_in(tmp_path, _HANGING.format(py=sys.executable, token=token,
+                                                 started=started))
+    rub = tmp_path / "fast.toml"
+    rub.write_text(FAST_RUBRIC)
+    out = tmp_path / "out"
+    prog = tmp_path / "grader.py"
+    prog.write_text(_GRADER.format(repo=str(REPO), script=str(script),
+                                   wrapdir=str(script.parent), sub=str(FIX / "honest_simple.py"),
+                                   out=str(out), rub=str(rub)))
+    grader = subprocess.Popen([sys.executable, str(prog)], cwd=REPO, env=env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def ours():
+        got = {}
+        for d in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                cmd = open(f"/proc/{d}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+                state = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[0]
+            except (OSError, UnicodeDecodeError):
+                continue
+            if state not in "ZX" and (token in cmd or str(script) in cmd):
+                got[int(d)] = cmd
+        return got
+
+    try:
+        deadline = time.monotonic() + 300   # the grading child first (simulator), then the tool
+        while not started.exists() and grader.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert started.exists(), grader.communicate()[0].decode(errors="replace")[-3000:]
+        time.sleep(1.0)
+        assert any(token in c for c in ours().values()), ours()
+        grader.send_signal(signal.SIGTERM)
+        grader.wait(timeout=60)
+        assert grader.returncode == -signal.SIGTERM, grader.stdout.read()[-3000:]
+        deadline = time.monotonic() + 5
+        while ours() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ours() == {}, f"processes of the sanitized child outlived the grader: {ours()}"
+        log = [json.loads(ln) for ln in (out / "measurements.jsonl").read_text().splitlines()]
+        stopped = [e for e in log if e.get("kind") == "stopped"]
+        assert stopped and stopped[0]["signal"] == "SIGTERM" and stopped[0]["children_killed"] >= 1
+    finally:
+        if grader.poll() is None:
+            grader.kill()
+        for pid in ours():   # what this test started and was left behind
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
