@@ -121,6 +121,23 @@ def test_assign_puts_the_setup_cell_after_the_lab_title():
     assert setup_cell.status(lab) == "ok"
 
 
+def test_every_page_folds_its_setup_cell():
+    """The 60-line setup cell is plumbing: chapters and labs show it folded ("Show code cell
+    source"), so a lab's page goes from its goals straight to its steps. Labs get the tag
+    from their masters through `python -m autograder assign`."""
+    unfolded = []
+    for path in setup_cell.notebooks():
+        nb = nbformat.read(str(path), as_version=4)
+        for cell in nb.cells:
+            if cell.get("id") == setup_cell.CELL_ID and "hide-input" not in (
+                    cell.metadata.get("tags") or []):
+                unfolded.append(str(path.relative_to(ROOT)))
+    assert not unfolded, (
+        "setup cell shown in full on the page of: " + ", ".join(unfolded)
+        + ": give the course-setup cell the tag hide-input (in solutions/ for labs, then "
+        "`python -m autograder assign`)")
+
+
 def test_off_colab_the_cell_installs_nothing_and_imports_book(tmp_path):
     proc = subprocess.run([sys.executable, "-c", setup_cell.render()], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300,
