@@ -15,6 +15,12 @@ student's ``check(..., sanitize=True)``) on both files; the results.json of each
 sentences, the run's log and provenance go to one JSON record:
 
     COURSE_COMMIT=<sha> python3 benchmarks/sanitizer_probe.py --grade --out $OUT/sanitizer_grade_h100.json
+
+Safe to kill: the probe is the subreaper of everything it starts; a SIGTERM/SIGINT/SIGHUP
+stops the grader (which kills its sandboxed children whole), writes the record as far as it
+got (``interrupted``), and kills whatever is still below it. After each step the record says
+what was left running (``left_running_then_killed``: [] expected). Under an outer
+``timeout N``, pass ``--budget-s`` about N - 30 so that the probe finishes by itself.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -119,33 +126,84 @@ def fd_probe() -> dict:
     return out
 
 
-def grade_record(out: Path, budget_s: float = 560) -> dict:
-    """Grade the planted race and its control with --sanitize; both routes, every output."""
-    from autograder import feedback
-    from book.provenance import provenance
+# ------------------------------------------------------------------ safe to kill
+# The probe is the subreaper of everything it starts (PR_SET_CHILD_SUBREAPER): compute-
+# sanitizer's own subreaper, a grader's sandbox launcher, anything that leaves its session is
+# re-parented here, not to the machine's init, so that sweep() finds and kills it. A SIGTERM
+# (`timeout` ending the device command), SIGINT or SIGHUP stops the grader first (it kills its
+# children whole and logs the stop), writes the record as far as it got, and sweeps.
+_STATE = {"rec": None, "out": None, "grader": None, "collect": None}
 
-    cmd_line = "python benchmarks/sanitizer_probe.py --grade --out " + str(out)
-    rec = {"provenance": provenance(cmd_line), "fixtures": {}, "check_route": {}}
-    # the grading folder stays out of $OUT: its recordings hold the hidden cases' arrays
-    work = Path(tempfile.mkdtemp(prefix="sanitizer-grade-"))
-    deadline = time.time() + budget_s   # one device command: everything within its limit
-    rec["fd_probe"] = fd_probe()
-    subs = [FIXTURES / f for f in GRADED.values()]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    env.pop("BOOK_SIMULATOR", None)
-    grade = [sys.executable, "-m", "autograder", "grade", "lab4", *map(str, subs), "--out",
-             str(work), "--sanitize", "--regrade"]
-    t0 = time.time()
+
+def _become_subreaper() -> bool:
+    import ctypes
+
     try:
-        p = subprocess.run(grade, capture_output=True, text=True, timeout=0.7 * budget_s,
-                           cwd=ROOT, env=env)
-        rec["grade"] = {"command": " ".join(grade[1:]).replace(str(ROOT) + "/", ""),
-                        "returncode": p.returncode, "seconds": round(time.time() - t0, 1),
-                        "stdout": p.stdout[-6000:], "stderr": p.stderr[-6000:]}
-    except subprocess.TimeoutExpired as e:
-        rec["grade"] = {"command": " ".join(grade[1:]), "timed_out": 0.7 * budget_s,
-                        "stdout": str(e.stdout or "")[-6000:]}
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1) == 0   # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def sweep(grace_s: float = 3.0) -> list[dict]:
+    """Kill every process still below this one after ``grace_s`` (a launcher tearing its
+    tree down takes a moment); what was left, for the record ([] when everything this probe
+    started had ended on its own)."""
+    from autograder.sandbox import _alive, _kill_tree, descendants, process_info
+
+    me = os.getpid()
+    deadline = time.monotonic() + grace_s
+    while True:
+        try:   # reap what ended (orphans re-parented here are this probe's to reap)
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        left = [p for p in sorted(descendants(me)) if p != me and _alive(p)]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    left = [process_info(p) for p in left]
+    if left:
+        _kill_tree(me)
+    return left
+
+
+def _stop(signum, _frame):
+    name = signal.Signals(signum).name
+    grader = _STATE["grader"]
+    if grader is not None and grader.poll() is None:
+        grader.send_signal(signal.SIGTERM)   # the grader kills its children and logs the stop
+        try:
+            grader.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+    left = sweep()
+    if _STATE.get("collect"):
+        try:
+            _STATE["collect"]()
+        except Exception as e:   # a half-written file: the record says so and is still written
+            _STATE["rec"]["collect_error"] = f"{type(e).__name__}: {e}"
+    rec, out = _STATE["rec"], _STATE["out"]
+    if rec is not None and out is not None:
+        rec["interrupted"] = {"signal": name, "left_running_then_killed": left}
+        out.write_text(json.dumps(rec, indent=1, default=str))
+    print(f"sanitizer_probe: stopped by {name}; {len(left)} process(es) were left and killed",
+          file=sys.stderr, flush=True)
+    os._exit(128 + signum)
+
+
+def safe_to_kill(rec: dict, out: Path) -> None:
+    _STATE.update(rec=rec, out=out)
+    rec["subreaper"] = _become_subreaper()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _stop)
+
+
+def _collect_fixtures(rec: dict, work: Path) -> None:
+    """Each fixture's results.json, sanitizer feedback and feedback.md, and the run's log,
+    from the grading folder as it is now."""
+    from autograder import feedback
+
     for name, f in GRADED.items():
         sid = Path(f).stem
         rj = work / sid / "results.json"
@@ -164,7 +222,60 @@ def grade_record(out: Path, budget_s: float = 560) -> dict:
     log = work / "measurements.jsonl"
     if log.exists():
         rec["sanitizer_log"] = [e for e in map(json.loads, log.read_text().splitlines())
-                                if e.get("kind") in ("sanitizer", "sandbox", "test")]
+                                if e.get("kind") in ("sanitizer", "sandbox", "test", "after_exit",
+                                                      "stopped")]
+
+
+def grade_record(out: Path, budget_s: float = 560) -> dict:
+    """Grade the planted race and its control with --sanitize; both routes, every output."""
+    from autograder import feedback
+    from book.provenance import provenance
+
+    cmd_line = "python benchmarks/sanitizer_probe.py --grade --out " + str(out)
+    rec = {"provenance": provenance(cmd_line), "fixtures": {}, "check_route": {}}
+    safe_to_kill(rec, out)
+    # the grading folder stays out of $OUT: its recordings hold the hidden cases' arrays
+    work = Path(tempfile.mkdtemp(prefix="sanitizer-grade-"))
+    # what was graded, read again by _stop: a kill of the probe loses none of it
+    _STATE["collect"] = lambda: _collect_fixtures(rec, work)
+    deadline = time.time() + budget_s   # one device command: everything within its limit
+    rec["fd_probe"] = fd_probe()
+    rec["fd_probe"]["left_running_then_killed"] = sweep()
+    subs = [FIXTURES / f for f in GRADED.values()]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env.pop("BOOK_SIMULATOR", None)
+    grade = [sys.executable, "-m", "autograder", "grade", "lab4", *map(str, subs), "--out",
+             str(work), "--sanitize", "--regrade"]
+    t0 = time.time()
+    logs = Path(tempfile.mkdtemp(prefix="sanitizer-grade-out-"))
+    with open(logs / "stdout", "w") as so, open(logs / "stderr", "w") as se:
+        p = subprocess.Popen(grade, stdout=so, stderr=se, text=True, cwd=ROOT, env=env)
+        _STATE["grader"] = p
+        try:
+            p.wait(timeout=0.7 * budget_s)
+            timed_out = None
+        except subprocess.TimeoutExpired:
+            # SIGTERM first: the grader kills its children whole and logs the stop
+            timed_out = 0.7 * budget_s
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        _STATE["grader"] = None
+    rec["grade"] = {"command": " ".join(grade[1:]).replace(str(ROOT) + "/", ""),
+                    "returncode": p.returncode, "seconds": round(time.time() - t0, 1),
+                    "stdout": (logs / "stdout").read_text(errors="replace")[-6000:],
+                    "stderr": (logs / "stderr").read_text(errors="replace")[-6000:],
+                    # none expected: what the grader left running (its sandbox's duty) is named
+                    "left_running_then_killed": sweep()}
+    if timed_out:
+        rec["grade"]["timed_out"] = timed_out
+    shutil.rmtree(logs, ignore_errors=True)
+    _collect_fixtures(rec, work)
+    _STATE["collect"] = None
     shutil.rmtree(work, ignore_errors=True)
     for name, f in GRADED.items():   # the check() route: the file re-run under the tool
         t0 = time.time()
@@ -177,7 +288,8 @@ def grade_record(out: Path, budget_s: float = 560) -> dict:
                                       timeout_s=min(150, left))
         except Exception as e:  # recorded, not raised: the grade route's record still counts
             lines = [f"raised {type(e).__name__}: {e}"]
-        rec["check_route"][name] = {"sentences": lines, "seconds": round(time.time() - t0, 1)}
+        rec["check_route"][name] = {"sentences": lines, "seconds": round(time.time() - t0, 1),
+                                    "left_running_then_killed": sweep()}
     for name in GRADED:
         print(f"{name:14s} grade: {rec['fixtures'][name]['sanitizer_feedback']!r}"[:600])
         print(f"{name:14s} check: {rec['check_route'][name]!r}"[:600])
@@ -189,10 +301,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--grade", action="store_true",
                     help="grade lab 4's planted race and its control with --sanitize")
+    ap.add_argument("--budget-s", type=float, default=560,
+                    help="--grade: seconds for everything (the grade gets 0.7 of it); keep it "
+                    "under the command's own limit (`timeout`) so the probe ends itself")
     args = ap.parse_args(argv)
     if args.grade:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        rec = grade_record(args.out)
+        rec = grade_record(args.out, args.budget_s)
         args.out.write_text(json.dumps(rec, indent=1, default=str))
         return 0
     from book import sanitizer
