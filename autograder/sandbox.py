@@ -14,7 +14,15 @@ moved to, and no process in it can see or signal another submission's processes.
 PID namespace cannot be made the launcher puts the submission in a cgroup (v2) killed as a
 whole; where neither exists a student submission is refused, with the cause and the fix,
 unless the instructor says to go on without (``allow_uncontained`` or
-AUTOGRADER_ALLOW_UNCONTAINED=1).
+AUTOGRADER_ALLOW_UNCONTAINED=1); then the launcher stays as the subreaper of the tree and kills
+everything below it when the driver ends.
+
+A killed grader leaves nothing either: the launcher gets SIGTERM when the grader dies
+(PR_SET_PDEATHSIG; SIGTERM, SIGKILL or a crash alike) and kills its tree whole (the
+namespace's init, the cgroup, or every process below it) before it exits; under a wrapper
+(grade --sanitize: compute-sanitizer, which starts a subreaper of its own) the namespace's init
+also dies with the launcher. ``python -m autograder grade`` stopped by SIGTERM, SIGINT or
+SIGHUP kills every open child itself first (``kill_open_children``).
 
 Budgets: a watchdog thread per child meters what the submission's processes hold, summed
 over all of them (host memory from /proc; GPU memory from NVML, see gpuwatch.py), and stops
