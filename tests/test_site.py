@@ -359,6 +359,11 @@ COLUMN_CHECK = """() => {
       out.push(longest(e) > 80
         ? `${name(e)} has a line of ${longest(e)} characters (chapters keep code to 80)`
         : `${name(e)}: an 80-character line does not fit (${e.scrollWidth} > ${e.clientWidth} px)`);
+  // library source shown by book.show keeps the library's lines (ruff: 100 characters)
+  for (const e of document.querySelectorAll('.cell_output .output.text_html div.highlight pre'))
+    if (longest(e) <= 100 && e.scrollWidth > e.clientWidth + 2)
+      out.push(`${name(e)}: library source of ${longest(e)}-character lines scrolls sideways ` +
+               `(${e.scrollWidth} > ${e.clientWidth} px)`);
   return out;
 }"""
 
@@ -389,3 +394,53 @@ def test_printed_output_wraps_at_phone_width(built_book, site_page):
             .filter(e => e.scrollWidth > e.clientWidth + 1)
             .map(e => e.textContent.trim().slice(0, 80))""")]
     assert not hidden, "printed output scrolls sideways at 375 px:\n" + "\n".join(hidden)
+
+
+def test_math_stays_in_the_column_at_phone_width(built_book, site_page):
+    """At 375 px no formula runs past the column's edge, cut off: a display equation wider than
+    the phone scrolls inside its own line (tools/theme/course.css), and inline math, which
+    MathJax never breaks, is kept short enough by the text (chapter 4's tolerance test was
+    363 px wide inside a list item)."""
+    site_page.page.set_viewport_size({"width": 375, "height": 812})
+    out = []
+    for path in _pages(built_book):
+        site_page.goto(path)
+        if not site_page.page.locator("mjx-container").count():
+            continue
+        site_page.page.wait_for_timeout(300)  # MathJax typesets after load
+        out += [f"{path}: {t}" for t in site_page.page.evaluate("""() => {
+            const col = document.querySelector('article.bd-article').getBoundingClientRect();
+            return [...document.querySelectorAll('article.bd-article mjx-container')]
+              .filter(e => e.getBoundingClientRect().right > col.right + 1)
+              .map(e => e.textContent.slice(0, 60));
+        }""")]
+    assert not out, "math sticks out of the column at 375 px:\n" + "\n".join(out)
+
+
+def test_exercises_show_the_question_with_hints_and_answer_folded(built_book, site_page):
+    """Every chapter's checked exercise (book.exercises) is on its page as a framed block: the
+    question readable, each hint and the answer in a <details> fold that is closed."""
+    site_page.page.set_viewport_size({"width": 1280, "height": 900})
+    problems, seen = [], 0
+    for src in _executed_pages(built_book):
+        site_page.goto(str(Path(src).with_suffix(".html")))
+        for ex in site_page.page.evaluate("""() =>
+            [...document.querySelectorAll('article.bd-article .course-exercise')].map(e => ({
+              question: (e.querySelector('p') || {innerText: ''}).innerText,
+              folds: [...e.querySelectorAll('details')].map(d => [
+                d.querySelector('summary').innerText, d.open,
+                d.querySelector('summary + *').checkVisibility()]),
+              frame: parseFloat(getComputedStyle(e).borderLeftWidth),
+            }))"""):
+            seen += 1
+            summaries = [f[0] for f in ex["folds"]]
+            if not ex["question"].startswith("Exercise.") or len(ex["question"]) < 30:
+                problems.append(f"{src}: no readable question ({ex['question'][:60]!r})")
+            if not summaries or summaries[-1] != "Answer":
+                problems.append(f"{src}: no folded answer after the question ({summaries})")
+            if any(opened or visible for _, opened, visible in ex["folds"]):
+                problems.append(f"{src}: a hint or the answer shows before it is asked for")
+            if ex["frame"] < 3:
+                problems.append(f"{src}: the exercise is not framed (tools/theme/course.css)")
+    assert seen >= 8, f"only {seen} checked exercises on the chapter pages"
+    assert not problems, "\n".join(problems)
