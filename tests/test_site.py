@@ -359,6 +359,11 @@ COLUMN_CHECK = """() => {
       out.push(longest(e) > 80
         ? `${name(e)} has a line of ${longest(e)} characters (chapters keep code to 80)`
         : `${name(e)}: an 80-character line does not fit (${e.scrollWidth} > ${e.clientWidth} px)`);
+  // a command block in the prose (the instructors' appendix) is read whole, not scrolled
+  for (const e of document.querySelectorAll('div.highlight pre'))
+    if (!e.closest('.cell_input, .cell_output') && e.scrollWidth > e.clientWidth + 1)
+      out.push(`${name(e)}: a code block in the text scrolls sideways (longest line ` +
+               `${longest(e)} characters; put a long comment on its own line)`);
   // library source shown by book.show keeps the library's lines (ruff: 100 characters)
   for (const e of document.querySelectorAll('.cell_output .output.text_html div.highlight pre'))
     if (longest(e) <= 100 && e.scrollWidth > e.clientWidth + 2)
