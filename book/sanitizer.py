@@ -47,6 +47,8 @@ class Finding:
     detail: str          # the rest of the report (thread, block, address, the other access)
 
     def sentence(self) -> str:
+        if self.file is None and self.kernel is None and not self.detail:
+            return f"{self.tool} said: {self.what}"  # kept as printed (no pattern for it)
         where = f"{Path(self.file).name}, line {self.line}" if self.file else "a kernel"
         if self.tool == "racecheck":
             return (f"racecheck: {self.what} at {where} ({self.detail}): threads of one block "
@@ -115,9 +117,12 @@ def parse(tool: str, text: str) -> list[Finding]:
             body.append(lines[i].strip())
             i += 1
         if tool == "racecheck":
-            m = re.match(r"(?:Error|Warning): Potential (\w+) hazard detected at __shared__ "
-                         r"(0x[0-9a-f]+) in block \(([^)]*)\)", head)
+            # CUDA 13's racecheck may qualify a hazard: "Warning: (Warp Level Programming)
+            # Potential WAR hazard ..." (two threads of one warp); it is still the student's race
+            m = re.match(r"(?:Error|Warning): (?:\([^)]*\) )?Potential (\w+) hazard detected "
+                         r"at __shared__ (0x[0-9a-f]+) in block \(([^)]*)\)", head)
             if not m:
+                _unknown(tool, head, findings)
                 continue
             accesses = []
             for b in body:
@@ -140,7 +145,16 @@ def parse(tool: str, text: str) -> list[Finding]:
             detail = "; ".join(b for b in body if b.startswith(("by thread", "Access to",
                                                                 "Address", "and is")))
             findings.append(Finding(tool, head, kernel, file, line, detail))
+            continue
+        _unknown(tool, head, findings)
     return findings
+
+
+def _unknown(tool, head, findings):
+    """An error or warning this parser has no pattern for is kept as it was printed: output
+    the tool flagged must never read as "no findings" (a new racecheck wording once did)."""
+    if head.startswith(("Error:", "Warning:")) and not (tool != "racecheck" and "hazard" in head):
+        findings.append(Finding(tool, head, None, None, None, ""))
 
 
 def run(argv: list[str], tools=TOOLS, timeout: float = 300, env: dict | None = None,
@@ -184,7 +198,8 @@ def explain(results: dict, own_files=None, limit: int = 5) -> list[str]:
     seen, out = set(), []
     for tool in results:
         for f in results[tool]["findings"]:
-            if own is not None and (f.file is None or Path(f.file).name not in own):
+            # another file's finding is not the student's; one with no place is kept (unknown)
+            if own is not None and f.file is not None and Path(f.file).name not in own:
                 continue
             key = (f.tool, f.what, f.file, f.line)
             if key in seen:

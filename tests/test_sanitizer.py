@@ -65,3 +65,30 @@ def test_explain_keeps_only_the_students_own_files(record):
     res = {t: {"findings": sanitizer.parse(t, v["output"])} for t, v in prog["tools"].items()}
     assert sanitizer.explain(res, own_files=["someone_else.py"]) == []
     assert sanitizer.explain(res, own_files=["missing_syncthreads.py"])
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sanitizer"
+
+
+def test_racecheck_warp_level_hazards_on_the_h100_are_parsed_at_their_lines():
+    # CUDA 13's racecheck on lab 4's planted race (tests/fixtures/sanitizer) words its hazards
+    # "Warning: (Warp Level Programming) Potential WAR hazard ..."; the first parser missed
+    # them all and reported the race as clean (seen on the H100).
+    text = (FIXTURES / "racecheck_h100_warp_level.txt").read_text()
+    found = sanitizer.parse("racecheck", text)
+    assert len(found) == 2 and {f.what for f in found} == {"WAR hazard on shared memory"}
+    assert {f.line for f in found} == {55} and all("line 41" in f.detail for f in found)
+    (sentence,) = sanitizer.explain({"racecheck": {"findings": found}},
+                                    own_files=["race_student.py"])
+    assert "race_student.py, line 55" in sentence and "no cuda.syncthreads()" in sentence
+
+
+def test_a_warning_the_parser_does_not_know_is_never_read_as_clean():
+    text = ("========= COMPUTE-SANITIZER\n"
+            "========= Error: Target application terminated before first instrumented API call\n"
+            "========= Warning: (Something New) a hazard worded another way\n")
+    found = sanitizer.parse("racecheck", text)
+    assert len(found) == 2
+    lines = sanitizer.explain({"racecheck": {"findings": found}}, own_files=["student.py"])
+    assert lines[0] == ("racecheck said: Error: Target application terminated before first "
+                        "instrumented API call")
