@@ -315,3 +315,54 @@ def test_kernel_check_keeps_numbas_low_occupancy_warning_off_the_page(recwarn):
 
     assert ex.check(Warns()), "the solution passes"
     assert not [w for w in recwarn if issubclass(w.category, NumbaPerformanceWarning)]
+
+
+@pytest.mark.parametrize("chapter, cell_id", [
+    ("02_roofline.ipynb", "c002-x2"),
+    ("03_swiglu_in_the_mlp.ipynb", "c006-x2"),
+    ("08_profiling.ipynb", "ch08-010-x2"),
+    ("09_same_move_everywhere.ipynb", "ch09-014-x2"),
+])
+def test_chapter_exercise_cell_answered_wrong_then_right_in_a_kernel(chapter, cell_id):
+    """The chapter's own exercise cell, run with nbclient after every code cell above it (as
+    a reader runs the page), then answered wrong and right: the feedback says which."""
+    import copy
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from conftest import ROOT
+
+    nb = nbformat.read(ROOT / "chapters" / chapter, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    upto = [c.id for c in code].index(cell_id)
+    ex_cell = code[upto]
+    assert "answer = None" in ex_cell.source
+    # the right answer from the exercise object itself, and a wrong one from it
+    probe = nbformat.v4.new_code_cell(
+        "_t = getattr(ex, 'truth', None)\n"
+        "_right = repr(_t) if _t is not None else repr(ex.answer)\n"
+        "_wrong = repr(_t * 3 + 1) if _t is not None else "
+        "repr(next(k for k in ex.options if k != ex.answer))\n"
+        "print(_right, _wrong, sep='\\n')")
+    cells = [copy.deepcopy(c) for c in code[:upto + 1]] + [probe]
+    for i, c in enumerate(cells):
+        c.id = f"t-{i}"
+    run = nbformat.v4.new_notebook(cells=cells, metadata=nb.metadata)
+    client = NotebookClient(run, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT / "chapters")}})
+    with client.setup_kernel():
+        for i, c in enumerate(run.cells):
+            client.execute_cell(c, i)
+        right, wrong = run.cells[-1].outputs[0]["text"].split()[:2]
+        verdicts = []
+        for k, ans in enumerate((wrong, right)):
+            c = nbformat.v4.new_code_cell(
+                ex_cell.source.replace("answer = None", f"answer = {ans}"))
+            c.id = f"answered-{k}"
+            run.cells.append(c)
+            client.execute_cell(c, len(run.cells) - 1)
+            res = [o for o in c.outputs if o.output_type == "execute_result"]
+            verdicts.append(res[-1]["data"]["text/plain"])
+    assert verdicts[0].startswith("Not yet."), verdicts[0]
+    assert verdicts[1].startswith("Right."), verdicts[1]
