@@ -418,6 +418,11 @@ def test_traffic_question_right_and_wrong(open_widget):
     # the answer sits in a fold, written only when the reader opens it
     assert page.text("quiz-solution") == ""
     page.q("quiz-reveal").locator("summary").click()
+    # the fold's "toggle" event is dispatched after the click returns (a queued task): wait
+    # for the answer to be written rather than read at once (it read '' on the loaded CI box)
+    page.page.wait_for_function(
+        "document.querySelector('[data-testid=\"quiz-solution\"]').textContent.length > 0",
+        timeout=10_000)
     assert f"{saved:,}" in page.text("quiz-solution")
     # another state: a new question, the old verdict cleared, the old answer now wrong
     page.select("dtype", "float16")
