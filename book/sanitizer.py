@@ -153,7 +153,7 @@ def parse(tool: str, text: str) -> list[Finding]:
 def _unknown(tool, head, findings):
     """An error or warning this parser has no pattern for is kept as it was printed: output
     the tool flagged must never read as "no findings" (a new racecheck wording once did)."""
-    if head.startswith(("Error:", "Warning:")) and not (tool != "racecheck" and "hazard" in head):
+    if head.startswith(("Error:", "Warning:")):
         findings.append(Finding(tool, head, None, None, None, ""))
 
 

@@ -240,12 +240,14 @@ def test_grade_sanitize_through_the_sandbox_with_a_stand_in_wrapper(tmp_path, mo
     wrapdir.mkdir()
     (wrapdir / "report.txt").write_text(report.replace("missing_syncthreads.py", "<cell 1>"))
     script = wrapdir / "fake-sanitizer"
-    script.write_text(f'#!/bin/sh\ncat {wrapdir}/report.txt > sanitizer.log\n"$@"\n'
-                      'echo "$NUMBA_CUDA_DEBUGINFO" > wrapped.txt\n')
+    # like the tool: racecheck writes the report, memcheck finds nothing
+    script.write_text(f'#!/bin/sh\nif [ "$1" = racecheck ]; then cat {wrapdir}/report.txt; '
+                      'else echo "========= ERROR SUMMARY: 0 errors"; fi > sanitizer.log\n'
+                      'shift\n"$@"\necho "$NUMBA_CUDA_DEBUGINFO" > wrapped.txt\n')
     script.chmod(0o755)
     for p in (tmp_path, wrapdir, *wrapdir.iterdir()):
         p.chmod(p.stat().st_mode | 0o055)
-    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(script)])
+    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(script), tool])
     monkeypatch.setattr(feedback, "wrapper_keep", lambda: [str(wrapdir)])
     monkeypatch.setattr(Run, "sanitizer_check", lambda self: None)
     rub = tmp_path / "fast.toml"
