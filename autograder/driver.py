@@ -51,9 +51,16 @@ def isolate(cfg):
     NEWNS, NEWNET, NEWUSER = 0x00020000, 0x40000000, 0x10000000
     uid, gid = os.getuid(), os.getgid()
     userns = False
-    if libc.unshare(NEWNS | NEWNET) == 0:
+    # under compute-sanitizer (grade --sanitize) the launcher made the network namespace around
+    # the tool, which finds this process through a socket in it (sandbox._net_around_wrapper)
+    net_made = os.environ.pop("AG_NETNS_AROUND_WRAPPER", "") == "1"
+    if net_made:
+        got["net"] = True
+        got["notes"].append("network namespace made by the launcher around compute-sanitizer")
+    NET = 0 if net_made else NEWNET
+    if libc.unshare(NEWNS | NET) == 0:
         got["net"] = got["mount"] = True
-    elif libc.unshare(NEWUSER | NEWNS | NEWNET) == 0:
+    elif libc.unshare(NEWUSER | NEWNS | NET) == 0:
         userns = True
         try:
             for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"0 {uid} 1"),
@@ -64,6 +71,8 @@ def isolate(cfg):
         except OSError as e:
             got["notes"].append(f"user namespace maps failed: {e}")
             got["net"] = True
+    elif net_made:
+        pass
     elif libc.unshare(NEWNET) == 0:
         got["net"] = True
     else:

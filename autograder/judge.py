@@ -235,7 +235,8 @@ def _tool_report(child) -> str:
 class Sanitizing:
     """``grade --sanitize`` (mixed into grade.Run): the public tests of a submission again, in
     a fresh sandboxed child run under compute-sanitizer (memcheck, then racecheck), with the
-    same containment, budgets and hidden paths as every other child. What it finds goes into
+    same containment, budgets, hidden paths and uid as every other child (the network namespace
+    is made around the tool, which must share it: sandbox._net_around_wrapper). What it finds goes into
     the submission's feedback (a 0-point test and review flags): feedback only, never points,
     because a hazard report is evidence for a person to read, not a wrong answer."""
 
@@ -257,50 +258,46 @@ class Sanitizing:
 
     def calibrate_sanitizer(self, gpu: int = 0) -> bool:
         """Once per run, before any submission (as calibrate_sandbox does for the plain child):
-        can a child started by compute-sanitizer run a kernel in the grader's sandbox? The
-        tool's injected library must load inside the child after its mount namespace, hidden
-        paths and uid drop. If not, step down (without the uid drop, then without isolation),
-        log and say which, and use that for every submission's sanitizer children; if nothing
-        works, --sanitize is off for this run and the log says why. Grading is unchanged."""
+        can a child started by compute-sanitizer run a kernel in the grader's sandbox, with
+        exactly the isolation the graded children got (calibrate_sandbox's choice)? The
+        sanitizer children run each submission's code again, so they never get less: no
+        step down to a weaker sandbox (as root with the grader's folders in view, one
+        student's code could rewrite another's results). If the tool cannot run there,
+        --sanitize is off for this run and the log and the terminal say why; grading is
+        unchanged."""
         from .feedback import wrapper_argv, wrapper_keep
 
-        tries = [("the grader's sandbox", self.isolate, self.drop_uid),
-                 ("without the uid drop", self.isolate, False), ("no isolation", False, False)]
-        seen, errors = set(), []
-        for what, iso, drop in tries:
-            if (iso, drop) in seen:
-                continue
-            seen.add((iso, drop))
-            child, text, ok = None, "", False
-            try:
-                child = Child(mode="reference", functions={}, cells=None,
-                              simulated=self.simulated, gpu=None if self.simulated else gpu,
-                              isolate=iso, drop_uid=drop, hide=self._hide_paths(),
-                              wrap=wrapper_argv("memcheck", "sanitizer.log"),
-                              wrap_env={"NUMBA_CUDA_DEBUGINFO": "1"}, keep=wrapper_keep())
-                ev = child.recv(120)
-                r = child.request(120, cmd="probe") if ev.get("event") == "loaded" else ev
-                child.send(cmd="exit")
-                child.proc.wait(timeout=60)
-                ok = bool(r.get("ok"))
-            except Exception as e:  # ChildError, a hang, the tool refusing: try the next rung
-                errors.append(f"{what}: {getattr(e, 'reason', type(e).__name__)}: "
-                              f"{getattr(e, 'detail', e)}"[:300])
-            finally:
-                if child is not None:
-                    text = _tool_report(child)
-                    child.close()
-            ok = ok and "ERROR SUMMARY" in text
-            self.log(kind="sanitizer", calibrate=what, ok=ok, report=text[-3000:],
-                     output=None if ok or child is None else child.output_text()[-2000:])
-            if ok:
-                self.sanitize_isolation = (iso, drop)
-                self.say(f"--sanitize: compute-sanitizer runs in {what}")
-                return True
-            errors.append(f"{what}: no kernel ran under the tool ({text.strip()[-200:]!r})")
+        child, text, ok, error = None, "", False, ""
+        try:
+            child = Child(mode="reference", functions={}, cells=None,
+                          simulated=self.simulated, gpu=None if self.simulated else gpu,
+                          isolate=self.isolate, drop_uid=self.drop_uid, hide=self._hide_paths(),
+                          wrap=wrapper_argv("memcheck", "sanitizer.log"),
+                          wrap_env={"NUMBA_CUDA_DEBUGINFO": "1"}, keep=wrapper_keep())
+            ev = child.recv(120)
+            r = child.request(120, cmd="probe") if ev.get("event") == "loaded" else ev
+            child.send(cmd="exit")
+            child.proc.wait(timeout=60)
+            ok = bool(r.get("ok"))
+            if not ok:
+                error = f"the probe kernel did not run ({str(r)[:300]})"
+        except Exception as e:  # ChildError (the launcher's fatal says why), a hang, the tool refusing
+            error = f"{getattr(e, 'reason', type(e).__name__)}: {getattr(e, 'detail', e)}"[:600]
+        finally:
+            if child is not None:
+                text = _tool_report(child)
+                child.close()
+        ok = ok and "ERROR SUMMARY" in text
+        self.log(kind="sanitizer", calibrate="the grader's sandbox", ok=ok, report=text[-3000:],
+                 isolation={"isolate": self.isolate, "drop_uid": self.drop_uid},
+                 output=None if ok or child is None else child.output_text()[-2000:])
+        if ok:
+            self.say("--sanitize: compute-sanitizer runs in the grader's sandbox")
+            return True
+        tool = text.strip()[-300:]
         self.sanitize = False
-        why = "compute-sanitizer could not run a kernel in any sandbox configuration here: " \
-            + "; ".join(errors)[:1500]
+        why = ("compute-sanitizer could not run a kernel in the grader's sandbox: "
+               + "; ".join(x for x in (error, f"the tool said {tool!r}" if tool else "") if x))[:1500]
         self.log(kind="sanitizer", available=False, reason=why)
         self.say(f"--sanitize: {why}")
         return False
@@ -317,12 +314,11 @@ class Sanitizing:
             try:
                 # (simulated only in tests, with a stand-in wrapper: sanitizer_check() turns
                 # --sanitize off in a simulator run)
-                iso, drop = getattr(self, "sanitize_isolation", (self.isolate, self.drop_uid))
                 child = Child(mode="student", functions=self.functions(), cells=cells,
                               simulated=self.simulated, gpu=None if self.simulated else gpu,
                               limits=self._child_limits(),
-                              hide=self._hide_paths(), isolate=iso,
-                              drop_uid=drop, wrap=wrapper_argv(tool, "sanitizer.log"),
+                              hide=self._hide_paths(), isolate=self.isolate,
+                              drop_uid=self.drop_uid, wrap=wrapper_argv(tool, "sanitizer.log"),
                               wrap_env={"NUMBA_CUDA_DEBUGINFO": "1"}, keep=wrapper_keep())
                 ev = child.recv(load_s)
                 if ev.get("event") == "ready":

@@ -184,7 +184,7 @@ def scrubbed_env(workdir: Path, simulated: bool, gpu: int | None) -> dict:
 
 
 # --------------------------------------------------------------------------- containment
-CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
 PR_SET_CHILD_SUBREAPER = 36
 ALLOW_ENV = "AUTOGRADER_ALLOW_UNCONTAINED"
 _support: dict | None = None
@@ -522,7 +522,11 @@ class Child:
             # read by the launcher (this file run as a script) before it starts the driver
             "launch": {"contain": self.containment, "cgroup": self.cgroup, "grader_pid": os.getpid(),
                        "driver": str(trusted / "agdriver.py"), "limits": self.limits,
-                       "fresh_proc": bool(isolate), "wrap": list(wrap or [])},
+                       # under a wrapper a fresh /proc always: in a PID namespace that shows
+                       # the host's /proc, cuInit fails under compute-sanitizer (H100:
+                       # CUDA_ERROR_OPERATING_SYSTEM, records/sanitizer/sandbox_diag_h100.json)
+                       "fresh_proc": bool(isolate or wrap), "wrap": list(wrap or []),
+                       "net_around_wrap": bool(isolate and wrap)},
         }
         (self.workdir / "config.json").write_text(json.dumps(cfg))
         if cfg["drop_uid"] is not None:
@@ -985,6 +989,8 @@ def _launch(cfg_path: str) -> None:
             os.close(alive_w)
             if mode == "pidns" and launch.get("fresh_proc"):
                 _fresh_proc(libc)
+            if wrap and launch.get("net_around_wrap"):
+                _net_around_wrapper(libc, fatal)
             if wrap and mode == "pidns":
                 # the driver must not be the child of PID 1 (it takes that for "orphaned" and
                 # exits), so the namespace's init stays this process and the wrapper is its child
@@ -1092,6 +1098,28 @@ def _init_for(libc, exe: str, argv: list, alive_r: int | None = None) -> None:
             os._exit(1)
         if got == pid:
             os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+NETNS_ENV = "AG_NETNS_AROUND_WRAPPER"   # the launcher to the driver: the network namespace is made
+
+
+def _net_around_wrapper(libc, fatal) -> None:
+    """A wrapped driver's network namespace, made here around the wrapper, not by the driver.
+    compute-sanitizer reaches the program it watches over a Unix socket in the abstract
+    namespace (NV_SANITIZER_INJECTION_TRANSPORT_TYPE=uds), which belongs to the network
+    namespace: a driver that made its own could not be found by the tool ("No attachable
+    process found" on the H100; tool and target in one new namespace attach,
+    records/sanitizer/sandbox_diag_h100.json). The driver, told so through NETNS_ENV, then
+    makes only its mount namespace; the submission is cut off from the network either way."""
+    import ctypes
+
+    if libc.unshare(CLONE_NEWNET) != 0:
+        fatal("grade --sanitize: compute-sanitizer and the submission must share a network "
+              "namespace (the tool finds its target through a Unix socket that lives in it), "
+              f"and the sandbox could not make one around the tool: unshare(CLONE_NEWNET) "
+              f"failed ({os.strerror(ctypes.get_errno())}). Run the grader as root, or "
+              "grade without --sanitize")
+    os.environ[NETNS_ENV] = "1"
 
 
 def _fresh_proc(libc) -> None:

@@ -29,7 +29,7 @@ THREATS = REPO / "tests" / "fixtures" / "threats"
 sys.path.insert(0, str(REPO))
 
 from autograder import gpuwatch  # noqa: E402
-from autograder.sandbox import Child, ChildError  # noqa: E402
+from autograder.sandbox import Child, ChildError, can_drop_uid  # noqa: E402
 from autograder.submission import read_cells  # noqa: E402
 
 LAB2 = {"swiglu_interleaved": ["x", "out"]}
@@ -468,3 +468,69 @@ def test_a_killed_grader_leaves_no_process_of_a_wrapped_child(tmp_path, contain,
                 pass
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- under a wrapper
+# compute-sanitizer finds the program it watches through a Unix socket in the abstract
+# namespace, which belongs to the network namespace: on the H100 a driver that made its own
+# network namespace was never found ("No attachable process found"), and in a PID namespace
+# that shows the host's /proc, cuInit failed under the tool
+# (records/sanitizer/sandbox_diag_h100.json). So under a wrapper the launcher makes the network
+# namespace around the wrapper and always mounts a fresh /proc. Real namespaces here; the
+# stand-in wrapper says which network namespace it is in, and so does the submission.
+NS_WRAPPER = '#!/bin/sh\necho "AG-WRAPPER net=$(readlink /proc/self/ns/net)"\n"$@"\n'
+NS_CELL = ('import os\n'
+           'print("AG-STUDENT net=" + os.readlink("/proc/self/ns/net"),\n'
+           '      "own_proc=" + str(int(os.readlink("/proc/self")) == os.getpid()), flush=True)\n'
+           'def swiglu_interleaved(x, out):\n    pass\n')
+
+
+def _said(text: str, who: str) -> dict:
+    line = next((ln for ln in text.splitlines() if ln.startswith(f"AG-{who} ")), None)
+    assert line is not None, f"no AG-{who} line in the child's output:\n{text[-2000:]}"
+    return dict(kv.split("=", 1) for kv in line.split()[1:])
+
+
+@needs_containment
+@pytest.mark.parametrize("isolate,wrapped", [(True, True), (False, True), (True, False)],
+                         ids=["isolated+wrapped", "not-isolated+wrapped", "isolated+plain"])
+def test_a_wrapped_submission_shares_the_wrappers_network_namespace_and_no_other(
+        tmp_path, isolate, wrapped):
+    """Isolated and wrapped: the submission is in the wrapper's network namespace, which is
+    not the grader's, and keeps its mount namespace, hidden paths and uid drop. Not isolated:
+    the grader's namespace (nothing was asked), but a /proc of its own PID namespace still.
+    Isolated and not wrapped: a network namespace of its own, as before."""
+    wrapdir = tmp_path / "wrap"
+    wrapdir.mkdir()
+    script = wrapdir / "stand-in-sanitizer"
+    script.write_text(NS_WRAPPER)
+    script.chmod(0o755)
+    for p in (tmp_path, wrapdir, script):
+        p.chmod(p.stat().st_mode | 0o055)
+    child = Child(mode="student", functions=LAB2, cells=[{"index": 1, "source": NS_CELL}],
+                  simulated=True, isolate=isolate,
+                  wrap=[str(script)] if wrapped else None, keep=[str(wrapdir)])
+    try:
+        ev = child.recv(120)
+        if ev.get("event") == "ready":
+            ev = child.request(120, cmd="load")
+        assert ev.get("event") == "loaded", (ev, child.output_text()[-2000:])
+        child.send(cmd="exit")
+        child.proc.wait(timeout=60)
+        out = child.output_text()
+    finally:
+        child.close()
+    grader_net = os.readlink("/proc/self/ns/net")
+    student = _said(out, "STUDENT")
+    assert student["own_proc"] == "True"
+    iso = ev.get("isolation") or {}
+    if wrapped:
+        assert _said(out, "WRAPPER")["net"] == student["net"]
+    if isolate:
+        assert student["net"] != grader_net
+        assert iso.get("net") and iso.get("mount") and iso.get("hidden", 0) > 0, iso
+        assert iso.get("uid_drop") == (os.getuid() == 0 and can_drop_uid()), iso
+        assert ("network namespace made by the launcher around compute-sanitizer" in
+                iso.get("notes", [])) == wrapped, iso
+    else:
+        assert student["net"] == grader_net
