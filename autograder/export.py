@@ -50,7 +50,10 @@ def gradescope_json(result) -> dict:
     for t in result.tests:
         tests.append({"name": t["name"] + (" (hidden case)" if t.get("hidden") else ""),
                       "score": t["score"], "max_score": t["max_score"],
-                      "status": "passed" if t["score"] >= t["max_score"] else "failed",
+                      # a test may say its own status: the sanitizer's 0-point test fails
+                      # (red on Gradescope) when it found something, with no points lost
+                      "status": t.get("status") or ("passed" if t["score"] >= t["max_score"]
+                                                    else "failed"),
                       "output": t.get("output", ""), "visibility": t.get("visibility", "visible")})
     return {
         "score": result.score,
@@ -82,12 +85,14 @@ def feedback_markdown(result, run=None) -> str:
             L += [f"- cell {e['cell']}: `{e['error']}`", "", "```", e["message"].strip()[-1500:], "```", ""]
     L += ["## Tests", "", "| test | points | |", "|---|---|---|"]
     for t in result.tests:
-        mark = ("not measured" if t["max_score"] == 0 else
+        mark = (("see below" if t["status"] == "failed" else "nothing found") if t.get("status") else
+                "not measured" if t["max_score"] == 0 else
                 "pass" if t["score"] >= t["max_score"] else "FAIL")
         L.append(f"| {t['name']}{' (hidden)' if t.get('hidden') else ''} | {t['score']}/{t['max_score']} | {mark} |")
     L.append("")
     for t in result.tests:
-        if t.get("output") and t["score"] < t["max_score"] or t["name"] == "performance":
+        if (t.get("output") and (t["score"] < t["max_score"] or t.get("status") == "failed")
+                or t["name"] == "performance"):
             text = str(t.get("output", "")).strip()[-3000:]
             if t.get("hidden") and not _shows_hidden(result):
                 text = f"failed: {HIDDEN_NOTE}"

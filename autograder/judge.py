@@ -353,7 +353,7 @@ class Sanitizing:
             result.flags.append({"level": "info", "what": f"compute-sanitizer: {f}",
                                  "where": "public tests under compute-sanitizer"})
         result.tests.append({"name": SANITIZE_TEST, "score": 0, "max_score": 0,
-                             "visibility": "visible",
+                             "visibility": "visible", "status": "failed" if findings else "passed",
                              "output": "\n".join(findings) if findings else
                              "no findings: memcheck and racecheck saw nothing wrong in the "
                              "public tests"})

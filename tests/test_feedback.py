@@ -258,6 +258,10 @@ def test_grade_sanitize_through_the_sandbox_with_a_stand_in_wrapper(tmp_path, mo
     assert res["score"] == 6 and res["extra_data"]["max_score"] == 6
     [san] = [t for t in res["tests"] if t["name"] == feedback.SANITIZE_TEST]
     assert san["max_score"] == 0 and "WAR hazard" in san["output"]
+    assert san["status"] == "failed"   # shown red on Gradescope; no points lost (score above)
+    md = (tmp_path / "out" / "honest_simple" / "feedback.md").read_text()
+    assert f"| {feedback.SANITIZE_TEST} | 0/0 | see below |" in md
+    assert f"### {feedback.SANITIZE_TEST}" in md and "cell 1, line 12" in md
     assert "cell 1, line 12" in san["output"]
     assert any("compute-sanitizer: racecheck" in f for f in res["extra_data"]["flags"])
     logged = [json.loads(ln) for ln in (tmp_path / "out" / "measurements.jsonl").read_text()
@@ -336,6 +340,27 @@ def test_planted_race_fixture_differs_from_its_control_by_one_barrier():
     barriers = lambda s: sum("cuda.syncthreads()" in ln for ln in code(s))  # noqa: E731
     assert barriers(control) == 2 and barriers(race) == 1
     assert len(code(control)) - len(code(race)) == 1
+
+
+def test_the_h100_record_caught_the_planted_race_inside_the_full_sandbox():
+    """records/sanitizer/grade_h100.json (benchmarks/sanitizer_probe.py --grade on the H100):
+    grade --sanitize ran compute-sanitizer in the grader's sandbox with full isolation, found
+    the planted race at the fixture's lines, found nothing in its control, and left nothing
+    running. Re-read from the record, so a new recording that loses any of it fails here."""
+    rec = json.loads((REPO / "records" / "sanitizer" / "grade_h100.json").read_text())
+    assert "H100" in rec["provenance"]["gpu"] and not rec["provenance"]["simulated"]
+    log = rec["sanitizer_log"]
+    [cal] = [e for e in log if e.get("calibrate")]
+    assert cal["ok"] and cal["isolation"] == {"isolate": True, "drop_uid": True}
+    [box] = [e for e in log if e.get("kind") == "sandbox" and e.get("ok")]
+    assert box["mode"] == "full isolation" and box["uid"] != 0
+    assert all(box["isolation"][k] for k in ("net", "mount", "uid_drop"))
+    race = rec["fixtures"]["planted_race"]["sanitizer_feedback"]
+    assert race.startswith("racecheck: WAR hazard on shared memory at cell 1, line 55")
+    assert "at line 41" in race
+    assert rec["fixtures"]["control"]["sanitizer_feedback"].startswith("no findings")
+    assert rec["grade"]["returncode"] == 0 and rec["grade"]["left_running_then_killed"] == []
+    assert "compute-sanitizer runs in the grader's sandbox" in rec["grade"]["stdout"]
 
 
 def test_fixture_control_is_correct_in_the_simulator():
