@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from pathlib import Path
 
 from .sandbox import Child, ChildError
 from .timing import RecordingError, copy_recording, recording_summary
@@ -218,18 +219,39 @@ class Judging:
     # -- performance: the recorded launches, replayed and timed by the trusted process
 
 
-def _tool_report(child) -> str:
-    """What compute-sanitizer wrote: its --log-file, and the child's output too (where a
-    version of the tool prints some lines, its summary say, to the terminal anyway); a finding
-    in both is one finding (book.sanitizer.explain drops repeats)."""
-    try:
-        log = (child.workdir / "sanitizer.log").read_text(errors="replace")
-    except OSError:
-        log = ""
-    if log.strip() and "=========" not in log:   # a log written without the prefix
-        log = "\n".join("========= " + ln for ln in log.splitlines())
-    out = child.output_text()
-    return log + "\n" + "\n".join(ln for ln in out.splitlines() if ln.startswith("========="))
+class ToolLog:
+    """Where compute-sanitizer writes its report for one child: a folder of the grader's own
+    (0700, made before the child, so the sandbox hides it), never the submission's working
+    directory. The tool runs outside the driver's mount namespace with the grader's uid: a
+    report path the submission can reach would let it swap the file for a symlink, and the
+    grader would read whatever that points at (another submission's results, the hidden
+    cases' seed) into this submission's feedback. Use as a context manager."""
+
+    MAX_BYTES = 1 << 20   # --print-limit caps the tool's reports; a larger file is cut here
+
+    def __enter__(self):
+        import tempfile
+
+        self.folder = Path(tempfile.mkdtemp(prefix="ag-sanitizer-"))
+        self.path = self.folder / "sanitizer.log"
+        return self
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def report(self, child) -> str:
+        """What compute-sanitizer wrote: its log, and the child's output too (where a version
+        of the tool prints some lines, its summary say, to the terminal anyway); a finding in
+        both is one finding (book.sanitizer.explain drops repeats)."""
+        try:
+            with open(self.path, "rb") as f:
+                log = f.read(self.MAX_BYTES).decode(errors="replace")
+        except OSError:
+            log = ""
+        if log.strip() and "=========" not in log:   # a log written without the prefix
+            log = "\n".join("========= " + ln for ln in log.splitlines())
+        out = child.output_text() if child is not None else ""
+        return log + "\n" + "\n".join(ln for ln in out.splitlines() if ln.startswith("========="))
 
 
 class Sanitizing:
@@ -268,25 +290,26 @@ class Sanitizing:
         from .feedback import wrapper_argv, wrapper_keep
 
         child, text, ok, error = None, "", False, ""
-        try:
-            child = Child(mode="reference", functions={}, cells=None,
-                          simulated=self.simulated, gpu=None if self.simulated else gpu,
-                          isolate=self.isolate, drop_uid=self.drop_uid, hide=self._hide_paths(),
-                          wrap=wrapper_argv("memcheck", "sanitizer.log"),
-                          wrap_env={"NUMBA_CUDA_DEBUGINFO": "1"}, keep=wrapper_keep())
-            ev = child.recv(120)
-            r = child.request(120, cmd="probe") if ev.get("event") == "loaded" else ev
-            child.send(cmd="exit")
-            child.proc.wait(timeout=60)
-            ok = bool(r.get("ok"))
-            if not ok:
-                error = f"the probe kernel did not run ({str(r)[:300]})"
-        except Exception as e:  # ChildError (the launcher's fatal says why), a hang, the tool refusing
-            error = f"{getattr(e, 'reason', type(e).__name__)}: {getattr(e, 'detail', e)}"[:600]
-        finally:
-            if child is not None:
-                text = _tool_report(child)
-                child.close()
+        with ToolLog() as log:
+            try:
+                child = Child(mode="reference", functions={}, cells=None,
+                              simulated=self.simulated, gpu=None if self.simulated else gpu,
+                              isolate=self.isolate, drop_uid=self.drop_uid,
+                              hide=self._hide_paths(), wrap=wrapper_argv("memcheck", str(log.path)),
+                              wrap_env={"NUMBA_CUDA_DEBUGINFO": "1"}, keep=wrapper_keep())
+                ev = child.recv(120)
+                r = child.request(120, cmd="probe") if ev.get("event") == "loaded" else ev
+                child.send(cmd="exit")
+                child.proc.wait(timeout=60)
+                ok = bool(r.get("ok"))
+                if not ok:
+                    error = f"the probe kernel did not run ({str(r)[:300]})"
+            except Exception as e:  # ChildError (the launcher's fatal says why), a hang, the tool refusing
+                error = f"{getattr(e, 'reason', type(e).__name__)}: {getattr(e, 'detail', e)}"[:600]
+            finally:
+                if child is not None:
+                    child.close()
+                text = log.report(child)
         ok = ok and "ERROR SUMMARY" in text
         self.log(kind="sanitizer", calibrate="the grader's sandbox", ok=ok, report=text[-3000:],
                  isolation={"isolate": self.isolate, "drop_uid": self.drop_uid},
@@ -311,36 +334,37 @@ class Sanitizing:
         test_s = self.limits.get("test_s", 60) * self.SANITIZE_TEST_FACTOR
         for tool in ("memcheck", "racecheck"):
             child, passed = None, []
-            try:
-                # (simulated only in tests, with a stand-in wrapper: sanitizer_check() turns
-                # --sanitize off in a simulator run)
-                child = Child(mode="student", functions=self.functions(), cells=cells,
-                              simulated=self.simulated, gpu=None if self.simulated else gpu,
-                              limits=self._child_limits(),
-                              hide=self._hide_paths(), isolate=self.isolate,
-                              drop_uid=self.drop_uid, wrap=wrapper_argv(tool, "sanitizer.log"),
-                              wrap_env={"NUMBA_CUDA_DEBUGINFO": "1"}, keep=wrapper_keep())
-                ev = child.recv(load_s)
-                if ev.get("event") == "ready":
-                    ev = self.ask(child, load_s, cmd="load")
-                if ev.get("event") != "loaded":
-                    raise ChildError("load", f"unexpected answer {str(ev)[:200]}")
-                for case in public:
-                    r = self.ask(child, test_s, **self.test_message(case))
-                    passed.append(self.judge(case, r, child)[0])
-                child.send(cmd="exit")
-                try:   # the tool writes its summary as the driver exits
-                    child.proc.wait(timeout=60)
-                except Exception:
-                    pass
-            except (ChildError, OSError) as e:
-                problems.append(f"{tool}: the public tests did not finish under compute-sanitizer "
-                                f"({getattr(e, 'reason', type(e).__name__)}: "
-                                f"{getattr(e, 'detail', e)})"[:500])
-            finally:
-                if child is not None:
-                    texts[tool] = _tool_report(child)
-                    child.close()
+            with ToolLog() as log:
+                try:
+                    # (simulated only in tests, with a stand-in wrapper: sanitizer_check() turns
+                    # --sanitize off in a simulator run)
+                    child = Child(mode="student", functions=self.functions(), cells=cells,
+                                  simulated=self.simulated, gpu=None if self.simulated else gpu,
+                                  limits=self._child_limits(),
+                                  hide=self._hide_paths(), isolate=self.isolate,
+                                  drop_uid=self.drop_uid, wrap=wrapper_argv(tool, str(log.path)),
+                                  wrap_env={"NUMBA_CUDA_DEBUGINFO": "1"}, keep=wrapper_keep())
+                    ev = child.recv(load_s)
+                    if ev.get("event") == "ready":
+                        ev = self.ask(child, load_s, cmd="load")
+                    if ev.get("event") != "loaded":
+                        raise ChildError("load", f"unexpected answer {str(ev)[:200]}")
+                    for case in public:
+                        r = self.ask(child, test_s, **self.test_message(case))
+                        passed.append(self.judge(case, r, child)[0])
+                    child.send(cmd="exit")
+                    try:   # the tool writes its summary as the driver exits
+                        child.proc.wait(timeout=60)
+                    except Exception:
+                        pass
+                except (ChildError, OSError) as e:
+                    problems.append(f"{tool}: the public tests did not finish under compute-sanitizer "
+                                    f"({getattr(e, 'reason', type(e).__name__)}: "
+                                    f"{getattr(e, 'detail', e)})"[:500])
+                finally:
+                    if child is not None:
+                        child.close()   # the tool has exited: its log is whole
+                        texts[tool] = log.report(child)
             self.log(kind="sanitizer", id=result.id, tool=tool, tests_passed=passed,
                      report=texts.get(tool, "")[-6000:])
         from book.sanitizer import _refused

@@ -242,12 +242,12 @@ def test_grade_sanitize_through_the_sandbox_with_a_stand_in_wrapper(tmp_path, mo
     script = wrapdir / "fake-sanitizer"
     # like the tool: racecheck writes the report, memcheck finds nothing
     script.write_text(f'#!/bin/sh\nif [ "$1" = racecheck ]; then cat {wrapdir}/report.txt; '
-                      'else echo "========= ERROR SUMMARY: 0 errors"; fi > sanitizer.log\n'
-                      'shift\n"$@"\necho "$NUMBA_CUDA_DEBUGINFO" > wrapped.txt\n')
+                      'else echo "========= ERROR SUMMARY: 0 errors"; fi > "$2"\n'
+                      'shift 2\n"$@"\necho "$NUMBA_CUDA_DEBUGINFO" > wrapped.txt\n')
     script.chmod(0o755)
     for p in (tmp_path, wrapdir, *wrapdir.iterdir()):
         p.chmod(p.stat().st_mode | 0o055)
-    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(script), tool])
+    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(script), tool, log])
     monkeypatch.setattr(feedback, "wrapper_keep", lambda: [str(wrapdir)])
     monkeypatch.setattr(Run, "sanitizer_check", lambda self: None)
     rub = tmp_path / "fast.toml"
@@ -270,6 +270,47 @@ def test_grade_sanitize_through_the_sandbox_with_a_stand_in_wrapper(tmp_path, mo
     assert all(r["tests_passed"] == [True, True] for r in logged)
 
 
+# A submission that swaps the tool's report for a symlink to a file of the grader's (here a
+# stand-in secret; on a real run the hidden cases' seed or another submission's results): the
+# tool runs outside the driver's mount namespace with the grader's uid, so a report path in the
+# submission's working directory would be read through the link into its feedback.
+SWAP_CELL = """import os
+for name in ("sanitizer.log", "report.log"):
+    try:
+        os.remove(name)
+    except OSError:
+        pass
+    os.symlink({secret!r}, name)
+print("AG-SWAPPED", sorted(os.listdir(".")), flush=True)
+"""
+
+
+def test_a_submission_cannot_point_the_tools_report_at_a_grader_file(tmp_path, monkeypatch):
+    from autograder.grade import Run
+
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"hidden_seed": 918273645}\n')
+    sub = tmp_path / "swapper.py"
+    sub.write_text((FIX / "honest_simple.py").read_text() + "\n" +
+                   SWAP_CELL.format(secret=str(secret)))
+    # the stand-in writes its report where the grader asks, then runs the driver
+    script = _stand_in(tmp_path, 'log="$2"; shift 2\n'
+                       'echo "========= ERROR SUMMARY: 0 errors" > "$log"\n"$@"\n')
+    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(script), tool, log])
+    monkeypatch.setattr(feedback, "wrapper_keep", lambda: [str(script.parent)])
+    monkeypatch.setattr(Run, "sanitizer_check", lambda self: None)
+    rub = tmp_path / "fast.toml"
+    rub.write_text(FAST_RUBRIC)
+    run = Run("lab2", tmp_path / "out", rubric_path=rub, simulated=True, quiet=True,
+              sanitize=True)
+    [res] = run.grade([sub])
+    [san] = [t for t in res["tests"] if t["name"] == feedback.SANITIZE_TEST]
+    everything = json.dumps(res) + (tmp_path / "out" / "swapper" / "feedback.md").read_text() + \
+        (tmp_path / "out" / "measurements.jsonl").read_text()
+    assert "918273645" not in everything
+    assert san["output"].startswith("no findings") and res["score"] == 6
+
+
 def _stand_in(tmp_path, body):
     d = tmp_path / "wrap"
     d.mkdir(exist_ok=True)
@@ -289,12 +330,12 @@ def test_calibration_finds_a_working_sandbox_or_turns_sanitize_off(tmp_path, mon
     from autograder.grade import Run
 
     monkeypatch.setattr(feedback, "wrapper_keep", lambda: [str(tmp_path / "wrap")])
-    good = _stand_in(tmp_path, '"$@"\necho "========= ERROR SUMMARY: 0 errors" > sanitizer.log\n')
-    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(good)])
+    good = _stand_in(tmp_path, 'log="$1"; shift\n"$@"\necho "========= ERROR SUMMARY: 0 errors" > "$log"\n')
+    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(good), log])
     run = Run("lab2", tmp_path / "out", simulated=True, quiet=True, sanitize=True)
     assert run.calibrate_sanitizer() and run.sanitize
-    bad = _stand_in(tmp_path, "echo 'refused' > sanitizer.log\nexit 1\n")
-    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(bad)])
+    bad = _stand_in(tmp_path, "echo 'refused' > \"$1\"\nexit 1\n")
+    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(bad), log])
     run = Run("lab2", tmp_path / "out2", simulated=True, quiet=True, sanitize=True)
     t0 = time.monotonic()
     assert not run.calibrate_sanitizer() and not run.sanitize
