@@ -264,6 +264,7 @@ class Sanitizing:
 
     SANITIZE_LOAD_FACTOR = 3     # loading and compiling under the tool (debug line info) is slower
     SANITIZE_TEST_FACTOR = 10    # racecheck watches every shared-memory access
+    SANITIZE_BUDGET_S = 300      # both tools, one submission: a slow or spinning one costs no more
 
     def sanitizer_check(self) -> str | None:
         """Once per run: None when compute-sanitizer can run here, else the one line that says
@@ -330,10 +331,23 @@ class Sanitizing:
 
         texts, problems = {}, []
         public = [c for c in self.cases if c["visibility"] == "public"]
+        unfinished = [c["name"] for c in public if c["id"] not in getattr(result, "replies", {})]
+        if unfinished:   # they would not finish under a tool that runs them ten times slower
+            note = (f"not run: the public test(s) {', '.join(unfinished)} did not finish in the "
+                    "graded run, and compute-sanitizer runs them about ten times slower")
+            result.tests.append({"name": SANITIZE_TEST, "score": 0, "max_score": 0,
+                                 "visibility": "visible", "output": note})
+            self.log(kind="sanitizer", id=result.id, skipped=note)
+            return
+        end = time.monotonic() + self.SANITIZE_BUDGET_S
         load_s = self.limits.get("load_s", 120) * self.SANITIZE_LOAD_FACTOR
         test_s = self.limits.get("test_s", 60) * self.SANITIZE_TEST_FACTOR
         for tool in ("memcheck", "racecheck"):
             child, passed = None, []
+            if end - time.monotonic() < 10:
+                problems.append(f"{tool}: not run: this submission's {self.SANITIZE_BUDGET_S} s "
+                                "under compute-sanitizer were spent")
+                continue
             with ToolLog() as log:
                 try:
                     # (simulated only in tests, with a stand-in wrapper: sanitizer_check() turns
@@ -344,13 +358,16 @@ class Sanitizing:
                                   hide=self._hide_paths(), isolate=self.isolate,
                                   drop_uid=self.drop_uid, wrap=wrapper_argv(tool, str(log.path)),
                                   wrap_env={"NUMBA_CUDA_DEBUGINFO": "1"}, keep=wrapper_keep())
-                    ev = child.recv(load_s)
+                    def left(cap):   # this submission's sanitizer budget bounds every wait
+                        return max(1.0, min(cap, end - time.monotonic()))
+
+                    ev = child.recv(left(load_s))
                     if ev.get("event") == "ready":
-                        ev = self.ask(child, load_s, cmd="load")
+                        ev = self.ask(child, left(load_s), cmd="load")
                     if ev.get("event") != "loaded":
                         raise ChildError("load", f"unexpected answer {str(ev)[:200]}")
                     for case in public:
-                        r = self.ask(child, test_s, **self.test_message(case))
+                        r = self.ask(child, left(test_s), **self.test_message(case))
                         passed.append(self.judge(case, r, child)[0])
                     child.send(cmd="exit")
                     try:   # the tool writes its summary as the driver exits

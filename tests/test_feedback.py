@@ -311,6 +311,29 @@ def test_a_submission_cannot_point_the_tools_report_at_a_grader_file(tmp_path, m
     assert san["output"].startswith("no findings") and res["score"] == 6
 
 
+def test_a_submission_that_timed_out_is_not_run_again_under_the_tool(tmp_path, monkeypatch):
+    """Under compute-sanitizer the public tests run about ten times slower: a submission whose
+    public tests did not finish in the graded run is not started under the tool at all (it
+    would hold the grader for ten of its time limits per tool); its feedback says so."""
+    from autograder.grade import Run
+
+    ran = tmp_path / "tool-ran"
+    script = _stand_in(tmp_path, f'touch {ran}\nlog="$2"; shift 2\n"$@"\n')
+    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(script), tool, log])
+    monkeypatch.setattr(feedback, "wrapper_keep", lambda: [str(script.parent)])
+    monkeypatch.setattr(Run, "sanitizer_check", lambda self: None)
+    rub = tmp_path / "fast.toml"
+    rub.write_text(FAST_RUBRIC.replace("test_s = 20", "test_s = 3"))
+    run = Run("lab2", tmp_path / "out", rubric_path=rub, simulated=True, quiet=True,
+              sanitize=True)
+    t0 = time.monotonic()
+    [res] = run.grade([REPO / "tests" / "fixtures" / "submissions" / "infinite_loop.py"])
+    assert time.monotonic() - t0 < 60
+    [san] = [t for t in res["tests"] if t["name"] == feedback.SANITIZE_TEST]
+    assert san["output"].startswith("not run: the public test(s) public M=3 F=40")
+    assert "did not finish in the graded run" in san["output"] and not ran.exists()
+
+
 def _stand_in(tmp_path, body):
     d = tmp_path / "wrap"
     d.mkdir(exist_ok=True)
