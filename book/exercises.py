@@ -27,6 +27,7 @@ from __future__ import annotations
 import html
 import math
 import numbers
+import re
 from dataclasses import dataclass
 
 __all__ = ["Feedback", "Exercise", "Number", "Choice", "KernelExercise", "PLACEHOLDER"]
@@ -34,6 +35,15 @@ __all__ = ["Feedback", "Exercise", "Number", "Choice", "KernelExercise", "PLACEH
 #: The message for an answer left as the placeholder ``None``: a chapter executes its
 #: exercise cells unanswered (in CI and on the page), so this must not be an error.
 PLACEHOLDER = "Write your prediction in `answer` and run the cell again."
+
+
+_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def _inline(text: str) -> str:
+    """``text`` as HTML: escaped, with `code` spans (the messages' Markdown habit) as <code>;
+    a page shows ``answer``, not its backticks. Plain text (str) keeps the backticks."""
+    return _CODE.sub(r"<code>\1</code>", html.escape(text))
 
 
 @dataclass(frozen=True)
@@ -57,7 +67,7 @@ class Feedback:
     def _repr_html_(self) -> str:
         colour = {True: "#009E73", False: "#D55E00", None: "#0072B2"}[self.correct]
         return (f'<div class="exercise-feedback" style="border-left:4px solid {colour};'
-                f'padding-left:0.6em">{html.escape(str(self))}</div>')
+                f'padding-left:0.6em">{_inline(str(self))}</div>')
 
 
 class Exercise:
@@ -123,7 +133,7 @@ class Exercise:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        e = html.escape
+        e = _inline
         parts = [f'<div class="course-exercise"><p><strong>Exercise.</strong> '
                  f'{e(self.question)}</p>']
         if self.how:
@@ -137,7 +147,7 @@ class Exercise:
         return "".join(parts)
 
     def _answer_html(self) -> str:
-        return html.escape(self._answer_text())
+        return _inline(self._answer_text())
 
 
 class Text(str):

@@ -366,3 +366,18 @@ def test_chapter_exercise_cell_answered_wrong_then_right_in_a_kernel(chapter, ce
             verdicts.append(res[-1]["data"]["text/plain"])
     assert verdicts[0].startswith("Not yet."), verdicts[0]
     assert verdicts[1].startswith("Right."), verdicts[1]
+
+
+def test_pages_show_code_spans_not_backticks_and_still_escape():
+    """The messages are written with Markdown's `code` habit; the page (HTML) shows <code>,
+    not the backticks, and anything else stays escaped. Plain text keeps the backticks."""
+    ex = _number()
+    fb = ex.check(None)
+    assert "`answer`" in str(fb)
+    page = fb._repr_html_()
+    assert "<code>answer</code>" in page and "`" not in page
+    risky = Choice("Is `x < y` <b>bold</b>?", {"a": "yes", "b": "no"}, "a",
+                   explanation="`<script>` stays text")
+    page = risky._repr_html_()
+    assert "<code>x &lt; y</code>" in page and "&lt;b&gt;bold&lt;/b&gt;" in page
+    assert "<code>&lt;script&gt;</code>" in page and "<script>" not in page and "`" not in page

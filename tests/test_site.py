@@ -449,3 +449,26 @@ def test_exercises_show_the_question_with_hints_and_answer_folded(built_book, si
                 problems.append(f"{src}: the exercise is not framed (tools/theme/course.css)")
     assert seen >= 8, f"only {seen} checked exercises on the chapter pages"
     assert not problems, "\n".join(problems)
+
+
+def test_dense_figures_keep_a_legible_width_on_phones(built_book, site_page):
+    """Chapter 7's store drawn bank by bank (32 columns of lane numbers) was about 3 px a label
+    shrunk to a phone's column. A figure marked scroll-wide (its cell's mystnb.image.classes)
+    keeps at least 640 px at 375 px and scrolls inside its own output box, not the page; at
+    1280 px it fits the column with no scrolling."""
+    page = "chapters/07_epilogue_fusion.html"
+    measure = """() => [...document.querySelectorAll('article.bd-article img.scroll-wide')]
+        .map(i => { const box = i.closest('div.cell_output');
+                    return {width: i.getBoundingClientRect().width, alt: i.alt.slice(0, 40),
+                            scrolls: box.scrollWidth > box.clientWidth + 1,
+                            overflow: getComputedStyle(box).overflowX}; })"""
+    site_page.page.set_viewport_size({"width": 375, "height": 812})
+    site_page.goto(page)
+    phone = site_page.page.evaluate(measure)
+    assert phone and any(f["alt"].startswith("Two strips of 32 bank columns") for f in phone), phone
+    assert all(f["width"] >= 640 and f["scrolls"] and f["overflow"] == "auto" for f in phone), phone
+    assert site_page.page.evaluate("document.documentElement.scrollWidth") <= 376
+    site_page.page.set_viewport_size({"width": 1280, "height": 900})
+    site_page.goto(page)
+    laptop = site_page.page.evaluate(measure)
+    assert laptop and not any(f["scrolls"] for f in laptop), laptop
