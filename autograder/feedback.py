@@ -467,16 +467,14 @@ SANITIZE_TEST = "compute-sanitizer: memcheck and racecheck (feedback, no points)
 
 def wrapper_argv(tool: str, log_file: str) -> list[str]:
     """compute-sanitizer's command line for ``grade --sanitize``: the flags of
-    ``book.sanitizer.run`` (20 reports at most, no backtraces, racecheck's hazards only), with
-    the report written to ``log_file`` (the submission's own prints share its stdout)."""
+    ``book.sanitizer.run`` (``book.sanitizer.command``), with the report written to
+    ``log_file`` (the submission's own prints share its stdout)."""
     from book import sanitizer
 
     exe = sanitizer.find()
     if exe is None:
         raise FileNotFoundError("compute-sanitizer")
-    return [exe, "--tool", tool, "--print-limit", "20", "--show-backtrace", "no",
-            *(["--racecheck-report", "hazard"] if tool == "racecheck" else []),
-            "--log-file", log_file]
+    return [exe, *sanitizer.command(tool), "--log-file", log_file]
 
 
 def wrapper_keep() -> list[str]:
@@ -512,15 +510,8 @@ def sandbox_findings(texts: dict, limit: int = 6) -> list[str]:
             text = "\n".join("========= " + ln for ln in text.splitlines())
         text = _CELL.sub(lambda m: f"cell{m.group(1)}.py", text or "")
         res[tool] = {"findings": sanitizer.parse(tool, text), "output": text}
-    out = []
-    for s in sanitizer.explain(res, limit=limit):
-        out.append(re.sub(r"cell(\d+)\.py, line", r"cell \1, line", s))
-    for tool, r in res.items():
-        m = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?",
-                      r["output"])
-        if m and int(m.group(2)) > int(m.group(1)):
-            out.append(f"racecheck: {m.group(2)} hazards in all ({m.group(1)} shown)")
-    return out
+    return [re.sub(r"cell(\d+)\.py, line", r"cell \1, line", s)
+            for s in sanitizer.explain(res, limit=limit)]
 
 
 # ------------------------------------------------------------------------------ the child

@@ -332,9 +332,10 @@ class Sanitizing:
         texts, problems = {}, []
         public = [c for c in self.cases if c["visibility"] == "public"]
         unfinished = [c["name"] for c in public if c["id"] not in getattr(result, "replies", {})]
-        if unfinished:   # they would not finish under a tool that runs them ten times slower
-            note = (f"not run: the public test(s) {', '.join(unfinished)} did not finish in the "
-                    "graded run, and compute-sanitizer runs them about ten times slower")
+        if unfinished:   # a hang, a crash, no function: no better under a tool ten times slower
+            note = (f"not run: the public test(s) {', '.join(unfinished)} gave no answer in the "
+                    "graded run (see their output), and compute-sanitizer would run them about "
+                    "ten times slower")
             result.tests.append({"name": SANITIZE_TEST, "score": 0, "max_score": 0,
                                  "visibility": "visible", "output": note})
             self.log(kind="sanitizer", id=result.id, skipped=note)

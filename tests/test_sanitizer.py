@@ -92,3 +92,32 @@ def test_a_warning_the_parser_does_not_know_is_never_read_as_clean():
     lines = sanitizer.explain({"racecheck": {"findings": found}}, own_files=["student.py"])
     assert lines[0] == ("racecheck said: Error: Target application terminated before first "
                         "instrumented API call")
+
+
+def test_errors_counted_but_not_printed_never_read_as_clean():
+    """memcheck on the H100 printed 20 CUDA API errors (Numba's start-up probes) and counted,
+    unprinted, the out-of-bounds stores of a hostile fixture (tests/fixtures/sanitizer): the
+    sentences say errors were counted, never nothing. A clean summary says nothing."""
+    text = (FIXTURES / "memcheck_h100_api_errors_first.txt").read_text()
+    found = sanitizer.parse("memcheck", text)
+    assert found == []
+    lines = sanitizer.explain({"memcheck": {"findings": found, "output": text}})
+    assert len(lines) == 1 and lines[0].startswith("memcheck: 153 errors counted but not printed")
+    clean = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+    assert sanitizer.explain({"memcheck": {"findings": [], "output": clean}}) == []
+
+
+def test_one_command_line_for_both_routes_without_api_errors(monkeypatch):
+    """book.sanitizer.run and the grader's wrapper use the same flags, and neither prints CUDA
+    API errors (which used up the print limit before the student's own errors)."""
+    from autograder import feedback
+
+    for tool in sanitizer.TOOLS:
+        flags = sanitizer.command(tool)
+        assert flags[:2] == ["--tool", tool]
+        assert flags[flags.index("--report-api-errors") + 1] == "no"
+        assert ("--racecheck-report" in flags) == (tool == "racecheck")
+    monkeypatch.setattr(sanitizer, "find", lambda: "/opt/cuda/bin/compute-sanitizer")
+    argv = feedback.wrapper_argv("memcheck", "/x/log")
+    assert argv[0] == "/opt/cuda/bin/compute-sanitizer"
+    assert argv[1:-2] == sanitizer.command("memcheck") and argv[-2:] == ["--log-file", "/x/log"]
