@@ -427,6 +427,26 @@ def test_the_h100_record_caught_the_planted_race_inside_the_full_sandbox():
     assert "compute-sanitizer runs in the grader's sandbox" in rec["grade"]["stdout"]
 
 
+def test_the_h100_record_of_hostile_fixtures_under_sanitize():
+    """records/sanitizer/hostile_h100.json (benchmarks/sanitize_hostile_probe.py on the H100):
+    every hostile and unusual lab-2 fixture graded with and without --sanitize; the flag
+    changed no correctness test, left nothing running, caught the out-of-bounds store at its
+    line, and gave every graded submission a sanitizer verdict or a reason."""
+    rec = json.loads((REPO / "records" / "sanitizer" / "hostile_h100.json").read_text())
+    assert "H100" in rec["provenance"]["gpu"] and rec["same_correctness"] is True
+    assert rec["sanitize"]["left_running_then_killed"] == [] and rec["ps_after"] == []
+    assert len(rec["per_submission"]) >= 24   # 18 fixtures, a malformed notebook, 5 threats
+    [cal] = [e for e in rec["sanitizer_log"] if e.get("calibrate")]
+    assert cal["ok"]
+    oob = rec["per_submission"]["illegal_access"]["sanitize"]["sanitizer"]
+    assert oob[0].startswith("memcheck: Invalid __global__ write") and "cell 1, line 10" in oob[0]
+    assert oob[1] == "failed"
+    for sid, r in rec["per_submission"].items():
+        san = (r["sanitize"] or {}).get("sanitizer")
+        if (r["sanitize"] or {}).get("status") == "graded":
+            assert san and san[0].startswith(("no findings", "not run: ", "memcheck", "racecheck")), sid
+
+
 def test_fixture_control_is_correct_in_the_simulator():
     lab = Lab("lab4")
     ns = runpy.run_path(str(REPO / "tests" / "fixtures" / "sanitizer" / "lab4_honest.py"))
