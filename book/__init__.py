@@ -11,9 +11,12 @@ from __future__ import annotations
 import importlib
 
 from . import gpu  # must run first: GPU or simulator
+from .figures import sharpen_inline_figures
 from .show import show
 
-__all__ = ["gpu", "show", "specs", "traffic", "roofline", "bench", "kernels", "data",
+sharpen_inline_figures()   # in a notebook: figures at twice the pixels (book/figures.py)
+
+__all__ = ["gpu", "show", "sharpen_inline_figures", "specs", "traffic", "roofline", "bench", "kernels", "data",
            "widgets", "claims"]
 
 _LAZY = {"specs", "traffic", "roofline", "bench", "kernels", "data", "widgets", "claims"}

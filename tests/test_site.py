@@ -453,9 +453,9 @@ def test_exercises_show_the_question_with_hints_and_answer_folded(built_book, si
 
 def test_dense_figures_keep_a_legible_width_on_phones(built_book, site_page):
     """Chapter 7's store drawn bank by bank (32 columns of lane numbers) was about 3 px a label
-    shrunk to a phone's column. A figure marked scroll-wide (its cell's mystnb.image.classes)
-    keeps at least 640 px at 375 px and scrolls inside its own output box, not the page; at
-    1280 px it fits the column with no scrolling."""
+    shrunk to a phone's column. A figure marked scroll-wide (560 px or wider, or its cell's
+    mystnb.image.classes) keeps at least 600 px at 375 px and scrolls inside its own output box,
+    not the page; at 1280 px it fits the column with no scrolling."""
     page = "chapters/07_epilogue_fusion.html"
     measure = """() => [...document.querySelectorAll('article.bd-article img.scroll-wide')]
         .map(i => { const box = i.closest('div.cell_output');
@@ -466,9 +466,29 @@ def test_dense_figures_keep_a_legible_width_on_phones(built_book, site_page):
     site_page.goto(page)
     phone = site_page.page.evaluate(measure)
     assert phone and any(f["alt"].startswith("Two strips of 32 bank columns") for f in phone), phone
-    assert all(f["width"] >= 640 and f["scrolls"] and f["overflow"] == "auto" for f in phone), phone
+    assert all(f["width"] >= 600 and f["scrolls"] and f["overflow"] == "auto" for f in phone), phone
     assert site_page.page.evaluate("document.documentElement.scrollWidth") <= 376
     site_page.page.set_viewport_size({"width": 1280, "height": 900})
     site_page.goto(page)
     laptop = site_page.page.evaluate(measure)
     assert laptop and not any(f["scrolls"] for f in laptop), laptop
+
+
+def test_no_figure_is_shrunk_past_reading_on_a_phone(built_book, site_page):
+    """At 375 px every figure in a cell's output is shown at 65% of its display width or more
+    (a wide one scrolls in its box instead of shrinking), with its aspect ratio kept."""
+    site_page.page.set_viewport_size({"width": 375, "height": 812})
+    small = []
+    for src in _executed_pages(built_book):
+        site_page.goto(str(Path(src).with_suffix(".html")))
+        for f in site_page.page.evaluate("""() =>
+            [...document.querySelectorAll('article.bd-article div.cell_output img')].map(i => {
+              const r = i.getBoundingClientRect();
+              const w = parseFloat(i.getAttribute('width')) || i.naturalWidth;
+              const h = parseFloat(i.getAttribute('height')) || i.naturalHeight;
+              return {alt: (i.alt || i.src).slice(0, 50), scale: r.width / w,
+                      aspect: (r.height / r.width) / (h / w)}; })"""):
+            if f["scale"] < 0.65 or abs(f["aspect"] - 1) > 0.03:
+                small.append(f"{src}: {f}")
+    assert not small, "figures shrunk or distorted at 375 px:\n" + "\n".join(small)
+

@@ -12,6 +12,8 @@
 3. A colour mode on every page (``default_mode``): the theme's script otherwise reads an empty
    mode on a reader's first visit and logs "Got invalid theme mode: . Resetting to auto." as a
    console error.
+4. Wide figures in cell outputs keep a legible width on phones and scroll in their own box
+   (``scroll-wide``; tools/theme/course.css).
 """
 
 from __future__ import annotations
@@ -131,6 +133,46 @@ def printed_links_stay_text(app, doctree, docname) -> None:
             ref.replace_self(nodes.Text(f"[{ref.astext()}]({target})"))
 
 
+# A figure at least this wide (its display width, in CSS pixels) keeps MIN_PHONE_WIDTH on a
+# phone and scrolls sideways in its output box (tools/theme/course.css, .scroll-wide): shrunk
+# to a 375-pixel screen, a 750-pixel figure's 9-point labels were about 5 pixels tall.
+WIDE_FIGURE_PX = 560
+
+
+def _png_width(path: Path) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(24)
+    except OSError:
+        return None
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        return None
+    return int.from_bytes(head[16:20], "big")
+
+
+def wide_figures_scroll_on_phones(app, doctree, docname) -> None:
+    """Mark every figure in a cell's output that is WIDE_FIGURE_PX or wider ``scroll-wide``.
+
+    Its display width is the output's own (a retina PNG says it: book/figures.py), else the
+    PNG's pixel width. A cell can also ask for it in its metadata (mystnb.image.classes)."""
+    for img in doctree.findall(nodes.image):
+        if "scroll-wide" in img.get("classes", []):
+            continue
+        if not any("cell_output" in (a.get("classes") or []) for a in _ancestors(img)):
+            continue
+        width = None
+        try:
+            width = int(float(str(img.get("width", "")).removesuffix("px")))
+        except ValueError:
+            uri = img.get("uri", "")
+            for base in (Path(app.srcdir), Path(app.srcdir) / Path(docname).parent):
+                width = _png_width(base / uri) if uri else None
+                if width:
+                    break
+        if width and width >= WIDE_FIGURE_PX:
+            img["classes"] = [*img.get("classes", []), "scroll-wide"]
+
+
 def _ancestors(node):
     node = node.parent
     while node is not None:
@@ -141,5 +183,6 @@ def _ancestors(node):
 def setup(app):
     app.connect("doctree-read", add_outputs_note)
     app.connect("doctree-resolved", printed_links_stay_text)
+    app.connect("doctree-resolved", wide_figures_scroll_on_phones)
     app.connect("html-page-context", one_copy_of_each_script)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
