@@ -484,8 +484,9 @@ def test_no_figure_is_shrunk_past_reading_on_a_phone(built_book, site_page):
         for f in site_page.page.evaluate("""() =>
             [...document.querySelectorAll('article.bd-article div.cell_output img')].map(i => {
               const r = i.getBoundingClientRect();
-              const w = parseFloat(i.getAttribute('width')) || i.naturalWidth;
-              const h = parseFloat(i.getAttribute('height')) || i.naturalHeight;
+              // the display size the output asked for (Sphinx's inline style), else the PNG's
+              const w = parseFloat(i.style.width) || parseFloat(i.getAttribute('width')) || i.naturalWidth;
+              const h = parseFloat(i.style.height) || parseFloat(i.getAttribute('height')) || i.naturalHeight;
               return {alt: (i.alt || i.src).slice(0, 50), scale: r.width / w,
                       aspect: (r.height / r.width) / (h / w)}; })"""):
             if f["scale"] < 0.65 or abs(f["aspect"] - 1) > 0.03:
