@@ -14,8 +14,9 @@ write twice"), reveals hints one at a time, and keeps the answer hidden until as
 
 Three kinds: :class:`Number` (a prediction with a tolerance and a unit), :class:`Choice`
 (one of a few options, each wrong option with its own explanation) and
-:class:`KernelExercise` (a kernel to complete, run in the simulator on a small input
-and compared with the float64 truth of ``book.kernels.reference``).
+:class:`KernelExercise` (a kernel to complete, run on a small input on the GPU, or in
+Numba's CUDA simulator where there is none, and compared with the float64 truth of
+``book.kernels.reference``). A number may be typed with its unit, ``ex.check("0.25 KiB")``.
 
 The right answers of the chapters' exercises are computed by the library (``book.traffic``,
 ``book.roofline``, ``book.data``), never typed: the ``chapter*`` functions at the end of this
@@ -24,10 +25,13 @@ module build them, so a chapter cell shows the question without giving the answe
 
 from __future__ import annotations
 
+import contextlib
 import html
+import importlib
 import math
 import numbers
 import re
+import warnings
 from dataclasses import dataclass
 
 __all__ = ["Feedback", "Exercise", "Number", "Choice", "KernelExercise", "PLACEHOLDER"]
@@ -75,9 +79,13 @@ class Exercise:
 
     kind = "exercise"
 
-    def __init__(self, question: str, *, hints=(), explanation: str = "", how: str = ""):
+    def __init__(self, question: str, *, hints=(), explanation: str = "", how: str = "",
+                 name: str = "ex"):
         if not question or not isinstance(question, str):
             raise ValueError("an exercise needs its question as a non-empty string")
+        if not name.isidentifier():
+            raise ValueError(f"name must be the notebook variable's name, got {name!r}")
+        self.name = name  # the variable the chapter holds it in: its messages say `ex.hint()`
         self.question = question
         self.hints = list(hints)
         self.explanation = explanation
@@ -98,10 +106,10 @@ class Exercise:
     def hint(self) -> str:
         """The next hint (each call reveals one more); after the last, where the answer is."""
         if not self.hints:
-            return Text("No hints for this one: ex.solution() shows the answer.")
+            return Text(f"No hints for this one: `{self.name}.solution()` shows the answer.")
         if self._hints_shown >= len(self.hints):
             return Text(f"No more hints (all {len(self.hints)} shown): "
-                        "ex.solution() shows the answer.")
+                        f"`{self.name}.solution()` shows the answer.")
         self._hints_shown += 1
         return Text(f"Hint {self._hints_shown} of {len(self.hints)}: "
                     f"{self.hints[self._hints_shown - 1]}")
@@ -128,9 +136,13 @@ class Exercise:
         lines = [f"Exercise: {self.question}"]
         if self.how:
             lines.append(self.how)
-        lines.append("ex.check(answer) checks it; ex.hint() gives a hint; "
-                     "ex.solution() shows the answer.")
+        n = self.name
+        lines.append(f"`{n}.check(answer)` checks it; `{n}.hint()` gives a hint; "
+                     f"`{n}.solution()` shows the answer.")
         return "\n".join(lines)
+
+    def _try_hint(self) -> str:
+        return f"Try `{self.name}.hint()`."
 
     def _repr_html_(self) -> str:
         e = _inline
@@ -140,14 +152,17 @@ class Exercise:
             parts.append(f"<p>{e(self.how)}</p>")
         for i, h in enumerate(self.hints, 1):
             parts.append(f"<details><summary>Hint {i}</summary><p>{e(h)}</p></details>")
+        # block elements side by side in the fold (a <pre> inside a <p> is invalid HTML: the
+        # browser closes the <p> early and the explanation after it loses its indent)
         answer = self._answer_html()
         if self.explanation:
-            answer += f"<br>{e(self.explanation)}"
-        parts.append(f"<details><summary>Answer</summary><p>{answer}</p></details></div>")
+            answer += f"<p>{e(self.explanation)}</p>"
+        parts.append(f"<details><summary>Answer</summary>{answer}</details></div>")
         return "".join(parts)
 
     def _answer_html(self) -> str:
-        return _inline(self._answer_text())
+        """The answer as one block element (a paragraph unless a subclass says otherwise)."""
+        return f"<p>{_inline(self._answer_text())}</p>"
 
 
 class Text(str):
@@ -166,17 +181,92 @@ def _fmt(x: float) -> str:
     return f"{x:,.3g}" if abs(x) >= 1000 else f"{x:.3g}"
 
 
+# -- units a reader may type after a number -----------------------------------------------
+# Each unit is (family, size in the family's base unit). The course writes sizes with decimal
+# prefixes (MB = 10^6 bytes, GB/s = 10^9 bytes/s) and caches with binary ones (50 MiB of L2):
+# KB, MB, GB, TB are powers of 1000 and KiB, MiB, GiB, TiB powers of 1024, as in the text.
+# Looked up with case and spaces ignored ("480mib", "12 US").
+_UNITS: dict[str, tuple[str, float]] = {}
+_ACCEPTED = {  # what the messages list, per family
+    "bytes": "B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024)",
+    "bytes/s": "B/s, KB/s, MB/s, GB/s, TB/s (or KiB/s, MiB/s, GiB/s, TiB/s)",
+    "s": "s, ms, µs (or us), ns",
+    "flop/s": "FLOP/s, GFLOP/s, TFLOP/s, PFLOP/s (or GFLOPS, TFLOPS, ...)",
+    "%": "%",
+}
+_EXAMPLE = {  # how a reader writes a unit: as text, `answer = "2 MiB"`
+    "bytes": '`"0.5 KB"` or `"2 MiB"` (KB, MB, GB: powers of 1000; KiB, MiB, GiB: 1024)',
+    "bytes/s": '`"900 GB/s"`', "s": '`"12 µs"` or `"0.5 ms"`',
+    "flop/s": '`"900 GFLOP/s"`', "%": '`"3.5%"`'}
+
+
+def _unit(family: str, size: float, *names: str) -> None:
+    for name in names:
+        key = _unit_key(name)
+        _UNITS[key] = (family, size)
+        if key.endswith("/s"):
+            _UNITS[key[:-2] + "/sec"] = (family, size)
+
+
+def _unit_key(text: str) -> str:
+    return "".join(text.split()).lower()
+
+
+_unit("bytes", 1, "B", "byte", "bytes")
+_unit("bytes/s", 1, "B/s", "byte/s", "bytes/s")
+for _k, (_d, _b, _dw, _bw) in enumerate([("K", "Ki", "kilo", "kibi"), ("M", "Mi", "mega", "mebi"),
+                                         ("G", "Gi", "giga", "gibi"), ("T", "Ti", "tera", "tebi")],
+                                        1):
+    _unit("bytes", 1000 ** _k, f"{_d}B", f"{_dw}byte", f"{_dw}bytes")
+    _unit("bytes", 1024 ** _k, f"{_b}B", f"{_bw}byte", f"{_bw}bytes")
+    _unit("bytes/s", 1000 ** _k, f"{_d}B/s")
+    _unit("bytes/s", 1024 ** _k, f"{_b}B/s")
+_unit("s", 1, "s", "sec", "secs", "second", "seconds")
+_unit("s", 1e-3, "ms", "msec", "millisecond", "milliseconds")
+_unit("s", 1e-6, "us", "µs", "μs", "usec", "microsecond", "microseconds")  # micro sign, mu
+_unit("s", 1e-9, "ns", "nsec", "nanosecond", "nanoseconds")
+for _p, _size in [("", 1), ("G", 1e9), ("T", 1e12), ("P", 1e15)]:
+    _unit("flop/s", _size, f"{_p}FLOP/s", f"{_p}FLOPS")
+_unit("%", 1, "%", "percent", "per cent")
+#: a byte unit and its twin with the other prefix (KB and KiB), for "did you mean ...?"
+_TWIN = {}
+for _d in ("KB", "MB", "GB", "TB", "KB/s", "MB/s", "GB/s", "TB/s"):
+    _b = _d[0] + "i" + _d[1:]
+    _TWIN[_unit_key(_d)], _TWIN[_unit_key(_b)] = _b, _d
+del _k, _d, _b, _dw, _bw, _p, _size
+
+_NUMBER = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?)\s*(.*)", re.I | re.S)
+
+
+def _pct(p: float) -> str:
+    """A percentage to two significant figures: 2.3%, 12%, 0.16%."""
+    return f"{float(f'{p:.2g}'):g}%"
+
+
+def _factor(f: float) -> str:
+    """A factor (1.5 or more) to two significant figures: 1.9, 12, 1,000, 10^6."""
+    if f >= 1e6:
+        return f"10^{round(math.log10(f))}"
+    return _fmt(float(f"{f:.2g}"))
+
+
 class Number(Exercise):
     """A number to predict: right within ``rel`` (relative) or ``abs_tol`` of ``truth``.
 
     ``mistakes``: (value, message) pairs for the usual wrong answers; an answer within the
     tolerance of one gets that message ("too high: you counted the write twice").
-    Any other wrong answer is told whether it is too high or too low, and by what factor."""
+    Any other wrong answer is told whether it is too high or too low, and by how much: in
+    percent when it is close (within a factor of 1.5), else by what factor.
+
+    The answer is a number in ``unit``, or text with a unit of the same kind: ``"0.25 KB"``,
+    ``"480MiB"`` (KB, MB, GB are powers of 1000, KiB, MiB, GiB powers of 1024, as in the
+    course's text), ``"12 us"``, ``"12 µs"``, ``"0.5 ms"``, ``"50 TFLOP/s"``, ``"3.5%"``."""
 
     kind = "number"
 
     def __init__(self, question: str, truth: float, *, unit: str = "", rel: float = 0.02,
-                 abs_tol: float = 0.0, mistakes=(), hints=(), explanation: str = ""):
+                 abs_tol: float = 0.0, mistakes=(), hints=(), explanation: str = "",
+                 name: str = "ex"):
         if isinstance(truth, bool) or not isinstance(truth, numbers.Real) \
                 or not math.isfinite(truth):
             raise ValueError(f"truth must be a finite number, got {truth!r}")
@@ -190,8 +280,12 @@ class Number(Exercise):
         # a usual mistake that lands within the tolerance of the truth is no mistake
         self.mistakes = [(float(v), str(m)) for v, m in mistakes
                          if not self._close(float(v), self.truth)]
-        how = "Answer with a number" + (f" in {unit}" if unit else "") + "."
-        super().__init__(question, hints=hints, explanation=explanation, how=how)
+        how = "Answer with a number" + (f" in {unit}" if unit else "")
+        family = _UNITS.get(_unit_key(unit), (None,))[0]
+        if family in _EXAMPLE:
+            how += f", or as text with a unit: {_EXAMPLE[family]}"
+        super().__init__(question, hints=hints, explanation=explanation, how=how + ".",
+                         name=name)
 
     def _close(self, a: float, b: float) -> bool:
         return abs(a - b) <= self.abs_tol + self.rel * abs(b)
@@ -200,48 +294,115 @@ class Number(Exercise):
         unit = f" (in {self.unit})" if self.unit else ""
         return f"Write your prediction{unit} in `answer` and run the cell again."
 
+    # -- reading an answer given as text ----------------------------------------------
+    def _accepted(self) -> str:
+        """The units this exercise understands, for a message."""
+        family = _UNITS.get(_unit_key(self.unit), (None,))[0]
+        if family in _ACCEPTED:
+            return f"a number in {self.unit}, or one with a unit: {_ACCEPTED[family]}"
+        if self.unit:
+            return f"a number in {self.unit}"
+        return "a number"
+
+    def _u(self, x: float) -> str:
+        """``x`` with this exercise's unit: "640 bytes", "3.2%"."""
+        if not self.unit:
+            return _fmt(x)
+        return _fmt(x) + ("" if self.unit == "%" else " ") + self.unit
+
+    def _parse(self, text: str):
+        """``text`` read as a number in this exercise's unit, or a Feedback saying why not.
+
+        Returns (value, converted, twin): ``converted`` is True when the text's unit is not
+        this exercise's (then the feedback shows the conversion); ``twin`` is None or, for
+        a byte unit, (its value with the other prefix, unit as typed, that reading as text):
+        KB read as KiB, or KiB as KB, for a message when only that reading is right."""
+        m = _NUMBER.fullmatch(text.strip().replace(",", "").replace("_", ""))
+        if not m:
+            return Feedback(False, f"`answer` must be {self._accepted()}; got the text "
+                                   f"{text!r}. For example `answer = 1.5e6`.")
+        value, typed = float(m.group(1)), m.group(2).strip()
+        key, mine = _unit_key(typed), _UNITS.get(_unit_key(self.unit))
+        if not key or key == _unit_key(self.unit) \
+                or (not self.unit and key in ("x", "×")) \
+                or (mine is None and self.unit  # "8 sector" for an answer in sectors
+                    and key.rstrip("s") == _unit_key(self.unit).rstrip("s")):
+            return value, False, None
+        theirs = _UNITS.get(key)
+        if mine is None or theirs is None or theirs[0] != mine[0]:
+            what = "an answer" + (f" in {self.unit}" if self.unit else " with no unit")
+            return Feedback(False, f"the unit {typed!r} does not fit {what}: write "
+                                   f"{self._accepted()}.")
+        twin = None
+        if key in _TWIN:  # the same number with the other prefix: KB read as KiB
+            other = _TWIN[key]
+            twin = (value * _UNITS[_unit_key(other)][1] / mine[1], typed,
+                    f"{m.group(1)} {other}")
+        return value * theirs[1] / mine[1], theirs[1] != mine[1], twin
+
     def _judge(self, answer) -> Feedback:
-        unit = f" {self.unit}" if self.unit else ""
+        twin, shown = None, None
         if isinstance(answer, str):
-            try:
-                answer = float(answer.replace(",", "").replace("_", ""))
-            except ValueError:
-                return Feedback(False, f"`answer` must be a number{unit and ' in' + unit}, "
-                                       f"got the text {answer!r}: write it without units, "
-                                       "e.g. 1.5e6.")
+            parsed = self._parse(answer)
+            if isinstance(parsed, Feedback):
+                return parsed
+            typed = answer.strip()
+            answer, converted, twin = parsed
+            if converted:  # show the conversion, so that the prefix's meaning is visible
+                shown = f"{typed} = {self._u(answer)}"
         if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
-            return Feedback(False, f"`answer` must be a number{unit and ' in' + unit}, got "
+            return Feedback(False, f"`answer` must be {self._accepted()}; got "
                                    f"{type(answer).__name__} {answer!r}.")
         a = float(answer)
         if not math.isfinite(a):
             return Feedback(False, f"`answer` must be finite, got {a}.")
+        shown = shown or self._u(a)
         if self._close(a, self.truth):
-            return Feedback(True, f"{_fmt(a)}{unit} is within "
-                                  f"{self._tolerance_text()} of {_fmt(self.truth)}{unit}.")
+            return Feedback(True, f"{shown} is within {self._tolerance_text()} of "
+                                  f"{self._u(self.truth)}.")
+        side = "too high" if a > self.truth else "too low"
         for value, message in self.mistakes:
             if self._close(a, value):
-                side = "too high" if a > self.truth else "too low"
-                return Feedback(False, f"{_fmt(a)}{unit} is {side}: {message}")
-        if self.truth != 0 and a != 0 and (a > 0) == (self.truth > 0):
-            factor = a / self.truth
-            side = "too high" if abs(factor) > 1 else "too low"
-            by = abs(factor) if abs(factor) > 1 else 1 / abs(factor)
-            return Feedback(False, f"{_fmt(a)}{unit} is {side}, by a factor of about "
-                                   f"{by:.3g}. Try ex.hint().")
-        side = "too high" if a > self.truth else "too low"
-        return Feedback(False, f"{_fmt(a)}{unit} is {side} (check the sign and the "
-                               "units). Try ex.hint().")
+                return Feedback(False, f"{shown} is {side}: {message}")
+        if self.truth == 0 or a == 0 or (a > 0) != (self.truth > 0):
+            return Feedback(False, f"{shown} is {side} (check the sign and the units). "
+                                   f"{self._try_hint()}")
+        ratio = abs(a / self.truth)
+        far = max(ratio, 1 / ratio)
+        if far < 1.5:  # close: say how far in percent ("a factor of 1.02" says nothing)
+            p = 100 * abs(a - self.truth) / abs(self.truth)
+            off = _pct(p) if p >= 0.1 else self._u(abs(a - self.truth))
+            text = f"{shown} is {off} {side}"
+        else:
+            text = f"{shown} is {side}, by a factor of about {_factor(far)}"
+        if twin is not None and self._close(twin[0], self.truth):
+            # right with the other prefix: say which one the course means
+            base, other = (1024, 1000) if "i" in _unit_key(twin[1]) else (1000, 1024)
+            return Feedback(False, f"{text}: in this course {twin[1]} counts in powers of "
+                                   f"{base}, {twin[2].split()[-1]} in powers of {other} "
+                                   f"(as in its text). Did you mean {twin[2]}?")
+        if far < 1.5:
+            return Feedback(False, f"{text}; within {self._tolerance_text()} counts as "
+                                   f"right. {self._try_hint()}")
+        text += "."
+        # a factor of 1,000 or 1,024 (or their powers) is a unit prefix, not a wrong count
+        fits = [(abs(far / base ** round(math.log(far, base)) - 1), what) for base, what in
+                ((1000, "a decimal prefix (k, M, G)"), (1024, "a binary prefix (Ki, Mi, Gi)"))
+                if round(math.log(far, base)) >= 1]
+        if fits and min(fits)[0] < 0.01:
+            text += f" That is {min(fits)[1]} away: check the units."
+        return Feedback(False, f"{text} {self._try_hint()}")
 
     def _tolerance_text(self) -> str:
         parts = []
         if self.rel:
-            parts.append(f"{self.rel:.0%}")
+            parts.append(_pct(100 * self.rel))
         if self.abs_tol:
-            parts.append(f"{_fmt(self.abs_tol)}" + (f" {self.unit}" if self.unit else ""))
+            parts.append(self._u(self.abs_tol))
         return " + ".join(parts) or "rounding"
 
     def _answer_text(self) -> str:
-        return _fmt(self.truth) + (f" {self.unit}" if self.unit else "")
+        return self._u(self.truth)
 
 
 class Choice(Exercise):
@@ -253,7 +414,7 @@ class Choice(Exercise):
     kind = "choice"
 
     def __init__(self, question: str, options: dict, answer: str, *, why=None, hints=(),
-                 explanation: str = ""):
+                 explanation: str = "", name: str = "ex"):
         self.options = {str(k): str(v) for k, v in options.items()}
         if len(self.options) < 2:
             raise ValueError("a choice needs at least two options")
@@ -268,7 +429,7 @@ class Choice(Exercise):
         keys = ", ".join(repr(k) for k in self.options)
         how = "Options: " + "; ".join(f"{k}) {v}" for k, v in self.options.items()) \
             + f". Answer with one of {keys}."
-        super().__init__(question, hints=hints, explanation=explanation, how=how)
+        super().__init__(question, hints=hints, explanation=explanation, how=how, name=name)
 
     def _placeholder(self) -> str:
         keys = ", ".join(repr(k) for k in self.options)
@@ -291,7 +452,7 @@ class Choice(Exercise):
                                    f"one of {keys}.")
         if key == self.answer:
             return Feedback(True, f"{key}) {self.options[key]}. {self.explanation}".strip())
-        reason = self.why.get(key, "Try ex.hint().")
+        reason = self.why.get(key, self._try_hint())
         return Feedback(False, f"{key}) {self.options[key]}: {reason}")
 
     def _answer_text(self) -> str:
@@ -299,7 +460,8 @@ class Choice(Exercise):
 
 
 class KernelExercise(Exercise):
-    """A kernel to fix or complete, checked in the simulator against the float64 truth.
+    """A kernel to fix or complete, run on the GPU (or in Numba's CUDA simulator where there
+    is none) and checked against the float64 truth.
 
     The candidate is a ``@cuda.jit`` kernel taking ``(gate, up, out)`` float32 arrays,
     launched with one thread per element on ``n`` elements (not a multiple of ``block``,
@@ -309,18 +471,23 @@ class KernelExercise(Exercise):
     kind = "kernel"
 
     def __init__(self, question: str, *, n: int = 300, block: int = 128, seed: int = 0,
-                 solution_source: str = "", hints=(), explanation: str = ""):
+                 solution_source: str = "", hints=(), explanation: str = "",
+                 name: str = "ex"):
         if n % block == 0:
             raise ValueError("choose n not a multiple of block, so that a kernel without "
                              "a bounds check is caught")
         self.n, self.block, self.seed = n, block, seed
         self.solution_source = solution_source
-        how = ("Write the kernel, then pass it to ex.check(kernel): it runs in the "
-               f"simulator on {n} elements, {block} threads per block.")
-        super().__init__(question, hints=hints, explanation=explanation, how=how)
+        # true on both kinds of session: the published pages are recorded on a GPU, a
+        # reader without one runs the same cell in the simulator
+        how = (f"Write the kernel, then pass it to `{name}.check(kernel)`: it runs on the GPU, "
+               f"or in Numba's CUDA simulator where there is none, on {n} elements, "
+               f"{block} threads per block, and is compared with the float64 reference.")
+        super().__init__(question, hints=hints, explanation=explanation, how=how, name=name)
 
     def _placeholder(self) -> str:
-        return "Complete the kernel, pass it to ex.check(...) and run the cell again."
+        return (f"Complete the kernel, pass it to `{self.name}.check(...)` and run the cell "
+                "again.")
 
     def _judge(self, kernel) -> Feedback:
         import numpy as np
@@ -329,12 +496,9 @@ class KernelExercise(Exercise):
         from .kernels import reference
 
         if not callable(getattr(kernel, "__getitem__", None)):
-            return Feedback(False, f"ex.check needs the kernel itself (a @cuda.jit "
-                                   f"function), got {type(kernel).__name__}.")
-        import warnings
-
+            return Feedback(False, f"`{self.name}.check` needs the kernel itself (a "
+                                   f"`@cuda.jit` function), got {type(kernel).__name__}.")
         from numba import cuda
-        from numba.core.errors import NumbaPerformanceWarning
 
         grid = -(-self.n // self.block)
         spare = grid * self.block - self.n  # threads past the end of the arrays
@@ -348,10 +512,7 @@ class KernelExercise(Exercise):
         d_gate, d_up = cuda.to_device(gate_all), cuda.to_device(up_all)
         d_out = cuda.to_device(np.full(total, np.nan, dtype=np.float32))
         try:
-            with warnings.catch_warnings():
-                # a 3-block grid is the point here, not a performance problem: Numba's
-                # low-occupancy warning would print into the reader's page (chapter 5)
-                warnings.simplefilter("ignore", NumbaPerformanceWarning)
+            with _quiet_performance_warnings():
                 kernel[grid, self.block](d_gate[:self.n], d_up[:self.n], d_out[:self.n])
                 cuda.synchronize()
         except IndexError as err:
@@ -368,12 +529,12 @@ class KernelExercise(Exercise):
         unwritten = np.isnan(out)
         if unwritten.all():
             return Feedback(False, "the kernel wrote no element of `out`: store the "
-                                   "result with out[i] = ...")
+                                   "result with `out[i] = ...`")
         if unwritten.any():
             first = int(np.argmax(unwritten))
             return Feedback(False, f"{int(unwritten.sum())} of {self.n} elements were never "
                                    f"written, the first at index {first}: does every "
-                                   "element get a thread (cuda.grid(1))?")
+                                   "element get a thread (`cuda.grid(1)`)?")
         bad = np.abs(out - expected) > tol["atol"] + tol["rtol"] * np.abs(expected)
         if bad.any():
             i = int(np.argmax(bad))
@@ -381,7 +542,7 @@ class KernelExercise(Exercise):
                                    f"the first at index {i}: got {out[i]:.6g}, expected "
                                    f"silu({gate[i]:.4g}) * {up[i]:.4g} = "
                                    f"{expected[i]:.6g}.")
-        return Feedback(True, f"all {self.n} elements match silu(gate) * up within the "
+        return Feedback(True, f"all {self.n} elements match `silu(gate) * up` within the "
                               f"float32 tolerance (rtol {tol['rtol']:g}).")
 
     def _past_the_end(self, grid, spare, what) -> Feedback:
@@ -394,7 +555,38 @@ class KernelExercise(Exercise):
         return self.solution_source or "see the chapter's kernel"
 
     def _answer_html(self) -> str:
-        return f"<pre>{html.escape(self._answer_text())}</pre>"
+        # a block of its own, beside the explanation's <p> (never inside one); indented as
+        # the theme indents a fold's paragraphs (tools/theme/course.css: details > p)
+        return (f'<pre class="exercise-solution" style="margin:0.3rem 0 0.5rem 1.2rem">'
+                f"{html.escape(self._answer_text())}</pre>")
+
+
+def _performance_warnings() -> list[type]:
+    """Numba's NumbaPerformanceWarning classes. numba-cuda raises its own
+    (``numba.cuda.core.errors``), not a subclass of ``numba.core.errors``' one: filtering
+    only the latter let the warning through on the H100 (chapter 5's recorded page)."""
+    found = []
+    for module in ("numba.cuda.core.errors", "numba.core.errors"):
+        try:
+            cls = getattr(importlib.import_module(module), "NumbaPerformanceWarning")
+        except (ImportError, AttributeError):
+            continue
+        if cls not in found:
+            found.append(cls)
+    return found
+
+
+@contextlib.contextmanager
+def _quiet_performance_warnings():
+    """Silence Numba's performance warnings for the exercise's own launch, and only there.
+
+    A 3-block grid is the point of the exercise, not a performance problem; on a GPU Numba
+    warns "Grid size 3 will likely result in GPU under-utilization", with the path of its
+    own source file, into the reader's page."""
+    with warnings.catch_warnings():
+        for cls in _performance_warnings():
+            warnings.simplefilter("ignore", cls)
+        yield
 
 
 # ---------------------------------------------------------------------------------------
@@ -422,13 +614,13 @@ def naive_pair_bytes(T: int = 4, h: int = 8, dtype: str = "float32") -> Number:
     fused = traffic.activation(T, h, dtype, "fused")
     n, size = T * h, naive.itemsize
     return Number(
-        f"The unfused SwiGLU runs two kernels (silu, then multiply) on gate and up of "
+        f"The unfused SwiGLU runs two kernels (silu, then multiply) on `gate` and `up` of "
         f"shape [{T}, {h}] in {dtype} ({size} bytes per element). How many bytes do the "
         "two kernels move to and from main memory in all?",
         naive.bytes, unit="bytes", rel=0.0, abs_tol=0.5,
         mistakes=[
             (fused.bytes, "that is one fused kernel. The pair also writes the "
-                          "temporary silu(gate) and reads it back."),
+                          "temporary `silu(gate)` and reads it back."),
             (naive.transfers, f"that is the number of transfers; each moves {size} "
                               "bytes."),
             (4 * n * size, "the multiply kernel reads the temporary back as well as "
@@ -437,12 +629,12 @@ def naive_pair_bytes(T: int = 4, h: int = 8, dtype: str = "float32") -> Number:
                            "written once and read once."),
         ],
         hints=["Count each kernel separately: what it reads and what it writes.",
-               f"silu reads gate and writes tmp: {2 * n} transfers. The multiply reads "
-               "tmp and up and writes out.",
+               f"silu reads `gate` and writes `tmp`: {2 * n} transfers. The multiply reads "
+               "`tmp` and `up` and writes `out`.",
                f"Transfers times {size} bytes."],
-        explanation=f"silu: {2 * n} transfers, multiply: {3 * n}; {naive.transfers} "
-                    f"transfers of {size} bytes (5Th). The fused kernel moves "
-                    f"{fused.bytes:,} bytes (3Th).")
+        explanation=f"silu: {2 * n} transfers (2·T·h), multiply: {3 * n} (3·T·h); in all "
+                    f"{naive.transfers} transfers (5·T·h) of {size} bytes. The fused "
+                    f"kernel moves 3·T·h transfers: {fused.bytes:,} bytes.")
 
 
 def attainable_tflops(spec="H100-SXM", dtype: str = "float32", variant: str = "fused",
@@ -472,11 +664,11 @@ def attainable_tflops(spec="H100-SXM", dtype: str = "float32", variant: str = "f
         ],
         hints=["Intensity I = flops / bytes, per element.",
                f"I = {traffic.FLOPS_PER_ELEMENT} / {tr.bytes // (T * h)} flop/byte; "
-               "the ridge is peak / bandwidth.",
-               "Left of the ridge the roof is I x bandwidth."],
+               "the ridge is I* = P / β (peak / bandwidth).",
+               "Left of the ridge the roof is I · β (intensity × bandwidth)."],
         explanation=f"I = {tr.intensity:.3f} flop/byte, far left of the ridge "
-                    f"({peak / spec.memory_bandwidth:.1f}): memory-bound, so "
-                    f"min(P, I x beta) = I x beta = {truth:.2f} TFLOP/s, "
+                    f"(I* = P / β = {peak / spec.memory_bandwidth:.1f}): memory-bound, so "
+                    f"min(P, I · β) = I · β = {truth:.2f} TFLOP/s, "
                     f"{truth * 1e12 / peak:.1%} of the compute roof.")
 
 
@@ -508,8 +700,8 @@ def activation_time_share(T: int, d: int, h: int, dtype: str = "bfloat16",
                "flops / peak).",
                "The GEMMs are compute-bound at this T; the activation is memory-bound.",
                "Share = activation time / (sum of the four times)."],
-        explanation=f"The activation takes {times['act'] * 1e6:.0f} us of "
-                    f"{sum(times.values()) * 1e6:.0f} us: {share:.1f}% of the time for "
+        explanation=f"The activation takes {times['act'] * 1e6:.0f} µs of "
+                    f"{sum(times.values()) * 1e6:.0f} µs: {share:.1f}% of the time for "
                     f"{flops:.2f}% of the flops and {nbytes:.1f}% of the bytes.")
 
 
@@ -536,7 +728,7 @@ def fusion_speedup(T: int, h: int, dtype: str = "float32") -> Number:
         hints=["At one bandwidth, time is proportional to bytes.",
                "Count transfers per element: silu kernel + multiply kernel, against "
                "one fused kernel."],
-        explanation=f"{naive.bytes:,} / {fused.bytes:,} bytes = 5Th / 3Th = "
+        explanation=f"{naive.bytes:,} / {fused.bytes:,} bytes = 5·T·h / 3·T·h = "
                     f"{ratio:.3f}, for every shape and dtype.")
 
 
@@ -548,17 +740,18 @@ def my_fused(gate, up, out):
         out[i] = g / (float32(1.0) + math.exp(-g)) * up[i]'''
 
 
-def fix_fused_kernel() -> KernelExercise:
-    """Chapter 5: a fused SwiGLU kernel with two bugs to fix, checked in the simulator."""
+def fix_fused_kernel(name: str = "fix") -> KernelExercise:
+    """Chapter 5: a fused SwiGLU kernel with two bugs to fix, run on the GPU (or in the
+    simulator where there is none). ``name``: the chapter's variable for it (``fix``)."""
     return KernelExercise(
-        "`my_fused` should compute out = silu(gate) * up, one element per thread, "
+        "`my_fused` should compute `out = silu(gate) * up`, one element per thread, "
         "but it has two bugs. Fix them and run the cell until the check says Right.",
-        n=300, block=128, solution_source=_FIXED_FUSED,
+        n=300, block=128, solution_source=_FIXED_FUSED, name=name,
         hints=["300 elements in blocks of 128: how many threads run, and what do the "
                "extra ones touch?",
-               "silu(g) = g / (1 + exp(-g)): check the sign inside the exponential."],
-        explanation="The guard keeps the last block's spare threads off the end of "
-                    "the arrays; silu needs exp(-g).")
+               "`silu(g) = g / (1 + exp(-g))`: check the sign inside the exponential."],
+        explanation="The guard `if i < out.size:` keeps the last block's spare threads "
+                    "off the end of the arrays; silu needs `exp(-g)`.")
 
 
 def uncoalesced_counter(diag: dict | None = None) -> Choice:
@@ -593,12 +786,15 @@ def uncoalesced_counter(diag: dict | None = None) -> Choice:
 
     def said(k):
         nv, un = ratio[k]
-        return f"the naive pair shows {nv:.2f}x the control, stride 32 {un:.1f}x"
+        return f"the naive pair shows {nv:.2f}× the control, stride 32 {un:.1f}×"
 
-    options = {"a": "DRAM bytes over the minimum (dram__bytes_read + write)",
-               "b": "sectors per load request (l1tex__t_sectors / l1tex__t_requests)",
+    # the metric names as chapter 8's table writes them
+    options = {"a": "DRAM bytes over the minimum (`dram__bytes_read.sum` + "
+                    "`dram__bytes_write.sum`)",
+               "b": "sectors per load request "
+                    "(`l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum` / `..._requests_...`)",
                "c": "long-scoreboard stalls per issued instruction",
-               "d": "kernel time (gpu__time_duration)"}
+               "d": "kernel time (`gpu__time_duration.sum`)"}
     why = {k: f"it moves for other causes too: {said(k)}." for k in keys if k not in telling}
     return Choice(
         "The naive pair (coalesced loads, extra bytes) and a stride-32 kernel (uncoalesced "
@@ -619,19 +815,19 @@ def add_rmsnorm_bytes(T: int, d: int, dtype_bytes: int = 2) -> Number:
     unfused, fused = glu_family.traffic_bytes("add_rmsnorm", T, d, dtype_bytes)
     n = T * d * dtype_bytes
     return Number(
-        f"The fused residual add + RMSNorm kernel reads x and r, each [{T}, {d}] with "
-        f"{dtype_bytes} bytes per element, and writes h = x + r and y = rmsnorm(h) * w. "
-        "How many bytes does it move to and from main memory? (Ignore the weight w: "
-        f"{d} elements.)",
+        f"The fused residual add + RMSNorm kernel reads `x` and `r`, each [{T}, {d}] "
+        f"with {dtype_bytes} bytes per element, and writes `h = x + r` and "
+        "`y = rmsnorm(h) * w`. How many bytes does it move to and from main memory? "
+        f"(Ignore the weight `w`: {d} elements.)",
         fused, unit="bytes", rel=0.01,
         mistakes=[
-            (unfused, "that is five streams: the two-kernel version writes h and "
-                      "reads it back. The fused kernel's second pass over h reads a row "
+            (unfused, "that is five streams: the two-kernel version writes `h` and "
+                      "reads it back. The fused kernel's second pass over `h` reads a row "
                       "its block just wrote, from the cache, not from DRAM."),
-            (3 * n, "the next layer needs h as its residual, so h is written as well "
-                    "as y."),
+            (3 * n, "the next layer needs `h` as its residual, so `h` is written as "
+                    "well as `y`."),
         ],
-        hints=["Count streams of T x d elements: reads, then writes.",
-               "Two reads (x, r) and two writes (h, y)."],
-        explanation=f"4 streams x {T} x {d} x {dtype_bytes} bytes = {fused:,} bytes; "
+        hints=["Count streams of T × d elements: reads, then writes.",
+               "Two reads (`x`, `r`) and two writes (`h`, `y`)."],
+        explanation=f"4 streams × {T} × {d} × {dtype_bytes} bytes = {fused:,} bytes; "
                     f"unfused, 5 streams = {unfused:,}.")
