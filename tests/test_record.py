@@ -178,3 +178,25 @@ def test_record_names_a_failing_and_a_hanging_chapter_and_still_writes_the_bundl
     meta = nb.metadata[recordings.META_KEY]
     assert [c["sha256"] for c in meta["cells"]] == recordings.cell_hashes(nb)
     assert meta["provenance"] == summary["provenance"]
+
+
+def test_recorded_widgets_draw_with_the_librarys_current_code():
+    """A chapter's saved widget state keeps its recorded data, but its front-end code (_esm,
+    _css) is the library's as it is now: a widget fix reaches the page with no new recording.
+    Chapter 2's recording, its roofline explorer's code replaced by an old stand-in."""
+    import book.widgets.roofline as rw
+
+    rec = recordings.find("chapters/02_roofline.ipynb")
+    assert rec.usable, rec.problems
+    state = rec.notebook.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    [model] = [m["state"] for m in state.values()
+               if m["state"].get("_anywidget_id") == "book.widgets.roofline.RooflineExplorer"]
+    model["_esm"], model["_css"] = "// the code of an older commit", "/* old */"
+    data = {k: v for k, v in model.items() if not k.startswith("_")}
+    src = nbformat.read(ROOT / "chapters/02_roofline.ipynb", as_version=4)
+    merged = recordings.with_recorded_outputs(src, rec)
+    [now] = [m["state"] for m in merged.metadata["widgets"][
+        "application/vnd.jupyter.widget-state+json"]["state"].values()
+        if m["state"].get("_anywidget_id") == "book.widgets.roofline.RooflineExplorer"]
+    assert now["_esm"] == rw.RooflineExplorer._esm and now["_css"] == rw.RooflineExplorer._css
+    assert {k: v for k, v in now.items() if not k.startswith("_")} == data   # measurements kept

@@ -186,10 +186,35 @@ def with_recorded_outputs(src_nb, rec: Recording):
         cell.execution_count = recorded.get("execution_count")
     widgets = rec.notebook.metadata.get("widgets")
     if widgets:
-        nb.metadata["widgets"] = copy.deepcopy(widgets)
+        nb.metadata["widgets"] = current_widget_code(copy.deepcopy(widgets))
     else:
         nb.metadata.pop("widgets", None)
     return nb
+
+
+def current_widget_code(widgets: dict) -> dict:
+    """Saved widget state with each course widget's front-end code (``_esm``, ``_css``) taken
+    from the library as it is now. The recording keeps what was measured (the widget's data
+    traits); the code that draws it is the library's, not a measurement: a fix to a widget's
+    JavaScript reaches the published pages without recording the chapters on a GPU again."""
+    import importlib
+
+    state = widgets.get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    for model in state.values():
+        st = model.get("state", {})
+        ident = st.get("_anywidget_id", "")
+        if not ident.startswith("book.widgets.") or "_esm" not in st:
+            continue
+        module, _, cls = ident.rpartition(".")
+        try:
+            widget = getattr(importlib.import_module(module), cls)
+        except (ImportError, AttributeError):
+            continue   # a widget since renamed or removed: its recorded code stays
+        for trait in ("_esm", "_css"):
+            code = getattr(widget, trait, None)
+            if isinstance(code, str) and trait in st:
+                st[trait] = code
+    return widgets
 
 
 def stamp(executed_nb, provenance: dict, src: str, seconds: float) -> None:
