@@ -122,8 +122,39 @@ function withUnit(x, units, digits = 3) {
   return `${sig(x / scale, digits)} ${name}`;
 }
 
-const fmtBytes = (b) => withUnit(b, [[1e12, "TB"], [1e9, "GB"], [1e6, "MB"], [1e3, "kB"], [1, "B"]]);
-const fmtTime = (s) => withUnit(s, [[1, "s"], [1e-3, "ms"], [1e-6, "µs"], [1e-9, "ns"]]);
+// The units of the quantities a reader reads and types: per kind, [symbol, size in the base
+// unit, name, other spellings a reader may type (compared in lower case)]. The first units of
+// bytes and time, largest first, are the ones numbers are shown in; the binary ones are only read.
+const UNITS = {
+  time: {
+    noun: "a time",
+    units: [
+      ["s", 1, "seconds", ["sec", "secs", "second", "seconds"]],
+      ["ms", 1e-3, "milliseconds", ["msec", "msecs", "millisecond", "milliseconds"]],
+      ["µs", 1e-6, "microseconds", ["μs", "us", "usec", "usecs", "µsec", "μsec", "microsecond", "microseconds"]],
+      ["ns", 1e-9, "nanoseconds", ["nsec", "nsecs", "nanosecond", "nanoseconds"]],
+    ],
+  },
+  bytes: {
+    noun: "a number of bytes",
+    units: [
+      ["TB", 1e12, "terabytes", ["t", "tbyte", "tbytes", "terabyte", "terabytes"]],
+      ["GB", 1e9, "gigabytes", ["g", "gbyte", "gbytes", "gigabyte", "gigabytes"]],
+      ["MB", 1e6, "megabytes", ["m", "mbyte", "mbytes", "megabyte", "megabytes"]],
+      ["kB", 1e3, "kilobytes", ["k", "kbyte", "kbytes", "kilobyte", "kilobytes"]],
+      ["B", 1, "bytes", ["byte", "bytes"]],
+      ["TiB", 2 ** 40, "tebibytes", ["tebibyte", "tebibytes"]],
+      ["GiB", 2 ** 30, "gibibytes", ["gibibyte", "gibibytes"]],
+      ["MiB", 2 ** 20, "mebibytes", ["mebibyte", "mebibytes"]],
+      ["KiB", 2 ** 10, "kibibytes", ["kibibyte", "kibibytes"]],
+    ],
+  },
+  percent: { noun: "a percentage", units: [["%", 1, "percent", ["percent", "pct"]]] },
+};
+const shownUnits = (kind) => UNITS[kind].units.filter(([sym]) => !sym.includes("i")).map(([sym, size]) => [size, sym]);
+
+const fmtBytes = (b) => withUnit(b, shownUnits("bytes"));
+const fmtTime = (s) => withUnit(s, shownUnits("time"));
 const fmtRate = (f) => withUnit(f, [[1e15, "PFLOP/s"], [1e12, "TFLOP/s"], [1e9, "GFLOP/s"], [1e6, "MFLOP/s"], [1, "FLOP/s"]]);
 const fmtBandwidth = (b) => withUnit(b, [[1e12, "TB/s"], [1e9, "GB/s"], [1e6, "MB/s"], [1, "B/s"]]);
 const fmtFlops = (f) => withUnit(f, [[1e15, "Pflop"], [1e12, "Tflop"], [1e9, "Gflop"], [1e6, "Mflop"], [1e3, "kflop"], [1, "flop"]]);
@@ -195,6 +226,15 @@ function intInput(name, value, testid, onValid, max = 1e9) {
   return [inp, err];
 }
 
+// Turns a field on or off. Off, its input is disabled (skipped by Tab, refusing what is typed),
+// not only greyed out: a field that looks off yet takes input that changes nothing misleads.
+// `value`: the model's value, shown while off, in place of anything typed before.
+function enableField(wrap, inp, on, value) {
+  wrap.classList.toggle("swg-disabled", !on);
+  if (!on && (inp.value !== String(value) || inp.getAttribute("aria-invalid"))) syncInput(inp, value);
+  inp.disabled = !on;
+}
+
 // Shows the model's value in an input (after a preset or a change from Python), clearing any
 // complaint about what was typed there before.
 function syncInput(inp, value) {
@@ -241,14 +281,21 @@ function chartWidth(el) {
   return Math.max(280, Math.min(760, Math.floor(w)));
 }
 
-// Re-run draw() when the element's width changes (phone rotation, sidebar toggles).
+// The font a chart's text is drawn in (the widget's stylesheet sets it on .swg), for measuring
+// labels; "sans-serif" while the element is not in a document yet (no style to read).
+function chartFont(el) {
+  return (el && el.isConnected && getComputedStyle(el).fontFamily) || "sans-serif";
+}
+
+// Re-run draw() when the element's width changes (phone rotation, sidebar toggles), or its font
+// does (a widget drawn before it was put in the page measured its labels in a stand-in font).
 function onResize(el, draw) {
   if (typeof ResizeObserver === "undefined") return () => {};
-  let last = -1;
+  let last = "";
   const ro = new ResizeObserver(() => {
-    const w = chartWidth(el);
-    if (w !== last) {
-      last = w;
+    const now = `${chartWidth(el)}|${chartFont(el)}`;
+    if (now !== last) {
+      last = now;
       draw();
     }
   });
@@ -269,6 +316,117 @@ function redrawOn(model, keys, draw, chartBox) {
   };
 }
 
+// ---------------------------------------------------------------- text in a chart
+
+// Size (px; none: the chart's own, 12 or 13) and weight of a chart's text, by class. Set on each
+// <text> as attributes, not in the stylesheet, so that the layout measures what is drawn.
+const TEXT_STYLE = {
+  "swg-tick": {},
+  "swg-axis-label": { weight: 600 },
+  "swg-small": { size: 11.5 },
+  "swg-label": { size: 12.5, weight: 600 },
+};
+
+// Width, ascent and descent (px) of `text` in a font: the box chromium gives a <text> (getBBox)
+// is the advance width by the font's ascent + descent, which is what a canvas measures.
+let _measure = null;
+function measureText(text, size, weight, family) {
+  if (_measure === null) _measure = document.createElement("canvas").getContext("2d") || false;
+  if (!_measure) return { w: 0.62 * size * text.length, asc: 0.95 * size, desc: 0.25 * size };
+  _measure.font = `${weight} ${size}px ${family}`;
+  const m = _measure.measureText(text);
+  return { w: m.width, asc: m.fontBoundingBoxAscent ?? 0.95 * size, desc: m.fontBoundingBoxDescent ?? 0.25 * size };
+}
+
+// Corners of the box of text measured `mt`, drawn with its baseline at (x, y), anchored
+// "start", "middle" or "end", rotated by `deg` about (x, y), grown by `pad` on every side.
+function textQuad(mt, x, y, anchor = "start", deg = 0, pad = 0) {
+  const u0 = (anchor === "end" ? -mt.w : anchor === "middle" ? -mt.w / 2 : 0) - pad, u1 = u0 + mt.w + 2 * pad;
+  const v0 = -mt.asc - pad, v1 = mt.desc + pad;
+  const r = (deg * Math.PI) / 180, c = Math.cos(r), sn = Math.sin(r);
+  return [[u0, v0], [u1, v0], [u1, v1], [u0, v1]].map(([u, v]) => [x + u * c - v * sn, y + u * sn + v * c]);
+}
+const rectQuad = (x0, y0, x1, y1) => [[x0, y0], [x1, y0], [x1, y1], [x0, y1]];
+
+// Whether two convex polygons overlap (separating axes; touching is not overlapping).
+function quadsOverlap(a, b) {
+  for (const poly of [a, b]) {
+    for (let i = 0; i < poly.length; i++) {
+      const [px, py] = poly[i], [qx, qy] = poly[(i + 1) % poly.length];
+      const nx = qy - py, ny = px - qx;
+      const span = (pts) => pts.reduce(([lo, hi], [x, y]) => [Math.min(lo, x * nx + y * ny), Math.max(hi, x * nx + y * ny)], [Infinity, -Infinity]);
+      const [alo, ahi] = span(a), [blo, bhi] = span(b);
+      if (ahi <= blo || bhi <= alo) return false;
+    }
+  }
+  return true;
+}
+
+function insideQuad(q, x, y) {
+  let sign = 0;
+  for (let i = 0; i < q.length; i++) {
+    const [ax, ay] = q[i], [bx, by] = q[(i + 1) % q.length];
+    const cr = (bx - ax) * (y - ay) - (by - ay) * (x - ax);
+    if (cr !== 0) {
+      if (sign && Math.sign(cr) !== sign) return false;
+      sign = Math.sign(cr);
+    }
+  }
+  return true;
+}
+
+// Places a chart's labels where they are readable: each takes the first of its candidate places
+// that lies inside the plot and clear of everything placed or drawn before it (other labels, data
+// markers, the lines it would cross), trying shorter wordings of itself before giving up. On a
+// phone a fixed place puts a roof's label on the measured points, or on another label.
+function labeller(chart) {
+  const taken = []; // boxes: placed labels and markers
+  const dots = []; // points every 3 px along drawn lines
+  const { m, iw, ih } = chart;
+  const inPlot = (q) => q.every(([x, y]) => x >= m.left + 1 && x <= m.left + iw - 1 && y >= m.top + 1 && y <= m.top + ih - 1);
+  const cost = (q) => taken.reduce((n, t) => n + (quadsOverlap(q, t) ? 100 : 0), 0) +
+    dots.reduce((n, [x, y]) => n + (insideQuad(q, x, y) ? 1 : 0), 0);
+  return {
+    // a data marker of size r at (cx, cy) (no shape of marker() reaches past 1.3 r)
+    marker(cx, cy, r) {
+      this.box(cx - 1.3 * r, cy - 1.3 * r, cx + 1.3 * r, cy + 1.3 * r);
+    },
+    // a box (in px) that labels keep off
+    box(x0, y0, x1, y1, pad = 1) {
+      taken.push(rectQuad(x0 - pad, y0 - pad, x1 + pad, y1 + pad));
+    },
+    // a drawn polyline, in px, that labels do not cross
+    line(pts) {
+      for (let i = 1; i < pts.length; i++) {
+        const [ax, ay] = pts[i - 1], [bx, by] = pts[i];
+        const n = Math.max(1, Math.ceil(Math.hypot(bx - ax, by - ay) / 3));
+        for (let k = 0; k <= n; k++) dots.push([ax + ((bx - ax) * k) / n, ay + ((by - ay) * k) / n]);
+      }
+    },
+    // texts: wordings, longest first; places(mt) -> [{x, y, anchor, deg}] for a text measured mt.
+    // required: draw it even where it collides (in its least crowded place); else it is left out.
+    place({ texts, places, cls = "swg-small", required = false, attrs = {} }) {
+      let best = null;
+      search: for (const text of texts) {
+        const mt = chart.measure(text, cls);
+        for (const c of places(mt)) {
+          const q = textQuad(mt, c.x, c.y, c.anchor, c.deg, 1);
+          if (!inPlot(q)) continue;
+          const k = cost(q);
+          if (!best || k < best.k) best = { text, c, q, k };
+          if (k === 0) break search;
+        }
+      }
+      if (!best || (best.k > 0 && !required)) return null;
+      taken.push(best.q);
+      const { x, y, anchor = "start", deg = 0 } = best.c;
+      const el = chart.text(cls, { x, y, "text-anchor": anchor, transform: deg ? `rotate(${deg} ${x} ${y})` : null, ...attrs }, best.text);
+      chart.over.append(el);
+      return el;
+    },
+  };
+}
+
 // ---------------------------------------------------------------- log-log chart
 
 function log10(x) {
@@ -280,16 +438,45 @@ function decadeDomain(lo, hi) {
   return [Math.pow(10, Math.floor(log10(lo))), Math.pow(10, Math.ceil(log10(hi)))];
 }
 
-// Creates an SVG log-log chart. opts: width, height, x: {domain, label, fmt}, y: {...}, title, desc.
+// Creates an SVG log-log chart. opts: width, height, font (chartFont of the box it goes in),
+// x: {domain, label, fmt}, y: {...}, title, desc. The margins are made to fit the tick labels
+// (so "100µs" neither touches the axis title nor a "10000" at the right edge leaves the picture);
+// chart.labels places labels inside the plot (labeller).
 function logChart(opts) {
   const width = opts.width;
   const narrow = width < 480;
   const height = opts.height || Math.round(Math.max(narrow ? 330 : 300, Math.min(420, width * 0.62)));
-  const m = { left: narrow ? 58 : 72, right: narrow ? 18 : 24, top: 14, bottom: narrow ? 54 : 58 };
-  const iw = width - m.left - m.right;
-  const ih = height - m.top - m.bottom;
+  const base = narrow ? 12 : 13;
+  const family = opts.font || "sans-serif";
+  const measure = (text, cls = "swg-tick") => {
+    const st = TEXT_STYLE[cls] || {};
+    return measureText(String(text), st.size || base, st.weight || 400, family);
+  };
+  const text = (cls, attrs, str) => {
+    const st = TEXT_STYLE[cls] || {};
+    return s("text", { class: cls, "font-size": st.size, "font-weight": st.weight, ...attrs }, str);
+  };
   const [x0, x1] = opts.x.domain.map(log10);
   const [y0, y1] = opts.y.domain.map(log10);
+  const kx0 = Math.ceil(x0 - 1e-9), kx1 = Math.floor(x1 + 1e-9);
+  const ky0 = Math.ceil(y0 - 1e-9), ky1 = Math.floor(y1 + 1e-9);
+  const xLabels = [], yLabels = [];
+  for (let k = kx0; k <= kx1; k++) xLabels.push([k, opts.x.fmt(Math.pow(10, k))]);
+  for (let k = ky0; k <= ky1; k++) yLabels.push([k, opts.y.fmt(Math.pow(10, k))]);
+  const tick = measure("0");
+  // the y axis title, turned on its side: its ascent is to the left of x = titleX
+  const yTitle = measure(opts.y.label, "swg-axis-label");
+  const titleX = Math.ceil(yTitle.asc) + 1;
+  const yw = Math.max(0, ...yLabels.map(([, t]) => measure(t).w));
+  const lastW = xLabels.length ? measure(xLabels[xLabels.length - 1][1]).w : 0;
+  const m = {
+    left: Math.ceil(titleX + yTitle.desc + 6 + yw + 8),
+    right: Math.max(narrow ? 14 : 20, Math.ceil(lastW / 2 + 3)),
+    top: 14,
+    bottom: narrow ? 54 : 58,
+  };
+  const iw = width - m.left - m.right;
+  const ih = height - m.top - m.bottom;
   const X = (v) => m.left + ((log10(v) - x0) / (x1 - x0)) * iw;
   const Y = (v) => m.top + ih - ((log10(v) - y0) / (y1 - y0)) * ih;
   const titleId = uid("swg-title");
@@ -301,7 +488,7 @@ function logChart(opts) {
     role: "img",
     "aria-labelledby": `${titleId} ${descId}`,
     class: "swg-chart",
-    "font-size": narrow ? 12 : 13,
+    "font-size": base,
   });
   svg.append(s("title", { id: titleId }, opts.title));
   svg.append(s("desc", { id: descId }, opts.desc || ""));
@@ -315,48 +502,48 @@ function logChart(opts) {
 
   const grid = s("g", { class: "swg-grid", "aria-hidden": "true" });
   const axes = s("g", { class: "swg-axes", "aria-hidden": "true" });
-  // x ticks: every decade, labelled every `stepX` decades so labels never overlap
-  const nx = Math.max(1, Math.floor(x1 + 1e-9) - Math.ceil(x0 - 1e-9));
-  const stepX = Math.max(1, Math.ceil(nx / Math.max(2, Math.floor(iw / (narrow ? 62 : 70)))));
-  const kx0 = Math.ceil(x0 - 1e-9), kx1 = Math.floor(x1 + 1e-9);
-  for (let k = kx0; k <= kx1; k++) {
-    const v = Math.pow(10, k);
-    const px = X(v);
+  // x ticks: every decade, labelled every `stepX` decades so that labels keep 12 px apart
+  const xw = Math.max(0, ...xLabels.map(([, t]) => measure(t).w));
+  const nx = Math.max(1, kx1 - kx0);
+  const stepX = Math.max(1, Math.ceil((xw + 12) / (iw / nx)));
+  // x labels start 2 px below the lowest y label, centred on the bottom edge (they meet at the corner)
+  const xBase = m.top + ih + (tick.asc + tick.desc) / 2 + 2 + tick.asc;
+  for (const [k, t] of xLabels) {
+    const px = X(Math.pow(10, k));
     grid.append(s("line", { x1: px, x2: px, y1: m.top, y2: m.top + ih }));
     if ((k - kx0) % stepX === 0) {
       axes.append(s("line", { x1: px, x2: px, y1: m.top + ih, y2: m.top + ih + 5 }));
-      axes.append(s("text", { x: px, y: m.top + ih + 18, "text-anchor": "middle" }, opts.x.fmt(v)));
+      axes.append(text("swg-tick", { x: px, y: xBase, "text-anchor": "middle" }, t));
     }
   }
-  const ny = Math.max(1, Math.floor(y1 + 1e-9) - Math.ceil(y0 - 1e-9));
+  // y ticks: labels centred on their tick, 34 px apart at least
+  const ny = Math.max(1, ky1 - ky0);
   const stepY = Math.max(1, Math.ceil(ny / Math.max(2, Math.floor(ih / 34))));
-  const ky0 = Math.ceil(y0 - 1e-9), ky1 = Math.floor(y1 + 1e-9);
-  for (let k = ky0; k <= ky1; k++) {
-    const v = Math.pow(10, k);
-    const py = Y(v);
+  for (const [k, t] of yLabels) {
+    const py = Y(Math.pow(10, k));
     grid.append(s("line", { x1: m.left, x2: m.left + iw, y1: py, y2: py }));
     if ((k - ky0) % stepY === 0) {
       axes.append(s("line", { x1: m.left - 5, x2: m.left, y1: py, y2: py }));
-      axes.append(s("text", { x: m.left - 8, y: py + 4, "text-anchor": "end" }, opts.y.fmt(v)));
+      axes.append(text("swg-tick", { x: m.left - 8, y: py + (tick.asc - tick.desc) / 2, "text-anchor": "end" }, t));
     }
   }
   axes.append(s("rect", { x: m.left, y: m.top, width: iw, height: ih, fill: "none", class: "swg-frame" }));
-  axes.append(s("text", { x: m.left + iw / 2, y: height - 10, "text-anchor": "middle", class: "swg-axis-label" }, opts.x.label));
-  axes.append(
-    s("text", {
-      x: 0,
-      y: 0,
-      transform: `translate(${narrow ? 13 : 16},${m.top + ih / 2}) rotate(-90)`,
-      "text-anchor": "middle",
-      class: "swg-axis-label",
-    }, opts.y.label),
-  );
+  const xTitle = measure(opts.x.label, "swg-axis-label");
+  axes.append(text("swg-axis-label", { x: m.left + iw / 2, y: height - 4 - xTitle.desc, "text-anchor": "middle" }, opts.x.label));
+  axes.append(text("swg-axis-label", {
+    x: 0,
+    y: 0,
+    transform: `translate(${titleX},${m.top + ih / 2}) rotate(-90)`,
+    "text-anchor": "middle",
+  }, opts.y.label));
   svg.append(grid, axes);
   const plot = s("g", { "clip-path": `url(#${clipId})` });
   svg.append(plot);
   const over = s("g");
   svg.append(over);
-  return { svg, plot, over, X, Y, m, iw, ih, width, height };
+  const chart = { svg, plot, over, X, Y, m, iw, ih, width, height, measure, text };
+  chart.labels = labeller(chart);
+  return chart;
 }
 
 // SVG path through points [[x, y], ...] in data units (log scales applied).
@@ -390,6 +577,60 @@ function legend(items) {
   return ul;
 }
 
+// Details of a chart's points for every pointer. A <title> tooltip shows only on hover (a tap on a
+// phone shows nothing), so a click or tap on or near a point (a marker is small for a finger) or
+// a point reached with Tab writes its details in a line under the chart. Returns { line, attach }:
+// call attach(chart, points) after each drawing, points [{el, x, y, text, key}] (x, y: the
+// marker's centre in chart units); the point shown stays shown, with its new text, while a
+// point with its key is still drawn.
+function pointDetails(testid = "point-detail") {
+  const PROMPT = "Click or tap a point, or Tab to it, for its details.";
+  const line = h("p", { class: "swg-detail", "data-testid": testid, "aria-live": "polite", text: PROMPT });
+  let shown = null; // key of the point shown
+  let points = [];
+  function show(p) {
+    shown = p ? p.key : null;
+    for (const q of points) q.el.classList.toggle("swg-selected", q === p);
+    line.textContent = p ? p.text : PROMPT;
+    line.classList.toggle("swg-detail-on", Boolean(p));
+  }
+  function attach(chart, pts) {
+    points = pts;
+    const svg = chart.svg;
+    // an image's parts are not announced nor focusable: a chart with points to pick is a group
+    if (pts.length) svg.setAttribute("role", "group");
+    for (const p of pts) {
+      p.el.setAttribute("tabindex", "0");
+      p.el.setAttribute("role", "button");
+      p.el.setAttribute("aria-label", p.text);
+      p.el.setAttribute("data-point", p.key);
+      p.el.append(s("title", {}, p.text));
+      p.el.addEventListener("focus", () => show(p));
+      p.el.addEventListener("keydown", (e) => {
+        if (e.key === "Enter" || e.key === " ") {
+          e.preventDefault();
+          show(p);
+        }
+      });
+    }
+    svg.addEventListener("click", (e) => {
+      const hit = pts.find((p) => p.el === e.target || p.el.contains(e.target));
+      if (hit) return show(hit);
+      const ctm = svg.getScreenCTM();
+      if (!ctm) return;
+      const at = new DOMPoint(e.clientX, e.clientY).matrixTransform(ctm.inverse());
+      let best = null, reach = 22 / (ctm.a || 1); // a fingertip, in chart units
+      for (const p of pts) {
+        const d = Math.hypot(p.x - at.x, p.y - at.y);
+        if (d <= reach) [best, reach] = [p, d];
+      }
+      if (best) show(best);
+    });
+    show(pts.find((p) => p.key === shown) || null);
+  }
+  return { line, attach };
+}
+
 // Tick formatters for common axes.
 function tickNumber(v) {
   const k = Math.round(log10(v));
@@ -399,30 +640,49 @@ function tickNumber(v) {
 
 // ---------------------------------------------------------------- a question for the reader
 
-// "1.5 MB" -> 1.5e6, "12 µs" -> 1.2e-5, "6.7%" -> 6.7, "1,234" -> 1234, "2e3" -> 2000; null when
-// the text is no number. An SI prefix scales the number; a unit after it (B, s, %, flop/B) is
-// read and dropped, so a reader may type the answer with or without its unit.
-const SI_PREFIX = { "": 1, k: 1e3, K: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, m: 1e-3, u: 1e-6, "µ": 1e-6, n: 1e-9 };
-function parseAnswer(text) {
-  const t = String(text).trim().replace(/,/g, "").replace(/_/g, "");
-  const m = t.match(/^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*)$/);
-  if (!m) return null;
-  let rest = m[2].trim();
-  let scale = 1;
-  // a prefix only counts when a unit follows it ("5 ms", "2 GB"); a bare "m" or "k" is a prefix too
-  const p = rest.match(/^([kKMGTPmuµn])(B|bytes?|s|flop\/?B?|FLOP\/s|TFLOP\/s|elements?)?$/);
-  if (p && !/^(bytes?|s|elements?)$/.test(rest)) {
-    scale = SI_PREFIX[p[1]];
-    rest = p[2] || "";
-  }
-  if (rest && !/^(B|bytes?|s|sec|seconds?|%|x|×|times|flop\/B(yte)?|FLOP\/s|elements?|launches)$/i.test(rest)) return null;
-  const v = Number(m[1]) * scale;
-  return Number.isFinite(v) ? v : null;
+// The unit a question of this kind asks for: the one its answer reads best in (µs for 1.76e-5 s,
+// MB for 4.7e8 bytes), so that the reader types a plain number, never a power of ten.
+function answerUnit(kind, truth) {
+  const shown = UNITS[kind].units.filter(([sym]) => !sym.includes("i"));
+  return shown.find(([, size]) => Math.abs(truth) >= size) || shown[shown.length - 1];
 }
+
+// What a reader typed, in the base unit of `kind` (seconds, bytes, percent): { value, bare }, or
+// { error: "nan" } for no number, { error: "unit", typed } for a unit of something else.
+// A bare number is read in `unit` ([symbol, size, ...] of UNITS: the unit the question names);
+// a number with a unit in that unit, spelled as a reader would ("17.6us", "17.6 µs",
+// "0.0176 ms", "17.6 microseconds", "1.2 GiB", "470MB", "5 %"). "1,234,567", "1.5e6",
+// "1.5 × 10^6" and a decimal comma ("17,6") are numbers too.
+function parseAnswer(text, kind, unit) {
+  const t = String(text).trim()
+    .replace(/[\u00a0\u2009\u202f]/g, " ")
+    .replace(/_/g, "")
+    .replace(/\s*[x×*·]\s*10\s*\^\s*([-+]?\d+)/, "e$1")
+    .replace(/^[-+]?\d{1,3}(?:,\d{3})+(?![\d,])/, (m) => m.replace(/,/g, ""))
+    .replace(/^([-+]?\d+),(\d+)(?![\d,])/, "$1.$2");
+  const m = t.match(/^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*)$/);
+  if (!m) return { error: "nan" };
+  const typed = m[2].trim();
+  let size = unit[1];
+  if (typed) {
+    const low = typed.toLowerCase();
+    const u = UNITS[kind].units.find(([sym, , , other]) => sym.toLowerCase() === low || other.includes(low));
+    if (!u) return { error: "unit", typed };
+    size = u[1];
+  }
+  const value = Number(m[1]) * size;
+  return Number.isFinite(value) ? { value, bare: !typed } : { error: "nan" };
+}
+
+// How a quantity of each kind is written in a verdict (a spec's fmt may say otherwise).
+const ANSWER_FMT = { time: fmtTime, bytes: fmtBytes, percent: (x) => `${sig(x)}%` };
 
 // A question the widget asks about what it shows, checked here in the page (no kernel needed).
 // spec() is called when the reader checks an answer, so the right answer always follows the
-// widget's current state: { question, truth, unit, rel, fmt, mistakes: [[value, why]], explain }.
+// widget's current state: { question, kind ("time", "bytes" or "percent": UNITS), truth (in
+// seconds, bytes or percent), unit (optional: the symbol to ask in; default answerUnit), rel,
+// fmt, mistakes: [[value, why]], explain }. The question names its unit, the answer field shows
+// it, and a bare number is read in it: "17.6" to a question in µs is 17.6 µs, not 17.6 s.
 // Returns { box, refresh }: refresh() rewrites the question after a state change.
 function quiz(spec, testid = "quiz") {
   const box = h("div", { class: "swg-quiz", "data-testid": testid });
@@ -435,32 +695,59 @@ function quiz(spec, testid = "quiz") {
   const sol = h("p", { "data-testid": `${testid}-solution` });
   reveal.append(h("summary", { text: "Show the answer" }), sol);
   const f = field("Your answer", inp);
+  const label = f.querySelector("label");
   box.append(q, h("div", { class: "swg-quiz-row" }, f, btn), fb, reveal);
   let asked = "";
 
-  function check() {
+  // the spec with its unit ([symbol, size, name, spellings]) and formatter resolved
+  function current() {
     const sp = spec();
-    const unit = sp.unit ? ` ${sp.unit}` : "";
-    const fmt = sp.fmt || ((x) => sig(x));
+    const units = UNITS[sp.kind].units;
+    const unit = (sp.unit && units.find(([sym]) => sym === sp.unit)) || answerUnit(sp.kind, sp.truth);
+    return { sp, unit, fmt: sp.fmt || ANSWER_FMT[sp.kind] };
+  }
+
+  // "a number of microseconds, like 1.5, or with its unit, like 1.5 µs, 0.0015 ms or 1.5e-6 s"
+  function howToType(kind, unit) {
+    const shown = UNITS[kind].units.filter(([sym]) => !sym.includes("i"));
+    const at = shown.indexOf(unit);
+    const others = [shown[at - 1], kind === "bytes" ? shown[shown.length - 1] : shown[0]]
+      .filter((u) => u && u !== unit);
+    const ex = [unit].concat(others.filter((u, i) => others.indexOf(u) === i))
+      .map(([sym, size]) => `${sig((1.5 * unit[1]) / size, 2)}${sym === "%" ? "" : " "}${sym}`);
+    const alts = ex.length > 1 ? `${ex.slice(0, -1).join(", ")} or ${ex[ex.length - 1]}` : ex[0];
+    return `a number of ${unit[2]}, like 1.5, or with its unit, like ${alts}`;
+  }
+
+  function check() {
+    const { sp, unit, fmt } = current();
     const close = (a, b) => Math.abs(a - b) <= (sp.abs || 0) + (sp.rel ?? 0.02) * Math.abs(b);
-    const a = parseAnswer(inp.value);
+    const typed = inp.value;
     let ok = false, msg;
-    if (inp.value.trim() === "") {
+    const r = typed.trim() === "" ? null : parseAnswer(typed, sp.kind, unit);
+    if (r === null) {
       msg = "Type your answer first.";
       ok = null;
-    } else if (a === null) {
-      msg = `"${inp.value}" is not a number: type it like 1.5e6${unit ? ` or 1.5 M${sp.unit}` : ""}.`;
-    } else if (close(a, sp.truth)) {
+    } else if (r.error === "unit") {
+      const syms = UNITS[sp.kind].units.map(([sym]) => sym);
+      msg = `"${r.typed}" is not a unit of ${sp.kind === "percent" ? "percentage" : sp.kind}: use ${syms.length > 1 ? `${syms.slice(0, -1).join(", ")} or ${syms[syms.length - 1]}` : syms[0]}, or type a bare number of ${unit[2]}.`;
+    } else if (r.error) {
+      msg = `"${typed}" is not ${UNITS[sp.kind].noun}: type ${howToType(sp.kind, unit)}.`;
+    } else if (close(r.value, sp.truth)) {
       ok = true;
-      msg = `Right: ${fmt(sp.truth)}${unit}. ${sp.explain || ""}`.trim();
+      msg = `Right: ${fmt(sp.truth)}. ${sp.explain || ""}`.trim();
     } else {
+      const a = r.value;
       const known = (sp.mistakes || []).find(([v]) => !close(v, sp.truth) && close(a, v));
       const side = a > sp.truth ? "too high" : "too low";
-      if (known) msg = `Not yet: ${fmt(a)}${unit} is ${side}: ${known[1]}`;
+      // a bare number right in another unit: the arithmetic is done, only the unit is off
+      const other = r.bare && UNITS[sp.kind].units.find(([, size]) => close(a * (size / unit[1]), sp.truth));
+      if (other) msg = `Not yet: a bare number is read in ${unit[2]}, and ${fmt(a)} is ${side}; in ${other[2]} it would be right: type it with its unit, like ${typed.trim()} ${other[0]}.`;
+      else if (known) msg = `Not yet: ${fmt(a)} is ${side}: ${known[1]}`;
       else if (a > 0 && sp.truth > 0) {
-        const r = a > sp.truth ? a / sp.truth : sp.truth / a;
-        msg = `Not yet: ${fmt(a)}${unit} is ${side}, by a factor of about ${sig(r, 2)}.`;
-      } else msg = `Not yet: ${fmt(a)}${unit} is ${side}.`;
+        const k = a > sp.truth ? a / sp.truth : sp.truth / a;
+        msg = `Not yet: ${fmt(a)} is ${side}, by a factor of about ${sig(k, 2)}.`;
+      } else msg = `Not yet: ${fmt(a)} is ${side}.`;
     }
     fb.textContent = msg;
     fb.setAttribute("data-correct", ok === null ? "" : String(ok));
@@ -471,12 +758,18 @@ function quiz(spec, testid = "quiz") {
   inp.addEventListener("keydown", (e) => { if (e.key === "Enter") check(); });
   reveal.addEventListener("toggle", () => {
     if (!reveal.open) return;
-    const sp = spec();
-    sol.textContent = `${(sp.fmt || ((x) => sig(x)))(sp.truth)}${sp.unit ? ` ${sp.unit}` : ""}. ${sp.explain || ""}`.trim();
+    const { sp, fmt } = current();
+    sol.textContent = `${fmt(sp.truth)}. ${sp.explain || ""}`.trim();
   });
 
   function refresh() {
-    const text = spec().question;
+    const { sp, unit } = current();
+    // the unit in words, and for bytes how many (a decimal MB is not a MiB)
+    const sym = unit[0];
+    const words = sp.kind === "bytes" && unit[1] > 1 ? `${unit[2]} (${sym}, ${fmtInt(unit[1])} bytes)` : `${unit[2]} (${sym})`;
+    const text = `${sp.question} Answer in ${words}.`;
+    label.textContent = `Your answer (${sym})`;
+    inp.placeholder = `e.g. 1.5${sym === "%" ? "" : " "}${sym}`;
     if (text === asked) return;
     // a new question: the old verdict and the revealed answer no longer apply
     asked = text;

@@ -64,6 +64,7 @@ function renderLaunch({ model, el }) {
   ]);
   root.append(dl);
   const chartBox = h("div", { class: "swg-chart-box" });
+  const details = pointDetails();
   const note = h("p", { class: "swg-note", "data-testid": "note" });
   root.append(chartBox, note);
 
@@ -79,7 +80,7 @@ function renderLaunch({ model, el }) {
     const by = bytesOf(big) / band;
     return {
       question: `With the overhead and bandwidth set above, predict the time of one fused SwiGLU, ${get("dtype")}, at ten times the tokens: T = ${fmtInt(10 * get("T"))}, h = ${fmtInt(get("h"))}.`,
-      truth: later, unit: "", rel: 0.05, fmt: fmtTime,
+      kind: "time", truth: later, rel: 0.05,
       mistakes: [
         [10 * now, `ten times the work takes ten times as long only when the bytes dominate; here the launch overhead (${fmtTime(overhead)}) still sets the time.`],
         [now, `the time stays put only while the overhead dominates; at ten times the tokens the bytes take ${fmtTime(by)}.`],
@@ -124,6 +125,7 @@ function renderLaunch({ model, el }) {
     const yDom = decadeDomain(Math.min(...ts) / 2, Math.max(...ts) * 2);
     const chart = logChart({
       width: chartWidth(chartBox),
+      font: chartFont(chartBox),
       x: { domain: xDom, label: "output elements n = T × h", fmt: (v) => fmtCount(v) },
       y: { domain: yDom, label: "time per SwiGLU", fmt: (v) => fmtTime(v).replace(" ", "") },
       title: `Launch overhead against size, fused SwiGLU, ${get("dtype")}`,
@@ -135,10 +137,16 @@ function renderLaunch({ model, el }) {
     });
     chart.svg.setAttribute("data-testid", "chart");
     const [xa, xb] = xDom;
+    const { X, Y, m, labels } = chart;
+    const bottom = m.top + chart.ih;
+    const px = (pts) => pts.map(([x, y]) => [X(x), Y(y)]);
     // overhead-bound region
-    chart.plot.append(s("rect", { x: chart.m.left, y: chart.m.top, width: Math.max(0, chart.X(Math.min(nStar, xb)) - chart.m.left), height: chart.ih, fill: OI.orange, "fill-opacity": 0.12 }));
-    chart.plot.append(s("path", { d: pathD(chart, [[xa, overhead], [xb, overhead]]), stroke: OI.orange, "stroke-dasharray": "6 4", "stroke-width": 1.5, fill: "none" }));
-    chart.plot.append(s("path", { d: pathD(chart, [[xa, bytesOf(xa) / band], [xb, bytesOf(xb) / band]]), stroke: OI.sky, "stroke-dasharray": "6 4", "stroke-width": 1.5, fill: "none" }));
+    chart.plot.append(s("rect", { x: m.left, y: m.top, width: Math.max(0, X(Math.min(nStar, xb)) - m.left), height: chart.ih, fill: OI.orange, "fill-opacity": 0.12 }));
+    const ovLine = [[xa, overhead], [xb, overhead]], bwLine = [[xa, bytesOf(xa) / band], [xb, bytesOf(xb) / band]];
+    chart.plot.append(s("path", { d: pathD(chart, ovLine), stroke: OI.orange, "stroke-dasharray": "6 4", "stroke-width": 1.5, fill: "none" }));
+    chart.plot.append(s("path", { d: pathD(chart, bwLine), stroke: OI.sky, "stroke-dasharray": "6 4", "stroke-width": 1.5, fill: "none" }));
+    labels.line(px(ovLine));
+    labels.line(px(bwLine));
     const curve = [];
     for (let k = 0; k <= 60; k++) {
       const v = Math.pow(10, log10(xa) + (k / 60) * (log10(xb) - log10(xa)));
@@ -147,23 +155,37 @@ function renderLaunch({ model, el }) {
     curve.push([nStar, overhead]);
     curve.sort((a, b) => a[0] - b[0]);
     chart.plot.append(s("path", { d: pathD(chart, curve), stroke: "currentColor", "stroke-width": 2.5, fill: "none", "data-testid": "curve" }));
-    if (nStar > xa && nStar < xb) {
-      chart.plot.append(s("line", { x1: chart.X(nStar), x2: chart.X(nStar), y1: chart.m.top, y2: chart.m.top + chart.ih, stroke: "currentColor", "stroke-dasharray": "2 3" }));
-      // region names where they fit (about 95 px each at this font size)
-      if (chart.X(nStar) - chart.m.left > 100) chart.over.append(s("text", { x: chart.X(nStar) - 4, y: chart.m.top + 14, "text-anchor": "end", class: "swg-small" }, "overhead-bound"));
-      if (chart.m.left + chart.iw - chart.X(nStar) > 100) chart.over.append(s("text", { x: chart.X(nStar) + 4, y: chart.m.top + 14, class: "swg-small" }, "bandwidth-bound"));
+    labels.line(px(curve));
+    const crossing = nStar > xa && nStar < xb;
+    if (crossing) {
+      chart.plot.append(s("line", { x1: X(nStar), x2: X(nStar), y1: m.top, y2: bottom, stroke: "currentColor", "stroke-dasharray": "2 3" }));
+      labels.line([[X(nStar), m.top], [X(nStar), bottom]]);
     }
+    const picks = [];
     for (const p of pts) {
       const st = HOW_STYLE[p.how] || HOW_STYLE.gpu;
-      const mk = marker(st.shape, chart.X(p.elements), chart.Y(p.seconds), 4.5, st.color);
+      const cx = X(p.elements), cy = Y(p.seconds);
+      const mk = marker(st.shape, cx, cy, 4.5, st.color);
       mk.setAttribute("class", "swg-measured");
-      mk.append(s("title", {}, `measured: ${p.label}, ${fmtTime(p.seconds)} (${p.source})`));
       chart.plot.append(mk);
+      labels.marker(cx, cy, 4.5);
+      picks.push({ el: mk, x: cx, y: cy, key: `${p.source}|${p.label}|${p.how}|${p.seconds}`,
+                   text: `measured: ${p.label}, ${fmtTime(p.seconds)}, ${st.label.replace(/^measured: /, "")} (${p.source})` });
     }
-    const pm = marker("diamond", chart.X(n), chart.Y(t), 7, OI.blue);
+    const pm = marker("diamond", X(n), Y(t), 7, OI.blue);
     pm.setAttribute("data-testid", "probe");
     chart.over.append(pm);
-    chartBox.replaceChildren(chart.svg);
+    labels.marker(X(n), Y(t), 7);
+    picks.push({ el: pm, x: X(n), y: Y(t), key: "probe",
+                 text: `T × h chosen above: T = ${fmtInt(get("T"))}, h = ${fmtInt(get("h"))}, ${fmtCount(n)} elements, ${fmtBytes(bytes)}: ${fmtTime(t)}, ${over ? "overhead" : "bandwidth"}-bound` });
+    // the regions' names, at the top of each (else at its foot) where they fit
+    if (crossing) {
+      const rows = (mt) => [m.top + 3 + mt.asc, bottom - 3 - mt.desc, m.top + 3 + mt.asc + 16, bottom - 3 - mt.desc - 16];
+      labels.place({ texts: ["overhead-bound"], places: (mt) => rows(mt).map((y) => ({ x: X(nStar) - 4, y, anchor: "end" })) });
+      labels.place({ texts: ["bandwidth-bound"], places: (mt) => rows(mt).map((y) => ({ x: X(nStar) + 4, y })) });
+    }
+    details.attach(chart, picks);
+    chartBox.replaceChildren(chart.svg, details.line);
     const items = [
       { color: "currentColor", label: "t(n) = max(overhead, bytes / bandwidth)" },
       { color: OI.orange, dash: "6 4", label: "launch overhead" },

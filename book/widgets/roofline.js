@@ -25,7 +25,7 @@ function renderRoofline({ model, el }) {
   const [tIn, tErr] = intInput("T", get("T"), "T", (v) => setState(model, { T: v }));
   const [hIn, hErr] = intInput("h", get("h"), "h", (v) => setState(model, { h: v }));
   const [dIn, dErr] = intInput("d", get("d"), "d", (v) => setState(model, { d: v }));
-  const dField = field("d (model width)", dIn);
+  const dField = field("d (model width)", dIn, "used by the GEMM kernels only");
   dField.append(dErr);
 
   const controls = h(
@@ -68,6 +68,7 @@ function renderRoofline({ model, el }) {
   root.append(dl);
   const chartBox = h("div", { class: "swg-chart-box" });
   root.append(chartBox);
+  const details = pointDetails();
   const note = h("p", { class: "swg-note", "data-testid": "note" });
   root.append(note);
 
@@ -81,13 +82,13 @@ function renderRoofline({ model, el }) {
       (get("variants").find((v) => v.key === get("variant"))?.kind === "gemm" ? `, d = ${fmtInt(get("d"))}` : "");
     if (!peak) {
       return { question: `No compute peak is known for ${spec.label}. How long must the ${what} take at least, to move its bytes?`,
-               truth: pred.memory_time_s, unit: "", rel: 0.03, fmt: fmtTime, mistakes: [],
+               kind: "time", truth: pred.memory_time_s, rel: 0.03, mistakes: [],
                explain: `bytes / bandwidth = ${fmtBytes(traffic.bytes)} / ${fmtBandwidth(spec.memory_bandwidth)}.` };
     }
     const share = 100 * Math.min(1, (traffic.intensity * spec.memory_bandwidth) / peak);
     return {
       question: `At most what percentage of the ${precision} peak (${fmtRate(peak)}) can the ${what} reach on ${spec.label}?`,
-      truth: share, unit: "%", rel: 0.05, fmt: (x) => sig(x),
+      kind: "percent", truth: share, rel: 0.05,
       mistakes: [
         [100, "that is the compute roof, reached only right of the ridge point; this kernel's intensity is below it."],
         [(100 * ridge) / traffic.intensity, "that is upside down: the share is intensity / ridge point."],
@@ -101,6 +102,9 @@ function renderRoofline({ model, el }) {
   const ask = quiz(question);
   root.append(ask.box);
 
+  // d (the model width) enters only the GEMM kernels' traffic
+  const isGemm = () => get("variants").find((v) => v.key === get("variant"))?.kind === "gemm";
+
   function currentSpec() {
     return gpus[get("gpu")] || gpus[get("gpu_order")[0]];
   }
@@ -110,12 +114,11 @@ function renderRoofline({ model, el }) {
     gpuSel.value = get("gpu");
     dtypeSel.value = get("dtype");
     variantSel.value = get("variant");
-    const isGemm = get("variants").find((v) => v.key === get("variant"))?.kind === "gemm";
-    dField.classList.toggle("swg-disabled", !isGemm);
+    enableField(dField, dIn, isGemm(), get("d"));
     // compute peaks this GPU has
     precSel.replaceChildren();
     const auto = resolvePrecision("auto");
-    const where = isGemm ? `a ${get("dtype")} GEMM` : "elementwise math";
+    const where = isGemm() ? `a ${get("dtype")} GEMM` : "elementwise math";
     precSel.append(h("option", { value: "auto", text: `auto (${auto.label || auto.key}: where ${where} runs)` }));
     for (const [k, label, attr] of get("precisions")) {
       if (spec[attr]) precSel.append(h("option", { value: k, text: `${label}: ${fmtRate(spec[attr])}` }));
@@ -204,6 +207,7 @@ function renderRoofline({ model, el }) {
       (pts.length ? `${pts.length} measured points shown.` : "No measured points shown.");
     const chart = logChart({
       width: chartWidth(chartBox),
+      font: chartFont(chartBox),
       x: { domain: xDom, label: "arithmetic intensity (flop/byte)", fmt: tickNumber },
       y: { domain: yDom, label: "performance (flop/s)", fmt: (v) => fmtRate(v).replace("FLOP/s", "").replace(" ", "") || "1" },
       title,
@@ -212,6 +216,9 @@ function renderRoofline({ model, el }) {
     chart.svg.setAttribute("data-testid", "chart");
     const [xa, xb] = xDom;
     const bw = spec.memory_bandwidth;
+    const { X, Y, m, labels } = chart;
+    const right = m.left + chart.iw, bottom = m.top + chart.ih;
+    const px = (pts) => pts.map(([x, y]) => [X(x), Y(y)]);
     // other compute peaks (dashed)
     const others = new Map(); // value -> labels (FP16 and BF16 often share a peak)
     for (const p of peaks) {
@@ -219,92 +226,123 @@ function renderRoofline({ model, el }) {
       const short = p.label.includes("tensor") ? p.label.replace(" tensor cores", "") : p.label;
       others.set(p.value, (others.get(p.value) || []).concat([short]));
     }
-    // roof labels at the right edge: above their line, or below when that would overlap another
-    const roofLabels = [...others].map(([value, labels]) => ({
-      value,
-      text: `${labels.join("/")}${labels.some((l) => !l.includes("CUDA")) ? " tensor" : ""} ${fmtRate(value)}`,
-      color: OI.purple,
-    }));
-    if (peak) roofLabels.push({ value: peak, text: `${r.precision} roof ${fmtRate(peak)}`, color: "currentColor", below: true });
-    roofLabels.sort((a, b) => b.value - a.value);
-    const placedY = [];
-    for (const lab of roofLabels) {
-      if (lab.value !== peak) {
-        chart.plot.append(s("path", { d: pathD(chart, [[lab.value / bw, lab.value], [xb, lab.value]]), stroke: OI.purple, "stroke-width": 1.5, "stroke-dasharray": "6 4", fill: "none" }));
-      }
-      const above = chart.Y(lab.value) - 4, under = chart.Y(lab.value) + 13;
-      const free = (y) => placedY.every((q) => Math.abs(q - y) >= 13);
-      const order = lab.below ? [under, above] : [above, under];
-      const y = order.find((q) => free(q) && q > chart.m.top + 10) ?? order[0];
-      placedY.push(y);
-      chart.over.append(s("text", { x: chart.m.left + chart.iw - 4, y, "text-anchor": "end", class: "swg-small", fill: lab.color }, lab.text));
+    for (const value of others.keys()) {
+      const line = [[value / bw, value], [xb, value]];
+      chart.plot.append(s("path", { d: pathD(chart, line), stroke: OI.purple, "stroke-width": 1.5, "stroke-dasharray": "6 4", fill: "none" }));
+      labels.line(px(line));
     }
     // the roof for the chosen peak
     const roofPts = peak ? [[xa, bw * xa], [ridge, peak], [xb, peak]] : [[xa, bw * xa], [xb, bw * xb]];
-    const roof = s("path", { d: pathD(chart, roofPts), stroke: "currentColor", "stroke-width": 2.5, fill: "none", "data-testid": "roof" });
-    chart.plot.append(roof);
-    // label the memory roof along its slope, clear of the kernel's marker and of the ridge
-    const slopeDeg = (-Math.atan2(chart.Y(bw * xa) - chart.Y(bw * xa * 10), chart.X(xa * 10) - chart.X(xa)) * 180) / Math.PI;
-    const cosA = Math.cos((slopeDeg * Math.PI) / 180);
-    const memText = `memory ${fmtBandwidth(bw)}`;
-    const memLen = memText.length * 6.6 * cosA; // horizontal extent of the slanted label
-    const slopeEnd = chart.X(peak ? Math.min(ridge, xb) : xb) - 8;
-    const kpx = chart.X(traffic.intensity);
-    const onSlope = pred.bound === "memory";
-    const starts = [chart.X(xa) + 4, kpx + 16, slopeEnd - memLen];
-    const lx0 = starts.find((x0) => x0 + memLen <= slopeEnd && !(onSlope && kpx > x0 - 12 && kpx < x0 + memLen + 12)) ?? starts[0];
-    const lxv = Math.pow(10, log10(xa) + ((lx0 - chart.m.left) / chart.iw) * (log10(xb) - log10(xa)));
-    const lpx = lx0, lpy = chart.Y(bw * lxv) - 7;
-    chart.over.append(s("text", { x: lpx, y: lpy, class: "swg-small", transform: `rotate(${slopeDeg} ${lpx} ${lpy})` }, memText));
+    chart.plot.append(s("path", { d: pathD(chart, roofPts), stroke: "currentColor", "stroke-width": 2.5, fill: "none", "data-testid": "roof" }));
+    labels.line(px(roofPts));
     if (peak) {
-      chart.plot.append(s("line", { x1: chart.X(ridge), x2: chart.X(ridge), y1: chart.Y(peak), y2: chart.m.top + chart.ih, stroke: "currentColor", "stroke-dasharray": "2 3", "stroke-width": 1 }));
-      // the same three significant figures as the readout (295, not a rounded 300)
-      chart.over.append(s("text", { x: chart.X(ridge) + 4, y: chart.m.top + chart.ih - 6, class: "swg-small", "data-testid": "ridge-label" }, `ridge ${sig(ridge)}`));
+      chart.plot.append(s("line", { x1: X(ridge), x2: X(ridge), y1: Y(peak), y2: bottom, stroke: "currentColor", "stroke-dasharray": "2 3", "stroke-width": 1 }));
+      labels.line([[X(ridge), Y(peak)], [X(ridge), bottom]]);
     }
-    // measured points
-    // points at the chosen shape stand out; other shapes stay as faint context
+    // measured points: those at the chosen shape stand out; other shapes stay as faint context
+    const picks = [];
     const atShape = (p) => p.T === get("T") && p.h === get("h") && (!p.d || p.d === get("d"));
     for (const p of [...pts].sort((a, b) => atShape(a) - atShape(b))) {
-      const st = VARIANT_STYLE[p.variant] || OTHER_STYLE;
+      const ps = VARIANT_STYLE[p.variant] || OTHER_STYLE;
       const here = atShape(p);
-      const mk = marker(st.shape, chart.X(p.flops / p.bytes), chart.Y(p.flops / p.seconds), here ? 5 : 3.5, st.color);
+      const cx = X(p.flops / p.bytes), cy = Y(p.flops / p.seconds), rad = here ? 5 : 3.5;
+      const mk = marker(ps.shape, cx, cy, rad, ps.color);
       mk.setAttribute("fill-opacity", here ? "0.9" : "0.35");
       mk.setAttribute("stroke-opacity", here ? "1" : "0.35");
       mk.setAttribute("class", here ? "swg-measured swg-here" : "swg-measured");
-      mk.append(s("title", {}, `measured: ${p.label}, ${fmtTime(p.seconds)}, ${fmtRate(p.flops / p.seconds)}, ${fmtBandwidth(p.bytes / p.seconds)} (${p.source})`));
       chart.plot.append(mk);
+      labels.marker(cx, cy, rad);
+      picks.push({ el: mk, x: cx, y: cy, key: `${p.source}|${p.label}|${p.seconds}`,
+                   text: `measured: ${p.label}, ${fmtTime(p.seconds)}, ${fmtRate(p.flops / p.seconds)}, ${fmtBandwidth(p.bytes / p.seconds)} (${p.source})` });
     }
     // this kernel, at its predicted attainable performance
     const st = VARIANT_STYLE[get("variant")] || OTHER_STYLE;
     const perf = traffic.flops / pred.time_s;
-    const kx = chart.X(traffic.intensity), ky = chart.Y(perf);
-    chart.plot.append(s("line", { x1: kx, x2: kx, y1: ky, y2: chart.m.top + chart.ih, stroke: st.color, "stroke-width": 1.5, "stroke-dasharray": "4 3" }));
+    const kx = X(traffic.intensity), ky = Y(perf);
+    chart.plot.append(s("line", { x1: kx, x2: kx, y1: ky, y2: bottom, stroke: st.color, "stroke-width": 1.5, "stroke-dasharray": "4 3" }));
+    labels.line([[kx, ky], [kx, bottom]]);
     const km = marker(st.shape, kx, ky, 7, st.color);
     km.setAttribute("data-testid", "kernel-point");
     km.setAttribute("stroke-width", "1.5");
     chart.over.append(km);
-    // label the marker where the text crosses neither the roof nor the plot's edge
-    const text = `${fmtTime(pred.time_s)}, ${pred.bound}-bound`;
-    const tw = text.length * 7.2;
-    const roofYpx = (px) => {
-      const xv = Math.pow(10, log10(xa) + ((px - chart.m.left) / chart.iw) * (log10(xb) - log10(xa)));
-      return chart.Y(peak ? Math.min(bw * xv, peak) : bw * xv);
-    };
-    const fits = ([x0, y]) => {
-      if (x0 < chart.m.left + 2 || x0 + tw > chart.m.left + chart.iw - 2 || y - 12 < chart.m.top || y + 3 > chart.m.top + chart.ih) return false;
-      for (let px = x0; px <= x0 + tw; px += 4) {
-        const ry = roofYpx(px);
-        if (y + 3 > ry - 2 && y - 12 < ry + 2) return false;
+    labels.marker(kx, ky, 7);
+    const shape = `T = ${fmtInt(get("T"))}, h = ${fmtInt(get("h"))}${isGemm() ? `, d = ${fmtInt(get("d"))}` : ""}`;
+    picks.push({ el: km, x: kx, y: ky, key: "kernel",
+                 text: `predicted: ${vlabel}, ${get("dtype")}, ${shape}: ${fmtTime(pred.time_s)}, ${fmtRate(perf)} at ${sig(traffic.intensity)} flop/byte, ${pred.bound}-bound` });
+
+    // labels, the most needed placed first: the chosen roof (its place is at the right edge, where
+    // a compute-bound kernel's label would take it), the kernel's time, the ridge, the memory
+    // roof, then the other peaks (left out where even their value alone finds no room).
+    // A roof's label goes along its line, above or below it, from the right edge leftwards; the
+    // chosen roof's, where its line is crowded (a kernel's marker on it), may reach left of the
+    // ridge (an other peak's label there would float by a line that is not drawn).
+    const roofPlaces = (value, x0, reach) => (mt) => {
+      const on = [], past = [];
+      for (let x = right - 4; x - mt.w >= m.left + 2; x -= 12) {
+        (x - mt.w >= x0 + 4 || x === right - 4 ? on : past).push(
+          { x, y: Y(value) - 3 - mt.desc, anchor: "end" }, { x, y: Y(value) + 3 + mt.asc, anchor: "end" });
       }
-      return true;
+      return reach ? on.concat(past) : on;
     };
-    const cands = [[kx + 10, ky + 22], [kx - 10 - tw, ky + 22], [kx - 10 - tw, ky - 10], [kx + 10, ky - 10], [kx + 10, ky + 40], [kx - 10 - tw, ky + 40]];
-    const [tx, ty] = cands.find(fits) || cands[0];
-    chart.over.append(s("text", { x: tx, y: ty, class: "swg-label" }, text));
-    chartBox.replaceChildren(chart.svg);
+    if (peak) {
+      labels.place({
+        texts: [`${r.precision} roof ${fmtRate(peak)}`, `${r.precision} ${fmtRate(peak)}`, fmtRate(peak)],
+        required: true,
+        places: roofPlaces(peak, X(ridge), true),
+      });
+    }
+    labels.place({
+      texts: [`${fmtTime(pred.time_s)}, ${pred.bound}-bound`, fmtTime(pred.time_s)],
+      cls: "swg-label",
+      required: true,
+      places: (mt) => {
+        const out = [];
+        for (const dy of [22, -12, 40, -30, 58, -48, 76, -66, 94]) {
+          for (const [dx, anchor] of [[12, "start"], [-12, "end"]]) out.push({ x: kx + dx, y: ky + dy, anchor });
+          if (dy === -12) for (const [dx, anchor] of [[14, "start"], [-14, "end"]]) out.push({ x: kx + dx, y: ky + (mt.asc - mt.desc) / 2, anchor });
+        }
+        return out;
+      },
+    });
+    if (peak) {
+      // the same three significant figures as the readout (295, not a rounded 300)
+      labels.place({
+        texts: [`ridge ${sig(ridge)}`],
+        required: true,
+        attrs: { "data-testid": "ridge-label" },
+        places: (mt) => [0, 1, 2, 3, 4].flatMap((k) => [
+          { x: X(ridge) + 4, y: bottom - 4 - mt.desc - 16 * k },
+          { x: X(ridge) - 4, y: bottom - 4 - mt.desc - 16 * k, anchor: "end" },
+        ]),
+      });
+    }
+    // the memory roof's label runs along its slope, above it or else below
+    const slopeEnd = peak ? Math.min(ridge, xb) : xb;
+    const [p0x, p0y] = [X(xa), Y(bw * xa)], [p1x, p1y] = [X(slopeEnd), Y(bw * slopeEnd)];
+    const len = Math.hypot(p1x - p0x, p1y - p0y), ux = (p1x - p0x) / len, uy = (p1y - p0y) / len;
+    const slopeDeg = (Math.atan2(uy, ux) * 180) / Math.PI;
+    labels.place({
+      texts: [`memory ${fmtBandwidth(bw)}`, fmtBandwidth(bw)],
+      required: true,
+      places: (mt) => {
+        const out = [];
+        for (const off of [mt.desc + 3, -(mt.asc + 3)]) {
+          for (let t = 4; t + mt.w <= len - 4; t += 8) out.push({ x: p0x + ux * t + uy * off, y: p0y + uy * t - ux * off, deg: slopeDeg });
+        }
+        return out;
+      },
+    });
+    const unlabelled = []; // other peaks whose label found no room: the legend names them
+    for (const [value, names] of [...others].sort((a, b) => b[0] - a[0])) {
+      const short = `${names.map((n) => n.split(" ")[0]).join("/")} ${fmtRate(value)}`;
+      const full = `${names.join("/")}${names.some((n) => !n.includes("CUDA")) ? " tensor" : ""} ${fmtRate(value)}`;
+      if (!labels.place({ texts: [full, short, fmtRate(value)], places: roofPlaces(value, X(value / bw)) })) unlabelled.push(short);
+    }
+    details.attach(chart, picks);
+    chartBox.replaceChildren(chart.svg, details.line);
 
     const items = [{ color: "currentColor", label: `roof: min(bandwidth × intensity, ${r.precision} peak)` }];
-    if (others.size) items.push({ color: OI.purple, dash: "6 4", label: "other compute peaks" });
+    if (others.size) items.push({ color: OI.purple, dash: "6 4", label: `other compute peaks${unlabelled.length ? ` (${unlabelled.join(", ")})` : ""}` });
     items.push({ color: st.color, shape: st.shape, label: `${vlabel} (predicted)` });
     const seen = new Set();
     for (const p of pts) {
@@ -322,7 +360,7 @@ function renderRoofline({ model, el }) {
       note.append(`${spec.note} `);
     }
     note.append(get("data_note"));
-    if (pts.length) note.append(" Bold markers: measured at the chosen shape; faint: other shapes (hover or tap for details).");
+    if (pts.length) note.append(" Bold markers: measured at the chosen shape; faint: other shapes (click, tap or hover for details).");
     else if (get("points").length) note.append(` None of them were measured on ${spec.label} in ${get("dtype")}.`);
     ask.refresh();
   }

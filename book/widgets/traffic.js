@@ -50,7 +50,7 @@ function renderTraffic({ model, el }) {
   const scopeSel = select([["activation", "the activation alone"], ["mlp", "gate/up projections + activation"]], get("scope"), "scope");
   const tf = field("T (tokens)", tIn); tf.append(tErr);
   const hf = field("h (hidden)", hIn); hf.append(hErr);
-  const df = field("d (model width)", dIn); df.append(dErr);
+  const df = field("d (model width)", dIn, "used by the projections only"); df.append(dErr);
   root.append(h("div", { class: "swg-controls" }, tf, hf, field("dtype", dtypeSel), field("count", scopeSel), df));
   dtypeSel.addEventListener("change", () => setState(model, { dtype: dtypeSel.value }));
   scopeSel.addEventListener("change", () => setState(model, { scope: scopeSel.value }));
@@ -94,7 +94,9 @@ function renderTraffic({ model, el }) {
     const explain = st.scope === "activation"
       ? `The naive pair writes silu(gate) to a temporary and reads it back: 2 × T·h transfers of ${eb} bytes.`
       : `Gate and up are never written or read back (4 × T·h transfers) and x is read once, not twice (T·d more), ${eb} bytes each.`;
-    return { question: text, truth: saved, unit: "bytes", rel: 0.02, fmt: (x) => fmtInt(x), mistakes, explain };
+    // the rounded figure a reader works out, and the exact count
+    const fmt = (x) => (Math.abs(x) < 1e3 ? `${fmtInt(x)} bytes` : `${fmtBytes(x)} (${fmtInt(x)} bytes)`);
+    return { question: text, kind: "bytes", truth: saved, rel: 0.02, fmt, mistakes, explain };
   }
   const ask = quiz(question);
   root.append(ask.box);
@@ -106,7 +108,8 @@ function renderTraffic({ model, el }) {
       if (Number(inp.value) !== get(key)) syncInput(inp, get(key));
     }
     const scope = get("scope");
-    df.classList.toggle("swg-disabled", scope === "activation");
+    // d sizes x and the weights: the activation alone has neither
+    enableField(df, dIn, scope === "mlp", get("d"));
     const st = { T: get("T"), h: get("h"), d: get("d"), elemBytes: get("dtypes")[get("dtype")], fpe: get("flops_per_element"), scope };
     const rows = trafficRows(st);
     const n = st.T * st.h;
