@@ -539,6 +539,21 @@ def test_launch_question_names_its_unit_and_reads_a_bare_number_in_it(open_widge
     assert ask(page, f"{truth * 1e6:.4g} us")[1] == "true"
 
 
+def test_a_wrong_answer_is_echoed_as_typed_and_a_near_miss_in_percent(open_widget):
+    # reader QA: chapter 1's quiz echoed a typed 2.5 as "3 bytes is too low" (the display
+    # format rounds), and a miss of a few percent read "too low, by a factor of about 1.0"
+    page = open_widget(widgets.traffic_explorer(T=4, h=8))
+    naive, fused = (traffic.activation(4, 8, "float32", v) for v in ("naive", "fused"))
+    saved = naive.bytes - fused.bytes
+    text, ok = ask(page, 2.5)
+    assert ok == "false" and "2.5 B is too low" in text and "3 bytes" not in text, text
+    near = round(saved * 0.9, 1)
+    text, ok = ask(page, f"{near} bytes")
+    assert ok == "false" and f"{near} bytes is 10% too low" in text and "factor" not in text, text
+    text, ok = ask(page, saved * 3)
+    assert ok == "false" and "too high, by a factor of about 3" in text, text
+
+
 def test_traffic_question_reads_byte_units(open_widget):
     # chapter 3's state: hundreds of MB saved; the question asks in MB, decimal, and takes any
     # spelling of a byte unit (binary ones read as binary)

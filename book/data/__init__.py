@@ -67,11 +67,12 @@ class Results:
         return sorted({r["variant"] for r in self.rows})
 
     def caption(self):
-        """One line naming where the numbers come from, for under a plot or table."""
+        """One line naming where the numbers come from, for under a plot or table (printed:
+        plain text, no Markdown backticks)."""
         p = self.provenance
         return (f"Measured on {p.get('gpu')} (driver {p.get('driver')}, CUDA {p.get('cuda')}, "
                 f"numba-cuda {p.get('numba_cuda')}, torch {p.get('torch')}) on {p.get('date')} "
-                f"with `{p.get('command')}`.")
+                f"with: {p.get('command')}")
 
 
 def ncu(gpu: str = "h100") -> dict:

@@ -738,16 +738,20 @@ function quiz(spec, testid = "quiz") {
       msg = `Right: ${fmt(sp.truth)}. ${sp.explain || ""}`.trim();
     } else {
       const a = r.value;
+      // the answer as the reader typed it: rounded for display, 2.5 bytes read as "3 bytes"
+      const said = r.bare ? `${typed.trim()} ${unit[0]}` : typed.trim();
       const known = (sp.mistakes || []).find(([v]) => !close(v, sp.truth) && close(a, v));
       const side = a > sp.truth ? "too high" : "too low";
       // a bare number right in another unit: the arithmetic is done, only the unit is off
       const other = r.bare && UNITS[sp.kind].units.find(([, size]) => close(a * (size / unit[1]), sp.truth));
-      if (other) msg = `Not yet: a bare number is read in ${unit[2]}, and ${fmt(a)} is ${side}; in ${other[2]} it would be right: type it with its unit, like ${typed.trim()} ${other[0]}.`;
-      else if (known) msg = `Not yet: ${fmt(a)} is ${side}: ${known[1]}`;
+      if (other) msg = `Not yet: a bare number is read in ${unit[2]}, and ${said} is ${side}; in ${other[2]} it would be right: type it with its unit, like ${typed.trim()} ${other[0]}.`;
+      else if (known) msg = `Not yet: ${said} is ${side}: ${known[1]}`;
       else if (a > 0 && sp.truth > 0) {
         const k = a > sp.truth ? a / sp.truth : sp.truth / a;
-        msg = `Not yet: ${fmt(a)} is ${side}, by a factor of about ${sig(k, 2)}.`;
-      } else msg = `Not yet: ${fmt(a)} is ${side}.`;
+        // a near miss in percent ("2.3% too low"); a factor only where it says more than 1.x
+        msg = k < 1.5 ? `Not yet: ${said} is ${sig((100 * Math.abs(a - sp.truth)) / sp.truth, 2)}% ${side}.`
+          : `Not yet: ${said} is ${side}, by a factor of about ${sig(k, 2)}.`;
+      } else msg = `Not yet: ${said} is ${side}.`;
     }
     fb.textContent = msg;
     fb.setAttribute("data-correct", ok === null ? "" : String(ok));

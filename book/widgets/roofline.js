@@ -95,7 +95,7 @@ function renderRoofline({ model, el }) {
         [100 * traffic.intensity, "that is the intensity as a percentage; compare it with the ridge point."],
       ],
       explain: pred.bound === "memory"
-        ? `Intensity ${sig(traffic.intensity)} flop/byte is below the ridge (${sig(ridge)}): the memory roof gives intensity × bandwidth = ${fmtRate(traffic.intensity * spec.memory_bandwidth)}, intensity / ridge of the peak.`
+        ? `Intensity ${sig(traffic.intensity)} flop/byte is below the ridge (${sig(ridge)}): the memory roof gives intensity × bandwidth = ${fmtRate(traffic.intensity * spec.memory_bandwidth)}: as a share of the peak, intensity / ridge.`
         : `Intensity ${sig(traffic.intensity)} flop/byte is above the ridge (${sig(ridge)}): compute-bound, the whole peak is in reach.`,
     };
   }
