@@ -52,8 +52,9 @@ def isolate(cfg):
     uid, gid = os.getuid(), os.getgid()
     userns = False
     # under compute-sanitizer (grade --sanitize) the launcher made the network namespace around
-    # the tool, which finds this process through a socket in it (sandbox._net_around_wrapper)
-    net_made = os.environ.pop("AG_NETNS_AROUND_WRAPPER", "") == "1"
+    # the tool, which finds this process through a socket in it (sandbox._net_around_wrapper;
+    # the launcher stops the child if it cannot, so the flag says it was made)
+    net_made = bool(cfg.get("launch", {}).get("net_around_wrap"))
     if net_made:
         got["net"] = True
         got["notes"].append("network namespace made by the launcher around compute-sanitizer")

@@ -1100,17 +1100,16 @@ def _init_for(libc, exe: str, argv: list, alive_r: int | None = None) -> None:
             os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
-NETNS_ENV = "AG_NETNS_AROUND_WRAPPER"   # the launcher to the driver: the network namespace is made
-
-
 def _net_around_wrapper(libc, fatal) -> None:
     """A wrapped driver's network namespace, made here around the wrapper, not by the driver.
     compute-sanitizer reaches the program it watches over a Unix socket in the abstract
     namespace (NV_SANITIZER_INJECTION_TRANSPORT_TYPE=uds), which belongs to the network
     namespace: a driver that made its own could not be found by the tool ("No attachable
     process found" on the H100; tool and target in one new namespace attach,
-    records/sanitizer/sandbox_diag_h100.json). The driver, told so through NETNS_ENV, then
-    makes only its mount namespace; the submission is cut off from the network either way."""
+    records/sanitizer/sandbox_diag_h100.json). The driver, which reads the same config flag
+    (``net_around_wrap``; this launcher stops the child where it cannot make the namespace),
+    then makes only its mount namespace; the submission is cut off from the network either
+    way."""
     import ctypes
 
     if libc.unshare(CLONE_NEWNET) != 0:
@@ -1119,7 +1118,6 @@ def _net_around_wrapper(libc, fatal) -> None:
               f"and the sandbox could not make one around the tool: unshare(CLONE_NEWNET) "
               f"failed ({os.strerror(ctypes.get_errno())}). Run the grader as root, or "
               "grade without --sanitize")
-    os.environ[NETNS_ENV] = "1"
 
 
 def _fresh_proc(libc) -> None:
