@@ -226,6 +226,43 @@ def _collect_fixtures(rec: dict, work: Path) -> None:
                                                       "stopped")]
 
 
+def run_grader(args: list, timeout: float) -> dict:
+    """``python -m autograder grade ARGS`` from the repository, stopped after ``timeout``
+    seconds (SIGTERM first: the grader kills its children whole and logs the stop); what it
+    printed, how it ended, and what it left running (none expected: its sandbox's duty). Used
+    by benchmarks/sanitize_hostile_probe.py too."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env.pop("BOOK_SIMULATOR", None)
+    cmd = [sys.executable, "-m", "autograder", "grade", *args]
+    t0 = time.time()
+    logs = Path(tempfile.mkdtemp(prefix="sanitizer-grade-out-"))
+    with open(logs / "stdout", "w") as so, open(logs / "stderr", "w") as se:
+        p = subprocess.Popen(cmd, stdout=so, stderr=se, text=True, cwd=ROOT, env=env)
+        _STATE["grader"] = p
+        try:
+            p.wait(timeout=timeout)
+            timed_out = None
+        except subprocess.TimeoutExpired:
+            timed_out = timeout
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        _STATE["grader"] = None
+    out = {"command": " ".join(cmd[1:]).replace(str(ROOT) + "/", ""),
+           "returncode": p.returncode, "seconds": round(time.time() - t0, 1),
+           "stdout": (logs / "stdout").read_text(errors="replace")[-6000:],
+           "stderr": (logs / "stderr").read_text(errors="replace")[-6000:],
+           "left_running_then_killed": sweep()}
+    if timed_out:
+        out["timed_out"] = timed_out
+    shutil.rmtree(logs, ignore_errors=True)
+    return out
+
+
 def grade_record(out: Path, budget_s: float = 560) -> dict:
     """Grade the planted race and its control with --sanitize; both routes, every output."""
     from autograder import feedback
@@ -242,38 +279,8 @@ def grade_record(out: Path, budget_s: float = 560) -> dict:
     rec["fd_probe"] = fd_probe()
     rec["fd_probe"]["left_running_then_killed"] = sweep()
     subs = [FIXTURES / f for f in GRADED.values()]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    env.pop("BOOK_SIMULATOR", None)
-    grade = [sys.executable, "-m", "autograder", "grade", "lab4", *map(str, subs), "--out",
-             str(work), "--sanitize", "--regrade"]
-    t0 = time.time()
-    logs = Path(tempfile.mkdtemp(prefix="sanitizer-grade-out-"))
-    with open(logs / "stdout", "w") as so, open(logs / "stderr", "w") as se:
-        p = subprocess.Popen(grade, stdout=so, stderr=se, text=True, cwd=ROOT, env=env)
-        _STATE["grader"] = p
-        try:
-            p.wait(timeout=0.7 * budget_s)
-            timed_out = None
-        except subprocess.TimeoutExpired:
-            # SIGTERM first: the grader kills its children whole and logs the stop
-            timed_out = 0.7 * budget_s
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        _STATE["grader"] = None
-    rec["grade"] = {"command": " ".join(grade[1:]).replace(str(ROOT) + "/", ""),
-                    "returncode": p.returncode, "seconds": round(time.time() - t0, 1),
-                    "stdout": (logs / "stdout").read_text(errors="replace")[-6000:],
-                    "stderr": (logs / "stderr").read_text(errors="replace")[-6000:],
-                    # none expected: what the grader left running (its sandbox's duty) is named
-                    "left_running_then_killed": sweep()}
-    if timed_out:
-        rec["grade"]["timed_out"] = timed_out
-    shutil.rmtree(logs, ignore_errors=True)
+    rec["grade"] = run_grader(["lab4", *map(str, subs), "--out", str(work), "--sanitize",
+                               "--regrade"], 0.7 * budget_s)
     _collect_fixtures(rec, work)
     _STATE["collect"] = None
     shutil.rmtree(work, ignore_errors=True)
