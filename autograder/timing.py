@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from .compare import compare_array
-from .rubric import NOT_MEASURED_NO_GPU, UNVERIFIED, basis_words, near_boundary, score_performance
+from .rubric import (NOT_MEASURED_NO_GPU, REMEASURE_BAND, UNVERIFIED, basis_words, near_boundary,
+                     score_performance)
 from .sandbox import Child, ChildError
 from .submission import read_cells
 
@@ -418,8 +419,9 @@ class Timing:
                        "on its own inputs, in its own process"
                        + (", in windows alternating with the reference solution's" if by_master else "")
                        + (f"; timed again with more windows because a first measurement "
-                          f"({remeasure['fraction']:.1%}) lay within {perf.get('remeasure_band', 0.03):.0%} "
-                          f"of a scoring line" if remeasure else ""))
+                          f"({remeasure['fraction']:.1%}) lay within "
+                          f"{perf.get('remeasure_band', REMEASURE_BAND):.0%} of a scoring line"
+                          if remeasure else ""))
         if score["flags"]:
             p["output"] += "\nFLAGGED: " + "\nFLAGGED: ".join(score["flags"])
         result.performance = info
