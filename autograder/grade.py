@@ -392,7 +392,7 @@ class Run(Judging, Sanitizing, Timing):
                     try:  # what every submission's performance is a fraction of, on this GPU
                         self.masters[g] = self.record_master(g)
                     except Exception as e:  # performance says the grader could not, never blames
-                        self.master_error = f"{type(e).__name__}: {e}"[:500]
+                        self.master_error = f"{type(e).__name__}: {e} {getattr(e, 'detail', '')}"[:500]
                         self.log(kind="master", gpu=g, error=self.master_error)
                         self.say(f"[gpu {g}] the lab's master could not be timed: {self.master_error}")
         pending = [a for a in todo if (self.out / a[1] / "pending.json").exists() and not regrade]
