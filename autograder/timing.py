@@ -186,7 +186,7 @@ def gpu_foreign(gpu: int, allowed: set) -> list:
     except ImportError:
         return []
     fn = getattr(gpuwatch, "foreign", None)
-    if fn is None:
+    if fn is None or not gpuwatch.available():   # as its docstring says (and replay.py's foreign)
         return []
     try:
         return [dict(p) if isinstance(p, dict) else {"process": str(p)} for p in fn(gpu, allowed)]
