@@ -59,13 +59,31 @@ def spearman(xs, ys) -> float | None:
     return 1 - 6 * d2 / (n * (n * n - 1))
 
 
+SMI_FIELDS = ["timestamp", "index", "clocks.sm", "clocks.mem", "temperature.gpu", "power.draw"]
+
+
+def _smi_knows(fields) -> bool:
+    return subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
+                          capture_output=True, timeout=30).returncode == 0
+
+
 def smi_trace(path: Path):
-    """nvidia-smi sampling every 0.5 s into ``path``; None where there is no nvidia-smi."""
+    """nvidia-smi sampling every 0.5 s into ``path`` (a field this driver does not know fails
+    the whole query, so each optional one is tried first); None where there is no nvidia-smi.
+    HBM temperature matters: hot HBM refreshes more often, and a memory-bound kernel loses
+    bandwidth to it."""
     if not shutil.which("nvidia-smi"):
         return None
+    fields = list(SMI_FIELDS)
+    if _smi_knows(fields + ["temperature.memory"]):
+        fields.append("temperature.memory")
+    for reasons in ("clocks_event_reasons.active", "clocks_throttle_reasons.active"):
+        if _smi_knows(fields + [reasons]):
+            fields.append(reasons)
+            break
+    path.with_suffix(".fields").write_text(",".join(fields))
     f = open(path, "w")
-    return subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,index,clocks.sm,clocks.mem,"
-                             "temperature.gpu,power.draw,clocks_throttle_reasons.active",
+    return subprocess.Popen(["nvidia-smi", f"--query-gpu={','.join(fields)}",
                              "--format=csv,noheader,nounits", "-lms", "500"],
                             stdout=f, stderr=subprocess.DEVNULL)
 
@@ -73,7 +91,8 @@ def smi_trace(path: Path):
 def summarize_smi(path: Path) -> dict | None:
     if not path.exists():
         return None
-    rows = [ln.split(", ") for ln in path.read_text().splitlines() if ln.count(",") >= 6]
+    fields = path.with_suffix(".fields").read_text().split(",")
+    rows = [ln.split(", ") for ln in path.read_text().splitlines() if ln.count(",") >= len(fields) - 1]
     if not rows:
         return None
 
@@ -82,21 +101,45 @@ def summarize_smi(path: Path) -> dict | None:
         for r in rows:
             try:
                 out.append(float(r[i]))
-            except ValueError:
+            except (ValueError, IndexError):
                 pass
         return out
 
-    s = {"samples": len(rows)}
-    for name, i in (("sm_clock_mhz", 2), ("mem_clock_mhz", 3), ("temperature_c", 4), ("power_w", 5)):
+    s = {"fields": fields, "samples": len(rows)}
+    for i, name in enumerate(fields):
+        if name in ("timestamp", "index") or "reasons" in name:
+            continue
         v = col(i)
         if v:
-            s[name] = {"min": min(v), "median": statistics.median(v), "max": max(v)}
-    s["throttle_reasons"] = sorted({r[6].strip() for r in rows})
+            s[name] = {"min": min(v), "median": statistics.median(v), "max": max(v),
+                       "first": v[0], "last": v[-1]}
+    reasons = [i for i, n in enumerate(fields) if "reasons" in n]
+    if reasons:
+        s["event_reasons"] = sorted({r[reasons[0]].strip() for r in rows if len(r) > reasons[0]})
     s["rows"] = rows[-2000:]
     return s
 
 
-def analyse(out: Path, n: int) -> dict:
+def smi_at(smi: dict | None, when: float) -> dict | None:
+    """The nvidia-smi sample nearest to the wall-clock time ``when`` (a copy's timing)."""
+    import datetime as dt
+
+    if not smi or not smi.get("rows"):
+        return None
+    best, best_d = None, None
+    for r in smi["rows"]:
+        try:
+            t = dt.datetime.strptime(r[0].strip(), "%Y/%m/%d %H:%M:%S.%f").timestamp()
+        except ValueError:
+            continue
+        if best_d is None or abs(t - when) < best_d:
+            best, best_d = r, abs(t - when)
+    if best is None:
+        return None
+    return {name: best[i].strip() for i, name in enumerate(smi["fields"]) if i < len(best)}
+
+
+def analyse(out: Path, n: int, smi: dict | None = None) -> dict:
     log = [json.loads(ln) for ln in (out / "measurements.jsonl").read_text().splitlines()]
     refs = {r["gpu"]: r for r in log if r.get("kind") == "reference" and "reference_s" in r}
     masters = {r["gpu"]: r for r in log if r.get("kind") == "master"}
@@ -119,6 +162,7 @@ def analyse(out: Path, n: int) -> dict:
                      "paired_fraction": mper / per if mper else None,
                      "window_spread_pct": (max(sub) - min(sub)) / per * 100,
                      "scored_fraction": perf.get("fraction"), "score": res.get("score"),
+                     "wall": r.get("time"), "smi": smi_at(smi, r["time"]) if r.get("time") else None,
                      "max_score": (res.get("extra_data") or {}).get("max_score")})
     first = [r for r in rows if not r["pooled"]]
 
@@ -178,7 +222,7 @@ def main(argv=None) -> int:
         smi.wait()
     rec["smi"] = summarize_smi(smi_path)
     try:
-        rec.update(analyse(out, args.copies))
+        rec.update(analyse(out, args.copies, rec["smi"]))
     except Exception as e:  # the grader's own record says what happened
         rec["analyse_error"] = f"{type(e).__name__}: {e}"
     args.out.write_text(json.dumps(rec, indent=1, default=str))
@@ -194,6 +238,8 @@ def main(argv=None) -> int:
         print(f"{r['order']:5d} {r['id']:>10} {f(r['t_s'], '6.1f')} {r['per_call_us']:8.1f} "
               f"{f(r['master_per_call_us'], '9.1f')} {f(r['old_fraction'], '8.3f')} "
               f"{f(r['paired_fraction'], '7.3f')} {r['window_spread_pct']:11.2f} {r['score']!s:>6}"
+              + (f"  smi: {' '.join(str(v) for k, v in r['smi'].items() if k not in ('timestamp', 'index'))}"
+                 if r["smi"] else "")
               + ("  (re-measure, pooled)" if r["pooled"] else ""))
     for k in ("old_fraction", "paired_fraction", "scored_fraction"):
         print(f"{k}: {rec[k]}")

@@ -253,7 +253,9 @@ def render(s: dict) -> str:
          f"{p.get('numba')}, numba-cuda {p.get('numba_cuda')}, torch {p.get('torch')}, numpy {p.get('numpy')}.", "",
          "Every figure is read from the grading runs' own results (summary.json). Performance is the "
          "trusted replay of each submission's recorded launches, timed with CUDA events in the "
-         "grader's replay process, against the reference timed the same way in the same run.", ""]
+         "grader's replay process, against the lab's master timed the same way in windows "
+         "alternating with the submission's on the same GPU in the same run (records made before "
+         "issue 18: against the torch reference timed once per run).", ""]
     if "clean" in s or "hostile" in s:
         L += ["## Honest neighbours: clean run vs graded beside every hostile submission", "",
               "| submission | clean score | clean fraction | hostile-run score | hostile-run fraction | "
