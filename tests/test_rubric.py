@@ -93,3 +93,14 @@ def test_a_rubric_with_an_unknown_basis_is_refused(tmp_path):
         load_rubric("lab2_packed_swiglu", p)
     p.write_text(p.read_text().replace('basis = "torch"\n', ""))
     assert load_rubric("lab2_packed_swiglu", p)["performance"]["basis"] == "master"
+
+
+def test_lab3s_notebook_states_its_rubrics_full_marks_line():
+    import json
+    from pathlib import Path
+
+    perf = load_rubric("lab3_half_precision")["performance"]
+    nb = Path(__file__).resolve().parents[1] / "labs" / "lab3_half_precision.ipynb"
+    text = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"])
+    assert f"full performance points need {perf['full_at']:.0%} of the speed of the lab's " \
+           "reference solution" in text
