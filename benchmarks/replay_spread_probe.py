@@ -9,6 +9,9 @@ against the paired master (the rule now). A ``nvidia-smi`` trace (SM and memory 
 temperature, power, every 0.5 s) runs beside the grader where nvidia-smi exists.
 
 What it separates:
+- heat: the reference is timed before phase 1, phase 2 after every child has run its tests on
+  the GPU (eight at once in a batch, for minutes); the trace shows the GPU's (and its HBM's)
+  temperature at the reference and at each copy;
 - drift: the master is the same kernel in every pair, so its per-call time across phase 2
   (``master_drift``) is the GPU's own drift; a trend of the old fraction with timing order
   (``old_vs_order``, Spearman) against none in the paired one says the reference timed once
@@ -186,6 +189,10 @@ def analyse(out: Path, n: int, smi: dict | None = None) -> dict:
                                       "fraction_of_reference": m.get("fraction_of_reference"),
                                       "error": m.get("error")} for g, m in masters.items()},
         "reference_us": {g: r["reference_s"] * 1e6 for g, r in refs.items()},
+        # the GPU as nvidia-smi saw it when the reference was timed (before phase 1) and when the
+        # first and last copies were: phase 1's children heat it between the two
+        "smi_at_reference": {g: smi_at(smi, r["time"]) for g, r in refs.items() if r.get("time")},
+        "smi_first_last_copy": [rows[0]["smi"], rows[-1]["smi"]] if rows else None,
         "full_marks": sum(1 for r in rows if not r["pooled"] and r["score"] is not None
                           and r["score"] == r["max_score"]),
     }
@@ -246,6 +253,8 @@ def main(argv=None) -> int:
     print(f"trend with timing order (Spearman): old {rec['old_vs_order']}, paired {rec['paired_vs_order']}")
     print(f"master drift over phase 2: {rec['master_drift']}")
     print(f"master alone at the start: {rec['master_alone_at_start']}; reference us: {rec['reference_us']}")
+    print(f"nvidia-smi when the reference was timed: {rec['smi_at_reference']}; at the first and last "
+          f"copies: {rec['smi_first_last_copy']}")
     print(f"full marks: {rec['full_marks']} of {args.copies}; re-measured: {rec['remeasured']}")
     if rec["smi"]:
         print({k: v for k, v in rec["smi"].items() if k != "rows"})
