@@ -394,7 +394,9 @@ class Run(Judging, Sanitizing, Timing):
                     except Exception as e:  # performance says the grader could not, never blames
                         self.master_error = f"{type(e).__name__}: {e} {getattr(e, 'detail', '')}"[:500]
                         self.log(kind="master", gpu=g, error=self.master_error)
-                        self.say(f"[gpu {g}] the lab's master could not be timed: {self.master_error}")
+                        self.say(f"[gpu {g}] the lab's master could not be timed: {self.master_error}; "
+                                 f"performance is not scored on this GPU (it needs {self.master_path()}, "
+                                 "or basis = \"reference\" in the rubric)")
         pending = [a for a in todo if (self.out / a[1] / "pending.json").exists() and not regrade]
         fresh = [a for a in todo if a not in pending]
         try:
