@@ -35,3 +35,14 @@ def test_the_summary_counts_each_outcome_from_pytests_report(tmp_path):
     bad = next(t for t in s["tests"] if t["test"].endswith("test_bad"))
     assert bad["outcome"] == "failed" and "one is not two" in bad["message"]
     json.dumps(s)   # what is committed
+
+
+def test_every_committed_gpu_summary_has_provenance_and_no_failure():
+    for f in sorted((REPO / "records" / "tests").glob("gpu_*.json")):
+        s = json.loads(f.read_text())
+        prov = s["provenance"]
+        assert prov.get("gpu") and prov.get("commit") and prov.get("date"), f
+        assert not prov.get("simulated"), f
+        assert s["counts"].get("passed", 0) > 0, f
+        assert not s["counts"].get("failed") and not s["counts"].get("error"), \
+            (f, [t for t in s["tests"] if t["outcome"] in ("failed", "error")])
