@@ -206,7 +206,8 @@ def main(argv) -> int:
         st = grade(work, "repeat", "lab2", [d], "--gpus", gpus)
         fr = [((result(st["out"], f"same_kernel_{i}") or {}).get("fraction")) for i in range(5)]
         fr = [f for f in fr if f]
-        summary["repeat"] = {"fractions": fr, "spread_pp": (max(fr) - min(fr)) * 100 if fr else None}
+        summary["repeat"] = {"fractions": fr, "spread_pp": (max(fr) - min(fr)) * 100 if fr else None,
+                             **batch_stats(st["out"], [f"same_kernel_{i}" for i in range(5)])}
         summary["steps"].append(st)
         save(base, summary)
     if "batch" in only:
@@ -287,11 +288,13 @@ def render(s: dict) -> str:
               f"Replay requests discarded because a foreign process held the GPU: {len(h['discarded'])}; "
               f"tests regraded alone after running out of GPU memory: {len(h['oom_regrades'])}.", ""]
     if "labs" in s:
-        L += ["## Labs 1, 3 and 4", "", "| lab | submission | score | fraction of reference |", "|---|---|---|---|"]
+        L += ["## Labs 1, 3 and 4", "", "| lab | submission | score | scored fraction (basis) | "
+              "fraction of torch's reference |", "|---|---|---|---|---|"]
         for lab, d in s["labs"].items():
             for who in ("solution", "untouched"):
                 r = d.get(who) or {}
-                L.append(f"| {lab} | {who} | {r.get('score')}/{r.get('max')} | {_pct(r.get('fraction'))} |")
+                L.append(f"| {lab} | {who} | {r.get('score')}/{r.get('max')} | {_pct(r.get('fraction'))} "
+                         f"({r.get('basis') or 'reference'}) | {_pct(r.get('fraction_of_reference'))} |")
         L.append("")
     if "repeat" in s:
         r = s["repeat"]
@@ -299,6 +302,8 @@ def render(s: dict) -> str:
         L += ["## The same kernel five times in one run", "",
               f"Fractions: {', '.join(_pct(x) for x in r['fractions'])}; spread {spread} "
               "percentage points (target: within 2).", ""]
+        if "fractions_of_reference" in r:
+            L += render_batch_stats(r)[2:]
     if "batch" in s:
         b = s["batch"]
         L += ["## Throughput", "",
