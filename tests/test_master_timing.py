@@ -119,3 +119,71 @@ def test_the_old_basis_still_scores_against_torch(tmp_path):
     assert all("pair" not in m for m in srv.requests)
     perf = json.loads((run.out / "s1" / "results.json").read_text())["extra_data"]["performance"]
     assert perf["basis"] == "reference" and abs(perf["fraction"] - 0.5) < 1e-9
+
+
+def test_the_replay_process_alternates_master_and_submission_windows_and_verifies_both(monkeypatch):
+    # replay.Server's window loop with CPU tensors and a host clock standing in for CUDA events
+    # and the driver API (the real process needs a GPU: tests/test_grader_gpu.py). The stand-in
+    # "recordings" do a known amount of host work: the master half the submission's.
+    import time
+    import types
+
+    torch = __import__("pytest").importorskip("torch")
+    from autograder import replay
+
+    class Event:
+        def __init__(self, enable_timing=True):
+            self.t = None
+
+        def record(self):
+            self.t = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return (other.t - self.t) * 1e3
+
+    class Rec:
+        def __init__(self, folder):
+            self.folder, self.launches = folder, [{}]
+
+        def load(self):
+            return [], {}
+
+        def fresh_scratch(self, _torch):
+            return {}
+
+        @staticmethod
+        def unload(_mods):
+            pass
+
+        def run(self, _funcs, bufs, _stream):
+            for _ in range(50 if self.folder == "master" else 100):
+                sum(range(2000))
+            bufs["out"].copy_(bufs["x"] * (2 if self.folder != "wrong" else 3))
+
+    class Torch:
+        cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None)
+
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+    monkeypatch.setattr(replay, "Recording", Rec)
+    srv = object.__new__(replay.Server)
+    srv.torch, srv.nvml_gpu, srv.discarded, srv.stream = Torch(), None, [], lambda: None
+    srv.lab = types.SimpleNamespace(OUTPUT="out", ATOL=1e-6, RTOL=1e-6)
+    x = torch.randn(64)
+    srv.sets = [{"bufs": {"x": x.clone(), "out": torch.empty(64)}, "ref": (2 * x).double()}
+                for _ in range(4)]
+    r = srv.time({"dir": "sub", "pair": "master", "windows": 6, "start": 1})
+    assert r["verified"] and r["master_verified"]
+    assert len(r["windows"]) == len(r["master_windows"]) == 6
+    firsts = [min((w for w in r["windows"] + r["master_windows"] if w["pair"] == i),
+                  key=lambda w: w["t"])["who"] for i in range(6)]
+    assert firsts == ["master", "sub"] * 3                      # ABBA
+    assert r["master_per_call_s"] / r["per_call_s"] < 0.9    # half the work (a noisy host clock)
+    wrong = srv.time({"dir": "wrong", "pair": "master", "windows": 2})
+    assert not wrong["verified"] and wrong["master_verified"] and wrong["bad_windows"]
+    alone = srv.time({"dir": "sub", "windows": 3})
+    assert alone["verified"] and len(alone["windows"]) == 3 and "master_windows" not in alone
