@@ -144,6 +144,11 @@ def test_the_replay_process_alternates_master_and_submission_windows_and_verifie
         def elapsed_time(self, other):
             return (other.t - self.t) * 1e3
 
+        def query(self):          # the start event: reached before the host had enqueued all?
+            return reached[0]
+
+    spins, reached = [], [False]
+
     class Rec:
         def __init__(self, folder):
             self.folder, self.launches = folder, [{}]
@@ -164,7 +169,7 @@ def test_the_replay_process_alternates_master_and_submission_windows_and_verifie
             bufs["out"].copy_(bufs["x"] * (2 if self.folder != "wrong" else 3))
 
     class Torch:
-        cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None)
+        cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None, _sleep=spins.append)
 
         def __getattr__(self, name):
             return getattr(torch, name)
@@ -187,3 +192,11 @@ def test_the_replay_process_alternates_master_and_submission_windows_and_verifie
     assert not wrong["verified"] and wrong["master_verified"] and wrong["bad_windows"]
     alone = srv.time({"dir": "sub", "windows": 3})
     assert alone["verified"] and len(alone["windows"]) == 3 and "master_windows" not in alone
+    # every window queued behind a spin; a start event the GPU reached before the host had
+    # enqueued the window (host slower than the spin) is said so, and the next spin is longer
+    assert len(spins) == 12 + 4 + 3 and all(w["primed"] for w in r["windows"] + alone["windows"])
+    reached[0] = True
+    late = srv.time({"dir": "sub", "windows": 2})
+    assert [w["primed"] for w in late["windows"]] == [False, False]
+    assert spins[-2:] == [replay.Server.PRIME_CYCLES, 2 * replay.Server.PRIME_CYCLES]
+    assert srv.prime_cycles == 4 * replay.Server.PRIME_CYCLES
