@@ -164,6 +164,8 @@ def analyse(out: Path, n: int, smi: dict | None = None) -> dict:
                      "old_fraction": ref_s / per if ref_s else None,
                      "paired_fraction": mper / per if mper else None,
                      "window_spread_pct": (max(sub) - min(sub)) / per * 100,
+                     "unprimed_windows": sum(1 for w in r["windows"] + r.get("master_windows", [])
+                                             if w.get("primed") is False),
                      "scored_fraction": perf.get("fraction"), "score": res.get("score"),
                      "wall": r.get("time"), "smi": smi_at(smi, r["time"]) if r.get("time") else None,
                      "max_score": (res.get("extra_data") or {}).get("max_score")})
