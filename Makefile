@@ -13,11 +13,12 @@ TEST_STAMP := $(VENV)/.swiglu-requirements-test
 NPM_STAMP := node_modules/.swiglu-package-lock
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: book test lint venv install install-test assets setup-cells pin clean help
+.PHONY: book test test-gpu lint venv install install-test assets setup-cells pin clean help
 
 help:
 	@echo "make book   build the HTML book into _build/html (sets up .venv and front-end files)"
 	@echo "make test   lint with ruff, then run the whole test suite"
+	@echo "make test-gpu  on a GPU machine: the tests marked gpu, summary in records/tests/gpu_<gpu>.json"
 	@echo "make lint   ruff only (settings: [tool.ruff] in pyproject.toml)"
 	@echo "make clean  remove _build and site_assets"
 
@@ -70,6 +71,11 @@ assets: venv
 lint: install-test
 	@echo "==> ruff check (settings: [tool.ruff] in pyproject.toml)"
 	$(VENV)/bin/ruff check .
+
+# The GPU lane: the tests marked `gpu` (skipped in the simulator), on a GPU machine; writes
+# records/tests/gpu_<gpu>.json with provenance (commit it when kernels or the grader change).
+test-gpu: install-test
+	PYTHONPATH="$(CURDIR)" $(PY) -m tools.gpu_tests
 
 test: install-test lint assets
 	@if [ ! -x "$(CHROMIUM)" ]; then \

@@ -205,6 +205,13 @@ def _report_performance(fn, mod, rub, say):
             f"({mine.median_s * 1e3:.2f} ms)")
     say(f"  {frac:.1%} of the reference measured now on this GPU "
         f"({(mod.make_reference_runner.__doc__ or '').strip().splitlines()[0]})")
+    if rub.get("basis", "master") == "master":
+        # the grade's basis is the lab's master timed beside your kernel on the grader's GPU;
+        # it is not here, so no points are promised from this GPU's torch figure
+        say(f"  graded against the lab's reference solution measured on the grader's GPU in the "
+            f"same run: 0 points at {rub['zero_at']:.0%} of its speed, full points at "
+            f"{rub['full_at']:.0%}")
+        return
     say(f"  would earn {pts:.2f}/{rub['points']} performance points "
         f"(0 at {rub['zero_at']:.0%}, full at {rub['full_at']:.0%} of the reference)")
 

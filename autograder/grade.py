@@ -120,6 +120,7 @@ class Run(Judging, Sanitizing, Timing):
         self.perf = self.rubric.get("performance")
         self._build_cases()
         self.reference = {}
+        self.masters = {}   # gpu -> the lab's master recorded and timed there (timing.record_master)
         self.drop_uid = True
         self.sandbox_note = None
         self.servers = {}
@@ -387,6 +388,15 @@ class Run(Judging, Sanitizing, Timing):
                     self.reference_error = f"{type(e).__name__}: {e}"[:500]
                     self.log(kind="reference", gpu=g, error=self.reference_error)
                     self.say(f"[gpu {g}] reference FAILED: {self.reference_error}")
+                if self.perf.get("basis", "master") == "master":
+                    try:  # what every submission's performance is a fraction of, on this GPU
+                        self.masters[g] = self.record_master(g)
+                    except Exception as e:  # performance says the grader could not, never blames
+                        self.master_error = f"{type(e).__name__}: {e} {getattr(e, 'detail', '')}"[:500]
+                        self.log(kind="master", gpu=g, error=self.master_error)
+                        self.say(f"[gpu {g}] the lab's master could not be timed: {self.master_error}; "
+                                 f"performance is not scored on this GPU (it needs {self.master_path()}, "
+                                 "or basis = \"reference\" in the rubric)")
         pending = [a for a in todo if (self.out / a[1] / "pending.json").exists() and not regrade]
         fresh = [a for a in todo if a not in pending]
         try:
@@ -398,24 +408,35 @@ class Run(Judging, Sanitizing, Timing):
                 self.log(kind="oom_regrade", id=a[1], reason=why)
                 self.say(f"{a[1]}: out of GPU memory while other submissions ran: graded again, alone")
                 self._safe_grade(*a)
-            # phase 2: every recording timed while no submission's process is alive
+            # phase 2: every recording timed while no submission's process is alive; a fraction
+            # near a scoring line comes back unscored (result.timing kept) and is timed again,
+            # with more windows, after the batch (timing.time_pending)
+            near = []
             for i, sid, _p in sorted(todo, key=lambda a: a[0]):
                 pj = self.out / sid / "pending.json"
                 if pj.exists():
                     result = Result.from_json(json.loads(pj.read_text()))
-                    try:
-                        self.time_pending(result)
-                    except Exception as e:  # the grader's own bug: say so, keep the class going
-                        result.problems["grader"] = f"timing: {type(e).__name__}: {e}"
-                        result.timing = None
-                    self.finish(result, self.out / sid, time.time())
-                    write_grades_csv(self.out, self.lab_name)
+                    near += self._time_and_finish(sid, result)
+            for sid, result in near:
+                self._time_and_finish(sid, result)
         finally:
             for srv in self.servers.values():
                 srv.close()
         write_grades_csv(self.out, self.lab_name)
         return [json.loads((self.out / sid / "results.json").read_text()) for sid, _ in subs
                 if (self.out / sid / "results.json").exists()]
+
+    def _time_and_finish(self, sid, result) -> list:
+        try:
+            self.time_pending(result)
+        except Exception as e:  # the grader's own bug: say so, keep the class going
+            result.problems["grader"] = f"timing: {type(e).__name__}: {e}"
+            result.timing = None
+        if result.timing is not None:
+            return [(sid, result)]
+        self.finish(result, self.out / sid, time.time())
+        write_grades_csv(self.out, self.lab_name)
+        return []
 
     def _safe_grade(self, i, sid, p):
         with self._active_lock:

@@ -1,7 +1,20 @@
 """A lab's rubric (autograder/rubrics/LAB.toml) and the scoring rule that `check` and `grade`
-both apply: correctness points per case, performance points linear in the fraction of the
-reference between ``zero_at`` and ``full_at``, nothing for a result that is not verified or is
-faster than physically possible."""
+both apply: correctness points per case, performance points linear in a fraction between
+``zero_at`` and ``full_at``, nothing for a result that is not verified or is faster than
+physically possible.
+
+The fraction's basis is the rubric's ``[performance] basis``:
+
+- ``"master"`` (the default, every shipped rubric): the lab's master solution
+  (``solutions/LAB.ipynb``) timed by the grader on the same GPU in the same run, paired
+  window by window with the submission (autograder/timing.py). A copy of the master scores
+  1.0 on any GPU, so a line drawn in these units is the same line on every GPU.
+- ``"reference"`` (the rule before issue 18): the lab's torch reference (``torch.add``, strict
+  cuBLAS) timed once per GPU per run. The master itself sits at different fractions of it on
+  different GPUs (higher on the H100 than on an H200, records/grader/), so the same line meant
+  a different grade on each. The torch fraction is still measured and shown, and the
+  physical-limit flag still rests on it and on the device copy.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +31,12 @@ except ModuleNotFoundError:  # Python 3.10
 HERE = Path(__file__).resolve().parent
 NOT_MEASURED_NO_GPU = "not measured: no GPU (kernels ran in Numba's CUDA simulator, which cannot time)"
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+BASES = ("master", "reference")
+# Fractions within this distance of zero_at or full_at are timed again, alone and with more
+# windows, before they are scored (rubric key `remeasure_band` overrides it): paired identical
+# copies agree to about 2% of each other, so a fraction this close to a line could fall on
+# either side of it by noise alone.
+REMEASURE_BAND = 0.03
 UNVERIFIED = ("the replayed launches did not leave the right result in every output of every timed "
               "window: the kernel skipped or cached work, or does not compute the answer on its own")
 
@@ -37,7 +56,31 @@ def load_rubric(lab: str, path=None) -> dict:
     if vis not in VISIBILITIES:
         raise SystemExit(f"rubric {p}: hidden_visibility must be one of {', '.join(VISIBILITIES)}, "
                          f"not {vis!r}")
+    if "performance" in r:
+        basis = r["performance"].setdefault("basis", "master")
+        if basis not in BASES:
+            raise SystemExit(f"rubric {p}: [performance] basis must be one of {', '.join(BASES)}, "
+                             f"not {basis!r}")
     return r
+
+
+def basis_words(perf: dict) -> str:
+    """What a fraction is a fraction of, in the words feedback uses."""
+    if perf.get("basis", "master") == "master":
+        return "the lab's reference solution measured on this GPU in this run"
+    return "the reference measured on this GPU in this run"
+
+
+def near_boundary(fraction, perf: dict) -> str | None:
+    """``"zero_at"`` or ``"full_at"`` when ``fraction`` lies within the re-measure band of that
+    scoring line (where noise alone could move the points), else None."""
+    if fraction is None:
+        return None
+    band = float(perf.get("remeasure_band", REMEASURE_BAND))
+    for line in ("full_at", "zero_at"):
+        if abs(fraction - perf[line]) <= band:
+            return line
+    return None
 
 
 def performance_points(fraction: float, perf: dict) -> float:
@@ -46,11 +89,20 @@ def performance_points(fraction: float, perf: dict) -> float:
     return round(perf["points"] * min(1.0, max(0.0, (fraction - zero) / (full - zero))), 2)
 
 
-def score_performance(metric, perf, *, per_s, bandwidth, reference_s, copy_bandwidth, verified):
-    """Points from the grader's replay timing. Flags (any one gives 0 points): the replayed
-    outputs not verified; faster than physically possible (bandwidth above physical_limit x
-    the device-copy bandwidth measured in this run; for GEMMs, above physical_limit x cuBLAS)."""
-    frac = reference_s / per_s
+def score_performance(metric, perf, *, per_s, bandwidth, reference_s, copy_bandwidth, verified,
+                      master_s=None):
+    """Points from the grader's replay timing. ``fraction`` is ``master_s / per_s`` under
+    ``basis = "master"`` (``master_s``: the master's time from the windows paired with these),
+    ``reference_s / per_s`` under ``basis = "reference"``; ``fraction_of_reference`` is always
+    the latter (information, and the GEMM's plausibility bound). Flags (any one gives 0
+    points): the replayed outputs not verified; faster than physically possible (bandwidth
+    above physical_limit x the device-copy bandwidth measured in this run; for GEMMs, above
+    physical_limit x cuBLAS)."""
+    basis = perf.get("basis", "master")
+    if basis == "master" and master_s is None:
+        raise ValueError("basis = 'master' needs the master's time (master_s)")
+    of_ref = reference_s / per_s
+    frac = master_s / per_s if basis == "master" else of_ref
     flags = []
     if not verified:
         flags.append(UNVERIFIED)
@@ -58,8 +110,9 @@ def score_performance(metric, perf, *, per_s, bandwidth, reference_s, copy_bandw
         flags.append(f"faster than physically possible: {bandwidth / 1e12:.2f} TB/s effective is above "
                      f"{perf['physical_limit']}x the device-copy bandwidth measured in this run "
                      f"({copy_bandwidth / 1e12:.2f} TB/s)")
-    if metric == "flops" and frac > perf["physical_limit"]:
-        flags.append(f"faster than plausible: {frac:.2f}x the strict-f32 cuBLAS reference "
+    if metric == "flops" and of_ref > perf["physical_limit"]:
+        flags.append(f"faster than plausible: {of_ref:.2f}x the strict-f32 cuBLAS reference "
                      f"(limit {perf['physical_limit']}x)")
     pts = 0.0 if flags else performance_points(frac, perf)
-    return {"fraction": frac, "points": pts, "flags": flags}
+    return {"fraction": frac, "fraction_of_reference": of_ref, "basis": basis, "points": pts,
+            "flags": flags}

@@ -70,6 +70,20 @@ KNOWN_PAGE_ERRORS: tuple[str, ...] = ()
 TIMINGS: dict[str, float] = {}
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` need a CUDA GPU: skipped in Numba's simulator (CI, a laptop);
+    `make test-gpu` (tools/gpu_tests.py) runs them on a GPU machine."""
+    marked = [item for item in items if item.get_closest_marker("gpu")]
+    if not marked:
+        return
+    import book  # decides GPU or simulator (as every test module that imports it does)
+
+    if book.gpu.SIMULATED:
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (marker gpu: `make test-gpu` on a GPU machine)")
+        for item in marked:
+            item.add_marker(skip)
+
+
 def pytest_terminal_summary(terminalreporter):
     if TIMINGS:
         terminalreporter.section("book build timings")

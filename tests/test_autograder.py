@@ -197,7 +197,8 @@ def test_check_in_the_notebook_says_what_is_wrong(capsys):
 def test_performance_scoring_flags_the_impossible():
     from autograder.rubric import score_performance
 
-    perf = {"points": 4, "zero_at": 0.3, "full_at": 0.8, "physical_limit": 1.08}
+    # the torch-reference basis (the rule before issue 18); the master basis: tests/test_rubric.py
+    perf = {"points": 4, "zero_at": 0.3, "full_at": 0.8, "physical_limit": 1.08, "basis": "reference"}
     ok = score_performance("bandwidth", perf, per_s=1.0, bandwidth=2.5e12, reference_s=0.9,
                            copy_bandwidth=2.9e12, verified=True)
     assert ok["points"] == 4 and not ok["flags"]

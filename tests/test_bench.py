@@ -8,7 +8,7 @@ from book import bench
 
 
 sim_only = pytest.mark.skipif(not book.gpu.SIMULATED, reason="simulator behaviour")
-gpu_only = pytest.mark.skipif(book.gpu.SIMULATED, reason="needs a CUDA GPU")
+gpu_only = pytest.mark.gpu   # skipped in the simulator (tests/conftest.py)
 
 
 @sim_only

@@ -97,7 +97,7 @@ def test_import_book_is_cheap():
 
 
 sim_only = pytest.mark.skipif(not gpu.SIMULATED, reason="simulator behaviour (CI has no GPU)")
-gpu_only = pytest.mark.skipif(gpu.SIMULATED, reason="needs a CUDA GPU")
+gpu_only = pytest.mark.gpu   # skipped in the simulator (tests/conftest.py)
 
 
 @sim_only

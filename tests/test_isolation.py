@@ -268,7 +268,9 @@ def test_refuses_without_containment_and_says_how_to_fix(tmp_path):
 
 
 # --------------------------------------------------------------------------- the GPU (NVML)
-needs_nvml = pytest.mark.skipif(not gpuwatch.available(), reason=gpuwatch.unavailable_reason()[:200])
+def needs_nvml(test):   # a GPU test (`make test-gpu`), and NVML must answer there
+    return pytest.mark.gpu(pytest.mark.skipif(not gpuwatch.available(),
+                                              reason=gpuwatch.unavailable_reason()[:200])(test))
 
 
 @needs_nvml

@@ -9,7 +9,7 @@ Outputs are poisoned with NaN before every run; inputs are random, never zero.
 import numpy as np
 import pytest
 
-import book  # decides GPU or simulator before numba.cuda
+import book  # noqa: F401  (decides GPU or simulator before numba.cuda)
 from numba import cuda
 
 from book.kernels import VARIANTS, reference as R
@@ -246,7 +246,7 @@ def test_cpu_torch_tensor_is_refused_with_a_hint():
         VARIANTS["fused"].fn(torch.ones(2, 8), torch.ones(2, 8))
 
 
-@pytest.mark.skipif(book.gpu.SIMULATED, reason="needs a CUDA GPU")
+@pytest.mark.gpu   # skipped in the simulator (tests/conftest.py)
 def test_prepared_launch_computes_what_numbas_launch_does():
     """launch_kernel's prepared path (arguments marshalled once per array) against the
     same kernels launched through Numba, on new arrays and on torch tensors that change."""

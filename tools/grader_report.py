@@ -11,7 +11,10 @@ recorded and the next one runs):
             its clean fraction; afterwards no process of any submission may be alive or on the GPU
   labs      labs 1, 3 and 4: solution and untouched lab
   repeat    the lab-2 solution five times in one run (spread of the fraction)
-  batch     N copies of the lab-2 solution (default 200), --workers 8, wall time (target 600 s)
+  batch     N copies of the lab-2 solution (default 200), --workers 8, wall time (target 600 s);
+            the spread of the identical copies' fractions (of the lab's master, which scores
+            them, and of torch's reference), the master's fraction of torch's reference per
+            GPU, and how many fractions near a scoring line were re-measured (batch_stats)
 
 Writes OUT_DIR/report.md and OUT_DIR/summary.json (with book.provenance.provenance()).
 Commit them under records/grader/<gpu>/.
@@ -61,7 +64,9 @@ def result(out: Path, sid: str) -> dict | None:
     e = r["extra_data"]
     perf = e.get("performance") or {}
     return {"score": r["score"], "max": e["max_score"], "status": e["status"],
-            "fraction": perf.get("fraction"), "bandwidth": perf.get("bandwidth"),
+            "fraction": perf.get("fraction"), "fraction_of_reference": perf.get("fraction_of_reference"),
+            "basis": perf.get("basis"), "remeasured": perf.get("remeasured"),
+            "bandwidth": perf.get("bandwidth"),
             "flops_per_s": perf.get("flops_per_s"), "verified": perf.get("verified"),
             "launches_per_call": perf.get("launches_per_call"), "flags": e.get("flags", []),
             "said": [(t["name"], t["score"], t["max_score"], t["output"][:240]) for t in r["tests"]
@@ -73,6 +78,35 @@ def log_records(out: Path, kinds) -> list:
     if not p.exists():
         return []
     return [r for r in map(json.loads, open(p)) if r.get("kind") in kinds]
+
+
+def spread(values) -> dict:
+    """min, median, max and max - min of a list of fractions (None where there are none)."""
+    import statistics
+
+    v = sorted(x for x in values if x is not None)
+    if not v:
+        return {"n": 0, "min": None, "median": None, "max": None, "spread": None}
+    return {"n": len(v), "min": v[0], "median": statistics.median(v), "max": v[-1],
+            "spread": v[-1] - v[0]}
+
+
+def batch_stats(out: Path, ids) -> dict:
+    """What the batch step states about N identical copies graded in one run: the spread of
+    their scored fractions (of the lab's master) and of their fractions of torch's reference,
+    the master's fraction of torch's reference on each GPU (measurements.jsonl, kind master),
+    and how many fractions were re-measured because they lay near a scoring line."""
+    res = [result(out, sid) for sid in ids]
+    res = [r for r in res if r]
+    masters = [{"gpu": m.get("gpu"), "fraction_of_reference": m.get("fraction_of_reference"),
+                "bandwidth": m.get("bandwidth"), "error": m.get("error")}
+               for m in log_records(out, {"master"})]
+    return {"fractions": spread(r["fraction"] for r in res),
+            "fractions_of_reference": spread(r["fraction_of_reference"] for r in res),
+            "basis": sorted({r["basis"] for r in res if r["basis"]}),
+            "masters": masters,
+            "remeasured": len(log_records(out, {"remeasure"})),
+            "remeasure_due": len(log_records(out, {"remeasure_due"}))}
 
 
 def ancestors(pid: int) -> set[int]:
@@ -172,7 +206,8 @@ def main(argv) -> int:
         st = grade(work, "repeat", "lab2", [d], "--gpus", gpus)
         fr = [((result(st["out"], f"same_kernel_{i}") or {}).get("fraction")) for i in range(5)]
         fr = [f for f in fr if f]
-        summary["repeat"] = {"fractions": fr, "spread_pp": (max(fr) - min(fr)) * 100 if fr else None}
+        summary["repeat"] = {"fractions": fr, "spread_pp": (max(fr) - min(fr)) * 100 if fr else None,
+                             **batch_stats(st["out"], [f"same_kernel_{i}" for i in range(5)])}
         summary["steps"].append(st)
         save(base, summary)
     if "batch" in only:
@@ -187,7 +222,8 @@ def main(argv) -> int:
         summary["batch"] = {"n": n_batch, "graded": len(rows), "full_marks": full, "wall_s": st["wall_s"],
                             "gpus": int(gpus), "references": [{k: r.get(k) for k in
                                                                ("gpu", "reference_bandwidth", "copy_bandwidth")}
-                                                              for r in refs]}
+                                                              for r in refs],
+                            **batch_stats(st["out"], [f"student_{i:03d}" for i in range(n_batch)])}
         summary["steps"].append(st)
         save(base, summary)
     summary["leftovers_at_end"] = leftovers()
@@ -218,7 +254,9 @@ def render(s: dict) -> str:
          f"{p.get('numba')}, numba-cuda {p.get('numba_cuda')}, torch {p.get('torch')}, numpy {p.get('numpy')}.", "",
          "Every figure is read from the grading runs' own results (summary.json). Performance is the "
          "trusted replay of each submission's recorded launches, timed with CUDA events in the "
-         "grader's replay process, against the reference timed the same way in the same run.", ""]
+         "grader's replay process, against the lab's master timed the same way in windows "
+         "alternating with the submission's on the same GPU in the same run (records made before "
+         "issue 18: against the torch reference timed once per run).", ""]
     if "clean" in s or "hostile" in s:
         L += ["## Honest neighbours: clean run vs graded beside every hostile submission", "",
               "| submission | clean score | clean fraction | hostile-run score | hostile-run fraction | "
@@ -250,11 +288,13 @@ def render(s: dict) -> str:
               f"Replay requests discarded because a foreign process held the GPU: {len(h['discarded'])}; "
               f"tests regraded alone after running out of GPU memory: {len(h['oom_regrades'])}.", ""]
     if "labs" in s:
-        L += ["## Labs 1, 3 and 4", "", "| lab | submission | score | fraction of reference |", "|---|---|---|---|"]
+        L += ["## Labs 1, 3 and 4", "", "| lab | submission | score | scored fraction (basis) | "
+              "fraction of torch's reference |", "|---|---|---|---|---|"]
         for lab, d in s["labs"].items():
             for who in ("solution", "untouched"):
                 r = d.get(who) or {}
-                L.append(f"| {lab} | {who} | {r.get('score')}/{r.get('max')} | {_pct(r.get('fraction'))} |")
+                L.append(f"| {lab} | {who} | {r.get('score')}/{r.get('max')} | {_pct(r.get('fraction'))} "
+                         f"({r.get('basis') or 'reference'}) | {_pct(r.get('fraction_of_reference'))} |")
         L.append("")
     if "repeat" in s:
         r = s["repeat"]
@@ -262,6 +302,8 @@ def render(s: dict) -> str:
         L += ["## The same kernel five times in one run", "",
               f"Fractions: {', '.join(_pct(x) for x in r['fractions'])}; spread {spread} "
               "percentage points (target: within 2).", ""]
+        if "fractions_of_reference" in r:
+            L += render_batch_stats(r)[2:]
     if "batch" in s:
         b = s["batch"]
         L += ["## Throughput", "",
@@ -269,10 +311,32 @@ def render(s: dict) -> str:
               f"{b['wall_s']:.0f} s on {b['gpus']} GPU(s) (target: 200 in at most 600 s). References per GPU: "
               + "; ".join(f"GPU {r['gpu']}: {r['reference_bandwidth'] / 1e12:.3f} TB/s" for r in b["references"]
                           if r.get("reference_bandwidth")), ""]
+        if "fractions" in b:
+            L += render_batch_stats(b)
     L += ["## Steps", "", "| step | rc | wall |", "|---|---|---|"]
     for st in s["steps"]:
         L.append(f"| {st['step']} | {st['rc']} | {float(st['wall_s']):.0f} s |")
     return "\n".join(L) + "\n"
+
+
+def render_batch_stats(b: dict) -> list:
+    def line(what, d):
+        if not d["n"]:
+            return f"- {what}: none measured."
+        return (f"- {what}: min {_pct(d['min'])}, median {_pct(d['median'])}, max {_pct(d['max'])}; "
+                f"spread (max - min) {d['spread'] * 100:.2f} percentage points over {d['n']} copies.")
+
+    basis = ", ".join(b.get("basis") or []) or "-"
+    L = ["### The identical copies", "",
+         line(f"Scored fraction (basis: {basis})", b["fractions"]),
+         line("Fraction of torch's reference (information)", b["fractions_of_reference"])]
+    for m in b["masters"]:
+        L.append(f"- The lab's master on GPU {m['gpu']}: "
+                 + (f"could not be timed ({m['error']})" if m.get("error") else
+                    f"{_pct(m['fraction_of_reference'])} of torch's reference."))
+    L += [f"- Fractions re-measured alone because they lay near a scoring line: {b['remeasured']} "
+          f"(due: {b['remeasure_due']}).", ""]
+    return L
 
 
 if __name__ == "__main__":

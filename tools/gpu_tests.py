@@ -1,0 +1,83 @@
+"""The suite's GPU lane: run the tests marked ``gpu`` on a GPU machine and write a summary
+with provenance that is committed whenever kernels or the grader change.
+
+    python -m tools.gpu_tests [--out records/tests/gpu_<gpu>.json] [PYTEST_ARGS...]
+    make test-gpu                      (the same, with the default --out)
+
+The ``gpu`` marker (pyproject.toml) is on every test that needs a CUDA GPU; in the simulator
+tests/conftest.py skips them, so CI never runs them and this lane is where they run. The
+summary: provenance (book.provenance: GPU, driver, versions, date, command, commit), pytest's
+exit status, counts, and each test's outcome, duration and, for a failure, its message
+(read from pytest's JUnit XML). A machine without a GPU is refused: the lane would skip
+everything and its summary would say nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def outcomes(junit: Path) -> list[dict]:
+    """Each test case of a JUnit XML report: name, outcome, seconds, message."""
+    out = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        what, msg = "passed", None
+        for tag in ("failure", "error", "skipped"):
+            el = case.find(tag)
+            if el is not None:
+                what = {"failure": "failed"}.get(tag, tag)
+                msg = (el.get("message") or el.text or "")[:2000]
+                break
+        out.append({"test": f"{case.get('classname', '')}::{case.get('name')}",
+                    "outcome": what, "seconds": float(case.get("time") or 0), "message": msg})
+    return out
+
+
+def summary(junit: Path, rc: int, command: str, prov: dict) -> dict:
+    tests = outcomes(junit)
+    counts = {}
+    for t in tests:
+        counts[t["outcome"]] = counts.get(t["outcome"], 0) + 1
+    return {"provenance": prov, "command": command, "pytest_exit_status": rc, "counts": counts,
+            "tests": tests}
+
+
+def main(argv: list[str]) -> int:
+    import book  # noqa: F401  (decides GPU or simulator)
+    from book import gpu
+    from book.bench.suite import gpu_slug
+    from book.provenance import provenance
+
+    if gpu.SIMULATED:
+        print("make test-gpu needs a CUDA GPU: here Numba runs in its simulator and every `gpu` "
+              "test would be skipped. Run it on a GPU machine.", file=sys.stderr)
+        return 2
+    out = None
+    if "--out" in argv:
+        i = argv.index("--out")
+        out, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
+    out = out or REPO / "records" / "tests" / f"gpu_{gpu_slug(gpu.device_info().name)}.json"
+    junit = Path(tempfile.mkdtemp(prefix="gpu-tests-")) / "junit.xml"
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rfEs", f"--junitxml={junit}",
+           "tests", *argv]
+    rc = subprocess.run(cmd, cwd=REPO).returncode
+    command = "python -m tools.gpu_tests " + " ".join(argv)
+    if not junit.exists():
+        print(f"pytest wrote no report (exit status {rc})", file=sys.stderr)
+        return rc or 1
+    s = summary(junit, rc, command, provenance(command))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(s, indent=1, default=str) + "\n")
+    print(f"wrote {out}: {s['counts']} (pytest exit status {rc})")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
