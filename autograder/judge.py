@@ -106,6 +106,8 @@ class Judging:
                 t["output"] = too_large_message(r["too_large"])
                 result.status = "needs a GPU"
                 result.problems["simulator"] = t["output"]
+                result.flags.append({"level": "review", "what": "needs a GPU regrade: too large to simulate",
+                                     "where": r["too_large"][:200]})
                 dead = "the simulator cannot run this submission's launches (see above)"
                 continue
             ok, msg = self.judge(case, r, child)
