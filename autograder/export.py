@@ -108,8 +108,10 @@ def gradescope_json(result) -> dict:
 
 
 def feedback_markdown(result, run=None) -> str:
-    L = [f"# Feedback: {result.lab}", "",
-         f"**{result.score} / {result.max_score} points** (submission `{result.id}`)", ""]
+    L = [f"# Feedback: {result.lab}", ""]
+    if result.status == "needs a GPU":
+        L += [f"**{NEEDS_GPU_REGRADE}**", ""]
+    L += [f"**{result.score} / {result.max_score} points** (submission `{result.id}`)", ""]
     for k, v in result.problems.items():
         L += [f"**Problem ({k}):**", "", "```", str(v).strip(), "```", ""]
     if result.cell_errors:
