@@ -42,14 +42,25 @@ GRADE_TIMEOUT_S = 3000              # Gradescope's own limit is the assignment's
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, when it builds the image, from the unpacked bundle
-# (/autograder/source): the grader's runtime into python3, then a check that the course imports.
+# (/autograder/source): the grader's runtime, then a check that the course imports.
 set -euo pipefail
 cd "$(dirname "$0")"
-if ! python3 -m pip --version >/dev/null 2>&1; then
-    apt-get update && apt-get install -y python3-pip
+PY="${AUTOGRADER_PYTHON:-python3}"
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    # the pins need Python 3.11+ (Ubuntu 22.04's python3 is 3.10; it packages python3.11)
+    apt-get update && apt-get install -y python3.11 python3.11-venv
+    PY=python3.11
 fi
-python3 -m pip install --disable-pip-version-check -r requirements.txt
-PYTHONPATH="$PWD" python3 -m autograder list >/dev/null
+if ! "$PY" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
+    # a system Python (Ubuntu 24.04's refuses pip installs, PEP 668): the grader's own venv,
+    # which run_autograder uses; already in a virtual environment (a rehearsal), install there
+    "$PY" -m venv venv 2>/dev/null || {
+        apt-get update && apt-get install -y python3-venv "$(basename "$PY")-venv" || true
+        "$PY" -m venv venv; }
+    PY="$PWD/venv/bin/python"
+fi
+"$PY" -m pip install --disable-pip-version-check -r requirements.txt
+PYTHONPATH="$PWD" "$PY" -m autograder list >/dev/null
 chmod +x run_autograder
 """
 
@@ -59,7 +70,9 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 set -u
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 cd "$ROOT/source"
-PYTHONPATH="$ROOT/source" exec python3 -m autograder.gradescope run
+PY=python3
+if [ -x "$ROOT/source/venv/bin/python" ]; then PY="$ROOT/source/venv/bin/python"; fi
+PYTHONPATH="$ROOT/source" exec "$PY" -m autograder.gradescope run
 """
 
 
