@@ -47,6 +47,8 @@ def main(argv=None) -> int:
     e.add_argument("what", choices=["gradescope", "csv"])
     e.add_argument("lab")
     e.add_argument("--out", required=True, help="zip file (gradescope) or graded folder (csv)")
+    e.add_argument("--seed", type=int, default=None,
+                   help="gradescope: the class's hidden-case seed (default AUTOGRADER_SEED, else drawn now)")
 
     args = ap.parse_args(argv)
     if args.cmd == "list":
@@ -83,12 +85,12 @@ def main(argv=None) -> int:
         return 0
     if args.cmd == "export":
         from . import labs
-        from .export import gradescope_bundle
         from .export import write_grades_csv
+        from .gradescope import bundle
 
         lab = labs.resolve(args.lab)
         if args.what == "gradescope":
-            print(f"wrote {gradescope_bundle(lab, Path(args.out), Path(__file__).resolve().parent.parent)}")
+            print(f"wrote {bundle(lab, Path(args.out), Path(__file__).resolve().parent.parent, args.seed)}")
         else:
             print(f"wrote {write_grades_csv(Path(args.out), lab)}")
         return 0

@@ -276,15 +276,40 @@ def _byte_bounds(a):
     return fn(a)
 
 
+def _data_ptr(a):
+    return int(a.__array_interface__["data"][0])
+
+
 def _where_sim(arr):
+    """(buffer name, offset of the view's first element) of an array a simulated kernel gets:
+    an input, the output, or a scratch buffer. A scratch buffer is the whole allocation the
+    view belongs to (its root array), snapshotted at first use and found again by address at
+    every later launch, as on the GPU (_where_gpu): a temporary written by one launch and read
+    by the next is one buffer in the replay, whatever view of it each launch was given."""
     lo, hi = _byte_bounds(arr)
+    ptr = _data_ptr(arr)
     for name, base in REC["buffers"].items():
         blo, bhi = _byte_bounds(base)
         if blo <= lo and hi <= bhi:
-            return name, lo - blo
-    name = _scratch_snapshot(lo, hi - lo, np.ascontiguousarray(arr).tobytes())
-    REC["scratch"][-1]["sim"] = {"shape": list(arr.shape), "dtype": arr.dtype.str}
-    return name, 0
+            return name, ptr - blo
+    for s in REC["scratch"]:
+        if s["base"] <= lo and hi <= s["base"] + s["size"]:
+            return s["name"], ptr - s["base"]
+    root = arr
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    rlo, rhi = _byte_bounds(root)
+    if not (rlo <= lo and hi <= rhi):   # not a plain view chain: the view's own extent
+        rlo, rhi, root = lo, hi, arr
+    if rhi - rlo > (1 << 30):
+        raise ValueError(f"a scratch buffer of {(rhi - rlo) >> 20} MiB is larger than the grader replays (1 GiB)")
+    import ctypes
+
+    name = _scratch_snapshot(rlo, rhi - rlo, ctypes.string_at(rlo, rhi - rlo))
+    # kept alive until the call ends, so its memory is never handed to another temporary that
+    # the recording would then take for this one
+    REC["scratch"][-1]["keep"] = root
+    return name, ptr - rlo
 
 
 def _record_sim(kernel, args):
@@ -293,16 +318,15 @@ def _record_sim(kernel, args):
         arr = _array_of(a)
         if isinstance(arr, np.ndarray):
             buf, off = _where_sim(arr)
-            if buf.startswith("s"):
-                strides = list(np.ascontiguousarray(arr).strides)
-            else:
-                strides = list(arr.strides)
             params.append({"t": "arr", "buf": buf, "off": int(off), "shape": list(arr.shape),
-                           "strides": strides, "dtype": arr.dtype.str})
+                           "strides": list(arr.strides), "dtype": arr.dtype.str})
         else:
             params.append(_scalar(a))
     code = kernel.fn.__code__
-    REC["launches"].append({"code": [code.co_filename, code.co_firstlineno, code.co_name],
+    key = (code.co_filename, code.co_firstlineno, code.co_name)
+    made = SIM_KERNELS.get(key, [])
+    nth = next((i for i, k in enumerate(made) if k is kernel), len(made))
+    REC["launches"].append({"code": list(key), "nth": nth,
                             "grid": [int(x) for x in kernel.grid_dim],
                             "block": [int(x) for x in kernel.block_dim],
                             "shmem": int(kernel.dynshared_size or 0), "params": params})
@@ -316,7 +340,10 @@ def _record(fn_record, *a):
             REC["error"] = f"{type(e).__name__}: {e}"[:500]
 
 
-SIM_KERNELS = {}  # code identity -> kernel object, for the simulator replay
+# code identity -> the kernel objects made from that code, in the order they were made (a
+# factory makes several from one function): the replay child, which runs the same cells, makes
+# the same ones in the same order, so (code, n) names one kernel in both
+SIM_KERNELS = {}
 
 
 def _count_launches():
@@ -331,7 +358,7 @@ def _count_launches():
         def registered(self, fn, *a, **k):
             orig_init(self, fn, *a, **k)
             c = fn.__code__
-            SIM_KERNELS.setdefault((c.co_filename, c.co_firstlineno, c.co_name), self)
+            SIM_KERNELS.setdefault((c.co_filename, c.co_firstlineno, c.co_name), []).append(self)
 
         def counted(self, *args):
             if not self._device and simk._kernel_context is None:
@@ -498,7 +525,7 @@ def _recorded_call(fn, msg, built):
     finally:
         REC["on"] = False
     rec = {"launches": REC["launches"], "images": REC["images"], "error": REC["error"],
-           "scratch": [{k: v for k, v in s.items() if k != "base"} for s in REC["scratch"]],
+           "scratch": [{k: v for k, v in s.items() if k not in ("base", "keep")} for s in REC["scratch"]],
            "simulated": SIMULATED}
     with open(os.path.join(rec_dir, "launches.json"), "w") as f:
         json.dump(rec, f)
@@ -563,9 +590,9 @@ def replay_sim(msg):
     function is never called. Writes the output for the grader to compare."""
     with open(os.path.join(msg["recording_dir"], "launches.json")) as f:
         rec = json.load(f)
-    if rec.get("error"):
-        return {"ok": False, "error": "ReplayError",
-                "message": f"the launches could not be recorded: {rec['error']}"}
+    if rec.get("error"):   # nothing was replayed: no verdict either way
+        return {"ok": False, "error": "ReplayError", "unverifiable": True,
+                "message": f"the launches could not be recorded in the simulator: {rec['error']}"}
     if not rec["launches"]:
         return {"ok": False, "error": "ReplayError", "message": "your function launched no CUDA kernel"}
     bufs = {}
@@ -576,20 +603,22 @@ def replay_sim(msg):
             bufs[a["name"]] = cuda.to_device(host_in[a["name"]])
         elif a["role"] == "out":
             bufs[a["name"]] = cuda.to_device(np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"]))
-    for s in rec["scratch"]:
+    for s in rec["scratch"]:   # each allocation as it was at its first use, as raw bytes
         raw = open(os.path.join(msg["recording_dir"], s["file"]), "rb").read()
-        meta = s.get("sim") or {"shape": [len(raw)], "dtype": "|u1"}
-        bufs[s["name"]] = cuda.to_device(np.frombuffer(raw, dtype=meta["dtype"]).reshape(meta["shape"]).copy())
+        bufs[s["name"]] = cuda.to_device(np.frombuffer(raw, dtype=np.uint8).copy())
     reps = int(msg.get("reps", 1))
     t0 = time.perf_counter()
     for _ in range(reps):
         for L in rec["launches"]:
-            k = SIM_KERNELS.get(tuple(L["code"]))
-            if k is None:
-                return {"ok": False, "error": "ReplayError",
+            made = SIM_KERNELS.get(tuple(L["code"]), [])
+            nth = int(L.get("nth", 0))
+            if nth >= len(made):   # made inside the function: this child never calls it
+                return {"ok": False, "error": "ReplayError", "unverifiable": True,
                         "message": f"the kernel `{L['code'][2]}` (defined at {L['code'][0]} line "
-                                   f"{L['code'][1]}) is not created when the notebook's cells run: "
-                                   "the simulator replays kernels defined at the top level"}
+                                   f"{L['code'][1]}) is created inside your function, not when the "
+                                   "notebook's cells run: the simulator can only replay kernels "
+                                   "made at the top level"}
+            k = made[nth]
             args = []
             for p in L["params"]:
                 if p["t"] == "arr":

@@ -1,5 +1,5 @@
-"""Outputs of a grading run: Gradescope's results.json, feedback.md, merging shards, and a
-Gradescope autograder bundle.
+"""Outputs of a grading run: Gradescope's results.json, feedback.md, grades.csv, merging shards
+(the Gradescope bundle is autograder/gradescope.py).
 
 Gradescope's format: {"score", "execution_time", "output", "visibility", "stdout_visibility",
 "tests": [{"name", "score", "max_score", "status", "output", "visibility"}]}; extra keys
@@ -11,14 +11,47 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import threading
-import zipfile
 from pathlib import Path
 
 
+NEEDS_GPU_REGRADE = ("NEEDS A GPU REGRADE: the simulator could not judge this submission (see "
+                     "below); this score is not final, an instructor will grade it again on a GPU")
+
+
+def first_error(result) -> str | None:
+    """The first thing that went wrong, with its line: a cell's error (a SyntaxError's message
+    and line, or the innermost line of a traceback), else the first problem's first line."""
+    if result.cell_errors:
+        e = result.cell_errors[0]
+        msg = str(e.get("message", "")).strip()
+        notebook = not str(result.file).endswith(".py")     # a .py file is one "cell"
+
+        def at(cell, line=None):
+            return ", ".join(x for x in (f"cell {cell}" if notebook else "",
+                                         f"line {line}" if line else "") if x) or Path(result.file).name
+
+        if e.get("error") == "SyntaxError":          # "line N: message"
+            line, _, what = msg.partition(": ")
+            return f"ERROR: {at(e['cell'], line.removeprefix('line '))}: SyntaxError: {what}"
+        frames = re.findall(r'File "<cell (\d+)>", line (\d+)', msg)
+        where = at(*frames[-1]) if frames else at(e["cell"])
+        return f"ERROR: {where}: {(msg.splitlines() or [e.get('error', '')])[-1]}"
+    for v in result.problems.values():
+        return "ERROR: " + str(v).strip().splitlines()[0][:500]
+    return None
+
+
 def _summary(result) -> str:
-    lines = [f"{result.score}/{result.max_score} points for {result.lab}"]
+    """Gradescope's `output`: what went wrong first (a regrade on a GPU, the first error and
+    its line), then the score and every problem."""
+    lines = [NEEDS_GPU_REGRADE] if result.status == "needs a GPU" else []
+    first = first_error(result)
+    if first:
+        lines.append(first)
+    lines.append(f"{result.score}/{result.max_score} points for {result.lab}")
     for k, v in result.problems.items():
         lines.append(f"PROBLEM ({k}): {v}")
     return "\n".join(lines)
@@ -75,8 +108,10 @@ def gradescope_json(result) -> dict:
 
 
 def feedback_markdown(result, run=None) -> str:
-    L = [f"# Feedback: {result.lab}", "",
-         f"**{result.score} / {result.max_score} points** (submission `{result.id}`)", ""]
+    L = [f"# Feedback: {result.lab}", ""]
+    if result.status == "needs a GPU":
+        L += [f"**{NEEDS_GPU_REGRADE}**", ""]
+    L += [f"**{result.score} / {result.max_score} points** (submission `{result.id}`)", ""]
     for k, v in result.problems.items():
         L += [f"**Problem ({k}):**", "", "```", str(v).strip(), "```", ""]
     if result.cell_errors:
@@ -133,42 +168,6 @@ def merge(out: Path, shard_dirs) -> Path:
     if len(labs) > 1:
         raise SystemExit(f"merge: the shards grade different labs: {sorted(labs)}")
     return write_grades_csv(out, labs.pop()) if labs else out
-
-
-RUN_AUTOGRADER = """#!/usr/bin/env bash
-# Gradescope runs this once per submission; results go to /autograder/results/results.json.
-set -u
-cd /autograder/source
-sub=$(ls /autograder/submission/*.ipynb /autograder/submission/*.py 2>/dev/null | head -n 1)
-python3 -m autograder grade {lab} "$sub" --out /tmp/ag-out --quiet
-id=$(ls /tmp/ag-out | grep -v -e grades.csv -e measurements.jsonl -e '^\\.grader' | head -n 1)
-mkdir -p /autograder/results
-cp "/tmp/ag-out/$id/results.json" /autograder/results/results.json
-"""
-
-SETUP_SH = """#!/usr/bin/env bash
-# Gradescope's image build: the course (book + autograder) and its pinned requirements.
-set -e
-cd /autograder/source
-pip3 install -r requirements.txt
-pip3 install -e .
-"""
-
-
-def gradescope_bundle(lab: str, out: Path, repo: Path) -> Path:
-    """autograder.zip for Gradescope: setup.sh, run_autograder and the course source."""
-    out = Path(out)
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("setup.sh", SETUP_SH)
-        z.writestr("run_autograder", RUN_AUTOGRADER.format(lab=lab))
-        for sub in ("book", "autograder"):
-            for p in sorted((repo / sub).rglob("*")):
-                if p.is_file() and "__pycache__" not in p.parts:
-                    z.write(p, f"source/{p.relative_to(repo)}")
-        for f in ("pyproject.toml", "requirements.txt"):
-            if (repo / f).exists():
-                z.write(repo / f, f"source/{f}")
-    return out
 
 
 _csv_lock = threading.Lock()

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from . import labs as _labs
-from .export import feedback_markdown, gradescope_json, write_grades_csv
+from .export import feedback_markdown, first_error, gradescope_json, write_grades_csv
 from .judge import Judging, Sanitizing
 from .results import Result
 from .rubric import NOT_MEASURED_NO_GPU, load_rubric
@@ -313,7 +313,11 @@ class Run(Judging, Sanitizing, Timing):
     def _loaded(self, ev, result):
         result.isolation = ev.get("isolation")
         result.cell_errors = ev.get("cell_errors", [])
-        result.problems.update(ev.get("problems", {}))
+        problems = ev.get("problems", {})
+        first = first_error(result) if result.cell_errors else None
+        for k, v in problems.items():   # a missing function is the consequence: lead with the cause
+            problems[k] = f"{first[len('ERROR: '):]}\nso: {v}" if first else v
+        result.problems.update(problems)
 
     def _child_limits(self):
         lim = {"cpu_s": int(self.limits.get("cpu_s", 600))}

@@ -21,6 +21,17 @@ NOT_REPRODUCED = ("the kernels your function launched, replayed by the grader on
                   "calling your function, did not compute the answer. Correctness points need the work "
                   "done by kernels: a result computed on the host and copied into `out` earns nothing")
 
+# A proof the simulator could not carry out (a kernel made inside the function, a parameter it
+# cannot record, a replay that did not finish): no verdict, no points taken, the submission
+# marked for a GPU regrade. Never the NOT_REPRODUCED accusation, which needs a finished replay.
+NEEDS_GPU_TO_VERIFY = ("needs a GPU to verify: the simulator could not replay the kernels your "
+                       "function launched, so the grader could not check that they compute the "
+                       "answer. No points are taken for this; an instructor will grade it again on "
+                       "a GPU")
+MECHANISM_REASONS = ("ReplayError: the kernel `", "ReplayError: the launches could not be recorded")
+PROOF_WITHHELD_FLAG = "kernel proof not carried out in the simulator: needs a GPU to verify"
+
+
 def too_large_message(what: str) -> str:
     return (f"not run in the simulator: {what} is too large to simulate (Numba's CUDA simulator runs a "
             "few thousand threads a second; the grader simulates at most 65,536 threads per launch). "
@@ -95,6 +106,8 @@ class Judging:
                 t["output"] = too_large_message(r["too_large"])
                 result.status = "needs a GPU"
                 result.problems["simulator"] = t["output"]
+                result.flags.append({"level": "review", "what": "needs a GPU regrade: too large to simulate",
+                                     "where": r["too_large"][:200]})
                 dead = "the simulator cannot run this submission's launches (see above)"
                 continue
             ok, msg = self.judge(case, r, child)
@@ -163,9 +176,20 @@ class Judging:
         except (RecordingError, ChildError) as e:
             ok, msg = False, str(getattr(e, "detail", "") or e)
         proof.update(reproduced=ok, message=msg[:1000])
+        if ok is None:
+            proof["verdict"] = "withheld: needs a GPU to verify"
         result.kernel_proof = proof
         self.log(kind="kernel_proof", id=result.id, **proof)
         if ok:
+            return
+        if ok is None:   # no verdict: points stand, the instructor regrades on a GPU
+            # on a hidden case only the replay's own reasons, which name no shape or value
+            shown = case["visibility"] != "hidden" or msg.startswith(MECHANISM_REASONS)
+            why = f" ({msg.strip()[:600]})" if shown else ""
+            result.status = "needs a GPU"
+            result.problems["kernels"] = NEEDS_GPU_TO_VERIFY + why
+            result.flags.append({"level": "review", "what": PROOF_WITHHELD_FLAG,
+                                 "where": "kernel proof"})
             return
         note = NOT_REPRODUCED + ("" if case["visibility"] == "hidden" else f" ({msg.strip()[:600]})")
         for t in result.tests:
@@ -181,7 +205,9 @@ class Judging:
 
     def _replay_sim(self, folder, case, cells):
         """A fresh sandboxed child loads the notebook (its kernels), then launches only the
-        recorded kernels on inputs it generates from the fresh case: never the function."""
+        recorded kernels on inputs it generates from the fresh case: never the function.
+        (True, msg) reproduced; (False, msg) the replay ran every launch and the answer was
+        wrong (or nothing was launched); (None, msg) the replay could not be carried out."""
         child = Child(mode="student", functions=self.functions(), cells=cells, simulated=True,
                       limits=self._child_limits(), hide=self._hide_paths(), isolate=self.isolate,
                       drop_uid=self.drop_uid)
@@ -194,14 +220,18 @@ class Judging:
             if ev.get("event") == "ready":
                 ev = self.ask(child, self.limits.get("load_s", 120), cmd="load")
             if ev.get("event") != "loaded":
-                return False, f"the notebook could not be loaded again for the replay: {str(ev)[:300]}"
+                return None, f"the notebook could not be loaded again for the replay: {str(ev)[:300]}"
             r = self.ask(child, self.limits.get("test_s", 60), cmd="replay", recording_dir=str(dest),
                          args=self.kernel_args(case))
             if not r.get("ok"):
-                return False, f"{r.get('error')}: {r.get('message', '')}"
+                what = f"{r.get('error')}: {r.get('message', '')}"
+                if r.get("message", "").endswith("launched no CUDA kernel"):
+                    return False, what
+                return None, ("a recorded kernel raised while the simulator replayed it: " + what
+                              if not r.get("unverifiable") and not r.get("too_large") else what)
             got = child.read_npy(r["file"])
         except ChildError as e:
-            return False, self._child_problem(e, child, "replaying your kernels")
+            return None, self._child_problem(e, child, "replaying your kernels")
         finally:
             child.close()
         return self.lab.check(got, case, self._expected_for(case))

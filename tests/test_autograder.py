@@ -217,6 +217,7 @@ def test_performance_scoring_flags_the_impossible():
 
 
 def test_export_gradescope_bundle(tmp_path):
+    import json
     import zipfile
 
     z = tmp_path / "autograder.zip"
@@ -224,12 +225,19 @@ def test_export_gradescope_bundle(tmp_path):
                        cwd=REPO, env=env(), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     names = zipfile.ZipFile(z).namelist()
-    assert {"setup.sh", "run_autograder", "source/autograder/grade.py", "source/autograder/replay.py",
-            "source/autograder/rubrics/lab2_packed_swiglu.toml"} <= set(names)
-    assert not [n for n in names if n.startswith("source/solutions")]
-    assert not [n for n in names if "reports" in n or n.startswith("source/records")]  # records stay out
+    # Gradescope unpacks the zip into /autograder/source: setup.sh and run_autograder at its root
+    assert {"setup.sh", "run_autograder", "autograder/grade.py", "autograder/replay.py",
+            "autograder/rubrics/lab2_packed_swiglu.toml", "requirements.txt", "gradescope.json"} <= set(names)
+    assert not [n for n in names if n.startswith(("source/", "solutions"))]
+    assert not [n for n in names if "reports" in n or n.startswith("records")]  # records stay out
     run = zipfile.ZipFile(z).read("run_autograder").decode()
-    assert "grade lab2_packed_swiglu" in run and "/autograder/results/results.json" in run
+    assert "AUTOGRADER_ROOT:-/autograder" in run and "autograder.gradescope run" in run
+    # a seed drawn at export time, the same for the whole class (tests/test_gradescope.py runs it)
+    seed = json.loads(zipfile.ZipFile(z).read("gradescope.json"))["seed"]
+    r2 = subprocess.run([sys.executable, "-m", "autograder", "export", "gradescope", "lab2", "--out",
+                         str(tmp_path / "b.zip")], cwd=REPO, env=env(), capture_output=True, text=True)
+    assert r2.returncode == 0, r2.stderr
+    assert json.loads(zipfile.ZipFile(tmp_path / "b.zip").read("gradescope.json"))["seed"] != seed
 
 
 def test_replay_refuses_what_it_cannot_replay_and_marshals_scalars_as_numba_does(tmp_path):
