@@ -73,8 +73,8 @@ def pack_array(ptr, shape, strides, itemsize):
 
 class PackedParams:
     """Kernel parameters as the driver takes them: one ctypes int64 buffer holding every
-    value and an array of pointers into it (``kernelParams``). Made once per key;
-    :meth:`update` rewrites only the values that differ (a new data pointer)."""
+    value and an array of pointers into it (``kernelParams``). Made once per key, so a
+    call packs nothing."""
 
     __slots__ = ("values", "pointers", "address", "n")
 
@@ -84,14 +84,6 @@ class PackedParams:
         base = ctypes.addressof(self.values)
         self.pointers = (ctypes.c_void_p * n)(*(base + 8 * i for i in range(n)))
         self.address = ctypes.addressof(self.pointers)
-
-    def update(self, values):
-        if len(values) != self.n:
-            raise ValueError(f"{len(values)} values for {self.n} parameters")
-        buf = self.values
-        for i, v in enumerate(values):
-            if buf[i] != v:
-                buf[i] = v
 
     def tolist(self):
         return list(self.values)
