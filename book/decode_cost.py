@@ -94,3 +94,15 @@ def step_time(path, layers=32):
         raise ValueError(f"layers must be at least 1, got {layers}")
     per = path["gpu_s"] if path["host_s"] is None else max(path["host_s"], path["gpu_s"])
     return layers * per
+
+
+def sources(results, rows):
+    """One line per run the given rows come from: a merged row carries its own run's
+    provenance (``python -m book.bench.merge``), the others the record's."""
+    seen = []
+    for r in rows:
+        p = r.get("provenance") or results.provenance
+        line = f"{p.get('gpu')}, {p.get('date')}, commit {(p.get('commit') or '?')[:8]}: {p.get('command')}"
+        if line not in seen:
+            seen.append(line)
+    return seen

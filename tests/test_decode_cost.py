@@ -48,3 +48,11 @@ def test_missing_rows_leave_their_path_and_layer_out():
     assert "CUDA-graph replay (GPU time)" in labels and len(labels) == 4
     kinds = {label: kind for label, kind, _r in decode_cost.layer_rows(res, "float32")}
     assert kinds["CUDA-graph replay (GPU time)"] == "gpu" and kinds["torch.add"] == "host"
+
+
+def test_sources_name_each_run_once():
+    prov = {"gpu": "H100", "date": "d0", "commit": "a" * 40, "command": "python -m book.bench"}
+    merged = dict(prov, date="d1", command="python -m book.bench --only x --rows-out f")
+    rows = [dict(ROWS[0]), dict(ROWS[1], provenance=merged), dict(ROWS[2], provenance=merged)]
+    lines = decode_cost.sources(Results(prov, rows), rows)
+    assert len(lines) == 2 and "d0" in lines[0] and "--only x" in lines[1]
