@@ -25,7 +25,7 @@ argument marshalling) and cuda.core's launch. Chapter 6 measures each layer
 Where the fast path cannot apply it calls the ordinary wrapper, which gives the same
 result: in Numba's CUDA simulator (no driver: every call is the ordinary launch), for
 arguments that are not plain torch CUDA tensors (Numba arrays, ``out=None``), for a pointer
-that is not 16-byte aligned (the wrapper's scalar fallback) and for an empty tensor.
+not aligned to the kernel's access width (the wrapper's scalar fallback) and for an empty tensor.
 
 Streams: the ordinary wrapper launches on ``stream`` (default 0, the legacy default
 stream); :class:`FastCall` launches on torch's *current* stream, as ``torch.add`` does, so
@@ -149,6 +149,7 @@ class FastCall:
         self._plans = {}  # key -> _Plan, or None: the ordinary wrapper for this key
         self._streams = {}  # raw handle -> CUstream
         self._tensor = None
+        self._multi_gpu = self.fast and _device_count() > 1
         self.stats = {"fast": 0, "planned": 0, "ordinary": 0}
         self.__name__ = f"fast_{variant}"
 
@@ -162,7 +163,7 @@ class FastCall:
             T = self._tensor = _torch_tensor_type()
         if not self.fast or out is None or not (type(gate) is T and type(up) is T and type(out) is T):
             self.stats["ordinary"] += 1
-            return self.ordinary(gate, up, out)
+            return self.ordinary(gate, up, out, self.block)
         # Everything a check or the packed parameters depend on. A contiguous tensor's
         # strides follow from its shape, so contiguity + shape stand for the strides.
         key = (gate.data_ptr(), up.data_ptr(), out.data_ptr(),
@@ -175,7 +176,9 @@ class FastCall:
             self._plan(key, gate, up, out)
             self.stats["planned"] += 1
             return out
-        if plan is None:
+        if plan is None or (self._multi_gpu and _current_device() != plan.device):
+            # no plan for this key, or another device current than the tensors' (a launch in
+            # the current context would not reach them): the wrapper decides
             self.stats["ordinary"] += 1
             return self.ordinary(gate, up, out, self.block, None, _numba_stream(gate.get_device()))
         stream = self._streams.get(raw := _current_raw_stream()(plan.device))
@@ -198,7 +201,8 @@ class FastCall:
         # this call's result, on the stream later calls use; compiles the kernel if needed
         self.ordinary(gate, up, out, self.block, None, _numba_stream(device))
         plan = None
-        if p.n and aligned(p.gate, p.up, p.out, to=16):
+        # the wrapper's own test: each access is width elements wide (16 or 8 bytes)
+        if p.n and aligned(p.gate, p.up, p.out, to=self.width * p.gate.dtype.itemsize):
             plan = self._launch_plan(p, device)
         if len(self._plans) >= self.MAX_PLANS:
             self._plans.clear()
@@ -223,6 +227,20 @@ class FastCall:
 
 
 _NEW = object()  # marks a key not seen yet
+
+
+def _device_count():
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count()
+
+
+def _current_device():
+    import torch
+
+    return torch.cuda.current_device()
 
 
 def _numba_stream(device):
