@@ -123,8 +123,59 @@ def main():
       + ", ".join(f"{v} {s_:.2%}" for v, s_ in spreads.items())
       + f"; the four differ by {best_bw / worst_bw - 1:.1%} in bandwidth, so they sit at the same "
         "ceiling and their order can change from run to run.")
+    decode_host(r, w)
     (ROOT / "benchmarks" / "NOTES.md").write_text("\n".join(L) + "\n")
     print("wrote benchmarks/NOTES.md")
+
+
+def decode_host(r, w):
+    """The host side of a decode-size call (issue 22): the layers and the cheap path from the
+    record's decode group, and the cheap path's profile from its GPU probe."""
+    from book import decode_cost
+
+    shape = decode_cost.DECODE
+    if not r.select(variant="launch_layer_fastcall", shape=shape):
+        return
+    w("\n## The host side of a decode call (book.kernels.fastcall)\n")
+    w("Prediction: a call that keeps only a key read from the tensors, a dict lookup and "
+      "`cuLaunchKernel` costs what `torch.add` costs from Python (the same work, in C++ there).\n")
+    w("| layer | " + " | ".join(f"{dt} median (p10-p90)" for dt in ("float32", "bfloat16")) + " |")
+    w("| --- | --- | --- |")
+    per = {dt: {label: row for label, _k, row in decode_cost.layer_rows(r, dt, shape)}
+           for dt in ("float32", "bfloat16")}
+    for _v, label, _k in decode_cost.LAYERS:
+        cells = []
+        for dt in ("float32", "bfloat16"):
+            x = per[dt].get(label)
+            cells.append("—" if x is None else f"{x['seconds'] * 1e6:.1f} us"
+                         + (f" ({x['p10_s'] * 1e6:.1f}-{x['p90_s'] * 1e6:.1f})"
+                            if x.get("p10_s") and x.get("p90_s") else ""))
+        w(f"| {label} | " + " | ".join(cells) + " |")
+    probe = ROOT / "records" / "launch" / "fastcall_probe_h100.json"
+    if probe.exists():
+        doc = json.loads(probe.read_text())
+        w(f"\nThe probe (`benchmarks/fastcall_probe.py`, {doc['provenance']['date'][:10]}): "
+          "outputs bit-equal to the wrappers, parameters equal to numba-cuda's own marshalling, "
+          "graph capture and replay correct: "
+          + ", ".join(f"{c['variant']} {c['dtype']} {'x'.join(map(str, c['shape']))} "
+                      f"{'ok' if c['bitwise_equal_to_wrapper'] and c['packed_equal_numba'] and c['graph_replay_ok'] else 'FAILED'}"
+                      for c in doc["cases"]) + ".")
+        for c in doc["cases"]:
+            if "host" in c:
+                h = c["host"]
+                w(f"- {c['variant']} {c['dtype']}: fast path {h['fastcall']['seconds'] * 1e6:.2f} us, "
+                  f"torch.add {h['torch_add']['seconds'] * 1e6:.2f} us "
+                  f"({c['fast_over_add']:.2f}x); its cProfile, top entries by own time:")
+                w("```")
+                for ln in c["profile_fastcall"][3:12]:
+                    w(ln)
+                w("```")
+    w("Outcome: what remains per call is the call's own Python frame, fifteen tensor attribute "
+      "reads (the key), the dict lookups and the driver call through cuda-bindings (a Cython "
+      "function, so cProfile counts it in `__call__`'s own time; it also builds a result enum "
+      "per call); the figures above say how close that comes to "
+      "`torch.add` in each run. Host time per call moves with the host: compare rows of one "
+      "group, not rows of two runs.")
 
 
 if __name__ == "__main__":

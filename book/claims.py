@@ -59,6 +59,15 @@ def _tbs(b):
     return f"{b / 1e12:.2f} TB/s"
 
 
+def _compiled(res, dtype, shape, best):
+    """The torch.compile row beside eager, where the record has one ("" where not)."""
+    c = res.select(variant="torch_compile", dtype=dtype, shape=shape)
+    if not c:
+        return ""
+    return (f"; torch.compile'd {_us(c[0]['seconds'])} ({c[0]['seconds'] / best['seconds']:.2f}x "
+            f"{best['variant']}'s time)")
+
+
 def table(results=None):
     """Rows of {seed, claim, dtype, shape, seed_figure, ours, detail, why}."""
     res = results if results is not None else _data.load("h100")
@@ -107,13 +116,15 @@ def table(results=None):
         "at 8192x14336. Rotating inputs beyond L2 or not makes no difference here.")
     row("003", "1.6x faster than F.silu(gate) * up (torch eager)", "float32", "2048x8192",
         f"{SEED_003_SPEEDUP}x", f"{eager['seconds'] / b['seconds']:.2f}x",
-        f"eager {_us(eager['seconds'])} vs {b['variant']} {_us(b['seconds'])}",
+        f"eager {_us(eager['seconds'])} vs {b['variant']} {_us(b['seconds'])}"
+        + _compiled(res, "float32", PREFILL, b),
         "Agrees: eager runs two kernels (5 transfers per element against 3).")
     bl = _best(res, "float32", LARGE)
     el = res.find("torch_eager", "float32", LARGE)
     row("003", "1.6x faster than torch eager (at our large shape)", "float32", "8192x14336",
         f"{SEED_003_SPEEDUP}x", f"{el['seconds'] / bl['seconds']:.2f}x",
-        f"eager {_us(el['seconds'])} vs {bl['variant']} {_us(bl['seconds'])}",
+        f"eager {_us(el['seconds'])} vs {bl['variant']} {_us(bl['seconds'])}"
+        + _compiled(res, "float32", LARGE, bl),
         "Same move, larger tensor: the ratio tends to 5/3.")
 
     # ---- seed 002: Jetson Orin, Qwen widths, decode and prefill-128. The explanation of each
@@ -137,6 +148,9 @@ def table(results=None):
                       if r["variant"] == "fused_kernel_raw_launch"]
             if launch:
                 detail += f"; one Numba launch from Python costs {_us(launch[0]['seconds'])} of host time"
+            fast = res.select(variant="launch_layer_fastcall", dtype=dtype, shape=shape)
+            if fast:
+                detail += f", the cheap path (book.kernels.fastcall) {_us(fast[0]['seconds'])}"
             if graph:
                 detail += f"; in a CUDA graph {_us(graph[0]['seconds'])} per SwiGLU"
             if regime not in explained:

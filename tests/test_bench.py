@@ -19,6 +19,8 @@ def test_measure_in_simulator_refuses_with_reason():
         bench.host_overhead(lambda: None, [()])
     with pytest.raises(bench.SimulatorTimingError, match="not measured"):
         bench.measure_back_to_back(lambda: None, [()])
+    with pytest.raises(bench.SimulatorTimingError, match="not measured"):
+        bench.host_timings({"a": (lambda: None, [()])})
 
 
 def test_summarize_matches_numpy_percentiles():
@@ -200,6 +202,23 @@ def test_merge_replaces_same_rows_keeps_the_rest_and_their_provenance():
     again = merge(out, _doc([_row("vec4", seconds=0.55e-3), _row("half8_torch_call", "float16",
                                                                   kind="launch")]))
     assert len(again["merged"]) == 1 and len(again["rows"]) == 4
+
+
+def test_decode_targets_read_the_cheap_path_against_torch_add_of_the_same_run():
+    from book.bench.suite import DECODE_SHAPES, targets
+
+    shape = DECODE_SHAPES[-1]
+    rows = [_row("launch_layer_fastcall", "float32", shape, kind="launch", seconds=9.6e-6),
+            _row("launch_layer_torch_add", "float32", shape, kind="launch", seconds=8.5e-6),
+            _row("launch_layer_fastcall", "bfloat16", shape, kind="launch", seconds=12e-6),
+            _row("launch_layer_torch_add", "bfloat16", shape, kind="launch", seconds=6.5e-6)]
+    got = {t["target"]: t for t in targets(rows, 3.35e12) if "cheap path" in t["target"]}
+    f32 = [t for name, t in got.items() if name.startswith("float32")]
+    bf16 = [t for name, t in got.items() if name.startswith("bfloat16")]
+    assert len(f32) == 2 and all(t["met"] for t in f32)
+    assert {t["met"] for t in bf16} == {False}  # 12 us > 10 us, and 1.85x torch.add
+    ratio = next(t for t in bf16 if "/ torch.add" in t["target"])
+    assert ratio["value"] == pytest.approx(12 / 6.5)
 
 
 def test_merge_refuses_another_gpus_rows():

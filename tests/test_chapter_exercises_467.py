@@ -127,3 +127,34 @@ def test_chapter_6_prints_aims_for_a_reader_not_goal_strings():
     assert "at most 1.3: met" in " ".join(text.split())
     t.update(goal=">= 0.95", met=False, value=0.48)
     assert "at least 0.95: not met" in " ".join(f(t).split())
+
+
+def test_chapter_6_decode_step_exercise_reads_the_cheap_path_and_names_the_usual_mistakes():
+    from book import decode_cost
+    from book.data import Results
+
+    def row(variant, seconds, kind="launch"):
+        return {"kind": kind, "variant": variant, "dtype": "float32", "shape": [1, 18944],
+                "seconds": seconds}
+
+    rec = Results({}, [row("vec4", 2.5e-6, "kernel"), row("vec4_torch_call", 27e-6),
+                       row("launch_layer_fastcall", 9.6e-6),
+                       row("launch_layer_graph_replay", 1.8e-6)])
+    ns = {"decode_cost": decode_cost, "recorded": rec, "T": 1, "h": 18944}
+    exec(cell(CH6, "ch06-decode-ex"), ns)
+    ex = ns["ex"]
+    assert "cheap path" in ex.question
+    assert ex.check(None).correct is None
+    assert ex.check(32 * 9.6)                      # paced by the host: 32 x max(host, GPU)
+    assert ex.check("0.307 ms")
+    gpu_only = ex.check(32 * 2.5)
+    assert not gpu_only and "GPU's time alone" in gpu_only.message
+    summed = ex.check(32 * (9.6 + 2.5))
+    assert not summed and "overlap" in summed.message
+    graph = ex.check(32 * 1.8)
+    assert not graph and "graph replay" in graph.message
+    # a record from before the cheap path: the same exercise on the dispatcher's rows
+    old = Results({}, [r for r in rec.rows if r["variant"] != "launch_layer_fastcall"])
+    ns = {"decode_cost": decode_cost, "recorded": old, "T": 1, "h": 18944}
+    exec(cell(CH6, "ch06-decode-ex"), ns)
+    assert ns["ex"].check(32 * 27)

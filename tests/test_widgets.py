@@ -176,6 +176,8 @@ def _suite_like_dataset():
          "seconds": 3e-5},
         {"kind": "kernel", "variant": "vec4_graph", "dtype": "float32", "shape": [1, 18944],
          "seconds": 1.2e-6},
+        {"kind": "launch", "variant": "launch_layer_fastcall", "dtype": "float32", "shape": [1, 18944],
+         "seconds": 9e-6},
     ])
 
 
@@ -200,6 +202,7 @@ def test_measured_rows_become_points(no_data):
     labels = [p["label"] for p in lw.presets]
     assert any("torch_add" in s and "reference" in s for s in labels)
     assert any("vec4_graph" in s and "graph replay" in s for s in labels)
+    assert any("launch_layer_fastcall" in s and "cheap path" in s for s in labels)
     assert "datasheet" in labels[-1]
     assert "Starting overhead: one call from Python (vec4_python_launch, 1x18944" in lw.data_note
     assert "Starting bandwidth: best measured (vec4, 8192x14336" in lw.data_note

@@ -55,6 +55,7 @@ __all__ = [
     "rotation_count",
     "batch_size",
     "host_overhead",
+    "host_timings",
     "measure_back_to_back",
     "DEFAULT_MIN_BATCH_S",
 ]
@@ -282,6 +283,45 @@ def host_overhead(fn, arg_sets, calls: int = 50) -> float:
     t1 = time.perf_counter()
     cuda.synchronize()
     return (t1 - t0) / calls
+
+
+def host_timings(calls_by_name, *, calls: int = 500, reps: int = 15, warmup: int = 3) -> dict:
+    """Host seconds per call of several functions, with their spread: ``{name: Timing}``.
+
+    ``calls_by_name``: ``{name: (fn, arg_sets)}``. Each sample is the mean host time of
+    ``calls`` calls (perf_counter, GPU drained before and after, as :func:`host_overhead`);
+    the functions take turns, one sample each per round, for ``reps`` rounds, so a drift of
+    the host (another process, a clock change) reaches every row alike and two rows of one
+    run are compared under the same conditions."""
+    from numba import cuda
+
+    if gpu.SIMULATED:
+        raise SimulatorTimingError(_SIM_MESSAGE)
+    if reps < 1 or calls < 1:
+        raise ValueError(f"reps and calls must be at least 1, got {reps} and {calls}")
+    jobs = {name: (fn, _check_arg_sets(sets)) for name, (fn, sets) in calls_by_name.items()}
+    for fn, sets in jobs.values():  # warm-up: JIT, first use of each set
+        for i in range(max(warmup, len(sets))):
+            fn(*sets[i % len(sets)])
+    cuda.synchronize()
+    samples = {name: [] for name in jobs}
+    for _ in range(reps):
+        for name, (fn, sets) in jobs.items():
+            k = len(sets)
+            cuda.synchronize()
+            t0 = time.perf_counter()
+            for i in range(calls):
+                fn(*sets[i % k])
+            t1 = time.perf_counter()
+            cuda.synchronize()
+            samples[name].append((t1 - t0) / calls)
+    method = (f"host time per call: perf_counter over {calls} calls, GPU drained before and "
+              f"after; median and p10/p90 of {reps} rounds, the rows of one group taking turns")
+    out = {}
+    for name, xs in samples.items():
+        med, p10, p90 = summarize(xs)
+        out[name] = Timing(med, p10, p90, reps, method, batch=calls, samples_s=tuple(xs))
+    return out
 
 
 def measure_back_to_back(fn, arg_sets, *, bytes_moved=None, flops=None, calls: int = 20,

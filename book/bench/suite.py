@@ -40,6 +40,8 @@ CHECK_SHAPES = [(1, 1), (1, 3), (1, 11008), (3, 11008), (127, 129), (129, 127), 
                 (5, 18944), (7, 12289)]
 LARGE = (8192, 14336)
 PREFILL = (2048, 8192)
+# torch.compile's rows beside eager: prefill and decode sizes (one compile per shape and dtype)
+COMPILE_SHAPES = DECODE_SHAPES + [PREFILL, LARGE]
 # H100 SXM datasheet, used when the device does not report its own figure
 HBM3_PEAK = GPU_SPECS["H100-SXM"].memory_bandwidth
 
@@ -179,6 +181,16 @@ class Suite:
                  self.later(lambda g, u, o: F.silu(g) * u, sets, bytes_moved=min_bytes,
                                       flops=flops),
                  description="torch eager F.silu(g) * u (two kernels, allocates its outputs)")
+        compiled = None
+        if shape in COMPILE_SHAPES and (self.wants("torch_compile") or (
+                shape in DECODE_SHAPES and self.wants("launch_layer_torch_compile"))):
+            compiled = self.compiled_swiglu(sets, shape, dtype)
+        if compiled is not None:
+            self.add("reference", "torch_compile", dtype, shape,
+                     self.later(lambda g, u, o: compiled(g, u), sets, bytes_moved=min_bytes,
+                                flops=flops),
+                     description="torch.compile(F.silu(g) * u, dynamic=False, fullgraph=True): "
+                                 "one generated kernel, static shape, warmed up (allocates its output)")
         self.add("reference", "torch_add", dtype, shape,
                  self.later(lambda g, u, o: t.add(g, u, out=o), sets, bytes_moved=min_bytes),
                  description="torch.add(g, u, out=o): a three-stream elementwise kernel")
@@ -200,32 +212,69 @@ class Suite:
                      self.later(lambda g, u, o: t.add(g, u, out=o), [sets[0]],
                                           bytes_moved=min_bytes),
                      description="torch.add with the same buffers every call (no rotation)")
+        host = {}  # decode sizes: every host-time row of this shape, measured as one group
         if shape in DECODE_SHAPES:
             # the fastest variant measured here; with --only, the course's widest one
             from book.kernels import best_variant
 
             name = best[0] if best is not None else best_variant(dtype)
-            self.run_decode(shape, dtype, sets, nsets, name, min_bytes, flops)
+            self.run_decode(shape, dtype, sets, nsets, name, min_bytes, flops, host)
         if shape == LARGE or shape in DECODE_SHAPES:
-            self.run_torch_calls(shape, dtype, sets, nsets, min_bytes, flops)
+            self.run_torch_calls(shape, dtype, sets, nsets, min_bytes, flops, host, compiled)
+        if host:
+            self.host_group(host, dtype, shape, min_bytes, flops)
         del sets, nsets
         t.cuda.empty_cache()
 
-    def host_row(self, variant, dtype, shape, seconds, min_bytes, flops, method, description):
-        """A host-time row (kind "launch"). ``seconds``: a number, or a function returning
-        one, called only when ``--only`` wants the row."""
-        if not self.wants(variant):
+    def host_group(self, host, dtype, shape, min_bytes, flops, calls=500, reps=15):
+        """Host-time rows measured together (``host``: row name -> (fn, arg sets,
+        description)): :func:`book.bench.host_timings` takes them in turns, round after
+        round, so every row of one shape and dtype comes from the same stretch of the same
+        run, each with its median and p10/p90 (chapter 6 compares them with each other)."""
+        jobs = {k: v for k, v in host.items() if self.wants(k)}
+        if not jobs:
             return
-        if callable(seconds):
-            seconds = seconds()
-        self.rows.append({"kind": "launch", "variant": variant, "dtype": dtype, "shape": list(shape),
-                          "seconds": seconds, "bytes": min_bytes, "bandwidth": min_bytes / seconds,
-                          "flops": flops, "flops_per_s": flops / seconds, "method": method,
-                          "description": description})
-        print(f"  {variant:<22} {dtype:<9} {'x'.join(map(str, shape)):<16} "
-              f"{seconds * 1e6:10.2f} us  (host)", flush=True)
+        if self.args.quick:
+            reps = min(reps, 7)
+        timings = self.bench.host_timings({k: (fn, a) for k, (fn, a, _d) in jobs.items()},
+                                          calls=calls, reps=reps)
+        for k, (_fn, _a, description) in jobs.items():
+            tm = timings[k]
+            row = self.add("launch", k, dtype, shape, tm, description=description)
+            if row is not None:  # host time: the bytes and flops of a call, at the host's pace
+                row.update(bytes=min_bytes, bandwidth=min_bytes / tm.median_s, flops=flops,
+                           flops_per_s=flops / tm.median_s, samples_s=list(tm.samples_s))
 
-    def run_torch_calls(self, shape, dtype, sets, nsets, min_bytes, flops):
+    def compiled_swiglu(self, sets, shape, dtype):
+        """``torch.compile(F.silu(g) * u)`` for this shape and dtype (static shapes: no
+        recompilation inside a row), compiled and checked before any timing; None (with a
+        failed check) where torch.compile does not work here."""
+        t = self.torch
+        F = t.nn.functional
+
+        def swiglu(g, u):
+            return F.silu(g) * u
+
+        try:
+            t._dynamo.reset()  # a fresh cache per shape: no recompile limit reached across shapes
+            fn = t.compile(swiglu, dynamic=False, fullgraph=True)
+            g, u, _o = sets[0]
+            for _ in range(3):  # compile, then the cached code
+                res = fn(g, u)
+            for gs, us, _os in sets:  # every rotation set: same guards, no recompilation
+                fn(gs, us)
+            self.cuda.synchronize()
+            self.reference.check_device(res, g, u, dtype)
+            ok, err = True, None
+        except Exception as e:
+            fn, ok, err = None, False, f"{type(e).__name__}: {e}"[:500]
+            print(f"  CHECK FAILED torch_compile {dtype} {shape}: {err[:300]}", flush=True)
+        self.checks.append({"variant": "torch_compile", "dtype": dtype, "shape": list(shape),
+                            "ok": ok, "error": err})
+        return fn
+
+    def run_torch_calls(self, shape, dtype, sets, nsets, min_bytes, flops, host=None,
+                        compiled=None):
         """The call from torch tensors (issue 11) for the course's widest variant of ``dtype``:
         host time per call, bandwidth at the host's own pace beside its controls, and at
         decode sizes the cost of each layer of a call (chapter 6)."""
@@ -249,19 +298,38 @@ class Suite:
                 print(f"  CHECK FAILED {name} torch tensors {dtype} {shape}: {err[:300]}", flush=True)
             self.checks.append({"variant": f"{name}_torch_tensors", "dtype": dtype,
                                 "shape": list(shape), "ok": ok, "error": err})
-        calls = 20 if shape == LARGE else 500
-        self.host_row(f"{name}_torch_call", dtype, shape,
-                      lambda: bench.host_overhead(fn, sets, calls=calls), min_bytes, flops,
-                      f"host time per call (perf_counter over {calls} calls, GPU drained before "
-                      "and after)",
-                      f"swiglu_{name}(gate, up, out) called with torch CUDA tensors")
+        from book.kernels import fastcall
+
+        fast = fastcall.FastCall(name)
+        if self.wants("launch_layer_fastcall") or self.wants(f"{name}_fastcall_tensors"):
+            ok, err = True, None
+            try:  # the cheap path: first call plans (ordinary wrapper), later ones use the driver
+                for _ in range(3):
+                    o0.fill_(float("nan"))
+                    fast(g0, u0, o0)
+                cuda.synchronize()
+                self.reference.check_device(o0, g0, u0, dtype)
+                if not fast.stats["fast"]:
+                    raise AssertionError(f"the driver path never launched: {fast.stats}")
+            except Exception as e:
+                ok, err = False, f"{type(e).__name__}: {e}"
+                print(f"  CHECK FAILED {name} fastcall {dtype} {shape}: {err[:300]}", flush=True)
+            self.checks.append({"variant": f"{name}_fastcall", "dtype": dtype,
+                                "shape": list(shape), "ok": ok, "error": err})
         if shape == LARGE:
+            self.host_group({f"{name}_torch_call": (
+                fn, sets, f"swiglu_{name}(gate, up, out) called with torch CUDA tensors")},
+                dtype, shape, min_bytes, flops, calls=20, reps=7)
             b2b = functools.partial(bench.measure_back_to_back, bytes_moved=min_bytes, flops=flops,
                                     reps=max(10, self.reps // 3))
             self.add("launch", f"{name}_torch_tensors", dtype, shape, functools.partial(b2b, fn, sets),
                      description=f"swiglu_{name} called back to back with torch tensors")
             self.add("launch", f"{name}_numba_arrays", dtype, shape, functools.partial(b2b, fn, nsets),
                      description=f"the control: swiglu_{name} back to back with Numba arrays")
+            self.add("launch", f"{name}_fastcall_tensors", dtype, shape,
+                     functools.partial(b2b, fast, sets),
+                     description=f"book.kernels.fastcall.FastCall({name!r}) back to back with torch "
+                                 "tensors (the cheap launch path)")
             self.add("launch", "torch_add_back_to_back", dtype, shape,
                      functools.partial(b2b, lambda g, u, o: t.add(g, u, out=o), sets),
                      description="torch.add(g, u, out=o) back to back: the reference")
@@ -282,65 +350,82 @@ class Suite:
             a = cuda.as_cuda_array(x.detach())
             return a.reshape(a.size)
 
-        per = "host time per call (perf_counter over 500 calls, GPU drained before and after)"
-        layers = [
-            ("launch_layer_raw_numba_launch", lambda g, u, o: kernel[grid, b](g, u, o), flat,
-             f"{name}_kernel[grid, block](gate, up, out) on flat Numba arrays: Numba's dispatch "
-             "(argument types, overload, marshalling) and the launch"),
-            ("launch_layer_prepared_launch",
-             lambda g, u, o: launch.launch_kernel(kernel, grid, b, 0, g, u, o), flat,
-             "the same kernel through book.kernels.launch.launch_kernel: arguments marshalled "
-             "once per array, cuda.core's launch"),
-            ("launch_layer_checks", lambda g, u, o: launch.prepare(g, u, o, (dtype,), name), nsets,
-             "the wrapper's validation and flat views alone (Numba arrays), no launch"),
-            ("launch_layer_conversion", lambda g, u, o: [launch.as_device(x, "x") for x in (g, u, o)],
-             sets, "torch tensors to Numba views, as the wrapper does now (made once, reused)"),
-            ("launch_layer_conversion_uncached", lambda g, u, o: [uncached(x) for x in (g, u, o)],
-             sets, "torch tensors to flat Numba views made afresh (numba.cuda.as_cuda_array): what "
-             "each call paid before the views were kept"),
-            ("launch_layer_wrapper_numba_arrays", fn, nsets,
-             f"swiglu_{name}(gate, up, out) with Numba arrays: checks + launch"),
-            ("launch_layer_torch_add", lambda g, u, o: t.add(g, u, out=o), sets,
-             "torch.add(g, u, out=o) from Python: torch's own host cost"),
-        ]
-        for row, call, args, description in layers:
-            self.host_row(row, dtype, shape,
-                          functools.partial(bench.host_overhead, call, args, calls=500),
-                          min_bytes, flops, per, description)
+        F = t.nn.functional
+        layers = {
+            "launch_layer_raw_numba_launch": (
+                lambda g, u, o: kernel[grid, b](g, u, o), flat,
+                f"{name}_kernel[grid, block](gate, up, out) on flat Numba arrays: Numba's dispatch "
+                "(argument types, overload, marshalling) and the launch"),
+            "launch_layer_prepared_launch": (
+                lambda g, u, o: launch.launch_kernel(kernel, grid, b, 0, g, u, o), flat,
+                "the same kernel through book.kernels.launch.launch_kernel: arguments marshalled "
+                "once per array, cuda.core's launch"),
+            "launch_layer_checks": (
+                lambda g, u, o: launch.prepare(g, u, o, (dtype,), name), nsets,
+                "the wrapper's validation and flat views alone (Numba arrays), no launch"),
+            "launch_layer_conversion": (
+                lambda g, u, o: [launch.as_device(x, "x") for x in (g, u, o)], sets,
+                "torch tensors to Numba views, as the wrapper does now (made once, reused)"),
+            "launch_layer_conversion_uncached": (
+                lambda g, u, o: [uncached(x) for x in (g, u, o)], sets,
+                "torch tensors to flat Numba views made afresh (numba.cuda.as_cuda_array): what "
+                "each call paid before the views were kept"),
+            "launch_layer_wrapper_numba_arrays": (
+                fn, nsets, f"swiglu_{name}(gate, up, out) with Numba arrays: checks + launch"),
+            f"{name}_torch_call": (
+                fn, sets, f"swiglu_{name}(gate, up, out) called with torch CUDA tensors"),
+            "launch_layer_fastcall": (
+                fast, sets,
+                f"book.kernels.fastcall.FastCall({name!r})(gate, up, out) with torch tensors: a key "
+                "lookup and cuLaunchKernel on torch's current stream"),
+            "launch_layer_torch_add": (
+                lambda g, u, o: t.add(g, u, out=o), sets,
+                "torch.add(g, u, out=o) from Python: torch's own host cost"),
+            "launch_layer_torch_eager": (
+                lambda g, u, o: F.silu(g) * u, sets,
+                "torch eager F.silu(g) * u from Python (two kernels, allocates)"),
+        }
+        if compiled is not None:
+            layers["launch_layer_torch_compile"] = (
+                lambda g, u, o: compiled(g, u), sets,
+                "torch.compile'd F.silu(g) * u from Python (static shape, warmed up: guards "
+                "and the generated launcher)")
+        if host is not None:
+            host.update(layers)
+        else:
+            self.host_group(layers, dtype, shape, min_bytes, flops)
         self.add("launch", "launch_layer_graph_replay", dtype, shape,
                  self.later(fn, nsets, bytes_moved=min_bytes, flops=flops, graph=True),
                  description=f"swiglu_{name} captured in a CUDA graph: GPU time per call in a replay "
                              "(no Python at all)")
 
-    def run_decode(self, shape, dtype, sets, nsets, best, min_bytes, flops):
+    def run_decode(self, shape, dtype, sets, nsets, best, min_bytes, flops, host=None):
         t = self.torch
         F = t.nn.functional
         fn = self.variants[best].fn
         # Where the host time of one launch goes: the raw Numba launch of the one-element
-        # kernel on flat arrays, the wrapper's checks alone, and the wrapper + launch.
+        # kernel on flat arrays, the wrapper's checks alone, and the wrapper + launch. Into
+        # ``host``: measured with the layer rows of run_torch_calls as one group.
         from book.kernels import fused, launch
 
         flat = [tuple(a.reshape(a.size) for a in s3) for s3 in nsets]
         n = flat[0][0].size
-        raw = lambda g, u, o: fused.fused_kernel[launch.cdiv(n, 256), 256](g, u, o)  # noqa: E731
-        self.host_row("fused_kernel_raw_launch", dtype, shape,
-                      lambda: self.bench.host_overhead(raw, flat, calls=200), min_bytes, flops,
-                      "host time per call (perf_counter over 200 calls, GPU drained)",
-                      "kernel[grid, block](gate, up, out) on flat Numba arrays: Numba's own cost")
-        prep = lambda g, u, o: launch.prepare(g, u, o, DTYPES, "x")  # noqa: E731
-        self.host_row("wrapper_checks_only", dtype, shape,
-                      lambda: self.bench.host_overhead(prep, nsets, calls=200), min_bytes, flops,
-                      "host time per call (perf_counter over 200 calls)",
-                      "the host wrapper's validation and flattening alone, no launch")
-        self.host_row(f"{best}_python_launch", dtype, shape,
-                      lambda: self.bench.host_overhead(fn, nsets, calls=200), min_bytes, flops,
-                      "host time per Python launch (perf_counter over 200 launches, GPU drained "
-                      "before and after): what a Python decode loop pays per SwiGLU",
-                      f"one call of the swiglu_{best} wrapper from Python (checks + launch)")
-        self.host_row("torch_eager_python_launch", dtype, shape,
-                      lambda: self.bench.host_overhead(lambda g, u, o: F.silu(g) * u, sets, calls=200),
-                      min_bytes, flops, "host time per call (perf_counter over 200 calls)",
-                      "torch eager F.silu(g) * u called from Python")
+        rows = {
+            "fused_kernel_raw_launch": (
+                lambda g, u, o: fused.fused_kernel[launch.cdiv(n, 256), 256](g, u, o), flat,
+                "kernel[grid, block](gate, up, out) on flat Numba arrays: Numba's own cost"),
+            "wrapper_checks_only": (
+                lambda g, u, o: launch.prepare(g, u, o, DTYPES, "x"), nsets,
+                "the host wrapper's validation and flattening alone, no launch"),
+            f"{best}_python_launch": (
+                fn, nsets, f"one call of the swiglu_{best} wrapper from Python (checks + launch)"),
+            "torch_eager_python_launch": (
+                lambda g, u, o: F.silu(g) * u, sets, "torch eager F.silu(g) * u called from Python"),
+        }
+        if host is not None:
+            host.update(rows)
+        else:
+            self.host_group(rows, dtype, shape, min_bytes, flops)
         # the chapter's GraphedSwiGLU: capture, replay, check the replayed result
         from book.kernels.decode import GraphedSwiGLU
 
@@ -602,6 +687,20 @@ def targets(rows, peak):
                    "raw Numba launch", r, "<= 1.3", r <= 1.3,
                    f"swiglu_{v} from torch {tc['seconds'] * 1e6:.1f} us vs "
                    f"kernel[grid, block] on Numba arrays {raw['seconds'] * 1e6:.1f} us")
+        fc = find(rows, "launch_layer_fastcall", dtype, DECODE_SHAPES[-1])
+        add = find(rows, "launch_layer_torch_add", dtype, DECODE_SHAPES[-1])
+        if fc:
+            target(f"{dtype} decode {DECODE_SHAPES[-1]}: cheap path, host time per call from torch "
+                   "tensors (us)", fc["seconds"] * 1e6, "<= 10", fc["seconds"] <= 10e-6,
+                   f"FastCall({v!r}) median {fc['seconds'] * 1e6:.1f} us"
+                   + (f" (p10 {fc['p10_s'] * 1e6:.1f}, p90 {fc['p90_s'] * 1e6:.1f})"
+                      if fc.get("p10_s") else ""))
+        if fc and add:
+            r = fc["seconds"] / add["seconds"]
+            target(f"{dtype} decode {DECODE_SHAPES[-1]}: cheap path / torch.add, host time per call",
+                   r, "<= 1.2", r <= 1.2,
+                   f"FastCall({v!r}) {fc['seconds'] * 1e6:.1f} us vs torch.add "
+                   f"{add['seconds'] * 1e6:.1f} us, same run, rows taking turns")
         tt = find(rows, f"{v}_torch_tensors", dtype, LARGE)
         ref = find(rows, "torch_add_back_to_back", dtype, LARGE)
         if tt and ref:

@@ -143,12 +143,19 @@ def choose_block(vectors, block, per_thread=2):
     return block
 
 
-def launch_vector(kernel, p, width, block, max_blocks, stream):
-    nvec = p.n // width
+def vector_config(n, width, block=256, max_blocks=None):
+    """(grid, block) of a vector kernel over ``n`` elements, ``width`` per access: what every
+    vector wrapper launches (book.kernels.fastcall looks it up once per shape)."""
+    nvec = n // width
     b = choose_block(max(nvec, 1), block)
     grid = max(1, cdiv(nvec, 2 * b))
     if max_blocks:
         grid = min(grid, max_blocks)
+    return grid, b
+
+
+def launch_vector(kernel, p, width, block, max_blocks, stream):
+    grid, b = vector_config(p.n, width, block, max_blocks)
     launch_kernel(kernel, grid, b, stream, p.gate, p.up, p.out)
     return p.result
 

@@ -208,6 +208,8 @@ def launch_presets(data=None) -> list[dict]:
                 how = "bare Numba launch from Python"
             elif name == "torch_eager_python_launch":
                 how = "torch eager call from Python"
+            elif name == "launch_layer_fastcall":
+                how = "the cheap path from torch (book.kernels.fastcall)"
             elif name.endswith("_graph") and "torch" not in name:
                 how = "CUDA graph replay, per SwiGLU"
             if how and n > overheads.get((name, dtype), (0,))[0]:
@@ -220,6 +222,7 @@ def launch_presets(data=None) -> list[dict]:
             if name == "torch_add" and bw > ref_bw.get(dtype, (0,))[0]:
                 ref_bw[dtype] = (float(bw), name, shape)
         order = ["one call from Python", "bare Numba launch from Python",
+                 "the cheap path from torch (book.kernels.fastcall)",
                  "CUDA graph replay, per SwiGLU", "torch eager call from Python"]
         for (name, dtype), (n, seconds, how, shape) in sorted(
                 overheads.items(), key=lambda kv: order.index(kv[1][2])):

@@ -1,0 +1,288 @@
+"""The cheap launch path: a decode-size call from torch tensors for about what torch's own costs.
+
+At decode size (one token, 1 x 18944) the kernel runs for about 2 us and the host decides
+the time. The ordinary wrapper (``swiglu_vec4(g, u, o)``) pays, on every call, for work
+whose answer cannot change between two calls with the same tensors: Numba views of the
+tensors, the checks, the grid, Numba's dispatch (argument types, overload lookup,
+argument marshalling) and cuda.core's launch. Chapter 6 measures each layer
+(``launch_layer_*`` rows in book/data/h100.json).
+
+:class:`FastCall` keeps only what must happen per call:
+
+* a key read from the three tensors (data pointer, shape, dtype, contiguity, device: a few
+  cheap attribute reads) and one dict lookup. Every check that protects the result is a
+  function of that key, so it is answered once, when the key is first seen, by the
+  ordinary wrapper's own validation (:func:`book.kernels.launch.prepare`: the same errors
+  for a CPU tensor, a wrong dtype, a non-contiguous view, a shape mismatch);
+* for a new key: the compiled kernel for the argument types (Numba compiles it on that
+  first call, which goes through the ordinary wrapper), its CUDA function, the launch
+  configuration (:func:`book.kernels.vectorized.vector_config`) and the kernel's
+  parameters packed once into a ctypes buffer (:func:`pack_array`: Numba passes each
+  array as meminfo, parent, nitems, itemsize, data, shape..., strides...);
+* the launch itself: ``cuLaunchKernel`` through cuda-bindings (the driver API, as the
+  grader's replay launches recorded kernels) on torch's current stream.
+
+Where the fast path cannot apply it calls the ordinary wrapper, which gives the same
+result: in Numba's CUDA simulator (no driver: every call is the ordinary launch), for
+arguments that are not plain torch CUDA tensors (Numba arrays, ``out=None``), for a pointer
+not aligned to the kernel's access width (the wrapper's scalar fallback) and for an empty tensor.
+
+Streams: the ordinary wrapper launches on ``stream`` (default 0, the legacy default
+stream); :class:`FastCall` launches on torch's *current* stream, as ``torch.add`` does, so
+it is ordered with the torch work around it and is captured by ``torch.cuda.graph``.
+(torch's current stream is the legacy default stream unless a ``torch.cuda.stream``
+context says otherwise, so the two agree by default.)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+from numba import config as _numba_config
+
+from . import halfprec, vectorized
+from .launch import aligned, prepare
+
+# The vector wrappers this path serves: name -> (kernel, elements per access, dtypes,
+# the ordinary wrapper). Each computes what the wrapper computes: the same kernel, the
+# same grid and block (vector_config), the same arrays.
+VECTOR_VARIANTS = {
+    "vec2": (vectorized.vec2_kernel, 2, ("float32",), vectorized.swiglu_vec2),
+    "vec4": (vectorized.vec4_kernel, 4, ("float32",), vectorized.swiglu_vec4),
+    "half4": (halfprec.half4_kernel, 4, halfprec.DTYPES, halfprec.swiglu_half4),
+    "half8": (halfprec.half8_kernel, 8, halfprec.DTYPES, halfprec.swiglu_half8),
+}
+
+# Numba's argument layout of an array (its data model, numba.core.datamodel's ArrayModel):
+# every field is 8 bytes on a 64-bit host; shape and strides have one entry per dimension.
+ARRAY_FIELDS = ("meminfo", "parent", "nitems", "itemsize", "data", "shape", "strides")
+
+
+def pack_array(ptr, shape, strides, itemsize):
+    """The kernel parameters Numba passes for one device array, in Numba's order.
+
+    ``strides`` in bytes. meminfo and parent are null on the device; nitems is the element
+    count. Compared with numba-cuda's own marshalling (``_Kernel._prepare_args``) in
+    tests/test_fastcall.py."""
+    nitems = 1
+    for d in shape:
+        nitems *= d
+    return (0, 0, nitems, itemsize, ptr, *shape, *strides)
+
+
+class PackedParams:
+    """Kernel parameters as the driver takes them: one ctypes int64 buffer holding every
+    value and an array of pointers into it (``kernelParams``). Made once per key, so a
+    call packs nothing."""
+
+    __slots__ = ("values", "pointers", "address", "n")
+
+    def __init__(self, values):
+        n = self.n = len(values)
+        self.values = (ctypes.c_int64 * n)(*values)
+        base = ctypes.addressof(self.values)
+        self.pointers = (ctypes.c_void_p * n)(*(base + 8 * i for i in range(n)))
+        self.address = ctypes.addressof(self.pointers)
+
+    def tolist(self):
+        return list(self.values)
+
+    def tobytes(self):
+        return bytes(self.values)
+
+
+def _driver():
+    """cuda-bindings' driver module, or None where there is no driver (the simulator)."""
+    if _numba_config.ENABLE_CUDASIM:
+        return None
+    try:
+        from cuda.bindings import driver as cu
+    except ImportError:
+        return None
+    return cu
+
+
+@functools.lru_cache(maxsize=None)
+def _current_raw_stream():
+    """A function (device index -> torch's current stream as an int) that costs a C call.
+
+    ``torch.cuda.current_stream().cuda_stream`` builds a Stream object on every call;
+    torch's compiled code (Inductor) reads the raw handle through this same function."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda dev: torch.cuda.current_stream(dev).cuda_stream
+
+
+class _Plan:
+    """What one key launches: the CUDA function, grid, block and packed parameters."""
+
+    __slots__ = ("function", "grid", "block", "params", "device")
+
+    def __init__(self, function, grid, block, params, device):
+        self.function, self.grid, self.block = function, grid, block
+        self.params, self.device = params, device
+
+
+class FastCall:
+    """``FastCall("vec4")(gate, up, out)``: what ``swiglu_vec4(gate, up, out)`` computes, with
+    the per-call host work cut to a key lookup and ``cuLaunchKernel`` (module docstring).
+
+    ``gate``, ``up`` and ``out`` are torch CUDA tensors (anything else goes to the ordinary
+    wrapper). ``fast`` says whether the driver path is available (False in the simulator).
+    ``stats`` counts calls that launched through the driver ("fast"), found a new key
+    ("planned") or went to the ordinary wrapper ("ordinary")."""
+
+    MAX_PLANS = 1024  # keys kept; a loop over fresh allocations must not grow without bound
+
+    def __init__(self, variant, block=256):
+        if variant not in VECTOR_VARIANTS:
+            raise ValueError(f"FastCall serves the vector variants {sorted(VECTOR_VARIANTS)}; "
+                             f"got {variant!r} (call VARIANTS[{variant!r}].fn instead)")
+        self.variant, self.block = variant, block
+        self.kernel, self.width, self.dtypes, self.ordinary = VECTOR_VARIANTS[variant]
+        self._cu = _driver()
+        self.fast = self._cu is not None
+        self._plans = {}  # key -> _Plan, or None: the ordinary wrapper for this key
+        self._streams = {}  # raw handle -> CUstream
+        self._tensor = None
+        self._multi_gpu = self.fast and _device_count() > 1
+        self.stats = {"fast": 0, "planned": 0, "ordinary": 0}
+        self.__name__ = f"fast_{variant}"
+
+    def __repr__(self):
+        return f"FastCall({self.variant!r}, fast={self.fast})"
+
+    # ---------------------------------------------------------------- the per-call path
+    def __call__(self, gate, up, out=None):
+        T = self._tensor
+        if T is None:
+            T = self._tensor = _torch_tensor_type()
+        if not self.fast or out is None or not (type(gate) is T and type(up) is T and type(out) is T):
+            self.stats["ordinary"] += 1
+            return self.ordinary(gate, up, out, self.block)
+        # Everything a check or the packed parameters depend on. A contiguous tensor's
+        # strides follow from its shape, so contiguity + shape stand for the strides.
+        key = (gate.data_ptr(), up.data_ptr(), out.data_ptr(),
+               gate.shape, up.shape, out.shape,
+               gate.dtype, up.dtype, out.dtype,
+               gate.is_contiguous(), up.is_contiguous(), out.is_contiguous(),
+               gate.get_device(), up.get_device(), out.get_device())
+        plan = self._plans.get(key, _NEW)
+        if plan is _NEW:  # first call with this key: checked, run the ordinary way, planned
+            self._plan(key, gate, up, out)
+            self.stats["planned"] += 1
+            return out
+        if plan is None or (self._multi_gpu and _current_device() != plan.device):
+            # no plan for this key, or another device current than the tensors' (a launch in
+            # the current context would not reach them): the wrapper decides
+            self.stats["ordinary"] += 1
+            return self.ordinary(gate, up, out, self.block, None, _numba_stream(gate.get_device()))
+        stream = self._streams.get(raw := _current_raw_stream()(plan.device))
+        if stream is None:
+            stream = self._streams[raw] = self._cu.CUstream(raw)
+        err, = self._cu.cuLaunchKernel(plan.function, plan.grid, 1, 1, plan.block, 1, 1, 0,
+                                       stream, plan.params.address, 0)
+        if err:
+            raise RuntimeError(f"cuLaunchKernel failed for {self.variant}: {_error_name(self._cu, err)}")
+        self.stats["fast"] += 1
+        return out
+
+    # ---------------------------------------------------------------- once per key
+    def _plan(self, key, gate, up, out):
+        """Validate a new key with the ordinary wrapper's checks (they raise what it
+        raises), launch this call through the ordinary wrapper (which compiles the kernel
+        for these types) and work out what later calls with the same key launch."""
+        p = prepare(gate, up, out, self.dtypes, self.variant)  # raises for bad input
+        device = gate.get_device()
+        # this call's result, on the stream later calls use; compiles the kernel if needed
+        self.ordinary(gate, up, out, self.block, None, _numba_stream(device))
+        plan = None
+        # the wrapper's own test: each access is width elements wide (16 or 8 bytes)
+        if p.n and aligned(p.gate, p.up, p.out, to=self.width * p.gate.dtype.itemsize):
+            plan = self._launch_plan(p, device)
+        if len(self._plans) >= self.MAX_PLANS:
+            self._plans.clear()
+        self._plans[key] = plan
+
+    def _launch_plan(self, p, device):
+        kernel = self.kernel
+        arrays = (p.gate, p.up, p.out)
+        types = tuple(kernel.typeof_pyval(a) for a in arrays)
+        kern = kernel.overloads.get(types)
+        if kern is None or kern.debug or kern.cooperative or kern.extensions:
+            return None  # not a plain compiled kernel: the ordinary wrapper every time
+        function = _cufunction(self._cu, kern)
+        grid, block = vectorized.vector_config(p.n, self.width, self.block)
+        values = []
+        for a in arrays:
+            values.extend(pack_array(_address(a), a.shape, a.strides, a.dtype.itemsize))
+        return _Plan(function, grid, block, PackedParams(values), device)
+
+    def clear(self):
+        self._plans.clear()
+
+
+_NEW = object()  # marks a key not seen yet
+
+
+def _device_count():
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count()
+
+
+def _current_device():
+    import torch
+
+    return torch.cuda.current_device()
+
+
+def _numba_stream(device):
+    """torch's current stream as a stream argument of the ordinary wrappers."""
+    raw = _current_raw_stream()(device)
+    if not raw:
+        return 0
+    from numba import cuda
+
+    return cuda.external_stream(raw)
+
+
+def _torch_tensor_type():
+    try:
+        import torch
+    except ImportError:
+        return type(None)  # nothing is a torch tensor
+    return torch.Tensor
+
+
+def _address(a):
+    """Device address of a Numba device array."""
+    return int(a.__cuda_array_interface__["data"][0] or 0)
+
+
+def _cufunction(cu, kern):
+    """The handle cuLaunchKernel takes for a Numba-compiled kernel.
+
+    numba-cuda loads its cubin through cuda.core, whose handle is a CUkernel (a library
+    kernel, which cuLaunchKernel accepts in place of a CUfunction) or a CUfunction."""
+    handle = kern.library.get_cufunc().handle
+    if isinstance(handle, (cu.CUfunction, cu.CUkernel)):
+        return handle
+    return cu.CUkernel(int(handle))
+
+
+def _error_name(cu, err):
+    _e, name = cu.cuGetErrorName(err)
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+@functools.lru_cache(maxsize=None)
+def fast(variant):
+    """The process's :class:`FastCall` for ``variant`` (one plan cache per variant)."""
+    return FastCall(variant)

@@ -1,0 +1,129 @@
+"""book.kernels.fastcall: the packing matches numba-cuda's, and the path computes what the wrappers do.
+
+There is no GPU here: in the simulator FastCall always takes the ordinary wrapper (it says
+so: ``fast`` is False), so these tests check that fallback, the packing against numba-cuda's
+own marshalling code (run in a process without the simulator, where numba-cuda's real
+dispatcher imports without a driver), and the errors. The driver path itself is checked on
+a GPU by benchmarks/fastcall_probe.py (bit-equal outputs, equal packed parameters, graph
+replay: records/launch/fastcall_probe_h100.json) and by the bench suite's checks.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import book  # noqa: F401  (decides GPU or simulator before numba.cuda)
+from numba import cuda
+
+from book.kernels import VARIANTS, fastcall, reference as R
+
+# numba-cuda's own marshalling (_Kernel._prepare_args), run without the simulator. The array
+# it is given stands in for what cuda.core's StridedMemoryView gives numba after
+# wrap_arg(...).to_device(): size, dtype, ptr, shape and a layout whose strides_in_bytes is
+# None for a C-contiguous array (numba then derives the strides from the shape itself).
+_NUMBA_PACKING = r"""
+import json, sys
+import numpy as np
+import numba.cuda.dispatcher as D
+from numba import types
+
+class Layout:
+    def __init__(self, strides, c):
+        self.strides_in_bytes, self.is_contiguous_c, self.is_contiguous_f = strides, c, False
+
+class View:
+    def __init__(self, ptr, shape, strides, dtype, contiguous):
+        self.ptr, self.shape, self.dtype = ptr, tuple(shape), np.dtype(dtype)
+        self.size = int(np.prod(shape))
+        self._layout = Layout(None if contiguous else tuple(strides), contiguous)
+
+class Arg:
+    def __init__(self, v):
+        self.v = v
+    def to_device(self, retr, stream=0):
+        return self.v
+
+D.wrap_arg = Arg
+
+class Kernel:
+    extensions = []
+
+out = []
+for ptr, shape, strides, dtype, contiguous in json.loads(sys.argv[1]):
+    args = []
+    ty = types.Array(getattr(types, {"float32": "float32", "float16": "float16", "int16": "int16"}[dtype]),
+                     len(shape), "C" if contiguous else "A")
+    D._Kernel._prepare_args(Kernel(), ty, View(ptr, shape, strides, dtype, contiguous), 0, [], args)
+    out.append([int(getattr(a, "value", a) or 0) for a in args])
+print(json.dumps(out))
+"""
+
+CASES = [  # ptr, shape, strides (bytes), dtype, C-contiguous
+    (0x7F3A00001000, [18944], [4], "float32", True),
+    (0x7F3A00201000, [1, 18944], [75776, 4], "float32", True),
+    (0x7F3A00401010, [3, 5], [10, 2], "int16", True),
+    (0x7F3A00601000, [4, 3], [12, 4], "float16", False),  # a strided view
+]
+
+
+def test_packing_matches_numba_cudas_own_marshalling():
+    env = {k: v for k, v in os.environ.items() if k not in ("BOOK_SIMULATOR",)}
+    env["NUMBA_ENABLE_CUDASIM"] = "0"
+    proc = subprocess.run([sys.executable, "-c", _NUMBA_PACKING, json.dumps(CASES)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    numba_args = json.loads(proc.stdout.strip().splitlines()[-1])
+    for (ptr, shape, strides, dtype, _c), theirs in zip(CASES, numba_args):
+        ours = fastcall.pack_array(ptr, shape, strides, np.dtype(dtype).itemsize)
+        assert list(ours) == theirs, (shape, strides)
+        # and the driver buffer holds exactly these values, 8 bytes each, in order
+        params = fastcall.PackedParams(ours)
+        assert params.tolist() == theirs
+        assert params.tobytes() == np.array(theirs, dtype="<i8").tobytes()
+
+
+def test_field_order_is_numbas_array_data_model():
+    from numba import types
+    from numba.core.datamodel import default_manager
+
+    model = default_manager.lookup(types.Array(types.float32, 2, "C"))
+    assert tuple(model._fields) == fastcall.ARRAY_FIELDS
+    # meminfo, parent, nitems, itemsize, data, then one shape and one stride per dimension
+    assert len(fastcall.pack_array(0, (2, 3), (12, 4), 4)) == 5 + 2 * 2
+
+
+def test_packed_params_point_at_their_values():
+    import ctypes
+
+    p = fastcall.PackedParams((0, 0, 7, 4, 0xDEAD0000, 7, 4))
+    for i, v in enumerate(p.tolist()):
+        assert ctypes.c_int64.from_address(p.pointers[i]).value == v
+
+
+@pytest.mark.parametrize("name,dtype", [("vec4", "float32"), ("half8", "bfloat16")])
+def test_fastcall_computes_what_the_wrapper_does(name, dtype):
+    fc = fastcall.FastCall(name)
+    assert fc.fast is False  # the simulator: every call is the ordinary launch
+    g, u = R.random_inputs((2, 37), dtype, seed=3)
+    dg, du = cuda.to_device(g), cuda.to_device(u)
+    o1, o2 = cuda.device_array_like(dg), cuda.device_array_like(dg)
+    fc(dg, du, o1)
+    VARIANTS[name].fn(dg, du, o2)
+    assert np.array_equal(o1.copy_to_host(), o2.copy_to_host())
+    R.check(o1.copy_to_host(), g, u, dtype)
+    assert fc.stats == {"fast": 0, "planned": 0, "ordinary": 1}
+
+
+def test_fastcall_refuses_what_the_wrapper_refuses():
+    fc = fastcall.fast("vec4")
+    g = cuda.to_device(np.ones(8, np.float16))
+    with pytest.raises(TypeError, match="float32"):
+        fc(g, g, cuda.device_array_like(g))
+    with pytest.raises(TypeError, match="host"):
+        fc(np.ones(8, np.float32), np.ones(8, np.float32), np.ones(8, np.float32))
+    with pytest.raises(ValueError, match="vector variants"):
+        fastcall.FastCall("naive")
