@@ -1,0 +1,397 @@
+"""A bf16 tensor-core GEMM and dual GEMM in Numba, on ``mma.sync`` (sm_80+).
+
+``out = silu(x @ wg) * (x @ wu)`` for bfloat16 x[T, d], wg[d, h], wu[d, h] (row-major,
+bfloat16 as uint16 bits or torch bfloat16 tensors), float32 accumulation, one bfloat16
+store per output. The kernel is built by :func:`build_kernel` from a :class:`MmaTile`
+(compile-time constants, so every loop over the warp tile unrolls and the 128
+accumulators a lane holds stay in registers) and an ``epilogue``:
+
+- ``"swiglu"``: the dual GEMM: silu(gate) * up, straight from the accumulators;
+- ``"identity"``: the control: the same kernel storing ``gate + up`` (same loads, same
+  store, no exp or division);
+- ``"store2"``: the unfused path's GEMM: the same kernel storing gate and up to two
+  bfloat16 arrays (then :func:`book.kernels.halfprec.swiglu_half8` does the activation);
+- ``"gemm"``: a plain GEMM ``out = x @ w`` (both halves of the B tile from one matrix);
+- ``"ceiling"``: the main loop alone: the same warp tiles fed by ``ldmatrix`` from shared
+  memory, no global load at all: the most this ``mma.sync`` structure can issue.
+
+The design (``TILE``): a block of 4 warps (2 x 2) owns 128 rows x 128 accumulator
+columns; each warp 64 x 64 = 4 x 8 ``m16n8k16`` tiles. The B tile is two halves of 64
+columns: for the dual GEMM, 64 columns of wg and the *same* 64 columns of wu, so each warp's
+left four n-tiles are gate and its right four the matching up: gate and up for one output
+land in the same lane. k advances 32 at a time through a ring of 3 shared-memory stages
+filled by 16-byte ``cp.async`` copies (global -> shared without registers) while the warps
+multiply out of the stage that arrived: per 16-deep step a warp issues 4 ``ldmatrix.x4``
+for its A fragments, 4 ``ldmatrix.x4.trans`` for B (the weights are k-major, the
+``.trans`` hands each lane the "col" fragment ``mma`` wants) and 32 ``mma``.
+Shared rows are stored with their 16-byte chunks permuted (``swizzle``) so that the 8 rows
+one ``ldmatrix`` phase reads fall in 8 different bank groups. Blocks walk the output in
+groups of ``group_m`` block-rows, so the tiles of x and of the weights a wave of blocks
+reads stay in L2.
+
+Shapes must be tile multiples (T of 128, h of 64 for the dual GEMM, d of 32): the wrappers
+refuse others, naming the multiple. Taught in chapter 8 (``chapters/08_tensor_cores``).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda, float32, uint16, uint32
+
+from .fused import silu_mul
+from .launch import as_device, is_c_contiguous, pointer
+from .tensorcore import (
+    SIMULATED, check_capability, cp_async16, cp_async_commit, cp_async_wait, ldmatrix_x4,
+    ldmatrix_x4_trans, mma_bf16_16816, store_bf16x2,
+)
+
+__all__ = ["MmaTile", "TILE", "SIM_TILE", "EPILOGUES", "build_kernel", "default_tile",
+           "swiglu_mma", "swiglu_mma_identity", "gate_up_mma", "matmul_mma", "ceiling_mma",
+           "flops", "check_inputs"]
+
+EPILOGUES = ("swiglu", "identity", "store2", "gemm", "ceiling")
+
+
+@dataclass(frozen=True)
+class MmaTile:
+    """One kernel configuration (all compile-time constants)."""
+
+    warps_m: int = 2  # warps down a block
+    warps_n: int = 2  # warps across
+    mt: int = 4  # m16 tiles per warp (a warp covers 16*mt rows)
+    nt: int = 8  # n8 tiles per warp: half from each half of the B tile
+    bk: int = 32  # k depth of one shared-memory stage
+    stages: int = 3  # shared-memory ring: stages - 1 in flight while one is used
+    group_m: int = 8  # block-rows per group of the block order (L2 reuse)
+    min_blocks: int = 0  # launch bounds (0: none)
+
+    @property
+    def threads(self):
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def bm(self):
+        return 16 * self.mt * self.warps_m
+
+    @property
+    def bn(self):  # accumulator columns of a block (dual GEMM: half gate, half up)
+        return 8 * self.nt * self.warps_n
+
+    def validate(self) -> "MmaTile":
+        p = []
+        if self.bk % 16 or self.bk < 16:
+            p.append("bk must be a multiple of 16 (one m16n8k16 step)")
+        if self.nt % 4:
+            p.append("nt must be a multiple of 4 (two halves, pairs of n-tiles per ldmatrix)")
+        if self.stages < 2:
+            p.append("stages must be at least 2")
+        if (self.bm * self.bk // 8) % self.threads:
+            p.append("each thread must copy whole 16-byte chunks of the A tile")
+        if (self.bk * self.bn // 16) % self.threads:
+            p.append("each thread must copy whole 16-byte chunks of each B half")
+        ch = self.bk // 8
+        if ch & (ch - 1) or (self.bn // 8) & (self.bn // 8 - 1):
+            p.append("bk and bn must be powers of two (the swizzle)")
+        smem = 2 * self.stages * (self.bm * self.bk + self.bk * self.bn)
+        if smem > 48 * 1024:
+            p.append(f"{smem} bytes of shared memory: static shared memory stops at 48 KiB")
+        if p:
+            raise ValueError(f"invalid {self}: " + "; ".join(p))
+        return self
+
+
+#: The configuration measured on the H100.
+TILE = MmaTile().validate()
+#: A small configuration (2 warps) that the CPU simulator runs in seconds; same source.
+SIM_TILE = MmaTile(warps_m=1, warps_n=2, mt=1, nt=4, bk=32, stages=2, group_m=2).validate()
+
+
+def default_tile():
+    return SIM_TILE if SIMULATED else TILE
+
+
+def _swizzle_mask(chunks):
+    """(shift, mask): chunk c of row r is stored at c ^ ((r >> shift) & mask), so the 8 rows
+    an ``ldmatrix`` phase reads (16 bytes each) land in 8 different 16-byte bank groups."""
+    if chunks >= 8:
+        return 0, 7
+    return {4: (1, 3), 2: (2, 1), 1: (0, 0)}[chunks]
+
+
+def build_kernel(tile: MmaTile = TILE, epilogue: str = "swiglu"):
+    """``k(x, b0, b1, out, out2, M, N, K)``; see the module doc for ``epilogue``."""
+    return make_mma_gemm(tile.validate(), epilogue)
+
+
+@functools.lru_cache(maxsize=None)
+def make_mma_gemm(tile, epilogue):
+    """The kernel factory (the source the chapter shows); call build_kernel."""
+    if epilogue not in EPILOGUES:
+        raise ValueError(f"epilogue must be one of {EPILOGUES}, got {epilogue!r}")
+    WM, WN = tile.warps_m, tile.warps_n
+    MT, NT, NH = tile.mt, tile.nt, tile.nt // 2  # NH: n-tiles per half (gate or up)
+    BM, BN, BK, ST = tile.bm, tile.bn, tile.bk, tile.stages
+    HALF = BN // 2  # columns of one B half
+    THREADS = tile.threads
+    CA, CB = BK // 8, HALF // 8 * 2  # 16-byte chunks per A row, per B row
+    CBH = CB // 2
+    A_SH, A_MK = _swizzle_mask(CA)
+    B_SH, B_MK = _swizzle_mask(CB)
+    A_STAGE, B_STAGE = BM * BK, BK * BN  # elements
+    A_SIZE, B_SIZE = ST * A_STAGE, ST * B_STAGE
+    A_COPIES = BM * CA // THREADS  # 16-byte copies per thread per stage
+    B_COPIES = BK * CBH // THREADS  # per half
+    KSTEPS = BK // 16
+    GM = tile.group_m
+    DUAL = epilogue in ("swiglu", "identity", "store2")
+    LOADS = epilogue != "ceiling"
+    EPI = epilogue
+    WAIT = ST - 2
+    ALIGN = None if SIMULATED else 16
+
+    @cuda.jit(device=True, inline="always")
+    def a_index(stage, r, k):
+        # element (r, k) of an A stage: row-major, 16-byte chunks swizzled
+        c = (k >> 3) ^ ((r >> A_SH) & A_MK)
+        return stage * A_STAGE + r * BK + c * 8 + (k & 7)
+
+    @cuda.jit(device=True, inline="always")
+    def b_index(stage, k, n):
+        # element (k, n) of a B stage (k rows of BN columns: half 0 then half 1)
+        c = (n >> 3) ^ ((k >> B_SH) & B_MK)
+        return stage * B_STAGE + k * BN + c * 8 + (n & 7)
+
+    @cuda.jit(device=True, inline="always")
+    def load_stage(sA, sB, x, b0, b1, stage, kt, m0, n0, K, NB, b1_off, tid):
+        # this thread's 16-byte pieces of stage ``kt``: global -> shared, no registers
+        k0 = kt * BK
+        for i in range(A_COPIES):
+            q = tid + i * THREADS
+            r, c = q // CA, q % CA
+            cp_async16(sA, a_index(stage, r, c * 8), x, (m0 + r) * K + k0 + c * 8)
+        for i in range(B_COPIES):
+            q = tid + i * THREADS
+            r, c = q // CBH, q % CBH  # 8 lanes read one 128-byte row piece
+            src = (k0 + r) * NB + n0 + c * 8
+            cp_async16(sB, b_index(stage, r, c * 8), b0, src)
+            cp_async16(sB, b_index(stage, r, HALF + c * 8), b1, src + b1_off)
+
+    @cuda.jit(device=True, inline="always")
+    def mma_step(acc, af, bf, sA, sB, stage, ks, wr, wc, lane):
+        # one 16-deep step of the warp tile: fragments from shared, then MT x NT mma
+        for i in range(MT):  # lane -> row (lane & 15), k half (lane >> 4)
+            a = ldmatrix_x4(sA, a_index(stage, wr + 16 * i + (lane & 15),
+                                        ks * 16 + (lane >> 4) * 8))
+            for v in range(4):
+                af[i, v] = a[v]
+        for j in range(0, NT, 2):  # n-tiles j, j+1: matrices (k 0-7, 8-15) x (j, j+1)
+            col = wc + 8 * j if j < NH else HALF + wc + 8 * (j - NH)
+            b = ldmatrix_x4_trans(sB, b_index(stage, ks * 16 + (lane & 15),
+                                              col + (lane >> 4) * 8))
+            bf[j, 0], bf[j, 1], bf[j + 1, 0], bf[j + 1, 1] = b[0], b[1], b[2], b[3]
+        for i in range(MT):
+            for j in range(NT):
+                d = mma_bf16_16816((af[i, 0], af[i, 1], af[i, 2], af[i, 3]),
+                                   (bf[j, 0], bf[j, 1]),
+                                   (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
+                for v in range(4):
+                    acc[i, j, v] = d[v]
+
+    def mma_gemm(x, b0, b1, out, out2, M, N, K):
+        tid = cuda.threadIdx.x
+        lane = tid & 31
+        warp = tid >> 5
+        # block order: groups of GM block-rows, down each column of the group first
+        nb_n = N // (HALF if DUAL else BN)
+        nb_m = M // BM
+        pid = cuda.blockIdx.x
+        per_group = GM * nb_n
+        first_m = (pid // per_group) * GM
+        gm = min(nb_m - first_m, GM)
+        bm_ = first_m + (pid % per_group) % gm
+        bn_ = (pid % per_group) // gm
+        m0 = bm_ * BM
+        NB = N  # columns of the weight matrices (= of the output)
+        if DUAL:
+            n0, b1_off = bn_ * HALF, 0  # the same columns of wg and wu
+        else:
+            n0, b1_off = bn_ * BN, HALF  # one matrix: its next HALF columns
+        wr = (warp // WN) * (16 * MT)  # this warp's rows in the block
+        wc = (warp % WN) * (4 * NT)  # its columns within each half
+
+        sA = cuda.shared.array(A_SIZE, uint16, alignment=ALIGN)
+        sB = cuda.shared.array(B_SIZE, uint16, alignment=ALIGN)
+        acc = cuda.local.array((MT, NT, 4), float32)
+        af = cuda.local.array((MT, 4), uint32)
+        bf = cuda.local.array((NT, 2), uint32)
+        for i in range(MT):
+            for j in range(NT):
+                for v in range(4):
+                    acc[i, j, v] = float32(0.0)
+
+        nk = K // BK
+        if LOADS:
+            for s in range(ST - 1):  # prologue: the first stages in flight
+                if s < nk:
+                    load_stage(sA, sB, x, b0, b1, s, s, m0, n0, K, NB, b1_off, tid)
+                cp_async_commit()
+        for kt in range(nk):
+            if LOADS:
+                cp_async_wait(WAIT)  # my copies of stage kt have landed ...
+            cuda.syncthreads()  # ... everyone's, and nobody still reads the stage refilled next
+            if LOADS:
+                nxt = kt + ST - 1
+                if nxt < nk:
+                    load_stage(sA, sB, x, b0, b1, nxt % ST, nxt, m0, n0, K, NB, b1_off, tid)
+                cp_async_commit()  # (an empty group near the end keeps the count uniform)
+            stage = kt % ST if LOADS else 0
+            for ks in range(KSTEPS):
+                mma_step(acc, af, bf, sA, sB, stage, ks, wr, wc, lane)
+
+        # epilogue: lane holds rows g, g+8 and columns 2t, 2t+1 of every tile
+        g, t2 = lane >> 2, (lane & 3) * 2
+        for i in range(MT):
+            for h in range(2):
+                r = m0 + wr + 16 * i + g + 8 * h
+                for j in range(NH):
+                    col = n0 + wc + 8 * j + t2
+                    gl, gh = acc[i, j, 2 * h], acc[i, j, 2 * h + 1]
+                    ul, uh = acc[i, j + NH, 2 * h], acc[i, j + NH, 2 * h + 1]
+                    if EPI == "swiglu":
+                        store_bf16x2(out, r * N + col, silu_mul(gl, ul), silu_mul(gh, uh))
+                    elif EPI == "identity":
+                        store_bf16x2(out, r * N + col, gl + ul, gh + uh)
+                    elif EPI == "store2":
+                        store_bf16x2(out, r * N + col, gl, gh)
+                        store_bf16x2(out2, r * N + col, ul, uh)
+                    else:  # gemm, ceiling: both halves, HALF columns apart
+                        store_bf16x2(out, r * N + col, gl, gh)
+                        store_bf16x2(out, r * N + col + HALF, ul, uh)
+
+    options = {"fastmath": True}
+    if tile.min_blocks and not SIMULATED:
+        options["launch_bounds"] = (THREADS, tile.min_blocks)
+    return cuda.jit(**options)(mma_gemm)
+
+
+def flops(T: int, d: int, h: int) -> int:
+    """Matrix flops of x @ [wg | wu] (2*T*d*h each); the activation is not counted."""
+    return 4 * T * d * h
+
+
+# ---------------------------------------------------------------------------------------
+# host side
+
+
+def _device_cc():
+    if SIMULATED:
+        return None
+    return cuda.get_current_device().compute_capability
+
+
+def _bf16_matrix(a, name):
+    d = as_device(a, name)
+    if d.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(d.shape)}")
+    if np.dtype(d.dtype) not in (np.dtype(np.uint16), np.dtype(np.int16)):
+        raise TypeError(f"{name} must be bfloat16 (a torch bfloat16 tensor, or its bits as "
+                        f"uint16), got {d.dtype}")
+    if d.size and not is_c_contiguous(d):
+        raise ValueError(f"{name} is not row-major contiguous (strides {d.strides}): pass "
+                         ".contiguous()")
+    return d
+
+
+def check_inputs(tile, x, ws, dual):
+    """Shapes a tile multiple, arrays 16-byte aligned, a GPU with bf16 mma: or a clear error."""
+    check_capability(_device_cc(), "bfloat16")
+    T, d = x.shape
+    h = ws[0].shape[1]
+    for name, w in zip(("wg", "wu") if dual else ("w",), ws):
+        if tuple(w.shape) != (d, h):
+            raise ValueError(f"{name} is {tuple(w.shape)}; expected [d, h] = [{d}, {h}] "
+                             f"(x is {tuple(x.shape)}; a torch nn.Linear weight is [h, d]: "
+                             "pass weight.t().contiguous())")
+    cols = tile.bn // 2 if dual else tile.bn
+    bad = [f"{what} = {v} is not a multiple of {m}" for what, v, m in
+           (("T (rows of x)", T, tile.bm), ("d (columns of x)", d, tile.bk),
+            ("h (columns of the weights)", h, cols)) if v % m or v == 0]
+    if bad:
+        raise ValueError("the tensor-core GEMM runs whole tiles only: " + "; ".join(bad)
+                         + f" (tile {tile.bm} x {cols} outputs, k in steps of {tile.bk}); pad "
+                         "the matrices to those multiples")
+    for name, a in [("x", x)] + list(zip(("wg", "wu") if dual else ("w",), ws)):
+        p = pointer(a)
+        if p % 16:
+            raise ValueError(f"{name} starts at address {p:#x}, not a multiple of 16 bytes: "
+                             "cp.async copies 16 bytes at a time and needs 16-byte aligned "
+                             "rows (a fresh allocation is; a slice that starts mid-row is not)")
+    return T, d, h
+
+
+def _out(out, like, shape, name="out"):
+    if out is None:
+        if type(like).__module__.startswith("torch"):
+            import torch
+
+            res = torch.empty(shape, dtype=torch.bfloat16, device=like.device)
+        else:
+            res = cuda.device_array(shape, dtype=np.uint16)
+        return res, as_device(res, name)
+    o = _bf16_matrix(out, name)
+    if tuple(o.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(o.shape)}")
+    if pointer(o) % 4:
+        raise ValueError(f"{name} must be 4-byte aligned (pairs of bfloat16 are stored as one "
+                         "word)")
+    return out, o
+
+
+def _grid(tile, T, h, dual):
+    return (T // tile.bm) * (h // (tile.bn // 2 if dual else tile.bn))
+
+
+def _run(epilogue, x, wg, wu, out, out2, tile, stream):
+    tile = (tile or default_tile()).validate()
+    dual = epilogue in ("swiglu", "identity", "store2")
+    xd = _bf16_matrix(x, "x")
+    ws = [_bf16_matrix(wg, "wg" if dual else "w")] + ([_bf16_matrix(wu, "wu")] if dual else [])
+    T, d, h = check_inputs(tile, xd, ws, dual)
+    res, o = _out(out, x, (T, h))
+    o2 = o
+    res2 = None
+    if epilogue == "store2":
+        res2, o2 = _out(out2, x, (T, h), "out2")
+    kern = build_kernel(tile, epilogue)
+    flat = [a.reshape(a.size) for a in (xd, ws[0], ws[-1], o, o2)]
+    kern[_grid(tile, T, h, dual), tile.threads, stream](*flat, T, h, d)
+    return (res, res2) if epilogue == "store2" else res
+
+
+def swiglu_mma(x, wg, wu, out=None, *, tile=None, stream=0):
+    """``out = silu(x @ wg) * (x @ wu)`` in bfloat16, one launch (the dual GEMM)."""
+    return _run("swiglu", x, wg, wu, out, None, tile, stream)
+
+
+def swiglu_mma_identity(x, wg, wu, out=None, *, tile=None, stream=0):
+    """The control: the same kernel storing ``(x @ wg) + (x @ wu)``."""
+    return _run("identity", x, wg, wu, out, None, tile, stream)
+
+
+def gate_up_mma(x, wg, wu, gate=None, up=None, *, tile=None, stream=0):
+    """The unfused path's GEMM: the same kernel storing gate and up (two bf16 arrays)."""
+    return _run("store2", x, wg, wu, gate, up, tile, stream)
+
+
+def matmul_mma(x, w, out=None, *, tile=None, stream=0):
+    """``out = x @ w`` in bfloat16 (float32 accumulation)."""
+    return _run("gemm", x, w, None, out, None, tile, stream)
+
+
+def ceiling_mma(x, w, out=None, *, tile=None, stream=0):
+    """The main-loop ceiling: the GEMM's loop on shared memory only (its result is not
+    a product: it times the ldmatrix + mma issue rate at this tile, nothing else)."""
+    return _run("ceiling", x, w, None, out, None, tile, stream)
