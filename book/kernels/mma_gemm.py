@@ -42,7 +42,7 @@ import numpy as np
 from numba import cuda, float32, uint16, uint32
 
 from .fused import silu_mul
-from .launch import as_device, is_c_contiguous, pointer
+from .launch import as_device, flat, is_c_contiguous, pointer
 from .tensorcore import (
     SIMULATED, check_capability, cp_async16, cp_async_commit, cp_async_wait, ldmatrix_x4,
     ldmatrix_x4_trans, mma_bf16_16816, store_bf16x2,
@@ -131,7 +131,7 @@ def make_mma_gemm(tile, epilogue):
     """The kernel factory (the source the chapter shows); call build_kernel."""
     if epilogue not in EPILOGUES:
         raise ValueError(f"epilogue must be one of {EPILOGUES}, got {epilogue!r}")
-    WM, WN = tile.warps_m, tile.warps_n
+    WN = tile.warps_n
     MT, NT, NH = tile.mt, tile.nt, tile.nt // 2  # NH: n-tiles per half (gate or up)
     BM, BN, BK, ST = tile.bm, tile.bn, tile.bk, tile.stages
     HALF = BN // 2  # columns of one B half
@@ -366,8 +366,8 @@ def _run(epilogue, x, wg, wu, out, out2, tile, stream):
     if epilogue == "store2":
         res2, o2 = _out(out2, x, (T, h), "out2")
     kern = build_kernel(tile, epilogue)
-    flat = [a.reshape(a.size) for a in (xd, ws[0], ws[-1], o, o2)]
-    kern[_grid(tile, T, h, dual), tile.threads, stream](*flat, T, h, d)
+    args = [flat(a, n) for a, n in zip((xd, ws[0], ws[-1], o, o2), ("x", "wg", "wu", "out", "out2"))]
+    kern[_grid(tile, T, h, dual), tile.threads, stream](*args, T, h, d)
     return (res, res2) if epilogue == "store2" else res
 
 
