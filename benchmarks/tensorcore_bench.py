@@ -27,13 +27,14 @@ def kernel_resources():
     out = {}
     for epi in mg.EPILOGUES:
         k = mg.build_kernel(mg.TILE, epi)
-        for sig in list(k.overloads):
-            try:
-                out[f"{epi} {sig}"] = {"registers": k.get_regs_per_thread(sig),
-                                       "local_bytes": k.get_local_mem_per_thread(sig),
-                                       "shared_bytes": k.get_shared_mem_per_block(sig)}
-            except Exception as e:  # an API this numba-cuda lacks: say so, keep the run
-                out[f"{epi} {sig}"] = repr(e)
+        try:
+            regs, local = k.get_regs_per_thread(), k.get_local_mem_per_thread()
+            shared = k.get_shared_mem_per_block()
+            for i, sig in enumerate(regs):
+                out[f"{epi} #{i}"] = {"registers": regs[sig], "local_bytes": local[sig],
+                                         "shared_bytes": shared[sig]}
+        except Exception as e:  # an API this numba-cuda lacks: say so, keep the run
+            out[epi] = repr(e)
     for name, v in out.items():
         print(f"  {name[:40]:<40} {v}")
     return out

@@ -248,8 +248,13 @@ def make_mma_gemm(tile, epilogue):
                     load_stage(sA, sB, x, b0, b1, nxt % ST, nxt, m0, n0, K, NB, b1_off, tid)
                 cp_async_commit()  # (an empty group near the end keeps the count uniform)
             stage = kt % ST if LOADS else 0
-            for ks in range(KSTEPS):
+            # two 16-deep steps per iteration, in straight-line code: ptxas can then issue
+            # the next step's ldmatrix while this step's mma run (NVVM does not unroll it)
+            for ks in range(0, KSTEPS - 1, 2):
                 mma_step(acc, af, bf, sA, sB, stage, ks, wr, wc, lane)
+                mma_step(acc, af, bf, sA, sB, stage, ks + 1, wr, wc, lane)
+            if KSTEPS % 2:
+                mma_step(acc, af, bf, sA, sB, stage, KSTEPS - 1, wr, wc, lane)
 
         # epilogue: lane holds rows g, g+8 and columns 2t, 2t+1 of every tile
         g, t2 = lane >> 2, (lane & 3) * 2
