@@ -20,13 +20,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 CONFIGS = {
     "w2x2_m4n8_k32_s3": dict(),
-    "w2x4_m4n8_k32_s2": dict(warps_n=4, stages=2),
-    "w4x2_m4n8_k32_s2": dict(warps_m=4, stages=2),
-    "w4x2_m2n8_k32_s3": dict(warps_m=4, mt=2),
-    "w2x2_m4n8_k16_s4": dict(bk=16, stages=4),
-    "w2x2_m4n8_k32_s3_g16": dict(group_m=16),
-    "w2x2_m4n8_k32_s3_g4": dict(group_m=4),
-    "w2x4_m2n8_k32_s2": dict(warps_n=4, mt=2, stages=2),
+    "w2x2_m4n8_k32_s4": dict(stages=4),
+    "w2x2_m4n8_k32_s5": dict(stages=5),
+    "w2x2_m4n8_k64_s3": dict(bk=64),
+    "w2x2_m4n8_k64_s4": dict(bk=64, stages=4),
+    "w2x4_m4n8_k32_s3": dict(warps_n=4),
+    "w2x4_m4n8_k32_s4": dict(warps_n=4, stages=4),
+    "w4x2_m4n8_k32_s4": dict(warps_m=4, stages=4),
+    "w2x2_m4n8_k16_s6": dict(bk=16, stages=6),
+    "w2x4_m4n8_k64_s2": dict(warps_n=4, bk=64, stages=2),
 }
 
 

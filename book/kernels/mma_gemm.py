@@ -53,6 +53,8 @@ __all__ = ["MmaTile", "TILE", "SIM_TILE", "EPILOGUES", "build_kernel", "default_
            "flops", "check_inputs"]
 
 EPILOGUES = ("swiglu", "identity", "store2", "gemm", "ceiling")
+STATIC_SHARED = 48 * 1024  # the most shared memory a kernel may declare statically
+MAX_SHARED = 227 * 1024  # the most one block may opt in to on sm_90
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,15 @@ class MmaTile:
     def bn(self):  # accumulator columns of a block (dual GEMM: half gate, half up)
         return 8 * self.nt * self.warps_n
 
+    @property
+    def shared_bytes(self):
+        return 2 * self.stages * (self.bm * self.bk + self.bk * self.bn)
+
+    @property
+    def dynamic(self):
+        """Beyond 48 KiB shared memory must be dynamic (and the kernel allowed to use it)."""
+        return self.shared_bytes > STATIC_SHARED
+
     def validate(self) -> "MmaTile":
         p = []
         if self.bk % 16 or self.bk < 16:
@@ -95,9 +106,9 @@ class MmaTile:
         ch = self.bk // 8
         if ch & (ch - 1) or (self.bn // 8) & (self.bn // 8 - 1):
             p.append("bk and bn must be powers of two (the swizzle)")
-        smem = 2 * self.stages * (self.bm * self.bk + self.bk * self.bn)
-        if smem > 48 * 1024:
-            p.append(f"{smem} bytes of shared memory: static shared memory stops at 48 KiB")
+        if self.shared_bytes > MAX_SHARED:
+            p.append(f"{self.shared_bytes} bytes of shared memory: a block gets at most "
+                     f"{MAX_SHARED} (sm_90; sm_80: 163 KiB)")
         if p:
             raise ValueError(f"invalid {self}: " + "; ".join(p))
         return self
@@ -142,6 +153,8 @@ def make_mma_gemm(tile, epilogue):
     B_SH, B_MK = _swizzle_mask(CB)
     A_STAGE, B_STAGE = BM * BK, BK * BN  # elements
     A_SIZE, B_SIZE = ST * A_STAGE, ST * B_STAGE
+    DYN = tile.dynamic
+    B_BASE = A_SIZE if DYN else 0  # dynamic: one array, A's stages then B's
     A_COPIES = BM * CA // THREADS  # 16-byte copies per thread per stage
     B_COPIES = BK * CBH // THREADS  # per half
     KSTEPS = BK // 16
@@ -162,7 +175,7 @@ def make_mma_gemm(tile, epilogue):
     def b_index(stage, k, n):
         # element (k, n) of a B stage (k rows of BN columns: half 0 then half 1)
         c = (n >> 3) ^ ((k >> B_SH) & B_MK)
-        return stage * B_STAGE + k * BN + c * 8 + (n & 7)
+        return B_BASE + stage * B_STAGE + k * BN + c * 8 + (n & 7)
 
     @cuda.jit(device=True, inline="always")
     def load_stage(sA, sB, x, b0, b1, stage, kt, m0, n0, K, NB, b1_off, tid):
@@ -222,8 +235,12 @@ def make_mma_gemm(tile, epilogue):
         wr = (warp // WN) * (16 * MT)  # this warp's rows in the block
         wc = (warp % WN) * (4 * NT)  # its columns within each half
 
-        sA = cuda.shared.array(A_SIZE, uint16, alignment=ALIGN)
-        sB = cuda.shared.array(B_SIZE, uint16, alignment=ALIGN)
+        if DYN:  # the launch says how much (tile.shared_bytes)
+            sA = cuda.shared.array(0, uint16, alignment=ALIGN)
+            sB = sA
+        else:
+            sA = cuda.shared.array(A_SIZE, uint16, alignment=ALIGN)
+            sB = cuda.shared.array(B_SIZE, uint16, alignment=ALIGN)
         acc = cuda.local.array((MT, NT, 4), float32)
         af = cuda.local.array((MT, 4), uint32)
         bf = cuda.local.array((NT, 2), uint32)
@@ -355,6 +372,28 @@ def _out(out, like, shape, name="out"):
     return out, o
 
 
+_ALLOWED = {}  # compiled kernel -> shared bytes it may use
+
+
+def _allow_shared(kern, args, T, h, d, nbytes):
+    """Let the kernel use ``nbytes`` of dynamic shared memory (beyond 48 KiB a kernel must
+    opt in: cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES)."""
+    if SIMULATED:
+        return
+    from cuda.bindings import driver as binding
+    from numba.cuda.typing.typeof import Purpose, typeof
+    from numba.cuda.cudadrv.driver import driver
+
+    types = tuple(typeof(a, Purpose.argument) for a in args) + tuple(typeof(v) for v in (T, h, d))
+    compiled = kern.overloads.get(types) or kern.compile(types)
+    if _ALLOWED.get(compiled, 0) >= nbytes:
+        return
+    fn = compiled._codelibrary.get_cufunc()
+    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.cuKernelSetAttribute(attr, nbytes, fn.handle, fn.device.id)
+    _ALLOWED[compiled] = nbytes
+
+
 def _grid(tile, T, h, dual):
     return (T // tile.bm) * (h // (tile.bn // 2 if dual else tile.bn))
 
@@ -372,7 +411,11 @@ def _run(epilogue, x, wg, wu, out, out2, tile, stream):
         res2, o2 = _out(out2, x, (T, h), "out2")
     kern = build_kernel(tile, epilogue)
     args = [flat(a, n) for a, n in zip((xd, ws[0], ws[-1], o, o2), ("x", "wg", "wu", "out", "out2"))]
-    kern[_grid(tile, T, h, dual), tile.threads, stream](*args, T, h, d)
+    smem = 0
+    if tile.dynamic:
+        smem = tile.shared_bytes
+        _allow_shared(kern, args, T, h, d, smem)
+    kern[_grid(tile, T, h, dual), tile.threads, stream, smem](*args, T, h, d)
     return (res, res2) if epilogue == "store2" else res
 
 
