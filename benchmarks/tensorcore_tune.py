@@ -29,6 +29,10 @@ CONFIGS = {
     "w4x2_m4n8_k32_s4": dict(warps_m=4, stages=4),
     "w2x2_m4n8_k16_s6": dict(bk=16, stages=6),
     "w2x4_m4n8_k64_s2": dict(warps_n=4, bk=64, stages=2),
+    "w2x4_m4n8_k64_s3": dict(warps_n=4, bk=64, stages=3),
+    "w4x2_m4n8_k64_s2": dict(warps_m=4, bk=64, stages=2),
+    "w4x4_m4n8_k32_s3": dict(warps_m=4, warps_n=4, stages=3),
+    "w2x4_m4n8_k64_s2_g16": dict(warps_n=4, bk=64, stages=2, group_m=16),
 }
 
 
