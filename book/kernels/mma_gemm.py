@@ -39,13 +39,13 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda, float32, uint16, uint32
+from numba import cuda, float32, int32, uint16, uint32
 
 from .fused import silu_mul
 from .launch import as_device, flat, is_c_contiguous, pointer
 from .tensorcore import (
-    SIMULATED, check_capability, cp_async16, cp_async_commit, cp_async_wait, ldmatrix_x4,
-    ldmatrix_x4_trans, mma_bf16_16816, store_bf16x2,
+    SIMULATED, check_capability, cp_async16_at, cp_async_commit, cp_async_wait, ldmatrix_x4_at,
+    ldmatrix_x4_trans_at, mma_bf16_16816, shared_address, store_bf16x2,
 )
 
 __all__ = ["MmaTile", "TILE", "SIM_TILE", "EPILOGUES", "build_kernel", "default_tile",
@@ -104,8 +104,11 @@ class MmaTile:
         if (self.bk * self.bn // 16) % self.threads:
             p.append("each thread must copy whole 16-byte chunks of each B half")
         ch = self.bk // 8
-        if ch & (ch - 1) or (self.bn // 8) & (self.bn // 8 - 1):
-            p.append("bk and bn must be powers of two (the swizzle)")
+        if ch & (ch - 1) or (self.bn // 8) & (self.bn // 8 - 1) or self.bn < 64:
+            p.append("bk and bn must be powers of two, bn at least 64 (the swizzle)")
+        if (self.threads // ch) % 8 or (self.threads // (self.bn // 16)) % 8:
+            p.append("a thread's copies must be whole multiples of 8 rows apart (the swizzle "
+                     "repeats every 8 rows)")
         if self.shared_bytes > MAX_SHARED:
             p.append(f"{self.shared_bytes} bytes of shared memory: a block gets at most "
                      f"{MAX_SHARED} (sm_90; sm_80: 163 KiB)")
@@ -158,6 +161,7 @@ def make_mma_gemm(tile, epilogue):
     A_COPIES = BM * CA // THREADS  # 16-byte copies per thread per stage
     B_COPIES = BK * CBH // THREADS  # per half
     KSTEPS = BK // 16
+    NP = NT // 2  # pairs of n-tiles (one ldmatrix.x4.trans each)
     GM = tile.group_m
     DUAL = epilogue in ("swiglu", "identity", "store2")
     LOADS = epilogue != "ceiling"
@@ -165,46 +169,44 @@ def make_mma_gemm(tile, epilogue):
     WAIT = ST - 2
     ALIGN = None if SIMULATED else 16
 
-    @cuda.jit(device=True, inline="always")
-    def a_index(stage, r, k):
-        # element (r, k) of an A stage: row-major, 16-byte chunks swizzled
-        c = (k >> 3) ^ ((r >> A_SH) & A_MK)
-        return stage * A_STAGE + r * BK + c * 8 + (k & 7)
+    A_ROWB, B_ROWB = 2 * BK, 2 * BN  # bytes per shared row
+    A_STAGEB, B_STAGEB = 2 * A_STAGE, 2 * B_STAGE
+    A_RSTEP = THREADS // CA  # rows between one thread's A copies (a multiple of 8)
+    B_RSTEP = THREADS // CBH  # k rows between one thread's B copies (a multiple of 8)
 
     @cuda.jit(device=True, inline="always")
-    def b_index(stage, k, n):
-        # element (k, n) of a B stage (k rows of BN columns: half 0 then half 1)
-        c = (n >> 3) ^ ((k >> B_SH) & B_MK)
-        return B_BASE + stage * B_STAGE + k * BN + c * 8 + (n & 7)
+    def a_offset(r, k):
+        # byte offset of element (r, k) in an A stage: row-major, 16-byte chunks swizzled
+        return (r * BK + (((k >> 3) ^ ((r >> A_SH) & A_MK)) << 3) + (k & 7)) * 2
 
     @cuda.jit(device=True, inline="always")
-    def load_stage(sA, sB, x, b0, b1, stage, kt, m0, n0, K, NB, b1_off, tid):
-        # this thread's 16-byte pieces of stage ``kt``: global -> shared, no registers
-        k0 = kt * BK
+    def b_offset(k, n):
+        # byte offset of element (k, n) in a B stage (k rows of BN columns: two halves)
+        return (k * BN + (((n >> 3) ^ ((k >> B_SH) & B_MK)) << 3) + (n & 7)) * 2
+
+    @cuda.jit(device=True, inline="always")
+    def load_stage(x, b0, b1, sa, sb, a_dst, a_src, b_dst0, b_dst1, b_src, b1_off, kt, K, N):
+        # this thread's 16-byte pieces of stage ``kt``: global -> shared, no registers.
+        # The offsets were computed once; the swizzle repeats every 8 rows, so the i-th
+        # copy is the first moved by whole rows.
         for i in range(A_COPIES):
-            q = tid + i * THREADS
-            r, c = q // CA, q % CA
-            cp_async16(sA, a_index(stage, r, c * 8), x, (m0 + r) * K + k0 + c * 8)
+            cp_async16_at(sa + a_dst + i * A_RSTEP * A_ROWB, x, a_src + i * A_RSTEP * K + kt * BK)
         for i in range(B_COPIES):
-            q = tid + i * THREADS
-            r, c = q // CBH, q % CBH  # 8 lanes read one 128-byte row piece
-            src = (k0 + r) * NB + n0 + c * 8
-            cp_async16(sB, b_index(stage, r, c * 8), b0, src)
-            cp_async16(sB, b_index(stage, r, HALF + c * 8), b1, src + b1_off)
+            src = b_src + (kt * BK + i * B_RSTEP) * N
+            cp_async16_at(sb + b_dst0 + i * B_RSTEP * B_ROWB, b0, src)
+            cp_async16_at(sb + b_dst1 + i * B_RSTEP * B_ROWB, b1, src + b1_off)
 
     @cuda.jit(device=True, inline="always")
-    def mma_step(acc, af, bf, sA, sB, stage, ks, wr, wc, lane):
+    def mma_step(acc, af, bf, sa, sb, a_ld, b_ld, ks):
         # one 16-deep step of the warp tile: fragments from shared, then MT x NT mma
-        for i in range(MT):  # lane -> row (lane & 15), k half (lane >> 4)
-            a = ldmatrix_x4(sA, a_index(stage, wr + 16 * i + (lane & 15),
-                                        ks * 16 + (lane >> 4) * 8))
+        for i in range(MT):  # m-tile i: 16 rows further down
+            a = ldmatrix_x4_at(sa + a_ld[ks] + i * 16 * A_ROWB)
             for v in range(4):
                 af[i, v] = a[v]
-        for j in range(0, NT, 2):  # n-tiles j, j+1: matrices (k 0-7, 8-15) x (j, j+1)
-            col = wc + 8 * j if j < NH else HALF + wc + 8 * (j - NH)
-            b = ldmatrix_x4_trans(sB, b_index(stage, ks * 16 + (lane & 15),
-                                              col + (lane >> 4) * 8))
-            bf[j, 0], bf[j, 1], bf[j + 1, 0], bf[j + 1, 1] = b[0], b[1], b[2], b[3]
+        for jp in range(NT // 2):  # n-tiles 2jp, 2jp+1: matrices (k 0-7, 8-15) x (2jp, 2jp+1)
+            b = ldmatrix_x4_trans_at(sb + b_ld[jp] + ks * 16 * B_ROWB)
+            bf[2 * jp, 0], bf[2 * jp, 1] = b[0], b[1]
+            bf[2 * jp + 1, 0], bf[2 * jp + 1, 1] = b[2], b[3]
         for i in range(MT):
             for j in range(NT):
                 d = mma_bf16_16816((af[i, 0], af[i, 1], af[i, 2], af[i, 3]),
@@ -227,7 +229,6 @@ def make_mma_gemm(tile, epilogue):
         bm_ = first_m + (pid % per_group) % gm
         bn_ = (pid % per_group) // gm
         m0 = bm_ * BM
-        NB = N  # columns of the weight matrices (= of the output)
         if DUAL:
             n0, b1_off = bn_ * HALF, 0  # the same columns of wg and wu
         else:
@@ -241,37 +242,68 @@ def make_mma_gemm(tile, epilogue):
         else:
             sA = cuda.shared.array(A_SIZE, uint16, alignment=ALIGN)
             sB = cuda.shared.array(B_SIZE, uint16, alignment=ALIGN)
+        sa0 = shared_address(sA, 0)  # 32-bit shared addresses of the two rings
+        sb0 = shared_address(sB, B_BASE)
         acc = cuda.local.array((MT, NT, 4), float32)
         af = cuda.local.array((MT, 4), uint32)
         bf = cuda.local.array((NT, 2), uint32)
+        a_ld = cuda.local.array(KSTEPS, int32)
+        b_ld = cuda.local.array(NP, int32)
         for i in range(MT):
             for j in range(NT):
                 for v in range(4):
                     acc[i, j, v] = float32(0.0)
 
+        # Addresses, once. ldmatrix: lanes 0-15 give rows 0-15 of a 16 x 16 A piece at k 0,
+        # lanes 16-31 the same rows at k 8; for B (k-major, read with .trans) lanes 0-15
+        # give k rows 0-15 of n-tile 2jp, lanes 16-31 those of n-tile 2jp+1.
+        l15, lhi = lane & 15, lane >> 4
+        for ks in range(KSTEPS):
+            a_ld[ks] = a_offset(wr + l15, ks * 16 + lhi * 8)
+        for jp in range(NT // 2):
+            j = 2 * jp
+            col = wc + 8 * j if j < NH else HALF + wc + 8 * (j - NH)
+            b_ld[jp] = b_offset(l15, col + lhi * 8)
+        # cp.async: this thread's first A piece (row ra, chunk ca) and B pieces (k row rb,
+        # chunk cb of each half); 8 neighbouring threads copy 128 contiguous bytes of B
+        ra, ca = tid // CA, tid % CA
+        rb, cb = tid // CBH, tid % CBH
+        a_dst = a_offset(ra, ca * 8)
+        a_src = (m0 + ra) * K + ca * 8
+        b_dst0 = b_offset(rb, cb * 8)
+        b_dst1 = b_offset(rb, HALF + cb * 8)
+        b_src = rb * N + n0 + cb * 8
+
         nk = K // BK
         if LOADS:
             for s in range(ST - 1):  # prologue: the first stages in flight
                 if s < nk:
-                    load_stage(sA, sB, x, b0, b1, s, s, m0, n0, K, NB, b1_off, tid)
+                    load_stage(x, b0, b1, sa0 + s * A_STAGEB, sb0 + s * B_STAGEB, a_dst, a_src,
+                               b_dst0, b_dst1, b_src, b1_off, s, K, N)
                 cp_async_commit()
+        rd = 0  # the stage read in this step, and the one refilled
+        wt = ST - 1
         for kt in range(nk):
             if LOADS:
                 cp_async_wait(WAIT)  # my copies of stage kt have landed ...
             cuda.syncthreads()  # ... everyone's, and nobody still reads the stage refilled next
             if LOADS:
-                nxt = kt + ST - 1
-                if nxt < nk:
-                    load_stage(sA, sB, x, b0, b1, nxt % ST, nxt, m0, n0, K, NB, b1_off, tid)
+                if kt + ST - 1 < nk:
+                    load_stage(x, b0, b1, sa0 + wt * A_STAGEB, sb0 + wt * B_STAGEB, a_dst, a_src,
+                               b_dst0, b_dst1, b_src, b1_off, kt + ST - 1, K, N)
                 cp_async_commit()  # (an empty group near the end keeps the count uniform)
-            stage = kt % ST if LOADS else 0
+                wt = wt + 1 if wt + 1 < ST else 0
+            sa = sa0 + rd * A_STAGEB
+            sb = sb0 + rd * B_STAGEB
             # two 16-deep steps per iteration, in straight-line code: ptxas can then issue
             # the next step's ldmatrix while this step's mma run (NVVM does not unroll it)
             for ks in range(0, KSTEPS - 1, 2):
-                mma_step(acc, af, bf, sA, sB, stage, ks, wr, wc, lane)
-                mma_step(acc, af, bf, sA, sB, stage, ks + 1, wr, wc, lane)
+                mma_step(acc, af, bf, sa, sb, a_ld, b_ld, ks)
+                mma_step(acc, af, bf, sa, sb, a_ld, b_ld, ks + 1)
             if KSTEPS % 2:
-                mma_step(acc, af, bf, sA, sB, stage, KSTEPS - 1, wr, wc, lane)
+                mma_step(acc, af, bf, sa, sb, a_ld, b_ld, KSTEPS - 1)
+            if LOADS:
+                rd = rd + 1 if rd + 1 < ST else 0
 
         # epilogue: lane holds rows g, g+8 and columns 2t, 2t+1 of every tile
         g, t2 = lane >> 2, (lane & 3) * 2

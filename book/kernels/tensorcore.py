@@ -18,7 +18,10 @@ These are the warp-level instructions a tensor-core GEMM needs:
   registers (``cp.async.cg``); ``cp_async_commit()`` closes a group, ``cp_async_wait(n)``
   (n a literal) waits until at most n groups are in flight.
 - ``shared_address(arr, i)``: the 32-bit shared-window address of ``arr[i]``
-  (``cvta.to.shared``), what ``ldmatrix`` and ``cp.async`` take.
+  (``cvta.to.shared``), what ``ldmatrix`` and ``cp.async`` take. ``ldmatrix_x4_at(addr)``,
+  ``ldmatrix_x4_trans_at(addr)`` and ``cp_async16_at(addr, src, j)`` take such an address
+  (plus a byte offset) directly: a kernel computes its addresses once, outside its main loop,
+  and adds constants (what the GEMM does; the array forms recompute them at every call).
 - ``store_bf16x2(arr, i, lo, hi)`` / ``store_f16x2``: round two float32 to half and store
   them as one 4-byte word at ``arr[i]`` (uint16 bits for bfloat16, float16 for fp16).
 
@@ -47,7 +50,7 @@ SIMULATED = bool(config.ENABLE_CUDASIM)
 __all__ = [
     "SIMULATED", "a_coords", "b_coords", "c_coords", "a_coords_1688", "b_coords_1688",
     "ldmatrix_coords", "mma_bf16_16816", "mma_f16_16816", "mma_f16_1688", "ldmatrix_x4",
-    "ldmatrix_x4_trans", "cp_async16", "cp_async_commit", "cp_async_wait", "shared_address",
+    "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at", "cp_async16", "cp_async16_at", "cp_async_commit", "cp_async_wait", "shared_address",
     "store_bf16x2", "store_f16x2", "MIN_CC", "check_capability", "pack", "unpack",
 ]
 
@@ -237,6 +240,50 @@ if not SIMULATED:
     ldmatrix_x4 = _make_ldmatrix(False)
     ldmatrix_x4_trans = _make_ldmatrix(True)
 
+    def _make_ldmatrix_at(trans):
+        what = "ldmatrix_x4_trans_at" if trans else "ldmatrix_x4_at"
+        text = ("ldmatrix.sync.aligned.m8n8.x4" + (".trans" if trans else "")
+                + ".shared.b16 {$0,$1,$2,$3}, [$4];")
+
+        @intrinsic
+        def ldmatrix(typingctx, addr):
+            if not isinstance(addr, types.Integer):
+                raise TypingError(f"{what}: expected a 32-bit shared address, got {addr}")
+            sig = types.UniTuple(types.uint32, 4)(addr)
+
+            def codegen(context, builder, signature, args):
+                a = context.cast(builder, args[0], signature.args[0], types.uint32)
+                fn = ir.FunctionType(ir.LiteralStructType([_i32] * 4), [_i32])
+                res = builder.asm(fn, text, "=r,=r,=r,=r,r,~{memory}", [a], True)
+                vals = [builder.extract_value(res, k) for k in range(4)]
+                return context.make_tuple(builder, signature.return_type, vals)
+
+            return sig, codegen
+
+        return ldmatrix
+
+    ldmatrix_x4_at = _make_ldmatrix_at(False)
+    ldmatrix_x4_trans_at = _make_ldmatrix_at(True)
+
+    @intrinsic
+    def cp_async16_at(typingctx, addr, src, si):
+        if not isinstance(addr, types.Integer):
+            raise TypingError(f"cp_async16_at: expected a 32-bit shared address, got {addr}")
+        _check_array(src, "cp_async16_at (global source)")
+        sig = types.void(addr, src, si)
+
+        def codegen(context, builder, signature, args):
+            aty, sty, _ = signature.args
+            saddr = context.cast(builder, args[0], aty, types.uint32)
+            gptr = builder.ptrtoint(_item_pointer(context, builder, sty, args[1], args[2]), _i64)
+            fn = ir.FunctionType(ir.VoidType(), [_i32, _i64])
+            builder.asm(fn, "{ .reg .u64 g; cvta.to.global.u64 g, $1; "
+                            "cp.async.cg.shared.global [$0], [g], 16; }",
+                        "r,l,~{memory}", [saddr, gptr], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
     @intrinsic
     def cp_async16(typingctx, dst, di, src, si):
         _check_array(dst, "cp_async16 (shared destination)")
@@ -407,9 +454,38 @@ else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a b
     def ldmatrix_x4_trans(arr, idx):
         return _ldmatrix(arr, idx, True)
 
+    class SharedAddress:
+        """The simulator's stand-in for a 32-bit shared address: (array, byte offset);
+        adding an integer moves it by that many bytes, as on the GPU."""
+
+        __slots__ = ("arr", "offset")
+
+        def __init__(self, arr, offset):
+            self.arr, self.offset = arr, int(offset)
+
+        def __add__(self, other):
+            return SharedAddress(self.arr, self.offset + int(other))
+
+        __radd__ = __add__
+
+        def element(self, what):
+            size = self.arr.dtype.itemsize
+            if self.offset % 16:
+                raise ValueError(f"{what}: shared byte offset {self.offset} is not 16-byte "
+                                 "aligned")
+            return self.offset // size
+
     def shared_address(arr, idx):
-        # no shared window in the simulator: the byte offset within the array stands in
-        return np.uint32(int(idx) * arr.dtype.itemsize)
+        return SharedAddress(arr, int(idx) * arr.dtype.itemsize)
+
+    def ldmatrix_x4_at(addr):
+        return _ldmatrix(addr.arr, addr.element("ldmatrix"), False)
+
+    def ldmatrix_x4_trans_at(addr):
+        return _ldmatrix(addr.arr, addr.element("ldmatrix"), True)
+
+    def cp_async16_at(addr, src, si):
+        cp_async16(addr.arr, addr.element("cp_async16_at"), src, si)
 
     def cp_async16(dst, di, src, si):
         _check16(di, "cp_async16 (shared destination)")
