@@ -346,6 +346,15 @@ def _device_cc():
     return cuda.get_current_device().compute_capability
 
 
+def address(a):
+    """Start address of a device array; in the simulator, of the host memory behind it (so
+    the alignment checks below refuse there what they refuse on a GPU)."""
+    p = pointer(a)
+    if p == 0 and hasattr(a, "_ary"):
+        p = int(a._ary.__array_interface__["data"][0])
+    return p
+
+
 def _bf16_matrix(a, name):
     d = as_device(a, name)
     if d.ndim != 2:
@@ -378,7 +387,7 @@ def check_inputs(tile, x, ws, dual):
                          + f" (tile {tile.bm} x {cols} outputs, k in steps of {tile.bk}); pad "
                          "the matrices to those multiples")
     for name, a in [("x", x)] + list(zip(("wg", "wu") if dual else ("w",), ws)):
-        p = pointer(a)
+        p = address(a)
         if p % 16:
             raise ValueError(f"{name} starts at address {p:#x}, not a multiple of 16 bytes: "
                              "cp.async copies 16 bytes at a time and needs 16-byte aligned "
@@ -398,7 +407,7 @@ def _out(out, like, shape, name="out"):
     o = _bf16_matrix(out, name)
     if tuple(o.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(o.shape)}")
-    if pointer(o) % 4:
+    if address(o) % 4:
         raise ValueError(f"{name} must be 4-byte aligned (pairs of bfloat16 are stored as one "
                          "word)")
     return out, o
