@@ -20,13 +20,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def kernel_resources():
+def kernel_resources(tile):
     """Registers and local memory (spills) per thread of each compiled tensor-core kernel."""
     from book.kernels import mma_gemm as mg
 
     out = {}
     for epi in mg.EPILOGUES:
-        k = mg.build_kernel(mg.TILE, epi)
+        k = mg.build_kernel(tile, epi)
         try:
             regs, local = k.get_regs_per_thread(), k.get_local_mem_per_thread()
             shared = k.get_shared_mem_per_block()
@@ -40,6 +40,22 @@ def kernel_resources():
     return out
 
 
+def pick_tile(spec):
+    from book.kernels import mma_gemm as mg
+
+    if not spec:
+        return mg.TILE
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tensorcore_tune import CONFIGS
+
+    if spec.startswith("best:"):
+        import json
+
+        rows = [r for r in json.loads(Path(spec[5:]).read_text())["rows"] if "dual_s" in r]
+        spec = min(rows, key=lambda r: r["dual_s"])["config"]
+    return mg.MmaTile(**CONFIGS[spec]).validate()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
@@ -47,6 +63,8 @@ def main(argv=None):
     ap.add_argument("--only", help="rows whose name matches this regex (re.search)")
     ap.add_argument("--shapes", default="2048,8192", help="T values (d=4096, h=14336)")
     ap.add_argument("--share", default="1,64,2048,8192", help="T values of the share rows")
+    ap.add_argument("--tile", help="a configuration of benchmarks/tensorcore_tune.py's CONFIGS, "
+                                   "or 'best:FILE' (the fastest dual GEMM of a tune JSON)")
     args = ap.parse_args(argv)
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import book
@@ -63,15 +81,18 @@ def main(argv=None):
     prov = provenance("python3 benchmarks/tensorcore_bench.py " + " ".join(argv or sys.argv[1:]))
     print(f"{prov['gpu']}; torch {prov['torch']}, numba-cuda {prov['numba_cuda']}", flush=True)
     t0 = time.time()
+    tile = pick_tile(args.tile)
+    prov["tile"] = repr(tile)
+    print("tile:", tile, flush=True)
     shapes = [(int(T), 4096, 14336) for T in args.shapes.split(",") if T]
     share_t = tuple(int(T) for T in args.share.split(",") if T)
     try:
-        tensorcore.run(suite, shapes, share_t, reps=args.reps)
+        tensorcore.run(suite, shapes, share_t, reps=args.reps, tile=tile)
     finally:
         prov["elapsed_s"] = round(time.time() - t0, 1)
         doc = {"provenance": prov, "rows": suite.rows, "checks": suite.checks,
                "targets": tensorcore.targets(suite.rows), "notes": suite.notes,
-               "kernels": kernel_resources()}
+               "kernels": kernel_resources(tile)}
         write(args.out, doc)
     print("\nTargets:")
     for tg in doc["targets"]:

@@ -48,7 +48,7 @@ def _check(suite, name, got, ref, shape):
     return ok
 
 
-def check(suite, shape=CHECK_SHAPE):
+def check(suite, shape=CHECK_SHAPE, tile=None):
     """Every epilogue against a float64 reference (outputs poisoned with NaN first)."""
     t = suite.torch
     F = t.nn.functional
@@ -62,21 +62,22 @@ def check(suite, shape=CHECK_SHAPE):
     g, u = x.double() @ wg.double(), x.double() @ wu.double()
     nan = lambda: t.full((T, h), float("nan"), device="cuda", dtype=t.bfloat16)  # noqa: E731
     o = nan()
-    mg.swiglu_mma(x, wg, wu, o)
+    mg.swiglu_mma(x, wg, wu, o, tile=tile)
     _check(suite, "tc_dual_gemm", o, F.silu(g) * u, shape)
     o = nan()
-    mg.swiglu_mma_identity(x, wg, wu, o)
+    mg.swiglu_mma_identity(x, wg, wu, o, tile=tile)
     _check(suite, "tc_dual_gemm_identity", o, g + u, shape)
     G, U = nan(), nan()
-    mg.gate_up_mma(x, wg, wu, G, U)
+    mg.gate_up_mma(x, wg, wu, G, U, tile=tile)
     _check(suite, "tc_gate_up(gate)", G, g, shape)
     _check(suite, "tc_gate_up(up)", U, u, shape)
     o = t.full((T, h), float("nan"), device="cuda", dtype=t.bfloat16)
-    mg.matmul_mma(x, wg, o)
+    mg.matmul_mma(x, wg, o, tile=tile)
     _check(suite, "tc_gemm", o, g, shape)
 
 
-def run(suite, shapes=SHAPES, share_t=SHARE_T, reps=None):
+def run(suite, shapes=SHAPES, share_t=SHARE_T, reps=None, tile=None):
+    """Add the rows; ``tile``: a :class:`book.kernels.mma_gemm.MmaTile` (default its TILE)."""
     t = suite.torch
     F = t.nn.functional
     from book.kernels import halfprec
@@ -84,7 +85,7 @@ def run(suite, shapes=SHAPES, share_t=SHARE_T, reps=None):
 
     reps = reps or max(10, suite.reps // 3)
     if any(suite.wants(v) for v in ("tc_dual_gemm", "tc_gemm")):
-        check(suite)
+        check(suite, tile=tile)
     view = suite.numba_view
     for T, d, h in shapes:
         shape = (T, d, h)
@@ -105,7 +106,7 @@ def run(suite, shapes=SHAPES, share_t=SHARE_T, reps=None):
         if suite.wants("tc_dual_gemm"):  # full size against cuBLAS (bf16 tolerance)
             ref = F.silu((xs[0] @ wg).float()) * (xs[0] @ wu).float()
             outs[0].fill_(float("nan"))
-            mg.swiglu_mma(xv[0], wgv, wuv, ov[0])
+            mg.swiglu_mma(xv[0], wgv, wuv, ov[0], tile=tile)
             suite.cuda.synchronize()
             _check(suite, "tc_dual_gemm_vs_cublas", outs[0], ref.double(), shape)
             del ref
@@ -114,27 +115,27 @@ def run(suite, shapes=SHAPES, share_t=SHARE_T, reps=None):
             suite.add("tensorcore", name, "bfloat16", shp,
                       suite.later(fn, sets, flops=flops, reps=reps), description=desc)
 
-        rows("tc_ceiling", lambda a, b, c: mg.ceiling_mma(a, b, c),
+        rows("tc_ceiling", lambda a, b, c: mg.ceiling_mma(a, b, c, tile=tile),
              [(xv[i], wcv, guv[i]) for i in range(nsets)],
              "mma.sync main loop alone: the same warp tiles fed from shared memory only "
              "(no global loads), as many blocks as the dual GEMM")
-        rows("tc_gemm", lambda a, b, c: mg.matmul_mma(a, b, c),
+        rows("tc_gemm", lambda a, b, c: mg.matmul_mma(a, b, c, tile=tile),
              [(xv[i], wcv, guv[i]) for i in range(nsets)],
              "the Numba mma.sync GEMM, x @ [Wg|Wu] -> [T, 2h] bf16")
-        rows("tc_dual_gemm", lambda a, b, c, e: mg.swiglu_mma(a, b, c, e),
+        rows("tc_dual_gemm", lambda a, b, c, e: mg.swiglu_mma(a, b, c, e, tile=tile),
              [(xv[i], wgv, wuv, ov[i]) for i in range(nsets)],
              "dual GEMM: silu(x Wg) * (x Wu) from the accumulators, one bf16 store")
-        rows("tc_dual_gemm_identity", lambda a, b, c, e: mg.swiglu_mma_identity(a, b, c, e),
+        rows("tc_dual_gemm_identity", lambda a, b, c, e: mg.swiglu_mma_identity(a, b, c, e, tile=tile),
              [(xv[i], wgv, wuv, ov[i]) for i in range(nsets)],
              "control: the same kernel storing gate + up (no exp, no division)")
 
         def unfused(a, b, c, g, u, o):
-            mg.gate_up_mma(a, b, c, g, u)
+            mg.gate_up_mma(a, b, c, g, u, tile=tile)
             halfprec.swiglu_half8(g, u, o)
 
         rows("tc_unfused", unfused, [(xv[i], wgv, wuv, Gv[i], Uv[i], ov[i]) for i in range(nsets)],
              "control: the same kernel storing gate and up (bf16), then the half8 SwiGLU kernel")
-        rows("tc_gate_up", lambda a, b, c, g, u: mg.gate_up_mma(a, b, c, g, u),
+        rows("tc_gate_up", lambda a, b, c, g, u: mg.gate_up_mma(a, b, c, g, u, tile=tile),
              [(xv[i], wgv, wuv, Gv[i], Uv[i]) for i in range(nsets)],
              "the unfused path's GEMM alone (gate and up stored)")
         rows("tc_half8_only", lambda g, u, o: halfprec.swiglu_half8(g, u, o),
