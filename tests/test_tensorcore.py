@@ -199,6 +199,37 @@ def test_gate_up_and_plain_gemm_over_several_blocks():
     close(mg.matmul_mma(dev[0], cuda.to_device(w)).copy_to_host(), np.concatenate([g, u], 1))
 
 
+@pytest.mark.parametrize("kind", ["f16", "f16_sm75"])
+def test_float16_paths(kind):
+    # f16: m16n8k16 + cp.async (sm_80+); f16_sm75: the T4's two m16n8k8 per step, tiles
+    # through registers (what kind_for picks below sm_80)
+    t = mg.default_tile()
+    T, d, h = t.bm, 2 * t.bk, t.bn // 2
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((T, d)).astype(np.float16)
+    wg = (rng.standard_normal((d, h)) / 8).astype(np.float16)
+    wu = (rng.standard_normal((d, h)) / 8).astype(np.float16)
+    g = x.astype(np.float64) @ wg.astype(np.float64)
+    u = x.astype(np.float64) @ wu.astype(np.float64)
+    if kind == "f16":
+        out = mg.swiglu_mma(*(cuda.to_device(a) for a in (x, wg, wu))).copy_to_host()
+    else:
+        if not book.gpu.SIMULATED:
+            pytest.skip("the sm_75 kernel is launched here only in the simulator")
+        out = cuda.to_device(np.zeros((T, h), np.float16))
+        kern = mg.build_kernel(t, "swiglu", "f16_sm75")
+        flat = [cuda.to_device(a.reshape(-1)) for a in (x, wg, wu)] + [out.reshape(T * h)] * 2
+        kern[(T // t.bm) * (h // (t.bn // 2)), t.threads](*flat, T, h, d)
+        out = out.copy_to_host()
+    assert out.dtype == np.float16
+    ref = g / (1 + np.exp(-g)) * u
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=2 ** -9, atol=2 ** -9 * np.abs(ref).max())
+    assert mg.kind_for("float16", (7, 5)) == "f16_sm75" and mg.kind_for("float16", (9, 0)) == "f16"
+    assert mg.kind_for("bfloat16", (8, 0)) == "bf16"
+    with pytest.raises(RuntimeError, match="compute capability 8.0"):
+        mg.kind_for("bfloat16", (7, 5))
+
+
 def test_bad_input_is_refused_with_the_fix():
     t = mg.TILE  # the checks run before any launch: the H100 tile's numbers
     z = lambda *s: cuda.to_device(np.zeros(s, np.uint16))  # noqa: E731
@@ -212,6 +243,8 @@ def test_bad_input_is_refused_with_the_fix():
         mg.swiglu_mma(z(128, 64), z(64, 64), z(64, 32), tile=t)
     with pytest.raises(TypeError, match="bfloat16"):
         mg.swiglu_mma(cuda.to_device(np.zeros((128, 64), np.float32)), z(64, 64), z(64, 64), tile=t)
+    with pytest.raises(TypeError, match="one dtype"):
+        mg.swiglu_mma(cuda.to_device(np.zeros((128, 64), np.float16)), z(64, 64), z(64, 64), tile=t)
     buf = cuda.to_device(np.zeros(128 * 64 + 1, np.uint16))
     with pytest.raises(ValueError, match="not a multiple of 16 bytes"):
         mg.swiglu_mma(buf[1:].reshape(128, 64), z(64, 64), z(64, 64), tile=t)
@@ -230,7 +263,9 @@ def test_tiles_are_validated():
 
 
 PTX_ITEMS = [(name, cc) for name in [f"mma_{e}" for e in mg.EPILOGUES]
-             + ["fragments_bf16_16816", "fragments_f16_16816"] for cc in ((8, 0), (9, 0))]
+             + ["mma_swiglu_f16", "fragments_bf16_16816", "fragments_f16_16816"]
+             for cc in ((8, 0), (9, 0))]
+SM75_ITEMS = [("fragments_f16_1688", (7, 5)), ("mma_swiglu_f16_sm75", (7, 5))]
 
 
 @pytest.fixture(scope="module")
@@ -240,7 +275,8 @@ def texts():
         names = [n for n, c in PTX_ITEMS if c == cc]
         for key, text in ptx.ptx_many([(n, "bfloat16") for n in names], cc).items():
             out[(key.split("/")[0], cc)] = text
-    out[("fragments_f16_1688", (7, 5))] = ptx.ptx("fragments_f16_1688", "bfloat16", (7, 5))
+    for key, text in ptx.ptx_many([(n, "bfloat16") for n, _ in SM75_ITEMS], (7, 5)).items():
+        out[(key.split("/")[0], (7, 5))] = text
     return out
 
 
@@ -249,15 +285,16 @@ MMA = {"bf16": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
        "1688": "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"}
 
 
-@pytest.mark.parametrize("name,cc", PTX_ITEMS + [("fragments_f16_1688", (7, 5))])
+@pytest.mark.parametrize("name,cc", PTX_ITEMS + SM75_ITEMS)
 def test_tensor_core_ptx(texts, name, cc):
     text = texts[(name, cc)]
     assert f".target sm_{cc[0]}{cc[1]}" in text
-    want = MMA["1688"] if "1688" in name else MMA["f16"] if "_f16_" in name else MMA["bf16"]
+    want = (MMA["1688"] if "1688" in name or "sm75" in name else
+            MMA["f16"] if "_f16" in name else MMA["bf16"])
     assert want in text
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in text
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in text
-    if name == "mma_ceiling" or "1688" in name:
+    if name == "mma_ceiling" or cc < (8, 0):
         assert "cp.async" not in text  # the ceiling loads nothing; sm_75 has no cp.async
     else:
         assert "cp.async.cg.shared.global" in text and "cp.async.wait_group" in text

@@ -2,7 +2,10 @@
 
 ``out = silu(x @ wg) * (x @ wu)`` for bfloat16 x[T, d], wg[d, h], wu[d, h] (row-major,
 bfloat16 as uint16 bits or torch bfloat16 tensors), float32 accumulation, one bfloat16
-store per output. The kernel is built by :func:`build_kernel` from a :class:`MmaTile`
+store per output. float16 inputs work too, and choose their instructions by GPU
+(:func:`kind_for`): ``mma.m16n8k16`` with ``cp.async`` on sm_80+, and on sm_75 (the T4, no
+bf16 ``mma``, no ``cp.async``) each 16-deep step as two ``mma.m16n8k8`` with the tiles
+copied through registers. The kernel is built by :func:`build_kernel` from a :class:`MmaTile`
 (compile-time constants, so every loop over the warp tile unrolls and the 128
 accumulators a lane holds stay in registers) and an ``epilogue``:
 
@@ -44,8 +47,9 @@ from numba import cuda, float32, int32, uint16, uint32
 from .fused import silu_mul
 from .launch import as_device, flat, is_c_contiguous, pointer
 from .tensorcore import (
-    SIMULATED, check_capability, cp_async16_at, cp_async_commit, cp_async_wait, ldmatrix_x4_at,
-    ldmatrix_x4_trans_at, mma_bf16_16816, shared_address, store_bf16x2,
+    SIMULATED, check_capability, copy16_at, cp_async16_at, cp_async_commit, cp_async_wait,
+    ldmatrix_x4_at, ldmatrix_x4_trans_at, mma_bf16_16816, mma_f16_1688, mma_f16_16816,
+    shared_address, store_bf16x2, store_f16x2,
 )
 
 __all__ = ["MmaTile", "TILE", "SIM_TILE", "EPILOGUES", "build_kernel", "default_tile",
@@ -137,16 +141,27 @@ def _swizzle_mask(chunks):
     return {4: (1, 3), 2: (2, 1), 1: (0, 0)}[chunks]
 
 
-def build_kernel(tile: MmaTile = TILE, epilogue: str = "swiglu"):
+#: the instruction paths: bf16 (sm_80+), fp16 (sm_80+), fp16 on sm_75 (the T4: every
+#: m16n8k16 step is two m16n8k8, and the tiles travel through registers: no cp.async)
+KINDS = ("bf16", "f16", "f16_sm75")
+
+
+def build_kernel(tile: MmaTile = TILE, epilogue: str = "swiglu", kind: str = "bf16"):
     """``k(x, b0, b1, out, out2, M, N, K)``; see the module doc for ``epilogue``."""
-    return make_mma_gemm(tile.validate(), epilogue)
+    return make_mma_gemm(tile.validate(), epilogue, kind)
 
 
 @functools.lru_cache(maxsize=None)
-def make_mma_gemm(tile, epilogue):
+def make_mma_gemm(tile, epilogue, kind="bf16"):
     """The kernel factory (the source the chapter shows); call build_kernel."""
     if epilogue not in EPILOGUES:
         raise ValueError(f"epilogue must be one of {EPILOGUES}, got {epilogue!r}")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    K8 = kind == "f16_sm75"  # two m16n8k8 per 16-deep step
+    MMA = mma_bf16_16816 if kind == "bf16" else mma_f16_16816
+    COPY = copy16_at if K8 else cp_async16_at
+    STORE = store_bf16x2 if kind == "bf16" else store_f16x2
     WN = tile.warps_n
     MT, NT, NH = tile.mt, tile.nt, tile.nt // 2  # NH: n-tiles per half (gate or up)
     BM, BN, BK, ST = tile.bm, tile.bn, tile.bk, tile.stages
@@ -192,11 +207,11 @@ def make_mma_gemm(tile, epilogue):
         # The offsets were computed once; the swizzle repeats every 8 rows, so the i-th
         # copy is the first moved by whole rows.
         for i in range(A_COPIES):
-            cp_async16_at(sa + a_dst + i * A_RSTEP * A_ROWB, x, a_src + i * A_RSTEP * K + kt * BK)
+            COPY(sa + a_dst + i * A_RSTEP * A_ROWB, x, a_src + i * A_RSTEP * K + kt * BK)
         for i in range(B_COPIES):
             src = b_src + (kt * BK + i * B_RSTEP) * N
-            cp_async16_at(sb + b_dst0 + i * B_RSTEP * B_ROWB, b0, src)
-            cp_async16_at(sb + b_dst1 + i * B_RSTEP * B_ROWB, b1, src + b1_off)
+            COPY(sb + b_dst0 + i * B_RSTEP * B_ROWB, b0, src)
+            COPY(sb + b_dst1 + i * B_RSTEP * B_ROWB, b1, src + b1_off)
 
     @cuda.jit(device=True, inline="always")
     def mma_step(acc, af, bf, sa, sb, a_ld, b_ld, ks):
@@ -211,9 +226,12 @@ def make_mma_gemm(tile, epilogue):
             bf[2 * jp + 1, 0], bf[2 * jp + 1, 1] = b[2], b[3]
         for i in range(MT):
             for j in range(NT):
-                d = mma_bf16_16816((af[i, 0], af[i, 1], af[i, 2], af[i, 3]),
-                                   (bf[j, 0], bf[j, 1]),
-                                   (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
+                c = (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3])
+                if K8:  # registers 0, 1 of A and 0 of B are k 0-7; the others k 8-15
+                    d = mma_f16_1688((af[i, 0], af[i, 1]), (bf[j, 0],), c)
+                    d = mma_f16_1688((af[i, 2], af[i, 3]), (bf[j, 1],), d)
+                else:
+                    d = MMA((af[i, 0], af[i, 1], af[i, 2], af[i, 3]), (bf[j, 0], bf[j, 1]), c)
                 for v in range(4):
                     acc[i, j, v] = d[v]
 
@@ -282,18 +300,20 @@ def make_mma_gemm(tile, epilogue):
                 if s < nk:
                     load_stage(x, b0, b1, sa0 + s * A_STAGEB, sb0 + s * B_STAGEB, a_dst, a_src,
                                b_dst0, b_dst1, b_src, b1_off, s, K, N)
-                cp_async_commit()
+                if not K8:
+                    cp_async_commit()
         rd = 0  # the stage read in this step, and the one refilled
         wt = ST - 1
         for kt in range(nk):
-            if LOADS:
+            if LOADS and not K8:
                 cp_async_wait(WAIT)  # my copies of stage kt have landed ...
             cuda.syncthreads()  # ... everyone's, and nobody still reads the stage refilled next
             if LOADS:
                 if kt + ST - 1 < nk:
                     load_stage(x, b0, b1, sa0 + wt * A_STAGEB, sb0 + wt * B_STAGEB, a_dst, a_src,
                                b_dst0, b_dst1, b_src, b1_off, kt + ST - 1, K, N)
-                cp_async_commit()  # (an empty group near the end keeps the count uniform)
+                if not K8:
+                    cp_async_commit()  # (an empty group near the end keeps the count uniform)
                 wt = wt + 1 if wt + 1 < ST else 0
             sa = sa0 + rd * A_STAGEB
             sb = sb0 + rd * B_STAGEB
@@ -317,15 +337,15 @@ def make_mma_gemm(tile, epilogue):
                     gl, gh = acc[i, j, 2 * h], acc[i, j, 2 * h + 1]
                     ul, uh = acc[i, j + NH, 2 * h], acc[i, j + NH, 2 * h + 1]
                     if EPI == "swiglu":
-                        store_bf16x2(out, r * N + col, silu_mul(gl, ul), silu_mul(gh, uh))
+                        STORE(out, r * N + col, silu_mul(gl, ul), silu_mul(gh, uh))
                     elif EPI == "identity":
-                        store_bf16x2(out, r * N + col, gl + ul, gh + uh)
+                        STORE(out, r * N + col, gl + ul, gh + uh)
                     elif EPI == "store2":
-                        store_bf16x2(out, r * N + col, gl, gh)
-                        store_bf16x2(out2, r * N + col, ul, uh)
+                        STORE(out, r * N + col, gl, gh)
+                        STORE(out2, r * N + col, ul, uh)
                     else:  # gemm, ceiling: both halves, HALF columns apart
-                        store_bf16x2(out, r * N + col, gl, gh)
-                        store_bf16x2(out, r * N + col + HALF, ul, uh)
+                        STORE(out, r * N + col, gl, gh)
+                        STORE(out, r * N + col + HALF, ul, uh)
 
     options = {"fastmath": True}
     if tile.min_blocks and not SIMULATED:
@@ -357,13 +377,31 @@ def address(a):
     return p
 
 
+_HALF = {np.dtype(np.uint16): "bfloat16", np.dtype(np.int16): "bfloat16",
+         np.dtype(np.float16): "float16"}
+
+
+def half_dtype(d):
+    """"bfloat16" (uint16/int16 bits, or torch bfloat16 viewed so) or "float16", else None."""
+    return _HALF.get(np.dtype(d.dtype))
+
+
+def kind_for(dtype, cc):
+    """The instruction path for ``dtype`` on a GPU of compute capability ``cc`` (None: the
+    simulator): bf16 needs sm_80; fp16 takes m16n8k16 on sm_80+ and m16n8k8 on sm_75."""
+    check_capability(cc, dtype)
+    if dtype == "bfloat16":
+        return "bf16"
+    return "f16_sm75" if cc is not None and tuple(cc) < (8, 0) else "f16"
+
+
 def _bf16_matrix(a, name):
     d = as_device(a, name)
     if d.ndim != 2:
         raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(d.shape)}")
-    if np.dtype(d.dtype) not in (np.dtype(np.uint16), np.dtype(np.int16)):
+    if half_dtype(d) is None:
         raise TypeError(f"{name} must be bfloat16 (a torch bfloat16 tensor, or its bits as "
-                        f"uint16), got {d.dtype}")
+                        f"uint16) or float16, got {d.dtype}")
     if d.size and not is_c_contiguous(d):
         raise ValueError(f"{name} is not row-major contiguous (strides {d.strides}): pass "
                          ".contiguous()")
@@ -371,8 +409,7 @@ def _bf16_matrix(a, name):
 
 
 def check_inputs(tile, x, ws, dual):
-    """Shapes a tile multiple, arrays 16-byte aligned, a GPU with bf16 mma: or a clear error."""
-    check_capability(_device_cc(), "bfloat16")
+    """Shapes a tile multiple, arrays 16-byte aligned, one dtype: or a clear error."""
     T, d = x.shape
     h = ws[0].shape[1]
     for name, w in zip(("wg", "wu") if dual else ("w",), ws):
@@ -384,6 +421,9 @@ def check_inputs(tile, x, ws, dual):
     bad = [f"{what} = {v} is not a multiple of {m}" for what, v, m in
            (("T (rows of x)", T, tile.bm), ("d (columns of x)", d, tile.bk),
             ("h (columns of the weights)", h, cols)) if v % m or v == 0]
+    kinds = {half_dtype(a) for a in [x] + list(ws)}
+    if len(kinds) > 1:
+        raise TypeError(f"x and the weights must share one dtype, got {sorted(kinds)}")
     if bad:
         raise ValueError("the tensor-core GEMM runs whole tiles only: " + "; ".join(bad)
                          + f" (tile {tile.bm} x {cols} outputs, k in steps of {tile.bk}); pad "
@@ -397,16 +437,18 @@ def check_inputs(tile, x, ws, dual):
     return T, d, h
 
 
-def _out(out, like, shape, name="out"):
+def _out(out, like, shape, dtype, name="out"):
     if out is None:
         if type(like).__module__.startswith("torch"):
             import torch
 
-            res = torch.empty(shape, dtype=torch.bfloat16, device=like.device)
+            res = torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
         else:
-            res = cuda.device_array(shape, dtype=np.uint16)
+            res = cuda.device_array(shape, dtype=np.uint16 if dtype == "bfloat16" else np.float16)
         return res, as_device(res, name)
     o = _bf16_matrix(out, name)
+    if half_dtype(o) != dtype:
+        raise TypeError(f"{name} must be {dtype} like x, got {o.dtype}")
     if tuple(o.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(o.shape)}")
     if address(o) % 4:
@@ -447,12 +489,16 @@ def _run(epilogue, x, wg, wu, out, out2, tile, stream):
     xd = _bf16_matrix(x, "x")
     ws = [_bf16_matrix(wg, "wg" if dual else "w")] + ([_bf16_matrix(wu, "wu")] if dual else [])
     T, d, h = check_inputs(tile, xd, ws, dual)
-    res, o = _out(out, x, (T, h))
+    dtype = half_dtype(xd)
+    kind = kind_for(dtype, _device_cc())
+    if kind == "f16_sm75" and tile.dynamic:
+        tile = MmaTile(**{**tile.__dict__, "stages": 2}).validate()  # no cp.async to overlap
+    res, o = _out(out, x, (T, h), dtype)
     o2 = o
     res2 = None
     if epilogue == "store2":
-        res2, o2 = _out(out2, x, (T, h), "out2")
-    kern = build_kernel(tile, epilogue)
+        res2, o2 = _out(out2, x, (T, h), dtype, "out2")
+    kern = build_kernel(tile, epilogue, kind)
     args = [flat(a, n) for a, n in zip((xd, ws[0], ws[-1], o, o2), ("x", "wg", "wu", "out", "out2"))]
     smem = 0
     if tile.dynamic:

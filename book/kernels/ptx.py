@@ -56,6 +56,11 @@ def tensorcore_kernels():
 
     table = {f"mma_{e}": (mma_gemm.build_kernel(mma_gemm.TILE, e), MMA_SIGNATURE)
              for e in mma_gemm.EPILOGUES}
+    f16 = MMA_SIGNATURE.replace("uint16", "float16")
+    table["mma_swiglu_f16"] = (mma_gemm.build_kernel(mma_gemm.TILE, "swiglu", "f16"), f16)
+    # the T4's path (sm_75): m16n8k8, tiles through registers, 2 static stages
+    t4 = mma_gemm.MmaTile(stages=2)
+    table["mma_swiglu_f16_sm75"] = (mma_gemm.build_kernel(t4, "swiglu", "f16_sm75"), f16)
     table.update({f"fragments_{k}": (fragments.tile_mma_kernel(k), FRAGMENT_SIGNATURE)
                   for k in fragments.KINDS})
     return table

@@ -16,7 +16,8 @@ These are the warp-level instructions a tensor-core GEMM needs:
   uint32 (two elements) of each matrix back.
 - ``cp_async16(dst, i, src, j)``: 16 bytes global -> shared without passing through
   registers (``cp.async.cg``); ``cp_async_commit()`` closes a group, ``cp_async_wait(n)``
-  (n a literal) waits until at most n groups are in flight.
+  (n a literal) waits until at most n groups are in flight. ``copy16_at(addr, src, j)``: the
+  same 16 bytes through registers (``ld.global.v4`` + ``st.shared.v4``), for sm_75.
 - ``shared_address(arr, i)``: the 32-bit shared-window address of ``arr[i]``
   (``cvta.to.shared``), what ``ldmatrix`` and ``cp.async`` take. ``ldmatrix_x4_at(addr)``,
   ``ldmatrix_x4_trans_at(addr)`` and ``cp_async16_at(addr, src, j)`` take such an address
@@ -50,7 +51,8 @@ SIMULATED = bool(config.ENABLE_CUDASIM)
 __all__ = [
     "SIMULATED", "a_coords", "b_coords", "c_coords", "a_coords_1688", "b_coords_1688",
     "ldmatrix_coords", "mma_bf16_16816", "mma_f16_16816", "mma_f16_1688", "ldmatrix_x4",
-    "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at", "cp_async16", "cp_async16_at", "cp_async_commit", "cp_async_wait", "shared_address",
+    "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at", "cp_async16", "cp_async16_at",
+    "copy16_at", "cp_async_commit", "cp_async_wait", "shared_address",
     "store_bf16x2", "store_f16x2", "MIN_CC", "check_capability", "pack", "unpack",
 ]
 
@@ -105,7 +107,9 @@ MIN_CC = {"mma_bf16_16816": (8, 0), "mma_f16_16816": (8, 0), "mma_f16_1688": (7,
 
 
 def check_capability(cc, dtype: str = "bfloat16") -> None:
-    """Refuse a GPU that lacks the instructions, saying what it can run instead."""
+    """Refuse a GPU that lacks the instructions, saying what it can run instead.
+
+    ``dtype``: "bfloat16" needs sm_80; "float16" runs from sm_75 (m16n8k8, no cp.async)."""
     if cc is None:  # the simulator: every instruction is simulated
         return
     cc = tuple(cc)
@@ -115,7 +119,7 @@ def check_capability(cc, dtype: str = "bfloat16") -> None:
             f"this GPU is {name}: mma.sync m16n8k8/m16n8k16 and ldmatrix need compute "
             "capability 7.5 (Turing, e.g. a T4) or newer. It can run the course's CUDA-core "
             "kernels (book.kernels.gemm, book.kernels.dual_gemm) but no tensor-core kernel.")
-    if cc < (8, 0):
+    if cc < (8, 0) and dtype != "float16":
         raise RuntimeError(
             f"this GPU is {name}: {dtype} mma.sync m16n8k16 and cp.async need compute "
             "capability 8.0 (Ampere) or newer. It can run the fp16 m16n8k8 instruction "
@@ -297,6 +301,28 @@ if not SIMULATED:
             fn = ir.FunctionType(ir.VoidType(), [_i32, _i64])
             builder.asm(fn, "{ .reg .u64 g; cvta.to.global.u64 g, $1; "
                             "cp.async.cg.shared.global [$0], [g], 16; }",
+                        "r,l,~{memory}", [saddr, gptr], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def copy16_at(typingctx, addr, src, si):
+        """16 bytes global -> registers -> shared at a 32-bit shared address: what sm_75
+        (no cp.async) does instead; synchronous."""
+        if not isinstance(addr, types.Integer):
+            raise TypingError(f"copy16_at: expected a 32-bit shared address, got {addr}")
+        _check_array(src, "copy16_at (global source)")
+        sig = types.void(addr, src, si)
+
+        def codegen(context, builder, signature, args):
+            aty, sty, _ = signature.args
+            saddr = context.cast(builder, args[0], aty, types.uint32)
+            gptr = builder.ptrtoint(_item_pointer(context, builder, sty, args[1], args[2]), _i64)
+            fn = ir.FunctionType(ir.VoidType(), [_i32, _i64])
+            builder.asm(fn, "{ .reg .u64 g; .reg .b32 v<4>; cvta.to.global.u64 g, $1; "
+                            "ld.global.v4.b32 {v0,v1,v2,v3}, [g]; "
+                            "st.shared.v4.b32 [$0], {v0,v1,v2,v3}; }",
                         "r,l,~{memory}", [saddr, gptr], True)
             return context.get_dummy_value()
 
@@ -487,11 +513,17 @@ else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a b
     def cp_async16_at(addr, src, si):
         cp_async16(addr.arr, addr.element("cp_async16_at"), src, si)
 
+    def copy16_at(addr, src, si):
+        cp_async16(addr.arr, addr.element("copy16_at"), src, si)
+
     def cp_async16(dst, di, src, si):
         _check16(di, "cp_async16 (shared destination)")
         _check16(si, "cp_async16 (global source)")
         di, si = int(di), int(si)
-        dst[di:di + 8] = src[si:si + 8]  # done at once: commit and wait have nothing to do
+        piece = np.asarray(src[si:si + 8])
+        if piece.dtype != dst.dtype:  # bytes, not values (float16 data into uint16 shared)
+            piece = piece.view(dst.dtype)
+        dst[di:di + 8] = piece  # done at once: commit and wait have nothing to do
 
     def cp_async_commit():
         pass
