@@ -19,7 +19,7 @@ import functools
 from numba import cuda, float32, uint16
 
 from .tensorcore import (
-    SIMULATED, c_coords, cp_async16, cp_async_commit, cp_async_wait, ldmatrix_x4,
+    SIMULATED, c_coords, check_capability, cp_async16, cp_async_commit, cp_async_wait, ldmatrix_x4,
     ldmatrix_x4_trans, mma_bf16_16816, mma_f16_1688, mma_f16_16816,
 )
 
@@ -84,6 +84,9 @@ def run_tile_mma(kind, a_bits, b_bits):
     """Host helper: (D float32 [16, 8], regs uint32 [32, 6]) for 16-bit A, B bit patterns."""
     import numpy as np
 
+    if not SIMULATED:  # bf16/f16 m16n8k16 and cp.async need sm_80; m16n8k8 runs from sm_75
+        check_capability(cuda.get_current_device().compute_capability,
+                         "float16" if kind == "f16_1688" else "bfloat16")
     K = K_OF[kind]
     a_bits = np.ascontiguousarray(a_bits, dtype=np.uint16).reshape(16 * K)
     b_bits = np.ascontiguousarray(b_bits, dtype=np.uint16).reshape(K * 8)
