@@ -4,7 +4,8 @@
 (output poisoned with NaN first), times it with :func:`book.bench.measure`, times the
 references (torch eager ``F.silu(g) * u``, ``torch.add(g, u, out=o)``, a device copy,
 ``torch.matmul`` in strict float32 and TF32) and the GEMMs of :mod:`book.kernels.gemm`
-and :mod:`book.kernels.dual_gemm`, prints a table and the target ratios, and writes
+and :mod:`book.kernels.dual_gemm` and the bf16 tensor-core rows of :mod:`book.bench.tensorcore`,
+prints a table and the target ratios, and writes
 ``book/data/<gpu>.json`` (provenance + rows). ``--quick`` runs fewer shapes and reps;
 ``--out PATH`` writes elsewhere (a file, or a folder for ``<gpu>.json``).
 
@@ -734,7 +735,9 @@ def targets(rows, peak):
             target(f"dual GEMM {T}x{d}x{h}: fused time <= unfused - SwiGLU (ms)", dual["seconds"] * 1e3,
                    f"<= {lim * 1e3:.3f}", dual["seconds"] <= lim,
                    f"unfused {unf['seconds'] * 1e3:.3f} ms, SwiGLU {sw['seconds'] * 1e3:.3f} ms")
-    return out
+    from .tensorcore import targets as tensorcore_targets
+
+    return out + tensorcore_targets(rows)
 
 
 def write(path, doc):
@@ -755,6 +758,8 @@ def main(argv=None):
     ap.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
     ap.add_argument("--variants", nargs="+", help="only these kernel variants")
     ap.add_argument("--no-gemm", action="store_true", help="skip the GEMM rows")
+    ap.add_argument("--no-tensorcore", action="store_true",
+                    help="skip the bf16 tensor-core rows (book.bench.tensorcore)")
     ap.add_argument("--tune", action="store_true", help="also sweep block size and grid size")
     ap.add_argument("--reps", type=int, help="timed samples per row (default 50, 15 with --quick)")
     ap.add_argument("--only", metavar="REGEX",
@@ -835,6 +840,15 @@ def main(argv=None):
         phase("tuning", suite.run_tuning)
     if not args.no_gemm:
         phase("GEMMs", suite.run_gemms)
+    if not args.no_tensorcore:
+        from . import tensorcore
+
+        cc = suite.info.compute_capability
+        if cc and tuple(cc) >= (8, 0):
+            phase("tensor cores", tensorcore.run, suite)
+        else:
+            suite.notes.append(f"tensor-core rows not measured: bf16 mma.sync needs compute "
+                               f"capability 8.0, this GPU has {cc}")
     path, targets = save()
     print("\nTargets (measured ratios):")
     for tg in targets:

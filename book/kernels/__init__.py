@@ -12,7 +12,9 @@ bytes in flight: ILP and 8/16-byte accesses), ``halfprec`` (float16/bfloat16),
 ``packed`` (the [M, 2F] gate|up layout), ``coalescing`` (strided and uncoalesced
 access, chapter 6), ``decode`` (CUDA graphs for one-token sizes),
 ``wide`` (the vector load/store intrinsics), ``ptx`` (compile to PTX, even with no GPU),
-``gemm``/``dual_gemm`` (epilogue fusion).
+``gemm``/``dual_gemm`` (epilogue fusion), ``tensorcore`` (``mma.sync``, ``ldmatrix``,
+``cp.async`` through inline PTX, with simulator versions), ``mma_gemm`` (the bf16/fp16
+tensor-core GEMM and dual GEMM), ``fragments`` (one warp, one ``mma``: who holds what).
 """
 
 from dataclasses import dataclass

@@ -44,7 +44,31 @@ def kernels():
     return table
 
 
+#: argument types of the tensor-core GEMM kernels (bfloat16 bits, flat) and the fragment demos
+MMA_SIGNATURE = "void(" + ", ".join(["uint16[::1]"] * 5) + ", int64, int64, int64)"
+FRAGMENT_SIGNATURE = "void(uint16[::1], uint16[::1], float32[::1], uint32[:, ::1])"
+
+
+def tensorcore_kernels():
+    """name -> (dispatcher, signature) of the tensor-core kernels (book.kernels.mma_gemm,
+    book.kernels.fragments); compile them with ``ptx_many([(name, "bfloat16")], cc)``."""
+    from . import fragments, mma_gemm
+
+    table = {f"mma_{e}": (mma_gemm.build_kernel(mma_gemm.TILE, e), MMA_SIGNATURE)
+             for e in mma_gemm.EPILOGUES}
+    f16 = MMA_SIGNATURE.replace("uint16", "float16")
+    table["mma_swiglu_f16"] = (mma_gemm.build_kernel(mma_gemm.TILE, "swiglu", "f16"), f16)
+    # the T4's path (sm_75): m16n8k8, tiles through registers, 2 static stages
+    t4 = mma_gemm.MmaTile(stages=2)
+    table["mma_swiglu_f16_sm75"] = (mma_gemm.build_kernel(t4, "swiglu", "f16_sm75"), f16)
+    table.update({f"fragments_{k}": (fragments.tile_mma_kernel(k), FRAGMENT_SIGNATURE)
+                  for k in fragments.KINDS})
+    return table
+
+
 def signature(kind, dtype):
+    if isinstance(kind, str) and kind.startswith("void("):
+        return kind  # a kernel with its own argument types
     t = ARRAY_TYPE[dtype]
     if kind == "packed":
         return f"void({t}, {t}, int64)"
@@ -54,7 +78,10 @@ def signature(kind, dtype):
 def _compile_here(name, dtype, cc):
     from numba import cuda
 
-    kernel, kind = kernels()[name]
+    table = kernels()
+    if name not in table:
+        table = tensorcore_kernels()
+    kernel, kind = table[name]
     fastmath = bool(kernel.targetoptions.get("fastmath", False))
     text, _ = cuda.compile_ptx(kernel.py_func, signature(kind, dtype), cc=cc, fastmath=fastmath)
     return text

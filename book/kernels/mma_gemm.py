@@ -1,0 +1,534 @@
+"""A bf16 tensor-core GEMM and dual GEMM in Numba, on ``mma.sync`` (sm_80+).
+
+``out = silu(x @ wg) * (x @ wu)`` for bfloat16 x[T, d], wg[d, h], wu[d, h] (row-major,
+bfloat16 as uint16 bits or torch bfloat16 tensors), float32 accumulation, one bfloat16
+store per output. float16 inputs work too, and choose their instructions by GPU
+(:func:`kind_for`): ``mma.m16n8k16`` with ``cp.async`` on sm_80+, and on sm_75 (the T4, no
+bf16 ``mma``, no ``cp.async``) each 16-deep step as two ``mma.m16n8k8`` with the tiles
+copied through registers. The kernel is built by :func:`build_kernel` from a :class:`MmaTile`
+(compile-time constants, so every loop over the warp tile unrolls and the 128
+accumulators a lane holds stay in registers) and an ``epilogue``:
+
+- ``"swiglu"``: the dual GEMM: silu(gate) * up, straight from the accumulators;
+- ``"identity"``: the control: the same kernel storing ``gate + up`` (same loads, same
+  store, no exp or division);
+- ``"store2"``: the unfused path's GEMM: the same kernel storing gate and up to two
+  bfloat16 arrays (then :func:`book.kernels.halfprec.swiglu_half8` does the activation);
+- ``"gemm"``: a plain GEMM ``out = x @ w`` (both halves of the B tile from one matrix);
+- ``"ceiling"``: the main loop alone: the same warp tiles fed by ``ldmatrix`` from shared
+  memory, no global load at all: the most this ``mma.sync`` structure can issue.
+
+The design (``TILE``): a block of 4 warps (2 x 2) owns 128 rows x 128 accumulator
+columns; each warp 64 x 64 = 4 x 8 ``m16n8k16`` tiles. The B tile is two halves of 64
+columns: for the dual GEMM, 64 columns of wg and the *same* 64 columns of wu, so each warp's
+left four n-tiles are gate and its right four the matching up: gate and up for one output
+land in the same lane. k advances 32 at a time through a ring of 4 shared-memory stages (64 KiB, dynamic)
+filled by 16-byte ``cp.async`` copies (global -> shared without registers) while the warps
+multiply out of the stage that arrived: per 16-deep step a warp issues 4 ``ldmatrix.x4``
+for its A fragments, 4 ``ldmatrix.x4.trans`` for B (the weights are k-major, the
+``.trans`` hands each lane the "col" fragment ``mma`` wants) and 32 ``mma``.
+Shared rows are stored with their 16-byte chunks permuted (``swizzle``) so that the 8 rows
+one ``ldmatrix`` phase reads fall in 8 different bank groups. Blocks walk the output in
+groups of ``group_m`` block-rows, so the tiles of x and of the weights a wave of blocks
+reads stay in L2.
+
+Shapes must be tile multiples (T of 128, h of 64 for the dual GEMM, d of 32): the wrappers
+refuse others, naming the multiple. Taught in chapter 8 (``chapters/08_tensor_cores``).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda, float32, int32, uint16, uint32
+
+from .fused import silu_mul
+from .launch import as_device, flat, is_c_contiguous, pointer
+from .tensorcore import (
+    SIMULATED, check_capability, copy16_at, cp_async16_at, cp_async_commit, cp_async_wait,
+    ldmatrix_x4_at, ldmatrix_x4_trans_at, mma_bf16_16816, mma_f16_1688, mma_f16_16816,
+    shared_address, store_bf16x2, store_f16x2,
+)
+
+__all__ = ["MmaTile", "TILE", "SIM_TILE", "EPILOGUES", "build_kernel", "default_tile",
+           "swiglu_mma", "swiglu_mma_identity", "gate_up_mma", "matmul_mma", "ceiling_mma",
+           "flops", "check_inputs"]
+
+EPILOGUES = ("swiglu", "identity", "store2", "gemm", "ceiling")
+STATIC_SHARED = 48 * 1024  # the most shared memory a kernel may declare statically
+MAX_SHARED = 227 * 1024  # the most one block may opt in to on sm_90
+
+
+@dataclass(frozen=True)
+class MmaTile:
+    """One kernel configuration (all compile-time constants)."""
+
+    warps_m: int = 2  # warps down a block
+    warps_n: int = 2  # warps across
+    mt: int = 4  # m16 tiles per warp (a warp covers 16*mt rows)
+    nt: int = 8  # n8 tiles per warp: half from each half of the B tile
+    bk: int = 32  # k depth of one shared-memory stage
+    stages: int = 3  # shared-memory ring: stages - 1 in flight while one is used
+    group_m: int = 8  # block-rows per group of the block order (L2 reuse)
+    min_blocks: int = 0  # launch bounds (0: none)
+
+    @property
+    def threads(self):
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def bm(self):
+        return 16 * self.mt * self.warps_m
+
+    @property
+    def bn(self):  # accumulator columns of a block (dual GEMM: half gate, half up)
+        return 8 * self.nt * self.warps_n
+
+    @property
+    def shared_bytes(self):
+        return 2 * self.stages * (self.bm * self.bk + self.bk * self.bn)
+
+    @property
+    def dynamic(self):
+        """Beyond 48 KiB shared memory must be dynamic (and the kernel allowed to use it)."""
+        return self.shared_bytes > STATIC_SHARED
+
+    def validate(self) -> "MmaTile":
+        p = []
+        if self.bk % 16 or self.bk < 16:
+            p.append("bk must be a multiple of 16 (one m16n8k16 step)")
+        if self.nt % 4:
+            p.append("nt must be a multiple of 4 (two halves, pairs of n-tiles per ldmatrix)")
+        if self.stages < 2:
+            p.append("stages must be at least 2")
+        if (self.bm * self.bk // 8) % self.threads:
+            p.append("each thread must copy whole 16-byte chunks of the A tile")
+        if (self.bk * self.bn // 16) % self.threads:
+            p.append("each thread must copy whole 16-byte chunks of each B half")
+        ch = self.bk // 8
+        if ch & (ch - 1) or (self.bn // 8) & (self.bn // 8 - 1) or self.bn < 64:
+            p.append("bk and bn must be powers of two, bn at least 64 (the swizzle)")
+        if (self.threads // ch) % 8 or (self.threads // (self.bn // 16)) % 8:
+            p.append("a thread's copies must be whole multiples of 8 rows apart (the swizzle "
+                     "repeats every 8 rows)")
+        if self.shared_bytes > MAX_SHARED:
+            p.append(f"{self.shared_bytes} bytes of shared memory: a block gets at most "
+                     f"{MAX_SHARED} (sm_90; sm_80: 163 KiB)")
+        if p:
+            raise ValueError(f"invalid {self}: " + "; ".join(p))
+        return self
+
+
+#: The configuration measured on the H100: the fastest dual GEMM of the sweep in
+#: records/tensorcore/tensorcore_tune_h100.json (4 stages: 64 KiB of dynamic shared memory;
+#: 3 stages, static 48 KiB, ran within 1% of it).
+TILE = MmaTile(stages=4).validate()
+#: A small configuration (2 warps) that the CPU simulator runs in seconds; same source.
+SIM_TILE = MmaTile(warps_m=1, warps_n=2, mt=1, nt=4, bk=32, stages=2, group_m=2).validate()
+
+
+def default_tile():
+    return SIM_TILE if SIMULATED else TILE
+
+
+def _swizzle_mask(chunks):
+    """(shift, mask): chunk c of row r is stored at c ^ ((r >> shift) & mask), so the 8 rows
+    an ``ldmatrix`` phase reads (16 bytes each) land in 8 different 16-byte bank groups."""
+    if chunks >= 8:
+        return 0, 7
+    return {4: (1, 3), 2: (2, 1), 1: (0, 0)}[chunks]
+
+
+#: the instruction paths: bf16 (sm_80+), fp16 (sm_80+), fp16 on sm_75 (the T4: every
+#: m16n8k16 step is two m16n8k8, and the tiles travel through registers: no cp.async)
+KINDS = ("bf16", "f16", "f16_sm75")
+
+
+def build_kernel(tile: MmaTile = TILE, epilogue: str = "swiglu", kind: str = "bf16"):
+    """``k(x, b0, b1, out, out2, M, N, K)``; see the module doc for ``epilogue``."""
+    return make_mma_gemm(tile.validate(), epilogue, kind)
+
+
+@functools.lru_cache(maxsize=None)
+def make_mma_gemm(tile, epilogue, kind="bf16"):
+    """The kernel factory (the source the chapter shows); call build_kernel."""
+    if epilogue not in EPILOGUES:
+        raise ValueError(f"epilogue must be one of {EPILOGUES}, got {epilogue!r}")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    K8 = kind == "f16_sm75"  # two m16n8k8 per 16-deep step
+    MMA = mma_bf16_16816 if kind == "bf16" else mma_f16_16816
+    COPY = copy16_at if K8 else cp_async16_at
+    STORE = store_bf16x2 if kind == "bf16" else store_f16x2
+    WN = tile.warps_n
+    MT, NT, NH = tile.mt, tile.nt, tile.nt // 2  # NH: n-tiles per half (gate or up)
+    BM, BN, BK, ST = tile.bm, tile.bn, tile.bk, tile.stages
+    HALF = BN // 2  # columns of one B half
+    THREADS = tile.threads
+    CA, CB = BK // 8, HALF // 8 * 2  # 16-byte chunks per A row, per B row
+    CBH = CB // 2
+    A_SH, A_MK = _swizzle_mask(CA)
+    B_SH, B_MK = _swizzle_mask(CB)
+    A_STAGE, B_STAGE = BM * BK, BK * BN  # elements
+    A_SIZE, B_SIZE = ST * A_STAGE, ST * B_STAGE
+    DYN = tile.dynamic
+    B_BASE = A_SIZE if DYN else 0  # dynamic: one array, A's stages then B's
+    A_COPIES = BM * CA // THREADS  # 16-byte copies per thread per stage
+    B_COPIES = BK * CBH // THREADS  # per half
+    KSTEPS = BK // 16
+    NP = NT // 2  # pairs of n-tiles (one ldmatrix.x4.trans each)
+    GM = tile.group_m
+    DUAL = epilogue in ("swiglu", "identity", "store2")
+    LOADS = epilogue != "ceiling"
+    EPI = epilogue
+    WAIT = ST - 2
+    ALIGN = None if SIMULATED else 16
+
+    A_ROWB, B_ROWB = 2 * BK, 2 * BN  # bytes per shared row
+    A_STAGEB, B_STAGEB = 2 * A_STAGE, 2 * B_STAGE
+    A_RSTEP = THREADS // CA  # rows between one thread's A copies (a multiple of 8)
+    B_RSTEP = THREADS // CBH  # k rows between one thread's B copies (a multiple of 8)
+
+    @cuda.jit(device=True, inline="always")
+    def a_offset(r, k):
+        # byte offset of element (r, k) in an A stage: row-major, 16-byte chunks swizzled
+        return (r * BK + (((k >> 3) ^ ((r >> A_SH) & A_MK)) << 3) + (k & 7)) * 2
+
+    @cuda.jit(device=True, inline="always")
+    def b_offset(k, n):
+        # byte offset of element (k, n) in a B stage (k rows of BN columns: two halves)
+        return (k * BN + (((n >> 3) ^ ((k >> B_SH) & B_MK)) << 3) + (n & 7)) * 2
+
+    @cuda.jit(device=True, inline="always")
+    def load_stage(x, b0, b1, sa, sb, a_dst, a_src, b_dst0, b_dst1, b_src, b1_off, kt, K, N):
+        # this thread's 16-byte pieces of stage ``kt``: global -> shared, no registers.
+        # The offsets were computed once; the swizzle repeats every 8 rows, so the i-th
+        # copy is the first moved by whole rows.
+        for i in range(A_COPIES):
+            COPY(sa + a_dst + i * A_RSTEP * A_ROWB, x, a_src + i * A_RSTEP * K + kt * BK)
+        for i in range(B_COPIES):
+            src = b_src + (kt * BK + i * B_RSTEP) * N
+            COPY(sb + b_dst0 + i * B_RSTEP * B_ROWB, b0, src)
+            COPY(sb + b_dst1 + i * B_RSTEP * B_ROWB, b1, src + b1_off)
+
+    @cuda.jit(device=True, inline="always")
+    def mma_step(acc, af, bf, sa, sb, a_ld, b_ld, ks):
+        # one 16-deep step of the warp tile: fragments from shared, then MT x NT mma
+        for i in range(MT):  # m-tile i: 16 rows further down
+            a = ldmatrix_x4_at(sa + a_ld[ks] + i * 16 * A_ROWB)
+            for v in range(4):
+                af[i, v] = a[v]
+        for jp in range(NT // 2):  # n-tiles 2jp, 2jp+1: matrices (k 0-7, 8-15) x (2jp, 2jp+1)
+            b = ldmatrix_x4_trans_at(sb + b_ld[jp] + ks * 16 * B_ROWB)
+            bf[2 * jp, 0], bf[2 * jp, 1] = b[0], b[1]
+            bf[2 * jp + 1, 0], bf[2 * jp + 1, 1] = b[2], b[3]
+        for i in range(MT):
+            for j in range(NT):
+                c = (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3])
+                if K8:  # registers 0, 1 of A and 0 of B are k 0-7; the others k 8-15
+                    d = mma_f16_1688((af[i, 0], af[i, 1]), (bf[j, 0],), c)
+                    d = mma_f16_1688((af[i, 2], af[i, 3]), (bf[j, 1],), d)
+                else:
+                    d = MMA((af[i, 0], af[i, 1], af[i, 2], af[i, 3]), (bf[j, 0], bf[j, 1]), c)
+                for v in range(4):
+                    acc[i, j, v] = d[v]
+
+    def mma_gemm(x, b0, b1, out, out2, M, N, K):
+        tid = cuda.threadIdx.x
+        lane = tid & 31
+        warp = tid >> 5
+        # block order: groups of GM block-rows, down each column of the group first
+        nb_n = N // (HALF if DUAL else BN)
+        nb_m = M // BM
+        pid = cuda.blockIdx.x
+        per_group = GM * nb_n
+        first_m = (pid // per_group) * GM
+        gm = min(nb_m - first_m, GM)
+        bm_ = first_m + (pid % per_group) % gm
+        bn_ = (pid % per_group) // gm
+        m0 = bm_ * BM
+        if DUAL:
+            n0, b1_off = bn_ * HALF, 0  # the same columns of wg and wu
+        else:
+            n0, b1_off = bn_ * BN, HALF  # one matrix: its next HALF columns
+        wr = (warp // WN) * (16 * MT)  # this warp's rows in the block
+        wc = (warp % WN) * (4 * NT)  # its columns within each half
+
+        if DYN:  # the launch says how much (tile.shared_bytes)
+            sA = cuda.shared.array(0, uint16, alignment=ALIGN)
+            sB = sA
+        else:
+            sA = cuda.shared.array(A_SIZE, uint16, alignment=ALIGN)
+            sB = cuda.shared.array(B_SIZE, uint16, alignment=ALIGN)
+        sa0 = shared_address(sA, 0)  # 32-bit shared addresses of the two rings
+        sb0 = shared_address(sB, B_BASE)
+        acc = cuda.local.array((MT, NT, 4), float32)
+        af = cuda.local.array((MT, 4), uint32)
+        bf = cuda.local.array((NT, 2), uint32)
+        a_ld = cuda.local.array(KSTEPS, int32)
+        b_ld = cuda.local.array(NP, int32)
+        for i in range(MT):
+            for j in range(NT):
+                for v in range(4):
+                    acc[i, j, v] = float32(0.0)
+
+        # Addresses, once. ldmatrix: lanes 0-15 give rows 0-15 of a 16 x 16 A piece at k 0,
+        # lanes 16-31 the same rows at k 8; for B (k-major, read with .trans) lanes 0-15
+        # give k rows 0-15 of n-tile 2jp, lanes 16-31 those of n-tile 2jp+1.
+        l15, lhi = lane & 15, lane >> 4
+        for ks in range(KSTEPS):
+            a_ld[ks] = a_offset(wr + l15, ks * 16 + lhi * 8)
+        for jp in range(NT // 2):
+            j = 2 * jp
+            col = wc + 8 * j if j < NH else HALF + wc + 8 * (j - NH)
+            b_ld[jp] = b_offset(l15, col + lhi * 8)
+        # cp.async: this thread's first A piece (row ra, chunk ca) and B pieces (k row rb,
+        # chunk cb of each half); 8 neighbouring threads copy 128 contiguous bytes of B
+        ra, ca = tid // CA, tid % CA
+        rb, cb = tid // CBH, tid % CBH
+        a_dst = a_offset(ra, ca * 8)
+        a_src = (m0 + ra) * K + ca * 8
+        b_dst0 = b_offset(rb, cb * 8)
+        b_dst1 = b_offset(rb, HALF + cb * 8)
+        b_src = rb * N + n0 + cb * 8
+
+        nk = K // BK
+        if LOADS:
+            for s in range(ST - 1):  # prologue: the first stages in flight
+                if s < nk:
+                    load_stage(x, b0, b1, sa0 + s * A_STAGEB, sb0 + s * B_STAGEB, a_dst, a_src,
+                               b_dst0, b_dst1, b_src, b1_off, s, K, N)
+                if not K8:
+                    cp_async_commit()
+        rd = 0  # the stage read in this step, and the one refilled
+        wt = ST - 1
+        for kt in range(nk):
+            if LOADS and not K8:
+                cp_async_wait(WAIT)  # my copies of stage kt have landed ...
+            cuda.syncthreads()  # ... everyone's, and nobody still reads the stage refilled next
+            if LOADS:
+                if kt + ST - 1 < nk:
+                    load_stage(x, b0, b1, sa0 + wt * A_STAGEB, sb0 + wt * B_STAGEB, a_dst, a_src,
+                               b_dst0, b_dst1, b_src, b1_off, kt + ST - 1, K, N)
+                if not K8:
+                    cp_async_commit()  # (an empty group near the end keeps the count uniform)
+                wt = wt + 1 if wt + 1 < ST else 0
+            sa = sa0 + rd * A_STAGEB
+            sb = sb0 + rd * B_STAGEB
+            # two 16-deep steps per iteration, in straight-line code: ptxas can then issue
+            # the next step's ldmatrix while this step's mma run (NVVM does not unroll it)
+            for ks in range(0, KSTEPS - 1, 2):
+                mma_step(acc, af, bf, sa, sb, a_ld, b_ld, ks)
+                mma_step(acc, af, bf, sa, sb, a_ld, b_ld, ks + 1)
+            if KSTEPS % 2:
+                mma_step(acc, af, bf, sa, sb, a_ld, b_ld, KSTEPS - 1)
+            if LOADS:
+                rd = rd + 1 if rd + 1 < ST else 0
+
+        # epilogue: lane holds rows g, g+8 and columns 2t, 2t+1 of every tile
+        g, t2 = lane >> 2, (lane & 3) * 2
+        for i in range(MT):
+            for h in range(2):
+                r = m0 + wr + 16 * i + g + 8 * h
+                for j in range(NH):
+                    col = n0 + wc + 8 * j + t2
+                    gl, gh = acc[i, j, 2 * h], acc[i, j, 2 * h + 1]
+                    ul, uh = acc[i, j + NH, 2 * h], acc[i, j + NH, 2 * h + 1]
+                    if EPI == "swiglu":
+                        STORE(out, r * N + col, silu_mul(gl, ul), silu_mul(gh, uh))
+                    elif EPI == "identity":
+                        STORE(out, r * N + col, gl + ul, gh + uh)
+                    elif EPI == "store2":
+                        STORE(out, r * N + col, gl, gh)
+                        STORE(out2, r * N + col, ul, uh)
+                    else:  # gemm, ceiling: both halves, HALF columns apart
+                        STORE(out, r * N + col, gl, gh)
+                        STORE(out, r * N + col + HALF, ul, uh)
+
+    options = {"fastmath": True}
+    if tile.min_blocks and not SIMULATED:
+        options["launch_bounds"] = (THREADS, tile.min_blocks)
+    return cuda.jit(**options)(mma_gemm)
+
+
+def flops(T: int, d: int, h: int) -> int:
+    """Matrix flops of x @ [wg | wu] (2*T*d*h each); the activation is not counted."""
+    return 4 * T * d * h
+
+
+# ---------------------------------------------------------------------------------------
+# host side
+
+
+def _device_cc():
+    if SIMULATED:
+        return None
+    return cuda.get_current_device().compute_capability
+
+
+def address(a):
+    """Start address of a device array; in the simulator, of the host memory behind it (so
+    the alignment checks below refuse there what they refuse on a GPU)."""
+    p = pointer(a)
+    if p == 0 and hasattr(a, "_ary"):
+        p = int(a._ary.__array_interface__["data"][0])
+    return p
+
+
+_HALF = {np.dtype(np.uint16): "bfloat16", np.dtype(np.int16): "bfloat16",
+         np.dtype(np.float16): "float16"}
+
+
+def half_dtype(d):
+    """"bfloat16" (uint16/int16 bits, or torch bfloat16 viewed so) or "float16", else None."""
+    return _HALF.get(np.dtype(d.dtype))
+
+
+def kind_for(dtype, cc):
+    """The instruction path for ``dtype`` on a GPU of compute capability ``cc`` (None: the
+    simulator): bf16 needs sm_80; fp16 takes m16n8k16 on sm_80+ and m16n8k8 on sm_75."""
+    check_capability(cc, dtype)
+    if dtype == "bfloat16":
+        return "bf16"
+    return "f16_sm75" if cc is not None and tuple(cc) < (8, 0) else "f16"
+
+
+def _bf16_matrix(a, name):
+    d = as_device(a, name)
+    if d.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(d.shape)}")
+    if half_dtype(d) is None:
+        raise TypeError(f"{name} must be bfloat16 (a torch bfloat16 tensor, or its bits as "
+                        f"uint16) or float16, got {d.dtype}")
+    if d.size and not is_c_contiguous(d):
+        raise ValueError(f"{name} is not row-major contiguous (strides {d.strides}): pass "
+                         ".contiguous()")
+    return d
+
+
+def check_inputs(tile, x, ws, dual):
+    """Shapes a tile multiple, arrays 16-byte aligned, one dtype: or a clear error."""
+    T, d = x.shape
+    h = ws[0].shape[1]
+    for name, w in zip(("wg", "wu") if dual else ("w",), ws):
+        if tuple(w.shape) != (d, h):
+            raise ValueError(f"{name} is {tuple(w.shape)}; expected [d, h] = [{d}, {h}] "
+                             f"(x is {tuple(x.shape)}; a torch nn.Linear weight is [h, d]: "
+                             "pass weight.t().contiguous())")
+    cols = tile.bn // 2 if dual else tile.bn
+    bad = [f"{what} = {v} is not a multiple of {m}" for what, v, m in
+           (("T (rows of x)", T, tile.bm), ("d (columns of x)", d, tile.bk),
+            ("h (columns of the weights)", h, cols)) if v % m or v == 0]
+    kinds = {half_dtype(a) for a in [x] + list(ws)}
+    if len(kinds) > 1:
+        raise TypeError(f"x and the weights must share one dtype, got {sorted(kinds)}")
+    if bad:
+        raise ValueError("the tensor-core GEMM runs whole tiles only: " + "; ".join(bad)
+                         + f" (tile {tile.bm} x {cols} outputs, k in steps of {tile.bk}); pad "
+                         "the matrices to those multiples")
+    for name, a in [("x", x)] + list(zip(("wg", "wu") if dual else ("w",), ws)):
+        p = address(a)
+        if p % 16:
+            raise ValueError(f"{name} starts at address {p:#x}, not a multiple of 16 bytes: "
+                             "cp.async copies 16 bytes at a time and needs 16-byte aligned "
+                             "rows (a fresh allocation is; a slice that starts mid-row is not)")
+    return T, d, h
+
+
+def _out(out, like, shape, dtype, name="out"):
+    if out is None:
+        if type(like).__module__.startswith("torch"):
+            import torch
+
+            res = torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
+        else:
+            res = cuda.device_array(shape, dtype=np.uint16 if dtype == "bfloat16" else np.float16)
+        return res, as_device(res, name)
+    o = _bf16_matrix(out, name)
+    if half_dtype(o) != dtype:
+        raise TypeError(f"{name} must be {dtype} like x, got {o.dtype}")
+    if tuple(o.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(o.shape)}")
+    if address(o) % 4:
+        raise ValueError(f"{name} must be 4-byte aligned (pairs of bfloat16 are stored as one "
+                         "word)")
+    return out, o
+
+
+_ALLOWED = {}  # compiled kernel -> shared bytes it may use
+
+
+def _allow_shared(kern, args, T, h, d, nbytes):
+    """Let the kernel use ``nbytes`` of dynamic shared memory (beyond 48 KiB a kernel must
+    opt in: cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES)."""
+    if SIMULATED:
+        return
+    from cuda.bindings import driver as binding
+    from numba.cuda.typing.typeof import Purpose, typeof
+    from numba.cuda.cudadrv.driver import driver
+
+    types = tuple(typeof(a, Purpose.argument) for a in args) + tuple(typeof(v) for v in (T, h, d))
+    compiled = kern.overloads.get(types) or kern.compile(types)
+    if _ALLOWED.get(compiled, 0) >= nbytes:
+        return
+    fn = compiled._codelibrary.get_cufunc()
+    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.cuKernelSetAttribute(attr, nbytes, fn.handle, fn.device.id)
+    _ALLOWED[compiled] = nbytes
+
+
+def _grid(tile, T, h, dual):
+    return (T // tile.bm) * (h // (tile.bn // 2 if dual else tile.bn))
+
+
+def _run(epilogue, x, wg, wu, out, out2, tile, stream):
+    tile = (tile or default_tile()).validate()
+    dual = epilogue in ("swiglu", "identity", "store2")
+    xd = _bf16_matrix(x, "x")
+    ws = [_bf16_matrix(wg, "wg" if dual else "w")] + ([_bf16_matrix(wu, "wu")] if dual else [])
+    T, d, h = check_inputs(tile, xd, ws, dual)
+    dtype = half_dtype(xd)
+    kind = kind_for(dtype, _device_cc())
+    if kind == "f16_sm75" and tile.dynamic:
+        tile = MmaTile(**{**tile.__dict__, "stages": 2}).validate()  # no cp.async to overlap
+    res, o = _out(out, x, (T, h), dtype)
+    o2 = o
+    res2 = None
+    if epilogue == "store2":
+        res2, o2 = _out(out2, x, (T, h), dtype, "out2")
+    kern = build_kernel(tile, epilogue, kind)
+    args = [flat(a, n) for a, n in zip((xd, ws[0], ws[-1], o, o2), ("x", "wg", "wu", "out", "out2"))]
+    smem = 0
+    if tile.dynamic:
+        smem = tile.shared_bytes
+        _allow_shared(kern, args, T, h, d, smem)
+    kern[_grid(tile, T, h, dual), tile.threads, stream, smem](*args, T, h, d)
+    return (res, res2) if epilogue == "store2" else res
+
+
+def swiglu_mma(x, wg, wu, out=None, *, tile=None, stream=0):
+    """``out = silu(x @ wg) * (x @ wu)`` in bfloat16, one launch (the dual GEMM)."""
+    return _run("swiglu", x, wg, wu, out, None, tile, stream)
+
+
+def swiglu_mma_identity(x, wg, wu, out=None, *, tile=None, stream=0):
+    """The control: the same kernel storing ``(x @ wg) + (x @ wu)``."""
+    return _run("identity", x, wg, wu, out, None, tile, stream)
+
+
+def gate_up_mma(x, wg, wu, gate=None, up=None, *, tile=None, stream=0):
+    """The unfused path's GEMM: the same kernel storing gate and up (two bf16 arrays)."""
+    return _run("store2", x, wg, wu, gate, up, tile, stream)
+
+
+def matmul_mma(x, w, out=None, *, tile=None, stream=0):
+    """``out = x @ w`` in bfloat16 (float32 accumulation)."""
+    return _run("gemm", x, w, None, out, None, tile, stream)
+
+
+def ceiling_mma(x, w, out=None, *, tile=None, stream=0):
+    """The main-loop ceiling: the GEMM's loop on shared memory only (its result is not
+    a product: it times the ldmatrix + mma issue rate at this tile, nothing else)."""
+    return _run("ceiling", x, w, None, out, None, tile, stream)

@@ -1,0 +1,307 @@
+"""Tensor cores from Numba: fragment layouts, the simulated instructions, the mma.sync GEMM.
+
+- the lane -> element tables of book.kernels.tensorcore against the PTX ISA's own formulas
+  ("Matrix Fragments for mma.m16n8k16 / m16n8k8 with floating point type"), and each table
+  covers its matrix exactly once;
+- one warp (book.kernels.fragments) stages A and B by cp.async, loads them by ldmatrix and
+  multiplies by mma.sync: every lane's registers hold what the tables say, D is exactly A @ B
+  (small integers), for bf16 and fp16 m16n8k16 and fp16 m16n8k8;
+- the tensor-core GEMM's epilogues (SwiGLU, identity, gate|up, plain GEMM) against a float64
+  reference within bfloat16 tolerance (tiny shapes: the simulator runs ~7,000 threads/s);
+- bad input: a GPU without the instruction, shapes off the tile, misaligned arrays, wrong
+  dtypes and shapes are refused with messages naming the problem;
+- PTX (no GPU needed): every tensor-core kernel compiles to sm_80 and sm_90 (the m16n8k8 demo
+  to sm_75) with mma/ldmatrix/cp.async in it and no local memory.
+"""
+
+import re
+
+import numpy as np
+import pytest
+
+import book
+from numba import cuda  # after book: it picks GPU or simulator
+
+from book.kernels import fragments, ptx
+from book.kernels import mma_gemm as mg
+from book.kernels import tensorcore as tc
+
+
+# ---------------------------------------------------------------------------------------
+# the PTX ISA's tables, restated from its text (groupID = lane >> 2, threadID_in_group = lane % 4)
+
+
+def isa_a_16816(lane, i):  # a_i, i = 0..7 (two per register)
+    g, t = lane >> 2, lane % 4
+    row = g if (i < 2 or 4 <= i < 6) else g + 8
+    col = t * 2 + (i & 1) + (8 if i >= 4 else 0)
+    return row, col
+
+
+def isa_b_16816(lane, i):  # b_i, i = 0..3
+    g, t = lane >> 2, lane % 4
+    row = t * 2 + (i & 1) + (8 if i >= 2 else 0)
+    return row, g
+
+
+def isa_c(lane, i):  # c_i, i = 0..3 (m16n8k16 and m16n8k8 alike)
+    g, t = lane >> 2, lane % 4
+    return (g if i < 2 else g + 8), t * 2 + (i & 1)
+
+
+def isa_a_1688(lane, i):  # a_i, i = 0..3
+    g, t = lane >> 2, lane % 4
+    return (g if i < 2 else g + 8), t * 2 + (i & 1)
+
+
+def isa_b_1688(lane, i):  # b_i, i = 0..1
+    g, t = lane >> 2, lane % 4
+    return t * 2 + i, g
+
+
+TABLES = [  # (ours, the ISA's, elements per lane, matrix shape)
+    (tc.a_coords, isa_a_16816, 8, (16, 16)),
+    (tc.b_coords, isa_b_16816, 4, (16, 8)),
+    (tc.c_coords, isa_c, 4, (16, 8)),
+    (tc.a_coords_1688, isa_a_1688, 4, (16, 8)),
+    (tc.b_coords_1688, isa_b_1688, 2, (8, 8)),
+]
+
+
+@pytest.mark.parametrize("ours,isa,n,shape", TABLES, ids=lambda v: getattr(v, "__name__", ""))
+def test_fragment_tables_match_the_isa(ours, isa, n, shape):
+    for lane in range(32):
+        for e in range(n):
+            assert ours(lane, e) == isa(lane, e), (lane, e)
+
+
+@pytest.mark.parametrize("ours,isa,n,shape", TABLES, ids=lambda v: getattr(v, "__name__", ""))
+def test_each_element_has_exactly_one_owner(ours, isa, n, shape):
+    owners = [ours(lane, e) for lane in range(32) for e in range(n)]
+    assert sorted(owners) == [(r, c) for r in range(shape[0]) for c in range(shape[1])]
+
+
+def test_ldmatrix_table():
+    # ISA: "each thread receives one 32-bit register per matrix; lane l holds row l/4,
+    # elements 2*(l%4) and 2*(l%4)+1"; .trans hands out the transpose
+    for lane in range(32):
+        for e in range(2):
+            assert tc.ldmatrix_coords(lane, e) == (lane // 4, 2 * (lane % 4) + e)
+            assert tc.ldmatrix_coords(lane, e, trans=True) == (2 * (lane % 4) + e, lane // 4)
+
+
+def test_capability_messages():
+    tc.check_capability((9, 0))
+    tc.check_capability((8, 0))
+    with pytest.raises(RuntimeError, match=r"sm_75 .*compute capability 7\.5.*8\.0.*m16n8k8"):
+        tc.check_capability((7, 5))
+    with pytest.raises(RuntimeError, match=r"sm_70 .*7\.5.*CUDA-core"):
+        tc.check_capability((7, 0))
+
+
+# ---------------------------------------------------------------------------------------
+# one warp, one instruction (simulated here; the same kernel on a GPU)
+
+
+def _bits(a, kind):
+    if kind.startswith("bf16"):
+        b = np.asarray(a, np.float32).view(np.uint32)
+        assert not (b & 0xFFFF).any()  # exactly representable: these are small integers
+        return (b >> 16).astype(np.uint16)
+    return np.asarray(a, np.float16).view(np.uint16)
+
+
+@pytest.mark.parametrize("kind", fragments.KINDS)
+def test_one_warp_mma_registers_and_product(kind):
+    if not book.gpu.SIMULATED:
+        tc.check_capability(book.gpu.device_info().compute_capability,
+                            "bfloat16" if kind.startswith("bf16") else "float16")
+    K = fragments.K_OF[kind]
+    # distinct small integers: exact in bf16/fp16, their products summed exactly in float32
+    A = ((np.arange(16 * K).reshape(16, K) * 7) % 61 - 30).astype(np.float32)
+    B = ((np.arange(K * 8).reshape(K, 8) * 5) % 53 - 26).astype(np.float32)
+    a, b = _bits(A, kind), _bits(B, kind)
+    D, regs = fragments.run_tile_mma(kind, a, b)
+    np.testing.assert_array_equal(D, A @ B)
+    acoords = tc.a_coords if K == 16 else tc.a_coords_1688
+    bcoords = tc.b_coords if K == 16 else tc.b_coords_1688
+    na, nb = (4, 2) if K == 16 else (2, 1)
+    for lane in range(32):
+        for v in range(na):
+            lo, hi = tc.unpack(regs[lane, v])
+            assert (lo, hi) == (a[acoords(lane, 2 * v)], a[acoords(lane, 2 * v + 1)]), (lane, v)
+        for v in range(nb):
+            lo, hi = tc.unpack(regs[lane, 4 + v])
+            assert (lo, hi) == (b[bcoords(lane, 2 * v)], b[bcoords(lane, 2 * v + 1)]), (lane, v)
+
+
+@pytest.mark.skipif(not book.gpu.SIMULATED, reason="the simulator's own alignment check")
+def test_simulated_cp_async_refuses_a_misaligned_piece():
+    @cuda.jit
+    def copy(dst, src):
+        s = cuda.shared.array(16, np.uint16)
+        tc.cp_async16(s, 4, src, 0)  # element 4 of a 16-bit array: 8 bytes in
+        dst[0] = s[4]
+
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        copy[1, 1](cuda.to_device(np.zeros(1, np.uint16)), cuda.to_device(np.zeros(16, np.uint16)))
+
+
+# ---------------------------------------------------------------------------------------
+# the GEMM
+
+
+def bf16(a):
+    b = np.asarray(a, np.float32).view(np.uint32)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def f32(bits):
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def inputs(T, d, h, seed=0):
+    rng = np.random.default_rng(seed)
+    x = bf16(rng.standard_normal((T, d)))
+    wg = bf16(rng.standard_normal((d, h)) / np.sqrt(d))
+    wu = bf16(rng.standard_normal((d, h)) / np.sqrt(d))
+    X, G, U = (f32(v).astype(np.float64) for v in (x, wg, wu))
+    return (x, wg, wu), X @ G, X @ U
+
+
+def close(got_bits, ref):
+    # one bfloat16 rounding of a float32 accumulation: relative 2^-8 of the value
+    got = f32(got_bits).astype(np.float64)
+    np.testing.assert_allclose(got, ref, rtol=2 ** -7, atol=2 ** -7 * np.abs(ref).max())
+
+
+def tile_shape(blocks_m=1, blocks_n=1, kt=2):
+    t = mg.default_tile()
+    return blocks_m * t.bm, kt * t.bk, blocks_n * (t.bn // 2)
+
+
+def test_dual_gemm_swiglu_and_identity():
+    T, d, h = tile_shape(kt=3)  # three k steps: the ring of stages wraps around
+    (x, wg, wu), g, u = inputs(T, d, h)
+    dev = [cuda.to_device(a) for a in (x, wg, wu)]
+    close(mg.swiglu_mma(*dev).copy_to_host(), g / (1 + np.exp(-g)) * u)
+    close(mg.swiglu_mma_identity(*dev).copy_to_host(), g + u)
+
+
+def test_gate_up_and_plain_gemm_over_several_blocks():
+    T, d, h = tile_shape(blocks_m=2, blocks_n=1, kt=1)
+    (x, wg, wu), g, u = inputs(T, d, h, seed=1)
+    dev = [cuda.to_device(a) for a in (x, wg, wu)]
+    G, U = mg.gate_up_mma(*dev)
+    close(G.copy_to_host(), g)
+    close(U.copy_to_host(), u)
+    w = np.concatenate([wg, wu], axis=1)  # [d, 2h]: a plain GEMM of two blocks across
+    close(mg.matmul_mma(dev[0], cuda.to_device(w)).copy_to_host(), np.concatenate([g, u], 1))
+
+
+@pytest.mark.parametrize("kind", ["f16", "f16_sm75"])
+def test_float16_paths(kind):
+    # f16: m16n8k16 + cp.async (sm_80+); f16_sm75: the T4's two m16n8k8 per step, tiles
+    # through registers (what kind_for picks below sm_80)
+    t = mg.default_tile()
+    T, d, h = t.bm, 2 * t.bk, t.bn // 2
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((T, d)).astype(np.float16)
+    wg = (rng.standard_normal((d, h)) / 8).astype(np.float16)
+    wu = (rng.standard_normal((d, h)) / 8).astype(np.float16)
+    g = x.astype(np.float64) @ wg.astype(np.float64)
+    u = x.astype(np.float64) @ wu.astype(np.float64)
+    if kind == "f16":
+        out = mg.swiglu_mma(*(cuda.to_device(a) for a in (x, wg, wu))).copy_to_host()
+    else:  # launched directly: its instructions exist on every GPU from sm_75 on
+        t = mg.MmaTile(**{**t.__dict__, "stages": 2}).validate()
+        out = cuda.to_device(np.zeros((T, h), np.float16))
+        kern = mg.build_kernel(t, "swiglu", "f16_sm75")
+        flat = [cuda.to_device(a.reshape(-1)) for a in (x, wg, wu)] + [out.reshape(T * h)] * 2
+        kern[(T // t.bm) * (h // (t.bn // 2)), t.threads](*flat, T, h, d)
+        out = out.copy_to_host()
+    assert out.dtype == np.float16
+    ref = g / (1 + np.exp(-g)) * u
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=2 ** -9, atol=2 ** -9 * np.abs(ref).max())
+    assert mg.kind_for("float16", (7, 5)) == "f16_sm75" and mg.kind_for("float16", (9, 0)) == "f16"
+    assert mg.kind_for("bfloat16", (8, 0)) == "bf16"
+    with pytest.raises(RuntimeError, match="compute capability 8.0"):
+        mg.kind_for("bfloat16", (7, 5))
+
+
+def test_bad_input_is_refused_with_the_fix():
+    t = mg.TILE  # the checks run before any launch: the H100 tile's numbers
+    z = lambda *s: cuda.to_device(np.zeros(s, np.uint16))  # noqa: E731
+    with pytest.raises(ValueError, match=r"T \(rows of x\) = 100 is not a multiple of 128"):
+        mg.swiglu_mma(z(100, 64), z(64, 64), z(64, 64), tile=t)
+    with pytest.raises(ValueError, match=r"d \(columns of x\) = 40 is not a multiple of 32"):
+        mg.swiglu_mma(z(128, 40), z(40, 64), z(40, 64), tile=t)
+    with pytest.raises(ValueError, match=r"h \(columns of the weights\) = 96 is not a multiple of 64"):
+        mg.swiglu_mma(z(128, 64), z(64, 96), z(64, 96), tile=t)
+    with pytest.raises(ValueError, match=r"wu is \(64, 32\); expected \[d, h\] = \[64, 64\]"):
+        mg.swiglu_mma(z(128, 64), z(64, 64), z(64, 32), tile=t)
+    with pytest.raises(TypeError, match="bfloat16"):
+        mg.swiglu_mma(cuda.to_device(np.zeros((128, 64), np.float32)), z(64, 64), z(64, 64), tile=t)
+    with pytest.raises(TypeError, match="one dtype"):
+        mg.swiglu_mma(cuda.to_device(np.zeros((128, 64), np.float16)), z(64, 64), z(64, 64), tile=t)
+    buf = cuda.to_device(np.zeros(128 * 64 + 1, np.uint16))
+    with pytest.raises(ValueError, match="not a multiple of 16 bytes"):
+        mg.swiglu_mma(buf[1:].reshape(128, 64), z(64, 64), z(64, 64), tile=t)
+
+
+def test_tiles_are_validated():
+    with pytest.raises(ValueError, match="at most"):
+        mg.MmaTile(bk=128, stages=8).validate()
+    with pytest.raises(ValueError, match="nt must be a multiple of 4"):
+        mg.MmaTile(nt=6).validate()
+    assert mg.TILE.bm % 16 == 0 and mg.TILE.threads % 32 == 0
+
+
+# ---------------------------------------------------------------------------------------
+# PTX: compiled by NVVM with no GPU
+
+
+PTX_ITEMS = [(name, cc) for name in [f"mma_{e}" for e in mg.EPILOGUES]
+             + ["mma_swiglu_f16", "fragments_bf16_16816", "fragments_f16_16816"]
+             for cc in ((8, 0), (9, 0))]
+SM75_ITEMS = [("fragments_f16_1688", (7, 5)), ("mma_swiglu_f16_sm75", (7, 5))]
+
+
+@pytest.fixture(scope="module")
+def texts():
+    out = {}
+    for cc in ((8, 0), (9, 0)):
+        names = [n for n, c in PTX_ITEMS if c == cc]
+        for key, text in ptx.ptx_many([(n, "bfloat16") for n in names], cc).items():
+            out[(key.split("/")[0], cc)] = text
+    for key, text in ptx.ptx_many([(n, "bfloat16") for n, _ in SM75_ITEMS], (7, 5)).items():
+        out[(key.split("/")[0], (7, 5))] = text
+    return out
+
+
+MMA = {"bf16": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+       "f16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+       "1688": "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"}
+
+
+@pytest.mark.parametrize("name,cc", PTX_ITEMS + SM75_ITEMS)
+def test_tensor_core_ptx(texts, name, cc):
+    text = texts[(name, cc)]
+    assert f".target sm_{cc[0]}{cc[1]}" in text
+    want = (MMA["1688"] if "1688" in name or "sm75" in name else
+            MMA["f16"] if "_f16" in name else MMA["bf16"])
+    assert want in text
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in text
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in text
+    if name == "mma_ceiling" or cc < (8, 0):
+        assert "cp.async" not in text  # the ceiling loads nothing; sm_75 has no cp.async
+    else:
+        assert "cp.async.cg.shared.global" in text and "cp.async.wait_group" in text
+    assert not re.search(r"\b(ld|st)\.local", text), f"{name} spills to local memory"
+
+
+def test_gemm_main_loop_is_all_tensor_work(texts):
+    # per 32-deep stage a warp issues 64 mma (4 x 8 tiles, two steps) and 16 ldmatrix
+    text = texts[("mma_swiglu", (9, 0))]
+    assert text.count(MMA["bf16"]) >= 2 * mg.TILE.mt * mg.TILE.nt
+    assert "cvt.rn.bf16x2.f32" in text and "st.global.u32" in text  # one packed store
