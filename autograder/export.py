@@ -19,6 +19,8 @@ from pathlib import Path
 
 def _summary(result) -> str:
     lines = [f"{result.score}/{result.max_score} points for {result.lab}"]
+    if (getattr(result, "regraded", None) or {}).get("note"):   # graded again, alone (grade.py)
+        lines.append(f"GRADED AGAIN: {result.regraded['note']}")
     for k, v in result.problems.items():
         lines.append(f"PROBLEM ({k}): {v}")
     return "\n".join(lines)
@@ -70,6 +72,7 @@ def gradescope_json(result) -> dict:
             "cell_errors": result.cell_errors, "isolation": result.isolation,
             "performance": result.performance, "output_bytes": result.output_bytes,
             "printed": printed_output(result)[:4000],
+            "regraded": getattr(result, "regraded", None),
         },
     }
 
@@ -77,6 +80,8 @@ def gradescope_json(result) -> dict:
 def feedback_markdown(result, run=None) -> str:
     L = [f"# Feedback: {result.lab}", "",
          f"**{result.score} / {result.max_score} points** (submission `{result.id}`)", ""]
+    if (getattr(result, "regraded", None) or {}).get("note"):
+        L += [f"**Graded again, alone:** your submission {result.regraded['note']}.", ""]
     for k, v in result.problems.items():
         L += [f"**Problem ({k}):**", "", "```", str(v).strip(), "```", ""]
     if result.cell_errors:
