@@ -28,7 +28,7 @@ from .export import feedback_markdown, gradescope_json, write_grades_csv
 from .judge import Judging, Sanitizing
 from .results import Result
 from .rubric import NOT_MEASURED_NO_GPU, load_rubric
-from .sandbox import Child, ChildError, storage_message, tasks_message
+from .sandbox import Child, ChildError, storage_message, sweep_stale_storage, tasks_message
 from .submission import SubmissionError, read_cells, scan
 from .timing import Timing
 
@@ -433,13 +433,18 @@ class Run(Judging, Sanitizing, Timing):
         subs = collect(submissions)
         subs = [s for i, s in enumerate(subs) if i % shard[1] == shard[0]]
         self.submission_dirs = sorted({str(p.resolve().parent) for _, p in subs})
+        # (a run killed before its regrades alone left a marker: those are graded again)
         todo = [(i, sid, p) for i, (sid, p) in enumerate(subs)
-                if regrade or not (self.out / sid / "results.json").exists()]
+                if regrade or not (self.out / sid / "results.json").exists()
+                or (self.out / sid / "regrade_alone.json").exists()]
         skipped = len(subs) - len(todo)
         self.say(f"{self.lab_name}: {len(subs)} submission(s), {skipped} already graded in {self.out} "
                  f"(skipped), {'simulator' if self.simulated else f'{self.gpus} GPU(s)'}")
         self.log(kind="run", simulated=self.simulated, gpus=self.gpus, submissions=len(subs),
                  todo=len(todo), shard=list(shard), python=sys.version.split()[0])
+        swept = sweep_stale_storage()
+        if swept:
+            self.log(kind="sandbox", swept_stale_storage=swept)
         if todo and not self.simulated:
             self.calibrate_sandbox()
         if todo and self.sanitize and self.sanitizer_check():
@@ -461,10 +466,14 @@ class Run(Judging, Sanitizing, Timing):
                 done = list(ex.map(lambda a: self._safe_grade(*a), fresh))
             # a failure that may not be the submission's is graded again, alone, before it counts
             again = [(a, self.regrade_reason(r)) for a, r in zip(fresh, done)]
-            for a, why in [(a, why) for a, why in again if why]:
+            again = [(a, why) for a, why in again if why]
+            for a, why in again:
+                _atomic_write(self.out / a[1] / "regrade_alone.json", json.dumps({"why": why}))
+            for a, why in again:
                 self.log(kind="regrade_alone", id=a[1], reason=why)
                 self.say(f"{a[1]}: {why}: graded again, alone")
                 self._safe_grade(*a, regraded=why)
+                (self.out / a[1] / "regrade_alone.json").unlink(missing_ok=True)
             # phase 2: every recording timed while no submission's process is alive
             for i, sid, _p in sorted(todo, key=lambda a: a[0]):
                 pj = self.out / sid / "pending.json"

@@ -485,6 +485,31 @@ def _unmount(path: Path) -> None:
     _libc().umount2(str(path).encode(), MNT_DETACH)
 
 
+def sweep_stale_storage() -> list[str]:
+    """Unmount the file systems of children whose grader is gone (killed before it could close
+    them: they hold memory while mounted). A child's folder is named ag-<grader pid>-...; a
+    living grader's are left alone. The folders unmounted."""
+    if os.getuid() != 0:
+        return []
+    try:
+        mounts = [line.split() for line in open("/proc/self/mountinfo")]
+    except OSError:
+        return []
+    gone = []
+    tmp = os.path.realpath(tempfile.gettempdir())
+    for m in mounts:
+        d = m[4]
+        name = os.path.basename(d)
+        if os.path.dirname(d) != tmp or not name.startswith("ag-") or name.count("-") < 2:
+            continue
+        owner = name.split("-")[1]
+        if owner.isdigit() and int(owner) != os.getpid() and not os.path.exists(f"/proc/{owner}"):
+            _unmount(Path(d))
+            shutil.rmtree(d, ignore_errors=True)
+            gone.append(d)
+    return gone
+
+
 def storage_use(workdir: Path) -> dict:
     """Bytes written to each place (allocated blocks, links not followed) and the files in all."""
     use = {"/tmp": 0, "/dev/shm": 0, "working folder": 0, "files": 0}
@@ -664,7 +689,7 @@ class Child:
         self.containment, self.containment_note = resolve_containment(
             contain, allow_uncontained if isolate else True, untrusted)
         self.budgets = budgets if budgets is not None else default_budgets(self.limits, gpu, simulated)
-        self.workdir = Path(tempfile.mkdtemp(prefix="ag-"))
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"ag-{os.getpid()}-"))   # (sweep_stale_storage)
         # its own size-limited file system (as root), holding /tmp and /dev/shm too (PLACES)
         self.storage_note = (_mount_storage(self.workdir, self.limits["disk_bytes"], self.limits["files"])
                              if isolate else "isolation disabled by the grader's options")
@@ -700,7 +725,9 @@ class Child:
             "extra_paths": _extra_paths(), "cmd_fd": cmd_r, "reply_fd": rep_w,
             "isolate": isolate, "hide": _hide_list(hide, self.workdir, keep) if isolate else [],
             "drop_uid": self.uid, "nproc": 512,
-            "storage": {"private": self.storage_private, "places": [list(p) for p in PLACES],
+            # under a wrapper (compute-sanitizer, outside the driver's mount namespace) /tmp and
+            # /dev/shm stay the host's: the tool and its target may meet there
+            "storage": {"private": self.storage_private, "places": [] if wrap else [list(p) for p in PLACES],
                         "size_bytes": self.limits["disk_bytes"], "files": self.limits["files"]},
             "fault": fault,   # the grader's test hook (AUTOGRADER_INJECT_FAULT), never the submission's
             # read by the launcher (this file run as a script) before it starts the driver

@@ -1,0 +1,178 @@
+"""A failure that is not the submission's is never scored as its own (issue 18, item 1).
+
+One grading run in the simulator, through the instructor's CLI, of hostile submissions beside
+honest ones (tests/fixtures/neighbours/): one that fills every place it may write, one that
+starts thousands of threads, and a copy of the lab's master whose CUDA initialisation is made to
+fail once by the grader's test hook (AUTOGRADER_INJECT_FAULT), as the master's did on the H100
+beside a disk filler. The honest ones must get their normal score, the hostile ones be told
+what they did and where the limit is, and the injected failure end in a regrade alone and full
+marks. Then real processes (autograder/sandbox.py's Child) show that what one child writes to
+/tmp, /dev/shm and System V shared memory no other child sees.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from _autograder_runs import REPO, env, grade_cmd, results
+
+NEIGHBOURS = REPO / "tests" / "fixtures" / "neighbours"
+MASTER = REPO / "solutions" / "lab2_packed_swiglu.ipynb"
+RUBRIC = """lab = "lab2_packed_swiglu"
+[correctness]
+public_points = 1
+hidden_points = 2
+hidden_cases = 1
+[performance]
+points = 4
+zero_at = 0.30
+full_at = 0.80
+physical_limit = 1.08
+[limits]
+load_s = 90
+test_s = 30
+disk_mib = 64       # working folder, /tmp and /dev/shm together
+files = 2000
+"""
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    base = tmp_path_factory.mktemp("neighbours")
+    for left in ("/tmp/agtest-fill", "/dev/shm/agtest-fill"):   # a run of an older grader left it
+        shutil.rmtree(left, ignore_errors=True)
+    (base / "rubric.toml").write_text(RUBRIC)
+    subs = base / "subs"
+    subs.mkdir()
+    shutil.copy(MASTER, subs / "injected_master.ipynb")
+    e = env()
+    e["AUTOGRADER_INJECT_FAULT"] = "cuda_init:injected_master"
+    out = base / "out"
+    # the injected one first: it fails at once, while the others are starting beside it
+    cmd = grade_cmd("lab2", [subs / "injected_master.ipynb", NEIGHBOURS / "many_threads.py",
+                             NEIGHBOURS / "fills_storage.py", MASTER], out,
+                    "--rubric", str(base / "rubric.toml"), "--workers", "3")
+    r = subprocess.run(cmd, cwd=REPO, env=e, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    log = [json.loads(line) for line in open(out / "measurements.jsonl")]
+    return out, log
+
+
+def full_marks(r):
+    return r["score"] == r["extra_data"]["max_score"] > 0
+
+
+def test_honest_neighbour_keeps_its_score(graded):
+    out, _ = graded
+    r = results(out, "lab2_packed_swiglu")
+    assert full_marks(r), r["output"] + "\n".join(t["output"] for t in r["tests"])
+
+
+def test_injected_cuda_initialisation_failure_ends_in_a_regrade_not_a_zero(graded):
+    out, log = graded
+    sid = "injected_master"
+    assert [x for x in log if x["kind"] == "fault_injected" and x["id"] == sid]
+    regrades = [x for x in log if x["kind"] == "regrade_alone" and x["id"] == sid]
+    assert len(regrades) == 1 and "CUDA initialisation" in regrades[0]["reason"], regrades
+    firsts = [x for x in log if x["kind"] == "result" and x["id"] == sid]
+    assert len(firsts) == 2 and firsts[0]["status"] == "failed before your code ran", firsts
+    outcome = [x for x in log if x["kind"] == "regrade_outcome" and x["id"] == sid]
+    assert outcome and outcome[0]["repeated"] is False, outcome
+    r = results(out, sid)
+    assert full_marks(r), r["output"]
+    fb = (out / sid / "feedback.md").read_text()
+    assert "failed in CUDA initialisation before any of its code ran beside other submissions; " \
+           "regraded alone: alone it ran normally" in fb, fb[:1500]
+    assert "GRADED AGAIN" in r["output"] and r["extra_data"]["regraded"]["outcome"]
+    # nothing else was regraded: the hostile neighbours' failures are their own
+    assert {x["id"] for x in log if x["kind"] == "regrade_alone"} == {sid}
+
+
+def test_a_full_disk_is_that_submissions_alone_and_said_so(graded):
+    out, log = graded
+    r = results(out, "fills_storage")
+    said = r["output"]
+    assert "your code filled the space it may write to: it wrote" in said, said
+    assert " MiB to /tmp" in said and "the limit is 64 MiB and 2,000 files" in said, said
+    mib_tmp = int(said.split(" MiB to /tmp")[0].rsplit(" ", 1)[1])
+    assert 50 <= mib_tmp <= 64, said
+    # the host's /tmp and /dev/shm never saw it
+    assert not Path("/tmp/agtest-fill").exists() and not Path("/dev/shm/agtest-fill").exists()
+    report = next(x for x in log if x["kind"] == "after_exit" and x["id"] == "fills_storage")
+    assert report["sandbox"]["storage"]["full"] is True
+
+
+def test_too_many_threads_is_that_submissions_alone_and_said_so(graded):
+    out, log = graded
+    r = results(out, "many_threads")
+    assert "tried to run more than 2,048 processes and threads at once" in r["output"], r["output"]
+    report = next(x for x in log if x["kind"] == "after_exit" and x["id"] == "many_threads")
+    assert report["sandbox"]["tasks"]["refused"] >= 1
+    # its own kernel still ran once it let its threads go: nothing but the message is lost
+    assert sum(t["score"] for t in r["tests"]) > 0
+
+
+# --------------------------------------------------------------------------- real processes
+sys.path.insert(0, str(REPO))
+from autograder.sandbox import Child  # noqa: E402
+
+WRITER = '''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+open("/tmp/agtest-writer", "w").write("secret")
+open("/dev/shm/agtest-writer", "w").write("secret")
+SEG = libc.shmget(0x5eed, 1 << 20, 0o1666)      # IPC_CREAT | 0666: a System V segment
+assert SEG >= 0, os.strerror(ctypes.get_errno())
+def swiglu_interleaved(x, out):
+    pass
+'''
+READER = '''
+import os
+SEEN = {"tmp": sorted(os.listdir("/tmp")), "shm": sorted(os.listdir("/dev/shm")),
+        "sysv": open("/proc/sysvipc/shm").read().splitlines()[1:]}
+open("seen.json", "w").write(__import__("json").dumps(SEEN))
+def swiglu_interleaved(x, out):
+    pass
+'''
+
+
+def _load(child):
+    ev = child.recv(90)
+    assert ev.get("event") == "ready", ev
+    ev = child.request(90, cmd="load")
+    assert ev.get("event") == "loaded" and not ev.get("cell_errors"), ev
+    return ev
+
+
+def test_tmp_shm_and_sysv_of_one_child_are_not_anothers():
+    """The reader starts first (so nothing of the writer's existed when its sandbox was made),
+    then the writer writes /tmp, /dev/shm and a System V segment and stays alive, then the
+    reader looks: it sees none of it, and both have /tmp and /dev/shm of their own."""
+    fns = {"swiglu_interleaved": ["x", "out"]}
+    for left in ("/tmp/agtest-writer", "/dev/shm/agtest-writer"):   # an older grader's leftovers
+        Path(left).unlink(missing_ok=True)
+    reader = Child(mode="student", functions=fns, cells=[{"index": 1, "source": READER}], simulated=True)
+    writer = Child(mode="student", functions=fns, cells=[{"index": 1, "source": WRITER}], simulated=True)
+    try:
+        assert reader.recv(90).get("event") == "ready"
+        iso = _load(writer)["isolation"]
+        ev = reader.request(90, cmd="load")
+        assert ev.get("event") == "loaded" and not ev.get("cell_errors"), ev
+        time.sleep(0.2)
+        seen = json.loads((reader.workdir / "seen.json").read_text())
+        assert "agtest-writer" not in seen["tmp"] and "agtest-writer" not in seen["shm"], seen
+        assert not [s for s in seen["sysv"] if s.split()[0] == str(0x5EED)], seen["sysv"]
+        assert not Path("/tmp/agtest-writer").exists() and not Path("/dev/shm/agtest-writer").exists()
+        assert iso.get("ipc") and iso.get("private_storage") == ["/tmp", "/dev/shm"], iso
+    finally:
+        writer.close()
+        reader.close()
+    for c in (writer, reader):   # and their file systems are gone with them
+        assert not c.workdir.exists()
