@@ -90,16 +90,18 @@ INIT_FAILURE = re.compile(r"CUDA_ERROR_(OPERATING_SYSTEM|NOT_INITIALIZED|NO_DEVI
                           r"SYSTEM_DRIVER_MISMATCH)|cuInit|get_primary_context|CudaSupportError|"
                           r"can't start new thread|Resource temporarily unavailable")
 FAULT_ENV = "AUTOGRADER_INJECT_FAULT"   # the test hook: "cuda_init:ID[,ID...]", grader's env only
+FAULTS = ("cuda_init", "cuda_init_always")
 
 
 def injected_faults(spec: str) -> dict:
-    """{submission id: fault} from AUTOGRADER_INJECT_FAULT (tests only): each fault is made
-    once, in the submission's first child; the regrade runs clean."""
+    """{submission id: fault} from AUTOGRADER_INJECT_FAULT (tests only; ';' between kinds):
+    ``cuda_init`` fails the submission's first child only (the regrade runs clean),
+    ``cuda_init_always`` every one of its children."""
     out = {}
     for part in filter(None, (p.strip() for p in spec.split(";"))):
         kind, _, ids = part.partition(":")
-        if kind != "cuda_init":
-            raise SystemExit(f"{FAULT_ENV}: unknown fault {kind!r} (known: cuda_init)")
+        if kind not in FAULTS:
+            raise SystemExit(f"{FAULT_ENV}: unknown fault {kind!r} (known: {', '.join(FAULTS)})")
         out.update({i: kind for i in ids.split(",") if i})
     return out
 
@@ -252,14 +254,17 @@ class Run(Judging, Sanitizing, Timing):
         result.cells = cells
         child = None
         started = False   # has any of the submission's code run yet?
-        fault = self.faults.pop(sid, None)
+        fault = self.faults.get(sid)
+        if fault == "cuda_init":
+            self.faults.pop(sid, None)
         if fault:
             self.log(kind="fault_injected", id=sid, fault=fault)
         try:
             child = Child(mode="student", functions=self.functions(), cells=cells,
                           simulated=self.simulated, gpu=gpu if not self.simulated else None,
                           limits=self._child_limits(), hide=self._hide_paths(),
-                          isolate=self.isolate, drop_uid=self.drop_uid, fault=fault)
+                          isolate=self.isolate, drop_uid=self.drop_uid,
+                          fault=fault and fault.removesuffix("_always"))
             try:
                 ev = child.recv(self.limits.get("load_s", 120))  # Python, numba, book: no student code yet
                 if ev.get("event") == "fatal":   # the driver stopped before any of the submission's code

@@ -52,12 +52,13 @@ def graded(tmp_path_factory):
     subs = base / "subs"
     subs.mkdir()
     shutil.copy(MASTER, subs / "injected_master.ipynb")
+    shutil.copy(MASTER, subs / "broken_machine.ipynb")
     e = env()
-    e["AUTOGRADER_INJECT_FAULT"] = "cuda_init:injected_master"
+    e["AUTOGRADER_INJECT_FAULT"] = "cuda_init:injected_master;cuda_init_always:broken_machine"
     out = base / "out"
     # the injected one first: it fails at once, while the others are starting beside it
     cmd = grade_cmd("lab2", [subs / "injected_master.ipynb", NEIGHBOURS / "many_threads.py",
-                             NEIGHBOURS / "fills_storage.py", MASTER], out,
+                             NEIGHBOURS / "fills_storage.py", MASTER, subs / "broken_machine.ipynb"], out,
                     "--rubric", str(base / "rubric.toml"), "--workers", "3")
     r = subprocess.run(cmd, cwd=REPO, env=e, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -92,7 +93,19 @@ def test_injected_cuda_initialisation_failure_ends_in_a_regrade_not_a_zero(grade
            "regraded alone: alone it ran normally" in fb, fb[:1500]
     assert "GRADED AGAIN" in r["output"] and r["extra_data"]["regraded"]["outcome"]
     # nothing else was regraded: the hostile neighbours' failures are their own
-    assert {x["id"] for x in log if x["kind"] == "regrade_alone"} == {sid}
+    assert {x["id"] for x in log if x["kind"] == "regrade_alone"} == {sid, "broken_machine"}
+
+
+def test_a_failure_before_any_code_that_repeats_alone_is_the_machines(graded):
+    """Failing in CUDA initialisation alone too, before any of its code ran: never the
+    student's fault. Marked for the instructor (grader error), and said so."""
+    out, log = graded
+    outcome = [x for x in log if x["kind"] == "regrade_outcome" and x["id"] == "broken_machine"]
+    assert outcome and outcome[0]["repeated"] is True and outcome[0]["status"] == "grader error", outcome
+    r = results(out, "broken_machine")
+    assert r["extra_data"]["status"] == "grader error"
+    assert "the grading machine's fault, not yours" in r["output"], r["output"]
+    assert "CUDA initialisation failed before any of your code ran" in r["output"], r["output"]
 
 
 def test_a_full_disk_is_that_submissions_alone_and_said_so(graded):
