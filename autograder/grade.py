@@ -293,10 +293,12 @@ class Run(Judging, Sanitizing, Timing):
                     return self.finish(result, sub_dir, t_start)
                 result.status = "crashed while loading"
                 result.problems["load"] = self._child_problem(e, child, "running your notebook's cells")
-                said = result.problems["load"] + "".join(x.get("message", "") for x in result.cell_errors)
-                if INIT_FAILURE.search(said):
-                    result.not_own = {"what": "failed in CUDA or OS initialisation ("
-                                      + INIT_FAILURE.search(said).group(0) + ")", "before_code": False}
+                said = "\n".join([result.problems["load"]] + [x.get("message", "") for x in result.cell_errors])
+                m = INIT_FAILURE.search(said)
+                if m:   # quoted whole: the line that names it
+                    line = said[said.rfind("\n", 0, m.start()) + 1:].split("\n", 1)[0].strip()[:200]
+                    result.not_own = {"what": f"failed in CUDA or OS initialisation ({line})",
+                                      "before_code": False}
                 self._ended(child, result, gpu)
                 return self.finish(result, sub_dir, t_start)
             if ev.get("event") != "loaded":

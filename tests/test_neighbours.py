@@ -13,6 +13,7 @@ marks. Then real processes (autograder/sandbox.py's Child) show that what one ch
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -58,7 +59,8 @@ def graded(tmp_path_factory):
     out = base / "out"
     # the injected one first: it fails at once, while the others are starting beside it
     cmd = grade_cmd("lab2", [subs / "injected_master.ipynb", NEIGHBOURS / "many_threads.py",
-                             NEIGHBOURS / "fills_storage.py", MASTER, subs / "broken_machine.ipynb"], out,
+                             NEIGHBOURS / "fills_storage.py", MASTER, subs / "broken_machine.ipynb",
+                             NEIGHBOURS / "fakes_init_failure.py"], out,
                     "--rubric", str(base / "rubric.toml"), "--workers", "3")
     r = subprocess.run(cmd, cwd=REPO, env=e, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -93,7 +95,18 @@ def test_injected_cuda_initialisation_failure_ends_in_a_regrade_not_a_zero(grade
            "regraded alone: alone it ran normally" in fb, fb[:1500]
     assert "GRADED AGAIN" in r["output"] and r["extra_data"]["regraded"]["outcome"]
     # nothing else was regraded: the hostile neighbours' failures are their own
-    assert {x["id"] for x in log if x["kind"] == "regrade_alone"} == {sid, "broken_machine"}
+    assert {x["id"] for x in log if x["kind"] == "regrade_alone"} == {sid, "broken_machine", "fakes_init_failure"}
+
+
+def test_a_faked_initialisation_failure_buys_one_regrade_and_no_points(graded):
+    out, log = graded
+    sid = "fakes_init_failure"
+    regrades = [x for x in log if x["kind"] == "regrade_alone" and x["id"] == sid]
+    assert len(regrades) == 1 and "CUDA_ERROR_OPERATING_SYSTEM" in regrades[0]["reason"], regrades
+    outcome = [x for x in log if x["kind"] == "regrade_outcome" and x["id"] == sid]
+    assert outcome and outcome[0]["repeated"] is True and outcome[0]["status"] == "crashed while loading"
+    r = results(out, sid)
+    assert r["score"] == 0 and "this failure is the submission's own" in r["output"], r["output"]
 
 
 def test_a_failure_before_any_code_that_repeats_alone_is_the_machines(graded):
@@ -134,7 +147,7 @@ def test_too_many_threads_is_that_submissions_alone_and_said_so(graded):
 
 # --------------------------------------------------------------------------- real processes
 sys.path.insert(0, str(REPO))
-from autograder.sandbox import Child  # noqa: E402
+from autograder.sandbox import NOBODY, Child, can_drop_uid  # noqa: E402
 
 WRITER = '''
 import ctypes, os
@@ -189,3 +202,30 @@ def test_tmp_shm_and_sysv_of_one_child_are_not_anothers():
         reader.close()
     for c in (writer, reader):   # and their file systems are gone with them
         assert not c.workdir.exists()
+
+
+UID = """
+import os
+open("uid.txt", "w").write(str(os.getuid()))
+def swiglu_interleaved(x, out):
+    pass
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0 or not can_drop_uid(),
+                    reason="needs root and an interpreter other uids can read (the GPU machine's)")
+def test_each_child_has_a_uid_of_its_own():
+    """A per-user limit (RLIMIT_NPROC counts every process and thread of a uid) that one
+    submission exhausts must not be exhausted for the others: no two children share a uid,
+    and none is `nobody`, which other software on the machine may use."""
+    fns = {"swiglu_interleaved": ["x", "out"]}
+    kids = [Child(mode="student", functions=fns, cells=[{"index": 1, "source": UID}], simulated=True)
+            for _ in range(2)]
+    try:
+        for c in kids:
+            _load(c)
+        uids = [int((c.workdir / "uid.txt").read_text()) for c in kids]
+    finally:
+        for c in kids:
+            c.close()
+    assert len(set(uids)) == 2 and NOBODY not in uids and 0 not in uids, uids
