@@ -724,7 +724,9 @@ class Child:
             "workdir": str(self.workdir), "trusted_dir": str(trusted), "repo_root": str(REPO),
             "extra_paths": _extra_paths(), "cmd_fd": cmd_r, "reply_fd": rep_w,
             "isolate": isolate, "hide": _hide_list(hide, self.workdir, keep) if isolate else [],
-            "drop_uid": self.uid, "nproc": 512,
+            # RLIMIT_NPROC of the child's own uid: a little above the pids cgroup's limit, which
+            # counts exactly and says so; where there is no such cgroup, this one binds
+            "drop_uid": self.uid, "nproc": self.limits["tasks"] + 64,
             # under a wrapper (compute-sanitizer, outside the driver's mount namespace) /tmp and
             # /dev/shm stay the host's: the tool and its target may meet there
             "storage": {"private": self.storage_private, "places": [] if wrap else [list(p) for p in PLACES],
