@@ -126,14 +126,19 @@ def private_storage(libc, cfg, got):
 
     st = cfg.get("storage") or {}
     MS_BIND, MS_NOSUID, MS_NODEV = 4096, 2, 4
-    work = os.path.realpath(WORK)
-    wfd = os.open(work, os.O_PATH | os.O_DIRECTORY)   # the working folder, however /tmp changes
+    places = [place for place, _name in st.get("places", [])]
+    # what the child needs under /tmp or /dev/shm (its working folder; an interpreter installed
+    # under /tmp), held open to be put back after the place is covered
+    keep = {}
+    for p in {os.path.realpath(WORK), *map(os.path.abspath, st.get("keep", []))}:
+        if any(p.startswith(place + "/") for place in places) and os.path.exists(p):
+            keep[p] = os.open(p, os.O_PATH)
     done = []
     for place, name in st.get("places", []):
         if not os.path.isdir(place):
             continue
         if st.get("private"):
-            rc = libc.mount(os.path.join(work, name).encode(), place.encode(), None, MS_BIND, None)
+            rc = libc.mount(os.path.join(os.path.realpath(WORK), name).encode(), place.encode(), None, MS_BIND, None)
         else:
             opts = f"size={st.get('size_bytes', 1 << 30)},nr_inodes={st.get('files', 65536)},mode=1777"
             rc = libc.mount(b"tmpfs", place.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts.encode())
@@ -141,13 +146,20 @@ def private_storage(libc, cfg, got):
             got["notes"].append(f"{place} is shared with the host: mount failed (errno {ctypes.get_errno()})")
             continue
         done.append(place)
-        if work == place or work.startswith(place + "/"):   # the working folder lay under it: put it back
-            os.makedirs(work, exist_ok=True)
-            if libc.mount(f"/proc/self/fd/{wfd}".encode(), work.encode(), None, MS_BIND, None) != 0:
+        for p, fd in sorted(keep.items()):   # parents first
+            if not p.startswith(place + "/"):
+                continue
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.makedirs(p, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(p), exist_ok=True)
+                open(p, "a").close()
+            if libc.mount(f"/proc/self/fd/{fd}".encode(), p.encode(), None, MS_BIND, None) != 0:
                 reply(event="fatal", stage="sandbox",
-                      error=f"the sandbox could not keep its working folder (errno {ctypes.get_errno()})")
+                      error=f"the sandbox could not keep {p} under its own {place} (errno {ctypes.get_errno()})")
                 os._exit(3)
-    os.close(wfd)
+    for fd in keep.values():
+        os.close(fd)
     got["private_storage"] = done
     if not st.get("private"):
         got["notes"].append("the working folder is on the host's disk, limited only per file "

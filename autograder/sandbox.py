@@ -730,6 +730,8 @@ class Child:
             # under a wrapper (compute-sanitizer, outside the driver's mount namespace) /tmp and
             # /dev/shm stay the host's: the tool and its target may meet there
             "storage": {"private": self.storage_private, "places": [] if wrap else [list(p) for p in PLACES],
+                        # what the child needs (its folder, the interpreter) put back where it lay
+                        "keep": [str(p) for p in _needed_paths(self.workdir, keep)],
                         "size_bytes": self.limits["disk_bytes"], "files": self.limits["files"]},
             "fault": fault,   # the grader's test hook (AUTOGRADER_INJECT_FAULT), never the submission's
             # read by the launcher (this file run as a script) before it starts the driver
