@@ -473,9 +473,13 @@ class Run(Judging, Sanitizing, Timing):
                 done = list(ex.map(lambda a: self._safe_grade(*a), fresh))
             # a failure that may not be the submission's is graded again, alone, before it counts
             again = [(a, self.regrade_reason(r)) for a, r in zip(fresh, done)]
+            for a, why in again:   # the marker lives until the regrade alone is done
+                marker = self.out / a[1] / "regrade_alone.json"
+                if why:
+                    _atomic_write(marker, json.dumps({"why": why}))
+                else:
+                    marker.unlink(missing_ok=True)
             again = [(a, why) for a, why in again if why]
-            for a, why in again:
-                _atomic_write(self.out / a[1] / "regrade_alone.json", json.dumps({"why": why}))
             for a, why in again:
                 self.log(kind="regrade_alone", id=a[1], reason=why)
                 self.say(f"{a[1]}: {why}: graded again, alone")

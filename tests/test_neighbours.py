@@ -65,7 +65,20 @@ def graded(tmp_path_factory):
     r = subprocess.run(cmd, cwd=REPO, env=e, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     log = [json.loads(line) for line in open(out / "measurements.jsonl")]
-    return out, log
+    return out, log, cmd
+
+
+def test_a_run_killed_before_its_regrades_grades_them_on_the_next(graded):
+    """The regrade markers are gone once the regrades ran; a marker left by a run killed before
+    them makes the next run (the same command) grade that submission again."""
+    out, log, cmd = graded
+    assert not list(out.glob("*/regrade_alone.json"))
+    (out / "lab2_packed_swiglu" / "regrade_alone.json").write_text('{"why": "killed"}')
+    r = subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    again = [json.loads(line) for line in open(out / "measurements.jsonl")][len(log):]
+    assert [x["id"] for x in again if x["kind"] == "result"] == ["lab2_packed_swiglu"], again
+    assert not (out / "lab2_packed_swiglu" / "regrade_alone.json").exists()
 
 
 def full_marks(r):
@@ -73,13 +86,13 @@ def full_marks(r):
 
 
 def test_honest_neighbour_keeps_its_score(graded):
-    out, _ = graded
+    out, _, _ = graded
     r = results(out, "lab2_packed_swiglu")
     assert full_marks(r), r["output"] + "\n".join(t["output"] for t in r["tests"])
 
 
 def test_injected_cuda_initialisation_failure_ends_in_a_regrade_not_a_zero(graded):
-    out, log = graded
+    out, log, _ = graded
     sid = "injected_master"
     assert [x for x in log if x["kind"] == "fault_injected" and x["id"] == sid]
     regrades = [x for x in log if x["kind"] == "regrade_alone" and x["id"] == sid]
@@ -99,7 +112,7 @@ def test_injected_cuda_initialisation_failure_ends_in_a_regrade_not_a_zero(grade
 
 
 def test_a_faked_initialisation_failure_buys_one_regrade_and_no_points(graded):
-    out, log = graded
+    out, log, _ = graded
     sid = "fakes_init_failure"
     regrades = [x for x in log if x["kind"] == "regrade_alone" and x["id"] == sid]
     assert len(regrades) == 1 and "CUDA_ERROR_OPERATING_SYSTEM" in regrades[0]["reason"], regrades
@@ -112,7 +125,7 @@ def test_a_faked_initialisation_failure_buys_one_regrade_and_no_points(graded):
 def test_a_failure_before_any_code_that_repeats_alone_is_the_machines(graded):
     """Failing in CUDA initialisation alone too, before any of its code ran: never the
     student's fault. Marked for the instructor (grader error), and said so."""
-    out, log = graded
+    out, log, _ = graded
     outcome = [x for x in log if x["kind"] == "regrade_outcome" and x["id"] == "broken_machine"]
     assert outcome and outcome[0]["repeated"] is True and outcome[0]["status"] == "grader error", outcome
     r = results(out, "broken_machine")
@@ -122,7 +135,7 @@ def test_a_failure_before_any_code_that_repeats_alone_is_the_machines(graded):
 
 
 def test_a_full_disk_is_that_submissions_alone_and_said_so(graded):
-    out, log = graded
+    out, log, _ = graded
     r = results(out, "fills_storage")
     said = r["output"]
     assert "your code filled the space it may write to: it wrote" in said, said
@@ -136,7 +149,7 @@ def test_a_full_disk_is_that_submissions_alone_and_said_so(graded):
 
 
 def test_too_many_threads_is_that_submissions_alone_and_said_so(graded):
-    out, log = graded
+    out, log, _ = graded
     r = results(out, "many_threads")
     assert "tried to run more than 2,048 processes and threads at once" in r["output"], r["output"]
     report = next(x for x in log if x["kind"] == "after_exit" and x["id"] == "many_threads")
