@@ -496,6 +496,11 @@ def sweep_stale_storage() -> list[str]:
     except OSError:
         return []
     gone = []
+    base = pids_cgroup_base()[0]   # and their pids cgroups (ag-<grader pid>-...)
+    for name in os.listdir(base) if base else []:
+        owner = name.split("-")[1] if name.startswith("ag-") and name.count("-") >= 2 else ""
+        if owner.isdigit() and int(owner) != os.getpid() and not os.path.exists(f"/proc/{owner}"):
+            _rmdir_cgroup(os.path.join(base, name), timeout=0)
     tmp = os.path.realpath(tempfile.gettempdir())
     for m in mounts:
         d = m[4]
@@ -603,6 +608,21 @@ def _pids_cgroup(limit: int) -> tuple[str | None, str]:
         os.rmdir(d)
         return None, f"cannot set pids.max under {base}: {e.strerror}"
     return d, ""
+
+
+def _rmdir_cgroup(path: str, timeout: float = 3.0) -> None:
+    """Remove an emptied cgroup; its last tasks may take a moment to leave it (EBUSY)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
 
 
 def tasks_refused(cgroup: str | None) -> int:
@@ -1057,10 +1077,7 @@ class Child:
             pass
         self.tasks_refused = tasks_refused(self.pids_cgroup)
         for cg in {self.cgroup, self.pids_cgroup} - {None}:
-            try:
-                os.rmdir(cg)
-            except OSError:
-                pass
+            _rmdir_cgroup(cg)
         for fd in (self._init_fd, self._ns_fd):
             if fd is not None:
                 try:
