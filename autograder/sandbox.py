@@ -1089,6 +1089,9 @@ class Child:
             st = os.statvfs(self.workdir)
             self.storage.update(limit_bytes=self.limits["disk_bytes"], limit_files=self.limits["files"],
                                 full=st.f_bavail * st.f_frsize < (1 << 20) or st.f_favail < 16)
+            # emptied while mounted: the namespaces of children started meanwhile hold copies of
+            # this mount, and its pages are freed only with its files
+            shutil.rmtree(self.workdir, ignore_errors=True)
             _unmount(self.workdir)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
