@@ -458,6 +458,7 @@ def default_budgets(limits: dict, gpu: int | None, simulated: bool) -> list[Budg
 # the three share one limit, a full one is that submission's alone, and the grader can say
 # what was written where, even after the child died.
 PLACES = (("/tmp", ".tmp"), ("/dev/shm", ".shm"))
+_swept: list = []
 MNT_DETACH = 2
 
 
@@ -681,6 +682,11 @@ def kill_open_children(why: str) -> int:
             n += 1
         except Exception:   # one that cannot be killed must not spare the others
             pass
+    for c in list(_open_children):   # and what the kernel would not free by itself
+        try:
+            c.release()
+        except Exception:
+            pass
     return n
 
 
@@ -709,6 +715,8 @@ class Child:
         self.containment, self.containment_note = resolve_containment(
             contain, allow_uncontained if isolate else True, untrusted)
         self.budgets = budgets if budgets is not None else default_budgets(self.limits, gpu, simulated)
+        if not _swept:   # once per grader: what graders killed before us left mounted
+            _swept.append(sweep_stale_storage())
         self.workdir = Path(tempfile.mkdtemp(prefix=f"ag-{os.getpid()}-"))   # (sweep_stale_storage)
         # its own size-limited file system (as root), holding /tmp and /dev/shm too (PLACES)
         self.storage_note = (_mount_storage(self.workdir, self.limits["disk_bytes"], self.limits["files"])
@@ -1094,6 +1102,16 @@ class Child:
             shutil.rmtree(self.workdir, ignore_errors=True)
             _unmount(self.workdir)
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def release(self, timeout: float = 1.0) -> None:
+        """After a kill by a stopped grader: its file system and cgroups, which outlive every
+        process (the next run would sweep them, sweep_stale_storage)."""
+        if self.storage_private:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            _unmount(self.workdir)
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        for cg in {self.cgroup, self.pids_cgroup} - {None}:
+            _rmdir_cgroup(cg, timeout)
 
     def _leftovers(self, timeout: float) -> list[int]:
         """Processes of the submission still alive after the kill (the kernel takes a moment

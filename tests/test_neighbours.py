@@ -251,3 +251,32 @@ def test_each_child_has_a_uid_of_its_own():
         for c in kids:
             c.close()
     assert len(set(uids)) == 2 and NOBODY not in uids and 0 not in uids, uids
+
+
+@needs_root
+def test_what_a_killed_grader_left_mounted_is_swept(tmp_path):
+    """A grader killed by SIGKILL cannot unmount its children's file systems nor remove their
+    pids cgroups; the next grader does (those named after a grader that is gone, only)."""
+    import ctypes
+
+    from autograder.sandbox import sweep_stale_storage
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()   # a PID that no process has now
+    stale, live = Path(f"/tmp/ag-{dead.pid}-stale"), Path(f"/tmp/ag-{os.getpid()}-mine")
+    libc = ctypes.CDLL(None, use_errno=True)
+    for d in (stale, live):
+        d.mkdir()
+        assert libc.mount(b"tmpfs", str(d).encode(), b"tmpfs", 0, b"size=1m") == 0
+    cg = pids_cgroup_base()[0]
+    stale_cg = Path(cg) / f"ag-{dead.pid}-1-1" if cg else None
+    if stale_cg:
+        stale_cg.mkdir()
+    try:
+        swept = sweep_stale_storage()
+        assert str(stale) in swept and not stale.exists()
+        assert live.is_mount()   # a living grader's (this one's) are left alone
+        assert stale_cg is None or not stale_cg.exists()
+    finally:
+        libc.umount2(str(live).encode(), 2)
+        live.rmdir()
