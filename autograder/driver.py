@@ -48,7 +48,7 @@ def isolate(cfg):
         got["notes"].append("isolation disabled by the grader's options")
         return got
     libc = ctypes.CDLL(None, use_errno=True)
-    NEWNS, NEWNET, NEWUSER = 0x00020000, 0x40000000, 0x10000000
+    NEWNS, NEWNET, NEWUSER, NEWIPC = 0x00020000, 0x40000000, 0x10000000, 0x08000000
     uid, gid = os.getuid(), os.getgid()
     userns = False
     # under compute-sanitizer (grade --sanitize) the launcher made the network namespace around
@@ -59,10 +59,12 @@ def isolate(cfg):
         got["net"] = True
         got["notes"].append("network namespace made by the launcher around compute-sanitizer")
     NET = 0 if net_made else NEWNET
-    if libc.unshare(NEWNS | NET) == 0:
-        got["net"] = got["mount"] = True
-    elif libc.unshare(NEWUSER | NEWNS | NET) == 0:
-        userns = True
+    # an IPC namespace of its own: System V shared memory, semaphores and message queues (and
+    # their system-wide counts) are not shared with other submissions
+    if libc.unshare(NEWNS | NET | NEWIPC) == 0:
+        got["net"] = got["mount"] = got["ipc"] = True
+    elif libc.unshare(NEWUSER | NEWNS | NET | NEWIPC) == 0:
+        userns = got["ipc"] = True
         try:
             for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"0 {uid} 1"),
                                ("/proc/self/gid_map", f"0 {gid} 1")):
@@ -96,6 +98,7 @@ def isolate(cfg):
                     got["hidden"] += 1
                 else:
                     got["notes"].append(f"could not hide {p} (errno {ctypes.get_errno()})")
+            private_storage(libc, cfg, got)
     else:
         got["notes"].append("no mount namespace: the repository and other submissions are not "
                             "hidden from this submission (run the grader as root or enable user "
@@ -111,6 +114,56 @@ def isolate(cfg):
         except OSError as e:
             got["notes"].append(f"could not drop privileges: {e}")
     return got
+
+
+def private_storage(libc, cfg, got):
+    """/tmp and /dev/shm of this child's own, size-limited. As root the grader made the working
+    folder a tmpfs of its own (sandbox.PLACES): its subfolders are bound over /tmp and /dev/shm
+    (one limit for the three, readable by the grader). Otherwise (a user namespace) a fresh
+    tmpfs of the same limits over each, private but unseen by the grader; the working folder
+    then stays on the host's disk, limited per file only, and the notes say so."""
+    import ctypes
+
+    st = cfg.get("storage") or {}
+    MS_BIND, MS_NOSUID, MS_NODEV = 4096, 2, 4
+    places = [place for place, _name in st.get("places", [])]
+    # what the child needs under /tmp or /dev/shm (its working folder; an interpreter installed
+    # under /tmp), held open to be put back after the place is covered
+    keep = {}
+    for p in {os.path.realpath(WORK), *map(os.path.abspath, st.get("keep", []))}:
+        if any(p.startswith(place + "/") for place in places) and os.path.exists(p):
+            keep[p] = os.open(p, os.O_PATH)
+    done = []
+    for place, name in st.get("places", []):
+        if not os.path.isdir(place):
+            continue
+        if st.get("private"):
+            rc = libc.mount(os.path.join(os.path.realpath(WORK), name).encode(), place.encode(), None, MS_BIND, None)
+        else:
+            opts = f"size={st.get('size_bytes', 1 << 30)},nr_inodes={st.get('files', 65536)},mode=1777"
+            rc = libc.mount(b"tmpfs", place.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts.encode())
+        if rc != 0:
+            got["notes"].append(f"{place} is shared with the host: mount failed (errno {ctypes.get_errno()})")
+            continue
+        done.append(place)
+        for p, fd in sorted(keep.items()):   # parents first
+            if not p.startswith(place + "/"):
+                continue
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.makedirs(p, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(p), exist_ok=True)
+                open(p, "a").close()
+            if libc.mount(f"/proc/self/fd/{fd}".encode(), p.encode(), None, MS_BIND, None) != 0:
+                reply(event="fatal", stage="sandbox",
+                      error=f"the sandbox could not keep {p} under its own {place} (errno {ctypes.get_errno()})")
+                os._exit(3)
+    for fd in keep.values():
+        os.close(fd)
+    got["private_storage"] = done
+    if not st.get("private"):
+        got["notes"].append("the working folder is on the host's disk, limited only per file "
+                            "(the grader is not root)")
 
 
 ISO = isolate(CFG)
@@ -139,7 +192,7 @@ try:
     from book import gpu as _gpu
     SIMULATED = bool(_gpu.SIMULATED)
 except Exception as e:  # the library is broken: say so, the grader reports it
-    reply(event="fatal", error=f"the course library failed to import in the sandbox: {e!r}")
+    reply(event="fatal", stage="import", error=f"the course library failed to import in the sandbox: {e!r}")
     sys.exit(3)
 
 import numpy as np  # noqa: E402
@@ -659,8 +712,31 @@ def _probe():
 
 
 # --------------------------------------------------------------------------- main loop
+INJECTED_CUDA_INIT = ("[CUDA_ERROR_OPERATING_SYSTEM] Call to cuDevicePrimaryCtxRetain results in "
+                      "CUDA_ERROR_OPERATING_SYSTEM (get_primary_context; injected by the grader's test hook)")
+
+
+def init_cuda():
+    """Make the CUDA context here, in trusted code, before any of the submission's: a failure
+    now (the driver, the OS, a neighbour that exhausted something shared) is not the
+    submission's, and the grader grades it again alone instead of scoring it. The grader's
+    test hook (config ``fault``, set from AUTOGRADER_INJECT_FAULT in the grader's environment)
+    makes it fail as it failed on the H100."""
+    if CFG.get("fault") == "cuda_init":
+        raise RuntimeError(INJECTED_CUDA_INIT)
+    if not SIMULATED:
+        cuda.current_context()   # cuInit and the primary context (get_primary_context)
+
+
 def main():
     fns = {}
+    try:
+        init_cuda()
+    except Exception as e:
+        reply(event="fatal", stage="cuda_init",
+              error=f"CUDA initialisation failed before any of your code ran: {type(e).__name__}: {e}"[:1500])
+        _REPLY.flush()
+        os._exit(3)
     if CFG["mode"] == "student":
         _count_launches()
         sys.meta_path.insert(0, _Blocker())

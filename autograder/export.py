@@ -46,12 +46,14 @@ def first_error(result) -> str | None:
 
 def _summary(result) -> str:
     """Gradescope's `output`: what went wrong first (a regrade on a GPU, the first error and
-    its line), then the score and every problem."""
+    its line), then the score, a regrade alone if there was one, and every problem."""
     lines = [NEEDS_GPU_REGRADE] if result.status == "needs a GPU" else []
     first = first_error(result)
     if first:
         lines.append(first)
     lines.append(f"{result.score}/{result.max_score} points for {result.lab}")
+    if (getattr(result, "regraded", None) or {}).get("note"):   # graded again, alone (grade.py)
+        lines.append(f"GRADED AGAIN: {result.regraded['note']}")
     for k, v in result.problems.items():
         lines.append(f"PROBLEM ({k}): {v}")
     return "\n".join(lines)
@@ -103,6 +105,7 @@ def gradescope_json(result) -> dict:
             "cell_errors": result.cell_errors, "isolation": result.isolation,
             "performance": result.performance, "output_bytes": result.output_bytes,
             "printed": printed_output(result)[:4000],
+            "regraded": getattr(result, "regraded", None),
         },
     }
 
@@ -112,6 +115,8 @@ def feedback_markdown(result, run=None) -> str:
     if result.status == "needs a GPU":
         L += [f"**{NEEDS_GPU_REGRADE}**", ""]
     L += [f"**{result.score} / {result.max_score} points** (submission `{result.id}`)", ""]
+    if (getattr(result, "regraded", None) or {}).get("note"):
+        L += [f"**Graded again, alone:** your submission {result.regraded['note']}.", ""]
     for k, v in result.problems.items():
         L += [f"**Problem ({k}):**", "", "```", str(v).strip(), "```", ""]
     if result.cell_errors:

@@ -28,7 +28,7 @@ from .export import feedback_markdown, first_error, gradescope_json, write_grade
 from .judge import Judging, Sanitizing
 from .results import Result
 from .rubric import NOT_MEASURED_NO_GPU, load_rubric
-from .sandbox import Child, ChildError
+from .sandbox import Child, ChildError, storage_message, sweep_stale_storage, tasks_message
 from .submission import SubmissionError, read_cells, scan
 from .timing import Timing
 
@@ -84,6 +84,28 @@ def parse_shard(shard: str | None):
     return int(m.group(1)), int(m.group(2))
 
 
+# A child that fails here failed in CUDA or OS initialisation, not in the student's logic: graded
+# again alone before it is scored (what killed the lab's master on the H100 in issue 18)
+INIT_FAILURE = re.compile(r"CUDA_ERROR_(OPERATING_SYSTEM|NOT_INITIALIZED|NO_DEVICE|SYSTEM_NOT_READY|"
+                          r"SYSTEM_DRIVER_MISMATCH)|cuInit|get_primary_context|CudaSupportError|"
+                          r"can't start new thread|Resource temporarily unavailable")
+FAULT_ENV = "AUTOGRADER_INJECT_FAULT"   # the test hook: "cuda_init:ID[,ID...]", grader's env only
+FAULTS = ("cuda_init", "cuda_init_always")
+
+
+def injected_faults(spec: str) -> dict:
+    """{submission id: fault} from AUTOGRADER_INJECT_FAULT (tests only; ';' between kinds):
+    ``cuda_init`` fails the submission's first child only (the regrade runs clean),
+    ``cuda_init_always`` every one of its children."""
+    out = {}
+    for part in filter(None, (p.strip() for p in spec.split(";"))):
+        kind, _, ids = part.partition(":")
+        if kind not in FAULTS:
+            raise SystemExit(f"{FAULT_ENV}: unknown fault {kind!r} (known: {', '.join(FAULTS)})")
+        out.update({i: kind for i in ids.split(",") if i})
+    return out
+
+
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     with open(tmp, "w") as f:
@@ -128,6 +150,7 @@ class Run(Judging, Sanitizing, Timing):
         self.server_locks = [threading.Lock() for _ in range(self.gpus)]
         self.hidden_visibility = self.rubric["correctness"]["hidden_visibility"]
         self.scratch = self.out / ".grader" / "recordings"
+        self.faults = injected_faults(os.environ.get(FAULT_ENV, ""))
 
     def say(self, *a):
         if not self.quiet:
@@ -209,13 +232,15 @@ class Run(Judging, Sanitizing, Timing):
         raise SystemExit("no sandbox configuration could run a CUDA kernel: see measurements.jsonl")
 
     # -- one submission
-    def grade_one(self, index: int, sid: str, path: Path) -> Result:
+    def grade_one(self, index: int, sid: str, path: Path, regraded: str | None = None) -> Result:
         gpu = index % self.gpus
         t_start = time.time()
         sub_dir = self.out / sid
         sub_dir.mkdir(exist_ok=True)
         result = Result(id=sid, file=str(path), lab=self.lab_name, run=self.run_id,
                         hidden_visibility=self.hidden_visibility)
+        if regraded:
+            result.regraded = {"why": regraded}
         try:
             result.sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError:
@@ -229,14 +254,29 @@ class Run(Judging, Sanitizing, Timing):
         result.flags = scan(cells)
         result.cells = cells
         child = None
+        started = False   # has any of the submission's code run yet?
+        fault = self.faults.get(sid)
+        if fault == "cuda_init":
+            self.faults.pop(sid, None)
+        if fault:
+            self.log(kind="fault_injected", id=sid, fault=fault)
         try:
             child = Child(mode="student", functions=self.functions(), cells=cells,
                           simulated=self.simulated, gpu=gpu if not self.simulated else None,
                           limits=self._child_limits(), hide=self._hide_paths(),
-                          isolate=self.isolate, drop_uid=self.drop_uid)
+                          isolate=self.isolate, drop_uid=self.drop_uid,
+                          fault=fault and fault.removesuffix("_always"))
             try:
                 ev = child.recv(self.limits.get("load_s", 120))  # Python, numba, book: no student code yet
+                if ev.get("event") == "fatal":   # the driver stopped before any of the submission's code
+                    result.status = "failed before your code ran"
+                    result.problems["sandbox"] = ev.get("error") or "the sandbox failed to start"
+                    result.not_own = {"what": f"failed in {_stage(ev.get('stage'))} before any of its code ran",
+                                      "before_code": True}
+                    self._ended(child, result, gpu)
+                    return self.finish(result, sub_dir, t_start)
                 if ev.get("event") == "ready":
+                    started = True
                     # timing happens later, from the recording, with no submission alive
                     ev = self.ask(child, self.limits.get("load_s", 120), cmd="load")
                     self._loaded(ev, result)
@@ -244,8 +284,23 @@ class Run(Judging, Sanitizing, Timing):
                         self.run_tests(child, result)
                         self.prove_kernels(child, result, cells, gpu)
             except ChildError as e:
+                if not started:
+                    result.status = "failed before your code ran"
+                    result.problems["sandbox"] = self._child_problem(
+                        e, child, "starting Python, Numba and CUDA, before any of your code ran")
+                    result.not_own = {"what": "died while the sandbox started, before any of its code ran",
+                                      "before_code": True}
+                    self._ended(child, result, gpu)
+                    return self.finish(result, sub_dir, t_start)
                 result.status = "crashed while loading"
                 result.problems["load"] = self._child_problem(e, child, "running your notebook's cells")
+                said = "\n".join([result.problems["load"]] + [x.get("message", "") for x in result.cell_errors])
+                m = INIT_FAILURE.search(said)
+                if m:   # quoted whole: the line that names it
+                    line = said[said.rfind("\n", 0, m.start()) + 1:].split("\n", 1)[0].strip()[:200]
+                    result.not_own = {"what": f"failed in CUDA or OS initialisation ({line})",
+                                      "before_code": False}
+                self._ended(child, result, gpu)
                 return self.finish(result, sub_dir, t_start)
             if ev.get("event") != "loaded":
                 result.status = "grader error"
@@ -257,14 +312,7 @@ class Run(Judging, Sanitizing, Timing):
             result.status = "grader error"
             result.problems["grader"] = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"
         finally:
-            if child is not None:
-                child.close()
-                self._confirm_gone(child, result, gpu)
-                result.output = child.output_text()
-                if result.public_output_len is not None:
-                    result.public_output_len = min(result.public_output_len, len(result.output))
-                result.output_bytes = child.output_total
-                result.rss_peak_mib = child.rss_peak >> 20
+            self._ended(child, result, gpu)
         if self.sanitize and result.tests and "load" not in result.problems:
             try:
                 self.run_sanitizer(result, cells, gpu)
@@ -276,6 +324,24 @@ class Run(Judging, Sanitizing, Timing):
             _atomic_write(sub_dir / "pending.json", json.dumps(result.to_json(), default=str))
             return result
         return self.finish(result, sub_dir, t_start)
+
+    def _ended(self, child, result, gpu):
+        """Close the child (once) and keep what it left: its output, memory peak, what it
+        wrote where (a full storage is said as its own), the check that nothing of it is left.
+        Called before an early finish too, so that those results say it all."""
+        if child is None or result.after_exit is not None:
+            return
+        child.close()
+        self._confirm_gone(child, result, gpu)
+        result.output = child.output_text()
+        if result.public_output_len is not None:
+            result.public_output_len = min(result.public_output_len, len(result.output))
+        result.output_bytes = child.output_total
+        result.rss_peak_mib = child.rss_peak >> 20
+        if child.storage and child.storage.get("full"):   # its own, and said so
+            result.problems["storage"] = storage_message(child.storage)
+        if getattr(child, "tasks_refused", 0):
+            result.problems["processes"] = tasks_message(child.limits["tasks"], child.tasks_refused)
 
     def _confirm_gone(self, child, result, gpu):
         """After a submission: nothing of it alive (/proc, the sandbox's survivors()) and, on a
@@ -325,6 +391,12 @@ class Run(Judging, Sanitizing, Timing):
             lim["mem_bytes"] = int(self.limits["mem_mib"]) << 20
         if "gpu_mem_mib" in self.limits:  # the GPU memory budget (default: a share of the device)
             lim["gpu_mem_bytes"] = int(self.limits["gpu_mem_mib"]) << 20
+        if "disk_mib" in self.limits:   # working folder, /tmp and /dev/shm together
+            lim["disk_bytes"] = int(self.limits["disk_mib"]) << 20
+        if "files" in self.limits:
+            lim["files"] = int(self.limits["files"])
+        if "tasks" in self.limits:   # processes and threads of one submission at once
+            lim["tasks"] = int(self.limits["tasks"])
         return lim
 
     def _hide_paths(self):
@@ -332,6 +404,8 @@ class Run(Judging, Sanitizing, Timing):
 
     def finish(self, result: Result, sub_dir: Path, t_start: float) -> Result:
         result.execution_time = time.time() - (result.t_start or t_start)
+        if result.regraded and "outcome" not in result.regraded:
+            self._regrade_outcome(result)
         if result.status == "unreadable" or not result.tests:
             for case in self.cases:
                 hidden = case["visibility"] == "hidden"
@@ -371,13 +445,18 @@ class Run(Judging, Sanitizing, Timing):
         subs = collect(submissions)
         subs = [s for i, s in enumerate(subs) if i % shard[1] == shard[0]]
         self.submission_dirs = sorted({str(p.resolve().parent) for _, p in subs})
+        # (a run killed before its regrades alone left a marker: those are graded again)
         todo = [(i, sid, p) for i, (sid, p) in enumerate(subs)
-                if regrade or not (self.out / sid / "results.json").exists()]
+                if regrade or not (self.out / sid / "results.json").exists()
+                or (self.out / sid / "regrade_alone.json").exists()]
         skipped = len(subs) - len(todo)
         self.say(f"{self.lab_name}: {len(subs)} submission(s), {skipped} already graded in {self.out} "
                  f"(skipped), {'simulator' if self.simulated else f'{self.gpus} GPU(s)'}")
         self.log(kind="run", simulated=self.simulated, gpus=self.gpus, submissions=len(subs),
                  todo=len(todo), shard=list(shard), python=sys.version.split()[0])
+        swept = sweep_stale_storage()
+        if swept:
+            self.log(kind="sandbox", swept_stale_storage=swept)
         if todo and not self.simulated:
             self.calibrate_sandbox()
         if todo and self.sanitize and self.sanitizer_check():
@@ -406,12 +485,20 @@ class Run(Judging, Sanitizing, Timing):
         try:
             with ThreadPoolExecutor(max_workers=self.workers) as ex:
                 done = list(ex.map(lambda a: self._safe_grade(*a), fresh))
-            # a test that ran out of GPU memory while others ran is graded again, alone
-            again = [(a, r.oom) for a, r in zip(fresh, done) if r.oom and self.workers > 1]
+            # a failure that may not be the submission's is graded again, alone, before it counts
+            again = [(a, self.regrade_reason(r)) for a, r in zip(fresh, done)]
+            for a, why in again:   # the marker lives until the regrade alone is done
+                marker = self.out / a[1] / "regrade_alone.json"
+                if why:
+                    _atomic_write(marker, json.dumps({"why": why}))
+                else:
+                    marker.unlink(missing_ok=True)
+            again = [(a, why) for a, why in again if why]
             for a, why in again:
-                self.log(kind="oom_regrade", id=a[1], reason=why)
-                self.say(f"{a[1]}: out of GPU memory while other submissions ran: graded again, alone")
-                self._safe_grade(*a)
+                self.log(kind="regrade_alone", id=a[1], reason=why)
+                self.say(f"{a[1]}: {why}: graded again, alone")
+                self._safe_grade(*a, regraded=why)
+                (self.out / a[1] / "regrade_alone.json").unlink(missing_ok=True)
             # phase 2: every recording timed while no submission's process is alive; a fraction
             # near a scoring line comes back unscored (result.timing kept) and is timed again,
             # with more windows, after the batch (timing.time_pending)
@@ -442,24 +529,63 @@ class Run(Judging, Sanitizing, Timing):
         write_grades_csv(self.out, self.lab_name)
         return []
 
-    def _safe_grade(self, i, sid, p):
+    def regrade_reason(self, r: Result) -> str | None:
+        """Why this result may not be the submission's own (then it is graded again, alone, once):
+        out of GPU memory beside others, or a failure in CUDA or OS initialisation."""
+        if r.regraded:
+            return None
+        if r.not_own:
+            return r.not_own["what"] + (" beside other submissions" if r.not_own.get("beside_others") else "")
+        if r.oom and self.workers > 1:
+            return f"ran out of GPU memory beside other submissions ({r.oom[:200]})"
+        return None
+
+    def _regrade_outcome(self, result: Result) -> None:
+        """The regrade alone decides: a failure that repeats alone is the submission's own,
+        except one before any of its code ran, which is the grading machine's."""
+        why = result.regraded["why"]
+        if result.not_own and result.not_own["before_code"]:
+            result.status = "grader error"
+            outcome = ("it failed the same way alone, before any of your code ran: the grading "
+                       "machine's fault, not yours; your instructor must grade it again")
+        elif result.not_own or result.oom or oom_said(result):
+            outcome = "it failed the same way alone, so this failure is the submission's own"
+        else:
+            outcome = "alone it ran normally; this is its grade"
+        result.regraded["outcome"] = outcome
+        result.regraded["note"] = f"{why}; regraded alone: {outcome}"
+        self.log(kind="regrade_outcome", id=result.id, reason=why, outcome=outcome,
+                 repeated=not outcome.startswith("alone it ran"), status=result.status)
+
+    def _safe_grade(self, i, sid, p, regraded=None):
         with self._active_lock:
             self._active += 1
             others = self._active > 1
         try:
-            r = self.grade_one(i, sid, p)
+            r = self.grade_one(i, sid, p, regraded)
         finally:
             with self._active_lock:
                 others = others or self._active > 1
                 self._active -= 1
         if others and not r.oom:  # out of GPU memory anywhere (cells, tests, the timing call)
-            said = [str(v) for v in r.problems.values()] + [e.get("message", "") for e in r.cell_errors] \
-                + [t.get("output", "") for t in r.tests]
-            hit = next((x for x in said if "OUT_OF_MEMORY" in x.upper().replace(" ", "_")), None)
-            if hit:
-                r.oom = hit[:300]
+            r.oom = oom_said(r)
+        if r.not_own:
+            r.not_own["beside_others"] = others
         write_grades_csv(self.out, self.lab_name)  # after each one: a killed run loses nothing
         return r
+
+
+def oom_said(r: Result) -> str | None:
+    """The first thing said about this result that names CUDA's out-of-memory error."""
+    said = [str(v) for v in r.problems.values()] + [e.get("message", "") for e in r.cell_errors] \
+        + [t.get("output", "") for t in r.tests]
+    hit = next((x for x in said if "OUT_OF_MEMORY" in x.upper().replace(" ", "_")), None)
+    return hit[:300] if hit else None
+
+
+def _stage(stage) -> str:
+    return {"cuda_init": "CUDA initialisation", "import": "importing the course library"}.get(
+        stage, "the sandbox's start")
 
 
 def stop_on_signals(run) -> None:

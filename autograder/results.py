@@ -36,6 +36,10 @@ class Result:
     cells: list | None = field(default=None, repr=False)
     timing: dict | None = None                     # a recording waiting for phase 2
     oom: str | None = None                         # a test ran out of GPU memory beside others
+    # a failure that may not be the submission's (in CUDA or OS initialisation, before its code
+    # ran): {"what", "before_code", "beside_others"}; graded again alone before it is scored
+    not_own: dict | None = None
+    regraded: dict | None = None                   # this is the regrade alone: {"why", "outcome"}
     t_start: float | None = None
 
     WORKING = ("replies", "cells")

@@ -60,6 +60,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 OUTPUT_CAP = 64 * 1024          # bytes of stdout+stderr kept per submission (head)
 NOBODY = 65534
+# Each child gets a uid of its own from this range (as root): a per-user limit (RLIMIT_NPROC
+# counts every process and thread of a uid, whatever its namespace) that one submission
+# exhausts is then exhausted for it alone, not for every child running as `nobody`.
+CHILD_UID_BASE, CHILD_UID_SPAN = 0x50000000, 1 << 24
 
 
 class ChildError(Exception):
@@ -447,6 +451,206 @@ def default_budgets(limits: dict, gpu: int | None, simulated: bool) -> list[Budg
     return budgets
 
 
+# --------------------------------------------------------------------------- storage
+# Where a child may write: its working folder, /tmp and /dev/shm. As root the working folder
+# is a tmpfs of its own (size and inode limits), mounted here where the grader reads it, and
+# the driver binds its subfolders over /tmp and /dev/shm inside the child's mount namespace:
+# the three share one limit, a full one is that submission's alone, and the grader can say
+# what was written where, even after the child died.
+PLACES = (("/tmp", ".tmp"), ("/dev/shm", ".shm"))
+_swept: list = []
+MNT_DETACH = 2
+
+
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _mount_storage(path: Path, size: int, inodes: int) -> str:
+    """'' when a tmpfs of ``size`` bytes and ``inodes`` files now backs ``path``, else why not."""
+    import ctypes
+
+    if os.getuid() != 0:
+        return "the grader is not root: it cannot give a child a file system of its own"
+    MS_NOSUID, MS_NODEV = 2, 4
+    opts = f"size={size},nr_inodes={inodes},mode=0700".encode()
+    libc = _libc()
+    if libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts) != 0:
+        return f"mount(tmpfs) failed: {os.strerror(ctypes.get_errno())}"
+    return ""
+
+
+def _unmount(path: Path) -> None:
+    _libc().umount2(str(path).encode(), MNT_DETACH)
+
+
+def sweep_stale_storage() -> list[str]:
+    """Unmount the file systems of children whose grader is gone (killed before it could close
+    them: they hold memory while mounted). A child's folder is named ag-<grader pid>-...; a
+    living grader's are left alone. The folders unmounted."""
+    if os.getuid() != 0:
+        return []
+    try:
+        mounts = [line.split() for line in open("/proc/self/mountinfo")]
+    except OSError:
+        return []
+    gone = []
+    base = pids_cgroup_base()[0]   # and their pids cgroups (ag-<grader pid>-...)
+    for name in os.listdir(base) if base else []:
+        owner = name.split("-")[1] if name.startswith("ag-") and name.count("-") >= 2 else ""
+        if owner.isdigit() and int(owner) != os.getpid() and not os.path.exists(f"/proc/{owner}"):
+            _rmdir_cgroup(os.path.join(base, name), timeout=0)
+    tmp = os.path.realpath(tempfile.gettempdir())
+    for m in mounts:
+        d = m[4]
+        name = os.path.basename(d)
+        if os.path.dirname(d) != tmp or not name.startswith("ag-") or name.count("-") < 2:
+            continue
+        owner = name.split("-")[1]
+        if owner.isdigit() and int(owner) != os.getpid() and not os.path.exists(f"/proc/{owner}"):
+            _unmount(Path(d))
+            shutil.rmtree(d, ignore_errors=True)
+            gone.append(d)
+    return gone
+
+
+def storage_use(workdir: Path) -> dict:
+    """Bytes written to each place (allocated blocks, links not followed) and the files in all."""
+    use = {"/tmp": 0, "/dev/shm": 0, "working folder": 0, "files": 0}
+    sub = {name: place for place, name in PLACES}
+
+    def walk(d: str, place: str) -> None:
+        try:
+            it = os.scandir(d)
+        except OSError:
+            return
+        with it:
+            for e in it:
+                where = sub.get(e.name, place) if d == str(workdir) else place
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                use["files"] += 1
+                if e.is_dir(follow_symlinks=False):
+                    walk(e.path, where)
+                else:
+                    use[where] += st.st_blocks * 512
+
+    walk(str(workdir), "working folder")
+    return use
+
+
+def storage_message(s: dict) -> str:
+    """What a child that filled its storage is told: what it wrote where, and the limits."""
+    mib = lambda b: f"{b / 2**20:.0f} MiB"  # noqa: E731
+    wrote = ", ".join(f"{mib(s[p])} to {p}" for p in ("/tmp", "/dev/shm", "working folder") if s[p] >= 2**20)
+    return (f"your code filled the space it may write to: it wrote {wrote or 'less than 1 MiB'} "
+            f"({s['files']:,} files and folders); the limit is {mib(s['limit_bytes'])} and "
+            f"{s['limit_files']:,} files for the working folder, /tmp and /dev/shm together. A write "
+            "past it fails with 'No space left on device' (errno 28). Write only the files you "
+            "need and delete temporaries: nothing in this lab needs files. Other submissions have "
+            "space of their own and were not affected.")
+
+
+# --------------------------------------------------------------------------- process count
+# Each child's processes and threads are counted in a pids cgroup of its own (pids.max): the
+# whole tree, whatever its uid (root included, where no uid drop is possible), and one
+# submission that reaches its limit takes nothing from the others.
+_pids_base: list = []
+
+
+def pids_cgroup_base() -> tuple[str | None, str]:
+    """(directory under which this process may make pids-limited cgroups, '') or (None, why not)."""
+    if _pids_base:
+        return _pids_base[0]
+    got: tuple[str | None, str] = (None, "no pids cgroup controller this grader may use")
+    try:
+        lines = open("/proc/self/cgroup").read().splitlines()
+        mounts = [line.split() for line in open("/proc/self/mountinfo")]
+    except OSError:
+        lines, mounts = [], []
+    v1 = next((x.split(":", 2)[2] for x in lines if x.split(":")[1:2] and "pids" in x.split(":")[1].split(",")), None)
+    for m in mounts:
+        fstype = m[m.index("-") + 1] if "-" in m else ""
+        if v1 is not None and fstype == "cgroup" and "pids" in m[-1].split(","):
+            d = os.path.join(m[4], v1.lstrip("/"))
+            if os.access(d, os.W_OK):
+                got = (d, "")
+                break
+        if fstype == "cgroup2":
+            rel = next((x.split("::", 1)[1] for x in lines if x.startswith("0::")), None)
+            d = os.path.join(m[4], (rel or "").lstrip("/"))
+            try:
+                if rel is not None and "pids" in open(os.path.join(d, "cgroup.subtree_control")).read().split() \
+                        and os.access(d, os.W_OK):
+                    got = (d, "")
+                    break
+            except OSError:
+                pass
+    _pids_base.append(got)
+    return got
+
+
+def _pids_cgroup(limit: int) -> tuple[str | None, str]:
+    base, why = pids_cgroup_base()
+    if base is None:
+        return None, why
+    try:
+        d = _new_cgroup(base)
+    except OSError as e:
+        return None, f"cannot make a pids cgroup under {base}: {e.strerror}"
+    try:
+        with open(os.path.join(d, "pids.max"), "w") as f:
+            f.write(str(limit))
+    except OSError as e:
+        os.rmdir(d)
+        return None, f"cannot set pids.max under {base}: {e.strerror}"
+    return d, ""
+
+
+def _rmdir_cgroup(path: str, timeout: float = 3.0) -> None:
+    """Remove an emptied cgroup; its last tasks may take a moment to leave it (EBUSY)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+
+
+def tasks_refused(cgroup: str | None) -> int:
+    """How many times a fork or a new thread of this child was refused at pids.max."""
+    try:
+        with open(os.path.join(cgroup, "pids.events")) as f:
+            return int(dict(line.split() for line in f).get("max", 0))
+    except (OSError, TypeError, ValueError):
+        return 0
+
+
+def tasks_message(limit: int, refused: int) -> str:
+    return (f"your code tried to run more than {limit:,} processes and threads at once (the limit "
+            f"for one submission; {refused:,} refused): a fork or a new thread past it fails "
+            "(\"can't start new thread\", EAGAIN). Start no processes and only the threads you "
+            "need. Other submissions have limits of their own and were not affected.")
+
+
+def _child_uid(taken) -> int:
+    import secrets
+
+    while True:
+        uid = CHILD_UID_BASE + secrets.randbelow(CHILD_UID_SPAN)
+        if uid not in taken:
+            return uid
+
+
 GPU_BUDGET_FRACTION = 0.25   # default per submission: 3 workers per GPU and the reference fit
 WATCH_S = 0.2
 _open_children: "weakref.WeakSet[Child]" = weakref.WeakSet()
@@ -478,6 +682,11 @@ def kill_open_children(why: str) -> int:
             n += 1
         except Exception:   # one that cannot be killed must not spare the others
             pass
+    for c in list(_open_children):   # and what the kernel would not free by itself
+        try:
+            c.release()
+        except Exception:
+            pass
     return n
 
 
@@ -495,8 +704,10 @@ class Child:
                  gpu: int | None = None, limits: dict | None = None, hide=(), isolate: bool = True,
                  drop_uid: bool = True, contain: str = "auto", allow_uncontained: bool | None = None,
                  budgets: list | None = None, wrap: list | None = None, wrap_env: dict | None = None,
-                 keep=()):
-        self.limits = {"cpu_s": 900, "mem_bytes": 6 << 30, "fsize_bytes": 2 << 30, "nofile": 1024}
+                 keep=(), fault: str | None = None):
+        # tasks: processes and threads (the simulator runs a thread per simulated CUDA thread)
+        self.limits = {"cpu_s": 900, "mem_bytes": 6 << 30, "fsize_bytes": 2 << 30, "nofile": 1024,
+                       "disk_bytes": 4 << 30, "files": 65536, "tasks": 2048}
         self.limits.update(limits or {})
         self.simulated = simulated
         self.gpu = gpu
@@ -504,23 +715,56 @@ class Child:
         self.containment, self.containment_note = resolve_containment(
             contain, allow_uncontained if isolate else True, untrusted)
         self.budgets = budgets if budgets is not None else default_budgets(self.limits, gpu, simulated)
-        self.workdir = Path(tempfile.mkdtemp(prefix="ag-"))
+        if not _swept:   # once per grader: what graders killed before us left mounted
+            _swept.append(sweep_stale_storage())
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"ag-{os.getpid()}-"))   # (sweep_stale_storage)
+        # its own size-limited file system (as root), holding /tmp and /dev/shm too (PLACES)
+        self.storage_note = (_mount_storage(self.workdir, self.limits["disk_bytes"], self.limits["files"])
+                             if isolate else "isolation disabled by the grader's options")
+        self.storage_private = not self.storage_note
+        self.storage: dict | None = None
+        if self.storage_private:
+            for _place, name in PLACES:
+                (self.workdir / name).mkdir()
         trusted = self.workdir / "trusted"
         _copy_trusted(trusted)
         if cells is not None:
             (self.workdir / "cells.json").write_text(json.dumps(cells))
         self.cgroup = _new_cgroup(containment_support()["cgroup"]) if self.containment == "cgroup" else None
+        self.pids_cgroup, self.pids_note = _pids_cgroup(self.limits["tasks"]) if untrusted else (None, "")
+        if self.pids_cgroup and self.cgroup and os.path.exists(os.path.join(self.pids_cgroup, "cgroup.controllers")):
+            # one cgroup-v2 home per process: the containment's, with the limit set there
+            os.rmdir(self.pids_cgroup)
+            self.pids_cgroup = None
+            try:
+                with open(os.path.join(self.cgroup, "pids.max"), "w") as f:
+                    f.write(str(self.limits["tasks"]))
+                self.pids_cgroup = self.cgroup
+            except OSError as e:
+                self.pids_note = f"cannot set pids.max on the containment cgroup: {e.strerror}"
         cmd_r, cmd_w = os.pipe()
         rep_r, rep_w = os.pipe()
         root = os.getuid() == 0
+        self.uid = (_child_uid({c.uid for c in list(_open_children)})
+                    if (root and drop_uid and isolate and can_drop_uid()) else None)
         cfg = {
             "mode": mode, "functions": functions, "simulated": simulated,
             "workdir": str(self.workdir), "trusted_dir": str(trusted), "repo_root": str(REPO),
             "extra_paths": _extra_paths(), "cmd_fd": cmd_r, "reply_fd": rep_w,
             "isolate": isolate, "hide": _hide_list(hide, self.workdir, keep) if isolate else [],
-            "drop_uid": NOBODY if (root and drop_uid and isolate and can_drop_uid()) else None, "nproc": 512,
+            # RLIMIT_NPROC of the child's own uid: a little above the pids cgroup's limit, which
+            # counts exactly and says so; where there is no such cgroup, this one binds
+            "drop_uid": self.uid, "nproc": self.limits["tasks"] + 64,
+            # under a wrapper (compute-sanitizer, outside the driver's mount namespace) /tmp and
+            # /dev/shm stay the host's: the tool and its target may meet there
+            "storage": {"private": self.storage_private, "places": [] if wrap else [list(p) for p in PLACES],
+                        # what the child needs (its folder, the interpreter) put back where it lay
+                        "keep": [str(p) for p in _needed_paths(self.workdir, keep)],
+                        "size_bytes": self.limits["disk_bytes"], "files": self.limits["files"]},
+            "fault": fault,   # the grader's test hook (AUTOGRADER_INJECT_FAULT), never the submission's
             # read by the launcher (this file run as a script) before it starts the driver
             "launch": {"contain": self.containment, "cgroup": self.cgroup, "grader_pid": os.getpid(),
+                       "pids_cgroup": self.pids_cgroup if self.pids_cgroup != self.cgroup else None,
                        "driver": str(trusted / "agdriver.py"), "limits": self.limits,
                        # under a wrapper a fresh /proc always: in a PID namespace that shows
                        # the host's /proc, cuInit fails under compute-sanitizer (H100:
@@ -531,7 +775,7 @@ class Child:
         (self.workdir / "config.json").write_text(json.dumps(cfg))
         if cfg["drop_uid"] is not None:
             for p in [self.workdir, *self.workdir.rglob("*")]:
-                os.chown(p, NOBODY, NOBODY, follow_symlinks=False)
+                os.chown(p, self.uid, self.uid, follow_symlinks=False)
             os.chmod(self.workdir, 0o700)
         env = scrubbed_env(self.workdir, simulated, gpu)
         env.update(wrap_env or {})
@@ -839,18 +1083,35 @@ class Child:
             os.close(self._rep)
         except OSError:
             pass
-        if self.cgroup:
-            try:
-                os.rmdir(self.cgroup)
-            except OSError:
-                pass
+        self.tasks_refused = tasks_refused(self.pids_cgroup)
+        for cg in {self.cgroup, self.pids_cgroup} - {None}:
+            _rmdir_cgroup(cg)
         for fd in (self._init_fd, self._ns_fd):
             if fd is not None:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
+        if self.storage_private:   # what it wrote where, read before the folder goes
+            self.storage = storage_use(self.workdir)
+            st = os.statvfs(self.workdir)
+            self.storage.update(limit_bytes=self.limits["disk_bytes"], limit_files=self.limits["files"],
+                                full=st.f_bavail * st.f_frsize < (1 << 20) or st.f_favail < 16)
+            # emptied while mounted: the namespaces of children started meanwhile hold copies of
+            # this mount, and its pages are freed only with its files
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            _unmount(self.workdir)
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def release(self, timeout: float = 1.0) -> None:
+        """After a kill by a stopped grader: its file system and cgroups, which outlive every
+        process (the next run would sweep them, sweep_stale_storage)."""
+        if self.storage_private:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            _unmount(self.workdir)
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        for cg in {self.cgroup, self.pids_cgroup} - {None}:
+            _rmdir_cgroup(cg, timeout)
 
     def _leftovers(self, timeout: float) -> list[int]:
         """Processes of the submission still alive after the kill (the kernel takes a moment
@@ -901,7 +1162,10 @@ class Child:
         """What the sandbox knows about this submission, for measurements.jsonl."""
         return {"containment": self.containment, "containment_note": self.containment_note,
                 "pid_namespace": self.pidns_inode, "pids_seen": len(self.pids_seen),
-                "survivors": self.survivors(), "breach": self.breach,
+                "survivors": self.survivors(), "breach": self.breach, "uid": self.uid,
+                "tasks": {"limit": self.limits["tasks"], "refused": getattr(self, "tasks_refused", 0)}
+                if self.pids_cgroup else self.pids_note,
+                "storage": self.storage if self.storage_private else self.storage_note,
                 "budgets": {b.name: {"limit_mib": b.limit >> 20, "peak_mib": b.peak >> 20}
                             for b in self.budgets}}
 
@@ -947,6 +1211,12 @@ def _launch(cfg_path: str) -> None:
     libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG: die with the grader
     if os.getppid() != launch["grader_pid"]:
         os._exit(5)
+    if launch.get("pids_cgroup"):   # its count of processes and threads, before anything forks
+        try:
+            with open(os.path.join(launch["pids_cgroup"], "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            pass   # the grader's report() then shows no refusals; the uid's RLIMIT_NPROC remains
     lim = launch["limits"]
     try:
         resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu_s"], lim["cpu_s"] + 5))

@@ -201,8 +201,10 @@ def test_out_of_memory_beside_others_is_graded_again_alone(run):
 
     out = start_all()["robust"][1]
     log = [json.loads(line) for line in open(out / "measurements.jsonl")]
-    assert [r for r in log if r["kind"] == "oom_regrade" and r["id"] == "out_of_memory"]
+    again = [r for r in log if r["kind"] == "regrade_alone"]
+    assert [r for r in again if r["id"] == "out_of_memory" and "out of GPU memory" in r["reason"]]
     graded = [r for r in log if r["kind"] == "result" and r["id"] == "out_of_memory"]
     assert len(graded) == 2                       # beside the others, then alone
-    assert not [r for r in log if r["kind"] == "oom_regrade" and r["id"] != "out_of_memory"]
+    assert not [r for r in again if r["id"] != "out_of_memory"], again
     assert run("out_of_memory")["score"] == 0     # alone it still fails: its own fault
+    assert "regraded alone: it failed the same way alone" in run("out_of_memory")["output"]

@@ -184,7 +184,7 @@ def main(argv) -> int:
                               "hostile": {p.stem: result(st["out"], p.stem) for p in hostile},
                               "leftovers": leftovers(),
                               "discarded": log_records(st["out"], {"window_discarded"}),
-                              "oom_regrades": log_records(st["out"], {"oom_regrade"}),
+                              "oom_regrades": log_records(st["out"], {"oom_regrade", "regrade_alone"}),
                               "after_exit": log_records(st["out"], {"after_exit"})}
         summary["steps"].append(st)
         save(base, summary)
@@ -286,7 +286,7 @@ def render(s: dict) -> str:
               f"({'; '.join(lo['alive'])[:300] or 'none'}); GPU compute processes: "
               f"{lo['gpu_processes'] if lo['gpu_processes'] else 'none'}.",
               f"Replay requests discarded because a foreign process held the GPU: {len(h['discarded'])}; "
-              f"tests regraded alone after running out of GPU memory: {len(h['oom_regrades'])}.", ""]
+              f"submissions graded again alone (out of GPU memory, or a failure in CUDA or OS initialisation, beside others): {len(h['oom_regrades'])}.", ""]
     if "labs" in s:
         L += ["## Labs 1, 3 and 4", "", "| lab | submission | score | scored fraction (basis) | "
               "fraction of torch's reference |", "|---|---|---|---|---|"]
