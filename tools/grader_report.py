@@ -6,9 +6,12 @@ Steps (each a `python -m autograder grade` process, exactly as shipped; a failin
 recorded and the next one runs):
   clean     lab 2: the solution and four honest neighbours alone (their clean scores)
   hostile   lab 2: the same neighbours graded in ONE run (3 workers, as shipped) beside every
-            hostile fixture (tests/fixtures/submissions) and the four threats of issue 12
-            (tests/fixtures/threats); each neighbour must stay within 2 percentage points of
-            its clean fraction; afterwards no process of any submission may be alive or on the GPU
+            hostile fixture (tests/fixtures/submissions), the threats of issue 12
+            (tests/fixtures/threats), the resource families of issue 18 (tests/fixtures/neighbours)
+            and the lab-2 multi-kernel files (tests/fixtures/multikernel); one neighbour's CUDA
+            initialisation is made to fail once (AUTOGRADER_INJECT_FAULT): it must be graded again
+            alone; each neighbour must stay within 2 percentage points of its clean fraction;
+            afterwards no process of any submission may be alive or on the GPU
   labs      labs 1, 3 and 4: solution and untouched lab
   repeat    the lab-2 solution five times in one run (spread of the fraction)
   batch     N copies of the lab-2 solution (default 200), --workers 8, wall time (target 600 s);
@@ -35,17 +38,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 FIX = REPO / "tests" / "fixtures" / "submissions"
 THREATS = REPO / "tests" / "fixtures" / "threats"
+HARM = REPO / "tests" / "fixtures" / "neighbours"        # storage, threads, a faked init failure
+MULTI = REPO / "tests" / "fixtures" / "multikernel"      # honest and hostile multi-kernel lab-2 files
+# In the hostile run this neighbour's first child is made to fail in CUDA initialisation (the
+# grader's test hook): it must be graded again alone and keep its clean score.
+INJECTED = "neighbour_0"
 STEPS = ("clean", "hostile", "labs", "repeat", "batch")
 NEIGHBOURS = 4
 
 
-def grade(work: Path, name: str, lab: str, subs, *extra, timeout=420) -> dict:
+def grade(work: Path, name: str, lab: str, subs, *extra, timeout=420, env=None) -> dict:
     out = work / name
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "autograder", "grade", lab, *map(str, subs), "--out", str(out), *extra]
     t0 = time.time()
     try:
-        p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                           env={**os.environ, **(env or {})})
         rc, text = p.returncode, p.stdout + p.stderr
     except subprocess.TimeoutExpired as e:
         rc, text = "timeout", str(e.stdout or "")[-3000:]
@@ -178,13 +187,17 @@ def main(argv) -> int:
     if "hostile" in only:
         hostile = sorted(FIX.glob("*.py")) + [FIX / "malformed.ipynb"] + sorted(THREATS.glob("*.py"))
         hostile = [p for p in hostile if p.name != "honest_simple.py"]
-        st = grade(work, "hostile", "lab2", subs_n + hostile, "--gpus", gpus)
+        hostile += sorted(HARM.glob("*.py")) + sorted(MULTI.glob("lab2_*.py"))
+        st = grade(work, "hostile", "lab2", subs_n + hostile, "--gpus", gpus,
+                   env={"AUTOGRADER_INJECT_FAULT": f"cuda_init:{INJECTED}"})
         time.sleep(2)
         summary["hostile"] = {"neighbours": {sid: result(st["out"], sid) for sid in ids_n},
                               "hostile": {p.stem: result(st["out"], p.stem) for p in hostile},
                               "leftovers": leftovers(),
                               "discarded": log_records(st["out"], {"window_discarded"}),
+                              "injected": INJECTED,
                               "oom_regrades": log_records(st["out"], {"oom_regrade", "regrade_alone"}),
+                              "regrade_outcomes": log_records(st["out"], {"regrade_outcome"}),
                               "after_exit": log_records(st["out"], {"after_exit"})}
         summary["steps"].append(st)
         save(base, summary)
