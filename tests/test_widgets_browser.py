@@ -213,7 +213,7 @@ def test_roofline_numbers_agree_with_python(open_widget):
 
 def test_roofline_roof_is_where_the_math_runs_and_the_ridge_label_matches(open_widget):
     # an fp16 elementwise kernel computes on the FP32 CUDA cores: its roof is FP32, not the
-    # tensor cores; a bfloat16 GEMM's is the tensor cores (the ridge seed 000 quotes, 295)
+    # tensor cores; a bfloat16 GEMM's is the tensor cores (the ridge the Vizuara article quotes, 295)
     page = open_widget(widgets.roofline_explorer("H100-SXM", this_gpu=False, dtype="float16",
                                                  variant="fused"))
     fp32 = roofline.ridge_point("H100-SXM", "fp32")

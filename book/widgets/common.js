@@ -23,7 +23,7 @@ const OI = {
 // Elementwise SwiGLU, out = silu(gate) * up, over T x h elements.
 // naive: a silu kernel reads gate and writes tmp; a multiply kernel reads tmp and up, writes out.
 // fused: one kernel reads gate and up and writes out.
-// epilogue: applied in the epilogue of the GEMM that computes up (seed 000's count): 2Th.
+// epilogue: applied in the epilogue of the GEMM that computes up (the Vizuara article's count): 2Th.
 function activationTraffic(T, h, elemBytes, variant, flopsPerElement) {
   const n = T * h;
   let breakdown;
