@@ -192,7 +192,9 @@ function uid(prefix) {
 function field(label, control, hint) {
   const id = control.id || uid("swg-in");
   control.id = id;
-  const wrap = h("div", { class: "swg-field" }, h("label", { for: id, text: label }), control);
+  // a dropdown's field is as wide as its longest option (up to the row), so no option is cut
+  const cls = control.tagName === "SELECT" ? "swg-field swg-field-select" : "swg-field";
+  const wrap = h("div", { class: cls }, h("label", { for: id, text: label }), control);
   if (hint) wrap.append(h("span", { class: "swg-hint", text: hint }));
   return wrap;
 }
