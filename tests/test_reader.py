@@ -16,7 +16,7 @@ from book.sources import SOURCES
 from conftest import ROOT
 
 # "seed 000", "Seed 003's", "seeds 001 and 002": the file numbers of the source documents
-SEED_NUMBER = re.compile(r"(?i)\bseeds?\s*0\d\d\b|\bseeds?'s?\s+(claim|figure)")
+SEED_NUMBER = re.compile(r"(?i)\bseeds?\s*0\d\d\b|\bseeds?['’]s?\s+(claim|figure)")
 CONTROL_WORD = re.compile(r"(?i)\b(slider|drop-?down|button)s?\b")
 # what each control word means in a widget's DOM
 CONTROL_SELECTOR = {"slider": 'input[type="range"]', "dropdown": "select", "button": "button"}
