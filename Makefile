@@ -28,7 +28,9 @@ book: install assets
 	@PYTHONPATH="$(CURDIR)" $(PY) -m tools.execute || \
 	  { echo "Book build FAILED: the notebooks above raised errors."; exit 1; }
 	@echo "==> Building the book"
-	PYTHONPATH="$(CURDIR)" $(VENV)/bin/jupyter-book build . || \
+	@# -W --keep-going: any Sphinx warning (a {ref} to a label that no longer exists, say) fails
+	@# the build, after listing them all.
+	PYTHONPATH="$(CURDIR)" $(VENV)/bin/jupyter-book build -W --keep-going . || \
 	  { echo "Book build FAILED (see the errors above; notebook tracebacks are in _build/html/reports/)."; exit 1; }
 	@$(PY) -m tools.site_assets --sync _build/html
 	@echo

@@ -1,8 +1,9 @@
-"""The seeds' claims beside our measurements on the same shapes.
+"""The source documents' claims beside our measurements on the same shapes.
 
-Each seed figure below is quoted from the source documents in ``/work/shared/seeds``
-(cited by number: 000 the SwiGLU article, 002 the Jetson Orin optimisation report,
-003 the PTX-DSL SwiGLU page). Every "ours" figure is read from ``book/data/<gpu>.json``,
+Each quoted figure below comes from one of the course's source documents (``book.sources``:
+``vizuara`` Vizuara's SwiGLU article, ``orin`` the Jetson Orin optimisation report, ``ptx-dsl``
+the PTX-DSL SwiGLU page); rows name their source by key, and pages print its name with
+``book.sources.name``. Every "ours" figure is read from ``book/data/<gpu>.json``,
 recorded by ``python -m book.bench``; nothing measured is typed here. The ``why``
 column says where and why the two differ.
 
@@ -12,14 +13,15 @@ column says where and why the two differ.
 from __future__ import annotations
 
 from . import data as _data
+from .sources import name as source_name
 
 LARGE, PREFILL = (8192, 14336), (2048, 8192)
 
-# Seed 002's kernel benchmark (section 1.4, 200-iteration averages on a Jetson Orin,
+# The Jetson Orin report's kernel benchmark (section 1.4, 200-iteration averages on a Jetson Orin,
 # SM 8.7, CUDA 12.6): (dtype, model width F, regime) -> (before us, after us, speed-up).
 # "before": fp32 one element per thread with a shared-memory detour; fp16 two halves per
 # thread (half2). "after": fp32 float4 (4 per thread); fp16 8 halves per 16-byte access.
-SEED_002 = {
+ORIN_BENCHMARK = {
     ("float32", 18944, "decode"): (20.45, 19.85, 1.03),
     ("float32", 12288, "decode"): (19.33, 17.86, 1.08),
     ("float16", 18944, "decode"): (17.63, 17.92, 1.0),
@@ -29,19 +31,19 @@ SEED_002 = {
     ("float16", 18944, "prefill-128"): (236.56, 126.03, 1.88),
     ("float16", 12288, "prefill-128"): (159.71, 86.84, 1.84),
 }
-# Seed 002's Nsight Compute profile (sections 1.2 and 1.3): "GPU Duration", the kernel's own
+# The Jetson Orin report's Nsight Compute profile (sections 1.2 and 1.3): "GPU Duration", the kernel's own
 # time on the GPU, at F = 18944: (dtype, regime) -> (before us, after us).
-SEED_002_NCU = {
+ORIN_NCU = {
     ("float32", "decode"): (17.47, 17.57),
     ("float16", "decode"): (16.70, 15.90),
     ("float32", "prefill-128"): (505.79, 457.31),
     ("float16", "prefill-128"): (251.55, 232.77),
 }
-SEED_003_BANDWIDTH = 2.8e12  # B/s at M=2048, F=8192, float32, on H100 ("94% of HBM3 peak")
-SEED_003_PEAK_FRACTION = 0.94
-SEED_003_SPEEDUP = 1.6  # over F.silu(gate) * up eager, same shape
-SEED_000_SPEEDUP = 1.7  # fused over the unfused two-kernel path ("about 5/3")
-SEED_000_PEAK = 3.35e12  # "about 3.35 TB/s" of HBM bandwidth on an H100
+PTX_DSL_BANDWIDTH = 2.8e12  # B/s at M=2048, F=8192, float32, on H100 ("94% of HBM3 peak")
+PTX_DSL_PEAK_FRACTION = 0.94
+PTX_DSL_SPEEDUP = 1.6  # over F.silu(gate) * up eager, same shape
+VIZUARA_SPEEDUP = 1.7  # fused over the unfused two-kernel path ("about 5/3")
+VIZUARA_PEAK = 3.35e12  # "about 3.35 TB/s" of HBM bandwidth on an H100
 
 
 def _best(res, dtype, shape, kinds=("kernel",)):
@@ -69,20 +71,21 @@ def _compiled(res, dtype, shape, best):
 
 
 def table(results=None):
-    """Rows of {seed, claim, dtype, shape, seed_figure, ours, detail, why}."""
+    """Rows of {source, claim, dtype, shape, their_figure, ours, detail, why}; ``source`` is a
+    key of ``book.sources.SOURCES``."""
     res = results if results is not None else _data.load("h100")
     gpu = res.provenance.get("gpu", "this GPU")
     rows = []
 
-    def row(seed, claim, dtype, shape, seed_figure, ours, detail, why):
-        rows.append({"seed": seed, "claim": claim, "dtype": dtype, "shape": shape,
-                     "seed_figure": seed_figure, "ours": ours, "detail": detail, "why": why})
+    def row(source, claim, dtype, shape, their_figure, ours, detail, why):
+        rows.append({"source": source, "claim": claim, "dtype": dtype, "shape": shape,
+                     "their_figure": their_figure, "ours": ours, "detail": detail, "why": why})
 
-    # ---- seed 000: the ~1.7x of fusion, the 3.35 TB/s
+    # ---- Vizuara's article: the ~1.7x of fusion, the 3.35 TB/s
     nv, fu = res.find("naive_vec", "float32", LARGE), res.find("vec4", "float32", LARGE)
     n1, f1 = res.find("naive", "float32", LARGE), res.find("fused", "float32", LARGE)
-    row("000", "fused over unfused (two kernels): ~1.7x, the 5/3 byte ratio", "float32",
-        "8192x14336", f"~{SEED_000_SPEEDUP}x",
+    row("vizuara", "fused over unfused (two kernels): ~1.7x, the 5/3 byte ratio", "float32",
+        "8192x14336", f"~{VIZUARA_SPEEDUP}x",
         f"{nv['seconds'] / fu['seconds']:.2f}x",
         f"naive_vec {_us(nv['seconds'])} vs vec4 {_us(fu['seconds'])}; one element per thread: "
         f"naive {_us(n1['seconds'])} vs fused {_us(f1['seconds'])} = {n1['seconds'] / f1['seconds']:.2f}x",
@@ -91,56 +94,56 @@ def table(results=None):
         "(it does not keep enough loads in flight), so fusion looks smaller than the byte ratio.")
     copy = res.find("copy", "float32", LARGE)
     peak = res.provenance.get("peak_bandwidth")
-    row("000", "H100 HBM bandwidth: about 3.35 TB/s", "float32", "8192x14336",
-        _tbs(SEED_000_PEAK), f"{_tbs(copy['bandwidth'])} (copy)",
+    row("vizuara", "H100 HBM bandwidth: about 3.35 TB/s", "float32", "8192x14336",
+        _tbs(VIZUARA_PEAK), f"{_tbs(copy['bandwidth'])} (copy)",
         f"device attributes give {_tbs(peak)} theoretical; a device copy (read + write) "
         f"reaches {copy['bandwidth'] / peak:.0%} of it",
         "3.35 TB/s is the datasheet/attribute peak (2 x clock x bus width); no kernel "
         f"reaches it. A mix of reads and writes tops out near {copy['bandwidth'] / peak:.0%} "
         f"(torch.add: {res.find('torch_add', 'float32', LARGE)['bandwidth'] / peak:.0%}).")
 
-    # ---- seed 003: 2.8 TB/s at 2048x8192 f32, 94% of peak, 1.6x over eager
+    # ---- the PTX-DSL page: 2.8 TB/s at 2048x8192 f32, 94% of peak, 1.6x over eager
     b = _best(res, "float32", PREFILL)
     eager = res.find("torch_eager", "float32", PREFILL)
     add = res.find("torch_add", "float32", PREFILL)
     warm = [r for r in res.select(dtype="float32", shape=PREFILL) if r["variant"] == "vec4_l2_warm"]
-    row("003", "fused SwiGLU at 2.8 TB/s (94% of HBM3 peak)", "float32", "2048x8192",
-        f"{_tbs(SEED_003_BANDWIDTH)} ({SEED_003_PEAK_FRACTION:.0%})",
+    row("ptx-dsl", "fused SwiGLU at 2.8 TB/s (94% of HBM3 peak)", "float32", "2048x8192",
+        f"{_tbs(PTX_DSL_BANDWIDTH)} ({PTX_DSL_PEAK_FRACTION:.0%})",
         f"{_tbs(b['bandwidth'])} ({b['bandwidth'] / peak:.0%})",
         f"best: {b['variant']}; torch.add there: {_tbs(add['bandwidth'])}"
         + (f"; same buffers every call (no L2 rotation): {_tbs(warm[0]['bandwidth'])}" if warm else ""),
-        f"Same level. 2.8 TB/s is {SEED_003_BANDWIDTH / SEED_000_PEAK:.0%} of 3.35 TB/s, so the "
-        f"page's 94% divides by a smaller peak ({SEED_003_BANDWIDTH / SEED_003_PEAK_FRACTION / 1e12:.2f} "
+        f"Same level. 2.8 TB/s is {PTX_DSL_BANDWIDTH / VIZUARA_PEAK:.0%} of 3.35 TB/s, so the "
+        f"page's 94% divides by a smaller peak ({PTX_DSL_BANDWIDTH / PTX_DSL_PEAK_FRACTION / 1e12:.2f} "
         "TB/s, about what a copy reaches). At this size (192 MiB per call) the launch ramp and "
         f"the tail cost a little: the same kernel reaches {_tbs(_best(res, 'float32', LARGE)['bandwidth'])} "
         "at 8192x14336. Rotating inputs beyond L2 or not makes no difference here.")
-    row("003", "1.6x faster than F.silu(gate) * up (torch eager)", "float32", "2048x8192",
-        f"{SEED_003_SPEEDUP}x", f"{eager['seconds'] / b['seconds']:.2f}x",
+    row("ptx-dsl", "1.6x faster than F.silu(gate) * up (torch eager)", "float32", "2048x8192",
+        f"{PTX_DSL_SPEEDUP}x", f"{eager['seconds'] / b['seconds']:.2f}x",
         f"eager {_us(eager['seconds'])} vs {b['variant']} {_us(b['seconds'])}"
         + _compiled(res, "float32", PREFILL, b),
         "Agrees: eager runs two kernels (5 transfers per element against 3).")
     bl = _best(res, "float32", LARGE)
     el = res.find("torch_eager", "float32", LARGE)
-    row("003", "1.6x faster than torch eager (at our large shape)", "float32", "8192x14336",
-        f"{SEED_003_SPEEDUP}x", f"{el['seconds'] / bl['seconds']:.2f}x",
+    row("ptx-dsl", "1.6x faster than torch eager (at our large shape)", "float32", "8192x14336",
+        f"{PTX_DSL_SPEEDUP}x", f"{el['seconds'] / bl['seconds']:.2f}x",
         f"eager {_us(el['seconds'])} vs {bl['variant']} {_us(bl['seconds'])}"
         + _compiled(res, "float32", LARGE, bl),
         "Same move, larger tensor: the ratio tends to 5/3.")
 
-    # ---- seed 002: Jetson Orin, Qwen widths, decode and prefill-128. The explanation of each
+    # ---- the Jetson Orin report: Jetson Orin, Qwen widths, decode and prefill-128. The explanation of each
     # regime is given once, on its first row; the other rows say what is particular to them.
     explained = set()
-    for (dtype, F, regime), (before, after, speedup) in SEED_002.items():
+    for (dtype, F, regime), (before, after, speedup) in ORIN_BENCHMARK.items():
         shape = (1, F) if regime == "decode" else (128, F)
         after_v = "vec4" if dtype == "float32" else "half8"
         ob, oa = res.find("fused", dtype, shape), res.find(after_v, dtype, shape)
         n = shape[0] * shape[1]
-        seed_bw = 3 * n * (4 if dtype == "float32" else 2) / (after * 1e-6)
+        their_bw = 3 * n * (4 if dtype == "float32" else 2) / (after * 1e-6)
         detail = (f"fused (1/thread) {_us(ob['seconds'])} -> {after_v} {_us(oa['seconds'])} "
                   "(GPU time, back-to-back launches)")
-        ncu = SEED_002_NCU.get((dtype, regime)) if F == 18944 else None
+        ncu = ORIN_NCU.get((dtype, regime)) if F == 18944 else None
         if ncu:
-            detail += f"; seed's ncu GPU Duration {ncu[0]} -> {ncu[1]} us"
+            detail += f"; the report's ncu GPU Duration {ncu[0]} -> {ncu[1]} us"
         if regime == "decode":
             graph = [r for r in res.select(dtype=dtype, shape=shape) if r["variant"].endswith("_graph")
                      and r.get("kind") == "kernel"]
@@ -154,9 +157,9 @@ def table(results=None):
             if graph:
                 detail += f"; in a CUDA graph {_us(graph[0]['seconds'])} per SwiGLU"
             if regime not in explained:
-                f32 = SEED_002_NCU[("float32", "decode")]
-                f16 = SEED_002_NCU[("float16", "decode")]
-                why = ("Kernel time on both GPUs. The seed's own ncu profile at F=18944 gives a GPU "
+                f32 = ORIN_NCU[("float32", "decode")]
+                f16 = ORIN_NCU[("float16", "decode")]
+                why = ("Kernel time on both GPUs. The report's own ncu profile at F=18944 gives a GPU "
                        f"Duration of {f32[0]} -> {f32[1]} us (fp32) and {f16[0]} -> {f16[1]} us "
                        "(fp16): the kernels themselves take about as long as the benchmark's "
                        "average, so its 17-20 us are not host launch overhead. (Its summary blames "
@@ -172,17 +175,17 @@ def table(results=None):
             big_b, big_a = res.find("fused", dtype, LARGE), res.find(after_v, dtype, LARGE)
             if regime not in explained:
                 why = (f"Different GPU: their after-kernel moves 3 x {n} elements in {after} us = "
-                       f"{seed_bw / 1e12:.3f} TB/s, the Jetson's memory; ours moves them at "
-                       f"{_tbs(oa['bandwidth'])} ({oa['bandwidth'] / seed_bw:.0f}x). A call this "
+                       f"{their_bw / 1e12:.3f} TB/s, the Jetson's memory; ours moves them at "
+                       f"{_tbs(oa['bandwidth'])} ({oa['bandwidth'] / their_bw:.0f}x). A call this "
                        "short on the H100 (microseconds) is dominated by the launch ramp and tail, "
                        "so wider accesses gain less; at 8192x14336 the same change gives "
                        f"{big_b['seconds'] / big_a['seconds']:.2f}x.")
             else:
-                why = (f"As for the first prefill row: theirs {seed_bw / 1e12:.3f} TB/s, ours "
+                why = (f"As for the first prefill row: theirs {their_bw / 1e12:.3f} TB/s, ours "
                        f"{_tbs(oa['bandwidth'])}; at 8192x14336 "
                        f"{big_b['seconds'] / big_a['seconds']:.2f}x.")
         explained.add(regime)
-        row("002", f"{dtype} {regime} F={F}: {before} -> {after} us ({speedup}x)", dtype,
+        row("orin", f"{dtype} {regime} F={F}: {before} -> {after} us ({speedup}x)", dtype,
             "x".join(map(str, shape)), f"{before} -> {after} us, {speedup}x",
             f"{ob['seconds'] * 1e6:.2f} -> {oa['seconds'] * 1e6:.2f} us, "
             f"{ob['seconds'] / oa['seconds']:.2f}x", detail, why)
@@ -223,14 +226,19 @@ def ieee_controls(results=None, shape=LARGE):
     return out
 
 
-def markdown(results=None, columns=("seed", "claim", "shape", "seed_figure", "ours", "why")):
-    """The claims table as Markdown (for ``IPython.display.Markdown``)."""
+#: column headings of the claims table, shared by ``markdown`` and the chapters' own tables
+HEADINGS = {"source": "source", "claim": "claim", "dtype": "dtype", "shape": "shape",
+            "their_figure": "their figure", "detail": "detail", "why": "why we differ"}
+
+
+def markdown(results=None, columns=("source", "claim", "shape", "their_figure", "ours", "why")):
+    """The claims table as Markdown (for ``IPython.display.Markdown``); the source column
+    names each document (``book.sources``), never a key."""
     rows = table(results)
-    head = {"seed": "seed", "claim": "claim", "dtype": "dtype", "shape": "shape",
-            "seed_figure": "seed's figure", "ours": f"ours ({rows[0]['gpu'] if rows else ''})",
-            "detail": "detail", "why": "why we differ"}
+    head = {**HEADINGS, "ours": f"ours ({rows[0]['gpu'] if rows else ''})"}
     lines = ["| " + " | ".join(head[c] for c in columns) + " |",
              "| " + " | ".join("---" for _ in columns) + " |"]
     for r in rows:
-        lines.append("| " + " | ".join(str(r[c]).replace("|", "/") for c in columns) + " |")
+        cells = {**r, "source": source_name(r["source"])}
+        lines.append("| " + " | ".join(str(cells[c]).replace("|", "/") for c in columns) + " |")
     return "\n".join(lines)

@@ -101,7 +101,7 @@ def block_tile(tile=None, ax=None, blocks=(4, 4)):
     t = 4.0  # a block tile is t x t units; a k-slab 1 unit deep
     M, N, K = blocks[0] * t, blocks[1] * t, 10.0
     gap = 1.5
-    bx, by = K + gap, M + gap  # b above out, a left of out
+    bx, by = K + gap, M + gap  # W above out, x left of out
     _rect(ax, 0, 0, K, M, lw=1.2)
     _rect(ax, bx, by, N, K, lw=1.2)
     _rect(ax, bx, 0, N, M, lw=1.2)
@@ -117,10 +117,10 @@ def block_tile(tile=None, ax=None, blocks=(4, 4)):
     _rect(ax, x0, by + K - kt - 1, t, 1, fc=OI["blue"], lw=1.2)
     _rect(ax, x0, y0, t, t, fc=OI["vermillion"], lw=1.2)
     fs = 8
-    ax.text(K / 2, -0.6, "a (M x K)", ha="center", va="top", fontsize=fs)
+    ax.text(K / 2, -0.6, "x (M x K)", ha="center", va="top", fontsize=fs)
     ax.text(bx + N / 2, -0.6, "out (M x N), one block tile per block",
             ha="center", va="top", fontsize=fs)
-    ax.text(bx + N / 2, by + K + 0.3, "b (K x N)", ha="center", va="bottom", fontsize=fs)
+    ax.text(bx + N / 2, by + K + 0.3, "W (K x N)", ha="center", va="bottom", fontsize=fs)
     ax.text(x0 + t / 2, y0 + t / 2, f"block\n{bm} x {bn}", ha="center", va="center",
             fontsize=fs - 1, color="white")
     ax.text(K / 2, y0 + t + 0.3, f"row panel: {bm} x K", ha="center", va="bottom",
@@ -157,14 +157,14 @@ def k_slab(tile=None, ax=None, dual=True):
     for k in range(1, bk):
         ax.plot([x0, x0 + bn * s], [k * h / bk] * 2, color=OI["black"], lw=0.3)
     fs = 8
-    ax.text(bm * s / 2, h + 0.15, f"As: {bk} x ({bm} + {pad} pad), a's slab transposed",
+    ax.text(bm * s / 2, h + 0.15, f"As: {bk} x ({bm} + {pad} pad), x's slab transposed",
             ha="center", va="bottom", fontsize=fs)
     if dual:
         ax.text(x0 + bn / 4 * s, h / 2, f"Wg\n{bk} x {bn // 2}", ha="center", va="center",
                 fontsize=fs, color="white")
         ax.text(x0 + 3 * bn / 4 * s, h / 2, f"Wu\n{bk} x {bn // 2}", ha="center", va="center",
                 fontsize=fs)
-    ax.text(x0 + bn * s / 2, h + 0.15, f"Bs: {bk} x {bn}" + (", same output columns"
+    ax.text(x0 + bn * s / 2, h + 0.15, f"Bs: {bk} x {bn}, W's slab" + (", same output columns"
             if dual else ""), ha="center", va="bottom", fontsize=fs)
     nbytes = 4 * bk * (bm + pad + bn)
     ax.text((x0 + bn * s) / 2, -0.25,

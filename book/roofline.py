@@ -3,7 +3,7 @@
 time >= max(bytes / bandwidth, flops / peak): a kernel is memory-bound when its
 arithmetic intensity (flop/byte) is left of the ridge point peak / bandwidth.
 For the H100 SXM, the dense FP16/BF16 tensor-core peak (989.5 TFLOP/s) over
-3.35 TB/s gives the ~295 flop/byte of seed 000; see :func:`ridge_table`.
+3.35 TB/s gives the ~295 flop/byte of the Vizuara article (`book.sources`); see :func:`ridge_table`.
 """
 
 from __future__ import annotations

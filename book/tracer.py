@@ -669,7 +669,7 @@ def trace_call(fn, *args, names=None, max_threads: int = MAX_THREADS,
     """
     if not gpu.SIMULATED:
         name = fn if isinstance(fn, str) else (
-            ":".join(_importable_name(fn)) if _importable_name(fn) else None)
+            ":".join(importable_name(fn)) if importable_name(fn) else None)
         if name is None:
             raise TracerError("tracing a host function runs its kernels in Numba's simulator, "
                               "and this session runs on a GPU: name an importable function "
@@ -872,7 +872,9 @@ def _in_simulator_process(job: dict, args, timeout_s: float) -> Trace:
     return res["trace"]
 
 
-def _importable_name(obj) -> tuple[str, str] | None:
+def importable_name(obj) -> tuple[str, str] | None:
+    """(module, attribute) that names ``obj`` (a kernel or function) at module level, or None:
+    how a simulator subprocess finds it again (here, and in :mod:`book.bounds`)."""
     py = getattr(obj, "py_func", obj)
     mod = getattr(py, "__module__", None)
     attr = next((k for k, v in vars(sys.modules.get(mod, object())).items() if v is obj),
@@ -883,7 +885,7 @@ def _importable_name(obj) -> tuple[str, str] | None:
 def _trace_in_subprocess(kernel, grid, block, args, names, shared_bytes, max_threads,
                          timeout_s, max_accesses):
     """On a GPU machine: trace an importable kernel in a child process that uses the simulator."""
-    where = _importable_name(kernel)
+    where = importable_name(kernel)
     if where is None:
         raise TracerError("on a GPU the tracer re-runs the kernel in a simulator process, so it "
                           f"must be importable by name; {kernel.py_func.__qualname__!r} is not a "

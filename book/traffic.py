@@ -4,7 +4,7 @@ A *transfer* is one element loaded from or stored to GPU main memory (HBM).
 Counts are the minimum traffic of each design: every operand read once, every
 output written once, caches assumed to hold nothing across kernel launches.
 
-Seed 000 ("The SwiGLU kernel") counts, for T tokens and h hidden units:
+The Vizuara article ("The SwiGLU kernel", `book.sources`) counts, for T tokens and h hidden units:
 naive two-kernel SwiGLU 5Th transfers, fused 3Th (T=4, h=8: 160 and 96
 transfers for 32 elements), and an epilogue-fused version that reads gate once
 and writes the result once (2Th) because `up` is still in registers.
@@ -35,7 +35,7 @@ __all__ = [
 DTYPE_BYTES = dtypes.ITEMSIZE  # bytes per element, from the one dtype module
 
 #: Flops counted for one output element of silu(g) * u = g * u / (1 + exp(-g)):
-#: exp, add, reciprocal (the sigmoid), then two multiplies. Seed 000 counts the
+#: exp, add, reciprocal (the sigmoid), then two multiplies. The Vizuara article counts the
 #: same "~5 flops" per element; the negation folds into the exp argument.
 #: The course uses this one figure everywhere.
 FLOPS_PER_ELEMENT = 5
@@ -120,7 +120,7 @@ def activation(T: int, h: int, dtype="float32", variant: str = "fused") -> Traff
     - ``naive``: a SiLU kernel (read gate, write tmp) then a multiply kernel
       (read tmp and up, write out): 5Th transfers.
     - ``fused``: one kernel reads gate and up and writes out: 3Th.
-    - ``epilogue``: seed 000's epilogue of the up-projection GEMM: `up` is
+    - ``epilogue``: the Vizuara article's epilogue of the up-projection GEMM: `up` is
       already in registers, gate is read once and out written once: 2Th.
       (In a dual GEMM that computes gate and up together even that gate read
       goes away; see :func:`mlp_up`.)

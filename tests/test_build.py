@@ -243,3 +243,37 @@ def test_wheel_holds_both_packages_and_their_data(tmp_path):
     missing = [n for n in expected if n not in names and "__pycache__" not in n]
     assert not missing, f"not in the wheel: {missing}"
     assert not [n for n in names if n.startswith(("tests/", "chapters/", "solutions/"))]
+
+
+def _makefile_build_flags() -> list[str]:
+    """The flags `make book` gives `jupyter-book build`."""
+    m = re.search(r"jupyter-book build ((?:-[-\w]+ )*)\.", (ROOT / "Makefile").read_text())
+    assert m, "no `jupyter-book build ... .` line in the Makefile"
+    return m.group(1).split()
+
+
+def test_a_reference_to_a_missing_section_fails_the_build(tmp_path):
+    """Labs point to chapters with {ref} to a label on the chapter's section (tests/test_reader.py
+    checks they do): built with the Makefile's flags, a reference whose section has gone fails the
+    build and names the label, where it would otherwise only warn."""
+    flags = _makefile_build_flags()
+    shutil.copytree(ROOT / "tools", tmp_path / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "site_assets").mkdir()  # html_extra_path
+    (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n"
+                                       "  - file: chapter\n  - file: lab\n")
+    (tmp_path / "intro.md").write_text("# A tiny book\n")
+    (tmp_path / "chapter.md").write_text("# Chapter\n\n(loads-first)=\n## Move 1\n\nLoads first.\n")
+    (tmp_path / "lab.md").write_text("# Lab\n\nAs in {ref}`chapter 6's Move 1 <loads-first>`.\n")
+
+    def build():
+        proc = subprocess.run([JB, "build", *flags, str(tmp_path)], capture_output=True,
+                              text=True, timeout=600)
+        return proc.returncode, proc.stdout + proc.stderr
+
+    rc, out = build()
+    assert rc == 0, out[-3000:]
+    (tmp_path / "lab.md").write_text("# Lab\n\nAs in {ref}`chapter 5's parallelism <mlp-chapter-5>`.\n")
+    rc, out = build()
+    assert rc != 0, "a {ref} to a label that does not exist, and the build succeeded"
+    assert "mlp-chapter-5" in out, out[-3000:]

@@ -7,6 +7,7 @@ GPU passed, and that the claims table can be built from it.
 """
 
 import math
+import re
 
 import pytest
 
@@ -106,12 +107,16 @@ def test_claims_table_is_built_from_the_data(h100):
     from book import claims
 
     rows = claims.table(h100)
-    seeds = {r["seed"] for r in rows}
-    assert {"000", "002", "003"} <= seeds
-    assert sum(r["seed"] == "002" for r in rows) == 8  # fp32/fp16 x decode/prefill x 2 widths
+    sources = {r["source"] for r in rows}
+    assert {"vizuara", "orin", "ptx-dsl"} <= sources
+    assert sum(r["source"] == "orin" for r in rows) == 8  # fp32/fp16 x decode/prefill x 2 widths
     assert all(r["ours"] and r["why"] for r in rows)
     md = claims.markdown(h100)
     assert md.count("\n") == len(rows) + 1 and "why we differ" in md
+    # the table names each source document, never a key or a file number
+    from book.sources import SOURCES
+    assert all(SOURCES[k].short in md for k in sources)
+    assert not re.search(r"(?i)\bseed", md)
     # ours comes from the file: change a row and the table changes
     row = h100.find("torch_eager", "float32", suite.PREFILL)
     before = [r["ours"] for r in claims.table(h100) if "F.silu" in r["claim"]][0]

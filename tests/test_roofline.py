@@ -9,7 +9,7 @@ from book import roofline, specs, traffic
 
 
 def test_h100_ridge_point_is_seed_000s_295_from_the_bf16_tensor_peak():
-    # seed 000: "the crossover on an H100 is around 295 flops per byte"
+    # the Vizuara article (book.sources): "the crossover on an H100 is around 295 flops per byte"
     assert roofline.ridge_point("H100-SXM", "bf16") == pytest.approx(295.4, abs=0.5)
     assert roofline.ridge_point("H100-SXM", "fp16") == pytest.approx(295.4, abs=0.5)
     assert roofline.ridge_point("H100-SXM", "fp32") == pytest.approx(20.0, abs=0.1)

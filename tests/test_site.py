@@ -303,12 +303,14 @@ def test_downloads_give_the_notebook_without_outputs(built_book):
 # ---------------------------------------------------------------- layout and console
 
 def _console_errors(browser, url: str, width: int = 1280) -> list[str]:
-    """Errors a reader's first visit to ``url`` logs (a fresh context: nothing stored yet)."""
+    """Errors and warnings a reader's first visit to ``url`` logs (a fresh context: nothing
+    stored yet)."""
     context = browser.new_context(viewport={"width": width, "height": 900})
     page = context.new_page()
     errors: list[str] = []
     context.route(lambda u: not is_local(u), lambda r: r.abort())
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("console", lambda m: errors.append(f"{m.type}: {m.text}")
+            if m.type in ("error", "warning") else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(url, wait_until="networkidle")
     page.wait_for_timeout(300)
@@ -316,9 +318,11 @@ def _console_errors(browser, url: str, width: int = 1280) -> list[str]:
     return errors
 
 
-def test_no_console_error_on_any_page(built_book, browser, site_url):
-    """No page logs an error: no script runs twice (THEBE_JS_URL was declared twice on every
-    page), the theme finds its colour mode, nothing fails to load."""
+def test_no_console_error_or_warning_on_any_page(built_book, browser, site_url):
+    """No page logs an error or a warning: no script runs twice (THEBE_JS_URL was declared twice
+    on every page), the theme finds its colour mode, nothing fails to load, and the widget
+    manager's schema check says nothing (ajv's "strict mode: use allowUnionTypes" twice on every
+    page with a widget: tools/site_assets.py builds ajv with that option)."""
     found = [f"{path}: {e}" for path in _pages(built_book)
              for e in _console_errors(browser, site_url + path)]
     assert not found, "\n".join(found)

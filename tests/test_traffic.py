@@ -1,6 +1,6 @@
 """Traffic counts against hand counts.
 
-Seed 000 ("The SwiGLU kernel", /work/shared/seeds/000_*.txt): T=4, h=8 gives 32
+The Vizuara article ("The SwiGLU kernel", book.sources): T=4, h=8 gives 32
 elements; reading gate and up and writing the result is 2*32 + 32 = 96 transfers
 (the fused 3Th); the unfused two-kernel path is 5Th = 160; the epilogue reads
 gate once and writes once (2Th); ~5 flops per element, 12 bytes per element in

@@ -213,13 +213,15 @@ def test_roofline_numbers_agree_with_python(open_widget):
 
 def test_roofline_roof_is_where_the_math_runs_and_the_ridge_label_matches(open_widget):
     # an fp16 elementwise kernel computes on the FP32 CUDA cores: its roof is FP32, not the
-    # tensor cores; a bfloat16 GEMM's is the tensor cores (the ridge seed 000 quotes, 295)
+    # tensor cores; a bfloat16 GEMM's is the tensor cores (the ridge the Vizuara article quotes, 295)
     page = open_widget(widgets.roofline_explorer("H100-SXM", this_gpu=False, dtype="float16",
                                                  variant="fused"))
     fp32 = roofline.ridge_point("H100-SXM", "fp32")
     assert page.value("ridge") == pytest.approx(fp32, rel=1e-12)
-    auto = page.q("precision").locator("option").first.text_content()
-    assert "FP32 CUDA cores" in auto and "elementwise" in auto, auto
+    first = page.q("precision").locator("option").first
+    auto, why = first.text_content(), first.get_attribute("title")
+    # the option names the roof; why auto picks it is its tooltip (short enough for a phone)
+    assert "FP32 CUDA cores" in auto and "elementwise" in why, (auto, why)
     page.select("variant", "epilogue")
     page.select("dtype", "bfloat16")
     bf16 = roofline.ridge_point("H100-SXM", "bf16")

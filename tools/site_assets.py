@@ -11,6 +11,7 @@ Why not the book's `_static/`: jupyter-book 1 injects every .js/.css found there
 from __future__ import annotations
 
 import filecmp
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -63,6 +64,38 @@ WIDGETS_CONFIG = """\
 """
 
 
+# The widget manager checks each page's widget state against its JSON schema with ajv, built with
+# no options (`new Ajv()`), once per copy of the bundle inside embed-amd.js. The schema has union
+# types, so ajv's default strict mode logs "strict mode: use allowUnionTypes to allow union type
+# keyword" to the console of every page with a widget. Build ajv the way the warning asks (the
+# schema is the widget manager's own and valid; only the option is missing).
+_AJV_NEW = re.compile(r"(\.v2\.view,[\w$]+=new\([\w$]+\(\)\))(?!\()")
+_AJV_OPTIONS = "({allowUnionTypes:!0})"
+
+
+def allow_union_types(text: str) -> str:
+    """embed-amd.js with every validator of the widget state built with allowUnionTypes."""
+    patched, n = _AJV_NEW.subn(r"\1" + _AJV_OPTIONS, text)
+    if n == 0:
+        raise ValueError("embed-amd.js: found no `new Ajv()` of the widget-state schema to give "
+                         "allowUnionTypes; the widget manager changed (package-lock.json): update "
+                         "tools/site_assets.py")
+    return patched
+
+
+# Files patched on their way to site_assets (destination path -> function of the text).
+PATCHES = {"html-manager/embed-amd.js": allow_union_types}
+
+
+def _write_patched(src: Path, dst: Path, patch) -> bool:
+    text = patch(src.read_text(encoding="utf-8"))
+    if dst.exists() and dst.read_text(encoding="utf-8") == text:
+        return False
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text(text, encoding="utf-8")
+    return True
+
+
 def _copy_file(src: Path, dst: Path) -> bool:
     if dst.exists() and filecmp.cmp(src, dst, shallow=False):
         return False
@@ -109,7 +142,8 @@ def main(argv: list[str]) -> int:
                 continue
             target = dst if src.is_file() else dst / f.relative_to(src)
             wanted.add(target)
-            changed += _copy_file(f, target)
+            patch = PATCHES.get(target.relative_to(OUT).as_posix())
+            changed += _write_patched(f, target, patch) if patch else _copy_file(f, target)
     config = OUT / "widgets-config.js"
     wanted.add(config)
     if not config.exists() or config.read_text() != WIDGETS_CONFIG:

@@ -57,8 +57,11 @@ def _recorded_note(rec: recordings.Recording, repo_url: str,
         f" ({'; '.join(x for x in (driver, versions) if x)}) on ",
         nodes.strong("", (prov.get("date") or "?")[:10]), ", from commit ", commit, ", by ",
         nodes.literal("", "python -m tools.record"),
-        ". Running the notebook shows your own outputs: your GPU's timings, or, with no GPU, "
-        "the CUDA simulator's (correct results, nothing timed).")
+        ". The machine that built this site has no GPU: it ran the notebook again in Numba's "
+        "CUDA simulator, as a check that the code shown here still runs, and published these "
+        "recorded outputs because the code is the code that was recorded. Running the notebook "
+        "shows your own outputs: your GPU's timings, or, with no GPU, the CUDA simulator's "
+        "(correct results, nothing timed).")
     if repo_url and rec.path is not None:
         rel = f"records/chapters/{rec.path.parent.name}/{rec.path.name}"
         note += _para("The recording, with its full provenance: ", nodes.reference(

@@ -3,7 +3,7 @@
 A fused gate+up projection (one GEMM against the concatenated weights [Wg | Wu]) writes a
 single [M, 2F] tensor: row r holds the F gate values, then the F up values. The kernel
 reads both halves of each row and writes an [M, F] output, with no copy to split them
-(seed 001 describes such a strided silu_gate kernel). Traffic is the same as the fused
+(the akunu chapter of `book.sources` describes such a strided silu_gate kernel). Traffic is the same as the fused
 kernel's: 2 * M * F loads and M * F stores.
 
 ``blockIdx.y`` walks rows (grid-stride for very tall inputs); ``blockIdx.x`` and the

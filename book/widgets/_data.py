@@ -226,14 +226,18 @@ def launch_presets(data=None) -> list[dict]:
                  "CUDA graph replay, per SwiGLU", "torch eager call from Python"]
         for (name, dtype), (n, seconds, how, shape) in sorted(
                 overheads.items(), key=lambda kv: order.index(kv[1][2])):
+            # label: the whole provenance (notes, the option's tooltip); short: the option's text,
+            # short enough that a dropdown at laptop width shows it whole
             presets.append({"kind": "overhead", "value": seconds, "dtype": dtype, "how": how, "gpu": key,
                             "label": f"overhead {fmt_time(seconds)}: {how} ({name}, "
-                                     f"{shape.get('T', 1)}x{shape['h']}, {where})"})
+                                     f"{shape.get('T', 1)}x{shape['h']}, {where})",
+                            "short": f"overhead {fmt_time(seconds)}: {how}"})
         for table, what in ((best_bw, "best measured"), (ref_bw, "torch.add reference")):
             for dtype, (bw, name, shape) in table.items():
                 presets.append({"kind": "bandwidth", "value": bw, "dtype": dtype, "how": what, "gpu": key,
                                 "label": f"bandwidth {bw / 1e12:.3g} TB/s: {what} ({name}, "
-                                         f"{shape.get('T', 1)}x{shape['h']}, {where})"})
+                                         f"{shape.get('T', 1)}x{shape['h']}, {where})",
+                                "short": f"bandwidth {bw / 1e12:.3g} TB/s: {what}"})
     return presets
 
 

@@ -23,7 +23,7 @@ const OI = {
 // Elementwise SwiGLU, out = silu(gate) * up, over T x h elements.
 // naive: a silu kernel reads gate and writes tmp; a multiply kernel reads tmp and up, writes out.
 // fused: one kernel reads gate and up and writes out.
-// epilogue: applied in the epilogue of the GEMM that computes up (seed 000's count): 2Th.
+// epilogue: applied in the epilogue of the GEMM that computes up (the Vizuara article's count): 2Th.
 function activationTraffic(T, h, elemBytes, variant, flopsPerElement) {
   const n = T * h;
   let breakdown;
@@ -192,7 +192,9 @@ function uid(prefix) {
 function field(label, control, hint) {
   const id = control.id || uid("swg-in");
   control.id = id;
-  const wrap = h("div", { class: "swg-field" }, h("label", { for: id, text: label }), control);
+  // a dropdown's field is as wide as its longest option (up to the row), so no option is cut
+  const cls = control.tagName === "SELECT" ? "swg-field swg-field-select" : "swg-field";
+  const wrap = h("div", { class: cls }, h("label", { for: id, text: label }), control);
   if (hint) wrap.append(h("span", { class: "swg-hint", text: hint }));
   return wrap;
 }

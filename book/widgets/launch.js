@@ -38,7 +38,8 @@ function renderLaunch({ model, el }) {
   function fillPresets() {
     presetSel.replaceChildren(h("option", { value: "", text: "choose…" }));
     get("presets").forEach((p, i) => {
-      if (!p.dtype || p.dtype === get("dtype")) presetSel.append(h("option", { value: String(i), text: p.label }));
+      // the option shows the short text; its tooltip the measurement's full provenance
+      if (!p.dtype || p.dtype === get("dtype")) presetSel.append(h("option", { value: String(i), text: p.short || p.label, title: p.label }));
     });
     presetSel.value = "";
   }

@@ -98,7 +98,9 @@ def launch_explorer(*, overhead_s: float | None = None, bandwidth: float | None 
     presets = list(measured) + [{"kind": "bandwidth", "value": spec.memory_bandwidth, "dtype": None,
                                  "how": "datasheet",
                                  "label": f"bandwidth {spec.memory_bandwidth / 1e12:.3g} TB/s: "
-                                          f"{gpu} datasheet peak"}]
+                                          f"{gpu} datasheet peak",
+                                 "short": f"bandwidth {spec.memory_bandwidth / 1e12:.3g} TB/s: "
+                                          "datasheet peak"}]
     notes = []
     if overhead_s is None:
         # one call of a course kernel from Python (what a decode loop pays), in this dtype first

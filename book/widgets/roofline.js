@@ -34,7 +34,7 @@ function renderRoofline({ model, el }) {
     field("GPU", gpuSel),
     field("dtype", dtypeSel),
     field("kernel", variantSel),
-    field("compute peak", precSel),
+    field("compute peak", precSel, "auto: the roof where the kernel's math runs"),
     field("shape preset", presetSel),
     (() => { const f = field("T (tokens)", tIn); f.append(tErr); return f; })(),
     (() => { const f = field("h (hidden)", hIn); f.append(hErr); return f; })(),
@@ -119,7 +119,8 @@ function renderRoofline({ model, el }) {
     precSel.replaceChildren();
     const auto = resolvePrecision("auto");
     const where = isGemm() ? `a ${get("dtype")} GEMM` : "elementwise math";
-    precSel.append(h("option", { value: "auto", text: `auto (${auto.label || auto.key}: where ${where} runs)` }));
+    // short enough for a phone's width; why "auto" picks that roof is the option's tooltip
+    precSel.append(h("option", { value: "auto", text: `auto (${auto.label || auto.key})`, title: `the roof where ${where} runs` }));
     for (const [k, label, attr] of get("precisions")) {
       if (spec[attr]) precSel.append(h("option", { value: k, text: `${label}: ${fmtRate(spec[attr])}` }));
     }

@@ -1,0 +1,42 @@
+"""The four documents the course was written from, each named by what it is.
+
+A reader never sees a file number: every page that uses a source names it by its title or
+author (``short``) and links to its entry on the book's sources page
+(``chapters/appendix_sources.md``, one MyST label per source: ``label``). Library code that
+prints a source's name (``book.claims``) reads it from here, so the name is defined once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Source:
+    key: str  # the short key used in code (``claims.table()`` rows)
+    short: str  # how the pages name it in tables, and in running text after "the"
+    title: str
+    author: str  # author or publisher, as the document gives it
+    what: str  # what kind of document it is
+    label: str  # its MyST label on the sources page
+
+
+SOURCES: dict[str, Source] = {s.key: s for s in (
+    Source("vizuara", "Vizuara article", "The SwiGLU kernel",
+           "Vizuara Kernel Engineering (series 04, Kernels for Inference)",
+           "an article", "source-vizuara"),
+    Source("akunu", "akunu chapter", "Embedding and Activation Kernels",
+           "a book on the akunu inference engine (Apple Metal)",
+           "a book chapter", "source-akunu"),
+    Source("orin", "Jetson Orin report", "SwiGLU CUDA Kernel 优化报告 "
+           "(SwiGLU CUDA kernel optimisation report)", "an optimisation report for NVIDIA "
+           "Jetson Orin (SM 8.7), in Chinese", "a report", "source-orin"),
+    Source("ptx-dsl", "PTX-DSL page", "SwiGLU",
+           "the documentation of a Python DSL for writing PTX (examples/hopper/swiglu.py)",
+           "a documentation page", "source-ptx-dsl"),
+)}
+
+
+def name(key: str) -> str:
+    """The name a page prints for source ``key`` (e.g. in a table's first column)."""
+    return SOURCES[key].short
