@@ -25,6 +25,8 @@ import os
 import sys
 from dataclasses import dataclass
 
+from . import simfidelity
+
 # The error mapping lives in a module with no imports from book or numba, so it
 # can be loaded (and tested) next to a real, un-simulated numba.cuda.
 from .driver_errors import (  # noqa: F401  (re-exported)
@@ -194,6 +196,7 @@ def _init() -> tuple[bool, str]:
                 "(Numba cannot switch to its simulator once numba.cuda is loaded)."
             )
         _enable_simulator()
+        simfidelity.apply()   # where the simulator would differ from a GPU, it does as the GPU does
         if not _truthy("BOOK_QUIET"):
             line = SIMULATOR_LINE
             if reason.startswith(("BOOK_SIMULATOR", "NUMBA_ENABLE_CUDASIM")):
@@ -205,6 +208,7 @@ def _init() -> tuple[bool, str]:
         return True, reason
     if state == "simulator":
         # Someone imported numba.cuda in simulator mode first: respect it.
+        simfidelity.apply()
         return True, "numba.cuda was already imported in simulator mode"
     return False, reason
 

@@ -312,8 +312,11 @@ def render(s: dict) -> str:
     if "repeat" in s:
         r = s["repeat"]
         spread = "-" if r["spread_pp"] is None else f"{r['spread_pp']:.2f}"
+        fr = r["fractions"]   # each fraction (older reports) or their spread (batch_stats)
+        shown = (", ".join(_pct(x) for x in fr) if isinstance(fr, list)
+                 else f"min {_pct(fr['min'])}, median {_pct(fr['median'])}, max {_pct(fr['max'])}")
         L += ["## The same kernel five times in one run", "",
-              f"Fractions: {', '.join(_pct(x) for x in r['fractions'])}; spread {spread} "
+              f"Fractions: {shown}; spread {spread} "
               "percentage points (target: within 2).", ""]
         if "fractions_of_reference" in r:
             L += render_batch_stats(r)[2:]
