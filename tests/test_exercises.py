@@ -501,8 +501,8 @@ def test_kernel_check_keeps_numbas_low_occupancy_warning_off_the_page(recwarn, m
 @pytest.mark.parametrize("chapter, cell_id", [
     ("02_roofline.ipynb", "c002-x2"),
     ("03_swiglu_in_the_mlp.ipynb", "c006-x2"),
-    ("08_profiling.ipynb", "ch08-010-x2"),
-    ("09_same_move_everywhere.ipynb", "ch09-014-x2"),
+    ("09_profiling.ipynb", "ch08-010-x2"),
+    ("10_same_move_everywhere.ipynb", "ch09-014-x2"),
 ])
 def test_chapter_exercise_cell_answered_wrong_then_right_in_a_kernel(chapter, cell_id):
     """The chapter's own exercise cell, run with nbclient after every code cell above it (as
