@@ -12,11 +12,12 @@ write twice"), reveals hints one at a time, and keeps the answer hidden until as
     ex.hint(); ex.hint()    # hints in order
     ex.solution()           # the answer and why
 
-Three kinds: :class:`Number` (a prediction with a tolerance and a unit), :class:`Choice`
-(one of a few options, each wrong option with its own explanation) and
+Four kinds: :class:`Number` (a prediction with a tolerance and a unit), :class:`Choice`
+(one of a few options, each wrong option with its own explanation),
 :class:`KernelExercise` (a kernel to complete, run on a small input on the GPU, or in
 Numba's CUDA simulator where there is none, and compared with the float64 truth of
-``book.kernels.reference``). A number may be typed with its unit, ``ex.check("0.25 KiB")``.
+``book.kernels.reference``) and :class:`FragmentExercise` (a tensor-core fragment index
+function, compared with the registers of one warp's real ``ldmatrix`` + ``mma.sync``). A number may be typed with its unit, ``ex.check("0.25 KiB")``.
 
 The right answers of the chapters' exercises are computed by the library (``book.traffic``,
 ``book.roofline``, ``book.data``), never typed: the ``chapter*`` functions at the end of this
@@ -34,7 +35,8 @@ import re
 import warnings
 from dataclasses import dataclass
 
-__all__ = ["Feedback", "Exercise", "Number", "Choice", "KernelExercise", "PLACEHOLDER"]
+__all__ = ["Feedback", "Exercise", "Number", "Choice", "KernelExercise", "FragmentExercise",
+           "PLACEHOLDER"]
 
 #: The message for an answer left as the placeholder ``None``: a chapter executes its
 #: exercise cells unanswered (in CI and on the page), so this must not be an error.
@@ -561,6 +563,117 @@ class KernelExercise(Exercise):
                 f"{html.escape(self._answer_text())}</pre>")
 
 
+class FragmentExercise(Exercise):
+    """A fragment index function to fix: ``fn(lane, e) -> (row, column)`` of the element ``e``
+    that ``lane`` holds of the A operand of ``mma.sync.m16n8k16`` (e = 2 * register + half).
+
+    The check runs one warp of :func:`book.kernels.fragments.run_tile_mma` (``ldmatrix``, then
+    ``mma.sync``; on the GPU, or in Numba's CUDA simulator where there is none) on an A whose
+    every element is distinct (A[r, c] = 16 r + c, exact in 16 bits), reads each lane's A
+    registers back, and compares where each value came from with what ``fn`` says. On an sm_75
+    GPU (a T4: no bf16 ``mma``) it runs the fp16 m16n8k8 instruction instead, whose A fragment
+    is the first four elements of the same table."""
+
+    kind = "fragment"
+
+    def __init__(self, question: str, *, solution_source: str = "", hints=(),
+                 explanation: str = "", name: str = "ex"):
+        self.solution_source = solution_source
+        how = (f"Write the function, then pass it to `{name}.check(fn)`: it runs one warp's "
+               "`ldmatrix` and `mma.sync` on the GPU, or in Numba's CUDA simulator where "
+               "there is none, and compares every lane's registers with your function.")
+        super().__init__(question, hints=hints, explanation=explanation, how=how, name=name)
+        self._run = None
+
+    def _placeholder(self) -> str:
+        return f"Fix the function, pass it to `{self.name}.check(...)` and run the cell again."
+
+    def registers(self):
+        """(kind, elements per lane, A [16, K] float, values [32, n]: what each lane holds)."""
+        if self._run is None:
+            import numpy as np
+
+            from . import gpu  # noqa: F401  (GPU or simulator is decided before numba.cuda)
+            from .kernels import fragments, tensorcore
+
+            if tensorcore.SIMULATED:
+                kind = "bf16_16816"
+            else:
+                from numba import cuda
+
+                cc = cuda.get_current_device().compute_capability
+                tensorcore.check_capability(cc, "float16")  # below sm_75: says what runs
+                kind = "bf16_16816" if tuple(cc) >= (8, 0) else "f16_1688"
+            K = fragments.K_OF[kind]
+            a = (16 * np.arange(16)[:, None] + np.arange(K)[None, :]).astype(np.float32)
+            b = ((np.arange(K * 8).reshape(K, 8) * 5) % 11 - 5).astype(np.float32)
+            if kind.startswith("bf16"):
+                bits = lambda m: (m.view(np.uint32) >> 16).astype(np.uint16)  # noqa: E731
+            else:
+                bits = lambda m: m.astype(np.float16).view(np.uint16)  # noqa: E731
+            d, regs = fragments.run_tile_mma(kind, bits(a), bits(b))
+            if not np.array_equal(d, a @ b):  # the instruction itself: never the reader's fault
+                raise RuntimeError(f"the {kind} mma did not compute A @ B exactly")
+            n = 8 if K == 16 else 4
+            half = np.zeros((32, n), dtype=np.uint16)
+            for e in range(n):
+                half[:, e] = (regs[:, e >> 1] >> (16 * (e & 1))) & 0xFFFF
+            if kind.startswith("bf16"):
+                vals = (half.astype(np.uint32) << 16).view(np.float32)
+            else:
+                vals = half.view(np.float16).astype(np.float32)
+            self._run = (kind, n, a, vals)
+        return self._run
+
+    def _judge(self, fn) -> Feedback:
+        if not callable(fn):
+            return Feedback(False, f"`{self.name}.check` needs the function itself, "
+                                   f"`fn(lane, e)`, got {type(fn).__name__}.")
+        try:
+            kind, n, a, vals = self.registers()
+        except RuntimeError as err:  # a GPU without the instruction: say what it can run
+            return Feedback(False, str(err))
+        rows, cols = a.shape
+        wrong, owners = [], {}
+        for lane in range(32):
+            for e in range(n):
+                try:
+                    rc = fn(lane, e)
+                    r, c = (int(v) for v in rc)
+                except Exception as err:  # the reader's code: say what it raised
+                    return Feedback(False, f"`fn({lane}, {e})` raised {type(err).__name__}: "
+                                           f"{err}; it must return (row, column).")
+                if not (0 <= r < rows and 0 <= c < cols):
+                    return Feedback(False, f"`fn({lane}, {e})` = ({r}, {c}) is outside A "
+                                           f"({rows} × {cols}).")
+                owners.setdefault((r, c), []).append((lane, e))
+                held = int(vals[lane, e])
+                truth = divmod(held, 16)
+                if (r, c) != truth:
+                    wrong.append((lane, e, (r, c), truth))
+        what = "m16n8k16 (bf16)" if n == 8 else "m16n8k8 (fp16, this GPU's instruction)"
+        if wrong:
+            shown = "; ".join(f"lane {ln} element {e} (register {e >> 1}, "
+                              f"{'high' if e & 1 else 'low'} half) holds A[{t[0]}, {t[1]}] but "
+                              f"your function says A[{rc[0]}, {rc[1]}]"
+                              for ln, e, rc, t in wrong[:3])
+            twice = sum(1 for v in owners.values() if len(v) > 1)
+            extra = (f" Your function also gives {twice} elements of A more than one owner "
+                     "and leaves others with none." if twice else "")
+            return Feedback(False, f"{len(wrong)} of {32 * n} elements are not where your "
+                                   f"function puts them: {shown}.{extra}")
+        return Feedback(True, f"all {32 * n} elements of A, in every lane's registers after "
+                              f"`ldmatrix` and `mma.sync` {what}, are where your function "
+                              "says: that is the PTX ISA's fragment table.")
+
+    def _answer_text(self) -> str:
+        return self.solution_source or "see book.kernels.tensorcore.a_coords"
+
+    def _answer_html(self) -> str:
+        return (f'<pre class="exercise-solution" style="margin:0.3rem 0 0.5rem 1.2rem">'
+                f"{html.escape(self._answer_text())}</pre>")
+
+
 def _performance_warnings() -> list[type]:
     """Numba's NumbaPerformanceWarning classes. numba-cuda raises its own
     (``numba.cuda.core.errors``), not a subclass of ``numba.core.errors``' one: filtering
@@ -755,7 +868,7 @@ def fix_fused_kernel(name: str = "fix") -> KernelExercise:
 
 
 def uncoalesced_counter(diag: dict | None = None) -> Choice:
-    """Chapter 8: which counter tells an uncoalesced kernel from one that moves extra bytes.
+    """Chapter 9: which counter tells an uncoalesced kernel from one that moves extra bytes.
 
     The right option is derived from the recorded ncu diagnosis: the one metric that
     stays at the coalesced control's value for the naive pair (extra bytes, coalesced
@@ -788,7 +901,7 @@ def uncoalesced_counter(diag: dict | None = None) -> Choice:
         nv, un = ratio[k]
         return f"the naive pair shows {nv:.2f}× the control, stride 32 {un:.1f}×"
 
-    # the metric names as chapter 8's table writes them
+    # the metric names as chapter 9's table writes them
     options = {"a": "DRAM bytes over the minimum (`dram__bytes_read.sum` + "
                     "`dram__bytes_write.sum`)",
                "b": "sectors per load request "
@@ -809,7 +922,7 @@ def uncoalesced_counter(diag: dict | None = None) -> Choice:
 
 
 def add_rmsnorm_bytes(T: int, d: int, dtype_bytes: int = 2) -> Number:
-    """Chapter 9: the bytes the fused residual add + RMSNorm moves."""
+    """Chapter 10: the bytes the fused residual add + RMSNorm moves."""
     from .kernels import glu_family
 
     unfused, fused = glu_family.traffic_bytes("add_rmsnorm", T, d, dtype_bytes)
@@ -831,3 +944,75 @@ def add_rmsnorm_bytes(T: int, d: int, dtype_bytes: int = 2) -> Number:
                "Two reads (`x`, `r`) and two writes (`h`, `y`)."],
         explanation=f"4 streams × {T} × {d} × {dtype_bytes} bytes = {fused:,} bytes; "
                     f"unfused, 5 streams = {unfused:,}.")
+
+
+def separate_pass_share(T: int = 2048, d: int = 4096, h: int = 14336,
+                        gpu: str = "h100") -> Number:
+    """Chapter 8: the separate SwiGLU pass's share of the unfused tensor-core MLP-up.
+
+    The reader is given the recorded time of the course's ``mma.sync`` GEMM writing gate|up
+    and the rate at which a bf16 elementwise pass streams (the compiled pass's, recorded), and
+    predicts the half8 pass's share of GEMM + pass; the truth is the recorded run's."""
+    from . import data, traffic
+
+    rec = data.load(gpu)
+    gemm = rec.find("tc_gate_up", "bfloat16", (T, d, h))["seconds"]
+    pass_s = rec.find("tc_half8_only", "bfloat16", (T, h))["seconds"]
+    compiled = rec.find("separate_pass_compiled", "bfloat16", (T, d, h))
+    cublas_share = 100 * compiled["share"]
+    bw = compiled["bandwidth"]
+    act = traffic.activation(T, h, "bfloat16", "fused")
+    share = 100 * pass_s / (gemm + pass_s)
+    predicted = act.bytes / bw
+    as_f32 = 2 * predicted
+    no_write = predicted * 2 / 3
+    gpu_name = (rec.find("tc_gate_up", "bfloat16", (T, d, h)).get("provenance")
+                or rec.provenance).get("gpu")
+    return Number(
+        f"On the {gpu_name}, the course's `mma.sync` GEMM writing gate and up in bf16 took "
+        f"{gemm * 1e6:,.0f} µs at T = {T}, d = {d}, h = {h}. Then the separate SwiGLU pass "
+        f"(the `half8` kernel) reads gate and up, [{T}, {h}] bf16 each, and writes `out`, "
+        f"streaming at about {bw / 1e12:.2f} TB/s (the compiled pass's measured rate). "
+        "Predict the pass's share of the unfused MLP-up time, pass / (GEMM + pass), in %.",
+        share, unit="%", rel=0.15,
+        mistakes=[  # the first that lies within the tolerance speaks
+            (cublas_share, "that is the pass's share beside cuBLAS's GEMM, which is "
+                           "faster than ours: the same pass is a smaller share of a slower "
+                           "GEMM."),
+            (100 * as_f32 / (gemm + as_f32), "bf16 elements are 2 bytes, not 4."),
+            (100 * no_write / (gemm + no_write), "the pass also writes `out`: three "
+                                                 "transfers per element, not two."),
+        ],
+        hints=[f"The pass moves 3 × {T} × {h} elements of 2 bytes; its time is bytes / rate.",
+               "Share = pass / (GEMM + pass)."],
+        explanation=f"{act.bytes / 1e6:.0f} MB / {bw / 1e12:.2f} TB/s ≈ "
+                    f"{predicted * 1e6:.0f} µs (recorded: {pass_s * 1e6:.0f} µs), so "
+                    f"{pass_s * 1e6:.0f} / ({gemm * 1e6:,.0f} + {pass_s * 1e6:.0f}) = "
+                    f"{share:.1f}%. Beside cuBLAS's GEMM the same kind of pass is "
+                    f"{cublas_share:.0f}%: the faster the GEMM, the more fusion saves.")
+
+
+_FIXED_A_COORDS = '''def my_a_coords(lane, e):
+    g, t = lane >> 2, lane & 3
+    row = g + 8 * ((e >> 1) & 1)  # registers 1 and 3: rows 8-15
+    col = 2 * t + (e & 1) + 8 * (e >> 2)  # registers 2 and 3: columns 8-15
+    return row, col'''
+
+
+def fix_fragment_index(name: str = "ex") -> FragmentExercise:
+    """Chapter 8: fix an A-fragment index function, checked against one warp's real
+    registers (``ldmatrix`` + ``mma.sync``, on the GPU or in the simulator)."""
+    return FragmentExercise(
+        "`my_a_coords(lane, e)` should say which element of the 16 × 16 A tile a lane "
+        "holds as its element `e` (0-7: register `e // 2`, low or high half) for "
+        "`mma.sync.m16n8k16`, but it swaps the roles of two registers. Fix it and run the "
+        "cell until the check says Right.",
+        solution_source=_FIXED_A_COORDS, name=name,
+        hints=["Look at the drawing of A above: which lanes hold row 8, and in which "
+               "register?",
+               "Register 1 (elements 2, 3) holds rows 8-15 at the same columns as "
+               "register 0; register 2 (elements 4, 5) holds columns 8-15 of rows 0-7."],
+        explanation="Registers 0 and 1 cover columns 0-7 (rows g and g + 8), registers 2 "
+                    "and 3 columns 8-15: the row offset comes from bit 1 of `e`, the "
+                    "column offset from bit 2. `ldmatrix.x4` loads the four 8 × 8 "
+                    "quarters in that order.")

@@ -275,7 +275,7 @@ def test_chapter_5_fix_the_kernel():
     assert "if i < out.size" in fix.solution()
 
 
-def test_chapter_8_counter_comes_from_the_record():
+def test_chapter_9_counter_comes_from_the_record():
     ex = exercises.uncoalesced_counter()
     assert ex.answer == "b" and ex.check("b").correct is True
     wrong = ex.check("a")
@@ -290,7 +290,50 @@ def test_chapter_8_counter_comes_from_the_record():
         exercises.uncoalesced_counter(flat)
 
 
-def test_chapter_9_add_rmsnorm_bytes():
+def test_chapter_8_separate_pass_share_comes_from_the_record():
+    from book import data, traffic
+
+    rec = data.load("h100")
+    gemm = rec.find("tc_gate_up", "bfloat16", (2048, 4096, 14336))["seconds"]
+    pas = rec.find("tc_half8_only", "bfloat16", (2048, 14336))["seconds"]
+    ex = exercises.separate_pass_share(2048, 4096, 14336)
+    assert ex.truth == pytest.approx(100 * pas / (gemm + pas))
+    assert f"{gemm * 1e6:,.0f} µs" in ex.question  # the GEMM time it gives is the record's
+    # the prediction the hints lead to (bytes at the compiled pass's rate) is accepted
+    bw = rec.find("separate_pass_compiled", "bfloat16", (2048, 4096, 14336))["bandwidth"]
+    pred = traffic.activation(2048, 14336, "bfloat16", "fused").bytes / bw
+    assert ex.check(f"{100 * pred / (gemm + pred):.2f}%").correct is True
+    cublas = ex.check(100 * rec.find("separate_pass_compiled", "bfloat16",
+                                     (2048, 4096, 14336))["share"])
+    assert cublas.correct is False and "beside cuBLAS" in str(cublas)
+    f32 = ex.check(100 * 2 * pred / (gemm + 2 * pred) * 1.08)
+    assert f32.correct is False and "2 bytes, not 4" in str(f32)
+
+
+def test_chapter_8_fragment_index_checked_against_a_real_warp():
+    from book.kernels import tensorcore as tc
+
+    ex = exercises.fix_fragment_index()
+
+    def swapped(lane, e):  # the chapter's broken function: registers 1 and 2 swapped
+        g, t = lane >> 2, lane & 3
+        return g + 8 * (e >> 2), 2 * t + (e & 1) + 8 * ((e >> 1) & 1)
+
+    wrong = ex.check(swapped)
+    assert wrong.correct is False
+    assert "lane 0 element 2 (register 1, low half) holds A[8, 0]" in str(wrong)
+    assert ex.check(tc.a_coords).correct is True
+    scope = {}
+    exec(ex.solution_source, scope)  # the answer it shows passes its own check
+    assert ex.check(scope["my_a_coords"]).correct is True
+    assert "outside A" in str(ex.check(lambda lane, e: (16, 0)))
+    assert "raised ZeroDivisionError" in str(ex.check(lambda lane, e: 1 // 0))
+    assert "more than one owner" in str(ex.check(lambda lane, e: (lane >> 2, 0)))
+    assert "the function itself" in str(ex.check("a_coords"))
+    assert ex.check(None).correct is None
+
+
+def test_chapter_10_add_rmsnorm_bytes():
     ex = exercises.add_rmsnorm_bytes(2048, 4096, 2)
     assert ex.check(4 * 2048 * 4096 * 2).correct is True
     five = ex.check(5 * 2048 * 4096 * 2)
@@ -501,8 +544,9 @@ def test_kernel_check_keeps_numbas_low_occupancy_warning_off_the_page(recwarn, m
 @pytest.mark.parametrize("chapter, cell_id", [
     ("02_roofline.ipynb", "c002-x2"),
     ("03_swiglu_in_the_mlp.ipynb", "c006-x2"),
-    ("08_profiling.ipynb", "ch08-010-x2"),
-    ("09_same_move_everywhere.ipynb", "ch09-014-x2"),
+    ("08_tensor_cores.ipynb", "ch08-007"),
+    ("09_profiling.ipynb", "ch08-010-x2"),
+    ("10_same_move_everywhere.ipynb", "ch09-014-x2"),
 ])
 def test_chapter_exercise_cell_answered_wrong_then_right_in_a_kernel(chapter, cell_id):
     """The chapter's own exercise cell, run with nbclient after every code cell above it (as

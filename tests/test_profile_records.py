@@ -1,4 +1,4 @@
-"""Chapter 8's profiler records: say where they came from, agree with themselves, ship.
+"""Chapter 9's profiler records: say where they came from, agree with themselves, ship.
 
 book/data/ncu/diagnosis_h100.json (benchmarks/ncu_diagnose.py) and
 book/data/profile/decode_timeline_h100.json (benchmarks/profile_decode.py) were recorded on
@@ -95,3 +95,24 @@ def test_scripts_refuse_to_record_in_the_simulator(tmp_path):
                              capture_output=True, text=True, timeout=300, cwd=ROOT)
         assert res.returncode == 2 and "no GPU" in res.stdout, (script, res.stdout, res.stderr)
         assert not out.exists()
+
+
+def test_tensorcore_profiles_are_the_records_ncu_text():
+    """book/data/ncu/tensorcore_h100.json is what benchmarks/tensorcore_ncu_record.py parses
+    from records/tensorcore's ncu reports, with the provenance of the run that made them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "tensorcore_ncu_record", ROOT / "benchmarks" / "tensorcore_ncu_record.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rec = data.record("ncu/tensorcore_h100")
+    for key, prof in rec["profiles"].items():
+        parsed = mod.parse((ROOT / prof["source"]).read_text())
+        assert list(prof["kernels"].values()) == parsed, key
+        assert {"ceiling", "swiglu"} <= set(prof["kernels"]), key
+        p = prof["provenance"]
+        assert "H100" in p["gpu"] and p["simulated"] is False and len(p["commit"]) == 40
+    final = rec["profiles"]["final"]["kernels"]
+    assert final["swiglu"]["gpu__time_duration.sum"] == pytest.approx(1.08e-3)
+    assert final["ceiling"]["smsp__inst_executed.sum"] == 180_088_832

@@ -33,7 +33,7 @@ groups of ``group_m`` block-rows, so the tiles of x and of the weights a wave of
 reads stay in L2.
 
 Shapes must be tile multiples (T of 128, h of 64 for the dual GEMM, d of 32): the wrappers
-refuse others, naming the multiple. Taught in chapter 8 (``chapters/08_tensor_cores``).
+refuse others, naming the multiple. Taught in chapter 8 (``chapters/08_tensor_cores.ipynb``).
 """
 
 from __future__ import annotations
