@@ -30,7 +30,7 @@ def test_the_summary_counts_each_outcome_from_pytests_report(tmp_path):
     rc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                          f"--junitxml={junit}", str(tmp_path / "test_x.py")],
                         cwd=tmp_path, capture_output=True, text=True, timeout=120).returncode
-    s = summary(junit, rc, "cmd", {"gpu": "test"})
+    s = summary([junit], rc, "cmd", {"gpu": "test"})
     assert s["counts"] == {"passed": 1, "failed": 1, "skipped": 1} and s["pytest_exit_status"] == 1
     bad = next(t for t in s["tests"] if t["test"].endswith("test_bad"))
     assert bad["outcome"] == "failed" and "one is not two" in bad["message"]

@@ -48,8 +48,8 @@ def gpu_test_files() -> list[str]:
             if "mark.gpu" in p.read_text()]
 
 
-def summary(junit: Path, rc: int, command: str, prov: dict) -> dict:
-    tests = outcomes(junit)
+def summary(junits: list[Path], rc: int, command: str, prov: dict) -> dict:
+    tests = [t for j in junits for t in outcomes(j)]
     counts = {}
     for t in tests:
         counts[t["outcome"]] = counts.get(t["outcome"], 0) + 1
@@ -72,15 +72,25 @@ def main(argv: list[str]) -> int:
         i = argv.index("--out")
         out, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
     out = out or REPO / "records" / "tests" / f"gpu_{gpu_slug(gpu.device_info().name)}.json"
-    junit = Path(tempfile.mkdtemp(prefix="gpu-tests-")) / "junit.xml"
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rfEs", f"--junitxml={junit}",
-           *gpu_test_files(), *argv]
-    rc = subprocess.run(cmd, cwd=REPO).returncode
+    # One pytest process per file: a file whose tests make a CUDA context in pytest's own process
+    # (the kernels' tests) would otherwise leave that process on the GPU while the isolation and
+    # grader tests check that no process but the submission's is there (seen on the H100).
+    tmp = Path(tempfile.mkdtemp(prefix="gpu-tests-"))
+    rc, junits = 0, []
+    for i, f in enumerate(gpu_test_files()):
+        junit = tmp / f"junit-{i}.xml"
+        cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rfEs", f"--junitxml={junit}", f, *argv]
+        r = subprocess.run(cmd, cwd=REPO).returncode
+        rc = max(rc, 0 if r == 5 else r)      # 5: no gpu test selected in that file
+        if junit.exists():
+            junits.append(junit)
+        else:
+            print(f"pytest wrote no report for {f} (exit status {r})", file=sys.stderr)
+            rc = rc or 1
     command = "python -m tools.gpu_tests " + " ".join(argv)
-    if not junit.exists():
-        print(f"pytest wrote no report (exit status {rc})", file=sys.stderr)
+    if not junits:
         return rc or 1
-    s = summary(junit, rc, command, provenance(command))
+    s = summary(junits, rc, command, provenance(command))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(s, indent=1, default=str) + "\n")
     print(f"wrote {out}: {s['counts']} (pytest exit status {rc})")
