@@ -21,7 +21,10 @@ def test_identical_copies_of_the_master_get_the_same_full_marks(tmp_path):
     for i in range(4):
         shutil.copy(REPO / "solutions" / "lab2_packed_swiglu.ipynb", subs / f"copy_{i}.ipynb")
     out = tmp_path / "graded"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    # the repository first, and whatever the machine's path already holds after it (a GPU machine
+    # may carry pinned wheels there: numba-cuda 0.30.4 needs numpy < 2.5)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
     env.pop("BOOK_SIMULATOR", None)
     r = subprocess.run([sys.executable, "-m", "autograder", "grade", "lab2", str(subs), "--out",
                         str(out), "--quiet"], cwd=REPO, env=env, capture_output=True, text=True,
