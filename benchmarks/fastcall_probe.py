@@ -18,26 +18,14 @@ check and the diagnosis behind them.
 """
 
 import argparse
-import cProfile
-import io
 import json
-import pstats
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-
-def profile_lines(fn, args, calls=3000, top=14):
-    pr = cProfile.Profile()
-    pr.enable()
-    for _ in range(calls):
-        fn(*args)
-    pr.disable()
-    s = io.StringIO()
-    pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(top)
-    return [ln for ln in s.getvalue().splitlines() if ln.strip()][:top + 8]
+from torch_call_profile import profile_lines  # noqa: E402  (benchmarks/, beside this script)
 
 
 def main():
@@ -137,7 +125,7 @@ def main():
                           f"(p10 {v.p10_s * 1e6:6.2f}, p90 {v.p90_s * 1e6:6.2f})", flush=True)
                 case["fast_over_add"] = t["fastcall"].median_s / t["torch_add"].median_s
                 print(f"  fastcall / torch.add = {case['fast_over_add']:.2f}", flush=True)
-                case["profile_fastcall"] = profile_lines(fc, sets[0])
+                case["profile_fastcall"] = profile_lines(fc, sets[0], calls=3000, top=14)
                 print("\n".join(case["profile_fastcall"][:22]))
             print(f"{variant} {dtype} {shape}: ok={ok} " + json.dumps(
                 {k: case[k] for k in ("bitwise_equal_to_wrapper", "reference_ok",

@@ -218,6 +218,15 @@ if not SIMULATED:
 
         return sig, codegen
 
+    def _ldmatrix_regs(context, builder, signature, text, addr):
+        """The four 32-bit registers an ``ldmatrix .x4`` loads from the 32-bit shared address
+        ``addr``. Side effect + memory clobber: it reads shared memory, so it must stay between
+        the barriers (and after the cp.async wait) it was written between."""
+        fn = ir.FunctionType(ir.LiteralStructType([_i32] * 4), [_i32])
+        res = builder.asm(fn, text, "=r,=r,=r,=r,r,~{memory}", [addr], True)
+        vals = [builder.extract_value(res, k) for k in range(4)]
+        return context.make_tuple(builder, signature.return_type, vals)
+
     def _make_ldmatrix(trans):
         what = "ldmatrix_x4_trans" if trans else "ldmatrix_x4"
         text = ("ldmatrix.sync.aligned.m8n8.x4" + (".trans" if trans else "")
@@ -230,12 +239,7 @@ if not SIMULATED:
 
             def codegen(context, builder, signature, args):
                 addr = _shared_u32(builder, _item_pointer(context, builder, signature.args[0], *args))
-                fn = ir.FunctionType(ir.LiteralStructType([_i32] * 4), [_i32])
-                # side effect + memory clobber: it reads shared memory, so it must stay
-                # between the barriers (and after the cp.async wait) it was written between
-                res = builder.asm(fn, text, "=r,=r,=r,=r,r,~{memory}", [addr], True)
-                vals = [builder.extract_value(res, k) for k in range(4)]
-                return context.make_tuple(builder, signature.return_type, vals)
+                return _ldmatrix_regs(context, builder, signature, text, addr)
 
             return sig, codegen
 
@@ -257,10 +261,7 @@ if not SIMULATED:
 
             def codegen(context, builder, signature, args):
                 a = context.cast(builder, args[0], signature.args[0], types.uint32)
-                fn = ir.FunctionType(ir.LiteralStructType([_i32] * 4), [_i32])
-                res = builder.asm(fn, text, "=r,=r,=r,=r,r,~{memory}", [a], True)
-                vals = [builder.extract_value(res, k) for k in range(4)]
-                return context.make_tuple(builder, signature.return_type, vals)
+                return _ldmatrix_regs(context, builder, signature, text, a)
 
             return sig, codegen
 
