@@ -129,11 +129,15 @@ def test_claims_table_is_built_from_the_data(h100):
              if r["kind"] == "kernel" and not r["variant"].endswith(("_graph", "_l2_warm"))
              and r.get("correct", True)), key=lambda r: r["seconds"])
     extra = dict(row, variant="torch_compile", kind="reference", seconds=b["seconds"] * 1.01)
+    recorded = h100.select(variant="torch_compile", dtype="float32", shape=suite.PREFILL)
+    for r in recorded:          # the record's own compiled row stands aside for the test's
+        h100.rows.remove(r)
     h100.rows.append(extra)
     try:
         detail = [r["detail"] for r in claims.table(h100) if "F.silu" in r["claim"]][0]
     finally:
         h100.rows.remove(extra)
+        h100.rows.extend(recorded)
     assert "torch.compile'd" in detail and f"1.01x {b['variant']}" in detail
 
 
