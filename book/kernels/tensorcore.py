@@ -218,6 +218,24 @@ if not SIMULATED:
 
         return sig, codegen
 
+    def _need_shared_address(addr, what):
+        """The intrinsics that take a precomputed shared address take it as a 32-bit integer."""
+        if not isinstance(addr, types.Integer):
+            raise TypingError(f"{what}: expected a 32-bit shared address, got {addr}")
+
+    # 16 bytes from global memory ($1, a generic 64-bit pointer) to shared memory ($0, a 32-bit
+    # shared address): asynchronously (sm_80+), or through four registers (sm_75, synchronous)
+    _CP_ASYNC16 = "{ .reg .u64 g; cvta.to.global.u64 g, $1; cp.async.cg.shared.global [$0], [g], 16; }"
+    _COPY16_THROUGH_REGISTERS = ("{ .reg .u64 g; .reg .b32 v<4>; cvta.to.global.u64 g, $1; "
+                                 "ld.global.v4.b32 {v0,v1,v2,v3}, [g]; "
+                                 "st.shared.v4.b32 [$0], {v0,v1,v2,v3}; }")
+
+    def _copy16(builder, text, saddr, gptr):
+        """Emit a 16-byte copy (``text``, above). Side effect + memory clobber: it writes shared
+        memory, so it stays between the barriers around it."""
+        fn = ir.FunctionType(ir.VoidType(), [_i32, _i64])
+        builder.asm(fn, text, "r,l,~{memory}", [saddr, gptr], True)
+
     def _ldmatrix_regs(context, builder, signature, text, addr):
         """The four 32-bit registers an ``ldmatrix .x4`` loads from the 32-bit shared address
         ``addr``. Side effect + memory clobber: it reads shared memory, so it must stay between
@@ -255,8 +273,7 @@ if not SIMULATED:
 
         @intrinsic
         def ldmatrix(typingctx, addr):
-            if not isinstance(addr, types.Integer):
-                raise TypingError(f"{what}: expected a 32-bit shared address, got {addr}")
+            _need_shared_address(addr, what)
             sig = types.UniTuple(types.uint32, 4)(addr)
 
             def codegen(context, builder, signature, args):
@@ -272,8 +289,7 @@ if not SIMULATED:
 
     @intrinsic
     def cp_async16_at(typingctx, addr, src, si):
-        if not isinstance(addr, types.Integer):
-            raise TypingError(f"cp_async16_at: expected a 32-bit shared address, got {addr}")
+        _need_shared_address(addr, "cp_async16_at")
         _check_array(src, "cp_async16_at (global source)")
         sig = types.void(addr, src, si)
 
@@ -281,10 +297,7 @@ if not SIMULATED:
             aty, sty, _ = signature.args
             saddr = context.cast(builder, args[0], aty, types.uint32)
             gptr = builder.ptrtoint(_item_pointer(context, builder, sty, args[1], args[2]), _i64)
-            fn = ir.FunctionType(ir.VoidType(), [_i32, _i64])
-            builder.asm(fn, "{ .reg .u64 g; cvta.to.global.u64 g, $1; "
-                            "cp.async.cg.shared.global [$0], [g], 16; }",
-                        "r,l,~{memory}", [saddr, gptr], True)
+            _copy16(builder, _CP_ASYNC16, saddr, gptr)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -299,10 +312,7 @@ if not SIMULATED:
             dty, _, sty, _ = signature.args
             saddr = _shared_u32(builder, _item_pointer(context, builder, dty, args[0], args[1]))
             gptr = builder.ptrtoint(_item_pointer(context, builder, sty, args[2], args[3]), _i64)
-            fn = ir.FunctionType(ir.VoidType(), [_i32, _i64])
-            builder.asm(fn, "{ .reg .u64 g; cvta.to.global.u64 g, $1; "
-                            "cp.async.cg.shared.global [$0], [g], 16; }",
-                        "r,l,~{memory}", [saddr, gptr], True)
+            _copy16(builder, _CP_ASYNC16, saddr, gptr)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -311,8 +321,7 @@ if not SIMULATED:
     def copy16_at(typingctx, addr, src, si):
         """16 bytes global -> registers -> shared at a 32-bit shared address: what sm_75
         (no cp.async) does instead; synchronous."""
-        if not isinstance(addr, types.Integer):
-            raise TypingError(f"copy16_at: expected a 32-bit shared address, got {addr}")
+        _need_shared_address(addr, "copy16_at")
         _check_array(src, "copy16_at (global source)")
         sig = types.void(addr, src, si)
 
@@ -320,11 +329,7 @@ if not SIMULATED:
             aty, sty, _ = signature.args
             saddr = context.cast(builder, args[0], aty, types.uint32)
             gptr = builder.ptrtoint(_item_pointer(context, builder, sty, args[1], args[2]), _i64)
-            fn = ir.FunctionType(ir.VoidType(), [_i32, _i64])
-            builder.asm(fn, "{ .reg .u64 g; .reg .b32 v<4>; cvta.to.global.u64 g, $1; "
-                            "ld.global.v4.b32 {v0,v1,v2,v3}, [g]; "
-                            "st.shared.v4.b32 [$0], {v0,v1,v2,v3}; }",
-                        "r,l,~{memory}", [saddr, gptr], True)
+            _copy16(builder, _COPY16_THROUGH_REGISTERS, saddr, gptr)
             return context.get_dummy_value()
 
         return sig, codegen
