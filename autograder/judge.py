@@ -13,9 +13,10 @@ from pathlib import Path
 from .sandbox import Child, ChildError
 from .timing import RecordingError, copy_recording, recording_summary
 
-# In the simulator each launch extends a test's deadline by this much per simulated thread
-# (the simulator runs a few thousand threads a second), up to SIM_DEADLINE_CAP_S in all.
-SIM_S_PER_THREAD = 1e-3
+# In the simulator each launch extends a test's deadline by SIM_MARGIN times the simulator's
+# usual time for its threads (book.gpu.SIM_THREADS_PER_S: a loaded machine is slower), up to
+# SIM_DEADLINE_CAP_S in all.
+SIM_MARGIN = 7
 SIM_DEADLINE_CAP_S = 600
 NOT_REPRODUCED = ("the kernels your function launched, replayed by the grader on fresh inputs without "
                   "calling your function, did not compute the answer. Correctness points need the work "
@@ -74,7 +75,10 @@ class Judging:
                 raise
             if ev.get("event") == "launch" and self.simulated:
                 threads = int(ev.get("threads", 0))
-                deadline = min(cap, max(deadline, time.monotonic() + timeout) + threads * SIM_S_PER_THREAD)
+                from book.gpu import SIM_THREADS_PER_S  # not at import: grade decides GPU or simulator first
+
+                deadline = min(cap, max(deadline, time.monotonic() + timeout)
+                               + threads * SIM_MARGIN / SIM_THREADS_PER_S)
                 continue
             return ev
 

@@ -707,18 +707,6 @@ def _quiet_performance_warnings():
 # (book.traffic, book.roofline, book.data), so the chapter cell that builds one shows the
 # question, not the answer.
 
-def _gemm(M: int, K: int, N: int, dtype: str):
-    """Traffic of one [M, K] @ [K, N]: operands read once, output written once."""
-    from . import traffic
-
-    step = traffic.Step("GEMM", M * K + K * N, M * N)
-    size = traffic.itemsize(dtype)
-    return traffic.Traffic(variant="gemm", dtype=traffic.dtype_name(dtype), itemsize=size,
-                           transfers=step.reads + step.writes,
-                           bytes=(step.reads + step.writes) * size,
-                           flops=2 * M * K * N, breakdown=[step], shape={"d": K})
-
-
 def naive_pair_bytes(T: int = 4, h: int = 8, dtype: str = "float32") -> Number:
     """Chapter 1: the bytes the two-kernel SwiGLU moves for one [T, h] activation."""
     from . import traffic
@@ -791,8 +779,9 @@ def activation_time_share(T: int, d: int, h: int, dtype: str = "bfloat16",
     from . import roofline, specs, traffic
 
     spec = specs.get(spec)
-    steps = {"gate": _gemm(T, d, h, dtype), "up": _gemm(T, d, h, dtype),
-             "act": traffic.activation(T, h, dtype, "fused"), "down": _gemm(T, h, d, dtype)}
+    steps = {"gate": traffic.gemm(T, d, h, dtype), "up": traffic.gemm(T, d, h, dtype),
+             "act": traffic.activation(T, h, dtype, "fused"),
+             "down": traffic.gemm(T, h, d, dtype)}
     times = {k: roofline.predict(s, spec, "bf16").time_s for k, s in steps.items()}
     share = 100 * times["act"] / sum(times.values())
     flops = 100 * steps["act"].flops / sum(s.flops for s in steps.values())

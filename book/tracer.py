@@ -59,7 +59,7 @@ SECTOR = 32      # bytes: the unit DRAM and L2 move
 LINE = 128       # bytes: an L1/L2 cache line (four sectors)
 WARP = 32        # threads that issue one instruction together
 BANKS = 32       # shared-memory banks, each 4 bytes wide
-MAX_THREADS = 8192   # a page's budget: the simulator runs about 7,000 threads a second here
+MAX_THREADS = 8192   # a page's budget: about a second of the simulator (gpu.SIM_THREADS_PER_S)
 _WIDE = Path(__file__).resolve().parent / "kernels" / "wide.py"
 _HERE = Path(__file__).resolve()
 

@@ -207,7 +207,7 @@ def test_merge_replaces_same_rows_keeps_the_rest_and_their_provenance():
 
 
 def test_decode_targets_read_the_cheap_path_against_torch_add_of_the_same_run():
-    from book.bench.suite import DECODE_SHAPES, targets
+    from book.bench.targets import DECODE_SHAPES, targets
 
     shape = DECODE_SHAPES[-1]
     rows = [_row("launch_layer_fastcall", "float32", shape, kind="launch", seconds=9.6e-6),

@@ -189,7 +189,7 @@ def share(suite, ts, d, h, reps):
 
 def targets(rows):
     """The issue's goals as measured ratios (see the module doc)."""
-    from book.bench.suite import find
+    from .targets import find
 
     out = []
     for T, d, h in SHAPES:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..dtypes import ITEMSIZE
 from .. import specs, traffic
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -122,7 +123,7 @@ def roofline_points(data=None) -> list[dict]:
             seconds = _get(row, "seconds")
             dtype = _get(row, "dtype")
             shape = parse_shape(_get(row, "shape"))
-            if fam is None or not seconds or dtype not in traffic.DTYPE_BYTES or "h" not in shape:
+            if fam is None or not seconds or dtype not in ITEMSIZE or "h" not in shape:
                 continue
             T, H = shape.get("T", 1), shape["h"]
             if fam in ("naive", "fused"):
@@ -164,7 +165,7 @@ def launch_points(data=None) -> list[dict]:
             seconds = _get(row, "seconds")
             dtype = _get(row, "dtype")
             shape = parse_shape(_get(row, "shape"))
-            if not seconds or dtype not in traffic.DTYPE_BYTES or "h" not in shape or "d" in shape:
+            if not seconds or dtype not in ITEMSIZE or "h" not in shape or "d" in shape:
                 continue
             if _is_python_launch(name, kind):
                 how = "python"
