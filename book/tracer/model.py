@@ -6,30 +6,20 @@ What the numbers mean, and the model's limits, are in :mod:`book.tracer`'s docst
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 __all__ = ["Access", "Request", "Trace", "TracerError", "MAX_THREADS", "SECTOR", "LINE", "WARP",
-           "BANKS", "is_vector_helper", "linear_block"]
+           "BANKS", "linear_block"]
 
 SECTOR = 32      # bytes: the unit DRAM and L2 move
 LINE = 128       # bytes: an L1/L2 cache line (four sectors)
 WARP = 32        # threads that issue one instruction together
 BANKS = 32       # shared-memory banks, each 4 bytes wide
 MAX_THREADS = 8192   # a page's budget: about a second of the simulator (gpu.SIM_THREADS_PER_S)
-_WIDE = Path(__file__).resolve().parents[1] / "kernels" / "wide.py"
-
-
-@functools.lru_cache(maxsize=None)
-def is_vector_helper(filename) -> bool:
-    """Whether a code object's file is kernels/wide.py. Cached: resolving a path costs
-    about 100 us, paid on every traced access (a lab-4 GEMM trace took 3x longer)."""
-    return Path(filename).resolve() == _WIDE
 
 
 class TracerError(RuntimeError):

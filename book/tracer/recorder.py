@@ -6,18 +6,32 @@ In a GPU session the same calls run in a simulator subprocess (:mod:`book.tracer
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import time
 from collections import defaultdict
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
 from .. import gpu
-from .model import MAX_THREADS, Access, Trace, TracerError, is_vector_helper
+from .model import MAX_THREADS, Access, Trace, TracerError
 
 __all__ = ["trace", "trace_call", "importable_name", "resolve"]
+
+# The vector loads of book.kernels.wide are loops in the simulator: an access made inside that
+# file is folded into the one 8- or 16-byte access of the kernel line that called it
+_WIDE = Path(__file__).resolve().parents[1] / "kernels" / "wide.py"
+
+
+@functools.lru_cache(maxsize=None)
+def _is_wide(filename) -> bool:
+    """Whether a code object's file is kernels/wide.py. Cached: resolving a path costs
+    about 100 us, paid on every traced access (a lab-4 GEMM trace took 3x longer)."""
+    return Path(filename).resolve() == _WIDE
+
 
 _POSITIONS = {}
 
@@ -59,8 +73,8 @@ class _Recorder:
         key = (block, t.thread_id)
         frame = sys._getframe(2)          # record <- _Traced.__getitem__ <- caller
         wide_frame = None
-        if is_vector_helper(frame.f_code.co_filename):
-            while frame is not None and is_vector_helper(frame.f_code.co_filename):
+        if _is_wide(frame.f_code.co_filename):
+            while frame is not None and _is_wide(frame.f_code.co_filename):
                 wide_frame, frame = frame, frame.f_back
         where = (frame.f_code.co_filename, frame.f_lineno, _column(frame))
         flat_offset = arr._offset_of(index)
