@@ -9,20 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Step
 from ._kernel import seeds
+from .spec import KernelLab, Step
 
-KIND = "kernel"
-TITLE = "Lab 3: half precision at the bandwidth ceiling (clamped SwiGLU, fp16)"
-CHAPTERS = "chapters 5-6"
-FUNCTION = "swiglu_clamped_fp16"
-PARAMS = ["gate", "up", "out"]
-INPUTS = ["gate", "up"]
+PARAMS = ("gate", "up", "out")
+INPUTS = ("gate", "up")
 OUTPUT = "out"
 DTYPE = "float16"
 LIMIT, ALPHA = 7.0, 1.702
 RTOL, ATOL = 4e-3, 2e-3      # an fp16 store rounds to ~1e-3 relative
-PERF_METRIC = "bandwidth"
 
 
 def input_specs(case):
@@ -43,11 +38,6 @@ def reference(inputs):
 
 def describe(case):
     return f"gate/up [{case['M']}, {case['F']}] float16"
-
-
-def public_cases():
-    return [{"name": "public M=2 F=70", "M": 2, "F": 70, "seed": 3},
-            {"name": "public M=1 F=129", "M": 1, "F": 129, "seed": 4}]
 
 
 def hidden_cases(rng, simulated: bool, n: int = 3):
@@ -85,7 +75,7 @@ def make_reference_runner(case):
 
 
 def _step(name, function, teaches, cases):
-    return Step(name=name, function=function, params=tuple(PARAMS), inputs=tuple(INPUTS),
+    return Step(name=name, function=function, params=PARAMS, inputs=INPUTS,
                 output=OUTPUT, dtype=DTYPE, rtol=RTOL, atol=ATOL, cases=cases,
                 input_specs=input_specs, out_spec=out_spec, reference=reference,
                 describe=describe, teaches=teaches)
@@ -102,3 +92,15 @@ STEPS = (
           ({"name": "step ilp M=1 F=129", "M": 1, "F": 129, "seed": 23},
            {"name": "step ilp M=3 F=700", "M": 3, "F": 700, "seed": 24})),
 )
+
+LAB = KernelLab(
+    name="lab3_half_precision",
+    title="Lab 3: half precision at the bandwidth ceiling (clamped SwiGLU, fp16)",
+    chapters="chapters 5-6",
+    function="swiglu_clamped_fp16", params=PARAMS, inputs=INPUTS, output=OUTPUT, dtype=DTYPE,
+    rtol=RTOL, atol=ATOL, perf_metric="bandwidth",
+    public_cases=({"name": "public M=2 F=70", "M": 2, "F": 70, "seed": 3},
+                  {"name": "public M=1 F=129", "M": 1, "F": 129, "seed": 4}),
+    hidden_cases=hidden_cases, input_specs=input_specs, out_spec=out_spec, reference=reference,
+    describe=describe, timing_case=timing_case, min_bytes=min_bytes, flops=flops,
+    make_reference_runner=make_reference_runner, reference_name="torch's reference", steps=STEPS)

@@ -10,19 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Step
 from ._kernel import seeds
+from .spec import KernelLab, Step
 
-KIND = "kernel"
-TITLE = "Lab 4: epilogue-fused dual GEMM with nn.Linear weights and biases"
-CHAPTERS = "chapter 7"
-FUNCTION = "linear_swiglu"
-PARAMS = ["x", "wg", "bg", "wu", "bu", "out"]
-INPUTS = ["x", "wg", "bg", "wu", "bu"]
+INPUTS = ("x", "wg", "bg", "wu", "bu")
 OUTPUT = "out"
 DTYPE = "float32"
 RTOL, ATOL = 1e-3, 1e-4
-PERF_METRIC = "flops"
 
 
 def input_specs(case):
@@ -49,11 +43,6 @@ def reference(inputs):
 
 def describe(case):
     return f"x [{case['T']}, {case['d']}], weights [{case['h']}, {case['d']}] float32"
-
-
-def public_cases():
-    return [{"name": "public T=3 d=20 h=18", "T": 3, "d": 20, "h": 18, "seed": 5},
-            {"name": "public T=1 d=33 h=7", "T": 1, "d": 33, "h": 7, "seed": 6}]
 
 
 def hidden_cases(rng, simulated: bool, n: int = 3):
@@ -138,3 +127,15 @@ STEPS = (
     _step("blocked", "gemm_blocked", "an R x R register block per thread",
           [(3, 37, 70), (1, 33, 7)], 35),
 )
+
+LAB = KernelLab(
+    name="lab4_dual_gemm",
+    title="Lab 4: epilogue-fused dual GEMM with nn.Linear weights and biases",
+    chapters="chapter 7",
+    function="linear_swiglu", params=INPUTS + (OUTPUT,), inputs=INPUTS, output=OUTPUT,
+    dtype=DTYPE, rtol=RTOL, atol=ATOL, perf_metric="flops",
+    public_cases=({"name": "public T=3 d=20 h=18", "T": 3, "d": 20, "h": 18, "seed": 5},
+                  {"name": "public T=1 d=33 h=7", "T": 1, "d": 33, "h": 7, "seed": 6}),
+    hidden_cases=hidden_cases, input_specs=input_specs, out_spec=out_spec, reference=reference,
+    describe=describe, timing_case=timing_case, min_bytes=min_bytes, flops=flops,
+    make_reference_runner=make_reference_runner, reference_name="strict-f32 cuBLAS", steps=STEPS)
