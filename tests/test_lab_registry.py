@@ -29,7 +29,7 @@ MODULE = '''
 import numpy as np
 
 from ._kernel import seeds
-from .spec import KernelLab, Step
+from .spec import KernelLab, PlantedBug, Step
 
 INPUTS = ("x", "y")
 
@@ -79,7 +79,8 @@ LAB = KernelLab(
     reference_name="torch's reference",
     steps=(Step(name="one", function="scale_add_one", params=("x", "y", "out"),
                 cases=({"name": "step one n=70", "n": 70, "seed": 2},),
-                teaches="one thread per element", **COMMON),),
+                teaches="one thread per element", **COMMON,
+                bug=PlantedBug("(out.shape[0] + 63) // 64", "out.shape[0] // 64", "never written")),),
     **COMMON)
 '''
 
@@ -109,7 +110,8 @@ CELLS = [
              "    _kernel[(out.shape[0] + 63) // 64, 64](x, y, out)\n    # END SOLUTION"),
     ("code", 'check(scale_add_one, step="one")'),
     ("markdown", "<details><summary>Hint 1</summary>\n\nOne block of 64 threads per 64 "
-                 "elements.\n\n</details>"),
+                 "elements.\n\n</details>\n\n<details><summary>Hint 2</summary>\n\nRound the "
+                 "number of blocks up.\n\n</details>"),
     ("markdown", "## The graded function"),
     ("code", "def scale_add(x, y, out):\n    # BEGIN SOLUTION call your step 1\n"
              "    scale_add_one(x, y, out)\n    # END SOLUTION"),
@@ -191,6 +193,11 @@ def test_a_new_lab_is_listed_assigned_checked_and_graded_from_its_three_files(tr
     assert [NAME, "one"] in found["steps"]
     assert found["staged"] == [*labs.staged(), NAME]
     assert NAME in found["report"]
+
+    # the step tests run on the new lab as on the others (its master, its blank, its bug)
+    tested = run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_lab_steps.py",
+                 "-k", NAME)
+    assert "4 passed" in tested, tested
 
 
 # ---------------------------------------------------------------- the registry, in this tree

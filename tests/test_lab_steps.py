@@ -56,46 +56,25 @@ def test_step_check_passes_on_the_master(lab, step, capsys):
     assert out.count("PASS ") == len(L.get(lab).step(step).cases) and "FAIL" not in out
 
 
-# A planted bug per step (a text edit of the master's own step cell) and the words its check
-# must say: a wrong value names the first bad index with expected and got; a grid too small
-# names the elements never written.
-WRONG = {
-    ("lab2_packed_swiglu", "one"): (
-        lambda s: s.replace("g = x[row, 2 * j]\n", "g = x[row, 2 * j + 1]\n", 1),
-        r"first bad index \(\d+, \d+\): expected .*, got "),
-    ("lab2_packed_swiglu", "grid_stride"): (
-        lambda s: s.replace("range(cuda.grid(1), M * F, cuda.gridsize(1))",
-                            "range(cuda.grid(1), min(M * F, cuda.grid(1) + 1))"),
-        r"never written"),
-    ("lab3_half_precision", "one"): (
-        lambda s: s.replace("gg = min(g, float32(LIMIT))", "gg = g"),
-        r"first bad index .*expected .*got "),
-    ("lab3_half_precision", "ilp"): (
-        lambda s: s.replace("(n + per_block - 1) // per_block", "max(1, n // per_block)"),
-        r"never written"),
-    ("lab4_dual_gemm", "plain"): (
-        lambda s: s.replace("for k in range(d):", "for k in range(d - 1):"),
-        r"first bad index .*expected .*got "),
-    ("lab4_dual_gemm", "tiled"): (
-        lambda s: s.replace("for k0 in range(0, d, S):", "for k0 in range(0, d - S, S):"),
-        r"first bad index .*expected .*got "),
-    ("lab4_dual_gemm", "blocked"): (
-        lambda s: s.replace("        for j in range(R):\n            c = col0",
-                            "        for j in range(1):\n            c = col0"),
-        r"never written"),
-}
+def test_every_step_declares_a_planted_bug():
+    """Each step's spec names a mistake its check is tested to catch (``Step.bug``)."""
+    missing = [(lab, step) for lab, step in STEPS if L.get(lab).step(step).bug is None]
+    assert not missing, f"steps without a planted bug (autograder/labs/spec.py PlantedBug): {missing}"
 
 
-def test_every_step_has_a_planted_bug():
-    assert set(WRONG) == set(STEPS)
-
-
+# A planted bug per step (a text edit of the master's own step cell, declared by the step's
+# spec) and the words its check must say: a wrong value names the first bad index with
+# expected and got; a grid too small names the elements never written.
 @pytest.mark.parametrize("lab,step", STEPS)
 def test_step_check_fails_on_a_wrong_step_with_a_specific_message(lab, step, capsys):
     from autograder.check import check
 
-    edit, words = WRONG[(lab, step)]
-    fn = _namespace(lab, step, edit=edit)[L.get(lab).step(step).function]
+    st = L.get(lab).step(step)
+    if st.bug is None:
+        pytest.fail(f"{lab} step {step!r} declares no planted bug (Step.bug)")
+    edit = lambda s: s.replace(st.bug.right, st.bug.wrong)  # noqa: E731
+    words = st.bug.says
+    fn = _namespace(lab, step, edit=edit)[st.function]
     with pytest.raises(AssertionError) as e:
         check(fn, step=step)
     msg = str(e.value)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._kernel import seeds
-from .spec import KernelLab, Step
+from .spec import KernelLab, PlantedBug, Step
 
 INPUTS = ("x",)
 OUTPUT = "out"
@@ -81,7 +81,9 @@ STEPS = (
          cases=({"name": "step one M=3 F=40", "M": 3, "F": 40, "seed": 11},
                 {"name": "step one M=1 F=257", "M": 1, "F": 257, "seed": 12}),
          input_specs=input_specs, out_spec=out_spec, reference=reference, describe=describe,
-         teaches="one output element per thread: the interleaved indexing"),
+         teaches="one output element per thread: the interleaved indexing",
+         bug=PlantedBug("g = x[row, 2 * j]\n", "g = x[row, 2 * j + 1]\n",
+                        r"first bad index \(\d+, \d+\): expected .*, got ")),
     Step(name="grid_stride", function="swiglu_grid_stride", params=("x", "out", "blocks"),
          inputs=("x",), output=OUTPUT, dtype=DTYPE, rtol=RTOL, atol=ATOL,
          cases=({"name": "step grid_stride M=3 F=300, blocks=1", "M": 3, "F": 300,
@@ -90,7 +92,9 @@ STEPS = (
                  "seed": 14, "blocks": 2}),
          input_specs=input_specs, out_spec=out_spec, reference=reference,
          describe=lambda c: f"{describe(c)}, {c['blocks']} block(s) launched",
-         teaches="a fixed grid: each thread loops over several outputs (grid-stride)"),
+         teaches="a fixed grid: each thread loops over several outputs (grid-stride)",
+         bug=PlantedBug("range(cuda.grid(1), M * F, cuda.gridsize(1))",
+                        "range(cuda.grid(1), min(M * F, cuda.grid(1) + 1))", r"never written")),
 )
 
 LAB = KernelLab(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._kernel import seeds
-from .spec import KernelLab, Step
+from .spec import KernelLab, PlantedBug, Step
 
 PARAMS = ("gate", "up", "out")
 INPUTS = ("gate", "up")
@@ -74,11 +74,11 @@ def make_reference_runner(case):
     return (lambda a, b, c: torch.add(a, b, out=c)), sets
 
 
-def _step(name, function, teaches, cases):
+def _step(name, function, teaches, cases, bug):
     return Step(name=name, function=function, params=PARAMS, inputs=INPUTS,
                 output=OUTPUT, dtype=DTYPE, rtol=RTOL, atol=ATOL, cases=cases,
                 input_specs=input_specs, out_spec=out_spec, reference=reference,
-                describe=describe, teaches=teaches)
+                describe=describe, teaches=teaches, bug=bug)
 
 
 # The lab builds its kernel in three steps; the last is the graded swiglu_clamped_fp16. The
@@ -87,10 +87,12 @@ def _step(name, function, teaches, cases):
 STEPS = (
     _step("one", "clamped_one", "the clamped activation, one element per thread",
           ({"name": "step one M=2 F=70", "M": 2, "F": 70, "seed": 21},
-           {"name": "step one M=1 F=129", "M": 1, "F": 129, "seed": 22})),
+           {"name": "step one M=1 F=129", "M": 1, "F": 129, "seed": 22}),
+          PlantedBug("gg = min(g, float32(LIMIT))", "gg = g", r"first bad index .*expected .*got ")),
     _step("ilp", "clamped_ilp", "EPT elements per thread, every load before the math",
           ({"name": "step ilp M=1 F=129", "M": 1, "F": 129, "seed": 23},
-           {"name": "step ilp M=3 F=700", "M": 3, "F": 700, "seed": 24})),
+           {"name": "step ilp M=3 F=700", "M": 3, "F": 700, "seed": 24}),
+          PlantedBug("(n + per_block - 1) // per_block", "max(1, n // per_block)", r"never written")),
 )
 
 LAB = KernelLab(

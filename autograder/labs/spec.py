@@ -37,6 +37,17 @@ def lab_number(name: str) -> int:
 
 
 @dataclass(frozen=True)
+class PlantedBug:
+    """A typical mistake in a step, which its check must catch and name: the master's step cell
+    with ``right`` replaced by ``wrong`` (every occurrence) fails ``check(fn, step=...)`` with a
+    message matching the regular expression ``says`` (tests/test_lab_steps.py plants it)."""
+
+    right: str
+    wrong: str
+    says: str
+
+
+@dataclass(frozen=True)
 class Step:
     """One stage of a kernel lab that builds its kernel in steps (labs 2-4): the function the
     student writes in the step's cell (``function(*params)``), the small cases its check runs,
@@ -61,6 +72,8 @@ class Step:
     describe: Callable[[Case], str]
     teaches: str = ""
     graded: bool = field(default=False)
+    bug: PlantedBug | None = None
+    """A mistake this step's check is tested to catch (every step of a lab declares one)."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
