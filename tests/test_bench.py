@@ -260,6 +260,18 @@ def test_only_needs_rows_out_and_a_valid_pattern(capsys):
     assert "not a regular expression" in capsys.readouterr().err
 
 
+def test_shapes_name_the_suites_shapes_and_need_rows_out(capsys):
+    from book.bench import suite
+
+    with pytest.raises(SystemExit):
+        suite.main(["--shapes", "1x18944"])
+    assert "--rows-out" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        suite.main(["--shapes", "1x18944", "3x5", "--rows-out", "x.json"])
+    err = capsys.readouterr().err
+    assert "--shapes 3x5: not a shape of the suite" in err and "1x18944" in err
+
+
 @gpu_only
 def test_back_to_back_shows_host_time_that_priming_hides():
     """A call whose host side takes 300 us around a 1 us kernel: measure() (queued behind the

@@ -274,6 +274,36 @@ class Suite:
                             "ok": ok, "error": err})
         return fn
 
+    def compiled_mlp_up(self, x, wg, wu, prec, shape):
+        """``torch.compile(silu(x @ Wg) * (x @ Wu))`` under the matmul precision now set
+        (``prec``: strict float32 or TF32), compiled afresh (static shapes) and checked against
+        eager under the same precision before any timing; None (with a failed check) where
+        torch.compile does not work here."""
+        t = self.torch
+        F = t.nn.functional
+
+        def mlp_up(a, b, c):
+            return F.silu(a @ b) * (a @ c)
+
+        try:
+            t._dynamo.reset()  # one compile per shape and precision: no recompile limit reached
+            fn = t.compile(mlp_up, dynamic=False, fullgraph=True)
+            for _ in range(3):  # compile, then the cached code
+                res = fn(x, wg, wu)
+            ref = mlp_up(x, wg, wu)
+            self.cuda.synchronize()
+            # the same cuBLAS GEMMs: only the activation's rounding may differ from eager
+            rel = float((res.double() - ref.double()).norm() / ref.double().norm())
+            ok = math.isfinite(rel) and rel < (1e-5 if prec == "float32" else 1e-3)
+            err = None if ok else f"relative difference from eager {rel:.3g}"
+        except Exception as e:
+            fn, ok, err = None, False, f"{type(e).__name__}: {e}"[:500]
+        if not ok:
+            print(f"  CHECK FAILED torch_mlp_up_compiled_{prec} {shape}: {err[:300]}", flush=True)
+        self.checks.append({"variant": f"torch_mlp_up_compiled_{prec}", "dtype": prec,
+                            "shape": list(shape), "ok": ok, "error": err})
+        return fn if ok else None
+
     def run_torch_calls(self, shape, dtype, sets, nsets, min_bytes, flops, host=None,
                         compiled=None):
         """The call from torch tensors (issue 11) for the course's widest variant of ``dtype``:
@@ -552,6 +582,15 @@ class Suite:
                                               flops=up_flops, bytes_moved=up_bytes,
                                               reps=max(10, self.reps // 3)),
                          description="torch: silu(x @ Wg) * (x @ Wu), eager")
+                compiled = (self.compiled_mlp_up(x, wg, wu, prec, shape)
+                            if self.wants(f"torch_mlp_up_compiled_{prec}") else None)
+                if compiled is not None:
+                    self.add("gemm", f"torch_mlp_up_compiled_{prec}", prec, shape,
+                             self.later(compiled, [(x, wg, wu)], flops=up_flops,
+                                        bytes_moved=up_bytes, reps=max(10, self.reps // 3)),
+                             description="torch.compile(silu(x @ Wg) * (x @ Wu), dynamic=False, "
+                                         "fullgraph=True): the same cuBLAS GEMMs, the activation "
+                                         "fused into one generated kernel; static shape, warmed up")
             t.backends.cuda.matmul.allow_tf32 = False
             t.set_float32_matmul_precision("highest")
             xv, wgv, wuv, ov = (self.numba_view(a) for a in (x, wg, wu, o))
@@ -757,6 +796,9 @@ def main(argv=None):
     ap.add_argument("--out", help="output JSON file, or a folder for <gpu>.json (default book/data/)")
     ap.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
     ap.add_argument("--variants", nargs="+", help="only these kernel variants")
+    ap.add_argument("--shapes", nargs="+", metavar="TxH",
+                    help="only these elementwise shapes, of " + ", ".join(
+                        f"{a}x{b}" for a, b in SHAPES) + " (e.g. 1x18944: the decode rows)")
     ap.add_argument("--no-gemm", action="store_true", help="skip the GEMM rows")
     ap.add_argument("--no-tensorcore", action="store_true",
                     help="skip the bf16 tensor-core rows (book.bench.tensorcore)")
@@ -781,6 +823,16 @@ def main(argv=None):
             # a partial run must never replace the full record
             ap.error("--only measures a subset of the rows: give --rows-out FILE, then merge "
                      "with `python -m book.bench.merge FILE`")
+    if args.shapes:
+        known = {f"{a}x{b}": (a, b) for a, b in SHAPES}
+        bad = [x for x in args.shapes if x not in known]
+        if bad:
+            ap.error(f"--shapes {' '.join(bad)}: not a shape of the suite; use some of "
+                     f"{', '.join(known)}")
+        if not args.rows_out:
+            ap.error("--shapes measures a subset of the rows: give --rows-out FILE, then merge "
+                     "with `python -m book.bench.merge FILE`")
+        args.shapes = [known[x] for x in args.shapes]
     if args.rows_out and args.out:
         ap.error("give --rows-out FILE or --out PATH, not both")
     if args.watchdog:
@@ -830,7 +882,7 @@ def main(argv=None):
                                  "error": repr(e)})
         save()
 
-    shapes = QUICK_SHAPES if args.quick else SHAPES
+    shapes = args.shapes or (QUICK_SHAPES if args.quick else SHAPES)
     for dtype in args.dtypes:
         phase(f"checks {dtype}", suite.run_checks, dtype)
     for dtype in args.dtypes:
