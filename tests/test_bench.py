@@ -260,6 +260,29 @@ def test_only_needs_rows_out_and_a_valid_pattern(capsys):
     assert "not a regular expression" in capsys.readouterr().err
 
 
+def test_a_host_row_making_another_rows_call_is_measured_once():
+    from book.bench.suite import group_jobs
+
+    host = {"vec4_python_launch": (len, [()], "d", "launch_layer_wrapper_numba_arrays"),
+            "torch_eager_python_launch": (len, [()], "d", "launch_layer_torch_eager"),
+            "wrapper_checks_only": (len, [()], "d", None),
+            "launch_layer_wrapper_numba_arrays": (len, [()], "d"),
+            "launch_layer_torch_eager": (len, [()], "d")}
+    wanted, measured, same = group_jobs(host, lambda k: True)
+    assert wanted == list(host)
+    assert measured == ["launch_layer_wrapper_numba_arrays", "launch_layer_torch_eager",
+                        "wrapper_checks_only"]
+    assert same == {"vec4_python_launch": "launch_layer_wrapper_numba_arrays",
+                    "torch_eager_python_launch": "launch_layer_torch_eager"}
+    # only the alias asked for (--only python_launch): its call is still timed, once
+    wanted, measured, _ = group_jobs(host, lambda k: k.endswith("python_launch"))
+    assert wanted == ["vec4_python_launch", "torch_eager_python_launch"]
+    assert measured == ["launch_layer_wrapper_numba_arrays", "launch_layer_torch_eager"]
+    # a group without the row it names (run_decode alone): the row is timed itself
+    alone = {k: v for k, v in host.items() if not k.startswith("launch_layer")}
+    assert group_jobs(alone, lambda k: True)[1] == list(alone)
+
+
 def test_shapes_name_the_suites_shapes_and_need_rows_out(capsys):
     from book.bench import suite
 

@@ -229,18 +229,24 @@ class Suite:
 
     def host_group(self, host, dtype, shape, min_bytes, flops, calls=500, reps=15):
         """Host-time rows measured together (``host``: row name -> (fn, arg sets,
-        description)): :func:`book.bench.host_timings` takes them in turns, round after
-        round, so every row of one shape and dtype comes from the same stretch of the same
-        run, each with its median and p10/p90 (chapter 6 compares them with each other)."""
-        jobs = {k: v for k, v in host.items() if self.wants(k)}
-        if not jobs:
+        description), or (fn, arg sets, description, name of a row that makes the same call)):
+        :func:`book.bench.host_timings` takes them in turns, round after round, so every row
+        of one shape and dtype comes from the same stretch of the same run, each with its
+        median and p10/p90 (chapter 6 compares them with each other). A row that makes the
+        same call as another row of the group is not measured twice: it gets that row's
+        timing, so the two names can never show two figures for one call."""
+        wanted, measured, same = group_jobs(host, self.wants)
+        if not wanted:
             return
         if self.args.quick:
             reps = min(reps, 7)
-        timings = self.bench.host_timings({k: (fn, a) for k, (fn, a, _d) in jobs.items()},
+        timings = self.bench.host_timings({k: host[k][:2] for k in measured},
                                           calls=calls, reps=reps)
-        for k, (_fn, _a, description) in jobs.items():
-            tm = timings[k]
+        for k in wanted:
+            description = host[k][2]
+            if k in same:
+                description += f" (the same call as {same[k]}: one measurement, two names)"
+            tm = timings[same.get(k, k)]
             row = self.add("launch", k, dtype, shape, tm, description=description)
             if row is not None:  # host time: the bytes and flops of a call, at the host's pace
                 row.update(bytes=min_bytes, bandwidth=min_bytes / tm.median_s, flops=flops,
@@ -437,7 +443,7 @@ class Suite:
         # Where the host time of one launch goes: the raw Numba launch of the one-element
         # kernel on flat arrays, the wrapper's checks alone, and the wrapper + launch. Into
         # ``host``: measured with the layer rows of run_torch_calls as one group.
-        from book.kernels import fused, launch
+        from book.kernels import best_variant, fused, launch
 
         flat = [tuple(a.reshape(a.size) for a in s3) for s3 in nsets]
         n = flat[0][0].size
@@ -448,10 +454,14 @@ class Suite:
             "wrapper_checks_only": (
                 lambda g, u, o: launch.prepare(g, u, o, DTYPES, "x"), nsets,
                 "the host wrapper's validation and flattening alone, no launch"),
+            # the same calls as run_torch_calls' launch_layer_wrapper_numba_arrays (where
+            # best is the course's widest variant) and launch_layer_torch_eager
             f"{best}_python_launch": (
-                fn, nsets, f"one call of the swiglu_{best} wrapper from Python (checks + launch)"),
+                fn, nsets, f"one call of the swiglu_{best} wrapper from Python (checks + launch)",
+                "launch_layer_wrapper_numba_arrays" if best == best_variant(dtype) else None),
             "torch_eager_python_launch": (
-                lambda g, u, o: F.silu(g) * u, sets, "torch eager F.silu(g) * u called from Python"),
+                lambda g, u, o: F.silu(g) * u, sets, "torch eager F.silu(g) * u called from Python",
+                "launch_layer_torch_eager"),
         }
         if host is not None:
             host.update(rows)
@@ -648,6 +658,17 @@ class Suite:
     # ------------------------------------------------------------------ summary
     def targets(self):
         return targets(self.rows, self.peak)
+
+
+def group_jobs(host, wants):
+    """For :meth:`Suite.host_group`: ``(wanted, measured, same)``: the row names ``wants``
+    asks for, in the group's order; the calls to time for them (a row that names another
+    row of the group as making the same call is timed through that row, measured once); and
+    ``{row: the row whose timing it takes}``."""
+    same = {k: v[3] for k, v in host.items() if len(v) > 3 and v[3] in host}
+    wanted = [k for k in host if wants(k)]
+    measured = list(dict.fromkeys(same.get(k, k) for k in wanted))
+    return wanted, measured, same
 
 
 def find(rows, variant, dtype, shape):
