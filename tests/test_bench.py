@@ -345,3 +345,25 @@ def test_recorded_merges_list_their_rows_and_keep_their_provenance():
             for kind, variant, dtype, shape in m["rows"]:
                 listed[(kind, variant, dtype, tuple(shape))] = m["provenance"]
         assert listed == stamped, path.name
+
+
+def test_pass_share_divides_by_the_measurement_tables_cublas_row_where_there_is_one():
+    from book.bench.tensorcore import pass_share
+    from book.data import Results
+
+    def row(variant, shape, seconds):
+        return {"kind": "tensorcore", "variant": variant, "dtype": "bfloat16",
+                "shape": list(shape), "seconds": seconds}
+
+    big, small = (8192, 4096, 14336), (1, 4096, 14336)
+    res = Results({}, [row("cublas_bf16_gemm", big, 2.477e-3),
+                       row("cublas_bf16_gemm_share", big, 2.561e-3),
+                       row("separate_pass_eager", big, 0.72e-3),
+                       row("cublas_bf16_gemm_share", small, 85e-6),
+                       row("separate_pass_eager", small, 5e-6)])
+    s = pass_share(res, *big, "eager")
+    assert s["gemm"]["variant"] == "cublas_bf16_gemm"  # one cuBLAS time on the page
+    assert s["share"] == pytest.approx(0.72 / (0.72 + 2.477))
+    t = pass_share(res, *small, "eager")  # T = 1: only the share's own GEMM row
+    assert t["gemm"]["variant"] == "cublas_bf16_gemm_share"
+    assert t["share"] == pytest.approx(5 / 90)
