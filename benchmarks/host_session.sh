@@ -1,6 +1,7 @@
 #!/bin/bash
 # One device session for the decode section's host rows, the compiled MLP-up rows and the
-# chapters that show them (about 6 of its 9 minutes on the H100):
+# chapters that show them, inside 9 minutes on the H100 (bench capped at 200 s, expected ~90;
+# recording budget 300 s, expected ~240: ch6 54 s, ch7 169 s, ch8 10 s when last recorded):
 #
 #   COURSE_COMMIT=$(git rev-parse HEAD) bash benchmarks/host_session.sh $OUT
 #   (device tool: carry .whl and .whl-nb, the wheels of CONTRIBUTING.md "To record on the
