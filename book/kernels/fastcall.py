@@ -301,8 +301,7 @@ def _cufunction(cu, kern):
     numba-cuda loads its cubin through cuda.core, whose handle is a CUkernel (a library
     kernel, which cuLaunchKernel accepts in place of a CUfunction: the driver API documents
     the cast) or a CUfunction. Either is returned as a CUfunction of the same address, made
-    once: cuda-bindings' cuLaunchKernel takes a CUfunction as it is and would otherwise
-    build one from the handle on every call."""
+    once: the type cuda-bindings' cuLaunchKernel declares, so no call needs to convert it."""
     handle = kern.library.get_cufunc().handle
     if isinstance(handle, cu.CUfunction):
         return handle
