@@ -219,18 +219,24 @@ class Suite:
 
     def host_group(self, host, dtype, shape, min_bytes, flops, calls=500, reps=15):
         """Host-time rows measured together (``host``: row name -> (fn, arg sets,
-        description)): :func:`book.bench.host_timings` takes them in turns, round after
-        round, so every row of one shape and dtype comes from the same stretch of the same
-        run, each with its median and p10/p90 (chapter 6 compares them with each other)."""
-        jobs = {k: v for k, v in host.items() if self.wants(k)}
-        if not jobs:
+        description), or (fn, arg sets, description, name of a row that makes the same call)):
+        :func:`book.bench.host_timings` takes them in turns, round after round, so every row
+        of one shape and dtype comes from the same stretch of the same run, each with its
+        median and p10/p90 (chapter 6 compares them with each other). A row that makes the
+        same call as another row of the group is not measured twice: it gets that row's
+        timing, so the two names can never show two figures for one call."""
+        wanted, measured, same = group_jobs(host, self.wants)
+        if not wanted:
             return
         if self.args.quick:
             reps = min(reps, 7)
-        timings = self.bench.host_timings({k: (fn, a) for k, (fn, a, _d) in jobs.items()},
+        timings = self.bench.host_timings({k: host[k][:2] for k in measured},
                                           calls=calls, reps=reps)
-        for k, (_fn, _a, description) in jobs.items():
-            tm = timings[k]
+        for k in wanted:
+            description = host[k][2]
+            if k in same:
+                description += f" (the same call as {same[k]}: one measurement, two names)"
+            tm = timings[same.get(k, k)]
             row = self.add("launch", k, dtype, shape, tm, description=description)
             if row is not None:  # host time: the bytes and flops of a call, at the host's pace
                 row.update(bytes=min_bytes, bandwidth=min_bytes / tm.median_s, flops=flops,
@@ -263,6 +269,36 @@ class Suite:
         self.checks.append({"variant": "torch_compile", "dtype": dtype, "shape": list(shape),
                             "ok": ok, "error": err})
         return fn
+
+    def compiled_mlp_up(self, x, wg, wu, prec, shape):
+        """``torch.compile(silu(x @ Wg) * (x @ Wu))`` under the matmul precision now set
+        (``prec``: strict float32 or TF32), compiled afresh (static shapes) and checked against
+        eager under the same precision before any timing; None (with a failed check) where
+        torch.compile does not work here."""
+        t = self.torch
+        F = t.nn.functional
+
+        def mlp_up(a, b, c):
+            return F.silu(a @ b) * (a @ c)
+
+        try:
+            t._dynamo.reset()  # one compile per shape and precision: no recompile limit reached
+            fn = t.compile(mlp_up, dynamic=False, fullgraph=True)
+            for _ in range(3):  # compile, then the cached code
+                res = fn(x, wg, wu)
+            ref = mlp_up(x, wg, wu)
+            self.cuda.synchronize()
+            # the same cuBLAS GEMMs: only the activation's rounding may differ from eager
+            rel = float((res.double() - ref.double()).norm() / ref.double().norm())
+            ok = math.isfinite(rel) and rel < (1e-5 if prec == "float32" else 1e-3)
+            err = None if ok else f"relative difference from eager {rel:.3g}"
+        except Exception as e:
+            fn, ok, err = None, False, f"{type(e).__name__}: {e}"[:500]
+        if not ok:
+            print(f"  CHECK FAILED torch_mlp_up_compiled_{prec} {shape}: {err[:300]}", flush=True)
+        self.checks.append({"variant": f"torch_mlp_up_compiled_{prec}", "dtype": prec,
+                            "shape": list(shape), "ok": ok, "error": err})
+        return fn if ok else None
 
     def run_torch_calls(self, shape, dtype, sets, nsets, min_bytes, flops, host=None,
                         compiled=None):
@@ -397,7 +433,7 @@ class Suite:
         # Where the host time of one launch goes: the raw Numba launch of the one-element
         # kernel on flat arrays, the wrapper's checks alone, and the wrapper + launch. Into
         # ``host``: measured with the layer rows of run_torch_calls as one group.
-        from book.kernels import fused, launch
+        from book.kernels import best_variant, fused, launch
 
         flat = [tuple(a.reshape(a.size) for a in s3) for s3 in nsets]
         n = flat[0][0].size
@@ -408,10 +444,14 @@ class Suite:
             "wrapper_checks_only": (
                 lambda g, u, o: launch.prepare(g, u, o, DTYPES, "x"), nsets,
                 "the host wrapper's validation and flattening alone, no launch"),
+            # the same calls as run_torch_calls' launch_layer_wrapper_numba_arrays (where
+            # best is the course's widest variant) and launch_layer_torch_eager
             f"{best}_python_launch": (
-                fn, nsets, f"one call of the swiglu_{best} wrapper from Python (checks + launch)"),
+                fn, nsets, f"one call of the swiglu_{best} wrapper from Python (checks + launch)",
+                "launch_layer_wrapper_numba_arrays" if best == best_variant(dtype) else None),
             "torch_eager_python_launch": (
-                lambda g, u, o: F.silu(g) * u, sets, "torch eager F.silu(g) * u called from Python"),
+                lambda g, u, o: F.silu(g) * u, sets, "torch eager F.silu(g) * u called from Python",
+                "launch_layer_torch_eager"),
         }
         if host is not None:
             host.update(rows)
@@ -542,6 +582,15 @@ class Suite:
                                               flops=up_flops, bytes_moved=up_bytes,
                                               reps=max(10, self.reps // 3)),
                          description="torch: silu(x @ Wg) * (x @ Wu), eager")
+                compiled = (self.compiled_mlp_up(x, wg, wu, prec, shape)
+                            if self.wants(f"torch_mlp_up_compiled_{prec}") else None)
+                if compiled is not None:
+                    self.add("gemm", f"torch_mlp_up_compiled_{prec}", prec, shape,
+                             self.later(compiled, [(x, wg, wu)], flops=up_flops,
+                                        bytes_moved=up_bytes, reps=max(10, self.reps // 3)),
+                             description="torch.compile(silu(x @ Wg) * (x @ Wu), dynamic=False, "
+                                         "fullgraph=True): the same cuBLAS GEMMs, the activation "
+                                         "fused into one generated kernel; static shape, warmed up")
             t.backends.cuda.matmul.allow_tf32 = False
             t.set_float32_matmul_precision("highest")
             xv, wgv, wuv, ov = (self.numba_view(a) for a in (x, wg, wu, o))
@@ -601,6 +650,17 @@ class Suite:
         return targets(self.rows, self.peak)
 
 
+def group_jobs(host, wants):
+    """For :meth:`Suite.host_group`: ``(wanted, measured, same)``: the row names ``wants``
+    asks for, in the group's order; the calls to time for them (a row that names another
+    row of the group as making the same call is timed through that row, measured once); and
+    ``{row: the row whose timing it takes}``."""
+    same = {k: v[3] for k, v in host.items() if len(v) > 3 and v[3] in host}
+    wanted = [k for k in host if wants(k)]
+    measured = list(dict.fromkeys(same.get(k, k) for k in wanted))
+    return wanted, measured, same
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="python -m book.bench", description=__doc__.split("\n\n")[0])
@@ -609,6 +669,9 @@ def main(argv=None):
     ap.add_argument("--out", help="output JSON file, or a folder for <gpu>.json (default book/data/)")
     ap.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
     ap.add_argument("--variants", nargs="+", help="only these kernel variants")
+    ap.add_argument("--shapes", nargs="+", metavar="TxH",
+                    help="only these elementwise shapes, of " + ", ".join(
+                        f"{a}x{b}" for a, b in SHAPES) + " (e.g. 1x18944: the decode rows)")
     ap.add_argument("--no-gemm", action="store_true", help="skip the GEMM rows")
     ap.add_argument("--no-tensorcore", action="store_true",
                     help="skip the bf16 tensor-core rows (book.bench.tensorcore)")
@@ -633,6 +696,16 @@ def main(argv=None):
             # a partial run must never replace the full record
             ap.error("--only measures a subset of the rows: give --rows-out FILE, then merge "
                      "with `python -m book.bench.merge FILE`")
+    if args.shapes:
+        known = {f"{a}x{b}": (a, b) for a, b in SHAPES}
+        bad = [x for x in args.shapes if x not in known]
+        if bad:
+            ap.error(f"--shapes {' '.join(bad)}: not a shape of the suite; use some of "
+                     f"{', '.join(known)}")
+        if not args.rows_out:
+            ap.error("--shapes measures a subset of the rows: give --rows-out FILE, then merge "
+                     "with `python -m book.bench.merge FILE`")
+        args.shapes = [known[x] for x in args.shapes]
     if args.rows_out and args.out:
         ap.error("give --rows-out FILE or --out PATH, not both")
     if args.watchdog:
@@ -682,7 +755,7 @@ def main(argv=None):
                                  "error": repr(e)})
         save()
 
-    shapes = QUICK_SHAPES if args.quick else SHAPES
+    shapes = args.shapes or (QUICK_SHAPES if args.quick else SHAPES)
     for dtype in args.dtypes:
         phase(f"checks {dtype}", suite.run_checks, dtype)
     for dtype in args.dtypes:

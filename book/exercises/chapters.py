@@ -249,12 +249,13 @@ def separate_pass_share(T: int = 2048, d: int = 4096, h: int = 14336,
     and the rate at which a bf16 elementwise pass streams (the compiled pass's, recorded), and
     predicts the half8 pass's share of GEMM + pass; the truth is the recorded run's."""
     from .. import data, traffic
+    from ..bench.tensorcore import pass_share
 
     rec = data.load(gpu)
     gemm = rec.find("tc_gate_up", "bfloat16", (T, d, h))["seconds"]
     pass_s = rec.find("tc_half8_only", "bfloat16", (T, h))["seconds"]
     compiled = rec.find("separate_pass_compiled", "bfloat16", (T, d, h))
-    cublas_share = 100 * compiled["share"]
+    cublas_share = 100 * pass_share(rec, T, d, h, "compiled")["share"]  # as chapter 8 shows it
     bw = compiled["bandwidth"]
     act = traffic.activation(T, h, "bfloat16", "fused")
     share = 100 * pass_s / (gemm + pass_s)
@@ -265,7 +266,9 @@ def separate_pass_share(T: int = 2048, d: int = 4096, h: int = 14336,
                 or rec.provenance).get("gpu")
     return Number(
         f"On the {gpu_name}, the course's `mma.sync` GEMM writing gate and up in bf16 took "
-        f"{gemm * 1e6:,.0f} µs at T = {T}, d = {d}, h = {h}. Then the separate SwiGLU pass "
+        f"{gemm * 1e6:,.0f} µs at T = {T}, d = {d}, h = {h} (the record's `tc_gate_up` row: "
+        "the GEMM of the measurement table's \"control: same GEMM + half8\" path, timed "
+        "without its pass). Then the separate SwiGLU pass "
         f"(the `half8` kernel) reads gate and up, [{T}, {h}] bf16 each, and writes `out`, "
         f"streaming at about {bw / 1e12:.2f} TB/s (the compiled pass's measured rate). "
         "Predict the pass's share of the unfused MLP-up time, pass / (GEMM + pass), in %.",
