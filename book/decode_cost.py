@@ -28,7 +28,7 @@ LAYERS = (
     ("launch_layer_conversion", "torch -> Numba views (cached)", "host"),
     ("launch_layer_conversion_uncached", "torch -> Numba views (each call)", "host"),
     ("launch_layer_prepared_launch", "prepared launch (launch_kernel)", "host"),
-    ("launch_layer_raw_numba_launch", "Numba kernel[grid, block](...)", "host"),
+    ("launch_layer_raw_numba_launch", "Numba's own launch, kernel[grid, block]", "host"),
     ("launch_layer_wrapper_numba_arrays", "whole wrapper, Numba arrays", "host"),
     ("{v}_torch_call", "whole wrapper, torch tensors", "host"),
     ("launch_layer_fastcall", "cheap path (fastcall), torch tensors", "host"),
