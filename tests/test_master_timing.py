@@ -175,7 +175,7 @@ def test_the_replay_process_alternates_master_and_submission_windows_and_verifie
     monkeypatch.setattr(replay, "Recording", Rec)
     srv = object.__new__(replay.Server)
     srv.torch, srv.nvml_gpu, srv.discarded, srv.stream = Torch(), None, [], lambda: None
-    srv.lab = types.SimpleNamespace(OUTPUT="out", ATOL=1e-6, RTOL=1e-6)
+    srv.lab = types.SimpleNamespace(output="out", atol=1e-6, rtol=1e-6)
     x = torch.randn(64)
     srv.sets = [{"bufs": {"x": x.clone(), "out": torch.empty(64)}, "ref": (2 * x).double()}
                 for _ in range(4)]
