@@ -89,7 +89,7 @@ class RunContext:
     children: ChildFactory
     log: Callable[..., None]          # one record into measurements.jsonl
     say: Callable[..., None]          # a line on the terminal (not with --quiet)
-    replays: object = None            # timing.ReplayServers: the trusted replay process per GPU
+    replays: object                   # timing.ReplayServers: the trusted replay process per GPU
     crowded: Callable[[], bool] = lambda: False   # are other submissions being graded now?
     _expected: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

@@ -28,11 +28,11 @@ from .context import ChildFactory, RunContext, child_problem
 from .export import feedback_markdown, first_error, gradescope_json, write_grades_csv
 from .judge import Judge
 from .results import PERFORMANCE, Result, TestRecord
-from .rubric import NOT_MEASURED_NO_GPU, load_rubric
+from .rubric import NOT_MEASURED_NO_GPU, case_points, load_rubric
 from .sandbox import ChildError, storage_message, sweep_stale_storage, tasks_message
 from .sanitizer import Sanitizer
 from .submission import SubmissionError, read_cells, scan
-from .timing import ReplayServers, Timer
+from .timing import ReplayServers, Timer, timing_cases
 
 HERE = Path(__file__).resolve().parent
 
@@ -145,13 +145,16 @@ class Run:
         self.children = ChildFactory(out=self.out, functions=self.lab.functions, limits=limits,
                                      simulated=simulated, isolate=isolate)
         self._active, self._active_lock = 0, threading.Lock()
+        # the replay processes start on first use, with the timing cases (none for a lab
+        # without kernels, which never starts one)
+        replays = ReplayServers(self.lab_name, lambda: timing_cases(self.ctx), self.log, self.gpus)
         self.ctx = RunContext(lab=self.lab, rubric=rubric, cases=self._build_cases(rubric),
                               limits=limits, perf=rubric.get("performance"), simulated=simulated,
                               out=self.out, secret=self.secret, children=self.children,
-                              log=self.log, say=self.say, crowded=lambda: self._active > 1)
+                              log=self.log, say=self.say, replays=replays,
+                              crowded=lambda: self._active > 1)
         self.judge = Judge(self.ctx)
         self.timer = Timer(self.ctx)
-        self.ctx.replays = ReplayServers(self.lab_name, lambda: self.timer.cases, self.log, self.gpus)
         self.sanitizer = Sanitizer(self.ctx, enabled=sanitize)
         self.sandbox_note = None
         self.faults = injected_faults(os.environ.get(FAULT_ENV, ""))
@@ -191,7 +194,7 @@ class Run:
         cases = self.lab.cases(rng, self.simulated, rub)
         for i, c in enumerate(cases):
             c["id"] = f"t{i}"
-            c["points"] = rub["public_points"] if c["visibility"] == "public" else rub["hidden_points"]
+            c["points"] = case_points(c, rub)
         return cases
 
     def calibrate_sandbox(self):

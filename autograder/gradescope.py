@@ -239,12 +239,11 @@ def _max_score(lab: str) -> float:
     import numpy as np
 
     from . import labs
-    from .rubric import load_rubric
+    from .rubric import case_points, load_rubric
 
     rub = load_rubric(lab)["correctness"]
     cases = labs.get(lab).cases(np.random.default_rng(0), True, rub)
-    return float(sum(rub["public_points"] if c["visibility"] == "public" else rub["hidden_points"]
-                     for c in cases))
+    return float(sum(case_points(c, rub) for c in cases))
 
 
 def run(base: Path | None = None) -> int:
