@@ -47,7 +47,7 @@ from pathlib import Path
 from .submission import SETUP_MARKERS, _neutralize_magics
 
 __all__ = ["access_advice", "student_source", "StudentSource", "write_job", "child_env",
-           "run_student", "NOT_AVAILABLE", "TRACE_TIMEOUT_S"]
+           "NOT_AVAILABLE", "TRACE_TIMEOUT_S"]
 
 NOT_AVAILABLE = "not available on this machine"
 # the tracer's budget: lab 2's public case takes under a second here, lab 4's tiled GEMM
@@ -338,6 +338,8 @@ def advice_for(t, warp: int = 0) -> list[str]:
 
 # ------------------------------------------------------------------------------ children
 def child_env(simulated: bool) -> dict:
+    """The environment of a re-run process: this repository first on the path, and the
+    simulator on (``simulated``) or off, whatever this process runs."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(_REPO)] + [p for p in env.get(
         "PYTHONPATH", "").split(os.pathsep) if p])
@@ -349,6 +351,9 @@ def child_env(simulated: bool) -> dict:
 
 
 def write_job(tmp: Path, lab, src: StudentSource, what: str, timeout_s: float) -> Path:
+    """The student's code and the job file of a re-run (``python -m autograder.feedback JOB``)
+    in ``tmp``: ``what`` is "advice" (the access pattern) or "sanitize" (the public tests,
+    ``autograder.sanitizer.run_public_tests``)."""
     (tmp / "student.py").write_text(src.text)
     job = tmp / "job.json"
     job.write_text(json.dumps({"what": what, "lab": lab.name, "timeout_s": timeout_s,
@@ -384,7 +389,7 @@ def _advice_in_child(lab, fn, source, timeout_s, cells=None) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ the child
-def run_student(path: str) -> dict:
+def _run_student(path: str) -> dict:
     """Execute the student's file as __main__ would run its cells: one error does not stop
     the rest (a notebook's later cells ran after an earlier one failed, too)."""
     ns = {"__name__": "__main__", "check": lambda *a, **k: True}
@@ -401,7 +406,7 @@ def _child(job_path: str) -> int:
 
     lab = _labs.get(job["lab"])
     try:
-        ns = run_student(job["student"])
+        ns = _run_student(job["student"])
     except Exception as e:
         msg = f"your code raised {type(e).__name__} when run again: {e}"
         Path(job["result"]).write_text(json.dumps({"lines": [msg]}))
@@ -420,6 +425,7 @@ def _child(job_path: str) -> int:
     from .sanitizer import run_public_tests   # under compute-sanitizer (autograder.sanitizer)
 
     return run_public_tests(lab, fn)
+
 
 if __name__ == "__main__":
     sys.exit(_child(sys.argv[1]))
