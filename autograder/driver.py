@@ -201,8 +201,8 @@ from numba import cuda  # noqa: E402
 from aginputs import generate  # noqa: E402
 
 LAUNCHES = [0]
-# Launches per simulated kernel call above which the simulator is not asked to run it: about
-# 7,000 threads a second on one core, so 65,536 threads is ~10 s. Larger launches are refused
+# Launches per simulated kernel call above which the simulator is not asked to run it: at
+# book.gpu.SIM_THREADS_PER_S, 65,536 threads is ~10 s. Larger launches are refused
 # with a message that says so (grade on a GPU), never reported as a hang.
 SIM_MAX_THREADS = int(CFG.get("sim_max_threads", 65536))
 

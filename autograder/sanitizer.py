@@ -25,11 +25,11 @@ from .sandbox import ChildError
 
 __all__ = ["sanitize", "sanitizer_unavailable", "sandbox_findings", "findings_sentences",
            "wrapper_argv", "wrapper_keep", "ToolLog", "Sanitizer", "run_public_tests",
-           "SANITIZE_TEST", "BUDGET_S"]
+           "SANITIZE_TEST"]
 
-# compute-sanitizer's time on one student's code: each tool's in check() (a process per tool),
-# both tools' together in grade --sanitize (a slow or spinning submission costs no more)
-BUDGET_S = 300.0
+# compute-sanitizer's time on one student's code is book.sanitizer.TIMEOUT_S: each tool's in
+# check() (a process per tool), both tools' together in grade --sanitize (a slow or spinning
+# submission costs no more). Read when used: importing book decides GPU or simulator.
 SANITIZE_TEST = "compute-sanitizer: memcheck and racecheck (feedback, no points)"
 DONE_MARKER = "AG-SANITIZE-DONE"   # printed by the child when the public tests finished
 
@@ -53,14 +53,15 @@ def sanitizer_unavailable() -> str | None:
 
 
 # ------------------------------------------------------------------------------ check()
-def sanitize(lab, fn=None, *, source=None, cells=None, timeout_s: float = BUDGET_S) -> list[str]:
+def sanitize(lab, fn=None, *, source=None, cells=None, timeout_s: float | None = None) -> list[str]:
     """compute-sanitizer's findings (memcheck, racecheck) on the lab's public tests, as
     sentences pointing at the student's own lines; [] when it found nothing.
 
     The student's code (``fn``'s notebook history or file, or ``source``/``cells``) re-runs in
     a fresh process under each tool (autograder.feedback's re-run, whose child calls
     ``run_public_tests``). Exactly one line containing "not available on this machine" where
-    compute-sanitizer cannot run here (no GPU, the simulator, no toolkit).
+    compute-sanitizer cannot run here (no GPU, the simulator, no toolkit). ``timeout_s``: each
+    tool's, ``book.sanitizer.TIMEOUT_S`` unless given.
     """
     from . import labs as _labs
 
@@ -76,6 +77,7 @@ def sanitize(lab, fn=None, *, source=None, cells=None, timeout_s: float = BUDGET
         return [f"compute-sanitizer not run: {e}"]
     from book import sanitizer as tool
 
+    timeout_s = tool.TIMEOUT_S if timeout_s is None else timeout_s
     with tempfile.TemporaryDirectory(prefix="ag-sanitize-") as tmp:
         tmp = Path(tmp)
         job = write_job(tmp, lab, src, "sanitize", timeout_s)
@@ -292,7 +294,8 @@ class Sanitizer:
     def run(self, result, cells, gpu):
         """The submission's public tests under each tool; its findings as a 0-point test and
         review flags of ``result``."""
-        from book.sanitizer import refusal_reason   # not at import: grade decides GPU or simulator first
+        # not at import: grade decides GPU or simulator first
+        from book.sanitizer import TIMEOUT_S as budget_s, refusal_reason
 
         ctx = self.ctx
         texts, problems = {}, []
@@ -305,13 +308,13 @@ class Sanitizer:
             result.tests.append(TestRecord(SANITIZE_TEST, 0, output=note))
             ctx.log(kind="sanitizer", id=result.id, skipped=note)
             return
-        end = time.monotonic() + BUDGET_S
+        end = time.monotonic() + budget_s
         load_s = ctx.limits.get("load_s", 120) * self.LOAD_FACTOR
         test_s = ctx.limits.get("test_s", 60) * self.TEST_FACTOR
         for tool in ("memcheck", "racecheck"):
             child, passed = None, []
             if end - time.monotonic() < 10:
-                problems.append(f"{tool}: not run: this submission's {BUDGET_S:.0f} s "
+                problems.append(f"{tool}: not run: this submission's {budget_s:.0f} s "
                                 "under compute-sanitizer were spent")
                 continue
             with ToolLog() as log:

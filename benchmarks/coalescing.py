@@ -163,7 +163,7 @@ def coalescing_record(reps):
 def bench_rows(reps, shapes):
     import torch
 
-    from book import bench, traffic
+    from book import bench, dtypes, traffic
     from book.kernels import VARIANTS, reference
 
     rows, checks = [], []
@@ -171,7 +171,7 @@ def bench_rows(reps, shapes):
     for dtype in ("float32", "float16", "bfloat16"):
         for shape in shapes:
             n = math.prod(shape)
-            nb = n * reference.ITEMSIZE[dtype]
+            nb = n * dtypes.ITEMSIZE[dtype]
             sets = torch_sets(shape, dtype, min(bench.rotation_count(3 * nb), 64), seed=2)
             nsets = [tuple(numba_view(x) for x in s) for s in sets]
             for name in names:

@@ -69,7 +69,8 @@ def main(argv=None):
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import book
     from book.bench import tensorcore
-    from book.bench.suite import Suite, write
+    from book.bench.suite import Suite
+    from book.data import write
     from book.provenance import provenance
 
     if book.gpu.SIMULATED:

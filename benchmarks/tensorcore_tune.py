@@ -47,7 +47,7 @@ def main(argv=None):
 
     import book
     from book import bench
-    from book.bench.suite import write
+    from book.data import write
     from book.kernels import mma_gemm as mg
     from book.provenance import provenance
 

@@ -9,6 +9,8 @@ different runs.
 * :data:`LAYERS`: the layers of a call and the references beside them, in the order the
   chapter's figure draws them;
 * :func:`layer_rows`: those rows for one dtype and shape, with their spread;
+* :func:`call_rows`: the section's first table, host rows of that group beside the GPU
+  rows of the same kernels (the host rows must come from one run, or it says which do not);
 * :func:`paths`: the three ways to launch the same kernel (Numba's dispatcher through the
   wrapper, the cheap path of :mod:`book.kernels.fastcall`, a CUDA-graph replay) with host
   and GPU time per call;
@@ -35,6 +37,52 @@ LAYERS = (
     ("launch_layer_torch_compile", "torch.compile'd F.silu(g) * u", "host"),
     ("launch_layer_graph_replay", "CUDA-graph replay (GPU time)", "gpu"),
 )
+
+# The section's first table: what a call costs the host (rows of the one host group, labelled
+# as in LAYERS) against what the same work costs the GPU.
+CALL_HOST = ("launch_layer_checks", "launch_layer_raw_numba_launch",
+             "launch_layer_wrapper_numba_arrays", "{v}_torch_call", "launch_layer_fastcall",
+             "launch_layer_torch_eager", "launch_layer_torch_compile")
+CALL_GPU = (
+    ("{v}", "the kernel (vec4; halves: half8), launches queued back to back"),
+    ("torch_eager", "torch eager F.silu(g) * u, queued back to back"),
+    ("torch_compile", "torch.compile'd F.silu(g) * u, queued back to back"),
+    ("launch_layer_graph_replay", "the kernel in a CUDA-graph replay"),
+    ("torch_eager_graph", "torch eager F.silu(g) * u in a CUDA-graph replay"),
+)
+
+
+def _run_of(results, row):
+    p = row.get("provenance") or results.provenance
+    return (p.get("date"), p.get("command"))
+
+
+def call_rows(results, dtype, shape=DECODE):
+    """``[(label, whose, row)]``: the first decode table for ``dtype``, ``whose`` "host" or
+    "GPU". Every host row is a row of :data:`LAYERS` (the interleaved group), so the table
+    and the layer figure show the same figure for the same call. Raises ValueError where
+    the host rows come from more than one run: two stretches of host noise cannot be
+    compared row against row (measure them together: ``--only`` with every
+    ``launch_layer`` row, then merge)."""
+    v = kernel_of(dtype)
+    labels = {name.format(v=v): label for name, label, _kind in LAYERS}
+    out = []
+    for name in CALL_HOST:
+        r = _row(results, name.format(v=v), dtype, shape)
+        if r is not None:
+            out.append((labels[name.format(v=v)], "host", r))
+    runs = {_run_of(results, r) for _l, _w, r in out}
+    if len(runs) > 1:
+        names = ", ".join(f"{r['variant']} ({_run_of(results, r)[0]})" for _l, _w, r in out)
+        raise ValueError(f"the {dtype} host rows at {tuple(shape)} come from {len(runs)} runs "
+                         f"({names}): re-measure them as one group with python -m book.bench "
+                         "--only 'launch_layer|_torch_call$' and merge the rows")
+    for name, label in CALL_GPU:
+        r = _row(results, name.format(v=v), dtype, shape)
+        if r is not None:
+            out.append((label, "GPU", r))
+    return out
+
 
 # The three launch paths of one kernel: (key, label, host row or None, GPU row)
 PATHS = (
@@ -98,11 +146,14 @@ def step_time(path, layers=32):
 
 def sources(results, rows):
     """One line per run the given rows come from: a merged row carries its own run's
-    provenance (``python -m book.bench.merge``), the others the record's."""
+    provenance (``python -m book.bench.merge``), the others the record's; each command
+    without the device machine's paths."""
+    from book.provenance import without_paths
+
     seen = []
     for r in rows:
         p = r.get("provenance") or results.provenance
-        line = f"{p.get('gpu')}, {p.get('date')}, commit {(p.get('commit') or '?')[:8]}: {p.get('command')}"
+        line = f"{p.get('gpu')}, {p.get('date')}, commit {(p.get('commit') or '?')[:8]}: {without_paths(p.get('command'))}"
         if line not in seen:
             seen.append(line)
     return seen

@@ -60,6 +60,7 @@ __all__ = [
     "explain_cuda_error",
     "driver_cuda_version",
     "SIMULATOR_LINE",
+    "SIM_THREADS_PER_S",
 ]
 
 #: The line printed when no usable GPU is found (kept in one place so tests and
@@ -68,6 +69,12 @@ SIMULATOR_LINE = (
     "No CUDA GPU found: kernels run in Numba's CUDA simulator on the CPU "
     "(correct, but slow and untimed; timings shown come from recorded runs)."
 )
+
+#: How fast Numba's CUDA simulator runs kernels: simulated threads a second, on one core of
+#: the course's CI machine (each thread is a Python thread). What sizes a launch for a page
+#: (book.tracer.MAX_THREADS), the grader's deadlines in the simulator (autograder.judge) and
+#: the largest launch it simulates (autograder/driver.py) are reckoned from.
+SIM_THREADS_PER_S = 7_000
 
 # CUresult codes and device attribute numbers from the CUDA driver API
 # (cuda.h); tests compare them with the enums in cuda.bindings.driver.

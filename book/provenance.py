@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,3 +86,16 @@ def provenance(command: str | None = None) -> dict:
          *sys.argv[1:]])
     rec["commit"] = commit()
     return rec
+
+
+_PATH = re.compile(r"(?<![\w.])/(?:[^\s/:]+/)+([^\s/:]+)")
+
+
+def without_paths(command: str | None) -> str | None:
+    """``command`` as a page may print it: every absolute path cut to its file name.
+
+    A record's command names where the device machine wrote its output (``--out
+    /root/out/h100.json``); that folder exists only there, so a reader is shown the file's
+    name (``--out h100.json``), not a path on a machine they never see."""
+    return None if command is None else _PATH.sub(r"\1", command)
+

@@ -41,9 +41,9 @@ def default_precision(dtype: str, kind: str = "gemm") -> str:
 
 
 def kernel_kind(traffic: Traffic) -> str:
-    """"gemm" for a count that includes matrix multiplications (book.traffic.mlp_up: its
-    shape has a model width d), else "elementwise"."""
-    return "gemm" if "d" in traffic.shape else "elementwise"
+    """"gemm" for a count that includes matrix multiplications (its shape has a reduction:
+    book.traffic.mlp_up's model width d, book.traffic.gemm's K), else "elementwise"."""
+    return "gemm" if "d" in traffic.shape or "K" in traffic.shape else "elementwise"
 
 
 def ridge_point(spec, precision: str = "bf16") -> float:

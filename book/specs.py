@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["GPUSpec", "GPU_SPECS", "match", "get"]
+__all__ = ["GPUSpec", "GPU_SPECS", "match", "get", "slug", "key_of"]
 
 T = 1e12
 GB = 1e9
@@ -140,18 +140,49 @@ _PATTERNS = [
 ]
 
 
+def key_of(device_name: str | None) -> str | None:
+    """The table key ("H100-SXM") of a driver-reported device name, or None."""
+    if not device_name:
+        return None
+    for pattern, key in _PATTERNS:
+        if re.search(pattern, device_name, flags=re.IGNORECASE):
+            return key
+    return None
+
+
 def match(device_name: str) -> GPUSpec | None:
     """The table entry for a driver-reported device name, or None.
 
     >>> match("NVIDIA H100 80GB HBM3").name
     'NVIDIA H100 SXM5 80GB (HBM3)'
     """
+    key = key_of(device_name)
+    return None if key is None else GPU_SPECS[key]
+
+
+# A table key's variant suffix: the form factor or memory size, which a record's name drops
+# (an H100 PCIe's results would go beside the SXM's in h100.json, with the GPU in provenance)
+_VARIANT = re.compile(r"-(SXM|PCIe|NVL|\d+GB)$")
+
+
+def slug(device_name: str | None) -> str:
+    """The name of a GPU's records: 'NVIDIA H100 80GB HBM3' -> 'h100'.
+
+    ``book/data/<slug>.json`` (``python -m book.bench``), ``records/chapters/<slug>/``
+    (``tools.record``) and ``records/tests/gpu_<slug>.json`` (``tools.gpu_tests``) are named
+    by it. A GPU of the table is named by its family (the key without its variant: H100 SXM,
+    PCIe and NVL are all "h100"); another by its model number ("NVIDIA B200" -> "b200"), else
+    by its whole name made file-safe; no name at all gives "unknown-gpu".
+    """
     if not device_name:
-        return None
-    for pattern, key in _PATTERNS:
-        if re.search(pattern, device_name, flags=re.IGNORECASE):
-            return GPU_SPECS[key]
-    return None
+        return "unknown-gpu"
+    key = key_of(device_name)
+    if key is not None:
+        return _VARIANT.sub("", key).replace("-", "").lower()
+    m = re.search(r"\b([A-Z]{1,3}\d{1,4}[A-Z]?)\b", device_name.replace("NVIDIA", ""))
+    if m:
+        return m.group(1).lower()
+    return re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown-gpu"
 
 
 def get(key_or_name: str | GPUSpec) -> GPUSpec:

@@ -28,11 +28,14 @@ __all__ = [
     "dtype_name",
     "activation",
     "mlp_up",
+    "gemm",
     "ACTIVATION_VARIANTS",
     "MLP_UP_VARIANTS",
 ]
 
-DTYPE_BYTES = dtypes.ITEMSIZE  # bytes per element, from the one dtype module
+#: Bytes per element: :data:`book.dtypes.ITEMSIZE` itself, under the name chapter 2's cells
+#: read (the library reads it from book.dtypes).
+DTYPE_BYTES = dtypes.ITEMSIZE
 
 #: Flops counted for one output element of silu(g) * u = g * u / (1 + exp(-g)):
 #: exp, add, reciprocal (the sigmoid), then two multiplies. The Vizuara article counts the
@@ -92,9 +95,6 @@ def dtype_name(dtype) -> str:
     return dtypes.name(dtype)
 
 
-_dtype_name = dtype_name  # the widgets' validators call it by this name
-
-
 def itemsize(dtype) -> int:
     """Bytes per element of ``dtype`` (a name, a numpy dtype or a torch dtype)."""
     return dtypes.itemsize(dtype)
@@ -107,8 +107,8 @@ def _positive(**dims) -> None:
 
 
 def _make(variant, dtype, steps, flops, shape) -> Traffic:
-    name = _dtype_name(dtype)
-    size = DTYPE_BYTES[name]
+    name = dtypes.name(dtype)
+    size = dtypes.ITEMSIZE[name]
     transfers = sum(s.reads + s.writes for s in steps)
     return Traffic(variant=variant, dtype=name, itemsize=size, transfers=transfers,
                    bytes=transfers * size, flops=flops, breakdown=list(steps), shape=shape)
@@ -166,3 +166,13 @@ def mlp_up(T: int, d: int, h: int, dtype="float32", variant: str = "unfused") ->
         raise ValueError(f"unknown mlp_up variant {variant!r}: use one of {MLP_UP_VARIANTS}")
     flops = 2 * (2 * T * d * h) + FLOPS_PER_ELEMENT * n
     return _make(variant, dtype, steps, flops, {"T": T, "d": d, "h": h})
+
+
+def gemm(M: int, K: int, N: int, dtype="float32") -> Traffic:
+    """Traffic of one GEMM ``[M, K] @ [K, N]``: each operand read once and the output written
+    once (perfect on-chip reuse, as in :func:`mlp_up`), 2·M·K·N flops (a multiply and an add
+    per term). Its shape names the reduction ``K``, so the roofline puts its math where a
+    GEMM's runs (:func:`book.roofline.kernel_kind`)."""
+    _positive(M=M, K=K, N=N)
+    step = Step("GEMM: read A and B, write C", M * K + K * N, M * N)
+    return _make("gemm", dtype, [step], 2 * M * K * N, {"M": M, "K": K, "N": N})

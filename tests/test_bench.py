@@ -207,7 +207,7 @@ def test_merge_replaces_same_rows_keeps_the_rest_and_their_provenance():
 
 
 def test_decode_targets_read_the_cheap_path_against_torch_add_of_the_same_run():
-    from book.bench.suite import DECODE_SHAPES, targets
+    from book.bench.targets import DECODE_SHAPES, targets
 
     shape = DECODE_SHAPES[-1]
     rows = [_row("launch_layer_fastcall", "float32", shape, kind="launch", seconds=9.6e-6),
@@ -260,6 +260,41 @@ def test_only_needs_rows_out_and_a_valid_pattern(capsys):
     assert "not a regular expression" in capsys.readouterr().err
 
 
+def test_a_host_row_making_another_rows_call_is_measured_once():
+    from book.bench.suite import group_jobs
+
+    host = {"vec4_python_launch": (len, [()], "d", "launch_layer_wrapper_numba_arrays"),
+            "torch_eager_python_launch": (len, [()], "d", "launch_layer_torch_eager"),
+            "wrapper_checks_only": (len, [()], "d", None),
+            "launch_layer_wrapper_numba_arrays": (len, [()], "d"),
+            "launch_layer_torch_eager": (len, [()], "d")}
+    wanted, measured, same = group_jobs(host, lambda k: True)
+    assert wanted == list(host)
+    assert measured == ["launch_layer_wrapper_numba_arrays", "launch_layer_torch_eager",
+                        "wrapper_checks_only"]
+    assert same == {"vec4_python_launch": "launch_layer_wrapper_numba_arrays",
+                    "torch_eager_python_launch": "launch_layer_torch_eager"}
+    # only the alias asked for (--only python_launch): its call is still timed, once
+    wanted, measured, _ = group_jobs(host, lambda k: k.endswith("python_launch"))
+    assert wanted == ["vec4_python_launch", "torch_eager_python_launch"]
+    assert measured == ["launch_layer_wrapper_numba_arrays", "launch_layer_torch_eager"]
+    # a group without the row it names (run_decode alone): the row is timed itself
+    alone = {k: v for k, v in host.items() if not k.startswith("launch_layer")}
+    assert group_jobs(alone, lambda k: True)[1] == list(alone)
+
+
+def test_shapes_name_the_suites_shapes_and_need_rows_out(capsys):
+    from book.bench import suite
+
+    with pytest.raises(SystemExit):
+        suite.main(["--shapes", "1x18944"])
+    assert "--rows-out" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        suite.main(["--shapes", "1x18944", "3x5", "--rows-out", "x.json"])
+    err = capsys.readouterr().err
+    assert "--shapes 3x5: not a shape of the suite" in err and "1x18944" in err
+
+
 @gpu_only
 def test_back_to_back_shows_host_time_that_priming_hides():
     """A call whose host side takes 300 us around a 1 us kernel: measure() (queued behind the
@@ -310,3 +345,25 @@ def test_recorded_merges_list_their_rows_and_keep_their_provenance():
             for kind, variant, dtype, shape in m["rows"]:
                 listed[(kind, variant, dtype, tuple(shape))] = m["provenance"]
         assert listed == stamped, path.name
+
+
+def test_pass_share_divides_by_the_measurement_tables_cublas_row_where_there_is_one():
+    from book.bench.tensorcore import pass_share
+    from book.data import Results
+
+    def row(variant, shape, seconds):
+        return {"kind": "tensorcore", "variant": variant, "dtype": "bfloat16",
+                "shape": list(shape), "seconds": seconds}
+
+    big, small = (8192, 4096, 14336), (1, 4096, 14336)
+    res = Results({}, [row("cublas_bf16_gemm", big, 2.477e-3),
+                       row("cublas_bf16_gemm_share", big, 2.561e-3),
+                       row("separate_pass_eager", big, 0.72e-3),
+                       row("cublas_bf16_gemm_share", small, 85e-6),
+                       row("separate_pass_eager", small, 5e-6)])
+    s = pass_share(res, *big, "eager")
+    assert s["gemm"]["variant"] == "cublas_bf16_gemm"  # one cuBLAS time on the page
+    assert s["share"] == pytest.approx(0.72 / (0.72 + 2.477))
+    t = pass_share(res, *small, "eager")  # T = 1: only the share's own GEMM row
+    assert t["gemm"]["variant"] == "cublas_bf16_gemm_share"
+    assert t["share"] == pytest.approx(5 / 90)

@@ -13,7 +13,8 @@ import pytest
 
 import book
 from book import data
-from book.bench import suite
+from book import dtypes
+from book.bench import suite, targets
 
 PROVENANCE_KEYS = {"gpu", "driver", "cuda", "numba", "numba_cuda", "torch", "numpy", "python",
                    "date", "command"}
@@ -56,7 +57,7 @@ def test_every_variant_dtype_and_shape_was_measured(h100):
         for shape in suite.SHAPES:
             for ref in ("torch_eager", "torch_add", "copy"):
                 h100.find(ref, dtype, shape)
-    for T, d, h in suite.GEMM_SHAPES:
+    for T, d, h in targets.GEMM_SHAPES:
         for ref in ("torch_matmul_float32", "numba_dual_gemm", "numba_unfused"):
             h100.find(ref, "float32", (T, d, h))
         h100.find("torch_matmul_tf32", "tf32", (T, d, h))
@@ -66,15 +67,15 @@ def test_minimum_bytes_are_three_transfers_per_element(h100):
     for r in h100.select(kind="kernel"):
         if len(r["shape"]) == 2 and not r["variant"].endswith("_graph"):
             n = r["shape"][0] * r["shape"][1]
-            assert r["bytes"] == 3 * n * suite.ITEMSIZE[r["dtype"]], r["variant"]
+            assert r["bytes"] == 3 * n * dtypes.ITEMSIZE[r["dtype"]], r["variant"]
 
 
 def test_no_bandwidth_above_what_a_copy_reaches(h100):
     # a kernel that reads and writes HBM cannot beat the device copy by much; more would
     # mean the inputs sat in L2 (or a timing error)
     for dtype in suite.DTYPES:
-        copy = h100.find("copy", dtype, suite.LARGE)["bandwidth"]
-        for r in h100.select(dtype=dtype, shape=suite.LARGE, kind="kernel"):
+        copy = h100.find("copy", dtype, targets.LARGE)["bandwidth"]
+        for r in h100.select(dtype=dtype, shape=targets.LARGE, kind="kernel"):
             assert r["bandwidth"] < 1.05 * copy, (r["variant"], r["bandwidth"], copy)
 
 
@@ -118,18 +119,18 @@ def test_claims_table_is_built_from_the_data(h100):
     assert all(SOURCES[k].short in md for k in sources)
     assert not re.search(r"(?i)\bseed", md)
     # ours comes from the file: change a row and the table changes
-    row = h100.find("torch_eager", "float32", suite.PREFILL)
+    row = h100.find("torch_eager", "float32", targets.PREFILL)
     before = [r["ours"] for r in claims.table(h100) if "F.silu" in r["claim"]][0]
     row["seconds"] *= 2
     after = [r["ours"] for r in claims.table(h100) if "F.silu" in r["claim"]][0]
     row["seconds"] /= 2
     assert before != after
     # torch.compile beside eager, where the record has the row
-    b = min((r for r in h100.select(dtype="float32", shape=suite.PREFILL)
+    b = min((r for r in h100.select(dtype="float32", shape=targets.PREFILL)
              if r["kind"] == "kernel" and not r["variant"].endswith(("_graph", "_l2_warm"))
              and r.get("correct", True)), key=lambda r: r["seconds"])
     extra = dict(row, variant="torch_compile", kind="reference", seconds=b["seconds"] * 1.01)
-    recorded = h100.select(variant="torch_compile", dtype="float32", shape=suite.PREFILL)
+    recorded = h100.select(variant="torch_compile", dtype="float32", shape=targets.PREFILL)
     for r in recorded:          # the record's own compiled row stands aside for the test's
         h100.rows.remove(r)
     h100.rows.append(extra)
@@ -160,12 +161,6 @@ def test_sass_recorded_on_the_gpu_shows_the_instructions_the_chapters_name():
         assert "LDL" not in text and "STL" not in text  # no local memory
     with pytest.raises(FileNotFoundError, match="recorded"):
         data.sass("no_such_kernel")
-
-
-def test_gpu_slug_names_the_data_file():
-    assert suite.gpu_slug("NVIDIA H100 80GB HBM3") == "h100"
-    assert suite.gpu_slug("Tesla T4") == "t4"
-    assert suite.gpu_slug("Some New GPU 9000") == "some-new-gpu-9000"
 
 
 def test_benchmark_refuses_to_time_in_the_simulator(capsys):

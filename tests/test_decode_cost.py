@@ -56,3 +56,25 @@ def test_sources_name_each_run_once():
     rows = [dict(ROWS[0]), dict(ROWS[1], provenance=merged), dict(ROWS[2], provenance=merged)]
     lines = decode_cost.sources(Results(prov, rows), rows)
     assert len(lines) == 2 and "d0" in lines[0] and "--only x" in lines[1]
+
+
+def test_call_rows_are_the_group_rows_and_refuse_two_runs():
+    res = Results({"date": "d0", "command": "python -m book.bench"}, ROWS)
+    table = decode_cost.call_rows(res, "float32")
+    host = [(label, r["variant"]) for label, whose, r in table if whose == "host"]
+    # the layer figure's labels for the same rows: one figure per call, whichever table shows it
+    assert host == [("whole wrapper, torch tensors", "vec4_torch_call"),
+                    ("cheap path (fastcall), torch tensors", "launch_layer_fastcall")]
+    assert [r["variant"] for _l, whose, r in table if whose == "GPU"] == [
+        "vec4", "launch_layer_graph_replay"]
+    other = dict(ROWS[2], provenance={"date": "d1", "command": "python -m book.bench --only x"})
+    mixed = Results(res.provenance, [ROWS[0], ROWS[1], other])
+    with pytest.raises(ValueError, match="2 runs.*launch_layer_fastcall"):
+        decode_cost.call_rows(mixed, "float32")
+
+
+def test_sources_print_no_device_paths():
+    prov = {"gpu": "H100", "date": "d0", "commit": "a" * 40,
+            "command": "python -m book.bench --only x --rows-out /root/out/rows.json"}
+    (line,) = decode_cost.sources(Results(prov, ROWS[:1]), ROWS[:1])
+    assert "/root" not in line and "--rows-out rows.json" in line

@@ -127,3 +127,18 @@ def test_fastcall_refuses_what_the_wrapper_refuses():
         fc(np.ones(8, np.float32), np.ones(8, np.float32), np.ones(8, np.float32))
     with pytest.raises(ValueError, match="vector variants"):
         fastcall.FastCall("naive")
+
+
+def test_plan_and_stream_caches_are_bounded_and_drop_the_oldest():
+    cache = fastcall.BoundedCache(3)
+    for k in range(5):  # a loop over fresh allocations: a new key every call
+        cache.put(k, str(k))
+    assert list(cache) == [2, 3, 4] and cache.get(4) == "4" and cache.get(0) is None
+    cache.put(3, "again")  # an existing key is replaced, nothing dropped
+    assert list(cache) == [2, 3, 4] and cache[3] == "again"
+    with pytest.raises(ValueError, match="at least one"):
+        fastcall.BoundedCache(0)
+    fc = fastcall.FastCall("vec4")
+    assert isinstance(fc._plans, fastcall.BoundedCache) and fc._plans.limit == fc.MAX_PLANS
+    assert isinstance(fc._streams, fastcall.BoundedCache) and fc._streams.limit == fc.MAX_STREAMS
+

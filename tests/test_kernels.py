@@ -12,10 +12,11 @@ import pytest
 import book  # noqa: F401  (decides GPU or simulator before numba.cuda)
 from numba import cuda
 
+from book import dtypes
 from book.kernels import VARIANTS, reference as R
 from book.kernels import wide
 
-DTYPES = R.DTYPES
+DTYPES = dtypes.DTYPES
 SMALL_SHAPES = [(1, 127), (1, 128), (1, 129), (3, 131)]
 
 
@@ -192,13 +193,15 @@ def test_tolerances_are_stated_for_every_dtype():
 def test_registry():
     import book.specs
     import book.traffic
-    from book.bench import suite
+    from book.bench import suite, targets
 
-    # one definition each, imported (not copies kept equal)
+    # one definition each, imported (not copies kept equal); the chapters read the item
+    # sizes as reference.ITEMSIZE and traffic.DTYPE_BYTES: the same dict
     assert suite.FLOPS_PER_ELEMENT is book.traffic.FLOPS_PER_ELEMENT
-    assert suite.ITEMSIZE is book.traffic.DTYPE_BYTES is R.ITEMSIZE
-    assert suite.DTYPES is R.DTYPES
-    assert suite.HBM3_PEAK == book.specs.GPU_SPECS["H100-SXM"].memory_bandwidth
+    assert book.traffic.DTYPE_BYTES is R.ITEMSIZE is dtypes.ITEMSIZE
+    assert suite.DTYPES is R.DTYPES is dtypes.DTYPES
+    assert suite.HBM3_PEAK is targets.HBM3_PEAK
+    assert targets.HBM3_PEAK == book.specs.GPU_SPECS["H100-SXM"].memory_bandwidth
     for name, v in VARIANTS.items():
         assert v.name == name and set(v.dtypes) <= set(DTYPES) and v.description
         assert v.transfers_per_element in (3, 5)

@@ -126,13 +126,6 @@ def test_install_puts_a_bundle_in_place_and_skips_failed_chapters(tmp_path):
     assert not recordings.record_path("chapters/y.ipynb", root=tmp_path).exists()
 
 
-@pytest.mark.parametrize("name, slug", [("NVIDIA H100 80GB HBM3", "h100"),
-                                        ("Tesla T4", "t4"), ("NVIDIA A100-SXM4-80GB", "a100"),
-                                        ("NVIDIA L4", "l4"), (None, "unknown-gpu")])
-def test_gpu_slug(name, slug):
-    assert record.gpu_slug(name) == slug
-
-
 def _notebook(path, *sources):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",

@@ -53,6 +53,7 @@ def test_elementwise_math_runs_on_the_fp32_cuda_cores_in_every_dtype():
     assert g.precision == "fp16" and g.ridge == pytest.approx(295.4, abs=0.5)
     assert roofline.kernel_kind(traffic.mlp_up(1, 2, 3, "float32", "epilogue")) == "gemm"
     assert roofline.kernel_kind(traffic.activation(1, 2, "float32", "epilogue")) == "elementwise"
+    assert roofline.kernel_kind(traffic.gemm(1, 2, 3, "bfloat16")) == "gemm"
     with pytest.raises(ValueError, match="kind"):
         roofline.default_precision("float16", "tensor")
 

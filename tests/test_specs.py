@@ -63,3 +63,15 @@ def test_peak_names_and_missing_units():
         specs.GPU_SPECS["T4"].peak("bf16")
     with pytest.raises(ValueError, match="unknown precision"):
         h.peak("int8")
+
+
+@pytest.mark.parametrize("name, slug", [
+    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H100 PCIe", "h100"), ("NVIDIA H200", "h200"),
+    ("Tesla T4", "t4"), ("NVIDIA A100-SXM4-80GB", "a100"), ("NVIDIA A100-SXM4-40GB", "a100"),
+    ("NVIDIA L4", "l4"), ("NVIDIA L40S", "l40s"), ("NVIDIA GeForce RTX 4090", "rtx4090"),
+    ("NVIDIA B200", "b200"), ("Some New GPU 9000", "some-new-gpu-9000"), (None, "unknown-gpu"),
+    ("", "unknown-gpu")])
+def test_slug_names_every_record_of_a_gpu(name, slug):
+    """One name per GPU for book/data/<slug>.json, records/chapters/<slug>/ and
+    records/tests/gpu_<slug>.json: a table GPU by its family, another by its model number."""
+    assert specs.slug(name) == slug

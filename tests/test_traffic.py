@@ -57,6 +57,17 @@ def test_mlp_up_hand_count():
     assert un.bytes == 4 * 76 and ep.bytes == 4 * 38
 
 
+def test_gemm_hand_count_and_the_unfused_mlp_up_is_two_of_them_and_the_activation():
+    # [2, 3] @ [3, 4]: 6 + 12 elements read, 8 written, 2 * 2 * 3 * 4 flops
+    g = traffic.gemm(2, 3, 4, "bfloat16")
+    assert (g.reads, g.writes, g.flops, g.bytes, g.dtype) == (18, 8, 48, 2 * 26, "bfloat16")
+    un = traffic.mlp_up(2, 3, 4, "bfloat16", "unfused")
+    act = traffic.activation(2, 4, "bfloat16", "fused")
+    assert un.bytes == 2 * g.bytes + act.bytes and un.flops == 2 * g.flops + act.flops
+    with pytest.raises(ValueError, match="K must be a positive integer"):
+        traffic.gemm(2, 0, 4)
+
+
 def test_mlp_up_large_is_compute_heavy():
     ep = traffic.mlp_up(2048, 4096, 8192, "bfloat16", "epilogue")
     assert ep.intensity > 1000

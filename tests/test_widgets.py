@@ -217,6 +217,30 @@ def test_measured_rows_become_points(no_data):
     assert "datasheet peak" in lw16.data_note
 
 
+def test_launch_presets_take_the_newest_run_of_each_kind(no_data):
+    """A record's own decode rows and newer merged ones (book.bench.merge): one preset per
+    kind and dtype, the newest run's, so the explorer starts where chapter 6's tables do."""
+    newer = {"gpu": "NVIDIA H100 80GB HBM3", "date": "2026-11-24T07:34:39Z"}
+    ds = _dataset([
+        {"kind": "launch", "variant": "fused_fastmath_python_launch", "dtype": "float32",
+         "shape": [1, 18944], "seconds": 17e-6},
+        {"kind": "launch", "variant": "vec4_python_launch", "dtype": "float32",
+         "shape": [1, 18944], "seconds": 19e-6, "provenance": newer},
+        {"kind": "kernel", "variant": "fused_fastmath_graph", "dtype": "float32",
+         "shape": [1, 18944], "seconds": 1.4e-6},
+        {"kind": "launch", "variant": "launch_layer_graph_replay", "dtype": "float32",
+         "shape": [1, 18944], "seconds": 1.7e-6, "provenance": newer},
+        {"kind": "launch", "variant": "vec4_python_launch", "dtype": "float32",
+         "shape": [1, 12288], "seconds": 18e-6, "provenance": newer},
+    ])
+    over = {p["how"]: p for p in _data.launch_presets(ds) if p["kind"] == "overhead"}
+    assert len([p for p in _data.launch_presets(ds) if p["kind"] == "overhead"]) == 2
+    assert over["one call from Python"]["value"] == 19e-6  # newest run, largest decode size
+    assert "vec4_python_launch, 1x18944" in over["one call from Python"]["label"]
+    assert over["CUDA graph replay, per SwiGLU"]["value"] == 1.7e-6
+    assert widgets.launch_explorer(data=ds).overhead_s == 19e-6
+
+
 def test_recorded_results_reach_the_widgets():
     """With the repository's own book/data files (written on a real GPU by python -m book.bench)."""
     from book import data as book_data

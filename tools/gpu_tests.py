@@ -60,8 +60,8 @@ def summary(junits: list[Path], rc: int, command: str, prov: dict) -> dict:
 def main(argv: list[str]) -> int:
     import book  # noqa: F401  (decides GPU or simulator)
     from book import gpu
-    from book.bench.suite import gpu_slug
     from book.provenance import provenance
+    from book.specs import slug
 
     if gpu.SIMULATED:
         print("make test-gpu needs a CUDA GPU: here Numba runs in its simulator and every `gpu` "
@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
     if "--out" in argv:
         i = argv.index("--out")
         out, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
-    out = out or REPO / "records" / "tests" / f"gpu_{gpu_slug(gpu.device_info().name)}.json"
+    out = out or REPO / "records" / "tests" / f"gpu_{slug(gpu.device_info().name)}.json"
     # One pytest process per file: a file whose tests make a CUDA context in pytest's own process
     # (the kernels' tests) would otherwise leave that process on the GPU while the isolation and
     # grader tests check that no process but the submission's is there (seen on the H100).

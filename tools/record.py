@@ -65,16 +65,6 @@ def wheel_list() -> list[str]:
     return pins
 
 
-def gpu_slug(name: str | None) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'h100' (the records folder of that GPU)."""
-    if not name:
-        return "unknown-gpu"
-    m = re.search(r"\b([A-Z]{1,3}\d{1,4}[A-Z]?)\b", name.replace("NVIDIA", ""))
-    if m:
-        return m.group(1).lower()
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
-
-
 # ---------------------------------------------------------------- one chapter (child process)
 
 def _execute_one(src: str, to: Path, cell_timeout: int) -> int:
@@ -161,11 +151,12 @@ def record(out: Path, chapters: list[str], timeout: int, cell_timeout: int,
     # plt.show() draws nothing and the recording has no figures.
     os.environ.pop("MPLBACKEND", None)
     out.mkdir(parents=True, exist_ok=True)
+    from book import specs
     from book.provenance import provenance
 
     command = " ".join(["python -m tools.record", *sys.argv[1:]])
     prov = provenance(command)
-    slug = gpu_slug(prov.get("gpu"))
+    slug = specs.slug(prov.get("gpu"))
     if prov.get("simulated"):
         print("WARNING: no GPU here: this records the simulator's outputs "
               "(recordings are meant to be made on a GPU).", flush=True)

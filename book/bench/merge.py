@@ -22,9 +22,11 @@ import json
 import sys
 from pathlib import Path
 
-from .suite import HBM3_PEAK, gpu_slug, targets, write
+from book.data import HERE as DATA
+from book.data import write
+from book.specs import slug
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+from .targets import HBM3_PEAK, targets
 
 
 def row_key(r):
@@ -100,7 +102,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     for f in args.files:
         part = _load(f, "rows file")
-        into = Path(args.into) if args.into else DATA / f"{gpu_slug(part['provenance'].get('gpu') or '')}.json"
+        into = Path(args.into) if args.into else DATA / f"{slug(part['provenance'].get('gpu'))}.json"
         record = _load(into, "record")
         try:
             doc = merge(record, part)

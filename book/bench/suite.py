@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import math
 import os
 import re
@@ -27,31 +26,22 @@ import sys
 import time
 from pathlib import Path
 
-from book.dtypes import DTYPES, ITEMSIZE
+from book import dtypes
+from book.data import write
+from book.dtypes import DTYPES
 from book.provenance import provenance
-from book.specs import GPU_SPECS
+from book.specs import slug
 from book.traffic import FLOPS_PER_ELEMENT
 
-SHAPES = [(1, 12288), (1, 18944), (128, 12288), (128, 18944), (2048, 8192), (8192, 14336)]
-QUICK_SHAPES = [(1, 18944), (2048, 8192), (8192, 14336)]
-DECODE_SHAPES = [(1, 12288), (1, 18944)]
-GEMM_SHAPES = [(2048, 4096, 8192), (512, 4096, 14336)]  # (T, d, h)
+from .targets import DECODE_SHAPES, GEMM_SHAPES, HBM3_PEAK, LARGE, PREFILL, targets
+
+SHAPES = [(1, 12288), (1, 18944), (128, 12288), (128, 18944), PREFILL, LARGE]
+QUICK_SHAPES = [(1, 18944), PREFILL, LARGE]
 # correctness only, every variant and dtype: awkward sizes (tails, odd widths, M = 1)
 CHECK_SHAPES = [(1, 1), (1, 3), (1, 11008), (3, 11008), (127, 129), (129, 127), (128, 128),
                 (5, 18944), (7, 12289)]
-LARGE = (8192, 14336)
-PREFILL = (2048, 8192)
 # torch.compile's rows beside eager: prefill and decode sizes (one compile per shape and dtype)
 COMPILE_SHAPES = DECODE_SHAPES + [PREFILL, LARGE]
-# H100 SXM datasheet, used when the device does not report its own figure
-HBM3_PEAK = GPU_SPECS["H100-SXM"].memory_bandwidth
-
-
-def gpu_slug(name: str) -> str:
-    for key in ("H100", "H200", "A100", "L40S", "L4", "T4", "A10G", "V100", "RTX 4090"):
-        if key in name:
-            return key.lower().replace(" ", "")
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
 
 
 class Suite:
@@ -86,7 +76,7 @@ class Suite:
     def make_sets(self, shape, dtype, seed=0):
         t = self.torch
         n = math.prod(shape)
-        nb = n * ITEMSIZE[dtype]
+        nb = n * dtypes.ITEMSIZE[dtype]
         k = min(self.bench.rotation_count(3 * nb), 64)
         gen = t.Generator(device="cuda").manual_seed(seed)
         sets = []
@@ -142,7 +132,7 @@ class Suite:
         t = self.torch
         F = t.nn.functional
         n = math.prod(shape)
-        nb = n * ITEMSIZE[dtype]
+        nb = n * dtypes.ITEMSIZE[dtype]
         sets = self.make_sets(shape, dtype)
         nsets = [tuple(self.numba_view(x) for x in s) for s in sets]
         min_bytes = 3 * nb
@@ -229,18 +219,24 @@ class Suite:
 
     def host_group(self, host, dtype, shape, min_bytes, flops, calls=500, reps=15):
         """Host-time rows measured together (``host``: row name -> (fn, arg sets,
-        description)): :func:`book.bench.host_timings` takes them in turns, round after
-        round, so every row of one shape and dtype comes from the same stretch of the same
-        run, each with its median and p10/p90 (chapter 6 compares them with each other)."""
-        jobs = {k: v for k, v in host.items() if self.wants(k)}
-        if not jobs:
+        description), or (fn, arg sets, description, name of a row that makes the same call)):
+        :func:`book.bench.host_timings` takes them in turns, round after round, so every row
+        of one shape and dtype comes from the same stretch of the same run, each with its
+        median and p10/p90 (chapter 6 compares them with each other). A row that makes the
+        same call as another row of the group is not measured twice: it gets that row's
+        timing, so the two names can never show two figures for one call."""
+        wanted, measured, same = group_jobs(host, self.wants)
+        if not wanted:
             return
         if self.args.quick:
             reps = min(reps, 7)
-        timings = self.bench.host_timings({k: (fn, a) for k, (fn, a, _d) in jobs.items()},
+        timings = self.bench.host_timings({k: host[k][:2] for k in measured},
                                           calls=calls, reps=reps)
-        for k, (_fn, _a, description) in jobs.items():
-            tm = timings[k]
+        for k in wanted:
+            description = host[k][2]
+            if k in same:
+                description += f" (the same call as {same[k]}: one measurement, two names)"
+            tm = timings[same.get(k, k)]
             row = self.add("launch", k, dtype, shape, tm, description=description)
             if row is not None:  # host time: the bytes and flops of a call, at the host's pace
                 row.update(bytes=min_bytes, bandwidth=min_bytes / tm.median_s, flops=flops,
@@ -273,6 +269,36 @@ class Suite:
         self.checks.append({"variant": "torch_compile", "dtype": dtype, "shape": list(shape),
                             "ok": ok, "error": err})
         return fn
+
+    def compiled_mlp_up(self, x, wg, wu, prec, shape):
+        """``torch.compile(silu(x @ Wg) * (x @ Wu))`` under the matmul precision now set
+        (``prec``: strict float32 or TF32), compiled afresh (static shapes) and checked against
+        eager under the same precision before any timing; None (with a failed check) where
+        torch.compile does not work here."""
+        t = self.torch
+        F = t.nn.functional
+
+        def mlp_up(a, b, c):
+            return F.silu(a @ b) * (a @ c)
+
+        try:
+            t._dynamo.reset()  # one compile per shape and precision: no recompile limit reached
+            fn = t.compile(mlp_up, dynamic=False, fullgraph=True)
+            for _ in range(3):  # compile, then the cached code
+                res = fn(x, wg, wu)
+            ref = mlp_up(x, wg, wu)
+            self.cuda.synchronize()
+            # the same cuBLAS GEMMs: only the activation's rounding may differ from eager
+            rel = float((res.double() - ref.double()).norm() / ref.double().norm())
+            ok = math.isfinite(rel) and rel < (1e-5 if prec == "float32" else 1e-3)
+            err = None if ok else f"relative difference from eager {rel:.3g}"
+        except Exception as e:
+            fn, ok, err = None, False, f"{type(e).__name__}: {e}"[:500]
+        if not ok:
+            print(f"  CHECK FAILED torch_mlp_up_compiled_{prec} {shape}: {err[:300]}", flush=True)
+        self.checks.append({"variant": f"torch_mlp_up_compiled_{prec}", "dtype": prec,
+                            "shape": list(shape), "ok": ok, "error": err})
+        return fn if ok else None
 
     def run_torch_calls(self, shape, dtype, sets, nsets, min_bytes, flops, host=None,
                         compiled=None):
@@ -407,7 +433,7 @@ class Suite:
         # Where the host time of one launch goes: the raw Numba launch of the one-element
         # kernel on flat arrays, the wrapper's checks alone, and the wrapper + launch. Into
         # ``host``: measured with the layer rows of run_torch_calls as one group.
-        from book.kernels import fused, launch
+        from book.kernels import best_variant, fused, launch
 
         flat = [tuple(a.reshape(a.size) for a in s3) for s3 in nsets]
         n = flat[0][0].size
@@ -418,10 +444,14 @@ class Suite:
             "wrapper_checks_only": (
                 lambda g, u, o: launch.prepare(g, u, o, DTYPES, "x"), nsets,
                 "the host wrapper's validation and flattening alone, no launch"),
+            # the same calls as run_torch_calls' launch_layer_wrapper_numba_arrays (where
+            # best is the course's widest variant) and launch_layer_torch_eager
             f"{best}_python_launch": (
-                fn, nsets, f"one call of the swiglu_{best} wrapper from Python (checks + launch)"),
+                fn, nsets, f"one call of the swiglu_{best} wrapper from Python (checks + launch)",
+                "launch_layer_wrapper_numba_arrays" if best == best_variant(dtype) else None),
             "torch_eager_python_launch": (
-                lambda g, u, o: F.silu(g) * u, sets, "torch eager F.silu(g) * u called from Python"),
+                lambda g, u, o: F.silu(g) * u, sets, "torch eager F.silu(g) * u called from Python",
+                "launch_layer_torch_eager"),
         }
         if host is not None:
             host.update(rows)
@@ -507,7 +537,7 @@ class Suite:
                                        (LARGE, "float16", halfprec.swiglu_half8, "half8")]:
             sets = self.make_sets(shape, dtype, seed=1)
             nsets = [tuple(self.numba_view(x) for x in s) for s in sets]
-            nb = math.prod(shape) * ITEMSIZE[dtype]
+            nb = math.prod(shape) * dtypes.ITEMSIZE[dtype]
             for block in (128, 256, 512, 1024):
                 for waves in (None, 2, 4, 8, 16):
                     mb = None if waves is None else waves * sms * max(1, 1024 // block)
@@ -552,6 +582,15 @@ class Suite:
                                               flops=up_flops, bytes_moved=up_bytes,
                                               reps=max(10, self.reps // 3)),
                          description="torch: silu(x @ Wg) * (x @ Wu), eager")
+                compiled = (self.compiled_mlp_up(x, wg, wu, prec, shape)
+                            if self.wants(f"torch_mlp_up_compiled_{prec}") else None)
+                if compiled is not None:
+                    self.add("gemm", f"torch_mlp_up_compiled_{prec}", prec, shape,
+                             self.later(compiled, [(x, wg, wu)], flops=up_flops,
+                                        bytes_moved=up_bytes, reps=max(10, self.reps // 3)),
+                             description="torch.compile(silu(x @ Wg) * (x @ Wu), dynamic=False, "
+                                         "fullgraph=True): the same cuBLAS GEMMs, the activation "
+                                         "fused into one generated kernel; static shape, warmed up")
             t.backends.cuda.matmul.allow_tf32 = False
             t.set_float32_matmul_precision("highest")
             xv, wgv, wuv, ov = (self.numba_view(a) for a in (x, wg, wu, o))
@@ -611,142 +650,15 @@ class Suite:
         return targets(self.rows, self.peak)
 
 
-def find(rows, variant, dtype, shape):
-    """The row of ``variant`` at ``dtype`` and ``shape``, or None."""
-    for r in rows:
-        if r["variant"] == variant and r["dtype"] == dtype and tuple(r["shape"]) == tuple(shape):
-            return r
-    return None
-
-
-def best(rows, dtype, shape):
-    """The fastest correct kernel row at ``dtype`` and ``shape`` (graph replays aside)."""
-    cands = [r for r in rows if r["kind"] == "kernel" and r["dtype"] == dtype
-             and tuple(r["shape"]) == tuple(shape) and not r["variant"].endswith("_graph")
-             and r.get("correct", True)]
-    return min(cands, key=lambda r: r["seconds"]) if cands else None
-
-
-def targets(rows, peak):
-    """The course's goals as measured ratios, from a run's rows (also after a merge)."""
-    out = []
-
-    def target(name, value, goal, ok, detail):
-        out.append({"target": name, "value": value, "goal": goal, "met": bool(ok), "detail": detail})
-
-    for dtype in DTYPES:
-        b = best(rows, dtype, LARGE)
-        add = find(rows, "torch_add", dtype, LARGE)
-        eager = find(rows, "torch_eager", dtype, LARGE)
-        if b and add:
-            r = b["bandwidth"] / add["bandwidth"]
-            goal = 1.0 if dtype == "float32" else 0.95
-            target(f"{dtype} {LARGE}: best kernel / torch.add bandwidth", r, f">= {goal}",
-                   r >= goal, f"{b['variant']} {b['bandwidth'] / 1e12:.3f} TB/s vs torch.add "
-                              f"{add['bandwidth'] / 1e12:.3f} TB/s")
-        if b and dtype == "float32":
-            frac = b["bandwidth"] / peak
-            target(f"float32 {LARGE}: fraction of peak bandwidth", frac, ">= 0.90", frac >= 0.90,
-                   f"{b['bandwidth'] / 1e12:.3f} of {peak / 1e12:.3f} TB/s")
-        if b and eager and dtype in ("float32", "float16"):
-            r = eager["seconds"] / b["seconds"]
-            target(f"{dtype} {LARGE}: speed-up over torch eager", r, ">= 1.6", r >= 1.6,
-                   f"{b['variant']} {b['seconds'] * 1e6:.1f} us vs eager {eager['seconds'] * 1e6:.1f} us")
-    b = best(rows, "float32", PREFILL)
-    if b:
-        target(f"float32 {PREFILL}: effective bandwidth (TB/s)", b["bandwidth"] / 1e12, ">= 2.8",
-               b["bandwidth"] >= 2.8e12, f"{b['variant']}; torch.add there: "
-               + (f"{find(rows, 'torch_add', 'float32', PREFILL)['bandwidth'] / 1e12:.3f} TB/s"
-                  if find(rows, 'torch_add', 'float32', PREFILL) else "n/a"))
-    for dtype in DTYPES:
-        best_fused = "vec4" if dtype == "float32" else "half8"
-        nv, fu = find(rows, "naive_vec", dtype, LARGE), find(rows, best_fused, dtype, LARGE)
-        n1, f1 = find(rows, "naive", dtype, LARGE), find(rows, "fused", dtype, LARGE)
-        if nv and fu:
-            r = nv["seconds"] / fu["seconds"]
-            target(f"{dtype} {LARGE}: naive / fused time, same 16-byte style (bytes: 5/3 = 1.67)",
-                   r, "~1.67 (within 0.15)", abs(r - 5 / 3) <= 0.15,
-                   f"naive_vec {nv['seconds'] * 1e6:.1f} us / {best_fused} {fu['seconds'] * 1e6:.1f} us"
-                   + (f"; one element per thread: naive / fused = {n1['seconds'] / f1['seconds']:.2f}"
-                      if n1 and f1 else ""))
-    for dtype in DTYPES:
-        g = [r for r in rows if r["variant"].endswith("_graph") and r["kind"] == "kernel"
-             and r["dtype"] == dtype and tuple(r["shape"]) == (1, 18944)]
-        if g:
-            s = g[0]["seconds"]
-            target(f"{dtype} decode 1x18944: graph replay per SwiGLU (us)", s * 1e6, "<= 2", s <= 2e-6,
-                   g[0]["variant"])
-    from book.kernels import best_variant
-
-    for dtype in DTYPES:
-        v = best_variant(dtype)
-        tc = find(rows, f"{v}_torch_call", dtype, DECODE_SHAPES[-1])
-        raw = find(rows, "launch_layer_raw_numba_launch", dtype, DECODE_SHAPES[-1])
-        if tc and raw:
-            r = tc["seconds"] / raw["seconds"]
-            target(f"{dtype} decode {DECODE_SHAPES[-1]}: host time per call from torch tensors / "
-                   "raw Numba launch", r, "<= 1.3", r <= 1.3,
-                   f"swiglu_{v} from torch {tc['seconds'] * 1e6:.1f} us vs "
-                   f"kernel[grid, block] on Numba arrays {raw['seconds'] * 1e6:.1f} us")
-        fc = find(rows, "launch_layer_fastcall", dtype, DECODE_SHAPES[-1])
-        add = find(rows, "launch_layer_torch_add", dtype, DECODE_SHAPES[-1])
-        if fc:
-            target(f"{dtype} decode {DECODE_SHAPES[-1]}: cheap path, host time per call from torch "
-                   "tensors (us)", fc["seconds"] * 1e6, "<= 10", fc["seconds"] <= 10e-6,
-                   f"FastCall({v!r}) median {fc['seconds'] * 1e6:.1f} us"
-                   + (f" (p10 {fc['p10_s'] * 1e6:.1f}, p90 {fc['p90_s'] * 1e6:.1f})"
-                      if fc.get("p10_s") else ""))
-        if fc and add:
-            r = fc["seconds"] / add["seconds"]
-            target(f"{dtype} decode {DECODE_SHAPES[-1]}: cheap path / torch.add, host time per call",
-                   r, "<= 1.2", r <= 1.2,
-                   f"FastCall({v!r}) {fc['seconds'] * 1e6:.1f} us vs torch.add "
-                   f"{add['seconds'] * 1e6:.1f} us, same run, rows taking turns")
-        tt = find(rows, f"{v}_torch_tensors", dtype, LARGE)
-        ref = find(rows, "torch_add_back_to_back", dtype, LARGE)
-        if tt and ref:
-            r = tt["bandwidth"] / ref["bandwidth"]
-            ctl = find(rows, f"{v}_numba_arrays", dtype, LARGE)
-            target(f"{dtype} {LARGE}: called with torch tensors / torch.add bandwidth (back to back)",
-                   r, ">= 0.95", r >= 0.95,
-                   f"{v} {tt['bandwidth'] / 1e12:.3f} TB/s vs torch.add {ref['bandwidth'] / 1e12:.3f}"
-                   + (f"; with Numba arrays {ctl['bandwidth'] / 1e12:.3f}" if ctl else ""))
-    for T, d, h in GEMM_SHAPES:
-        dual = find(rows, "numba_dual_gemm", "float32", (T, d, h))
-        cub = find(rows, "torch_matmul_float32", "float32", (T, d, h))
-        unf = find(rows, "numba_unfused", "float32", (T, d, h))
-        sw = find(rows, "vec4_swiglu_only", "float32", (T, h))
-        ident = find(rows, "numba_dual_gemm_identity", "float32", (T, d, h))
-        if dual and cub:
-            # same matrix work: two strict-f32 cuBLAS GEMMs x @ Wg against the one dual kernel
-            r = 2 * cub["seconds"] / dual["seconds"]
-            target(f"dual GEMM {T}x{d}x{h}: throughput / strict-f32 cuBLAS", r, ">= 0.80", r >= 0.8,
-                   f"dual {dual['seconds'] * 1e3:.3f} ms vs 2 x cuBLAS {cub['seconds'] * 1e3:.3f} ms")
-        if dual and ident:
-            # the control: what the SiLU*mul itself costs inside the epilogue
-            cost = dual["seconds"] - ident["seconds"]
-            lim = sw["seconds"] if sw else float("inf")
-            target(f"dual GEMM {T}x{d}x{h}: SwiGLU epilogue - identity epilogue (ms)", cost * 1e3,
-                   "<= standalone SwiGLU" + (f" {lim * 1e3:.3f}" if sw else ""), cost <= lim,
-                   f"dual {dual['seconds'] * 1e3:.3f} ms, identity-epilogue control "
-                   f"{ident['seconds'] * 1e3:.3f} ms")
-        if dual and unf and sw:
-            lim = unf["seconds"] - sw["seconds"]
-            target(f"dual GEMM {T}x{d}x{h}: fused time <= unfused - SwiGLU (ms)", dual["seconds"] * 1e3,
-                   f"<= {lim * 1e3:.3f}", dual["seconds"] <= lim,
-                   f"unfused {unf['seconds'] * 1e3:.3f} ms, SwiGLU {sw['seconds'] * 1e3:.3f} ms")
-    from .tensorcore import targets as tensorcore_targets
-
-    return out + tensorcore_targets(rows)
-
-
-def write(path, doc):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=float) + "\n")
-    os.replace(tmp, path)
-    return path
+def group_jobs(host, wants):
+    """For :meth:`Suite.host_group`: ``(wanted, measured, same)``: the row names ``wants``
+    asks for, in the group's order; the calls to time for them (a row that names another
+    row of the group as making the same call is timed through that row, measured once); and
+    ``{row: the row whose timing it takes}``."""
+    same = {k: v[3] for k, v in host.items() if len(v) > 3 and v[3] in host}
+    wanted = [k for k in host if wants(k)]
+    measured = list(dict.fromkeys(same.get(k, k) for k in wanted))
+    return wanted, measured, same
 
 
 def main(argv=None):
@@ -757,6 +669,9 @@ def main(argv=None):
     ap.add_argument("--out", help="output JSON file, or a folder for <gpu>.json (default book/data/)")
     ap.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
     ap.add_argument("--variants", nargs="+", help="only these kernel variants")
+    ap.add_argument("--shapes", nargs="+", metavar="TxH",
+                    help="only these elementwise shapes, of " + ", ".join(
+                        f"{a}x{b}" for a, b in SHAPES) + " (e.g. 1x18944: the decode rows)")
     ap.add_argument("--no-gemm", action="store_true", help="skip the GEMM rows")
     ap.add_argument("--no-tensorcore", action="store_true",
                     help="skip the bf16 tensor-core rows (book.bench.tensorcore)")
@@ -781,6 +696,16 @@ def main(argv=None):
             # a partial run must never replace the full record
             ap.error("--only measures a subset of the rows: give --rows-out FILE, then merge "
                      "with `python -m book.bench.merge FILE`")
+    if args.shapes:
+        known = {f"{a}x{b}": (a, b) for a, b in SHAPES}
+        bad = [x for x in args.shapes if x not in known]
+        if bad:
+            ap.error(f"--shapes {' '.join(bad)}: not a shape of the suite; use some of "
+                     f"{', '.join(known)}")
+        if not args.rows_out:
+            ap.error("--shapes measures a subset of the rows: give --rows-out FILE, then merge "
+                     "with `python -m book.bench.merge FILE`")
+        args.shapes = [known[x] for x in args.shapes]
     if args.rows_out and args.out:
         ap.error("give --rows-out FILE or --out PATH, not both")
     if args.watchdog:
@@ -807,7 +732,7 @@ def main(argv=None):
         out = Path(args.out) if args.out else Path(__file__).resolve().parents[1] / "data"
         if out.suffix != ".json":
             # a --quick run never overwrites the full recorded results
-            out = out / f"{gpu_slug(prov['gpu'])}{'-quick' if args.quick else ''}.json"
+            out = out / f"{slug(prov['gpu'])}{'-quick' if args.quick else ''}.json"
 
     def save():
         prov["elapsed_s"] = round(time.time() - t0, 1)
@@ -830,7 +755,7 @@ def main(argv=None):
                                  "error": repr(e)})
         save()
 
-    shapes = QUICK_SHAPES if args.quick else SHAPES
+    shapes = args.shapes or (QUICK_SHAPES if args.quick else SHAPES)
     for dtype in args.dtypes:
         phase(f"checks {dtype}", suite.run_checks, dtype)
     for dtype in args.dtypes:

@@ -14,7 +14,9 @@ Rows (``kind`` "tensorcore", dtype bfloat16, shape [T, d, h]; flops count x @ [W
   ``cublas_mlp_up_compiled``: that GEMM then ``F.silu(g) * u`` on its halves, eager or
   ``torch.compile``d (what a PyTorch user gets);
 - ``separate_pass_eager`` / ``separate_pass_compiled`` at T = 1, 64, 2048, 8192 with
-  ``share`` = pass / (cuBLAS GEMM + pass): what fusing the activation can save at each T.
+  ``share`` = pass / (cuBLAS GEMM + pass): what fusing the activation can save at each T
+  (:func:`pass_share` reads it from a record, over the ``cublas_bf16_gemm`` row where
+  there is one).
 
 :func:`run` adds them to a :class:`book.bench.suite.Suite`; ``python -m book.bench`` runs it
 as its "tensor cores" phase and ``benchmarks/tensorcore_bench.py`` runs it alone.
@@ -187,9 +189,24 @@ def share(suite, ts, d, h, reps):
                                   "(GEMM + pass)")
 
 
+def pass_share(results, T, d, h, how):
+    """The separate pass's share of the MLP-up at ``(T, d, h)`` from a record: ``{"gemm",
+    "pass", "share"}`` (two rows and pass / (GEMM + pass)), ``how`` "eager" or "compiled".
+
+    Where the record has the main measurement's cuBLAS row at this shape
+    (``cublas_bf16_gemm``, T = 2048 and 8192) the share divides by it, so a page that shows
+    both tables shows one cuBLAS time; elsewhere (T = 1, 64) by the share's own GEMM row."""
+    s = (T, d, h)
+    found = results.select(variant="cublas_bf16_gemm", dtype="bfloat16", shape=s)
+    gemm = found[0] if found else results.find("cublas_bf16_gemm_share", "bfloat16", s)
+    sep = results.find(f"separate_pass_{how}", "bfloat16", s)
+    return {"gemm": gemm, "pass": sep,
+            "share": sep["seconds"] / (sep["seconds"] + gemm["seconds"])}
+
+
 def targets(rows):
     """The issue's goals as measured ratios (see the module doc)."""
-    from book.bench.suite import find
+    from .targets import find
 
     out = []
     for T, d, h in SHAPES:

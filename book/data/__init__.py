@@ -10,10 +10,23 @@ the ``targets`` (measured ratios against the course's goals) and the block/grid
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+
+def write(path, doc) -> Path:
+    """Write the record ``doc`` to ``path`` as JSON, atomically: a reader (or a run killed
+    mid-write) never leaves half a file where a record was (``python -m book.bench`` saves
+    after every phase; ``python -m book.bench.merge`` rewrites the record)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=float) + "\n")
+    os.replace(tmp, path)
+    return path
 
 
 def available():

@@ -117,14 +117,38 @@ def _current_raw_stream():
     return lambda dev: torch.cuda.current_stream(dev).cuda_stream
 
 
-class _Plan:
-    """What one key launches: the CUDA function, grid, block and packed parameters."""
+class Plan:
+    """What one key launches: the CUDA function, grid, block and packed parameters
+    (``address``: their pointer array, as cuLaunchKernel takes it)."""
 
-    __slots__ = ("function", "grid", "block", "params", "device")
+    __slots__ = ("function", "grid", "block", "params", "device", "address")
 
     def __init__(self, function, grid, block, params, device):
         self.function, self.grid, self.block = function, grid, block
         self.params, self.device = params, device
+        self.address = params.address
+
+
+class BoundedCache(dict):
+    """A dict that keeps at most ``limit`` entries: adding one more drops the oldest
+    (insertion order). Lookups are a plain dict's; only :meth:`put` adds.
+
+    FastCall keeps a plan per key and a stream handle per raw stream; a loop over fresh
+    allocations (a new data pointer each call) or fresh streams must not grow them without
+    bound, and dropping only the oldest keeps the plans a steady loop reuses."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self, limit):
+        if limit < 1:
+            raise ValueError(f"a BoundedCache keeps at least one entry, got limit={limit}")
+        super().__init__()
+        self.limit = limit
+
+    def put(self, key, value):
+        if key not in self and len(self) >= self.limit:
+            del self[next(iter(self))]
+        self[key] = value
 
 
 class FastCall:
@@ -136,7 +160,8 @@ class FastCall:
     ``stats`` counts calls that launched through the driver ("fast"), found a new key
     ("planned") or went to the ordinary wrapper ("ordinary")."""
 
-    MAX_PLANS = 1024  # keys kept; a loop over fresh allocations must not grow without bound
+    MAX_PLANS = 1024  # keys kept (BoundedCache: the oldest goes first)
+    MAX_STREAMS = 64  # raw stream handles kept
 
     def __init__(self, variant, block=256):
         if variant not in VECTOR_VARIANTS:
@@ -146,10 +171,13 @@ class FastCall:
         self.kernel, self.width, self.dtypes, self.ordinary = VECTOR_VARIANTS[variant]
         self._cu = _driver()
         self.fast = self._cu is not None
-        self._plans = {}  # key -> _Plan, or None: the ordinary wrapper for this key
-        self._streams = {}  # raw handle -> CUstream
+        self._plans = BoundedCache(self.MAX_PLANS)  # key -> Plan, or None: the wrapper's
+        self._streams = BoundedCache(self.MAX_STREAMS)  # raw handle -> CUstream
         self._tensor = None
         self._multi_gpu = self.fast and _device_count() > 1
+        # looked up once, not on every call (the stream function with torch, on first use)
+        self._launch = self._cu.cuLaunchKernel if self.fast else None
+        self._raw_stream = None
         self.stats = {"fast": 0, "planned": 0, "ordinary": 0}
         self.__name__ = f"fast_{variant}"
 
@@ -161,6 +189,8 @@ class FastCall:
         T = self._tensor
         if T is None:
             T = self._tensor = _torch_tensor_type()
+            if self.fast and T is not type(None):
+                self._raw_stream = _current_raw_stream()
         if not self.fast or out is None or not (type(gate) is T and type(up) is T and type(out) is T):
             self.stats["ordinary"] += 1
             return self.ordinary(gate, up, out, self.block)
@@ -181,11 +211,12 @@ class FastCall:
             # the current context would not reach them): the wrapper decides
             self.stats["ordinary"] += 1
             return self.ordinary(gate, up, out, self.block, None, _numba_stream(gate.get_device()))
-        stream = self._streams.get(raw := _current_raw_stream()(plan.device))
+        stream = self._streams.get(raw := self._raw_stream(plan.device))
         if stream is None:
-            stream = self._streams[raw] = self._cu.CUstream(raw)
-        err, = self._cu.cuLaunchKernel(plan.function, plan.grid, 1, 1, plan.block, 1, 1, 0,
-                                       stream, plan.params.address, 0)
+            stream = self._cu.CUstream(raw)
+            self._streams.put(raw, stream)
+        err, = self._launch(plan.function, plan.grid, 1, 1, plan.block, 1, 1, 0,
+                            stream, plan.address, 0)
         if err:
             raise RuntimeError(f"cuLaunchKernel failed for {self.variant}: {_error_name(self._cu, err)}")
         self.stats["fast"] += 1
@@ -204,9 +235,7 @@ class FastCall:
         # the wrapper's own test: each access is width elements wide (16 or 8 bytes)
         if p.n and aligned(p.gate, p.up, p.out, to=self.width * p.gate.dtype.itemsize):
             plan = self._launch_plan(p, device)
-        if len(self._plans) >= self.MAX_PLANS:
-            self._plans.clear()
-        self._plans[key] = plan
+        self._plans.put(key, plan)
 
     def _launch_plan(self, p, device):
         kernel = self.kernel
@@ -220,7 +249,7 @@ class FastCall:
         values = []
         for a in arrays:
             values.extend(pack_array(_address(a), a.shape, a.strides, a.dtype.itemsize))
-        return _Plan(function, grid, block, PackedParams(values), device)
+        return Plan(function, grid, block, PackedParams(values), device)
 
     def clear(self):
         self._plans.clear()
@@ -270,11 +299,13 @@ def _cufunction(cu, kern):
     """The handle cuLaunchKernel takes for a Numba-compiled kernel.
 
     numba-cuda loads its cubin through cuda.core, whose handle is a CUkernel (a library
-    kernel, which cuLaunchKernel accepts in place of a CUfunction) or a CUfunction."""
+    kernel, which cuLaunchKernel accepts in place of a CUfunction: the driver API documents
+    the cast) or a CUfunction. Either is returned as a CUfunction of the same address, made
+    once: the type cuda-bindings' cuLaunchKernel declares, so no call needs to convert it."""
     handle = kern.library.get_cufunc().handle
-    if isinstance(handle, (cu.CUfunction, cu.CUkernel)):
+    if isinstance(handle, cu.CUfunction):
         return handle
-    return cu.CUkernel(int(handle))
+    return cu.CUfunction(int(handle))
 
 
 def _error_name(cu, err):

@@ -9,7 +9,9 @@ bits of a float32); ``to_float64`` / ``from_float32`` convert.
 
 import numpy as np
 
-from ..dtypes import DTYPES, ITEMSIZE, STORAGE  # noqa: F401  (re-exported: chapters read them here)
+# STORAGE is used here; ITEMSIZE stays reachable as reference.ITEMSIZE for chapter 4's cells
+# (and DTYPES beside it); the library reads both from book.dtypes
+from ..dtypes import DTYPES, ITEMSIZE, STORAGE  # noqa: F401
 from ..dtypes import name as dtype_name
 
 # |got - expected| <= atol + rtol * |expected|, expected computed in float64 from the

@@ -6,6 +6,8 @@ from __future__ import annotations
 import anywidget
 import traitlets as t
 
+from ..dtypes import ITEMSIZE
+from ..dtypes import name as dtype_name
 from .. import specs, traffic
 from . import _assets, _data
 
@@ -19,13 +21,13 @@ class LaunchExplorer(anywidget.AnyWidget):
     _esm = _assets.esm("launch.js")
     _css = _assets.css()
 
-    dtypes = t.Dict(dict(traffic.DTYPE_BYTES)).tag(sync=True)
+    dtypes = t.Dict(dict(ITEMSIZE)).tag(sync=True)
     flops_per_element = t.Float(float(traffic.FLOPS_PER_ELEMENT)).tag(sync=True)
     points = t.List().tag(sync=True)
     presets = t.List().tag(sync=True)
     data_note = t.Unicode(_data.NO_DATA).tag(sync=True)
     overhead_s = t.Float(ASSUMED_OVERHEAD_S).tag(sync=True)
-    bandwidth = t.Float(3.35e12).tag(sync=True)
+    bandwidth = t.Float(specs.GPU_SPECS["H100-SXM"].memory_bandwidth).tag(sync=True)
     dtype = t.Unicode("float32").tag(sync=True)
     T = t.Int(1).tag(sync=True)
     h = t.Int(18944).tag(sync=True)
@@ -43,7 +45,7 @@ class LaunchExplorer(anywidget.AnyWidget):
 
     @t.validate("dtype")
     def _known_dtype(self, proposal):
-        return traffic._dtype_name(proposal["value"])
+        return dtype_name(proposal["value"])
 
     def bytes(self, n: int | None = None) -> int:
         """Bytes a fused SwiGLU moves for n output elements (default T*h): book.traffic."""
@@ -91,7 +93,7 @@ def launch_explorer(*, overhead_s: float | None = None, bandwidth: float | None 
     if gpu not in specs.GPU_SPECS:
         raise ValueError(f"unknown GPU {gpu!r}: choose one of {list(specs.GPU_SPECS)}")
     spec = specs.GPU_SPECS[gpu]
-    dtype = traffic._dtype_name(dtype)
+    dtype = dtype_name(dtype)
     # only what was measured on this kind of GPU: an H100's launch costs say little about a T4
     measured = [p for p in _data.launch_presets(data) if p["gpu"] == gpu]
     points = [p for p in _data.launch_points(data) if p["gpu"] == gpu]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import anywidget
 import traitlets as t
 
+from ..dtypes import ITEMSIZE
+from ..dtypes import name as dtype_name
 from .. import roofline, specs, traffic
 from . import _assets, _data
 
@@ -83,11 +85,11 @@ class RooflineExplorer(anywidget.AnyWidget):
     # data passed in (the front-end needs no Python)
     gpus = t.Dict().tag(sync=True)
     gpu_order = t.List(t.Unicode()).tag(sync=True)
-    dtypes = t.Dict(dict(traffic.DTYPE_BYTES)).tag(sync=True)
+    dtypes = t.Dict(dict(ITEMSIZE)).tag(sync=True)
     variants = t.List([{"key": k, "label": v[0], "kind": v[1]} for k, v in VARIANTS.items()]).tag(sync=True)
     precisions = t.List([[k, label, attr] for k, (label, attr) in PRECISIONS.items()]).tag(sync=True)
     default_precisions = t.Dict({kind: {dt: roofline.default_precision(dt, kind)
-                                        for dt in traffic.DTYPE_BYTES}
+                                        for dt in ITEMSIZE}
                                  for kind in ("elementwise", "gemm")}).tag(sync=True)
     presets = t.List(PRESETS).tag(sync=True)
     flops_per_element = t.Float(float(traffic.FLOPS_PER_ELEMENT)).tag(sync=True)
@@ -115,7 +117,7 @@ class RooflineExplorer(anywidget.AnyWidget):
 
     @t.validate("dtype")
     def _known_dtype(self, proposal):
-        return traffic._dtype_name(proposal["value"])
+        return dtype_name(proposal["value"])
 
     @t.validate("variant")
     def _known_variant(self, proposal):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import anywidget
 import traitlets as t
 
+from ..dtypes import ITEMSIZE
+from ..dtypes import name as dtype_name
 from .. import traffic
 from . import _assets, _data
 
@@ -17,7 +19,7 @@ class TrafficExplorer(anywidget.AnyWidget):
     _esm = _assets.esm("traffic.js")
     _css = _assets.css()
 
-    dtypes = t.Dict(dict(traffic.DTYPE_BYTES)).tag(sync=True)
+    dtypes = t.Dict(dict(ITEMSIZE)).tag(sync=True)
     flops_per_element = t.Float(float(traffic.FLOPS_PER_ELEMENT)).tag(sync=True)
     T = t.Int(4).tag(sync=True)
     h = t.Int(8).tag(sync=True)
@@ -31,7 +33,7 @@ class TrafficExplorer(anywidget.AnyWidget):
 
     @t.validate("dtype")
     def _known_dtype(self, proposal):
-        return traffic._dtype_name(proposal["value"])
+        return dtype_name(proposal["value"])
 
     @t.validate("scope")
     def _known_scope(self, proposal):

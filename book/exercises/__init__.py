@@ -1,0 +1,45 @@
+"""Checked exercises: predict a number, pick a choice, or fix a kernel, with instant feedback.
+
+One small object per exercise, in the spirit of GPU-Puzzles' ``lib.py``: it holds the
+question, checks an answer with feedback about *this* answer ("too high: you counted the
+write twice"), reveals hints one at a time, and keeps the answer hidden until asked::
+
+    ex = exercises.Number("Bytes the naive pair moves?", truth=naive.bytes, unit="bytes",
+                          mistakes=[(fused.bytes, "that is the fused kernel's count")])
+    ex                      # the question; on a page hints and answer sit in <details>
+    ex.check(None)          # "write your prediction in `answer` and run the cell again"
+    ex.check(1234)          # feedback on this answer
+    ex.hint(); ex.hint()    # hints in order
+    ex.solution()           # the answer and why
+
+Four kinds: :class:`Number` (a prediction with a tolerance and a unit), :class:`Choice`
+(one of a few options, each wrong option with its own explanation),
+:class:`KernelExercise` (a kernel to complete, run on a small input on the GPU, or in
+Numba's CUDA simulator where there is none, and compared with the float64 truth of
+``book.kernels.reference``) and :class:`FragmentExercise` (a tensor-core fragment index
+function, compared with the registers of one warp's real ``ldmatrix`` + ``mma.sync``). A number may be typed with its unit, ``ex.check("0.25 KiB")``.
+
+The framework is one module per kind (:mod:`~book.exercises.core`: the verdict and the
+question; :mod:`~book.exercises.number`, :mod:`~book.exercises.choice`,
+:mod:`~book.exercises.kernel`, :mod:`~book.exercises.fragment`); the chapters' own exercises
+are in :mod:`book.exercises.chapters`, their right answers computed by the library
+(``book.traffic``, ``book.roofline``, ``book.data``), never typed, so a chapter cell shows the
+question without giving the answer away. Both are reachable here, as the chapters' cells
+read them (``exercises.Number``, ``exercises.naive_pair_bytes``).
+"""
+
+from __future__ import annotations
+
+from .chapters import (activation_time_share, add_rmsnorm_bytes, attainable_tflops,
+                       fix_fragment_index, fix_fused_kernel, fusion_speedup, naive_pair_bytes,
+                       separate_pass_share, uncoalesced_counter)
+from .choice import Choice
+from .core import PLACEHOLDER, Exercise, Feedback, Text
+from .fragment import FragmentExercise
+from .kernel import KernelExercise
+from .number import Number
+
+__all__ = ["Feedback", "Exercise", "Text", "Number", "Choice", "KernelExercise",
+           "FragmentExercise", "PLACEHOLDER", "naive_pair_bytes", "attainable_tflops",
+           "activation_time_share", "fusion_speedup", "fix_fused_kernel", "uncoalesced_counter",
+           "add_rmsnorm_bytes", "separate_pass_share", "fix_fragment_index"]

@@ -1,0 +1,143 @@
+"""A kernel to fix or complete (:class:`KernelExercise`), run on the GPU or in Numba's CUDA
+simulator and compared with the float64 truth."""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import importlib
+import warnings
+
+from .core import Exercise, Feedback
+
+__all__ = ["KernelExercise"]
+
+class KernelExercise(Exercise):
+    """A kernel to fix or complete, run on the GPU (or in Numba's CUDA simulator where there
+    is none) and checked against the float64 truth.
+
+    The candidate is a ``@cuda.jit`` kernel taking ``(gate, up, out)`` float32 arrays,
+    launched with one thread per element on ``n`` elements (not a multiple of ``block``,
+    so a missing bounds check shows) and compared with ``book.kernels.reference.swiglu``
+    within its float32 tolerance. ``out`` starts as NaN so that unwritten elements show."""
+
+    kind = "kernel"
+
+    def __init__(self, question: str, *, n: int = 300, block: int = 128, seed: int = 0,
+                 solution_source: str = "", hints=(), explanation: str = "",
+                 name: str = "ex"):
+        if n % block == 0:
+            raise ValueError("choose n not a multiple of block, so that a kernel without "
+                             "a bounds check is caught")
+        self.n, self.block, self.seed = n, block, seed
+        self.solution_source = solution_source
+        # true on both kinds of session: the published pages are recorded on a GPU, a
+        # reader without one runs the same cell in the simulator
+        how = (f"Write the kernel, then pass it to `{name}.check(kernel)`: it runs on the GPU, "
+               f"or in Numba's CUDA simulator where there is none, on {n} elements, "
+               f"{block} threads per block, and is compared with the float64 reference.")
+        super().__init__(question, hints=hints, explanation=explanation, how=how, name=name)
+
+    def _placeholder(self) -> str:
+        return (f"Complete the kernel, pass it to `{self.name}.check(...)` and run the cell "
+                "again.")
+
+    def _judge(self, kernel) -> Feedback:
+        import numpy as np
+
+        from .. import gpu  # noqa: F401  (GPU or simulator is decided before numba.cuda)
+        from ..kernels import reference
+
+        if not callable(getattr(kernel, "__getitem__", None)):
+            return Feedback(False, f"`{self.name}.check` needs the kernel itself (a "
+                                   f"`@cuda.jit` function), got {type(kernel).__name__}.")
+        from numba import cuda
+
+        grid = -(-self.n // self.block)
+        spare = grid * self.block - self.n  # threads past the end of the arrays
+        # Each array is the first n elements of a longer device allocation, so a
+        # kernel without a bounds check touches memory that exists: on a GPU that is
+        # caught below (NaN padding overwritten) instead of faulting the context,
+        # and the simulator raises IndexError at the view's end.
+        total = self.n + spare
+        gate_all, up_all = reference.random_inputs(total, "float32", seed=self.seed)
+        gate, up = gate_all[:self.n], up_all[:self.n]
+        d_gate, d_up = cuda.to_device(gate_all), cuda.to_device(up_all)
+        d_out = cuda.to_device(np.full(total, np.nan, dtype=np.float32))
+        try:
+            with _quiet_performance_warnings():
+                kernel[grid, self.block](d_gate[:self.n], d_up[:self.n], d_out[:self.n])
+                cuda.synchronize()
+        except IndexError as err:
+            return self._past_the_end(grid, spare, f"indexed past the end of the arrays "
+                                                   f"({err})")
+        except Exception as err:  # the reader's code: say what it raised, never hang
+            return Feedback(False, f"the kernel raised {type(err).__name__}: {err}")
+        out_all = d_out.copy_to_host()
+        if not np.isnan(out_all[self.n:]).all():
+            return self._past_the_end(grid, spare, "wrote past the end of `out`")
+        out = out_all[:self.n]
+        expected = reference.swiglu(gate, up, "float32")
+        tol = reference.TOLERANCE["float32"]
+        unwritten = np.isnan(out)
+        if unwritten.all():
+            return Feedback(False, "the kernel wrote no element of `out`: store the "
+                                   "result with `out[i] = ...`")
+        if unwritten.any():
+            first = int(np.argmax(unwritten))
+            return Feedback(False, f"{int(unwritten.sum())} of {self.n} elements were never "
+                                   f"written, the first at index {first}: does every "
+                                   "element get a thread (`cuda.grid(1)`)?")
+        bad = np.abs(out - expected) > tol["atol"] + tol["rtol"] * np.abs(expected)
+        if bad.any():
+            i = int(np.argmax(bad))
+            return Feedback(False, f"{int(bad.sum())} of {self.n} elements are wrong; "
+                                   f"the first at index {i}: got {out[i]:.6g}, expected "
+                                   f"silu({gate[i]:.4g}) * {up[i]:.4g} = "
+                                   f"{expected[i]:.6g}.")
+        return Feedback(True, f"all {self.n} elements match `silu(gate) * up` within the "
+                              f"float32 tolerance (rtol {tol['rtol']:g}).")
+
+    def _past_the_end(self, grid, spare, what) -> Feedback:
+        return Feedback(False, f"the kernel {what}. "
+                               f"{self.n} elements need {grid} blocks of {self.block} "
+                               f"threads = {grid * self.block} threads: the last {spare} "
+                               "must do nothing (`if i < out.size:`).")
+
+    def _answer_text(self) -> str:
+        return self.solution_source or "see the chapter's kernel"
+
+    def _answer_html(self) -> str:
+        # a block of its own, beside the explanation's <p> (never inside one); indented as
+        # the theme indents a fold's paragraphs (tools/theme/course.css: details > p)
+        return (f'<pre class="exercise-solution" style="margin:0.3rem 0 0.5rem 1.2rem">'
+                f"{html.escape(self._answer_text())}</pre>")
+
+
+
+def _performance_warnings() -> list[type]:
+    """Numba's NumbaPerformanceWarning classes. numba-cuda raises its own
+    (``numba.cuda.core.errors``), not a subclass of ``numba.core.errors``' one: filtering
+    only the latter let the warning through on the H100 (chapter 5's recorded page)."""
+    found = []
+    for module in ("numba.cuda.core.errors", "numba.core.errors"):
+        try:
+            cls = getattr(importlib.import_module(module), "NumbaPerformanceWarning")
+        except (ImportError, AttributeError):
+            continue
+        if cls not in found:
+            found.append(cls)
+    return found
+
+
+@contextlib.contextmanager
+def _quiet_performance_warnings():
+    """Silence Numba's performance warnings for the exercise's own launch, and only there.
+
+    A 3-block grid is the point of the exercise, not a performance problem; on a GPU Numba
+    warns "Grid size 3 will likely result in GPU under-utilization", with the path of its
+    own source file, into the reader's page."""
+    with warnings.catch_warnings():
+        for cls in _performance_warnings():
+            warnings.simplefilter("ignore", cls)
+        yield
