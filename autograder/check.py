@@ -66,24 +66,21 @@ def check(fn, lab=None, *, step: str | None = None, perf: bool = True, access: b
 _FILE_SOURCE = None  # the cells check_file is running, joined (None in a notebook)
 
 
-def _feedback(what, one, fn, say, before: str = "") -> bool | None:
-    """Print the lines of autograder.feedback (access pattern, sanitizer), imported only when
-    used: feedback is advice, so a failure in it is reported in one line, never raised.
-    Returns whether it printed anything (None: no feedback module in this install)."""
-    try:
-        from . import feedback
-    except ImportError as e:
-        if getattr(e, "name", None) != f"{__package__}.feedback":
-            say(f"{what} feedback: not available ({e})")
-            return True
-        return None  # an older install without the module: the tests above are the check
+def _feedback(what, one, fn, say, before: str = "") -> bool:
+    """Print the lines of the access-pattern advice (autograder.feedback) or of
+    compute-sanitizer (autograder.sanitizer): feedback is advice, so a failure in it is
+    reported in one line, never raised. Returns whether it printed anything."""
+    if what == "access":
+        from .feedback import access_advice as lines_of
+    else:
+        from .sanitizer import sanitize as lines_of
     if before:
         say(before)
     # `python -m autograder check LAB FILE` runs the file's cells under names like "<cell 3>",
     # which no source lookup can find: the cells it ran are handed over (_FILE_SOURCE)
     kw = {"source": _FILE_SOURCE} if _FILE_SOURCE is not None else {}
     try:
-        lines = getattr(feedback, "access_advice" if what == "access" else "sanitize")(one, fn, **kw)
+        lines = lines_of(one, fn, **kw)
     except Exception as e:  # advice must never turn a pass into an error
         lines = [f"{what} feedback could not run: {type(e).__name__}: {e}"]
     for line in lines or ():

@@ -16,6 +16,7 @@ import shutil
 import threading
 from pathlib import Path
 
+from .results import PERFORMANCE
 
 NEEDS_GPU_REGRADE = ("NEEDS A GPU REGRADE: the simulator could not judge this submission (see "
                      "below); this score is not final, an instructor will grade it again on a GPU")
@@ -78,39 +79,43 @@ def printed_output(result) -> str:
     return text
 
 
+def gradescope_test(t) -> dict:
+    """One test of a ``Result`` (a ``results.TestRecord``) as Gradescope's JSON spells it."""
+    return {"name": t.name + (" (hidden case)" if t.hidden else ""),
+            "score": t.score, "max_score": t.max_score,
+            # a test may say its own status: the sanitizer's 0-point test fails
+            # (red on Gradescope) when it found something, with no points lost
+            "status": t.status or ("passed" if t.passed else "failed"),
+            "output": t.output, "visibility": t.visibility}
+
+
+def gradescope_doc(score, output: str, tests, extra_data: dict, execution_time=None) -> dict:
+    """A whole results.json: the one place Gradescope's top-level keys are written (a graded
+    submission, and gradescope.py's refusals and grader errors)."""
+    doc = {"score": score}
+    if execution_time is not None:
+        doc["execution_time"] = round(execution_time, 2)
+    doc.update({"output": output, "visibility": "visible", "stdout_visibility": "hidden",
+                "tests": [gradescope_test(t) for t in tests], "extra_data": extra_data})
+    return doc
+
+
 def gradescope_json(result) -> dict:
     """Gradescope's results.json. Hidden cases carry the rubric's visibility (after_due_date by
     default: Gradescope shows them, with their details, only after the due date)."""
-    tests = []
-    for t in result.tests:
-        tests.append({"name": t["name"] + (" (hidden case)" if t.get("hidden") else ""),
-                      "score": t["score"], "max_score": t["max_score"],
-                      # a test may say its own status: the sanitizer's 0-point test fails
-                      # (red on Gradescope) when it found something, with no points lost
-                      "status": t.get("status") or ("passed" if t["score"] >= t["max_score"]
-                                                    else "failed"),
-                      "output": t.get("output", ""), "visibility": t.get("visibility", "visible")})
-    return {
-        "score": result.score,
-        "execution_time": round(result.execution_time, 2),
-        "output": _summary(result),
-        "visibility": "visible",
-        "stdout_visibility": "hidden",
-        "tests": tests,
-        "extra_data": {
-            "id": result.id, "lab": result.lab, "max_score": result.max_score,
-            "status": result.status, "file": result.file, "sha256": result.sha256,
-            "run": result.run, "flags": [f["what"] + " [" + f["where"] + "]" for f in result.flags]
-            + list((result.performance or {}).get("flags", [])),
-            "cell_errors": result.cell_errors, "isolation": result.isolation,
-            "performance": result.performance, "output_bytes": result.output_bytes,
-            "printed": printed_output(result)[:4000],
-            "regraded": getattr(result, "regraded", None),
-        },
-    }
+    extra = {"id": result.id, "lab": result.lab, "max_score": result.max_score,
+             "status": result.status, "file": result.file, "sha256": result.sha256,
+             "run": result.run, "flags": [f["what"] + " [" + f["where"] + "]" for f in result.flags]
+             + list((result.performance or {}).get("flags", [])),
+             "cell_errors": result.cell_errors, "isolation": result.isolation,
+             "performance": result.performance, "output_bytes": result.output_bytes,
+             "printed": printed_output(result)[:4000],
+             "regraded": getattr(result, "regraded", None)}
+    return gradescope_doc(result.score, _summary(result), result.tests, extra,
+                          execution_time=result.execution_time)
 
 
-def feedback_markdown(result, run=None) -> str:
+def feedback_markdown(result) -> str:
     L = [f"# Feedback: {result.lab}", ""]
     if result.status == "needs a GPU":
         L += [f"**{NEEDS_GPU_REGRADE}**", ""]
@@ -125,18 +130,18 @@ def feedback_markdown(result, run=None) -> str:
             L += [f"- cell {e['cell']}: `{e['error']}`", "", "```", e["message"].strip()[-1500:], "```", ""]
     L += ["## Tests", "", "| test | points | |", "|---|---|---|"]
     for t in result.tests:
-        mark = (("see below" if t["status"] == "failed" else "nothing found") if t.get("status") else
-                "not measured" if t["max_score"] == 0 else
-                "pass" if t["score"] >= t["max_score"] else "FAIL")
-        L.append(f"| {t['name']}{' (hidden)' if t.get('hidden') else ''} | {t['score']}/{t['max_score']} | {mark} |")
+        mark = (("see below" if t.status == "failed" else "nothing found") if t.status else
+                "not measured" if t.max_score == 0 else
+                "pass" if t.passed else "FAIL")
+        L.append(f"| {t.name}{' (hidden)' if t.hidden else ''} | {t.score}/{t.max_score} | {mark} |")
     L.append("")
     for t in result.tests:
-        if (t.get("output") and (t["score"] < t["max_score"] or t.get("status") == "failed")
-                or t["name"] == "performance"):
-            text = str(t.get("output", "")).strip()[-3000:]
-            if t.get("hidden") and not _shows_hidden(result):
+        if (t.output and (not t.passed or t.status == "failed")
+                or t.name == PERFORMANCE):
+            text = str(t.output).strip()[-3000:]
+            if t.hidden and not _shows_hidden(result):
                 text = f"failed: {HIDDEN_NOTE}"
-            L += [f"### {t['name']}", "", "```", text, "```", ""]
+            L += [f"### {t.name}", "", "```", text, "```", ""]
     if result.flags:
         L += ["## For review", "", "The grader noticed these in your code; they cost no points (the "
               "score rests on the grader's replay of your kernels), but an instructor may look:", ""]

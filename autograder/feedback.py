@@ -10,12 +10,10 @@ right?":
   would do"), with the line that issued them. Empty when the pattern is tight. When the
   tracer cannot run the kernel (an unsupported intrinsic, too many threads, a time limit)
   the answer is ONE line naming the reason and the limit; never a hang.
-- :func:`sanitize`: does the kernel race or step out of bounds even though the values came
-  out right? The lab's public tests run under compute-sanitizer ``memcheck`` and
-  ``racecheck`` (:mod:`book.sanitizer`) in a fresh process with the student's code, and the
-  findings that fall in the student's own lines come back as sentences pointing at them.
-  Where compute-sanitizer is missing or refused (no GPU, the simulator, no CUDA toolkit):
-  exactly one line saying it is "not available on this machine" and why.
+- ``autograder.sanitizer.sanitize``: does the kernel race or step out of bounds even though
+  the values came out right? The lab's public tests run under compute-sanitizer in a fresh
+  process started by this module's re-run (below); the grader's compute-sanitizer code all
+  lives in :mod:`autograder.sanitizer`.
 
 How the student's code reaches a fresh process (both functions need one on a GPU: the
 simulator cannot be switched on in a process that already uses the GPU, and
@@ -43,21 +41,18 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .submission import SETUP_MARKERS, _neutralize_magics
 
-__all__ = ["access_advice", "sanitize", "sanitizer_unavailable", "student_source",
-           "StudentSource", "sandbox_findings", "NOT_AVAILABLE", "TRACE_TIMEOUT_S",
-           "SANITIZE_TIMEOUT_S"]
+__all__ = ["access_advice", "student_source", "StudentSource", "write_job", "child_env",
+           "NOT_AVAILABLE", "TRACE_TIMEOUT_S"]
 
 NOT_AVAILABLE = "not available on this machine"
 # the tracer's budget: lab 2's public case takes under a second here, lab 4's tiled GEMM
 # (256 threads, every shared access recorded) 10 to 35 s on this 2-core machine
 TRACE_TIMEOUT_S = 60.0
-SANITIZE_TIMEOUT_S = 300.0   # per tool: compute-sanitizer slows kernels (and their compile) down
 _CHILD_START_S = 60.0        # a fresh process imports numpy, numba and the course first
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -237,7 +232,9 @@ def _advice_here(lab, fn, timeout_s) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ children
-def _child_env(simulated: bool) -> dict:
+def child_env(simulated: bool) -> dict:
+    """The environment of a re-run process: this repository first on the path, and the
+    simulator on (``simulated``) or off, whatever this process runs."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(_REPO)] + [p for p in env.get(
         "PYTHONPATH", "").split(os.pathsep) if p])
@@ -248,7 +245,10 @@ def _child_env(simulated: bool) -> dict:
     return env
 
 
-def _write_job(tmp: Path, lab, src: StudentSource, what: str, timeout_s: float) -> Path:
+def write_job(tmp: Path, lab, src: StudentSource, what: str, timeout_s: float) -> Path:
+    """The student's code and the job file of a re-run (``python -m autograder.feedback JOB``)
+    in ``tmp``: ``what`` is "advice" (the access pattern) or "sanitize" (the public tests,
+    ``autograder.sanitizer.run_public_tests``)."""
     (tmp / "student.py").write_text(src.text)
     job = tmp / "job.json"
     job.write_text(json.dumps({"what": what, "lab": lab.name, "timeout_s": timeout_s,
@@ -264,12 +264,12 @@ def _advice_in_child(lab, fn, source, timeout_s, cells=None) -> list[str]:
         return [f"access pattern not traced: {e}"]
     with tempfile.TemporaryDirectory(prefix="ag-advice-") as tmp:
         tmp = Path(tmp)
-        job = _write_job(tmp, lab, src, "advice", timeout_s)
+        job = write_job(tmp, lab, src, "advice", timeout_s)
         limit = timeout_s + _CHILD_START_S
         try:
             p = subprocess.run([sys.executable, "-m", "autograder.feedback", str(job)],
                                capture_output=True, text=True, timeout=limit,
-                               env=_child_env(True), cwd=tmp)
+                               env=child_env(True), cwd=tmp)
         except subprocess.TimeoutExpired:
             return [f"access pattern not traced: the simulator process did not finish within "
                     f"{limit:.0f} s (the tracer's limit is {timeout_s:.0f} s)"]
@@ -281,131 +281,6 @@ def _advice_in_child(lab, fn, source, timeout_s, cells=None) -> list[str]:
     # lines of student.py are reported as "line N": say where the student wrote them
     return [re.sub(r"line (\d+)(?=[:)])", lambda m: src.where(int(m.group(1))), s)
             for s in lines]
-
-
-# ------------------------------------------------------------------------------ sanitize
-def sanitize(lab, fn=None, *, source=None, cells=None,
-             timeout_s: float = SANITIZE_TIMEOUT_S) -> list[str]:
-    """compute-sanitizer's findings (memcheck, racecheck) on the lab's public tests, as
-    sentences pointing at the student's own lines; [] when it found nothing.
-
-    The student's code (``fn``'s notebook history or file, or ``source``/``cells``) re-runs in
-    a fresh process under each tool. Exactly one line containing "not available on this
-    machine" where compute-sanitizer cannot run here (no GPU, the simulator, no toolkit).
-    """
-    from . import labs as _labs
-
-    lab = lab if isinstance(lab, _labs.LabSpec) else _labs.get(lab)
-    unavailable = sanitizer_unavailable()
-    if unavailable:
-        return [unavailable]
-    if not lab.kernel:
-        return [f"{lab.name} has no kernels: nothing for compute-sanitizer to check"]
-    try:
-        src = student_source(fn, source=source, cells=cells)
-    except ValueError as e:
-        return [f"compute-sanitizer not run: {e}"]
-    from book import sanitizer
-
-    with tempfile.TemporaryDirectory(prefix="ag-sanitize-") as tmp:
-        tmp = Path(tmp)
-        job = _write_job(tmp, lab, src, "sanitize", timeout_s)
-        try:
-            res = sanitizer.run([sys.executable, "-m", "autograder.feedback", str(job)],
-                                timeout=timeout_s, env=_child_env(False), cwd=tmp)
-        except sanitizer.Unavailable as e:
-            return [str(e) if NOT_AVAILABLE in str(e) else
-                    f"compute-sanitizer is {NOT_AVAILABLE}: {e}"]
-        return findings_sentences(res, src, tmp / "student.py")
-
-
-def sanitizer_unavailable() -> str | None:
-    """The one line saying why compute-sanitizer cannot run here, or None when it can."""
-    import book  # noqa: F401
-    from book import gpu, sanitizer
-
-    if gpu.SIMULATED:
-        return (f"compute-sanitizer is {NOT_AVAILABLE}: this session runs Numba's CUDA "
-                "simulator (no GPU), and the tool watches kernels on a GPU; the values were "
-                "still checked")
-    if sanitizer.find() is None:
-        return (f"compute-sanitizer is {NOT_AVAILABLE}: it comes with the CUDA toolkit and was "
-                "not found on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin; the values were "
-                "still checked")
-    return None
-
-
-def findings_sentences(res: dict, src: StudentSource, student_file, limit: int = 6) -> list[str]:
-    """book.sanitizer.explain's sentences on the student's file, with its line numbers turned
-    into the student's own (cell and line); a note when the tests did not run at all."""
-    from book import sanitizer
-
-    name = Path(student_file).name
-    out = []
-    for s in sanitizer.explain(res, own_files=[student_file], limit=limit):
-        s = s.replace(f"at {name}, line ", "at line ")
-        out.append(re.sub(r"\bline (\d+)", lambda m: src.where(int(m.group(1))), s))
-    for tool, r in res.items():   # a run that never reached the tests proves nothing
-        text = r.get("output", "")
-        if "AG-SANITIZE-DONE" not in text:
-            tail = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("=")]
-            why = tail[-1][:300] if tail else f"exit status {r.get('returncode')}"
-            out.append(f"{tool}: the public tests did not finish under compute-sanitizer "
-                       f"({why})")
-    return out
-
-
-# ------------------------------------------------------------------------------ grade
-SANITIZE_TEST = "compute-sanitizer: memcheck and racecheck (feedback, no points)"
-
-
-def wrapper_argv(tool: str, log_file: str) -> list[str]:
-    """compute-sanitizer's command line for ``grade --sanitize``: the flags of
-    ``book.sanitizer.run`` (``book.sanitizer.command``), with the report written to
-    ``log_file`` (the submission's own prints share its stdout)."""
-    from book import sanitizer
-
-    exe = sanitizer.find()
-    if exe is None:
-        raise FileNotFoundError("compute-sanitizer")
-    return [exe, *sanitizer.command(tool), "--log-file", log_file]
-
-
-def wrapper_keep() -> list[str]:
-    """Folders the sandbox must leave visible for compute-sanitizer to run inside it: its
-    own (through any symlink) and the installation above it (its libraries, its tools)."""
-    from book import sanitizer
-
-    exe = sanitizer.find()
-    if exe is None:
-        return []
-    out = set()
-    for p in (Path(exe), Path(exe).resolve()):
-        out |= {str(p.parent), str(p.parent.parent)}
-    return sorted(out)
-
-
-_CELL = re.compile(r"<cell (\d+)>")
-
-
-def sandbox_findings(texts: dict, limit: int = 6) -> list[str]:
-    """Sentences from compute-sanitizer's reports of a submission graded in the sandbox.
-
-    ``texts``: {tool: report text}. The driver compiles cell N as ``<cell N>``; the report
-    names that file, and the sentence says "cell N, line M". Every kernel in that process is
-    the student's (the driver launches none of its own), so findings without line information
-    are kept too, not filtered out as someone else's.
-    """
-    from book import sanitizer
-
-    res = {}
-    for tool, text in texts.items():
-        if text and "=========" not in text:   # a log file may be written without the prefix
-            text = "\n".join("========= " + ln for ln in text.splitlines())
-        text = _CELL.sub(lambda m: f"cell{m.group(1)}.py", text or "")
-        res[tool] = {"findings": sanitizer.parse(tool, text), "output": text}
-    return [re.sub(r"cell(\d+)\.py, line", r"cell \1, line", s)
-            for s in sanitizer.explain(res, limit=limit)]
 
 
 # ------------------------------------------------------------------------------ the child
@@ -442,16 +317,9 @@ def _child(job_path: str) -> int:
         lines = _advice_here(lab, fn, job["timeout_s"])
         Path(job["result"]).write_text(json.dumps({"lines": lines}))
         return 0
-    # sanitize: the public tests, as check() runs them (values compared, so a race that
-    # changes them is seen as both); the marker tells the parent the tests finished
-    t0 = time.monotonic()
-    for case in lab.public_cases:
-        got, note = lab.call_here(fn, case)
-        ok, msg = lab.check(got, case)
-        print(("PASS " if ok and not note else "FAIL ") + f"{case['name']}: {msg}{note}",
-              flush=True)
-    print(f"AG-SANITIZE-DONE in {time.monotonic() - t0:.1f} s", flush=True)
-    return 0
+    from .sanitizer import run_public_tests   # under compute-sanitizer (autograder.sanitizer)
+
+    return run_public_tests(lab, fn)
 
 
 if __name__ == "__main__":

@@ -24,13 +24,15 @@ from pathlib import Path
 import numpy as np
 
 from . import labs as _labs
+from .context import ChildFactory, RunContext, child_problem
 from .export import feedback_markdown, first_error, gradescope_json, write_grades_csv
-from .judge import Judging, Sanitizing
-from .results import Result
-from .rubric import NOT_MEASURED_NO_GPU, load_rubric
-from .sandbox import Child, ChildError, storage_message, sweep_stale_storage, tasks_message
+from .judge import Judge
+from .results import PERFORMANCE, Result, TestRecord
+from .rubric import NOT_MEASURED_NO_GPU, case_points, load_rubric
+from .sandbox import ChildError, storage_message, sweep_stale_storage, tasks_message
+from .sanitizer import Sanitizer
 from .submission import SubmissionError, read_cells, scan
-from .timing import Timing
+from .timing import ReplayServers, Timer, timing_cases
 
 HERE = Path(__file__).resolve().parent
 
@@ -116,40 +118,45 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 # --------------------------------------------------------------------------- the run
-class Run(Judging, Sanitizing, Timing):
-    """A grading run: the cases, the sandboxed children, and the two phases (judge.py grades
-    each submission's tests and kernel proof, and with ``sanitize`` runs its public tests
-    under compute-sanitizer for feedback; timing.py times the recordings)."""
+class Run:
+    """A grading run: the class's submissions graded in two phases by three parts, each
+    given the run's one context (context.py): the judge (judge.py: each submission's tests
+    and kernel proof), the timer (timing.py: the timing call recorded, then timed with no
+    submission alive) and, with ``sanitize``, the sanitizer (sanitizer.py: the public tests
+    again under compute-sanitizer, for feedback). Every sandboxed child comes from the
+    context's one ChildFactory."""
 
     def __init__(self, lab, out: Path, *, rubric_path=None, simulated=False, gpus=1, workers=None,
                  sim_timing=False, isolate=True, quiet=False, sanitize=False):
         self.lab_name = _labs.resolve(lab)
         self.lab = _labs.get(self.lab_name)
-        self.rubric = load_rubric(self.lab_name, rubric_path)
+        rubric = load_rubric(self.lab_name, rubric_path)
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.simulated = simulated
         self.gpus = max(1, int(gpus))
         self.workers = workers or (2 if simulated else 3 * self.gpus)
         self.sim_timing = sim_timing
-        self.isolate = isolate
         self.quiet = quiet
-        self.sanitize = sanitize
         self.run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
         self.log_lock = threading.Lock()
         self.secret = self._secret()
-        self.limits = self.rubric.get("limits", {})
-        self.perf = self.rubric.get("performance")
-        self._build_cases()
-        self.reference = {}
-        self.masters = {}   # gpu -> the lab's master recorded and timed there (timing.record_master)
-        self.drop_uid = True
-        self.sandbox_note = None
-        self.servers = {}
+        limits = rubric.get("limits", {})
+        self.children = ChildFactory(out=self.out, functions=self.lab.functions, limits=limits,
+                                     simulated=simulated, isolate=isolate)
         self._active, self._active_lock = 0, threading.Lock()
-        self.server_locks = [threading.Lock() for _ in range(self.gpus)]
-        self.hidden_visibility = self.rubric["correctness"]["hidden_visibility"]
-        self.scratch = self.out / ".grader" / "recordings"
+        # the replay processes start on first use, with the timing cases (none for a lab
+        # without kernels, which never starts one)
+        replays = ReplayServers(self.lab_name, lambda: timing_cases(self.ctx), self.log, self.gpus)
+        self.ctx = RunContext(lab=self.lab, rubric=rubric, cases=self._build_cases(rubric),
+                              limits=limits, perf=rubric.get("performance"), simulated=simulated,
+                              out=self.out, secret=self.secret, children=self.children,
+                              log=self.log, say=self.say, replays=replays,
+                              crowded=lambda: self._active > 1)
+        self.judge = Judge(self.ctx)
+        self.timer = Timer(self.ctx)
+        self.sanitizer = Sanitizer(self.ctx, enabled=sanitize)
+        self.sandbox_note = None
         self.faults = injected_faults(os.environ.get(FAULT_ENV, ""))
 
     def say(self, *a):
@@ -180,45 +187,30 @@ class Run(Judging, Sanitizing, Timing):
                 f.flush()
                 os.fsync(f.fileno())
 
-    # -- cases and references (parent only)
-    def _build_cases(self):
+    # -- the cases (parent only)
+    def _build_cases(self, rubric) -> list:
         rng = np.random.default_rng(self.secret["hidden_seed"])
-        rub = self.rubric["correctness"]
-        self.cases = self.lab.cases(rng, self.simulated, rub)
-        for i, c in enumerate(self.cases):
+        rub = rubric["correctness"]
+        cases = self.lab.cases(rng, self.simulated, rub)
+        for i, c in enumerate(cases):
             c["id"] = f"t{i}"
-            c["points"] = rub["public_points"] if c["visibility"] == "public" else rub["hidden_points"]
-        self._expected = {}
-
-    def expected(self, case):
-        if case["id"] not in self._expected:
-            self._expected[case["id"]] = self.lab.expected(case)
-        return self._expected[case["id"]]
-
-    def functions(self):
-        return self.lab.functions
-
-    def test_message(self, case):
-        return {"cmd": "test", "id": case["id"], "kind": "kernel" if self.lab.kernel else "numeric",
-                "function": self.lab.function_of(case), "args": self.kernel_args(case)}
-
-    def kernel_args(self, case):
-        return self.lab.args(case)
+            c["points"] = case_points(c, rub)
+        return cases
 
     def calibrate_sandbox(self):
         """Before any submission: can a fully isolated child (namespaces, hidden paths, uid
         nobody) run a CUDA kernel here? If not, step down (keep the namespaces, keep the uid),
         and say so in the log: better a weaker sandbox, reported, than a class graded zero."""
-        tries = [("full isolation", self.isolate, True), ("isolation without the uid drop", self.isolate, False),
+        isolate = self.children.isolate
+        tries = [("full isolation", isolate, True), ("isolation without the uid drop", isolate, False),
                  ("no isolation", False, False)]
         for what, iso, drop in tries:
-            child = Child(mode="reference", functions={}, cells=None, simulated=False, gpu=0,
-                          isolate=iso, drop_uid=drop, hide=self._hide_paths())
+            child = self.children.probe(0, isolate=iso, drop_uid=drop)
             try:
                 ev = child.recv(120)
                 r = child.request(120, cmd="probe")
                 if ev.get("event") == "loaded" and r.get("ok"):
-                    self.isolate, self.drop_uid = iso, drop
+                    self.children.isolate, self.children.drop_uid = iso, drop
                     self.sandbox_note = f"{what}: {ev.get('isolation')}, uid {r.get('uid')}"
                     self.log(kind="sandbox", ok=True, mode=what, isolation=ev.get("isolation"), uid=r.get("uid"))
                     self.say(f"sandbox: {self.sandbox_note}")
@@ -238,7 +230,7 @@ class Run(Judging, Sanitizing, Timing):
         sub_dir = self.out / sid
         sub_dir.mkdir(exist_ok=True)
         result = Result(id=sid, file=str(path), lab=self.lab_name, run=self.run_id,
-                        hidden_visibility=self.hidden_visibility)
+                        hidden_visibility=self.ctx.hidden_visibility)
         if regraded:
             result.regraded = {"why": regraded}
         try:
@@ -261,13 +253,10 @@ class Run(Judging, Sanitizing, Timing):
         if fault:
             self.log(kind="fault_injected", id=sid, fault=fault)
         try:
-            child = Child(mode="student", functions=self.functions(), cells=cells,
-                          simulated=self.simulated, gpu=gpu if not self.simulated else None,
-                          limits=self._child_limits(), hide=self._hide_paths(),
-                          isolate=self.isolate, drop_uid=self.drop_uid,
-                          fault=fault and fault.removesuffix("_always"))
+            child = self.children.student(cells, gpu, fault=fault and fault.removesuffix("_always"))
+            limits = self.ctx.limits
             try:
-                ev = child.recv(self.limits.get("load_s", 120))  # Python, numba, book: no student code yet
+                ev = child.recv(limits.get("load_s", 120))  # Python, numba, book: no student code yet
                 if ev.get("event") == "fatal":   # the driver stopped before any of the submission's code
                     result.status = "failed before your code ran"
                     result.problems["sandbox"] = ev.get("error") or "the sandbox failed to start"
@@ -278,22 +267,22 @@ class Run(Judging, Sanitizing, Timing):
                 if ev.get("event") == "ready":
                     started = True
                     # timing happens later, from the recording, with no submission alive
-                    ev = self.ask(child, self.limits.get("load_s", 120), cmd="load")
+                    ev = self.ctx.ask(child, limits.get("load_s", 120), cmd="load")
                     self._loaded(ev, result)
                     if ev.get("event") == "loaded":
-                        self.run_tests(child, result)
-                        self.prove_kernels(child, result, cells, gpu)
+                        self.judge.run_tests(child, result)
+                        self.judge.prove_kernels(child, result, cells, gpu)
             except ChildError as e:
                 if not started:
                     result.status = "failed before your code ran"
-                    result.problems["sandbox"] = self._child_problem(
+                    result.problems["sandbox"] = child_problem(
                         e, child, "starting Python, Numba and CUDA, before any of your code ran")
                     result.not_own = {"what": "died while the sandbox started, before any of its code ran",
                                       "before_code": True}
                     self._ended(child, result, gpu)
                     return self.finish(result, sub_dir, t_start)
                 result.status = "crashed while loading"
-                result.problems["load"] = self._child_problem(e, child, "running your notebook's cells")
+                result.problems["load"] = child_problem(e, child, "running your notebook's cells")
                 said = "\n".join([result.problems["load"]] + [x.get("message", "") for x in result.cell_errors])
                 m = INIT_FAILURE.search(said)
                 if m:   # quoted whole: the line that names it
@@ -306,16 +295,16 @@ class Run(Judging, Sanitizing, Timing):
                 result.status = "grader error"
                 result.problems["grader"] = ev.get("error") or f"unexpected answer {str(ev)[:200]}"
                 return self.finish(result, sub_dir, t_start)
-            if self.perf and (not self.simulated or self.sim_timing):
-                self.run_timing(child, result, gpu)
+            if self.ctx.perf and (not self.simulated or self.sim_timing):
+                self.timer.record(child, result, gpu)
         except Exception as e:  # the grader's own bug: say so, keep the class going
             result.status = "grader error"
             result.problems["grader"] = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"
         finally:
             self._ended(child, result, gpu)
-        if self.sanitize and result.tests and "load" not in result.problems:
+        if self.sanitizer.enabled and result.tests and "load" not in result.problems:
             try:
-                self.run_sanitizer(result, cells, gpu)
+                self.sanitizer.run(result, cells, gpu)
             except Exception as e:  # the grader's own bug: this feedback is lost, the grade is not
                 self.log(kind="sanitizer", id=result.id,
                          error=f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}")
@@ -385,53 +374,28 @@ class Run(Judging, Sanitizing, Timing):
             problems[k] = f"{first[len('ERROR: '):]}\nso: {v}" if first else v
         result.problems.update(problems)
 
-    def _child_limits(self):
-        lim = {"cpu_s": int(self.limits.get("cpu_s", 600))}
-        if "mem_mib" in self.limits:
-            lim["mem_bytes"] = int(self.limits["mem_mib"]) << 20
-        if "gpu_mem_mib" in self.limits:  # the GPU memory budget (default: a share of the device)
-            lim["gpu_mem_bytes"] = int(self.limits["gpu_mem_mib"]) << 20
-        if "disk_mib" in self.limits:   # working folder, /tmp and /dev/shm together
-            lim["disk_bytes"] = int(self.limits["disk_mib"]) << 20
-        if "files" in self.limits:
-            lim["files"] = int(self.limits["files"])
-        if "tasks" in self.limits:   # processes and threads of one submission at once
-            lim["tasks"] = int(self.limits["tasks"])
-        return lim
-
-    def _hide_paths(self):
-        return [str(self.out.resolve())] + [str(p) for p in getattr(self, "submission_dirs", [])]
-
     def finish(self, result: Result, sub_dir: Path, t_start: float) -> Result:
         result.execution_time = time.time() - (result.t_start or t_start)
         if result.regraded and "outcome" not in result.regraded:
             self._regrade_outcome(result)
+        perf = self.ctx.perf
         if result.status == "unreadable" or not result.tests:
-            for case in self.cases:
-                hidden = case["visibility"] == "hidden"
-                result.tests.append({"name": case["name"], "max_score": case["points"], "score": 0,
-                                        "hidden": hidden,
-                                        "visibility": self.hidden_visibility if hidden else "visible",
-                                        "output": "not run: "
-                                        + next(iter(result.problems.values()), "no result")})
-            if self.perf:
-                result.tests.append({"name": "performance", "score": 0, "visibility": "visible",
-                                        "max_score": 0 if self.simulated else self.perf["points"],
-                                        "output": NOT_MEASURED_NO_GPU if self.simulated else "not run"})
-        if self.perf and self.simulated:  # nothing to earn where nothing can be timed
-            for t in result.tests:
-                if t["name"] == "performance":
-                    t["max_score"], t["score"] = 0, 0
-                    if not t.get("output", "").startswith(NOT_MEASURED_NO_GPU):
-                        t["output"] = NOT_MEASURED_NO_GPU
-        if self.perf and not any(t["name"] == "performance" for t in result.tests):
-            result.tests.append({"name": "performance", "max_score": 0 if self.simulated else self.perf["points"], "score": 0,
-                                    "visibility": "visible",
-                                    "output": NOT_MEASURED_NO_GPU if self.simulated else "not measured"})
-        result.score = round(sum(t["score"] for t in result.tests), 2)
-        result.max_score = sum(t["max_score"] for t in result.tests)
+            why = "not run: " + next(iter(result.problems.values()), "no result")
+            result.tests += [TestRecord.for_case(case, self.ctx.hidden_visibility, output=why)
+                             for case in self.ctx.cases]
+            if perf:
+                result.tests.append(self._performance_test("not run"))
+        p = result.test(PERFORMANCE)
+        if perf and self.simulated and p is not None:  # nothing to earn where nothing can be timed
+            p.max_score, p.score = 0, 0
+            if not p.output.startswith(NOT_MEASURED_NO_GPU):
+                p.output = NOT_MEASURED_NO_GPU
+        if perf and p is None:
+            result.tests.append(self._performance_test("not measured"))
+        result.score = round(sum(t.score for t in result.tests), 2)
+        result.max_score = sum(t.max_score for t in result.tests)
         result.replies, result.cells, result.timing = {}, None, None
-        _atomic_write(sub_dir / "feedback.md", feedback_markdown(result, self))
+        _atomic_write(sub_dir / "feedback.md", feedback_markdown(result))
         _atomic_write(sub_dir / "results.json", json.dumps(gradescope_json(result), indent=1))
         (sub_dir / "pending.json").unlink(missing_ok=True)
         self.log(kind="result", id=result.id, score=result.score, max_score=result.max_score,
@@ -440,11 +404,18 @@ class Run(Judging, Sanitizing, Timing):
                  f"{result.execution_time:.1f} s)")
         return result
 
+    def _performance_test(self, output: str) -> TestRecord:
+        """The performance test of a submission that was not timed: worth nothing in the
+        simulator, where nothing can be timed."""
+        if self.simulated:
+            return TestRecord(PERFORMANCE, 0, output=NOT_MEASURED_NO_GPU)
+        return TestRecord(PERFORMANCE, self.ctx.perf["points"], output=output)
+
     # -- the whole class
     def grade(self, submissions, shard=(0, 1), regrade=False) -> list[dict]:
         subs = collect(submissions)
         subs = [s for i, s in enumerate(subs) if i % shard[1] == shard[0]]
-        self.submission_dirs = sorted({str(p.resolve().parent) for _, p in subs})
+        self.children.submission_dirs = sorted({str(p.resolve().parent) for _, p in subs})
         # (a run killed before its regrades alone left a marker: those are graded again)
         todo = [(i, sid, p) for i, (sid, p) in enumerate(subs)
                 if regrade or not (self.out / sid / "results.json").exists()
@@ -459,27 +430,10 @@ class Run(Judging, Sanitizing, Timing):
             self.log(kind="sandbox", swept_stale_storage=swept)
         if todo and not self.simulated:
             self.calibrate_sandbox()
-        if todo and self.sanitize and self.sanitizer_check():
-            self.sanitize = False   # said once in the log and on the terminal; grading goes on
-        if todo and self.sanitize and not self.simulated:
-            self.calibrate_sanitizer()   # turns --sanitize off (said why) if nothing works
-        if todo and self.perf and not self.simulated:
-            for g in range(self.gpus):
-                try:
-                    self.reference[g] = self.measure_reference(g)
-                except Exception as e:  # correctness is still graded; performance says why not
-                    self.reference_error = f"{type(e).__name__}: {e}"[:500]
-                    self.log(kind="reference", gpu=g, error=self.reference_error)
-                    self.say(f"[gpu {g}] reference FAILED: {self.reference_error}")
-                if self.perf.get("basis", "master") == "master":
-                    try:  # what every submission's performance is a fraction of, on this GPU
-                        self.masters[g] = self.record_master(g)
-                    except Exception as e:  # performance says the grader could not, never blames
-                        self.master_error = f"{type(e).__name__}: {e} {getattr(e, 'detail', '')}"[:500]
-                        self.log(kind="master", gpu=g, error=self.master_error)
-                        self.say(f"[gpu {g}] the lab's master could not be timed: {self.master_error}; "
-                                 f"performance is not scored on this GPU (it needs {self.master_path()}, "
-                                 "or basis = \"reference\" in the rubric)")
+        if todo and self.sanitizer.enabled:
+            self.sanitizer.prepare()   # turns --sanitize off (said why) where the tool cannot run
+        if todo and self.ctx.perf and not self.simulated:
+            self.timer.prepare(self.gpus)
         pending = [a for a in todo if (self.out / a[1] / "pending.json").exists() and not regrade]
         fresh = [a for a in todo if a not in pending]
         try:
@@ -501,7 +455,7 @@ class Run(Judging, Sanitizing, Timing):
                 (self.out / a[1] / "regrade_alone.json").unlink(missing_ok=True)
             # phase 2: every recording timed while no submission's process is alive; a fraction
             # near a scoring line comes back unscored (result.timing kept) and is timed again,
-            # with more windows, after the batch (timing.time_pending)
+            # with more windows, after the batch (Timer.time_pending)
             near = []
             for i, sid, _p in sorted(todo, key=lambda a: a[0]):
                 pj = self.out / sid / "pending.json"
@@ -511,15 +465,14 @@ class Run(Judging, Sanitizing, Timing):
             for sid, result in near:
                 self._time_and_finish(sid, result)
         finally:
-            for srv in self.servers.values():
-                srv.close()
+            self.ctx.replays.close()
         write_grades_csv(self.out, self.lab_name)
         return [json.loads((self.out / sid / "results.json").read_text()) for sid, _ in subs
                 if (self.out / sid / "results.json").exists()]
 
     def _time_and_finish(self, sid, result) -> list:
         try:
-            self.time_pending(result)
+            self.timer.time_pending(result)
         except Exception as e:  # the grader's own bug: say so, keep the class going
             result.problems["grader"] = f"timing: {type(e).__name__}: {e}"
             result.timing = None
@@ -578,7 +531,7 @@ class Run(Judging, Sanitizing, Timing):
 def oom_said(r: Result) -> str | None:
     """The first thing said about this result that names CUDA's out-of-memory error."""
     said = [str(v) for v in r.problems.values()] + [e.get("message", "") for e in r.cell_errors] \
-        + [t.get("output", "") for t in r.tests]
+        + [t.output for t in r.tests]
     hit = next((x for x in said if "OUT_OF_MEMORY" in x.upper().replace(" ", "_")), None)
     return hit[:300] if hit else None
 
@@ -600,11 +553,10 @@ def stop_on_signals(run) -> None:
     def stop(signum, _frame):
         name = signal.Signals(signum).name
         killed = kill_open_children(f"the grader was stopped by {name}")
-        for srv in list(getattr(run, "servers", {}).values()):
-            try:
-                srv.kill()
-            except Exception:
-                pass
+        try:
+            run.ctx.replays.kill()
+        except Exception:
+            pass
         try:
             run.log(kind="stopped", signal=name, children_killed=killed)
         except Exception:

@@ -33,6 +33,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from .export import gradescope_doc
+from .results import TestRecord
+
 ROOT_ENV = "AUTOGRADER_ROOT"
 CONFIG = "gradescope.json"          # in the bundle's root: the lab, the class's seed
 # the grader's runtime in the container: no GPU there (no torch, no book build stack), the
@@ -225,10 +228,9 @@ def choose(found, lab: str, function: str) -> tuple[Path, str]:
 
 def refusal(lab: str, message: str, files: list[str], max_score: float) -> dict:
     """results.json for an upload with nothing to grade: what was expected, in the first line."""
-    return {"score": 0.0, "output": message, "visibility": "visible", "stdout_visibility": "hidden",
-            "tests": [{"name": "submission", "score": 0.0, "max_score": max_score,
-                       "status": "failed", "output": message, "visibility": "visible"}],
-            "extra_data": {"lab": lab, "status": "nothing graded", "files": files[:50]}}
+    return gradescope_doc(0.0, message, [TestRecord("submission", max_score, 0.0, message,
+                                                    status="failed")],
+                          {"lab": lab, "status": "nothing graded", "files": files[:50]})
 
 
 def _max_score(lab: str) -> float:
@@ -237,12 +239,11 @@ def _max_score(lab: str) -> float:
     import numpy as np
 
     from . import labs
-    from .rubric import load_rubric
+    from .rubric import case_points, load_rubric
 
     rub = load_rubric(lab)["correctness"]
     cases = labs.get(lab).cases(np.random.default_rng(0), True, rub)
-    return float(sum(rub["public_points"] if c["visibility"] == "public" else rub["hidden_points"]
-                     for c in cases))
+    return float(sum(case_points(c, rub) for c in cases))
 
 
 def run(base: Path | None = None) -> int:
@@ -294,10 +295,8 @@ def run(base: Path | None = None) -> int:
     except Exception as e:  # the grader's own failure: the student is told it is not theirs
         msg = (f"GRADER ERROR (not your code's fault): {type(e).__name__}: {e}"[:2000]
                + "\nYour instructor has the details; submit again later or ask them.")
-        write({"score": 0.0, "output": msg, "visibility": "visible", "stdout_visibility": "hidden",
-               "tests": [{"name": "grader", "score": 0.0, "max_score": 0.0, "status": "failed",
-                          "output": msg, "visibility": "visible"}],
-               "extra_data": {"lab": lab, "status": "grader error"}})
+        write(gradescope_doc(0.0, msg, [TestRecord("grader", 0.0, 0.0, msg, status="failed")],
+                             {"lab": lab, "status": "grader error"}))
         print(msg, file=sys.stderr)
         return 1
     finally:

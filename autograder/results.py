@@ -1,10 +1,39 @@
-"""The result of grading one submission: what the parts of a run (judge.py, timing.py) fill in
-and the exporters (export.py: results.json, feedback.md, grades.csv) read."""
+"""The result of grading one submission: what the parts of a run (judge.py, timing.py,
+sanitizer.py) fill in and the exporters (export.py: results.json, feedback.md, grades.csv)
+read. A test is a typed record here; the exporter alone decides how Gradescope spells it."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+
+PERFORMANCE = "performance"   # the name of the performance test, in every output
+
+
+@dataclass
+class TestRecord:
+    """One line of the grade: a test with its points."""
+
+    __test__ = False   # a record, not a pytest class
+
+    name: str
+    max_score: float
+    score: float = 0
+    output: str = ""
+    visibility: str = "visible"    # Gradescope's: visible, after_due_date, ...
+    hidden: bool = False           # a hidden case: its details withheld before the due date
+    status: str | None = None      # its own status (the sanitizer's 0-point test), else by score
+
+    @classmethod
+    def for_case(cls, case: dict, hidden_visibility: str, **kw) -> TestRecord:
+        """The test of one correctness case, worth the case's points."""
+        hidden = case["visibility"] == "hidden"
+        return cls(name=case["name"], max_score=case["points"], hidden=hidden,
+                   visibility=hidden_visibility if hidden else "visible", **kw)
+
+    @property
+    def passed(self) -> bool:
+        return self.score >= self.max_score
 
 
 @dataclass
@@ -15,7 +44,7 @@ class Result:
     run: str
     status: str = "graded"
     sha256: str | None = None
-    tests: list = field(default_factory=list)      # Gradescope-shaped: name, score, max_score, output, visibility
+    tests: list[TestRecord] = field(default_factory=list)
     flags: list = field(default_factory=list)      # the source scan's notes for review
     cell_errors: list = field(default_factory=list)
     problems: dict = field(default_factory=dict)   # what stopped grading, by where it happened
@@ -44,6 +73,9 @@ class Result:
 
     WORKING = ("replies", "cells")
 
+    def test(self, name: str) -> TestRecord | None:
+        return next((t for t in self.tests if t.name == name), None)
+
     def to_json(self) -> dict:
         """For pending.json: everything but the working state that cannot be saved."""
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.WORKING}
@@ -51,4 +83,6 @@ class Result:
     @classmethod
     def from_json(cls, d: dict) -> Result:
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        out = cls(**{k: v for k, v in d.items() if k in names})
+        out.tests = [t if isinstance(t, TestRecord) else TestRecord(**t) for t in out.tests]
+        return out

@@ -64,6 +64,11 @@ def load_rubric(lab: str, path=None) -> dict:
     return r
 
 
+def case_points(case: dict, correctness: dict):
+    """What one correctness case is worth under the rubric's [correctness] section."""
+    return correctness["public_points"] if case["visibility"] == "public" else correctness["hidden_points"]
+
+
 def basis_words(perf: dict) -> str:
     """What a fraction is a fraction of, in the words feedback uses."""
     if perf.get("basis", "master") == "master":

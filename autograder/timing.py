@@ -1,5 +1,7 @@
-"""The grader's side of replay: copying a recording out of a sandboxed child, and the handle
-on the trusted replay process of one GPU (autograder/replay.py).
+"""The grader's side of replay and its clock: copying a recording out of a sandboxed child,
+replaying it in a fresh simulator child, the trusted replay process of each GPU
+(autograder/replay.py), and the ``Timer``, the part of a grading run (grade.Run composes it
+with the judge and the sanitizer) that records each submission's timing call and times it.
 
 The recording is read from the child's folder without following links, regular files only,
 each size-capped; it is copied into a folder of the grader's own before anything uses it.
@@ -7,6 +9,7 @@ each size-capped; it is copied into a folder of the grader's own before anything
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -18,15 +21,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
 from .compare import compare_array
+from .context import RunContext, child_problem
+from .results import PERFORMANCE, TestRecord
 from .rubric import (NOT_MEASURED_NO_GPU, REMEASURE_BAND, UNVERIFIED, basis_words, near_boundary,
                      score_performance)
-from .sandbox import Child, ChildError
+from .sandbox import ChildError
 from .submission import read_cells
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,6 +85,38 @@ def recording_summary(folder: Path) -> dict:
                                                                   for L in rec["launches"]})[:8],
             "grids": [[L["grid"], L["block"]] for L in rec["launches"][:8]],
             "scratch_bytes": sum(int(s["size"]) for s in rec["scratch"]), "error": rec.get("error")}
+
+
+def replay_in_simulator(ctx: RunContext, folder, case, cells):
+    """A fresh sandboxed child loads the notebook (its kernels), then launches only the
+    recorded kernels on inputs it generates from the fresh case: never the function.
+    (True, msg) reproduced; (False, msg) the replay ran every launch and the answer was
+    wrong (or nothing was launched); (None, msg) the replay could not be carried out."""
+    child = ctx.children.student(cells, None, simulated=True)
+    try:
+        dest = child.workdir / "recording"
+        shutil.copytree(folder, dest)
+        for q in [dest, *dest.iterdir()]:
+            os.chmod(q, 0o755 if q.is_dir() else 0o644)
+        ev = child.recv(ctx.limits.get("load_s", 120))
+        if ev.get("event") == "ready":
+            ev = ctx.ask(child, ctx.limits.get("load_s", 120), cmd="load")
+        if ev.get("event") != "loaded":
+            return None, f"the notebook could not be loaded again for the replay: {str(ev)[:300]}"
+        r = ctx.ask(child, ctx.limits.get("test_s", 60), cmd="replay", recording_dir=str(dest),
+                    args=ctx.lab.args(case))
+        if not r.get("ok"):
+            what = f"{r.get('error')}: {r.get('message', '')}"
+            if r.get("message", "").endswith("launched no CUDA kernel"):
+                return False, what
+            return None, ("a recorded kernel raised while the simulator replayed it: " + what
+                          if not r.get("unverifiable") and not r.get("too_large") else what)
+        got = child.read_npy(r["file"])
+    except ChildError as e:
+        return None, child_problem(e, child, "replaying your kernels")
+    finally:
+        child.close()
+    return ctx.lab.check(got, case, ctx.expected_for(case))
 
 
 class ReplayServer:
@@ -171,6 +209,41 @@ class ReplayServer:
         self.kill()
 
 
+class ReplayServers:
+    """The run's replay processes, one per GPU, each started on first use and used under its
+    GPU's lock (the judge's kernel proof and the timer share them)."""
+
+    def __init__(self, lab: str, cases, log, gpus: int):
+        # ``cases``: () -> the timing shape's input sets, asked for when a process first starts
+        # (a lab without kernels has none, and never starts one)
+        self.lab, self.cases, self.log = lab, cases, log
+        self.servers: dict[int, ReplayServer] = {}
+        self.locks = [threading.Lock() for _ in range(max(1, gpus))]
+
+    def lock(self, gpu: int) -> threading.Lock:
+        return self.locks[gpu]
+
+    def get(self, gpu: int) -> ReplayServer:
+        """The trusted replay process of one GPU (autograder/replay.py), started on first use."""
+        if gpu not in self.servers:
+            srv = ReplayServer(gpu, self.lab, self.cases(), self.log)
+            srv.start()
+            self.servers[gpu] = srv
+        return self.servers[gpu]
+
+    def close(self):
+        for srv in self.servers.values():
+            srv.close()
+
+    def kill(self):
+        """At once (a signal stops the grader): no goodbye to the processes."""
+        for srv in list(self.servers.values()):
+            try:
+                srv.kill()
+            except Exception:
+                pass
+
+
 # --------------------------------------------------------------------------- the clock
 TIMING_SETS = 4          # input/output sets of a timing window: every call of a window on its own set
 TIMING_WINDOWS = 10      # windows per replay request; three requests, windows pooled
@@ -194,32 +267,63 @@ def gpu_foreign(gpu: int, allowed: set) -> list:
         return [{"nvml_error": f"{type(e).__name__}: {e}"[:200]}]
 
 
-class Timing:
-    """The timing part of a grading run (mixed into grade.Run): the function called once on the
-    timing shape and recorded (phase 1), the recording timed by the replay process (phase 2)."""
+def timing_cases(ctx: RunContext) -> list:
+    """The timing shape's input sets (drawn from the run's secret timing seed)."""
+    seed = ctx.secret["timing_seed"]
+    return [ctx.lab.timing_case(ctx.simulated, seed + 7919 * k) for k in range(TIMING_SETS)]
 
-    def timing_cases(self):
-        seed = self.secret["timing_seed"]
-        return [self.lab.timing_case(self.simulated, seed + 7919 * k) for k in range(TIMING_SETS)]
 
-    def server(self, gpu: int) -> ReplayServer:
-        """The trusted replay process of one GPU (autograder/replay.py), started on first use."""
-        if gpu not in self.servers:
-            srv = ReplayServer(gpu, self.lab_name, self.timing_cases(), self.log)
-            srv.start()
-            self.servers[gpu] = srv
-        return self.servers[gpu]
+class Timer:
+    """The timing part of a grading run: before the submissions, the reference and the lab's
+    master timed on each GPU (``prepare``); per submission, the function called once on the
+    timing shape and recorded (``record``, phase 1); after the batch, the recording timed by
+    the replay process with no submission alive and scored (``time_pending``, phase 2)."""
+
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.reference = {}   # gpu -> the torch reference timed there (measure_reference)
+        self.masters = {}     # gpu -> the lab's master recorded and timed there (record_master)
+        self.reference_error = None
+        self.master_error = None
+
+    @functools.cached_property
+    def cases(self) -> list:
+        """The timing shape's input sets (a lab without kernels has none: never asked)."""
+        return timing_cases(self.ctx)
+
+    def prepare(self, gpus: int):
+        """Before any submission, on each GPU: the reference, and the master every submission's
+        windows are paired with. A failure is logged and said: correctness is still graded,
+        and performance says why it was not measured (never the student's fault)."""
+        ctx, perf = self.ctx, self.ctx.perf
+        for g in range(gpus):
+            try:
+                self.reference[g] = self.measure_reference(g)
+            except Exception as e:  # correctness is still graded; performance says why not
+                self.reference_error = f"{type(e).__name__}: {e}"[:500]
+                ctx.log(kind="reference", gpu=g, error=self.reference_error)
+                ctx.say(f"[gpu {g}] reference FAILED: {self.reference_error}")
+            if perf.get("basis", "master") == "master":
+                try:  # what every submission's performance is a fraction of, on this GPU
+                    self.masters[g] = self.record_master(g)
+                except Exception as e:  # performance says the grader could not, never blames
+                    self.master_error = f"{type(e).__name__}: {e} {getattr(e, 'detail', '')}"[:500]
+                    ctx.log(kind="master", gpu=g, error=self.master_error)
+                    ctx.say(f"[gpu {g}] the lab's master could not be timed: {self.master_error}; "
+                            f"performance is not scored on this GPU (it needs {self.master_path()}, "
+                            "or basis = \"reference\" in the rubric)")
 
     def measure_reference(self, gpu: int):
         """The lab's reference and a device copy, timed by the replay process exactly as a
         submission's replay is (CUDA events, one call per input set in each window)."""
-        lab = self.lab
-        with self.server_locks[gpu]:
-            srv = self.server(gpu)
+        ctx = self.ctx
+        lab = ctx.lab
+        with ctx.replays.lock(gpu):
+            srv = ctx.replays.get(gpu)
             r = srv.request(600, cmd="reference", windows=6 * TIMING_WINDOWS)
         if not r.get("ok"):
             raise ChildError("reference failed", r.get("message", ""))
-        case = self.timing_cases()[0]
+        case = self.cases[0]
         t_ref = r["reference_s"]
         ref = {"gpu": gpu, "case": case, "device": r.get("device"), "method": r.get("method"),
                "reference_s": t_ref, "reference_windows": r["reference_windows"],
@@ -227,15 +331,15 @@ class Timing:
                "reference_flops_per_s": lab.flops(case) / t_ref,
                "copy_bandwidth": r["copy_bandwidth"], "copy_windows": r["copy_windows"],
                "reference_impl": lab.reference_impl}
-        self.log(kind="reference", **ref)
+        ctx.log(kind="reference", **ref)
         for w in r.get("discarded_windows", []):
-            self.log(kind="window_discarded", id="(reference)", gpu=gpu, **w)
-        self.say(f"[gpu {gpu}] reference {ref['reference_bandwidth'] / 1e12:.3f} TB/s effective, "
+            ctx.log(kind="window_discarded", id="(reference)", gpu=gpu, **w)
+        ctx.say(f"[gpu {gpu}] reference {ref['reference_bandwidth'] / 1e12:.3f} TB/s effective, "
                  f"copy {ref['copy_bandwidth'] / 1e12:.3f} TB/s")
         return ref
 
     def master_path(self) -> Path:
-        return REPO / "solutions" / f"{self.lab_name}.ipynb"
+        return REPO / "solutions" / f"{self.ctx.lab_name}.ipynb"
 
     def record_master(self, gpu: int) -> dict:
         """The lab's master solution (solutions/LAB.ipynb: trusted, in the repository) recorded
@@ -243,35 +347,34 @@ class Timing:
         timing shape), then timed once by the replay process for the record: its fraction of
         the torch reference on this GPU. Every submission's timing windows are then paired
         with windows of this recording (``replay_timed``); its points are a fraction of it."""
-        lab = self.lab
+        ctx = self.ctx
+        lab = ctx.lab
         cells = read_cells(self.master_path())
-        child = Child(mode="student", functions=self.functions(), cells=cells, simulated=False, gpu=gpu,
-                      limits=self._child_limits(), hide=self._hide_paths(), isolate=self.isolate,
-                      drop_uid=self.drop_uid)
-        load_s = self.limits.get("load_s", 120)
+        child = ctx.children.student(cells, gpu, simulated=False)
+        load_s = ctx.limits.get("load_s", 120)
         try:
             ev = child.recv(load_s)
             if ev.get("event") == "ready":
-                ev = self.ask(child, load_s, cmd="load")
+                ev = ctx.ask(child, load_s, cmd="load")
             if ev.get("event") != "loaded":
                 raise ChildError("load", f"the master did not load: {str(ev)[:300]}")
-            case = dict(self.timing_cases()[0], id="timing")
+            case = dict(self.cases[0], id="timing")
             # a first call compiles (a submission's kernels were compiled by its tests before its
             # timing call); the second, recorded as a submission's is, is the one replayed
             for c in (dict(case, id="warm"), case):
-                r = self.ask(child, self.limits.get("test_s", 60) * 2, **self.test_message(c))
+                r = ctx.ask(child, ctx.limits.get("test_s", 60) * 2, **ctx.test_message(c))
                 if not r.get("ok"):
                     break
             if not r.get("ok"):
                 raise ChildError("call", f"the master raised {r.get('error')}: {r.get('message', '')}"[:500])
-            dest = self.scratch / f".master-gpu{gpu}"   # a dot: no submission id starts with one
+            dest = ctx.scratch / f".master-gpu{gpu}"   # a dot: no submission id starts with one
             shutil.rmtree(dest, ignore_errors=True)
             folder = copy_recording(child.workdir, r.get("recording", ""), dest)
         finally:
             child.close()
-        with self.server_locks[gpu]:
-            t = self.server(gpu).request(float(self.limits.get("replay_s", 60)), cmd="time",
-                                         dir=str(folder), windows=3 * TIMING_WINDOWS)
+        with ctx.replays.lock(gpu):
+            t = ctx.replays.get(gpu).request(float(ctx.limits.get("replay_s", 60)), cmd="time",
+                                             dir=str(folder), windows=3 * TIMING_WINDOWS)
         if not t.get("ok") or not t.get("verified"):
             raise ChildError("replay", f"the master's recording did not replay correctly: "
                              f"{t.get('error')}: {t.get('message', '')}"[:500])
@@ -280,38 +383,40 @@ class Timing:
              "launches_per_call": t["launches_per_call"], "windows": t["windows"],
              "bandwidth": lab.min_bytes(case) / t["per_call_s"],
              "fraction_of_reference": (ref["reference_s"] / t["per_call_s"]) if ref else None}
-        self.log(kind="master", **m)
-        self.say(f"[gpu {gpu}] lab's master: {m['bandwidth'] / 1e12:.3f} TB/s effective"
+        ctx.log(kind="master", **m)
+        ctx.say(f"[gpu {gpu}] lab's master: {m['bandwidth'] / 1e12:.3f} TB/s effective"
                  + (f", {m['fraction_of_reference']:.1%} of the reference" if ref else ""))
         return m
 
 
-    def run_timing(self, child, result, gpu):
-        lab, perf = self.lab, self.perf
-        pts = perf["points"]
-        p = {"name": "performance", "max_score": pts, "score": 0, "visibility": "visible"}
+    def record(self, child, result, gpu):
+        """Phase 1, with the submission's child alive: its function called once on the timing
+        shape and its launches recorded (and called again on new contents, to catch a cache)."""
+        ctx = self.ctx
+        lab, perf = ctx.lab, ctx.perf
+        p = TestRecord(PERFORMANCE, perf["points"])
         result.tests.append(p)
-        if not all(t["score"] == t["max_score"] for t in result.tests[:-1]):
-            p["output"] = "not measured: performance points need every correctness test to pass"
+        if not all(t.score == t.max_score for t in result.tests[:-1]):
+            p.output = "not measured: performance points need every correctness test to pass"
             result.performance = {"status": "skipped: correctness"}
             return
-        case = dict(self.timing_cases()[0], id="timing")
-        case2 = self.timing_cases()[1]
+        case = dict(self.cases[0], id="timing")
+        case2 = self.cases[1]
         size = int(np.prod(lab.out_spec(case2)["shape"]))
         pos = np.sort(np.random.default_rng(secrets.randbits(32)).choice(size, min(size, 65536), replace=False))
         try:
-            r = self.ask(child, self.limits.get("test_s", 60) * 2, **self.test_message(case),
-                         again=self.kernel_args(case2), again_positions=pos.tolist())
+            r = ctx.ask(child, ctx.limits.get("test_s", 60) * 2, **ctx.test_message(case),
+                        again=lab.args(case2), again_positions=pos.tolist())
             if not r.get("ok"):
-                p["output"] = (f"timing setup failed: your function raised {r.get('error')}: "
-                               f"{r.get('message', '')}")
+                p.output = (f"timing setup failed: your function raised {r.get('error')}: "
+                            f"{r.get('message', '')}")
                 return
-            folder = copy_recording(child.workdir, r.get("recording", ""), self._rec_dir(result, "timing"))
+            folder = copy_recording(child.workdir, r.get("recording", ""), ctx.rec_dir(result, "timing"))
         except ChildError as e:
-            p["output"] = self._child_problem(e, child, "recording the launches to time")
+            p.output = child_problem(e, child, "recording the launches to time")
             return
         except RecordingError as e:
-            p["output"] = f"not measured: {e}"
+            p.output = f"not measured: {e}"
             return
         info = {"recording": recording_summary(folder), "shape": lab.describe(case),
                 "bytes": lab.min_bytes(case), "flops": lab.flops(case)}
@@ -321,19 +426,19 @@ class Timing:
             got = child.read_npy(r["again"]) if r.get("again") else None
         except (OSError, ValueError):
             got = None
-        exp = self._expected_for(case2, cache=True).reshape(-1)[pos]
+        exp = ctx.expected_for(case2, cache=True).reshape(-1)[pos]
         info["fresh_call_ok"] = bool(got is not None and compare_array(
             got, exp, rtol=lab.rtol, atol=lab.atol, dtype_name=lab.dtype)[0])
-        if self.simulated:  # --sim-timing: the recording is replayed (correctness only), nothing timed
-            ok, msg = self._replay_sim(folder, case, result.cells)
+        if ctx.simulated:  # --sim-timing: the recording is replayed (correctness only), nothing timed
+            ok, msg = replay_in_simulator(ctx, folder, case, result.cells)
             ok_all = ok and info["fresh_call_ok"]
             info.update(verified=ok_all, method="replay in a fresh simulator child (not timed)",
                         launches_per_call=info["recording"]["launches"],
                         flags=([] if ok else [UNVERIFIED]) + ([] if info["fresh_call_ok"] else [STALE]),
                         status="simulator (test mode): not a performance measurement")
-            p["output"] = NOT_MEASURED_NO_GPU + "".join("\nFLAGGED: " + f for f in info["flags"])
+            p.output = NOT_MEASURED_NO_GPU + "".join("\nFLAGGED: " + f for f in info["flags"])
             result.performance = info
-            self.log(kind="timing", id=result.id, **info)
+            ctx.log(kind="timing", id=result.id, **info)
             return
         # on a GPU the recording is timed later, when no submission's process is alive (grade())
         result.timing = {"folder": str(folder), "info": info, "gpu": gpu}
@@ -341,16 +446,17 @@ class Timing:
     def time_pending(self, result):
         """Phase 2 of a GPU run: time a recording with the trusted replay process while no
         submission's process exists, then score it."""
-        lab, perf = self.lab, self.perf
+        ctx = self.ctx
+        lab, perf = ctx.lab, ctx.perf
         pts = perf["points"]
         pend, result.timing = result.timing, None
         gpu, folder, info = pend["gpu"], Path(pend["folder"]), pend["info"]
-        p = next(t for t in result.tests if t["name"] == "performance")
-        case = self.timing_cases()[0]
+        p = result.test(PERFORMANCE)
+        case = self.cases[0]
         by_master = perf.get("basis", "master") == "master"
         if by_master and gpu not in self.masters:
-            p["output"] = ("not measured: the lab's reference solution could not be timed on this GPU "
-                           f"({getattr(self, 'master_error', 'unknown error')}); the grader's problem, "
+            p.output = ("not measured: the lab's reference solution could not be timed on this GPU "
+                           f"({self.master_error or 'unknown error'}); the grader's problem, "
                            "not yours: this submission needs a regrade")
             result.performance = info
             return
@@ -360,32 +466,32 @@ class Timing:
                                   earlier=(remeasure or {}).get("windows"))
         info.update({k: v for k, v in timed.items() if k not in ("windows_raw", "master_windows_raw")})
         if not timed.get("ok"):
-            p["output"] = f"not measured: {timed.get('message')}"
+            p.output = f"not measured: {timed.get('message')}"
             if timed.get("hang"):
-                p["output"] = (f"0 points: the recorded launches did not finish on the GPU within "
+                p.output = (f"0 points: the recorded launches did not finish on the GPU within "
                                f"{timed.get('limit_s', 0):.0f} s when the grader replayed them (a hang); "
                                "the replay was stopped")
             result.performance = info
-            self.log(kind="timing", id=result.id, **info)
+            ctx.log(kind="timing", id=result.id, **info)
             return
         per = timed["per_call_s"]
         info["per_rep_s"] = per
         info["bandwidth"] = info["bytes"] / per
         info["flops_per_s"] = info["flops"] / per
         if gpu not in self.reference:
-            p["output"] = ("not measured: the reference could not be measured on this GPU "
-                           f"({getattr(self, 'reference_error', 'unknown error')})")
+            p.output = ("not measured: the reference could not be measured on this GPU "
+                        f"({self.reference_error or 'unknown error'})")
             result.performance = info
             return
         ref = self.reference[gpu]
         info["reference"] = {k: ref[k] for k in ("reference_s", "reference_bandwidth", "copy_bandwidth",
                                                   "reference_flops_per_s", "device")}
         if by_master and not timed.get("master_verified", True):
-            p["output"] = ("not measured: the lab's reference solution gave a wrong result when it was "
-                           "replayed beside yours; the grader's problem, not yours: this submission "
-                           "needs a regrade")
+            p.output = ("not measured: the lab's reference solution gave a wrong result when it was "
+                        "replayed beside yours; the grader's problem, not yours: this submission "
+                        "needs a regrade")
             result.performance = info
-            self.log(kind="timing", id=result.id, **info)
+            ctx.log(kind="timing", id=result.id, **info)
             return
         score = score_performance(lab.perf_metric, perf, per_s=per, bandwidth=info["bandwidth"],
                                   reference_s=ref["reference_s"], copy_bandwidth=ref["copy_bandwidth"],
@@ -401,26 +507,26 @@ class Timing:
             pend["remeasure"] = {"fraction": score["fraction"], "line": line,
                                  "windows": [timed["windows_raw"], timed["master_windows_raw"]]}
             result.timing = pend
-            self.log(kind="remeasure_due", id=result.id, gpu=gpu, fraction=score["fraction"],
+            ctx.log(kind="remeasure_due", id=result.id, gpu=gpu, fraction=score["fraction"],
                      line=line, value=perf[line])
             return
         if remeasure:
             info["remeasured"] = {"first_fraction": remeasure["fraction"], "line": remeasure["line"],
                                   "fraction": score["fraction"], "windows": timed["windows"]}
-            self.log(kind="remeasure", id=result.id, gpu=gpu, line=remeasure["line"],
+            ctx.log(kind="remeasure", id=result.id, gpu=gpu, line=remeasure["line"],
                      value=perf[remeasure["line"]], first_fraction=remeasure["fraction"],
                      fraction=score["fraction"], windows=timed["windows"])
         peak = (ref.get("device") or {}).get("peak_bandwidth")
         info["fraction_of_peak"] = info["bandwidth"] / peak if peak else None
-        p["score"] = score["points"]
+        p.score = score["points"]
         zero, full = perf["zero_at"], perf["full_at"]
         unit = (f"{info['bandwidth'] / 1e12:.3f} TB/s effective" if lab.perf_metric == "bandwidth"
                 else f"{info['flops_per_s'] / 1e12:.2f} TFLOP/s")
-        p["output"] = (f"{unit} on {lab.describe(case)}: {score['fraction']:.1%} of {basis_words(perf)}"
+        p.output = (f"{unit} on {lab.describe(case)}: {score['fraction']:.1%} of {basis_words(perf)}"
                        + (f" ({score['fraction_of_reference']:.1%} of {ref_words(lab)})" if by_master else "")
                        + (f", {info['fraction_of_peak']:.1%} of theoretical peak bandwidth"
                           if info["fraction_of_peak"] and lab.perf_metric == "bandwidth" else "")
-                       + f"; {p['score']}/{pts} points (0 at {zero:.0%}, full at {full:.0%}). Timed by the "
+                       + f"; {p.score}/{pts} points (0 at {zero:.0%}, full at {full:.0%}). Timed by the "
                        f"grader replaying the {timed['launches_per_call']} launch(es) your function made, "
                        "on its own inputs, in its own process"
                        + (", in windows alternating with the reference solution's" if by_master else "")
@@ -429,9 +535,9 @@ class Timing:
                           f"{perf.get('remeasure_band', REMEASURE_BAND):.0%} of a scoring line"
                           if remeasure else ""))
         if score["flags"]:
-            p["output"] += "\nFLAGGED: " + "\nFLAGGED: ".join(score["flags"])
+            p.output += "\nFLAGGED: " + "\nFLAGGED: ".join(score["flags"])
         result.performance = info
-        self.log(kind="timing", id=result.id, **info)
+        ctx.log(kind="timing", id=result.id, **info)
 
     def replay_timed(self, result, gpu, folder, pair=None, requests=3, earlier=None) -> dict:
         """``requests`` replay requests of TIMING_WINDOWS windows each, made when no submission's
@@ -448,11 +554,12 @@ class Timing:
         show no process but the replay process holding the GPU; a request that overlapped a
         foreign process is discarded, logged in measurements.jsonl and repeated (at most 3
         times, then kept and said so)."""
-        limit = float(self.limits.get("replay_s", 60)) * (2 if pair else 1)
+        ctx = self.ctx
+        limit = float(ctx.limits.get("replay_s", 60)) * (2 if pair else 1)
         windows, mwindows, verified, mverified, discarded, launches = [], [], True, True, 0, None
         rng = np.random.default_rng(secrets.randbits(32))
-        with self.server_locks[gpu]:
-            srv = self.server(gpu)
+        with ctx.replays.lock(gpu):
+            srv = ctx.replays.get(gpu)
             done = 0
             while done < requests:
                 before = gpu_foreign(gpu, {srv.pid})
@@ -464,10 +571,10 @@ class Timing:
                             "hang": r.get("error") == "timeout", "limit_s": limit}
                 after = gpu_foreign(gpu, {srv.pid})
                 for w in r.get("discarded_windows", []):  # the replay process's own per-window check
-                    self.log(kind="window_discarded", id=result.id, gpu=gpu, **w)
+                    ctx.log(kind="window_discarded", id=result.id, gpu=gpu, **w)
                 if (before or after) and discarded < 3:
                     discarded += 1
-                    self.log(kind="window_discarded", id=result.id, gpu=gpu, foreign_before=before,
+                    ctx.log(kind="window_discarded", id=result.id, gpu=gpu, foreign_before=before,
                              foreign_after=after, windows=r["windows"])
                     continue
                 windows += r["windows"]
@@ -480,7 +587,7 @@ class Timing:
         if earlier:
             windows, mwindows = earlier[0] + windows, earlier[1] + mwindows
         per = statistics.median(w["per_call_s"] for w in windows)
-        self.log(kind="timing_windows", id=result.id, gpu=gpu, windows=new["windows"],
+        ctx.log(kind="timing_windows", id=result.id, gpu=gpu, windows=new["windows"],
                  master_windows=new["master_windows"], discarded=discarded, pooled=bool(earlier))
         out = {"ok": True, "per_call_s": per, "verified": verified, "windows": len(windows),
                "discarded_requests": discarded, "launches_per_call": launches,

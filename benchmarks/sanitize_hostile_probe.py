@@ -38,7 +38,7 @@ def submissions() -> list[Path]:
 
 
 def results(out: Path, subs) -> dict:
-    from autograder import feedback
+    from autograder import sanitizer
 
     got = {}
     for s in subs:
@@ -47,10 +47,10 @@ def results(out: Path, subs) -> dict:
             got[s.stem] = None
             continue
         r = json.loads(rj.read_text())
-        san = [t for t in r["tests"] if t["name"] == feedback.SANITIZE_TEST]
+        san = [t for t in r["tests"] if t["name"] == sanitizer.SANITIZE_TEST]
         got[s.stem] = {"score": r["score"], "status": r["extra_data"].get("status"),
                        "tests": {t["name"]: t["score"] for t in r["tests"]
-                                 if t["name"] != feedback.SANITIZE_TEST},
+                                 if t["name"] != sanitizer.SANITIZE_TEST},
                        "sanitizer": (san[0]["output"][:600], san[0]["status"]) if san else None}
     return got
 

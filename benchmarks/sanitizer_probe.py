@@ -10,7 +10,7 @@ Usage on a GPU machine:  python benchmarks/sanitizer_probe.py --out records/sani
 
 ``--grade``: instead, grade lab 4's planted-race fixture and its honest control
 (tests/fixtures/sanitizer/) with ``python -m autograder grade lab4 ... --sanitize`` (the
-sandboxed route of the grader), and run ``autograder.feedback.sanitize`` (the route of a
+sandboxed route of the grader), and run ``autograder.sanitizer.sanitize`` (the route of a
 student's ``check(..., sanitize=True)``) on both files; the results.json of each, the
 sentences, the run's log and provenance go to one JSON record:
 
@@ -202,14 +202,14 @@ def safe_to_kill(rec: dict, out: Path) -> None:
 def _collect_fixtures(rec: dict, work: Path) -> None:
     """Each fixture's results.json, sanitizer feedback and feedback.md, and the run's log,
     from the grading folder as it is now."""
-    from autograder import feedback
+    from autograder import sanitizer
 
     for name, f in GRADED.items():
         sid = Path(f).stem
         rj = work / sid / "results.json"
         r = json.loads(rj.read_text()) if rj.exists() else None
         tests = r["tests"] if r else []
-        san = [t for t in tests if t["name"] == feedback.SANITIZE_TEST]
+        san = [t for t in tests if t["name"] == sanitizer.SANITIZE_TEST]
         rec["fixtures"][name] = {
             "file": f"tests/fixtures/sanitizer/{f}",
             "results": r,
@@ -265,7 +265,7 @@ def run_grader(args: list, timeout: float) -> dict:
 
 def grade_record(out: Path, budget_s: float = 560) -> dict:
     """Grade the planted race and its control with --sanitize; both routes, every output."""
-    from autograder import feedback
+    from autograder import sanitizer
     from book.provenance import provenance
 
     cmd_line = "python benchmarks/sanitizer_probe.py --grade --out " + str(out)
@@ -291,8 +291,8 @@ def grade_record(out: Path, budget_s: float = 560) -> dict:
             rec["check_route"][name] = {"skipped": "no time left within the command's budget"}
             continue
         try:
-            lines = feedback.sanitize("lab4", source=(FIXTURES / f).read_text(),
-                                      timeout_s=min(150, left))
+            lines = sanitizer.sanitize("lab4", source=(FIXTURES / f).read_text(),
+                                       timeout_s=min(150, left))
         except Exception as e:  # recorded, not raised: the grade route's record still counts
             lines = [f"raised {type(e).__name__}: {e}"]
         rec["check_route"][name] = {"sentences": lines, "seconds": round(time.time() - t0, 1),

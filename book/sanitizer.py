@@ -41,7 +41,7 @@ _PREFIX = "========= "
 
 def command(tool: str) -> list[str]:
     """compute-sanitizer's flags for ``tool``, the one definition that ``run`` and the grader's
-    sandbox (``autograder.feedback.wrapper_argv``) use: at most PRINT_LIMIT reports, no host
+    sandbox (``autograder.sanitizer.wrapper_argv``) use: at most PRINT_LIMIT reports, no host
     backtraces, racecheck's hazards only, and no CUDA API errors. Numba probes the driver's
     entry points as it starts (34 "Program hit CUDA_ERROR_INVALID_VALUE ... cuGetProcAddress"
     reports on the H100): printed, they used up the 20 reports before an out-of-bounds store
@@ -87,7 +87,9 @@ def find() -> str | None:
     return None
 
 
-def _refused(text: str) -> str | None:
+def refusal_reason(text: str) -> str | None:
+    """The line of compute-sanitizer's output that says it could not run here (no supported
+    device, no injection library...), or None when it ran."""
     for pat in ("Device not supported", "No CUDA-capable device", "no CUDA-capable device",
                 "Target application terminated before first instrumented API call",
                 "Unable to find injection library", "LibraryNotLoaded"):
@@ -201,7 +203,7 @@ def run(argv: list[str], tools=TOOLS, timeout: float = TIMEOUT_S, env: dict | No
                               f"{timeout:.0f} s (the tool slows kernels down a lot: check a "
                               "smaller input)") from exc
         text = p.stdout + p.stderr
-        why = _refused(text)
+        why = refusal_reason(text)
         if why:
             raise Unavailable(f"compute-sanitizer is not available on this machine: it refused "
                               f"to run ({why})")

@@ -13,7 +13,7 @@ import pytest
 
 import book  # noqa: F401  (simulator decided before numba.cuda is imported)
 from _autograder_runs import FAST_RUBRIC, FIX, REPO, THREATS, env, grade_cmd
-from autograder import feedback
+from autograder import feedback, sanitizer
 from autograder.labs import get
 
 STRIDED = '''
@@ -208,8 +208,8 @@ def test_student_source_drops_setup_and_checks_and_maps_lines():
 # ----------------------------------------------------------------------------- sanitize
 def test_sanitize_is_not_available_here_in_one_line():
     fn = runpy.run_path(str(FIX / "honest_simple.py"))["swiglu_interleaved"]
-    for lines in (feedback.sanitize(get("lab2"), fn),
-                  feedback.sanitize("lab4", source=(REPO / "tests" / "fixtures" / "sanitizer"
+    for lines in (sanitizer.sanitize(get("lab2"), fn),
+                  sanitizer.sanitize("lab4", source=(REPO / "tests" / "fixtures" / "sanitizer"
                                                     / "lab4_missing_syncthreads.py").read_text())):
         assert len(lines) == 1 and "not available on this machine" in lines[0], lines
 
@@ -220,12 +220,12 @@ def test_sandbox_findings_point_at_the_cell_and_line():
     rec = json.loads((REPO / "records" / "sanitizer" / "h100.json").read_text())
     text = rec["programs"]["missing_syncthreads"]["tools"]["racecheck"]["output"]
     text = text.replace("missing_syncthreads.py", "<cell 3>")
-    lines = feedback.sandbox_findings({"racecheck": text})
+    lines = sanitizer.sandbox_findings({"racecheck": text})
     assert lines[0].startswith("racecheck: WAR hazard on shared memory at cell 3, line 12"), lines
     assert "write by thread" in lines[0] and "syncthreads" in lines[0]
     assert any("1024 hazards in all" in s for s in lines)
     clean = rec["programs"]["with_syncthreads"]["tools"]["racecheck"]["output"]
-    assert feedback.sandbox_findings({"racecheck": clean}) == []
+    assert sanitizer.sandbox_findings({"racecheck": clean}) == []
 
 
 def test_grade_sanitize_through_the_sandbox_with_a_stand_in_wrapper(tmp_path, monkeypatch):
@@ -247,27 +247,30 @@ def test_grade_sanitize_through_the_sandbox_with_a_stand_in_wrapper(tmp_path, mo
     script.chmod(0o755)
     for p in (tmp_path, wrapdir, *wrapdir.iterdir()):
         p.chmod(p.stat().st_mode | 0o055)
-    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(script), tool, log])
-    monkeypatch.setattr(feedback, "wrapper_keep", lambda: [str(wrapdir)])
-    monkeypatch.setattr(Run, "sanitizer_check", lambda self: None)
+    monkeypatch.setattr(sanitizer, "wrapper_argv", lambda tool, log: [str(script), tool, log])
+    monkeypatch.setattr(sanitizer, "wrapper_keep", lambda: [str(wrapdir)])
+    monkeypatch.setattr(sanitizer.Sanitizer, "unavailable", lambda self: None)
     rub = tmp_path / "fast.toml"
     rub.write_text(FAST_RUBRIC)
     run = Run("lab2", tmp_path / "out", rubric_path=rub, simulated=True, quiet=True,
               sanitize=True)
     [res] = run.grade([FIX / "honest_simple.py"])
     assert res["score"] == 6 and res["extra_data"]["max_score"] == 6
-    [san] = [t for t in res["tests"] if t["name"] == feedback.SANITIZE_TEST]
+    [san] = [t for t in res["tests"] if t["name"] == sanitizer.SANITIZE_TEST]
     assert san["max_score"] == 0 and "WAR hazard" in san["output"]
     assert san["status"] == "failed"   # shown red on Gradescope; no points lost (score above)
     md = (tmp_path / "out" / "honest_simple" / "feedback.md").read_text()
-    assert f"| {feedback.SANITIZE_TEST} | 0/0 | see below |" in md
-    assert f"### {feedback.SANITIZE_TEST}" in md and "cell 1, line 12" in md
+    assert f"| {sanitizer.SANITIZE_TEST} | 0/0 | see below |" in md
+    assert f"### {sanitizer.SANITIZE_TEST}" in md and "cell 1, line 12" in md
     assert "cell 1, line 12" in san["output"]
     assert any("compute-sanitizer: racecheck" in f for f in res["extra_data"]["flags"])
     logged = [json.loads(ln) for ln in (tmp_path / "out" / "measurements.jsonl").read_text()
               .splitlines() if '"sanitizer"' in ln]
-    assert {r.get("tool") for r in logged} == {"memcheck", "racecheck"}
-    assert all(r["tests_passed"] == [True, True] for r in logged)
+    # the run says once that the tool is available, then logs each tool's run
+    assert [r.get("available") for r in logged if "available" in r] == [True]
+    tools = [r for r in logged if "tool" in r]
+    assert {r["tool"] for r in tools} == {"memcheck", "racecheck"}
+    assert all(r["tests_passed"] == [True, True] for r in tools)
 
 
 # A submission that swaps the tool's report for a symlink to a file of the grader's (here a
@@ -296,15 +299,15 @@ def test_a_submission_cannot_point_the_tools_report_at_a_grader_file(tmp_path, m
     # the stand-in writes its report where the grader asks, then runs the driver
     script = _stand_in(tmp_path, 'log="$2"; shift 2\n'
                        'echo "========= ERROR SUMMARY: 0 errors" > "$log"\n"$@"\n')
-    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(script), tool, log])
-    monkeypatch.setattr(feedback, "wrapper_keep", lambda: [str(script.parent)])
-    monkeypatch.setattr(Run, "sanitizer_check", lambda self: None)
+    monkeypatch.setattr(sanitizer, "wrapper_argv", lambda tool, log: [str(script), tool, log])
+    monkeypatch.setattr(sanitizer, "wrapper_keep", lambda: [str(script.parent)])
+    monkeypatch.setattr(sanitizer.Sanitizer, "unavailable", lambda self: None)
     rub = tmp_path / "fast.toml"
     rub.write_text(FAST_RUBRIC)
     run = Run("lab2", tmp_path / "out", rubric_path=rub, simulated=True, quiet=True,
               sanitize=True)
     [res] = run.grade([sub])
-    [san] = [t for t in res["tests"] if t["name"] == feedback.SANITIZE_TEST]
+    [san] = [t for t in res["tests"] if t["name"] == sanitizer.SANITIZE_TEST]
     everything = json.dumps(res) + (tmp_path / "out" / "swapper" / "feedback.md").read_text() + \
         (tmp_path / "out" / "measurements.jsonl").read_text()
     assert "918273645" not in everything
@@ -319,9 +322,9 @@ def test_a_submission_that_timed_out_is_not_run_again_under_the_tool(tmp_path, m
 
     ran = tmp_path / "tool-ran"
     script = _stand_in(tmp_path, f'touch {ran}\nlog="$2"; shift 2\n"$@"\n')
-    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(script), tool, log])
-    monkeypatch.setattr(feedback, "wrapper_keep", lambda: [str(script.parent)])
-    monkeypatch.setattr(Run, "sanitizer_check", lambda self: None)
+    monkeypatch.setattr(sanitizer, "wrapper_argv", lambda tool, log: [str(script), tool, log])
+    monkeypatch.setattr(sanitizer, "wrapper_keep", lambda: [str(script.parent)])
+    monkeypatch.setattr(sanitizer.Sanitizer, "unavailable", lambda self: None)
     rub = tmp_path / "fast.toml"
     rub.write_text(FAST_RUBRIC.replace("test_s = 20", "test_s = 3"))
     run = Run("lab2", tmp_path / "out", rubric_path=rub, simulated=True, quiet=True,
@@ -329,7 +332,7 @@ def test_a_submission_that_timed_out_is_not_run_again_under_the_tool(tmp_path, m
     t0 = time.monotonic()
     [res] = run.grade([REPO / "tests" / "fixtures" / "submissions" / "infinite_loop.py"])
     assert time.monotonic() - t0 < 60
-    [san] = [t for t in res["tests"] if t["name"] == feedback.SANITIZE_TEST]
+    [san] = [t for t in res["tests"] if t["name"] == sanitizer.SANITIZE_TEST]
     assert san["output"].startswith("not run: the public test(s) public M=3 F=40")
     assert "gave no answer in the graded run" in san["output"] and not ran.exists()
 
@@ -346,28 +349,29 @@ def _stand_in(tmp_path, body):
 
 
 def test_calibration_finds_a_working_sandbox_or_turns_sanitize_off(tmp_path, monkeypatch):
-    """calibrate_sanitizer (run once per GPU run): a wrapper that runs the driver and writes a
+    """Sanitizer.calibrate (run once per GPU run): a wrapper that runs the driver and writes a
     summary passes in the grader's own sandbox; one that never starts it fails, --sanitize is
     turned off with the reason logged, and no weaker sandbox is tried (the sanitizer children
     run student code again: never with less isolation than the graded run)."""
     from autograder.grade import Run
 
-    monkeypatch.setattr(feedback, "wrapper_keep", lambda: [str(tmp_path / "wrap")])
+    monkeypatch.setattr(sanitizer, "wrapper_keep", lambda: [str(tmp_path / "wrap")])
     good = _stand_in(tmp_path, 'log="$1"; shift\n"$@"\necho "========= ERROR SUMMARY: 0 errors" > "$log"\n')
-    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(good), log])
+    monkeypatch.setattr(sanitizer, "wrapper_argv", lambda tool, log: [str(good), log])
     run = Run("lab2", tmp_path / "out", simulated=True, quiet=True, sanitize=True)
-    assert run.calibrate_sanitizer() and run.sanitize
+    assert run.sanitizer.calibrate() and run.sanitizer.enabled
     bad = _stand_in(tmp_path, "echo 'refused' > \"$1\"\nexit 1\n")
-    monkeypatch.setattr(feedback, "wrapper_argv", lambda tool, log: [str(bad), log])
+    monkeypatch.setattr(sanitizer, "wrapper_argv", lambda tool, log: [str(bad), log])
     run = Run("lab2", tmp_path / "out2", simulated=True, quiet=True, sanitize=True)
     t0 = time.monotonic()
-    assert not run.calibrate_sanitizer() and not run.sanitize
+    assert not run.sanitizer.calibrate() and not run.sanitizer.enabled
     assert time.monotonic() - t0 < 120
     logged = [json.loads(ln) for ln in (tmp_path / "out2" / "measurements.jsonl").read_text()
               .splitlines()]
     tried = [e for e in logged if "calibrate" in e]
     assert [e["ok"] for e in tried] == [False]
-    assert tried[0]["isolation"] == {"isolate": run.isolate, "drop_uid": run.drop_uid}
+    assert tried[0]["isolation"] == {"isolate": run.children.isolate,
+                                     "drop_uid": run.children.drop_uid}
     assert "could not run a kernel in the grader's sandbox" in logged[-1]["reason"]
     assert "refused" in logged[-1]["reason"]   # what the tool said is in the reason
 
@@ -472,11 +476,10 @@ sleep 600
 
 _GRADER = """import sys
 sys.path.insert(0, {repo!r})
-from autograder import feedback, __main__
-from autograder.grade import Run
-feedback.wrapper_argv = lambda tool, log: [{script!r}]
-feedback.wrapper_keep = lambda: [{wrapdir!r}]
-Run.sanitizer_check = lambda self: None
+from autograder import sanitizer, __main__
+sanitizer.wrapper_argv = lambda tool, log: [{script!r}]
+sanitizer.wrapper_keep = lambda: [{wrapdir!r}]
+sanitizer.Sanitizer.unavailable = lambda self: None
 sys.exit(__main__.main(["grade", "lab2", {sub!r}, "--out", {out!r}, "--rubric", {rub!r},
                         "--simulator", "--sanitize", "--quiet"]))
 """

@@ -167,8 +167,8 @@ def test_grading_ignores_unfinished_steps_and_a_final_may_call_a_step(tmp_path):
 
 
 class _FakeFeedback:
-    """Stands in for autograder.feedback (helper module, tested on its own): what check()
-    does with its lines is what is tested here."""
+    """Stands in for autograder.feedback and autograder.sanitizer (helper modules, tested on
+    their own): what check() does with their lines is what is tested here."""
 
     def __init__(self, advice=None, boom=None):
         self.calls, self.advice, self.boom = [], advice or [], boom
@@ -190,8 +190,9 @@ def _with_feedback(monkeypatch, fake):
 
     import autograder
 
-    monkeypatch.setitem(sys.modules, "autograder.feedback", fake)
-    monkeypatch.setattr(autograder, "feedback", fake, raising=False)
+    for name in ("feedback", "sanitizer"):
+        monkeypatch.setitem(sys.modules, f"autograder.{name}", fake)
+        monkeypatch.setattr(autograder, name, fake, raising=False)
 
 
 def test_check_prints_access_advice_after_the_tests_and_sanitizer_lines(monkeypatch, capsys):

@@ -8,7 +8,7 @@ batch, the feedback's words and a master that could not be timed."""
 import json
 
 from autograder.grade import Run
-from autograder.results import Result
+from autograder.results import PERFORMANCE, Result, TestRecord
 
 
 class StandIn:
@@ -35,19 +35,17 @@ class StandIn:
 
 def make_run(tmp_path, server):
     run = Run("lab2", tmp_path / "out", simulated=False, quiet=True)
-    run.servers[0] = server
-    run.reference[0] = {"reference_s": 1.0e-3, "reference_bandwidth": 7e11, "copy_bandwidth": 3e12,
+    run.ctx.replays.servers[0] = server
+    run.timer.reference[0] = {"reference_s": 1.0e-3, "reference_bandwidth": 7e11, "copy_bandwidth": 3e12,
                         "reference_flops_per_s": 1e12, "device": {"peak_bandwidth": 3.35e12}}
-    run.masters[0] = {"folder": str(tmp_path / "master"), "per_call_s": 1.0e-3}
+    run.timer.masters[0] = {"folder": str(tmp_path / "master"), "per_call_s": 1.0e-3}
     return run
 
 
 def pending(run, sid="s1"):
-    case = run.timing_cases()[0]
+    case = run.timer.cases[0]
     r = Result(id=sid, file="x.py", lab=run.lab_name, run=run.run_id)
-    r.tests = [{"name": "public", "score": 1, "max_score": 1, "visibility": "visible"},
-               {"name": "performance", "score": 0, "max_score": run.perf["points"],
-                "visibility": "visible"}]
+    r.tests = [TestRecord("public", 1, 1), TestRecord(PERFORMANCE, run.ctx.perf["points"])]
     r.timing = {"gpu": 0, "folder": str(run.out / "rec"), "info": {
         "bytes": run.lab.min_bytes(case), "flops": run.lab.flops(case), "fresh_call_ok": True,
         "recording": {"launches": 1}}}
@@ -102,8 +100,8 @@ def test_a_fraction_near_a_line_is_timed_again_after_the_batch_and_pooled(tmp_pa
 def test_a_master_that_could_not_be_timed_is_the_graders_problem_not_the_students(tmp_path):
     srv = StandIn(sub_s=1.0e-3, master_s=1.0e-3)
     run = make_run(tmp_path, srv)
-    del run.masters[0]
-    run.master_error = "ChildError: load the master did not load"
+    del run.timer.masters[0]
+    run.timer.master_error = "ChildError: load the master did not load"
     run._time_and_finish("s1", pending(run))
     res = json.loads((run.out / "s1" / "results.json").read_text())
     p = next(t for t in res["tests"] if t["name"] == "performance")
@@ -114,7 +112,7 @@ def test_a_master_that_could_not_be_timed_is_the_graders_problem_not_the_student
 def test_the_old_basis_still_scores_against_torch(tmp_path):
     srv = StandIn(sub_s=2.0e-3, master_s=1.0e-3)
     run = make_run(tmp_path, srv)
-    run.perf = dict(run.perf, basis="reference")
+    run.ctx.perf = dict(run.ctx.perf, basis="reference")
     run._time_and_finish("s1", pending(run))
     assert all("pair" not in m for m in srv.requests)
     perf = json.loads((run.out / "s1" / "results.json").read_text())["extra_data"]["performance"]

@@ -110,7 +110,7 @@ def test_errors_counted_but_not_printed_never_read_as_clean():
 def test_one_command_line_for_both_routes_without_api_errors(monkeypatch):
     """book.sanitizer.run and the grader's wrapper use the same flags, and neither prints CUDA
     API errors (which used up the print limit before the student's own errors)."""
-    from autograder import feedback
+    from autograder import sanitizer as grader_side
 
     for tool in sanitizer.TOOLS:
         flags = sanitizer.command(tool)
@@ -118,6 +118,6 @@ def test_one_command_line_for_both_routes_without_api_errors(monkeypatch):
         assert flags[flags.index("--report-api-errors") + 1] == "no"
         assert ("--racecheck-report" in flags) == (tool == "racecheck")
     monkeypatch.setattr(sanitizer, "find", lambda: "/opt/cuda/bin/compute-sanitizer")
-    argv = feedback.wrapper_argv("memcheck", "/x/log")
+    argv = grader_side.wrapper_argv("memcheck", "/x/log")
     assert argv[0] == "/opt/cuda/bin/compute-sanitizer"
     assert argv[1:-2] == sanitizer.command("memcheck") and argv[-2:] == ["--log-file", "/x/log"]

@@ -92,10 +92,6 @@ class Request:
         return math.ceil(self.bytes_requested / SECTOR)
 
     @property
-    def min_lines(self) -> int:
-        return math.ceil(self.bytes_requested / LINE)
-
-    @property
     def bytes_moved(self) -> int:
         return self.sectors * SECTOR
 
