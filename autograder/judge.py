@@ -10,7 +10,7 @@ import shutil
 import time
 from pathlib import Path
 
-from .sandbox import Child, ChildError
+from .sandbox import SIM_MAX_THREADS, Child, ChildError
 from .timing import RecordingError, copy_recording, recording_summary
 
 # In the simulator each launch extends a test's deadline by this much per simulated thread
@@ -34,7 +34,7 @@ PROOF_WITHHELD_FLAG = "kernel proof not carried out in the simulator: needs a GP
 
 def too_large_message(what: str) -> str:
     return (f"not run in the simulator: {what} is too large to simulate (Numba's CUDA simulator runs a "
-            "few thousand threads a second; the grader simulates at most 65,536 threads per launch). "
+            f"few thousand threads a second; the grader simulates at most {SIM_MAX_THREADS:,} threads per launch). "
             "This says nothing about your code: grade this submission on a GPU (or size the grid "
             "to the data when you test in the simulator)")
 
