@@ -40,18 +40,20 @@ For the grader:
 """
 
 from .budgets import GPU_BUDGET_FRACTION, Budget, default_budgets, gpu_memory, host_memory
-from .child import Child, ChildError, kill_open_children, open_children_pids, scrubbed_env
+from .child import (TRUSTED_FILES, Child, ChildError, kill_open_children, open_children_pids,
+                    scrubbed_env)
 from .containment import (ContainmentUnavailable, containment_support, refusal_message,
                           resolve_containment)
 from .process import alive, descendants, kill_tree, pids_in_namespace, process_info
-from .settings import SIM_MAX_THREADS, DriverSettings, Limits
+from .settings import SIM_MAX_THREADS, DriverSettings, LaunchSettings, Limits, Storage
 from .storage import PLACES, storage_message, storage_use, sweep_stale_storage
 from .tasks import pids_cgroup_base, tasks_message, tasks_refused
 from .uid import NOBODY, can_drop_uid
 
 __all__ = [
-    "GPU_BUDGET_FRACTION", "NOBODY", "PLACES", "SIM_MAX_THREADS", "Budget", "Child", "ChildError",
-    "ContainmentUnavailable", "DriverSettings", "Limits", "alive", "can_drop_uid",
+    "GPU_BUDGET_FRACTION", "NOBODY", "PLACES", "SIM_MAX_THREADS", "TRUSTED_FILES", "Budget", "Child",
+    "ChildError", "ContainmentUnavailable", "DriverSettings", "LaunchSettings", "Limits", "Storage",
+    "alive", "can_drop_uid",
     "containment_support", "default_budgets", "descendants", "gpu_memory", "host_memory",
     "kill_open_children", "kill_tree", "open_children_pids", "pids_cgroup_base",
     "pids_in_namespace", "process_info", "refusal_message", "resolve_containment",
