@@ -95,8 +95,6 @@ def scrubbed_env(workdir: Path, simulated: bool, gpu: int | None) -> dict:
     return env
 
 
-
-
 _swept: list = []   # once per grader: what graders killed before it left (sweep_stale_storage)
 WATCH_S = 0.2
 _open_children: "weakref.WeakSet[Child]" = weakref.WeakSet()
@@ -139,8 +137,10 @@ def kill_open_children(why: str) -> int:
 class Child:
     """One sandboxed child process speaking the driver's protocol.
 
-    ``limits``: cpu_s, mem_bytes (host memory budget, summed over the submission's processes),
-    gpu_mem_bytes (GPU memory budget, the same, through NVML), fsize_bytes, nofile.
+    ``limits``: a mapping of ``settings.Limits``' fields (the rest keep their defaults): cpu_s,
+    mem_bytes (host memory budget, summed over the submission's processes), gpu_mem_bytes (GPU
+    memory budget, the same, through NVML), fsize_bytes, nofile, disk_bytes, files, tasks; an
+    unknown name is a ValueError.
     ``contain``: 'auto' | 'pidns' | 'cgroup' | 'none' (see resolve_containment); a student
     child with no containment available raises ContainmentUnavailable unless
     ``allow_uncontained`` (or AUTOGRADER_ALLOW_UNCONTAINED=1). ``budgets`` replaces the
@@ -152,7 +152,7 @@ class Child:
                  budgets: list | None = None, wrap: list | None = None, wrap_env: dict | None = None,
                  keep=(), fault: str | None = None):
         typed = Limits.of(limits)   # the defaults (settings.Limits) and what the caller changed
-        self.limits = dataclasses.asdict(typed)
+        self.limits = dataclasses.asdict(typed)   # a dict, as the grader reads it (child.limits["tasks"])
         self.simulated = simulated
         self.gpu = gpu
         untrusted = mode == "student"
@@ -163,7 +163,7 @@ class Child:
             _swept.append(sweep_stale_storage())
         self.workdir = Path(tempfile.mkdtemp(prefix=f"ag-{os.getpid()}-"))   # (sweep_stale_storage)
         # its own size-limited file system (as root), holding /tmp and /dev/shm too (PLACES)
-        self.storage_note = (mount_storage(self.workdir, self.limits["disk_bytes"], self.limits["files"])
+        self.storage_note = (mount_storage(self.workdir, typed.disk_bytes, typed.files)
                              if isolate else "isolation disabled by the grader's options")
         self.storage_private = not self.storage_note
         self.storage: dict | None = None
@@ -175,14 +175,14 @@ class Child:
         if cells is not None:
             (self.workdir / "cells.json").write_text(json.dumps(cells))
         self.cgroup = new_cgroup(containment_support()["cgroup"]) if self.containment == "cgroup" else None
-        self.pids_cgroup, self.pids_note = new_pids_cgroup(self.limits["tasks"]) if untrusted else (None, "")
+        self.pids_cgroup, self.pids_note = new_pids_cgroup(typed.tasks) if untrusted else (None, "")
         if self.pids_cgroup and self.cgroup and os.path.exists(os.path.join(self.pids_cgroup, "cgroup.controllers")):
             # one cgroup-v2 home per process: the containment's, with the limit set there
             os.rmdir(self.pids_cgroup)
             self.pids_cgroup = None
             try:
                 with open(os.path.join(self.cgroup, "pids.max"), "w") as f:
-                    f.write(str(self.limits["tasks"]))
+                    f.write(str(typed.tasks))
                 self.pids_cgroup = self.cgroup
             except OSError as e:
                 self.pids_note = f"cannot set pids.max on the containment cgroup: {e.strerror}"
