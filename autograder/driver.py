@@ -3,6 +3,7 @@
 Started by the sandbox's launcher (autograder/sandbox/launcher.py) as
 ``python -I -B agdriver.py config.json`` in a fresh temporary directory that holds: this file,
 ``agsettings.py`` (autograder/sandbox/settings.py: what ``config.json`` holds, typed),
+``aglinux.py`` (autograder/sandbox/linux.py: the kernel's constants),
 ``aginputs.py`` (autograder/inputs.py), a copy of the ``book`` library WITHOUT
 ``book.kernels`` and the student's code as ``submission.py``.
 It never receives the lab's references, solutions, rubric or hidden-case generator: only
@@ -31,6 +32,8 @@ import traceback
 
 # -I keeps this script's folder (the trusted copies) off sys.path until the path is set below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from aglinux import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, MS_BIND, MS_NODEV,
+                     MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, PR_SET_PDEATHSIG)
 from agsettings import SIM_MAX_THREADS, DriverSettings
 
 CFG = DriverSettings.load(sys.argv[1])
@@ -54,7 +57,6 @@ def isolate(cfg):
         got["notes"].append("isolation disabled by the grader's options")
         return got
     libc = ctypes.CDLL(None, use_errno=True)
-    NEWNS, NEWNET, NEWUSER, NEWIPC = 0x00020000, 0x40000000, 0x10000000, 0x08000000
     uid, gid = os.getuid(), os.getgid()
     userns = False
     # under compute-sanitizer (grade --sanitize) the launcher made the network namespace around
@@ -64,12 +66,12 @@ def isolate(cfg):
     if net_made:
         got["net"] = True
         got["notes"].append("network namespace made by the launcher around compute-sanitizer")
-    NET = 0 if net_made else NEWNET
+    NET = 0 if net_made else CLONE_NEWNET
     # an IPC namespace of its own: System V shared memory, semaphores and message queues (and
     # their system-wide counts) are not shared with other submissions
-    if libc.unshare(NEWNS | NET | NEWIPC) == 0:
+    if libc.unshare(CLONE_NEWNS | NET | CLONE_NEWIPC) == 0:
         got["net"] = got["mount"] = got["ipc"] = True
-    elif libc.unshare(NEWUSER | NEWNS | NET | NEWIPC) == 0:
+    elif libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | NET | CLONE_NEWIPC) == 0:
         userns = got["ipc"] = True
         try:
             for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"0 {uid} 1"),
@@ -82,13 +84,12 @@ def isolate(cfg):
             got["net"] = True
     elif net_made:
         pass
-    elif libc.unshare(NEWNET) == 0:
+    elif libc.unshare(CLONE_NEWNET) == 0:
         got["net"] = True
     else:
         got["notes"].append("no network namespace: unshare(2) refused (needs root or user "
                             "namespaces); the submission could reach the network")
     if got["mount"]:
-        MS_REC, MS_PRIVATE, MS_BIND, MS_RDONLY = 16384, 1 << 18, 4096, 1
         if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
             got["notes"].append("could not make mounts private; paths not hidden")
         else:
@@ -131,7 +132,6 @@ def private_storage(libc, cfg, got):
     import ctypes
 
     st = cfg.storage
-    MS_BIND, MS_NOSUID, MS_NODEV = 4096, 2, 4
     places = [place for place, _name in st.places]
     # what the child needs under /tmp or /dev/shm (its working folder; an interpreter installed
     # under /tmp), held open to be put back after the place is covered
@@ -176,7 +176,7 @@ ISO = isolate(CFG)
 try:  # die with the grader (a killed grading run leaves no orphans); after the uid drop, which clears it
     import ctypes as _ct
 
-    _ct.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    _ct.CDLL(None).prctl(PR_SET_PDEATHSIG, 9)  # SIGKILL
     if os.getppid() == 1:
         os._exit(5)
 except Exception:

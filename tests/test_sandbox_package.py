@@ -22,6 +22,10 @@ from autograder.sandbox import (SIM_MAX_THREADS, TRUSTED_FILES, Child, DriverSet
                                 LaunchSettings, Limits, Storage)
 
 
+# the sandbox's own copies: the launcher and the modules it (and the driver) import by name
+SANDBOX_COPIES = [name for name, src in TRUSTED_FILES.items() if src.parent.name == "sandbox"]
+
+
 def settings(**launch) -> DriverSettings:
     return DriverSettings(
         mode="student", functions={"swiglu_interleaved": ["x", "out"]}, simulated=True,
@@ -65,10 +69,11 @@ def test_an_unknown_limit_is_refused_with_the_known_ones():
 
 
 def test_the_copied_launcher_reads_its_settings_alone(tmp_path):
-    """The launcher, as copied into a child (beside the settings and process modules, nothing
-    else; `python -I`, no repository on its path), loads the settings and, not started by the
+    """The launcher, as copied into a child (beside the sandbox's other copies, nothing else;
+    `python -I`, no repository on its path), loads the settings and, not started by the
     grader named in them, exits at once (status 5) as it must."""
-    for name in ("aglauncher.py", "agsettings.py", "agprocess.py"):
+    assert "aglauncher.py" in SANDBOX_COPIES
+    for name in SANDBOX_COPIES:
         (tmp_path / name).write_bytes(TRUSTED_FILES[name].read_bytes())
     cfg = tmp_path / "config.json"
     cfg.write_text(settings(grader_pid=1).to_json())
@@ -79,10 +84,10 @@ def test_the_copied_launcher_reads_its_settings_alone(tmp_path):
 
 
 def test_the_trusted_copies_import_only_the_standard_library_and_each_other():
-    """What the launcher and the settings import must exist in the child: the standard library
-    and the other copies, never the autograder package (hidden from the child)."""
+    """What the sandbox's copies import must exist in the child: the standard library and the
+    other copies, never the autograder package (hidden from the child)."""
     copies = {name[:-3] for name in TRUSTED_FILES}
-    for name in ("aglauncher.py", "agsettings.py", "agprocess.py"):
+    for name in SANDBOX_COPIES:
         tree = ast.parse(TRUSTED_FILES[name].read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):

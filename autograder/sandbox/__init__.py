@@ -11,7 +11,8 @@ The package, by concept:
   needs), the uid of its own it becomes, the size-limited file system it writes to, the count
   of its processes and threads.
 - ``budgets``: host and GPU memory summed over a submission's processes, watched while it runs.
-- ``process``: the process table and killing a tree or cgroup whole.
+- ``process``: the process table and killing a tree or cgroup whole; ``linux``: the kernel's
+  constants for unshare, prctl and mount.
 - ``settings``: ``DriverSettings``, what the grader tells a child, one typed definition that
   the launcher and the driver read.
 - ``launcher``: the first process of every child (a file copied into it, never imported here):
@@ -21,9 +22,9 @@ The package, by concept:
   init dies with it too. ``python -m autograder grade`` stopped by SIGTERM, SIGINT or SIGHUP
   kills every open child itself first (``kill_open_children``).
 
-``process`` and ``settings`` depend on the standard library alone: they are copied beside the
-launcher and the driver (``child.TRUSTED_FILES``). Other modules import the names below from
-``autograder.sandbox``, never from its submodules.
+``process``, ``linux`` and ``settings`` depend on the standard library alone: they are copied
+beside the launcher and the driver (``TRUSTED_FILES``). Other modules import the names below
+from ``autograder.sandbox``, never from its submodules.
 
 For the grader:
 - ``resolve_containment()`` once at the start of a run: raises ContainmentUnavailable (a

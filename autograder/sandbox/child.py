@@ -42,11 +42,13 @@ HERE = Path(__file__).resolve().parent
 OUTPUT_CAP = 64 * 1024          # bytes of stdout+stderr kept per submission (head)
 
 # The trusted files copied into every child's folder: its name there -> the file here. The
-# launcher imports agsettings and agprocess, the driver agsettings and aginputs, by these names.
+# launcher imports agsettings, agprocess and aglinux, the driver agsettings, aglinux and aginputs,
+# by these names.
 TRUSTED_FILES = {
     "aglauncher.py": HERE / "launcher.py",
     "agsettings.py": HERE / "settings.py",
     "agprocess.py": HERE / "process.py",
+    "aglinux.py": HERE / "linux.py",
     "agdriver.py": AUTOGRADER / "driver.py",
     "aginputs.py": AUTOGRADER / "inputs.py",
 }

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from .process import CLONE_NEWPID
+from .linux import CLONE_NEWPID
 
 ALLOW_ENV = "AUTOGRADER_ALLOW_UNCONTAINED"
 _support: dict | None = None

@@ -1,7 +1,7 @@
 """The trusted launcher: the first process of every sandboxed child, before the driver.
 
-Copied into the child's trusted folder as ``aglauncher.py`` (with ``agsettings.py`` and
-``agprocess.py`` beside it: child.py, TRUSTED_FILES) and run as
+Copied into the child's trusted folder as ``aglauncher.py`` (with ``agsettings.py``,
+``agprocess.py`` and ``aglinux.py`` beside it: child.py, TRUSTED_FILES) and run as
 ``python -I -B aglauncher.py config.json``. Limits first, then the containment, then the
 driver. In a PID namespace the driver is the namespace's init: when it dies (killed by the
 grader, or through PR_SET_PDEATHSIG when this launcher dies) the kernel kills every process
@@ -21,10 +21,11 @@ import select
 import signal
 import sys
 
-# -I keeps the script's folder off sys.path: the two trusted modules copied beside it
+# -I keeps the script's folder off sys.path: the trusted modules copied beside it
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agprocess import (CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,
-                       PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, kill_cgroup, kill_tree)
+from aglinux import (CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, MS_NODEV, MS_NOEXEC, MS_NOSUID,
+                     MS_PRIVATE, MS_REC, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG)
+from agprocess import kill_cgroup, kill_tree
 from agsettings import DriverSettings
 
 
@@ -192,7 +193,6 @@ def _fresh_proc(libc) -> None:
     """In the namespace's own mount namespace, a /proc that shows only the namespace: the
     submission cannot read another submission's command line, working directory or memory
     maps through /proc. Best effort: without it the PID namespace still contains everything."""
-    MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_NOEXEC = 16384, 1 << 18, 2, 4, 8
     if libc.unshare(CLONE_NEWNS) != 0:
         return
     if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:

@@ -2,7 +2,7 @@
 
 Shared by the grader (``Child``) and the launcher inside every child, so it depends on the
 standard library alone: it is copied beside the launcher as ``agprocess.py`` (child.py,
-TRUSTED_FILES). The Linux constants below are the kernel's ABI, named once for both sides.
+TRUSTED_FILES).
 """
 
 from __future__ import annotations
@@ -10,11 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-
-# clone(2)/unshare(2) flags, prctl(2) options
-CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
-PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
-
 
 def pid_namespace(pid: int) -> int | None:
     """The inode of ``pid``'s PID namespace (None when it is gone or not ours to read)."""

@@ -13,10 +13,10 @@ import tempfile
 from pathlib import Path
 
 from .containment import remove_cgroup
+from .linux import MNT_DETACH, MS_NODEV, MS_NOSUID
 from .tasks import pids_cgroup_base
 
 PLACES = (("/tmp", ".tmp"), ("/dev/shm", ".shm"))   # (place, the working folder's subfolder)
-MNT_DETACH = 2
 
 
 def _libc():
@@ -27,7 +27,6 @@ def mount_storage(path: Path, size: int, inodes: int) -> str:
     """'' when a tmpfs of ``size`` bytes and ``inodes`` files now backs ``path``, else why not."""
     if os.getuid() != 0:
         return "the grader is not root: it cannot give a child a file system of its own"
-    MS_NOSUID, MS_NODEV = 2, 4
     opts = f"size={size},nr_inodes={inodes},mode=0700".encode()
     if _libc().mount(b"tmpfs", str(path).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts) != 0:
         return f"mount(tmpfs) failed: {os.strerror(ctypes.get_errno())}"
