@@ -125,8 +125,8 @@ def isolate(cfg):
 
 def private_storage(libc, cfg, got):
     """/tmp and /dev/shm of this child's own, size-limited. As root the grader made the working
-    folder a tmpfs of its own (autograder/sandbox/storage.py, PLACES): its subfolders are bound over /tmp and /dev/shm
-    (one limit for the three, readable by the grader). Otherwise (a user namespace) a fresh
+    folder a tmpfs of its own (autograder/sandbox/storage.py, PLACES): its subfolders are bound
+    over /tmp and /dev/shm (one limit for the three, readable by the grader). Otherwise (a user namespace) a fresh
     tmpfs of the same limits over each, private but unseen by the grader; the working folder
     then stays on the host's disk, limited per file only, and the notes say so."""
     import ctypes
