@@ -81,6 +81,15 @@ def test_the_copied_launcher_reads_its_settings_alone(tmp_path):
                        cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 5, r.stderr
+    # and its folder (the child's uid's) is off its import path once its modules are loaded:
+    # the launcher stays alive as root while the submission runs
+    code = ("import importlib.util, sys\n"
+            "spec = importlib.util.spec_from_file_location('aglauncher', sys.argv[1])\n"
+            "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+            "print(any(p.rstrip('/') == sys.argv[2] for p in sys.path))\n")
+    r = subprocess.run([sys.executable, "-I", "-B", "-c", code, str(tmp_path / "aglauncher.py"), str(tmp_path)],
+                       cwd="/", capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "False", r.stdout + r.stderr
 
 
 def test_the_trusted_copies_import_only_the_standard_library_and_each_other():

@@ -21,12 +21,17 @@ import select
 import signal
 import sys
 
-# -I keeps the script's folder off sys.path: the trusted modules copied beside it
+# -I keeps the script's folder off sys.path: the trusted modules copied beside it, imported
+# now, before any student code exists. The folder leaves the path again at once: it belongs to
+# the child's uid (the submission may write there) while this launcher stays alive as root, so
+# a module planted there must never be found by an import made later.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from aglinux import (CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, MS_NODEV, MS_NOEXEC, MS_NOSUID,
                      MS_PRIVATE, MS_REC, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG)
 from agprocess import kill_cgroup, kill_tree
 from agsettings import DriverSettings
+
+del sys.path[0]
 
 
 def launch(cfg_path: str) -> None:
