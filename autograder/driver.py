@@ -1,8 +1,11 @@
 """The trusted driver that runs inside each sandboxed child process.
 
-Started by autograder/sandbox.py as ``python -I -B agdriver.py config.json`` in a fresh
-temporary directory that holds: this file, ``aginputs.py`` (autograder/inputs.py), a copy of
-the ``book`` library WITHOUT ``book.kernels`` and the student's code as ``submission.py``.
+Started by the sandbox's launcher (autograder/sandbox/launcher.py) as
+``python -I -B agdriver.py config.json`` in a fresh temporary directory that holds: this file,
+``agsettings.py`` (autograder/sandbox/settings.py: what ``config.json`` holds, typed),
+``aglinux.py`` (autograder/sandbox/linux.py: the kernel's constants),
+``aginputs.py`` (autograder/inputs.py), a copy of the ``book`` library WITHOUT
+``book.kernels`` and the student's code as ``submission.py``.
 It never receives the lab's references, solutions, rubric or hidden-case generator: only
 seeds, shapes and argument order, one test at a time.
 
@@ -27,10 +30,16 @@ import sys
 import time
 import traceback
 
-CFG = json.load(open(sys.argv[1]))
-_REPLY = os.fdopen(CFG["reply_fd"], "w", buffering=1)
-_CMDS = os.fdopen(CFG["cmd_fd"], "r")
-WORK = CFG["workdir"]
+# -I keeps this script's folder (the trusted copies) off sys.path until the path is set below
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from aglinux import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, MS_BIND, MS_NODEV,
+                     MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, PR_SET_PDEATHSIG)
+from agsettings import SIM_MAX_THREADS, DriverSettings
+
+CFG = DriverSettings.load(sys.argv[1])
+_REPLY = os.fdopen(CFG.reply_fd, "w", buffering=1)
+_CMDS = os.fdopen(CFG.cmd_fd, "r")
+WORK = CFG.workdir
 
 
 def reply(**kw):
@@ -44,26 +53,25 @@ def isolate(cfg):
     import ctypes
 
     got = {"net": False, "mount": False, "uid_drop": False, "hidden": 0, "notes": []}
-    if not cfg.get("isolate", True):
+    if not cfg.isolate:
         got["notes"].append("isolation disabled by the grader's options")
         return got
     libc = ctypes.CDLL(None, use_errno=True)
-    NEWNS, NEWNET, NEWUSER, NEWIPC = 0x00020000, 0x40000000, 0x10000000, 0x08000000
     uid, gid = os.getuid(), os.getgid()
     userns = False
     # under compute-sanitizer (grade --sanitize) the launcher made the network namespace around
-    # the tool, which finds this process through a socket in it (sandbox._net_around_wrapper;
-    # the launcher stops the child if it cannot, so the flag says it was made)
-    net_made = bool(cfg.get("launch", {}).get("net_around_wrap"))
+    # the tool, which finds this process through a socket in it (the sandbox's launcher,
+    # _net_around_wrapper; it stops the child if it cannot, so the flag says it was made)
+    net_made = cfg.launch.net_around_wrap
     if net_made:
         got["net"] = True
         got["notes"].append("network namespace made by the launcher around compute-sanitizer")
-    NET = 0 if net_made else NEWNET
+    NET = 0 if net_made else CLONE_NEWNET
     # an IPC namespace of its own: System V shared memory, semaphores and message queues (and
     # their system-wide counts) are not shared with other submissions
-    if libc.unshare(NEWNS | NET | NEWIPC) == 0:
+    if libc.unshare(CLONE_NEWNS | NET | CLONE_NEWIPC) == 0:
         got["net"] = got["mount"] = got["ipc"] = True
-    elif libc.unshare(NEWUSER | NEWNS | NET | NEWIPC) == 0:
+    elif libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | NET | CLONE_NEWIPC) == 0:
         userns = got["ipc"] = True
         try:
             for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"0 {uid} 1"),
@@ -76,17 +84,16 @@ def isolate(cfg):
             got["net"] = True
     elif net_made:
         pass
-    elif libc.unshare(NEWNET) == 0:
+    elif libc.unshare(CLONE_NEWNET) == 0:
         got["net"] = True
     else:
         got["notes"].append("no network namespace: unshare(2) refused (needs root or user "
                             "namespaces); the submission could reach the network")
     if got["mount"]:
-        MS_REC, MS_PRIVATE, MS_BIND, MS_RDONLY = 16384, 1 << 18, 4096, 1
         if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
             got["notes"].append("could not make mounts private; paths not hidden")
         else:
-            for p in cfg.get("hide", []):
+            for p in cfg.hide:
                 pb = p.encode()
                 if os.path.isdir(p) and not os.path.islink(p):
                     rc = libc.mount(b"tmpfs", pb, b"tmpfs", MS_RDONLY, b"size=16k,mode=0555")
@@ -103,13 +110,13 @@ def isolate(cfg):
         got["notes"].append("no mount namespace: the repository and other submissions are not "
                             "hidden from this submission (run the grader as root or enable user "
                             "namespaces)")
-    if uid == 0 and not userns and cfg.get("drop_uid") is not None:
+    if uid == 0 and not userns and cfg.drop_uid is not None:
         import resource
         try:
-            resource.setrlimit(resource.RLIMIT_NPROC, (cfg.get("nproc", 512),) * 2)
+            resource.setrlimit(resource.RLIMIT_NPROC, (cfg.nproc,) * 2)
             os.setgroups([])
-            os.setgid(cfg["drop_uid"])
-            os.setuid(cfg["drop_uid"])
+            os.setgid(cfg.drop_uid)
+            os.setuid(cfg.drop_uid)
             got["uid_drop"] = True
         except OSError as e:
             got["notes"].append(f"could not drop privileges: {e}")
@@ -118,29 +125,28 @@ def isolate(cfg):
 
 def private_storage(libc, cfg, got):
     """/tmp and /dev/shm of this child's own, size-limited. As root the grader made the working
-    folder a tmpfs of its own (sandbox.PLACES): its subfolders are bound over /tmp and /dev/shm
-    (one limit for the three, readable by the grader). Otherwise (a user namespace) a fresh
+    folder a tmpfs of its own (autograder/sandbox/storage.py, PLACES): its subfolders are bound
+    over /tmp and /dev/shm (one limit for the three, readable by the grader). Otherwise (a user namespace) a fresh
     tmpfs of the same limits over each, private but unseen by the grader; the working folder
     then stays on the host's disk, limited per file only, and the notes say so."""
     import ctypes
 
-    st = cfg.get("storage") or {}
-    MS_BIND, MS_NOSUID, MS_NODEV = 4096, 2, 4
-    places = [place for place, _name in st.get("places", [])]
+    st = cfg.storage
+    places = [place for place, _name in st.places]
     # what the child needs under /tmp or /dev/shm (its working folder; an interpreter installed
     # under /tmp), held open to be put back after the place is covered
     keep = {}
-    for p in {os.path.realpath(WORK), *map(os.path.abspath, st.get("keep", []))}:
+    for p in {os.path.realpath(WORK), *map(os.path.abspath, st.keep)}:
         if any(p.startswith(place + "/") for place in places) and os.path.exists(p):
             keep[p] = os.open(p, os.O_PATH)
     done = []
-    for place, name in st.get("places", []):
+    for place, name in st.places:
         if not os.path.isdir(place):
             continue
-        if st.get("private"):
+        if st.private:
             rc = libc.mount(os.path.join(os.path.realpath(WORK), name).encode(), place.encode(), None, MS_BIND, None)
         else:
-            opts = f"size={st.get('size_bytes', 1 << 30)},nr_inodes={st.get('files', 65536)},mode=1777"
+            opts = f"size={st.size_bytes},nr_inodes={st.files},mode=1777"
             rc = libc.mount(b"tmpfs", place.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts.encode())
         if rc != 0:
             got["notes"].append(f"{place} is shared with the host: mount failed (errno {ctypes.get_errno()})")
@@ -161,7 +167,7 @@ def private_storage(libc, cfg, got):
     for fd in keep.values():
         os.close(fd)
     got["private_storage"] = done
-    if not st.get("private"):
+    if not st.private:
         got["notes"].append("the working folder is on the host's disk, limited only per file "
                             "(the grader is not root)")
 
@@ -170,17 +176,17 @@ ISO = isolate(CFG)
 try:  # die with the grader (a killed grading run leaves no orphans); after the uid drop, which clears it
     import ctypes as _ct
 
-    _ct.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    _ct.CDLL(None).prctl(PR_SET_PDEATHSIG, 9)  # SIGKILL
     if os.getppid() == 1:
         os._exit(5)
 except Exception:
     pass
 os.chdir(WORK)
 # the grader's own search path, in its order (e.g. a numpy wheel before the system's), minus the repo
-_extra = [p for p in CFG.get("extra_paths", [])]
-sys.path[:] = [CFG["trusted_dir"]] + _extra + [p for p in sys.path if p not in _extra]
+_extra = list(CFG.extra_paths)
+sys.path[:] = [CFG.trusted_dir] + _extra + [p for p in sys.path if p not in _extra]
 
-if CFG.get("simulated"):
+if CFG.simulated:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 
 try:
@@ -201,10 +207,6 @@ from numba import cuda  # noqa: E402
 from aginputs import generate  # noqa: E402
 
 LAUNCHES = [0]
-# Launches per simulated kernel call above which the simulator is not asked to run it: at
-# book.gpu.SIM_THREADS_PER_S, 65,536 threads is ~10 s. Larger launches are refused
-# with a message that says so (grade on a GPU), never reported as a hang.
-SIM_MAX_THREADS = int(CFG.get("sim_max_threads", 65536))
 
 
 class LaunchTooLargeToSimulate(Exception):
@@ -512,7 +514,7 @@ def signature_problems(ns):
     import inspect
 
     problems, found = {}, {}
-    for fname, params in CFG["functions"].items():
+    for fname, params in CFG.functions.items():
         fn = ns.get(fname)
         if fn is None:
             defined = sorted(k for k, v in ns.items() if callable(v) and not k.startswith("_") and k != "check"
@@ -722,7 +724,7 @@ def init_cuda():
     submission's, and the grader grades it again alone instead of scoring it. The grader's
     test hook (config ``fault``, set from AUTOGRADER_INJECT_FAULT in the grader's environment)
     makes it fail as it failed on the H100."""
-    if CFG.get("fault") == "cuda_init":
+    if CFG.fault == "cuda_init":
         raise RuntimeError(INJECTED_CUDA_INIT)
     if not SIMULATED:
         cuda.current_context()   # cuInit and the primary context (get_primary_context)
@@ -737,7 +739,7 @@ def main():
               error=f"CUDA initialisation failed before any of your code ran: {type(e).__name__}: {e}"[:1500])
         _REPLY.flush()
         os._exit(3)
-    if CFG["mode"] == "student":
+    if CFG.mode == "student":
         _count_launches()
         sys.meta_path.insert(0, _Blocker())
         # imports are done; the student's cells run when the grader says so (it holds the GPU

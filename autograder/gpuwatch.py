@@ -4,7 +4,7 @@ The grader needs two answers no submission can fake, because they come from the 
 driver and not from the submission's interpreter: which processes hold a GPU (so that after
 a submission ends none of its processes still does, and no foreign process overlaps a timing
 window), and how much device memory each holds (the per-submission GPU memory budget that
-autograder/sandbox.py enforces).
+autograder/sandbox/budgets.py enforces).
 
 NVML is reached through nvidia-ml-py (``pynvml``) when it is importable, else through ctypes
 on ``libnvidia-ml.so.1``, which every NVIDIA driver installs. Where neither loads (a machine
@@ -199,11 +199,6 @@ def unavailable_reason() -> str:
 def backend() -> str:
     b = _nvml()
     return f"{b.name}, driver {b.driver()}" if b else "none"
-
-
-def device_count() -> int:
-    b = _nvml()
-    return b.count() if b else 0
 
 
 def memory(gpu: int) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 """Grade a class: ``python -m autograder grade LAB SUBMISSION... --out DIR``.
 
-Each submission runs in its own sandboxed process (sandbox.py + driver.py). This process,
+Each submission runs in its own sandboxed process (the sandbox package + driver.py). This process,
 the trusted one, owns the rubric, the hidden cases (drawn from a secret seed kept in
 DIR/.grader/), the float64 references, the comparison and the clock. See README.md for the
 threat model.

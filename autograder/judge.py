@@ -9,7 +9,7 @@ import time
 
 from .context import RunContext, child_problem
 from .results import PERFORMANCE, TestRecord
-from .sandbox import ChildError
+from .sandbox import SIM_MAX_THREADS, ChildError
 from .timing import RecordingError, copy_recording, recording_summary, replay_in_simulator
 
 NOT_REPRODUCED = ("the kernels your function launched, replayed by the grader on fresh inputs without "
@@ -29,7 +29,7 @@ PROOF_WITHHELD_FLAG = "kernel proof not carried out in the simulator: needs a GP
 
 def too_large_message(what: str) -> str:
     return (f"not run in the simulator: {what} is too large to simulate (Numba's CUDA simulator runs a "
-            "few thousand threads a second; the grader simulates at most 65,536 threads per launch). "
+            f"few thousand threads a second; the grader simulates at most {SIM_MAX_THREADS:,} threads per launch). "
             "This says nothing about your code: grade this submission on a GPU (or size the grid "
             "to the data when you test in the simulator)")
 

@@ -148,7 +148,7 @@ def sweep(grace_s: float = 3.0) -> list[dict]:
     """Kill every process still below this one after ``grace_s`` (a launcher tearing its
     tree down takes a moment); what was left, for the record ([] when everything this probe
     started had ended on its own)."""
-    from autograder.sandbox import _alive, _kill_tree, descendants, process_info
+    from autograder.sandbox import alive, descendants, kill_tree, process_info
 
     me = os.getpid()
     deadline = time.monotonic() + grace_s
@@ -158,13 +158,13 @@ def sweep(grace_s: float = 3.0) -> list[dict]:
                 pass
         except ChildProcessError:
             pass
-        left = [p for p in sorted(descendants(me)) if p != me and _alive(p)]
+        left = [p for p in sorted(descendants(me)) if p != me and alive(p)]
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.1)
     left = [process_info(p) for p in left]
     if left:
-        _kill_tree(me)
+        kill_tree(me)
     return left
 
 

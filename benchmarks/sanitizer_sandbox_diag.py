@@ -1,7 +1,7 @@
 """Why compute-sanitizer cannot attach to a target in the grader's sandbox: one isolation step
 at a time, each under the tool, on a GPU machine.
 
-The grader's sandbox (autograder/sandbox.py and driver.py) puts the driver in a PID namespace
+The grader's sandbox (autograder/sandbox/ and driver.py) puts the driver in a PID namespace
 with a fresh /proc, then (in the driver) new network and mount namespaces, empty tmpfs over
 hidden folders and an unprivileged uid. Under ``grade --sanitize`` compute-sanitizer runs
 between the launcher and the driver, so the tool sits outside the driver's network and mount

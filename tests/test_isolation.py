@@ -1,5 +1,5 @@
 """Every process a submission starts dies with it, and no submission holds more memory than
-its budget (autograder/sandbox.py, autograder/gpuwatch.py; issue 12).
+its budget (autograder/sandbox/, autograder/gpuwatch.py; issue 12).
 
 Real processes, killed for real: the submissions below start a fresh interpreter in a new
 session, a double-forked setsid sleeper, helper processes that hold memory. What is left
@@ -243,8 +243,10 @@ def test_refuses_without_containment_and_says_how_to_fix(tmp_path):
     if os.getuid() != 0 or not os.path.exists(py):
         pytest.skip("needs root (to become uid nobody) and a system python3 nobody can run")
     d = Path(tempfile.mkdtemp(prefix="agrefuse-"))
-    shutil.copy(REPO / "autograder" / "sandbox.py", d / "sandbox.py")
-    os.chmod(d, 0o755)
+    shutil.copytree(REPO / "autograder" / "sandbox", d / "sandbox",   # the package, alone
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for p in [d, *d.rglob("*")]:
+        os.chmod(p, 0o755)
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import sandbox\n"
             "try:\n"
             "    print('MODE', sandbox.resolve_containment()[0])\n"

@@ -6,7 +6,7 @@ starts thousands of threads, and a copy of the lab's master whose CUDA initialis
 fail once by the grader's test hook (AUTOGRADER_INJECT_FAULT), as the master's did on the H100
 beside a disk filler. The honest ones must get their normal score, the hostile ones be told
 what they did and where the limit is, and the injected failure end in a regrade alone and full
-marks. Then real processes (autograder/sandbox.py's Child) show that what one child writes to
+marks. Then real processes (autograder/sandbox's Child) show that what one child writes to
 /tmp, /dev/shm and System V shared memory no other child sees.
 """
 

@@ -1,0 +1,63 @@
+"""Run one submission in its own process, never in the grader's, and end every process it starts.
+
+The package, by concept:
+
+- ``child``: ``Child``, one sandboxed child speaking the driver's protocol (working folder,
+  scrubbed environment, limits, capped output, deadlines, the budgets' watchdog), and the
+  grader's open children (``open_children_pids``, ``kill_open_children``).
+- ``containment``: how a submission's processes are held so that they die with it (a PID
+  namespace, else a cgroup killed whole; else refused unless allowed), and cgroups.
+- ``paths``, ``uid``, ``storage``, ``tasks``: what a child sees (every path hidden but what it
+  needs), the uid of its own it becomes, the size-limited file system it writes to, the count
+  of its processes and threads.
+- ``budgets``: host and GPU memory summed over a submission's processes, watched while it runs.
+- ``process``: the process table and killing a tree or cgroup whole; ``linux``: the kernel's
+  constants for unshare, prctl and mount.
+- ``settings``: ``DriverSettings``, what the grader tells a child, one typed definition that
+  the launcher and the driver read.
+- ``launcher``: the first process of every child (a file copied into it, never imported here):
+  limits, then the containment, then the driver; it answers for the child's tree when the
+  grader dies (PR_SET_PDEATHSIG; SIGTERM, SIGKILL or a crash alike), and under a wrapper
+  (grade --sanitize: compute-sanitizer, which starts a subreaper of its own) the namespace's
+  init dies with it too. ``python -m autograder grade`` stopped by SIGTERM, SIGINT or SIGHUP
+  kills every open child itself first (``kill_open_children``).
+
+``process``, ``linux`` and ``settings`` depend on the standard library alone: they are copied
+beside the launcher and the driver (``TRUSTED_FILES``). Other modules import the names below
+from ``autograder.sandbox``, never from its submodules.
+
+For the grader:
+- ``resolve_containment()`` once at the start of a run: raises ContainmentUnavailable (a
+  SystemExit with cause and fix) where student code cannot be contained; ``Child`` raises it too.
+- ``Child(..., limits={"mem_bytes": .., "gpu_mem_bytes": ..})``: the budgets (GPU default:
+  GPU_BUDGET_FRACTION of the device; the names are ``Limits``' fields). Over budget:
+  ChildError("memory", message).
+- ``child.pids()`` (host PIDs now), ``child.pids_seen``, ``child.init_pid()``.
+- after ``child.close()``: ``child.survivors()`` ([] when containment held) and, where
+  ``gpuwatch.available()``, ``child.gpu_leftovers()`` ([] when none of its processes holds a
+  GPU); ``child.report()`` for measurements.jsonl.
+- before a timing window: ``gpuwatch.foreign(gpu, open_children_pids())`` ([] when no process
+  outside the grader's open children holds that GPU).
+"""
+
+from .budgets import GPU_BUDGET_FRACTION, Budget, default_budgets, gpu_memory, host_memory
+from .child import (TRUSTED_FILES, Child, ChildError, kill_open_children, open_children_pids,
+                    scrubbed_env)
+from .containment import (ContainmentUnavailable, containment_support, refusal_message,
+                          resolve_containment)
+from .process import alive, descendants, kill_tree, pids_in_namespace, process_info
+from .settings import SIM_MAX_THREADS, DriverSettings, LaunchSettings, Limits, Storage
+from .storage import PLACES, storage_message, storage_use, sweep_stale_storage
+from .tasks import pids_cgroup_base, tasks_message, tasks_refused
+from .uid import NOBODY, can_drop_uid
+
+__all__ = [
+    "GPU_BUDGET_FRACTION", "NOBODY", "PLACES", "SIM_MAX_THREADS", "TRUSTED_FILES", "Budget", "Child",
+    "ChildError", "ContainmentUnavailable", "DriverSettings", "LaunchSettings", "Limits", "Storage",
+    "alive", "can_drop_uid",
+    "containment_support", "default_budgets", "descendants", "gpu_memory", "host_memory",
+    "kill_open_children", "kill_tree", "open_children_pids", "pids_cgroup_base",
+    "pids_in_namespace", "process_info", "refusal_message", "resolve_containment",
+    "scrubbed_env", "storage_message", "storage_use", "sweep_stale_storage", "tasks_message",
+    "tasks_refused",
+]

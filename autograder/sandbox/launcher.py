@@ -1,0 +1,209 @@
+"""The trusted launcher: the first process of every sandboxed child, before the driver.
+
+Copied into the child's trusted folder as ``aglauncher.py`` (with ``agsettings.py``,
+``agprocess.py`` and ``aglinux.py`` beside it: child.py, TRUSTED_FILES) and run as
+``python -I -B aglauncher.py config.json``. Limits first, then the containment, then the
+driver. In a PID namespace the driver is the namespace's init: when it dies (killed by the
+grader, or through PR_SET_PDEATHSIG when this launcher dies) the kernel kills every process
+in the namespace. In a cgroup the cgroup is killed whole; with neither (allowed by the
+instructor only) this launcher stays as the subreaper of the tree and kills everything below
+it when the driver ends. If the grader dies this launcher gets SIGTERM and kills its tree
+before it exits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import select
+import signal
+import sys
+
+# -I keeps the script's folder off sys.path: the trusted modules copied beside it, imported
+# now, before any student code exists. The folder leaves the path again at once: it belongs to
+# the child's uid (the submission may write there) while this launcher stays alive as root, so
+# a module planted there must never be found by an import made later.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from aglinux import (CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, MS_NODEV, MS_NOEXEC, MS_NOSUID,
+                     MS_PRIVATE, MS_REC, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG)
+from agprocess import kill_cgroup, kill_tree
+from agsettings import DriverSettings
+
+del sys.path[0]
+
+
+def launch(cfg_path: str) -> None:
+    """Start the driver in the containment the grader chose, then answer for its tree."""
+    cfg = DriverSettings.load(cfg_path)
+    spec = cfg.launch
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # die with the grader
+    if os.getppid() != spec.grader_pid:
+        os._exit(5)
+    if spec.pids_cgroup:   # its count of processes and threads, before anything forks
+        try:
+            with open(os.path.join(spec.pids_cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            pass   # the grader's report() then shows no refusals; the uid's RLIMIT_NPROC remains
+    lim = spec.limits
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (lim.cpu_s, lim.cpu_s + 5))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (lim.fsize_bytes,) * 2)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lim.nofile,) * 2)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if cfg.simulated:
+            resource.setrlimit(resource.RLIMIT_AS, (lim.mem_bytes,) * 2)
+    except (OSError, ValueError):
+        pass
+    # ``wrap``: a program that runs the driver as its child (grade --sanitize: compute-sanitizer)
+    wrap = list(spec.wrap)
+    driver = [*wrap, sys.executable, "-I", "-B", spec.driver, cfg_path]
+    exe = wrap[0] if wrap else sys.executable
+
+    def fatal(why: str) -> None:
+        with os.fdopen(cfg.reply_fd, "w") as f:
+            f.write(json.dumps({"event": "fatal", "error": why}) + "\n")
+        os._exit(4)
+
+    mode = spec.contain
+    if mode == "none":
+        # no namespace, no cgroup: this launcher stays, as the subreaper of everything below
+        # it (an orphan that left the session is re-parented here, not to the host's init),
+        # so that its teardown can find and kill the whole tree
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1)
+    if mode == "cgroup":
+        try:
+            with open(os.path.join(spec.cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError as e:
+            fatal(f"the sandbox could not enter its cgroup {spec.cgroup}: {e}")
+    elif mode == "pidns" and libc.unshare(CLONE_NEWPID) != 0:
+        fatal(f"the sandbox could not make a PID namespace: unshare(CLONE_NEWPID) failed "
+              f"({os.strerror(ctypes.get_errno())})")
+    alive_r, alive_w = os.pipe()   # closed by the kernel when this launcher dies, however
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(alive_w)
+            if mode == "pidns" and spec.fresh_proc:
+                _fresh_proc(libc)
+            if wrap and spec.net_around_wrap:
+                _net_around_wrapper(libc, fatal)
+            if wrap and mode == "pidns":
+                # the driver must not be the child of PID 1 (it takes that for "orphaned" and
+                # exits), so the namespace's init stays this process and the wrapper is its child
+                _init_for(libc, exe, driver, alive_r)
+            os.execv(exe, driver)
+        finally:
+            os._exit(127)
+    os.close(alive_r)
+    # From here this launcher answers for the tree: if the grader dies (SIGTERM from
+    # `timeout`, a SIGKILL, a crash) the kernel sends it SIGTERM (PR_SET_PDEATHSIG), and
+    # it kills the tree whole before it goes. Without this a wrapper's tree (compute-
+    # sanitizer and the subreaper it starts) outlived a killed grader on the H100: the
+    # namespace's init had no parent-death signal, a cgroup nobody kills stays full.
+    def teardown(signum, _frame):
+        _teardown(mode, pid, spec.cgroup)
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, teardown)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)   # now with the teardown as its handler
+    if os.getppid() != spec.grader_pid:   # the grader died before the line above
+        teardown(signal.SIGTERM, None)
+    for fd in (cfg.cmd_fd, cfg.reply_fd):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    while True:
+        try:
+            got, status = os.waitpid(-1 if mode == "none" else pid, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(0)
+        if got == pid:
+            break   # (mode none: re-parented orphans are reaped here too)
+    if mode == "none":   # the driver is gone: so is everything it left behind
+        kill_tree(os.getpid())
+    if os.WIFSIGNALED(status):   # die the same way, so the grader's message names the signal
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _teardown(mode: str, pid: int, cgroup: str | None) -> None:
+    """The launcher's last act when the grader is gone: kill the tree it answers for."""
+    if mode == "pidns":   # the namespace's init: the kernel kills every process in it
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    elif mode == "none":
+        kill_tree(os.getpid())
+    if mode == "cgroup" and cgroup:
+        kill_cgroup(cgroup)   # this launcher is in it too: last
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _init_for(libc, exe: str, argv: list, alive_r: int | None = None) -> None:
+    """PID 1 of the namespace: start ``argv``, reap every orphan, exit as it exits. It dies
+    with the launcher (PR_SET_PDEATHSIG), and with it every process in the namespace."""
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # a fork does not inherit the launcher's
+    if alive_r is not None:   # the launcher died before the line above: its pipe is at EOF
+        if select.select([alive_r], [], [], 0)[0]:
+            os._exit(1)
+        os.close(alive_r)
+    pid = os.fork()
+    if pid == 0:
+        os.execv(exe, argv)
+    while True:
+        try:
+            got, status = os.wait()
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(1)
+        if got == pid:
+            os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _net_around_wrapper(libc, fatal) -> None:
+    """A wrapped driver's network namespace, made here around the wrapper, not by the driver.
+    compute-sanitizer reaches the program it watches over a Unix socket in the abstract
+    namespace (NV_SANITIZER_INJECTION_TRANSPORT_TYPE=uds), which belongs to the network
+    namespace: a driver that made its own could not be found by the tool ("No attachable
+    process found" on the H100; tool and target in one new namespace attach,
+    records/sanitizer/sandbox_diag_h100.json). The driver, which reads the same setting
+    (``launch.net_around_wrap``; this launcher stops the child where it cannot make the
+    namespace), then makes only its mount namespace; the submission is cut off from the
+    network either way."""
+    if libc.unshare(CLONE_NEWNET) != 0:
+        fatal("grade --sanitize: compute-sanitizer and the submission must share a network "
+              "namespace (the tool finds its target through a Unix socket that lives in it), "
+              f"and the sandbox could not make one around the tool: unshare(CLONE_NEWNET) "
+              f"failed ({os.strerror(ctypes.get_errno())}). Run the grader as root, or "
+              "grade without --sanitize")
+
+
+def _fresh_proc(libc) -> None:
+    """In the namespace's own mount namespace, a /proc that shows only the namespace: the
+    submission cannot read another submission's command line, working directory or memory
+    maps through /proc. Best effort: without it the PID namespace still contains everything."""
+    if libc.unshare(CLONE_NEWNS) != 0:
+        return
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        return
+    libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+
+
+if __name__ == "__main__":
+    launch(sys.argv[1])
