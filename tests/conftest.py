@@ -56,8 +56,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from repo import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `from tools import ...` whatever the working directory
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
