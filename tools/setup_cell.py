@@ -23,14 +23,14 @@ What the cell does on Colab, and why:
     python -m tools.setup_cell --pin     # set repository.pin to the library's newest commit
 
 The pin stays in step with the library: `--pin` (make pin) writes the newest commit that changed
-what the course wheel installs (LIBRARY_PATHS), and tests/test_setup_cell.py fails while the
+what the course wheel installs (LIBRARY_PATHS), and tests/tooling/test_setup_cell.py fails while the
 pinned commit's LIBRARY_PATHS differ from HEAD's. Committing the pin itself (and the notebooks
 regenerated with it) does not move it, since those files are not LIBRARY_PATHS.
 
 The setup cell is the first code cell after the title: a notebook opens with its markdown title
 (cell 1), and the setup cell is inserted after the leading markdown cells. The cell is recognised
 by its id ("course-setup"), its first line, or a bare `import book` placeholder.
-tests/test_setup_cell.py runs --check.
+tests/tooling/test_setup_cell.py runs --check.
 """
 
 from __future__ import annotations

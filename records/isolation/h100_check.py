@@ -5,7 +5,7 @@ CMD = "python3 build/isolation/h100_check.py"
 t00 = time.time()
 
 # 1. the isolation tests, GPU ones included (NVML is on this image)
-r = subprocess.run([sys.executable, "-m", "pytest", "tests/test_isolation.py", "-v", "-rs",
+r = subprocess.run([sys.executable, "-m", "pytest", "tests/grader/test_isolation.py", "-v", "-rs",
                     "-p", "no:cacheprovider", "--noconftest"], capture_output=True, text=True, timeout=240)
 open(f"{OUT}/isolation_pytest.txt", "w").write(r.stdout[-20000:] + r.stderr[-5000:])
 print(r.stdout[-3500:], r.stderr[-1500:], flush=True)

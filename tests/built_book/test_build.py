@@ -101,6 +101,7 @@ RAISING_NOTEBOOK = {
 }
 
 
+@pytest.mark.slow
 def test_a_raising_notebook_fails_the_build(tmp_path):
     """Built with the course's own _config.yml: jupyter-book 1 would otherwise succeed."""
     (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
@@ -146,6 +147,7 @@ def _tiny_book(root: Path, chapters: dict[str, list[str]]) -> None:
     (root / "_toc.yml").write_text(toc)
 
 
+@pytest.mark.slow
 def test_recorded_outputs_are_published_and_the_chapter_still_runs_in_the_simulator(tmp_path):
     """The page shows the recording's outputs with its note; the chapter still executes at
     build time, so one that raises fails the build even with a recording; a chapter whose code
@@ -253,8 +255,9 @@ def _makefile_build_flags() -> list[str]:
     return m.group(1).split()
 
 
+@pytest.mark.slow
 def test_a_reference_to_a_missing_section_fails_the_build(tmp_path):
-    """Labs point to chapters with {ref} to a label on the chapter's section (tests/test_reader.py
+    """Labs point to chapters with {ref} to a label on the chapter's section (tests/built_book/test_reader.py
     checks they do): built with the Makefile's flags, a reference whose section has gone fails the
     build and names the label, where it would otherwise only warn."""
     flags = _makefile_build_flags()

@@ -2,7 +2,7 @@
 NNN"; prose that names a widget's control names one the widget has; labs that point to chapters
 through references the build checks; widgets whose dropdowns and labels are not cut at laptop
 widths. The built-site checks use the session's built book (tests/conftest.py); the console check
-(no warning, no error on any page) is tests/test_site.py's."""
+(no warning, no error on any page) is tests/built_book/test_site.py's."""
 
 from __future__ import annotations
 

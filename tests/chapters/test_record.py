@@ -143,6 +143,7 @@ def _notebook(path, *sources):
     return str(path)
 
 
+@pytest.mark.slow
 def test_record_names_a_failing_and_a_hanging_chapter_and_still_writes_the_bundle(tmp_path):
     """Real kernels: one chapter runs, one raises in its 2nd code cell, one hangs and is killed
     (kernel included) at its time limit; the bundle and the summary hold all three."""

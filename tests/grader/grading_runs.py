@@ -56,7 +56,7 @@ def start_all():
         _RUNS[lab] = (subprocess.Popen(grade_cmd(lab, subs, out), cwd=REPO, env=env(),
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT), out)
     # the flawed and hostile submissions, and the threats of issue 12 that the grader itself
-    # answers (the escaping process and the memory grab are tests/test_isolation.py's)
+    # answers (the escaping process and the memory grab are tests/grader/test_isolation.py's)
     subs = (sorted(FIX.glob("*.py")) + [FIX / "malformed.ipynb", REPO / "solutions" / "lab2_packed_swiglu.ipynb"]
             + [THREATS / f for f in ("host_numpy_counter.py", "replay_undercount.py", "grid_stride_264.py")])
     out = base / "robust"

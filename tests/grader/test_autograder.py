@@ -62,6 +62,7 @@ def test_stale_lab_is_detected(tmp_path, monkeypatch):
     assert assign.assign_all(check_only=True) == [m.name]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lab", LABS)
 def test_solution_full_marks_and_untouched_lab_no_correctness_points(lab):
     out = finished(lab)
@@ -82,6 +83,7 @@ def test_solution_full_marks_and_untouched_lab_no_correctness_points(lab):
     assert {"run", "test", "result"} <= {r["kind"] for r in log}
 
 
+@pytest.mark.slow
 def test_gradescope_results_format():
     out = finished("lab2_packed_swiglu")
     r = results(out, "solutions_lab2_packed_swiglu")
@@ -101,6 +103,7 @@ def _lab1_copies(tmp_path, n):
     return d
 
 
+@pytest.mark.slow
 def test_rerun_skips_finished_and_a_killed_run_loses_nothing(tmp_path):
     subs = _lab1_copies(tmp_path, 3)
     out = tmp_path / "out"
@@ -135,6 +138,7 @@ def test_rerun_skips_finished_and_a_killed_run_loses_nothing(tmp_path):
     assert runs[-1]["todo"] == 0
 
 
+@pytest.mark.slow
 def test_shards_and_merge(tmp_path):
     subs = _lab1_copies(tmp_path, 2)
     outs = []
@@ -198,7 +202,7 @@ def test_check_in_the_notebook_says_what_is_wrong(capsys):
 def test_performance_scoring_flags_the_impossible():
     from autograder.rubric import score_performance
 
-    # the torch-reference basis (the rule before issue 18); the master basis: tests/test_rubric.py
+    # the torch-reference basis (the rule before issue 18); the master basis: tests/grader/test_rubric.py
     perf = {"points": 4, "zero_at": 0.3, "full_at": 0.8, "physical_limit": 1.08, "basis": "reference"}
     ok = score_performance("bandwidth", perf, per_s=1.0, bandwidth=2.5e12, reference_s=0.9,
                            copy_bandwidth=2.9e12, verified=True)
@@ -233,7 +237,7 @@ def test_export_gradescope_bundle(tmp_path):
     assert not [n for n in names if "reports" in n or n.startswith("records")]  # records stay out
     run = zipfile.ZipFile(z).read("run_autograder").decode()
     assert "AUTOGRADER_ROOT:-/autograder" in run and "autograder.gradescope run" in run
-    # a seed drawn at export time, the same for the whole class (tests/test_gradescope.py runs it)
+    # a seed drawn at export time, the same for the whole class (tests/grader/test_gradescope.py runs it)
     seed = json.loads(zipfile.ZipFile(z).read("gradescope.json"))["seed"]
     r2 = subprocess.run([sys.executable, "-m", "autograder", "export", "gradescope", "lab2", "--out",
                          str(tmp_path / "b.zip")], cwd=REPO, env=env(), capture_output=True, text=True)

@@ -7,6 +7,8 @@ import pytest
 
 from grading_runs import finished, results
 
+pytestmark = pytest.mark.slow   # every test reads one grading run of the flawed and hostile submissions
+
 SOLUTION = "lab2_packed_swiglu"
 
 

@@ -229,6 +229,7 @@ def test_sandbox_findings_point_at_the_cell_and_line():
     assert feedback.sandbox_findings({"racecheck": clean}) == []
 
 
+@pytest.mark.slow
 def test_grade_sanitize_through_the_sandbox_with_a_stand_in_wrapper(tmp_path, monkeypatch):
     """grade --sanitize's whole route here, compute-sanitizer replaced by a wrapper that writes
     the H100's racecheck report and runs the driver as its child: the report reaches the
@@ -286,6 +287,7 @@ print("AG-SWAPPED", sorted(os.listdir(".")), flush=True)
 """
 
 
+@pytest.mark.slow
 def test_a_submission_cannot_point_the_tools_report_at_a_grader_file(tmp_path, monkeypatch):
     from autograder.grade import Run
 
@@ -312,6 +314,7 @@ def test_a_submission_cannot_point_the_tools_report_at_a_grader_file(tmp_path, m
     assert san["output"].startswith("no findings") and res["score"] == 6
 
 
+@pytest.mark.slow
 def test_a_submission_that_timed_out_is_not_run_again_under_the_tool(tmp_path, monkeypatch):
     """Under compute-sanitizer the public tests run about ten times slower: a submission whose
     public tests did not finish in the graded run is not started under the tool at all (it
@@ -373,6 +376,7 @@ def test_calibration_finds_a_working_sandbox_or_turns_sanitize_off(tmp_path, mon
     assert "refused" in logged[-1]["reason"]   # what the tool said is in the reason
 
 
+@pytest.mark.slow
 def test_grade_sanitize_here_says_not_available_and_grades_the_same(tmp_path):
     rub = tmp_path / "fast.toml"
     rub.write_text(FAST_RUBRIC)
@@ -483,6 +487,7 @@ sys.exit(__main__.main(["grade", "lab2", {sub!r}, "--out", {out!r}, "--rubric", 
 """
 
 
+@pytest.mark.slow
 def test_grade_sanitize_killed_by_sigterm_leaves_nothing_running(tmp_path):
     """`timeout` SIGTERMs `grade --sanitize` while compute-sanitizer runs (the H100 run that
     left the tool and its subreaper alive): the grader kills every open child whole, logs the

@@ -34,6 +34,8 @@ from grading_runs import FIX, REPO, THREATS, env, grade_cmd
 from autograder.grade import collect
 from repo import FIXTURES
 
+pytestmark = pytest.mark.slow   # every test reads the rehearsal: a venv laid out as Gradescope's and a batch graded
+
 LAB = "lab2_packed_swiglu"
 SEED = 20261124
 MASTER = REPO / "solutions" / f"{LAB}.ipynb"

@@ -162,6 +162,7 @@ def test_labs_strip_every_step_solution_and_keep_hints_in_order(lab):
             assert hints == [str(n) for n in range(1, len(hints) + 1)] and len(hints) >= 2
 
 
+@pytest.mark.slow
 def test_grading_ignores_unfinished_steps_and_a_final_may_call_a_step(tmp_path):
     """The blank lab 2 with only the final function written, and written by calling step 2's
     function (the master's step-2 cell pasted in): full marks; step 1 is still a stub."""

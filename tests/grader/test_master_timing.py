@@ -1,6 +1,6 @@
 """Phase 2's scoring against the lab's master (autograder/timing.py): what the grader does with
 the replay process's paired windows. The replay process itself needs a GPU (its GPU test is
-tests/test_grader_gpu.py, `make test-gpu`); here a stand-in answers its protocol with windows
+tests/grader/test_grader_gpu.py, `make test-gpu`); here a stand-in answers its protocol with windows
 of chosen times, so that the decisions the grader makes from them run for real: the ratio of
 medians, the deferral of a fraction near a scoring line, the pooled re-measure after the
 batch, the feedback's words and a master that could not be timed."""
@@ -123,7 +123,7 @@ def test_the_old_basis_still_scores_against_torch(tmp_path):
 
 def test_the_replay_process_alternates_master_and_submission_windows_and_verifies_both(monkeypatch):
     # replay.Server's window loop with CPU tensors and a host clock standing in for CUDA events
-    # and the driver API (the real process needs a GPU: tests/test_grader_gpu.py). The stand-in
+    # and the driver API (the real process needs a GPU: tests/grader/test_grader_gpu.py). The stand-in
     # "recordings" do a known amount of host work: the master half the submission's.
     import time
     import types

@@ -78,6 +78,7 @@ def graded(tmp_path_factory):
     return out, log, cmd
 
 
+@pytest.mark.slow
 def test_a_run_killed_before_its_regrades_grades_them_on_the_next(graded):
     """The regrade markers are gone once the regrades ran; a marker left by a run killed before
     them makes the next run (the same command) grade that submission again."""
@@ -95,12 +96,14 @@ def full_marks(r):
     return r["score"] == r["extra_data"]["max_score"] > 0
 
 
+@pytest.mark.slow
 def test_honest_neighbour_keeps_its_score(graded):
     out, _, _ = graded
     r = results(out, "lab2_packed_swiglu")
     assert full_marks(r), r["output"] + "\n".join(t["output"] for t in r["tests"])
 
 
+@pytest.mark.slow
 def test_injected_cuda_initialisation_failure_ends_in_a_regrade_not_a_zero(graded):
     out, log, _ = graded
     sid = "injected_master"
@@ -121,6 +124,7 @@ def test_injected_cuda_initialisation_failure_ends_in_a_regrade_not_a_zero(grade
     assert {x["id"] for x in log if x["kind"] == "regrade_alone"} == {sid, "broken_machine", "fakes_init_failure"}
 
 
+@pytest.mark.slow
 def test_a_faked_initialisation_failure_buys_one_regrade_and_no_points(graded):
     out, log, _ = graded
     sid = "fakes_init_failure"
@@ -132,6 +136,7 @@ def test_a_faked_initialisation_failure_buys_one_regrade_and_no_points(graded):
     assert r["score"] == 0 and "this failure is the submission's own" in r["output"], r["output"]
 
 
+@pytest.mark.slow
 def test_a_failure_before_any_code_that_repeats_alone_is_the_machines(graded):
     """Failing in CUDA initialisation alone too, before any of its code ran: never the
     student's fault. Marked for the instructor (grader error), and said so."""
@@ -144,6 +149,7 @@ def test_a_failure_before_any_code_that_repeats_alone_is_the_machines(graded):
     assert "CUDA initialisation failed before any of your code ran" in r["output"], r["output"]
 
 
+@pytest.mark.slow
 @needs_root
 def test_a_full_disk_is_that_submissions_alone_and_said_so(graded):
     out, log, _ = graded
@@ -159,6 +165,7 @@ def test_a_full_disk_is_that_submissions_alone_and_said_so(graded):
     assert report["sandbox"]["storage"]["full"] is True
 
 
+@pytest.mark.slow
 @needs_pids_cgroup
 def test_too_many_threads_is_that_submissions_alone_and_said_so(graded):
     out, log, _ = graded

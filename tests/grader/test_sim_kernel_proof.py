@@ -18,6 +18,8 @@ import pytest
 from grading_runs import REPO, env, grade_cmd, results
 from repo import FIXTURES
 
+pytestmark = pytest.mark.slow   # every test reads a grading run of the multi-kernel solutions
+
 MULTI = FIXTURES / "multikernel"
 RUNS = {
     "lab2": ["lab2_two_kernels", "lab2_like_views", "lab2_kernel_in_function",

@@ -456,6 +456,7 @@ def _cells(chapter, *ids):
     return [by_id[i] for i in ids]
 
 
+@pytest.mark.slow
 def test_exercise_cells_answer_right_and_wrong_in_a_kernel():
     """Chapter 1's and chapter 5's exercise cells, run as the page runs them (setup cell
     first), with the placeholder, a wrong answer and a right one."""
@@ -541,6 +542,7 @@ def test_kernel_check_keeps_numbas_low_occupancy_warning_off_the_page(recwarn, m
     assert "the reader's own warning" in caught and "after the check" in caught
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chapter, cell_id", [
     ("02_roofline.ipynb", "c002-x2"),
     ("03_swiglu_in_the_mlp.ipynb", "c006-x2"),

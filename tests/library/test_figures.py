@@ -10,11 +10,13 @@ import subprocess
 import sys
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 from repo import ROOT
 
 
 
+@pytest.mark.slow
 def test_a_notebook_that_imports_book_draws_retina_figures(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("import book"),

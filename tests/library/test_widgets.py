@@ -1,6 +1,6 @@
 """Python side of book.widgets: constructors, state, validation, agreement of the Python helpers
 with book.traffic / book.roofline, measured-data handling, and embeddable state.
-The browser side (drawing, responding with no kernel) is tests/test_widgets_browser.py."""
+The browser side (drawing, responding with no kernel) is tests/built_book/test_widgets_browser.py."""
 
 from __future__ import annotations
 
@@ -253,7 +253,7 @@ def test_docstrings_say_how_to_use():
 
 @pytest.mark.parametrize("make", CONSTRUCTORS, ids=lambda f: f.__name__)
 def test_every_widget_asks_the_reader_a_question(make, no_data):
-    # the question is built and checked in the front-end (tests/test_widgets_browser.py
+    # the question is built and checked in the front-end (tests/built_book/test_widgets_browser.py
     # answers each one right and wrong); here: each widget's module creates one
     esm = make()._esm
     own = esm.split("// ---- ", 1)[1]

@@ -15,7 +15,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 from repo import ROOT
+
+pytestmark = pytest.mark.slow   # downloads Colab's wheels and builds a venv that mirrors Colab
 
 WHEELS = Path(os.environ.get("COLAB_WHEELS", ROOT / ".whl-colab"))
 

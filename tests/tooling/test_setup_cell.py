@@ -1,5 +1,5 @@
 """The setup cell template (tools/setup_cell.py): the pin, its place after the title, its
-behaviour off Colab. The cell's behaviour ON Colab is rehearsed in tests/test_colab_rehearsal.py
+behaviour off Colab. The cell's behaviour ON Colab is rehearsed in tests/tooling/test_colab_rehearsal.py
 (a venv that mirrors Colab's image, the cell's own install step against a local index)."""
 
 from __future__ import annotations
