@@ -1,25 +1,41 @@
-"""ISOLATION's one H100 call: NVML watch + PID namespace tests, then lab 3 master vs its control."""
-import json, os, statistics, subprocess, sys, time
+"""ISOLATION's one H100 call: NVML watch + PID namespace tests, then lab 3 master vs its control.
+
+Writes records/isolation/ (isolation_pytest.txt, lab3_master_h100.json) into $OUT. The control,
+build/isolation/lab3_master_2byte.ipynb, is `git show 6a4d149:solutions/lab3_half_precision.ipynb`
+(git-ignored; the device machine has no .git). The recorded run was
+`python3 build/isolation/h100_check.py`, when this script lived there.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
 OUT = os.environ["OUT"]
-CMD = "python3 build/isolation/h100_check.py"
+CMD = "python3 benchmarks/isolation_h100_check.py"
 t00 = time.time()
 
 # 1. the isolation tests, GPU ones included (NVML is on this image)
+# --noconftest: pytest's own process never imports book (no CUDA context of its own beside the
+# submission's); tests/ on the path gives the test its tests/repo.py without the conftest
 r = subprocess.run([sys.executable, "-m", "pytest", "tests/grader/test_isolation.py", "-v", "-rs",
-                    "-p", "no:cacheprovider", "--noconftest"], capture_output=True, text=True, timeout=240)
+                    "-p", "no:cacheprovider", "--noconftest"], capture_output=True, text=True, timeout=240,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                       filter(None, ["tests", os.environ.get("PYTHONPATH")]))})
 open(f"{OUT}/isolation_pytest.txt", "w").write(r.stdout[-20000:] + r.stderr[-5000:])
 print(r.stdout[-3500:], r.stderr[-1500:], flush=True)
-from autograder import gpuwatch
+from autograder import gpuwatch  # noqa: E402  (after the tests: see --noconftest above)
 print("NVML:", gpuwatch.available(), gpuwatch.backend() if gpuwatch.available() else gpuwatch.unavailable_reason())
 print("compute processes now:", gpuwatch.describe(gpuwatch.processes(0, max_age=0)), flush=True)
 print(f"[{time.time() - t00:.0f} s]", flush=True)
 
 # 2. lab 3: the master (16-byte packed) against its control (the 2-byte master of 6a4d149)
-import book  # noqa: F401  (GPU or simulator, before numba.cuda)
-import numpy as np
-import torch
-from numba import cuda
-from book.provenance import provenance
+import book  # noqa: F401,E402  (GPU or simulator, before numba.cuda; after the tests)
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from numba import cuda  # noqa: E402
+from book.provenance import provenance  # noqa: E402
 
 def load_cells(path):
     nb = json.load(open(path))
