@@ -172,7 +172,7 @@ def versions(py: Path) -> dict[str, str]:
 def course_git_env(source: Path) -> dict[str, str]:
     """Environment that makes git (and so pip's git+ URL) clone ``source`` instead of GitHub."""
     sys.path.insert(0, str(ROOT))
-    from tools.setup_cell import config
+    from autograder.setup_cell import config
 
     return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{source}.insteadOf",
             "GIT_CONFIG_VALUE_0": config()["url"]}
@@ -201,7 +201,7 @@ def download(wheels: Path, python: str, extras: list[str], source: Path) -> None
               "--only-binary=:all:", "--python-version", pyver, "-d", wheels, "-c", cons,
               *mirror_requirements()])
         py = make_venv(Path(tmp) / "venv", python, wheels, cons)
-        from tools.setup_cell import config, numba_cuda_pin
+        from autograder.setup_cell import config, numba_cuda_pin
 
         cfg = config()
         for extra in extras:
@@ -230,7 +230,7 @@ def stage_set(wheels: Path, python: str, extras: list[str], source: Path) -> lis
     (less what --system-site borrows from ``python``), what the setup cell's install adds for
     each extra (pip's own dry run, as in the cell), and the build backend the course's sdist
     build takes from the folder (the newest setuptools there, as pip's isolated build picks)."""
-    from tools.setup_cell import config, numba_cuda_pin
+    from autograder.setup_cell import config, numba_cuda_pin
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -451,7 +451,7 @@ def cell_cases(py: str, names) -> dict:
 # run (no network)
 
 def rendered_cell() -> str:
-    from tools.setup_cell import render
+    from autograder.setup_cell import render
 
     return render()
 
@@ -469,7 +469,7 @@ def execute_notebook(py: Path, nb_path: Path, env: dict, workdir: Path, timeout:
     """Execute a copy of ``nb_path`` (today's setup cell applied) in the venv's own kernel."""
     import nbformat
 
-    from tools.setup_cell import fix
+    from autograder.setup_cell import fix
 
     nb = nbformat.read(nb_path, as_version=4)
     fix(nb)

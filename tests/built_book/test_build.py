@@ -199,7 +199,7 @@ def test_setup_cells_match_the_template():
 
 
 def test_setup_cell_names_the_configured_repository_and_runs_here(tmp_path):
-    from tools import setup_cell
+    from autograder import setup_cell
 
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
     cell = setup_cell.render()
@@ -215,6 +215,7 @@ def test_setup_cell_names_the_configured_repository_and_runs_here(tmp_path):
 
 
 def test_setup_cell_write_fixes_a_stale_notebook(tmp_path):
+    from autograder.setup_cell import render
     from tools import setup_cell
 
     nb = nbformat.v4.new_notebook()
@@ -227,7 +228,7 @@ def test_setup_cell_write_fixes_a_stale_notebook(tmp_path):
     assert setup_cell.main(["--check", str(path)]) == 0
     fixed = nbformat.read(path, as_version=4)
     assert [c.source for c in fixed.cells[2:]] == ["x = 1"]
-    assert fixed.cells[1].source == setup_cell.render()
+    assert fixed.cells[1].source == render()
 
 
 def test_wheel_holds_both_packages_and_their_data(tmp_path):

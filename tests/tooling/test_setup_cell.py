@@ -13,6 +13,7 @@ import nbformat
 import pytest
 import yaml
 
+from autograder import setup_cell as template
 from tools import setup_cell
 from repo import ROOT
 
@@ -24,7 +25,7 @@ def _git(*args):
 
 def test_cell_installs_the_pinned_commit_and_the_tested_numba_cuda():
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
-    cell = setup_cell.render()
+    cell = template.render()
     assert re.fullmatch(r"[0-9a-f]{40}", cfg["pin"])
     assert f'PIN = "{cfg["pin"]}"' in cell and f'git+{cfg["url"]}"' in cell
     assert "@main" not in cell and cfg["branch"] not in cell.split("git+")[1].split("\n")[0]
@@ -37,7 +38,7 @@ def test_cell_installs_the_pinned_commit_and_the_tested_numba_cuda():
 def test_pinned_commit_holds_the_library_of_head():
     """What students install (the pin) is what the book and tests use (HEAD), path for path.
     After a library commit: `make pin`, which also regenerates the cells that embed the pin."""
-    pin = setup_cell.config()["pin"]
+    pin = template.config()["pin"]
     if _git("cat-file", "-e", f"{pin}^{{commit}}").returncode != 0:
         shallow = _git("rev-parse", "--is-shallow-repository").stdout.strip() == "true"
         if shallow:
@@ -53,12 +54,13 @@ def test_pinned_commit_holds_the_library_of_head():
 
 def test_write_pin_changes_one_line_and_keeps_comments(tmp_path, monkeypatch):
     shutil.copy(ROOT / "_config.yml", tmp_path / "_config.yml")
-    monkeypatch.setattr(setup_cell, "ROOT", tmp_path)
+    monkeypatch.setattr(setup_cell, "ROOT", tmp_path)   # where the tool writes the pin
+    monkeypatch.setattr(template, "ROOT", tmp_path)     # where the cell reads it
     before = (tmp_path / "_config.yml").read_text()
     new = "0123456789abcdef0123456789abcdef01234567"
     assert setup_cell.write_pin(new) is True
     after = (tmp_path / "_config.yml").read_text()
-    assert setup_cell.config()["pin"] == new
+    assert template.config()["pin"] == new
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
     assert len(changed) == 1 and changed[0][1].strip() == f"pin: {new}"
     assert setup_cell.write_pin(new) is False
@@ -83,29 +85,29 @@ def _nb(*cells):
 def test_lab_shows_its_title_before_the_setup_cell(tmp_path):
     # how labs were generated: setup cell first, then the title
     nb = _nb("import book", "md:# Lab 9: a title", "md:Some words.", "x = 1")
-    nb.cells[0]["id"] = setup_cell.CELL_ID
+    nb.cells[0]["id"] = template.CELL_ID
     path = tmp_path / "lab.ipynb"
     nbformat.write(nb, path)
-    assert setup_cell.status(nb) == "stale"
+    assert template.status(nb) == "stale"
     assert setup_cell.main(["--check", str(path)]) == 1
     assert setup_cell.main(["--write", str(path)]) == 0
     fixed = nbformat.read(path, as_version=4)
     assert [c.source[:9] for c in fixed.cells] == [
-        "# Lab 9: ", setup_cell.render()[:9], "Some word", "x = 1"]
-    assert setup_cell.status(fixed) == "ok"
+        "# Lab 9: ", template.render()[:9], "Some word", "x = 1"]
+    assert template.status(fixed) == "ok"
     # moved back after the title if someone puts it first again
     fixed.cells.insert(0, fixed.cells.pop(1))
-    assert setup_cell.status(fixed) == "misplaced"
-    setup_cell.fix(fixed)
-    assert fixed.cells[1].get("id") == setup_cell.CELL_ID and setup_cell.status(fixed) == "ok"
+    assert template.status(fixed) == "misplaced"
+    template.fix(fixed)
+    assert fixed.cells[1].get("id") == template.CELL_ID and template.status(fixed) == "ok"
 
 
 def test_no_title_setup_goes_before_the_first_code_cell():
     nb = _nb("md:Intro without a heading.", "x = 1")
-    assert setup_cell.status(nb) == "missing"
-    setup_cell.fix(nb)
+    assert template.status(nb) == "missing"
+    template.fix(nb)
     assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code"]
-    assert nb.cells[1].source == setup_cell.render() and nb.cells[2].source == "x = 1"
+    assert nb.cells[1].source == template.render() and nb.cells[2].source == "x = 1"
 
 
 def test_assign_puts_the_setup_cell_after_the_lab_title():
@@ -113,11 +115,11 @@ def test_assign_puts_the_setup_cell_after_the_lab_title():
     from autograder.assign import make_lab
 
     master = _nb("import book", "md:# Lab 9: a title", "y = 2")
-    master.cells[0]["id"] = setup_cell.CELL_ID
+    master.cells[0]["id"] = template.CELL_ID
     lab = make_lab(master, "lab9.ipynb")
     assert lab.cells[0].source.startswith("# Lab 9")
-    assert lab.cells[1].source == setup_cell.render()
-    assert setup_cell.status(lab) == "ok"
+    assert lab.cells[1].source == template.render()
+    assert template.status(lab) == "ok"
 
 
 def test_every_page_folds_its_setup_cell():
@@ -128,7 +130,7 @@ def test_every_page_folds_its_setup_cell():
     for path in setup_cell.notebooks():
         nb = nbformat.read(str(path), as_version=4)
         for cell in nb.cells:
-            if cell.get("id") == setup_cell.CELL_ID and "hide-input" not in (
+            if cell.get("id") == template.CELL_ID and "hide-input" not in (
                     cell.metadata.get("tags") or []):
                 unfolded.append(str(path.relative_to(ROOT)))
     assert not unfolded, (
@@ -138,7 +140,7 @@ def test_every_page_folds_its_setup_cell():
 
 
 def test_off_colab_the_cell_installs_nothing_and_imports_book(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", setup_cell.render()], cwd=tmp_path,
+    proc = subprocess.run([sys.executable, "-c", template.render()], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
                                "PYTHONPATH": str(ROOT)})
