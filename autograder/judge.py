@@ -415,9 +415,9 @@ class Sanitizing:
                         texts[tool] = log.report(child)
             self.log(kind="sanitizer", id=result.id, tool=tool, tests_passed=passed,
                      report=texts.get(tool, "")[-6000:])
-        from book.sanitizer import _refused
+        from book.sanitizer import refusal_reason
 
-        refused = next((w for w in map(_refused, texts.values()) if w), None)
+        refused = next((w for w in map(refusal_reason, texts.values()) if w), None)
         findings = ([f"compute-sanitizer is not available on this machine: it refused to run "
                      f"in the sandbox ({refused})"] if refused else
                     sandbox_findings(texts) + problems)

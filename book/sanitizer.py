@@ -83,7 +83,9 @@ def find() -> str | None:
     return None
 
 
-def _refused(text: str) -> str | None:
+def refusal_reason(text: str) -> str | None:
+    """The line of compute-sanitizer's output that says it could not run here (no supported
+    device, no injection library...), or None when it ran."""
     for pat in ("Device not supported", "No CUDA-capable device", "no CUDA-capable device",
                 "Target application terminated before first instrumented API call",
                 "Unable to find injection library", "LibraryNotLoaded"):
@@ -197,7 +199,7 @@ def run(argv: list[str], tools=TOOLS, timeout: float = 300, env: dict | None = N
                               f"{timeout:.0f} s (the tool slows kernels down a lot: check a "
                               "smaller input)") from exc
         text = p.stdout + p.stderr
-        why = _refused(text)
+        why = refusal_reason(text)
         if why:
             raise Unavailable(f"compute-sanitizer is not available on this machine: it refused "
                               f"to run ({why})")

@@ -253,7 +253,7 @@ def test_replay_refuses_what_it_cannot_replay_and_marshals_scalars_as_numba_does
     import ctypes
     import json
 
-    from autograder.replay import Recording, ReplayError, _scalar
+    from autograder.replay import Recording, ReplayError, ctype_scalar
 
     def write(**rec):
         (tmp_path / "launches.json").write_text(json.dumps(
@@ -272,9 +272,9 @@ def test_replay_refuses_what_it_cannot_replay_and_marshals_scalars_as_numba_does
           images={"a": "img_a.cubin"}, scratch=[{"name": "s0", "size": 2, "file": "s0.bin"}])
     rec = Recording(tmp_path)
     assert rec.images == {"a": b"\x7fELF"} and rec.scratch == [("s0", 2, b"\x01\x02")]
-    sizes = {t: ctypes.sizeof(_scalar({"t": t, "v": v})) for t, v in
+    sizes = {t: ctypes.sizeof(ctype_scalar({"t": t, "v": v})) for t, v in
              [("c_int64", 5), ("c_double", 1.5), ("bool", True), ("c_float", 2.0), ("c_ushort", 15360),
               ("c_int", -3), ("np:<f2", 1.0)]}
     assert sizes == {"c_int64": 8, "c_double": 8, "bool": 1, "c_float": 4, "c_ushort": 2, "c_int": 4,
                      "np:<f2": 2}
-    assert _scalar({"t": "np:<f2", "v": 1.0}).value == 15360   # float16 1.0, as its bits
+    assert ctype_scalar({"t": "np:<f2", "v": 1.0}).value == 15360   # float16 1.0, as its bits
