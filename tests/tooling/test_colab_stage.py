@@ -1,4 +1,4 @@
-"""Staging the Colab rehearsal's wheels for the H100 (tools/colab_rehearsal.py `stage`): a device
+"""Staging the Colab rehearsal's wheels for the H100 (`python -m tools.colab_rehearsal stage`, tools/colab/stage.py): a device
 call carries at most 64 MiB, so the wheels travel in folders s1..sN of at most --max-mib each,
 large wheels split into <wheel>.partNN that one `cat` per wheel rebuilds, checked against
 MANIFEST.sha256. And the venv under test never sees the PYTHONPATH that gives the tool nbformat
@@ -12,7 +12,8 @@ import random
 import subprocess
 import sys
 
-from tools import colab_rehearsal as cr
+from tools.colab.mirror import run
+from tools.colab.stage import pack
 
 
 def _wheels(folder, sizes):
@@ -32,7 +33,7 @@ def test_pack_fills_folders_to_the_limit_and_cat_rebuilds_each_wheel(tmp_path):
     stage = tmp_path / "stage"
     (stage / "s9").mkdir(parents=True)  # a stale folder from an earlier stage: removed
     limit = 128 * kib
-    folders = cr.pack(files, stage, limit, split_over=16 * kib)
+    folders = pack(files, stage, limit, split_over=16 * kib)
     dirs = sorted(stage.glob("s*"), key=lambda d: int(d.name[1:]))
     assert [d for d, _ in folders] == dirs and dirs[-1].name == f"s{len(dirs)}"
     total = sum(f.stat().st_size for f in files)
@@ -65,7 +66,7 @@ def test_pack_fills_folders_to_the_limit_and_cat_rebuilds_each_wheel(tmp_path):
 
 def test_the_venv_under_test_does_not_see_the_tools_pythonpath(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    out = cr._run([sys.executable, "-c", "import os; print(os.environ.get('PYTHONPATH'))"],
+    out = run([sys.executable, "-c", "import os; print(os.environ.get('PYTHONPATH'))"],
                   capture_output=True, text=True).stdout.strip()
     assert out == "None"
     assert os.environ["PYTHONPATH"] == str(tmp_path)  # the tool's own process keeps it
