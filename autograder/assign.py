@@ -7,7 +7,7 @@ Markers (otter-grader / nbgrader conventions):
 - ``### BEGIN HIDDEN TESTS`` ... ``### END HIDDEN TESTS``: removed (the instructor's own
   checks when running the master).
 - Cells tagged ``remove_cell``, ``solution`` or ``instructor``: dropped.
-- The setup cell (tools/setup_cell.py, one template) follows the lab's title cell.
+- The setup cell (autograder/setup_cell.py, one template) follows the lab's title cell.
 - A kernel lab built in steps (the ``steps`` of its spec, autograder/labs/): each step's
   function is defined in a cell of its own, with its solution between markers like the final
   one's, followed by a check cell ``check(<function>, step="<name>")`` and a Markdown cell of
@@ -26,6 +26,8 @@ import textwrap
 from pathlib import Path
 
 import nbformat
+
+from . import setup_cell
 
 REPO = Path(__file__).resolve().parent.parent
 DROP_TAGS = {"remove_cell", "solution", "instructor"}
@@ -94,13 +96,8 @@ def strip_source(src: str, where: str = "") -> str:
 
 def setup_source() -> str | None:
     try:
-        import sys
-
-        sys.path.insert(0, str(REPO))
-        from tools.setup_cell import render
-
-        return render()
-    except Exception:  # the build engineer's tool missing: keep the master's cell
+        return setup_cell.render()
+    except Exception:  # no checkout's _config.yml (an installed package): keep the master's cell
         return None
 
 
@@ -164,9 +161,7 @@ def make_lab(master_nb, name: str):
         cells.append(cell)
     nb.cells = cells
     if setup_source() is not None and any(c.get("id") == "course-setup" for c in cells):
-        from tools.setup_cell import fix  # the template, placed after the lab's title
-
-        fix(nb)
+        setup_cell.fix(nb)  # the template, placed after the lab's title
     nb.metadata.pop("widgets", None)
     return nb
 

@@ -44,7 +44,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .submission import SETUP_MARKERS, _neutralize_magics
+from .submission import SETUP_MARKERS, neutralize_magics
 
 __all__ = ["access_advice", "student_source", "StudentSource", "write_job", "child_env",
            "NOT_AVAILABLE", "TRACE_TIMEOUT_S"]
@@ -116,7 +116,7 @@ def student_source(fn=None, *, source=None, cells=None) -> StudentSource:
         src = c["source"]
         if _is_setup_source(src):
             continue
-        src = _blank_checks(_neutralize_magics(src))
+        src = _blank_checks(neutralize_magics(src))
         n = len(src.splitlines())
         if not n:
             continue

@@ -8,7 +8,7 @@ student's upload in ``/autograder/submission``; whatever ``/autograder/results/r
 holds afterwards is the grade. There is no GPU there: the simulator grades correctness.
 
 The root is ``AUTOGRADER_ROOT`` when set (a rehearsal points it at a folder of its own,
-``tests/test_gradescope.py``), else ``/autograder``.
+``tests/grader/test_gradescope.py``), else ``/autograder``.
 
 ``python -m autograder.gradescope run`` (what ``run_autograder`` calls) picks the file to grade
 from whatever was uploaded (files in subfolders, zips, several files), grades it with

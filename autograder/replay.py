@@ -74,7 +74,8 @@ def _check(ret, what):
 _CTYPES = {"c_int64": ctypes.c_int64, "c_double": ctypes.c_double, "bool": ctypes.c_bool}
 
 
-def _scalar(p):
+def ctype_scalar(p):
+    """A recorded scalar parameter ({"t": type, "v": value}) as the ctypes value Numba passes."""
     t = p["t"]
     if t in _CTYPES:
         return _CTYPES[t](p["v"])
@@ -151,7 +152,7 @@ class Recording:
                         raise ReplayError(f"a pointer parameter lies outside `{p['buf']}`")
                     vals.append(ctypes.c_uint64(b.data_ptr() + int(p["off"])))
                 else:
-                    vals.append(_scalar(p))
+                    vals.append(ctype_scalar(p))
             arr = (ctypes.c_void_p * max(1, len(vals)))(*[ctypes.addressof(v) for v in vals])
             g, b = L["grid"], L["block"]
             _check(cu.cuLaunchKernel(funcs[(L["image"], L["entry"])], g[0], g[1], g[2], b[0], b[1], b[2],

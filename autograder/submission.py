@@ -15,7 +15,7 @@ class SubmissionError(Exception):
     """The file cannot be read as a submission; the message says why and what to do."""
 
 
-def _neutralize_magics(src: str) -> str:
+def neutralize_magics(src: str) -> str:
     """`!pip ...`, `%time` and `%%capture` lines become `pass` (same indentation)."""
     out = []
     for line in src.splitlines():
@@ -73,7 +73,7 @@ def read_cells(path) -> list[dict]:
             continue
         if _is_setup(cell, src):
             continue
-        cells.append({"index": i, "source": _neutralize_magics(src)})
+        cells.append({"index": i, "source": neutralize_magics(src)})
     if not cells:
         raise SubmissionError(f"{path.name} has no code cells to grade")
     return cells

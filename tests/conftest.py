@@ -12,7 +12,7 @@ test that asks for it. Use these fixtures in your own tests rather than building
     (source paths listed in _toc.yml, e.g. "chapters/02_roofline.ipynb"), ``page(src)`` (the
     HTML path of a source path). A failed build fails the test that asked for it, with the tail
     of the log. To iterate on browser tests without rebuilding, point ``BOOK_PREBUILT`` at a
-    tree whose ``_build/html`` is already built (e.g. ``BOOK_PREBUILT=. pytest tests/test_x.py``
+    tree whose ``_build/html`` is already built (e.g. ``BOOK_PREBUILT=. pytest tests/built_book/test_x.py``
     after ``make book``); CI never sets it.
 
 ``site_url`` (session) -> str
@@ -56,8 +56,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from repo import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `from tools import ...` whatever the working directory
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -70,9 +70,21 @@ KNOWN_PAGE_ERRORS: tuple[str, ...] = ()
 TIMINGS: dict[str, float] = {}
 
 
+# Markers that follow from a fixture, so that no test can forget them: a test that asks for the
+# built book (a clean copy and `make book`: minutes) is `slow`; one that asks for the browser
+# (playwright and chromium) is `browser`. `pytest -m "not slow and not browser"` is the fast lane.
+MARKED_BY_FIXTURE = {"built_book": "slow", "browser": "browser"}
+
+
+@pytest.hookimpl(tryfirst=True)   # before `-m` selects on the markers added here
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``gpu`` need a CUDA GPU: skipped in Numba's simulator (CI, a laptop);
-    `make test-gpu` (tools/gpu_tests.py) runs them on a GPU machine."""
+    """Adds the markers MARKED_BY_FIXTURE names. Tests marked ``gpu`` need a CUDA GPU: skipped
+    in Numba's simulator (CI, a laptop); `make test-gpu` (tools/gpu_tests.py) runs them on a GPU
+    machine."""
+    for item in items:
+        for fixture, marker in MARKED_BY_FIXTURE.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
     marked = [item for item in items if item.get_closest_marker("gpu")]
     if not marked:
         return

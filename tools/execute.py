@@ -131,7 +131,7 @@ def _published(rel: str, simulated_nb):
         extra = f"; {drawn} figure(s) drawn at build time from recorded data" if drawn else ""
         return nb, f"the recording ({rec.describe()}{extra})"
     if rec.exists:
-        return simulated_nb, "simulator outputs: its recording is STALE (tests/test_record.py)"
+        return simulated_nb, "simulator outputs: its recording is STALE (tests/chapters/test_record.py)"
     return simulated_nb, "simulator outputs (no recording)"
 
 

@@ -9,7 +9,7 @@ every chapter in the simulator, so a chapter that raises still fails the build.
 
 A recording is used only while every code cell of the chapter is the one that was recorded;
 otherwise it is *stale*: the page falls back to the simulator's outputs, and the staleness test
-(tests/test_record.py) names the chapter, the cell and the command to record it again.
+(tests/chapters/test_record.py) names the chapter, the cell and the command to record it again.
 
 This module is the one place that knows where recordings live, how a cell is hashed and how
 recorded outputs are merged into a chapter's source.

@@ -64,7 +64,7 @@ def pack_array(ptr, shape, strides, itemsize):
 
     ``strides`` in bytes. meminfo and parent are null on the device; nitems is the element
     count. Compared with numba-cuda's own marshalling (``_Kernel._prepare_args``) in
-    tests/test_fastcall.py."""
+    tests/library/test_fastcall.py."""
     nitems = 1
     for d in shape:
         nitems *= d

@@ -3,7 +3,7 @@
 Each widget receives its data (GPU table, dtype sizes, measured points) from Python as state and
 computes and draws in the browser, so it responds to input on the static book page with no kernel,
 as well as in Jupyter and Colab. The front-end code lives beside this file (common.js holds the
-formulas that mirror book.traffic and book.roofline; tests/test_widgets_browser.py checks that
+formulas that mirror book.traffic and book.roofline; tests/built_book/test_widgets_browser.py checks that
 they agree).
 
 - :func:`roofline_explorer`: intensity, ridge point, binding roof and predicted time (chapter 2).

@@ -1,5 +1,5 @@
 // Shared front-end code for the course's widgets: the traffic and roofline formulas (mirroring
-// book/traffic.py and book/roofline.py, checked against them by tests/test_widgets_browser.py),
+// book/traffic.py and book/roofline.py, checked against them by tests/built_book/test_widgets_browser.py),
 // number formatting, and a small log-log SVG chart. Python concatenates this file in front of each
 // widget's own file to make one self-contained ES module: no imports, no network.
 

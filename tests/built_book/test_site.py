@@ -1,0 +1,500 @@
+"""The built site in a real browser (Debian's chromium via playwright), served from localhost:
+nothing is fetched from another host, nothing fails, math is typeset, widgets render, every
+notebook page links to Colab, every internal link resolves, search works, phones don't scroll
+sideways. Fixtures: tests/conftest.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urldefrag, urljoin, urlsplit
+
+import pytest
+import yaml
+
+from conftest import is_local
+from repo import ROOT
+
+
+def _pages(built_book) -> list[str]:
+    """Every page a reader can reach: the toc's pages plus search and index."""
+    return [str(Path(f).with_suffix(".html")) for f in built_book.toc_files] + [
+        "search.html", "genindex.html"]
+
+
+def test_no_page_asks_another_host_or_fails(built_book, site_page):
+    for path in _pages(built_book):
+        site_page.goto(path)
+        site_page.page.wait_for_timeout(300)  # let MathJax and widgets fetch what they fetch
+        site_page.assert_clean(path)
+    assert any("/vendor/mathjax/" in u for u in site_page.requests), \
+        "no page loaded MathJax from the site itself"
+
+
+def test_math_is_typeset(site_page):
+    site_page.goto("intro.html")
+    site_page.page.wait_for_selector("mjx-container", timeout=20_000)
+    assert site_page.page.locator("mjx-container").count() >= 2
+    text = site_page.page.locator("article").inner_text()
+    assert "\\frac" not in text and "$$" not in text, "raw TeX left on the page"
+    site_page.assert_clean()
+
+
+def _widget_models(page) -> list[dict]:
+    states = page.locator('script[type="application/vnd.jupyter.widget-state+json"]')
+    models = []
+    for i in range(states.count()):
+        models += json.loads(states.nth(i).text_content())["state"].values()
+    return models
+
+
+def test_roofline_explorer_renders_on_the_static_page(site_page):
+    """Chapter 2's roofline explorer is an anywidget that draws in its own front-end code."""
+    site_page.goto("chapters/02_roofline.html")
+    page = site_page.page
+    models = _widget_models(page)
+    assert any(m.get("model_module") == "anywidget" for m in models), (
+        "chapters/02_roofline has no anywidget output saved on the page "
+        "(the roofline explorer has not landed, or its cell does not display it)")
+    view = page.locator(".widget-subarea > .lm-Widget")
+    view.first.wait_for(timeout=30_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.widget-subarea > .lm-Widget')]"
+        ".some(v => v.getBoundingClientRect().height > 20 && v.querySelector('svg, canvas'))",
+        timeout=30_000)
+    assert "Error rendering" not in page.locator("article").inner_text()
+    site_page.assert_clean()
+
+
+def test_every_notebook_page_links_to_colab(built_book):
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    repo = urlsplit(cfg["repository"]["url"]).path.strip("/")
+    branch = cfg["repository"]["branch"]
+    colab = cfg["launch_buttons"]["colab_url"].rstrip("/")
+    missing = []
+    for src in built_book.toc_files:
+        if not src.endswith(".ipynb"):
+            continue
+        href = f"{colab}/github/{repo}/blob/{branch}/{src}"
+        if f'href="{href}"' not in built_book.page(src).read_text(encoding="utf-8"):
+            missing.append(f"{src}: no link to {href}")
+    assert not missing, "\n".join(missing)
+
+
+def test_colab_link_is_in_the_launch_menu(site_page):
+    site_page.goto("chapters/01_bytes_and_flops.html")
+    link = site_page.page.locator('a[href^="https://colab.research.google.com/github/"]')
+    assert link.count() == 1
+    assert link.get_attribute("href").endswith("/chapters/01_bytes_and_flops.ipynb")
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "a" and "name" in a:
+            self.ids.add(a["name"])
+        for key in ("href", "src"):
+            if a.get(key) and not (tag == "link" and a.get("rel") in ("canonical",)):
+                self.links.append(a[key])
+
+
+def test_every_internal_link_resolves(site_url):
+    """Crawl the site over HTTP from its front page: every local href/src answers 200 and every
+    #fragment names an element of its page."""
+    pages: dict[str, _Links] = {}
+    todo = [site_url + "index.html", site_url + "intro.html"]  # index.html only redirects
+    broken, fragments = [], []
+    while todo:
+        url = todo.pop()
+        if url in pages:
+            continue
+        try:
+            with urllib.request.urlopen(url) as resp:
+                body = resp.read()
+                ctype = resp.headers.get_content_type()
+        except urllib.error.HTTPError as e:
+            broken.append(f"{url}: HTTP {e.code}")
+            pages[url] = _Links()
+            continue
+        parser = _Links()
+        if ctype == "text/html":
+            parser.feed(body.decode("utf-8", "replace"))
+        pages[url] = parser
+        for link in parser.links:
+            target = urljoin(url, link)
+            if not target.startswith(site_url):
+                continue
+            base, frag = urldefrag(target)
+            base = base.split("?")[0]
+            if frag:
+                fragments.append((url, base, frag))
+            if base not in pages:
+                todo.append(base)
+    for src, base, frag in fragments:
+        target = pages.get(base)
+        if target is not None and base.endswith(".html") and frag not in target.ids:
+            broken.append(f"{src}: #{frag} not found in {base}")
+    html_pages = [u for u in pages if u.endswith(".html")]
+    assert len(html_pages) >= 14, html_pages
+    assert not broken, "\n".join(sorted(set(broken)))
+
+
+def test_search_finds_pages(site_page):
+    site_page.goto("search.html?q=SwiGLU")
+    results = site_page.page.locator("ul.search li")
+    results.first.wait_for(timeout=20_000)
+    assert results.count() >= 1
+    assert "intro.html" in " ".join(
+        results.locator("a").evaluate_all("as => as.map(a => a.getAttribute('href'))"))
+    site_page.assert_clean()
+
+
+def test_no_horizontal_scroll_at_phone_width(built_book, site_page):
+    site_page.page.set_viewport_size({"width": 375, "height": 812})
+    too_wide = []
+    for path in _pages(built_book):
+        site_page.goto(path)
+        width = site_page.page.evaluate("document.documentElement.scrollWidth")
+        if width > 376:
+            culprit = site_page.page.evaluate("""() => {
+                // The outermost element sticking out that no scrolling ancestor contains.
+                const w = document.documentElement.clientWidth;
+                const clipped = e => {
+                    for (let a = e.parentElement; a; a = a.parentElement) {
+                        if (getComputedStyle(a).overflowX !== 'visible') return true;
+                    }
+                    return false;
+                };
+                const el = [...document.body.querySelectorAll('*')].find(
+                    e => e.getBoundingClientRect().right > w + 1 && !clipped(e));
+                return el ? `${el.tagName}.${el.className} ${el.textContent.slice(0, 60)}` : '?';
+            }""")
+            too_wide.append(f"{path}: {width}px wide (e.g. {culprit})")
+    assert not too_wide, "\n".join(too_wide)
+
+
+# ---------------------------------------------------------------- recorded GPU outputs
+
+# What the course prints where a GPU would show something (grep the library and the chapters
+# for these): none may appear in a chapter whose page shows its GPU recording.
+SIMULATOR_PLACEHOLDERS = (
+    "kernels run in Numba's CUDA simulator",          # book.gpu: the import-time status line
+    "Device: Numba CUDA simulator",                   # book.gpu.describe()
+    "not measured: kernels are running in Numba's CUDA simulator",  # book.bench
+    "not measured: no CUDA GPU here",                 # book.bench.suite
+    "nothing to time", "nothing is timed", "not timed", "Simulator:", "No GPU here",
+    "simulator: no GPU",
+)
+
+
+def _executed_pages(built_book) -> list[str]:
+    from tools.execute import executed_notebooks
+
+    return executed_notebooks()
+
+
+class _OutputText(HTMLParser):
+    """The text inside the page's cell outputs (div.cell_output), nested elements included."""
+
+    VOID = {"br", "img", "hr", "meta", "link", "input", "wbr", "col", "source", "area"}
+
+    def __init__(self):
+        super().__init__()
+        self.depth = 0  # open elements since entering a cell_output (0: outside)
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            return
+        if self.depth:
+            self.depth += 1
+        elif tag == "div" and "cell_output" in (dict(attrs).get("class") or "").split():
+            self.depth = 1
+
+    def handle_endtag(self, tag):
+        if self.depth and tag not in self.VOID:
+            self.depth -= 1
+            if not self.depth:
+                self.parts.append("\n")
+
+    def handle_data(self, data):
+        if self.depth:
+            self.parts.append(data)
+
+
+def _outputs_text(html: str) -> str:
+    """The text of the page's cell outputs (not its prose, which may name the simulator)."""
+    parser = _OutputText()
+    parser.feed(html)
+    return "".join(parser.parts)
+
+
+def test_each_chapter_page_says_whose_outputs_it_shows(built_book):
+    from tools import recordings
+
+    problems = []
+    for src in _executed_pages(built_book):
+        html = built_book.page(src).read_text(encoding="utf-8")
+        rec = recordings.find(src, root=built_book.root)
+        recorded = html.count("course-outputs-recorded")
+        simulated = html.count("course-outputs-simulator")
+        if recorded + simulated != 1:
+            problems.append(f"{src}: {recorded + simulated} notes about its outputs (want one)")
+        elif rec.usable:
+            prov = rec.provenance
+            if not recorded:
+                problems.append(f"{src}: has a current recording but is labelled 'simulator'")
+            text = re.sub(r"<[^>]+>", "", html)
+            for fact in (prov["gpu"], prov["date"][:10], prov["commit"][:7],
+                         "python -m tools.record", "your own outputs"):
+                if fact not in text:
+                    problems.append(f"{src}: the recording note does not say {fact!r}")
+        elif recorded:
+            problems.append(f"{src}: labelled 'recorded' with no current recording")
+    assert not problems, "\n".join(problems)
+
+
+def test_recorded_chapters_show_their_gpu_outputs_and_no_placeholder(built_book):
+    """A recorded chapter's page shows the recording's outputs (its GPU's name, as printed by
+    the chapter's first cells) and no simulator placeholder in any output."""
+    from tools import recordings
+
+    recorded = [s for s in _executed_pages(built_book)
+                if recordings.find(s, root=built_book.root).usable]
+    if not recorded:
+        pytest.skip("no chapter has a current GPU recording (records/chapters/)")
+    problems = []
+    for src in recorded:
+        text = _outputs_text(built_book.page(src).read_text(encoding="utf-8"))
+        for needle in SIMULATOR_PLACEHOLDERS:
+            for line in text.splitlines():
+                if needle.lower() in line.lower():
+                    problems.append(f"{src}: an output says {line.strip()[:120]!r}")
+                    break
+    assert not problems, (
+        "simulator placeholders on pages that show a GPU recording (the recording was made "
+        "in the simulator, or the outputs were not merged):\n" + "\n".join(problems))
+
+
+def test_downloads_give_the_notebook_without_outputs(built_book):
+    """The download button and Colab give the chapter's source, not the recorded outputs."""
+    import nbformat
+
+    for src in _executed_pages(built_book):
+        html = built_book.page(src).read_text(encoding="utf-8")
+        links = set(re.findall(r'href="([^"]*_sources/[^"]*\.ipynb)"', html))
+        assert links, f"{src}: no download link to the .ipynb"
+        for link in links:
+            nb = nbformat.read(built_book.page(src).parent / link, as_version=4)
+            with_outputs = [i for i, c in enumerate(nb.cells) if c.get("outputs")]
+            assert not with_outputs, f"{src}: the downloaded notebook has outputs ({link})"
+
+
+# ---------------------------------------------------------------- layout and console
+
+def _console_errors(browser, url: str, width: int = 1280) -> list[str]:
+    """Errors and warnings a reader's first visit to ``url`` logs (a fresh context: nothing
+    stored yet)."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    context.route(lambda u: not is_local(u), lambda r: r.abort())
+    page.on("console", lambda m: errors.append(f"{m.type}: {m.text}")
+            if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url, wait_until="networkidle")
+    page.wait_for_timeout(300)
+    context.close()
+    return errors
+
+
+def test_no_console_error_or_warning_on_any_page(built_book, browser, site_url):
+    """No page logs an error or a warning: no script runs twice (THEBE_JS_URL was declared twice
+    on every page), the theme finds its colour mode, nothing fails to load, and the widget
+    manager's schema check says nothing (ajv's "strict mode: use allowUnionTypes" twice on every
+    page with a widget: tools/site_assets.py builds ajv with that option)."""
+    found = [f"{path}: {e}" for path in _pages(built_book)
+             for e in _console_errors(browser, site_url + path)]
+    assert not found, "\n".join(found)
+
+
+def test_one_thebe_declaration_per_page(built_book):
+    for path in _pages(built_book):
+        html = (built_book.html / path).read_text(encoding="utf-8")
+        assert html.count("const THEBE_JS_URL") <= 1, f"{path}: THEBE_JS_URL declared twice"
+
+
+COLUMN_CHECK = """() => {
+  const article = document.querySelector('article.bd-article');
+  if (!article) return [];
+  const col = article.getBoundingClientRect();
+  const name = e => (e.closest('.cell_input') ? 'code cell' : e.closest('.cell_output')
+      ? 'output' : e.tagName.toLowerCase()) + ': ' + e.textContent.trim().slice(0, 60);
+  const longest = e => Math.max(0, ...e.textContent.split('\\n').map(l => l.length));
+  const out = [];
+  const blocks = '.cell_input, .cell_output, .cell_output > *, .cell_output pre, ' +
+      '.cell_input pre, table, .admonition, .bd-article img, .widget-subarea';
+  for (const e of document.querySelectorAll('article.bd-article ' + blocks.split(', ')
+      .join(', article.bd-article '))) {
+    const r = e.getBoundingClientRect();
+    if (r.width && (r.right > col.right + 1 || r.left < col.left - 1))
+      out.push(`${name(e)} sticks out of the column (${Math.round(r.left)}..${Math.round(r.right)}` +
+               ` px, column ${Math.round(col.left)}..${Math.round(col.right)} px)`);
+  }
+  // printed output wraps: no part of it hidden behind a scrollbar
+  for (const e of document.querySelectorAll(
+      '.cell_output .output.stream pre, .cell_output .output.stderr pre, ' +
+      '.cell_output .output.text_plain pre'))
+    if (e.scrollWidth > e.clientWidth + 1)
+      out.push(`${name(e)} is wider than its block (${e.scrollWidth} > ${e.clientWidth} px)`);
+  // a code cell holds 80-character lines; a longer line is the chapter's to shorten
+  for (const e of document.querySelectorAll('.cell_input pre'))
+    if (e.scrollWidth > e.clientWidth + 1)
+      out.push(longest(e) > 80
+        ? `${name(e)} has a line of ${longest(e)} characters (chapters keep code to 80)`
+        : `${name(e)}: an 80-character line does not fit (${e.scrollWidth} > ${e.clientWidth} px)`);
+  // a command block in the prose (the instructors' appendix) is read whole, not scrolled
+  for (const e of document.querySelectorAll('div.highlight pre'))
+    if (!e.closest('.cell_input, .cell_output') && e.scrollWidth > e.clientWidth + 1)
+      out.push(`${name(e)}: a code block in the text scrolls sideways (longest line ` +
+               `${longest(e)} characters; put a long comment on its own line)`);
+  // library source shown by book.show keeps the library's lines (ruff: 100 characters)
+  for (const e of document.querySelectorAll('.cell_output .output.text_html div.highlight pre'))
+    if (longest(e) <= 100 && e.scrollWidth > e.clientWidth + 2)
+      out.push(`${name(e)}: library source of ${longest(e)}-character lines scrolls sideways ` +
+               `(${e.scrollWidth} > ${e.clientWidth} px)`);
+  return out;
+}"""
+
+
+def test_blocks_fit_the_column_at_laptop_width(built_book, site_page):
+    """At 1280 px no code cell, output block, table or figure is wider than the content column:
+    printed output wraps, code keeps its (80-character) lines whole and visible, a table too
+    wide for the column scrolls inside its own box."""
+    site_page.page.set_viewport_size({"width": 1280, "height": 900})
+    problems = []
+    for path in _pages(built_book):
+        site_page.goto(path)
+        problems += [f"{path}: {p}" for p in site_page.page.evaluate(COLUMN_CHECK)]
+    assert not problems, f"{len(problems)} blocks do not fit:\n" + "\n".join(problems)
+
+
+def test_printed_output_wraps_at_phone_width(built_book, site_page):
+    """At 375 px printed output (the simulator or GPU status line, tables printed by cells)
+    wraps inside its block rather than scrolling sideways; code may scroll inside its block."""
+    site_page.page.set_viewport_size({"width": 375, "height": 812})
+    hidden = []
+    for src in _executed_pages(built_book):
+        site_page.goto(str(Path(src).with_suffix(".html")))
+        hidden += [f"{src}: {t}" for t in site_page.page.evaluate("""() =>
+            [...document.querySelectorAll(
+                '.cell_output .output.stream pre, .cell_output .output.stderr pre, '
+                + '.cell_output .output.text_plain pre')]
+            .filter(e => e.scrollWidth > e.clientWidth + 1)
+            .map(e => e.textContent.trim().slice(0, 80))""")]
+    assert not hidden, "printed output scrolls sideways at 375 px:\n" + "\n".join(hidden)
+
+
+def test_math_stays_in_the_column_at_phone_width(built_book, site_page):
+    """At 375 px no formula runs past the column's edge, cut off: a display equation wider than
+    the phone scrolls inside its own line (tools/theme/course.css), and inline math, which
+    MathJax never breaks, is kept short enough by the text (chapter 4's tolerance test was
+    363 px wide inside a list item)."""
+    site_page.page.set_viewport_size({"width": 375, "height": 812})
+    out = []
+    for path in _pages(built_book):
+        site_page.goto(path)
+        if not site_page.page.locator("mjx-container").count():
+            continue
+        site_page.page.wait_for_timeout(300)  # MathJax typesets after load
+        out += [f"{path}: {t}" for t in site_page.page.evaluate("""() => {
+            const col = document.querySelector('article.bd-article').getBoundingClientRect();
+            return [...document.querySelectorAll('article.bd-article mjx-container')]
+              .filter(e => e.getBoundingClientRect().right > col.right + 1)
+              .map(e => e.textContent.slice(0, 60));
+        }""")]
+    assert not out, "math sticks out of the column at 375 px:\n" + "\n".join(out)
+
+
+def test_exercises_show_the_question_with_hints_and_answer_folded(built_book, site_page):
+    """Every chapter's checked exercise (book.exercises) is on its page as a framed block: the
+    question readable, each hint and the answer in a <details> fold that is closed."""
+    site_page.page.set_viewport_size({"width": 1280, "height": 900})
+    problems, seen = [], 0
+    for src in _executed_pages(built_book):
+        site_page.goto(str(Path(src).with_suffix(".html")))
+        for ex in site_page.page.evaluate("""() =>
+            [...document.querySelectorAll('article.bd-article .course-exercise')].map(e => ({
+              question: (e.querySelector('p') || {innerText: ''}).innerText,
+              folds: [...e.querySelectorAll('details')].map(d => [
+                d.querySelector('summary').innerText, d.open,
+                d.querySelector('summary + *').checkVisibility()]),
+              frame: parseFloat(getComputedStyle(e).borderLeftWidth),
+            }))"""):
+            seen += 1
+            summaries = [f[0] for f in ex["folds"]]
+            if not ex["question"].startswith("Exercise.") or len(ex["question"]) < 30:
+                problems.append(f"{src}: no readable question ({ex['question'][:60]!r})")
+            if not summaries or summaries[-1] != "Answer":
+                problems.append(f"{src}: no folded answer after the question ({summaries})")
+            if any(opened or visible for _, opened, visible in ex["folds"]):
+                problems.append(f"{src}: a hint or the answer shows before it is asked for")
+            if ex["frame"] < 3:
+                problems.append(f"{src}: the exercise is not framed (tools/theme/course.css)")
+    assert seen >= 8, f"only {seen} checked exercises on the chapter pages"
+    assert not problems, "\n".join(problems)
+
+
+def test_dense_figures_keep_a_legible_width_on_phones(built_book, site_page):
+    """Chapter 7's store drawn bank by bank (32 columns of lane numbers) was about 3 px a label
+    shrunk to a phone's column. A figure marked scroll-wide (560 px or wider, or its cell's
+    mystnb.image.classes) keeps at least 600 px at 375 px and scrolls inside its own output box,
+    not the page; at 1280 px it fits the column with no scrolling."""
+    page = "chapters/07_epilogue_fusion.html"
+    measure = """() => [...document.querySelectorAll('article.bd-article img.scroll-wide')]
+        .map(i => { const box = i.closest('div.cell_output');
+                    return {width: i.getBoundingClientRect().width, alt: i.alt.slice(0, 40),
+                            scrolls: box.scrollWidth > box.clientWidth + 1,
+                            overflow: getComputedStyle(box).overflowX}; })"""
+    site_page.page.set_viewport_size({"width": 375, "height": 812})
+    site_page.goto(page)
+    phone = site_page.page.evaluate(measure)
+    assert phone and any(f["alt"].startswith("Two strips of 32 bank columns") for f in phone), phone
+    assert all(f["width"] >= 600 and f["scrolls"] and f["overflow"] == "auto" for f in phone), phone
+    assert site_page.page.evaluate("document.documentElement.scrollWidth") <= 376
+    site_page.page.set_viewport_size({"width": 1280, "height": 900})
+    site_page.goto(page)
+    laptop = site_page.page.evaluate(measure)
+    assert laptop and not any(f["scrolls"] for f in laptop), laptop
+
+
+def test_no_figure_is_shrunk_past_reading_on_a_phone(built_book, site_page):
+    """At 375 px every figure in a cell's output is shown at 65% of its display width or more
+    (a wide one scrolls in its box instead of shrinking), with its aspect ratio kept."""
+    site_page.page.set_viewport_size({"width": 375, "height": 812})
+    small = []
+    for src in _executed_pages(built_book):
+        site_page.goto(str(Path(src).with_suffix(".html")))
+        for f in site_page.page.evaluate("""() =>
+            [...document.querySelectorAll('article.bd-article div.cell_output img')].map(i => {
+              const r = i.getBoundingClientRect();
+              // the display size the output asked for (Sphinx's inline style), else the PNG's
+              const w = parseFloat(i.style.width) || parseFloat(i.getAttribute('width')) || i.naturalWidth;
+              const h = parseFloat(i.style.height) || parseFloat(i.getAttribute('height')) || i.naturalHeight;
+              return {alt: (i.alt || i.src).slice(0, 50), scale: r.width / w,
+                      aspect: (r.height / r.width) / (h / w)}; })"""):
+            if f["scale"] < 0.65 or abs(f["aspect"] - 1) > 0.03:
+                small.append(f"{src}: {f}")
+    assert not small, "figures shrunk or distorted at 375 px:\n" + "\n".join(small)
+

@@ -1,0 +1,85 @@
+"""Shared by the autograder tests: run `python -m autograder grade` in subprocesses, started
+once and concurrently (the simulator is slow; the 2-core CI machine runs them side by side)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from repo import FIXTURES, ROOT as REPO
+
+from autograder import labs
+
+FIX = FIXTURES / "submissions"
+THREATS = FIXTURES / "threats"
+LABS = list(labs.names())  # every lab of autograder/labs/
+FAST_RUBRIC = """lab = "lab2_packed_swiglu"
+[correctness]
+public_points = 1
+hidden_points = 2
+hidden_cases = 2
+[performance]
+points = 4
+zero_at = 0.30
+full_at = 0.80
+physical_limit = 1.08
+[limits]
+load_s = 60
+test_s = 20
+"""
+_RUNS = {}
+
+
+def env():
+    e = dict(os.environ)
+    e["BOOK_SIMULATOR"] = "1"
+    e["PYTHONPATH"] = str(REPO)
+    return e
+
+
+def grade_cmd(lab, subs, out, *extra):
+    return [sys.executable, "-m", "autograder", "grade", lab, *map(str, subs), "--out", str(out),
+            "--quiet", *extra]
+
+
+def start_all():
+    """Start every long grading run at once; return {name: (Popen, out_dir)}."""
+    if _RUNS:
+        return _RUNS
+    base = Path(tempfile.mkdtemp(prefix="agtest-"))
+    rub = base / "fast.toml"
+    rub.write_text(FAST_RUBRIC)
+    for lab in LABS:
+        out = base / lab
+        subs = [REPO / "solutions" / f"{lab}.ipynb", REPO / "labs" / f"{lab}.ipynb"]
+        _RUNS[lab] = (subprocess.Popen(grade_cmd(lab, subs, out), cwd=REPO, env=env(),
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT), out)
+    # the flawed and hostile submissions, and the threats of issue 12 that the grader itself
+    # answers (the escaping process and the memory grab are tests/grader/test_isolation.py's)
+    subs = (sorted(FIX.glob("*.py")) + [FIX / "malformed.ipynb", REPO / "solutions" / "lab2_packed_swiglu.ipynb"]
+            + [THREATS / f for f in ("host_numpy_counter.py", "replay_undercount.py", "grid_stride_264.py")])
+    out = base / "robust"
+    _RUNS["robust"] = (subprocess.Popen(grade_cmd("lab2", subs, out, "--rubric", str(rub), "--sim-timing"),
+                                        cwd=REPO, env=env(), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT), out)
+    # control: the file-reading submission WITHOUT isolation must find the solution (so the
+    # isolated run's failure proves the hiding, not a broken fixture)
+    out = base / "control"
+    _RUNS["control"] = (subprocess.Popen(grade_cmd("lab2", [FIX / "reads_hidden.py"], out, "--rubric", str(rub),
+                                                   "--no-isolation"), cwd=REPO, env=env(),
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT), out)
+    return _RUNS
+
+
+def finished(name, timeout=600):
+    proc, out = start_all()[name]
+    text, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, f"grade run {name} failed:\n{text.decode(errors='replace')[-3000:]}"
+    return out
+
+
+def results(out: Path, sid: str) -> dict:
+    return json.loads((out / sid / "results.json").read_text())

@@ -1,0 +1,84 @@
+"""tools.grader_report's end-of-run check: which processes of submissions are still alive."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from repo import ROOT as REPO
+
+
+
+def test_leftovers_names_a_stray_driver_but_not_the_shell_that_started_the_report():
+    # A stray process whose command line names the driver is a leftover; the shell that runs
+    # the report is not, even when its own command line names the driver (a `grep agdriver`
+    # in the same command line), as on the H100 once.
+    stray = subprocess.Popen(["bash", "-c", "exec -a agdriver-stray sleep 60"])
+    try:
+        code = ("import json; from tools.grader_report import leftovers; "
+                "print(json.dumps(leftovers()['alive']))")
+        out = subprocess.run(["bash", "-c", f"{sys.executable} -c \"{code}\"; : agdriver"],
+                             cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        alive = json.loads(out.stdout.strip().splitlines()[-1])
+        assert any(a.startswith(f"{stray.pid}:") for a in alive), alive
+        assert not any("bash -c" in a for a in alive), alive  # the calling shell
+    finally:
+        stray.kill()
+        stray.wait()
+
+
+def _copy(out: Path, sid: str, fraction: float, of_ref: float, remeasured=None) -> None:
+    # the fields tools.grader_report.result reads from a GPU run's results.json (export.gradescope_json)
+    (out / sid).mkdir(parents=True)
+    perf = {"fraction": fraction, "fraction_of_reference": of_ref, "basis": "master",
+            "verified": True, "remeasured": remeasured}
+    (out / sid / "results.json").write_text(json.dumps(
+        {"score": 12.0, "tests": [], "extra_data": {"max_score": 12, "status": "graded",
+                                                     "performance": perf}}))
+
+
+def test_batch_step_states_the_spread_the_masters_fraction_and_the_remeasured(tmp_path):
+    from tools.grader_report import batch_stats, render_batch_stats
+
+    out = tmp_path / "batch"
+    for i, (f, r) in enumerate([(0.99, 0.95), (1.01, 0.97), (1.00, 0.93), (0.98, 0.96)]):
+        _copy(out, f"student_{i:03d}", f, r)
+    log = [{"kind": "master", "gpu": 0, "fraction_of_reference": 0.956, "bandwidth": 2.9e12},
+           {"kind": "master", "gpu": 1, "fraction_of_reference": 0.843, "bandwidth": 4.0e12},
+           {"kind": "remeasure_due", "id": "student_001"},
+           {"kind": "remeasure", "id": "student_001", "first_fraction": 0.81, "fraction": 0.83},
+           {"kind": "timing", "id": "student_000"}]
+    (out / "measurements.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log))
+    b = batch_stats(out, [f"student_{i:03d}" for i in range(5)])   # the fifth was never graded
+    f = b["fractions"]
+    assert (f["n"], f["min"], f["median"], f["max"]) == (4, 0.98, 0.995, 1.01)
+    assert abs(f["spread"] - 0.03) < 1e-12
+    r = b["fractions_of_reference"]
+    assert (r["min"], r["max"]) == (0.93, 0.97) and abs(r["spread"] - 0.04) < 1e-12
+    assert [(m["gpu"], m["fraction_of_reference"]) for m in b["masters"]] == [(0, 0.956), (1, 0.843)]
+    assert (b["remeasured"], b["remeasure_due"], b["basis"]) == (1, 1, ["master"])
+    text = "\n".join(render_batch_stats(b))
+    assert "spread (max - min) 3.00 percentage points over 4 copies" in text
+    assert "The lab's master on GPU 1: 84.3% of torch's reference" in text
+    assert "re-measured alone because they lay near a scoring line: 1" in text
+
+
+def test_batch_step_with_nothing_measured_says_so(tmp_path):
+    from tools.grader_report import batch_stats, render_batch_stats
+
+    (tmp_path / "empty").mkdir()
+    b = batch_stats(tmp_path / "empty", ["student_000"])
+    assert b["fractions"]["n"] == 0 and b["remeasured"] == 0 and b["masters"] == []
+    assert "none measured" in "\n".join(render_batch_stats(b))
+
+
+def test_every_committed_report_renders_from_its_summary():
+    # report.md is rendered from summary.json by the script; every committed record must still
+    # render (a record written by one version and rendered by the next once failed to)
+    from tools import grader_report
+
+    summaries = sorted((REPO / "records" / "grader").rglob("summary.json"))
+    assert summaries
+    for p in summaries:
+        text = grader_report.render(json.loads(p.read_text()))
+        assert text.startswith("# The autograder on a GPU"), p

@@ -1,0 +1,290 @@
+"""A failure that is not the submission's is never scored as its own (issue 18, item 1).
+
+One grading run in the simulator, through the instructor's CLI, of hostile submissions beside
+honest ones (tests/fixtures/neighbours/): one that fills every place it may write, one that
+starts thousands of threads, and a copy of the lab's master whose CUDA initialisation is made to
+fail once by the grader's test hook (AUTOGRADER_INJECT_FAULT), as the master's did on the H100
+beside a disk filler. The honest ones must get their normal score, the hostile ones be told
+what they did and where the limit is, and the injected failure end in a regrade alone and full
+marks. Then real processes (autograder/sandbox's Child) show that what one child writes to
+/tmp, /dev/shm and System V shared memory no other child sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grading_runs import REPO, env, grade_cmd, results
+
+sys.path.insert(0, str(REPO))
+from autograder.sandbox import NOBODY, Child, can_drop_uid, pids_cgroup_base
+from repo import FIXTURES
+
+# a tmpfs of the child's own as its working folder needs a root grader; without one /tmp and
+# /dev/shm are still the child's own (user namespace), and the isolation notes say the rest
+needs_root = pytest.mark.skipif(os.getuid() != 0, reason="the working folder's own tmpfs needs a root grader")
+needs_pids_cgroup = pytest.mark.skipif(pids_cgroup_base()[0] is None,
+                                       reason=f"no pids cgroup here: {pids_cgroup_base()[1]}")
+
+NEIGHBOURS = FIXTURES / "neighbours"
+MASTER = REPO / "solutions" / "lab2_packed_swiglu.ipynb"
+RUBRIC = """lab = "lab2_packed_swiglu"
+[correctness]
+public_points = 1
+hidden_points = 2
+hidden_cases = 1
+[performance]
+points = 4
+zero_at = 0.30
+full_at = 0.80
+physical_limit = 1.08
+[limits]
+load_s = 90
+test_s = 30
+disk_mib = 64       # working folder, /tmp and /dev/shm together
+files = 2000
+"""
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    base = tmp_path_factory.mktemp("neighbours")
+    for left in ("/tmp/agtest-fill", "/dev/shm/agtest-fill"):   # a run of an older grader left it
+        shutil.rmtree(left, ignore_errors=True)
+    (base / "rubric.toml").write_text(RUBRIC)
+    subs = base / "subs"
+    subs.mkdir()
+    shutil.copy(MASTER, subs / "injected_master.ipynb")
+    shutil.copy(MASTER, subs / "broken_machine.ipynb")
+    e = env()
+    e["AUTOGRADER_INJECT_FAULT"] = "cuda_init:injected_master;cuda_init_always:broken_machine"
+    out = base / "out"
+    # the injected one first: it fails at once, while the others are starting beside it
+    cmd = grade_cmd("lab2", [subs / "injected_master.ipynb", NEIGHBOURS / "many_threads.py",
+                             NEIGHBOURS / "fills_storage.py", MASTER, subs / "broken_machine.ipynb",
+                             NEIGHBOURS / "fakes_init_failure.py"], out,
+                    "--rubric", str(base / "rubric.toml"), "--workers", "3")
+    r = subprocess.run(cmd, cwd=REPO, env=e, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    log = [json.loads(line) for line in open(out / "measurements.jsonl")]
+    return out, log, cmd
+
+
+@pytest.mark.slow
+def test_a_run_killed_before_its_regrades_grades_them_on_the_next(graded):
+    """The regrade markers are gone once the regrades ran; a marker left by a run killed before
+    them makes the next run (the same command) grade that submission again."""
+    out, log, cmd = graded
+    assert not list(out.glob("*/regrade_alone.json"))
+    (out / "lab2_packed_swiglu" / "regrade_alone.json").write_text('{"why": "killed"}')
+    r = subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    again = [json.loads(line) for line in open(out / "measurements.jsonl")][len(log):]
+    assert [x["id"] for x in again if x["kind"] == "result"] == ["lab2_packed_swiglu"], again
+    assert not (out / "lab2_packed_swiglu" / "regrade_alone.json").exists()
+
+
+def full_marks(r):
+    return r["score"] == r["extra_data"]["max_score"] > 0
+
+
+@pytest.mark.slow
+def test_honest_neighbour_keeps_its_score(graded):
+    out, _, _ = graded
+    r = results(out, "lab2_packed_swiglu")
+    assert full_marks(r), r["output"] + "\n".join(t["output"] for t in r["tests"])
+
+
+@pytest.mark.slow
+def test_injected_cuda_initialisation_failure_ends_in_a_regrade_not_a_zero(graded):
+    out, log, _ = graded
+    sid = "injected_master"
+    assert [x for x in log if x["kind"] == "fault_injected" and x["id"] == sid]
+    regrades = [x for x in log if x["kind"] == "regrade_alone" and x["id"] == sid]
+    assert len(regrades) == 1 and "CUDA initialisation" in regrades[0]["reason"], regrades
+    firsts = [x for x in log if x["kind"] == "result" and x["id"] == sid]
+    assert len(firsts) == 2 and firsts[0]["status"] == "failed before your code ran", firsts
+    outcome = [x for x in log if x["kind"] == "regrade_outcome" and x["id"] == sid]
+    assert outcome and outcome[0]["repeated"] is False, outcome
+    r = results(out, sid)
+    assert full_marks(r), r["output"]
+    fb = (out / sid / "feedback.md").read_text()
+    assert "failed in CUDA initialisation before any of its code ran beside other submissions; " \
+           "regraded alone: alone it ran normally" in fb, fb[:1500]
+    assert "GRADED AGAIN" in r["output"] and r["extra_data"]["regraded"]["outcome"]
+    # nothing else was regraded: the hostile neighbours' failures are their own
+    assert {x["id"] for x in log if x["kind"] == "regrade_alone"} == {sid, "broken_machine", "fakes_init_failure"}
+
+
+@pytest.mark.slow
+def test_a_faked_initialisation_failure_buys_one_regrade_and_no_points(graded):
+    out, log, _ = graded
+    sid = "fakes_init_failure"
+    regrades = [x for x in log if x["kind"] == "regrade_alone" and x["id"] == sid]
+    assert len(regrades) == 1 and "CUDA_ERROR_OPERATING_SYSTEM" in regrades[0]["reason"], regrades
+    outcome = [x for x in log if x["kind"] == "regrade_outcome" and x["id"] == sid]
+    assert outcome and outcome[0]["repeated"] is True and outcome[0]["status"] == "crashed while loading"
+    r = results(out, sid)
+    assert r["score"] == 0 and "this failure is the submission's own" in r["output"], r["output"]
+
+
+@pytest.mark.slow
+def test_a_failure_before_any_code_that_repeats_alone_is_the_machines(graded):
+    """Failing in CUDA initialisation alone too, before any of its code ran: never the
+    student's fault. Marked for the instructor (grader error), and said so."""
+    out, log, _ = graded
+    outcome = [x for x in log if x["kind"] == "regrade_outcome" and x["id"] == "broken_machine"]
+    assert outcome and outcome[0]["repeated"] is True and outcome[0]["status"] == "grader error", outcome
+    r = results(out, "broken_machine")
+    assert r["extra_data"]["status"] == "grader error"
+    assert "the grading machine's fault, not yours" in r["output"], r["output"]
+    assert "CUDA initialisation failed before any of your code ran" in r["output"], r["output"]
+
+
+@pytest.mark.slow
+@needs_root
+def test_a_full_disk_is_that_submissions_alone_and_said_so(graded):
+    out, log, _ = graded
+    r = results(out, "fills_storage")
+    said = r["output"]
+    assert "your code filled the space it may write to: it wrote" in said, said
+    assert " MiB to /tmp" in said and "the limit is 64 MiB and 2,000 files" in said, said
+    mib_tmp = int(said.split(" MiB to /tmp")[0].rsplit(" ", 1)[1])
+    assert 50 <= mib_tmp <= 64, said
+    # the host's /tmp and /dev/shm never saw it
+    assert not Path("/tmp/agtest-fill").exists() and not Path("/dev/shm/agtest-fill").exists()
+    report = next(x for x in log if x["kind"] == "after_exit" and x["id"] == "fills_storage")
+    assert report["sandbox"]["storage"]["full"] is True
+
+
+@pytest.mark.slow
+@needs_pids_cgroup
+def test_too_many_threads_is_that_submissions_alone_and_said_so(graded):
+    out, log, _ = graded
+    r = results(out, "many_threads")
+    assert "tried to run more than 2,048 processes and threads at once" in r["output"], r["output"]
+    report = next(x for x in log if x["kind"] == "after_exit" and x["id"] == "many_threads")
+    assert report["sandbox"]["tasks"]["refused"] >= 1
+    # its own kernel still ran once it let its threads go: nothing but the message is lost
+    assert sum(t["score"] for t in r["tests"]) > 0
+
+
+# --------------------------------------------------------------------------- real processes
+
+WRITER = '''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+open("/tmp/agtest-writer", "w").write("secret")
+open("/dev/shm/agtest-writer", "w").write("secret")
+SEG = libc.shmget(0x5eed, 1 << 20, 0o1666)      # IPC_CREAT | 0666: a System V segment
+assert SEG >= 0, os.strerror(ctypes.get_errno())
+def swiglu_interleaved(x, out):
+    pass
+'''
+READER = '''
+import os
+SEEN = {"tmp": sorted(os.listdir("/tmp")), "shm": sorted(os.listdir("/dev/shm")),
+        "sysv": open("/proc/sysvipc/shm").read().splitlines()[1:]}
+open("seen.json", "w").write(__import__("json").dumps(SEEN))
+def swiglu_interleaved(x, out):
+    pass
+'''
+
+
+def _load(child):
+    ev = child.recv(90)
+    assert ev.get("event") == "ready", ev
+    ev = child.request(90, cmd="load")
+    assert ev.get("event") == "loaded" and not ev.get("cell_errors"), ev
+    return ev
+
+
+def test_tmp_shm_and_sysv_of_one_child_are_not_anothers():
+    """The reader starts first (so nothing of the writer's existed when its sandbox was made),
+    then the writer writes /tmp, /dev/shm and a System V segment and stays alive, then the
+    reader looks: it sees none of it, and both have /tmp and /dev/shm of their own."""
+    fns = {"swiglu_interleaved": ["x", "out"]}
+    for left in ("/tmp/agtest-writer", "/dev/shm/agtest-writer"):   # an older grader's leftovers
+        Path(left).unlink(missing_ok=True)
+    reader = Child(mode="student", functions=fns, cells=[{"index": 1, "source": READER}], simulated=True)
+    writer = Child(mode="student", functions=fns, cells=[{"index": 1, "source": WRITER}], simulated=True)
+    try:
+        assert reader.recv(90).get("event") == "ready"
+        iso = _load(writer)["isolation"]
+        ev = reader.request(90, cmd="load")
+        assert ev.get("event") == "loaded" and not ev.get("cell_errors"), ev
+        time.sleep(0.2)
+        seen = json.loads((reader.workdir / "seen.json").read_text())
+        assert "agtest-writer" not in seen["tmp"] and "agtest-writer" not in seen["shm"], seen
+        assert not [s for s in seen["sysv"] if s.split()[0] == str(0x5EED)], seen["sysv"]
+        assert not Path("/tmp/agtest-writer").exists() and not Path("/dev/shm/agtest-writer").exists()
+        assert iso.get("ipc") and iso.get("private_storage") == ["/tmp", "/dev/shm"], iso
+    finally:
+        writer.close()
+        reader.close()
+    for c in (writer, reader):   # and their file systems are gone with them
+        assert not c.workdir.exists()
+
+
+UID = """
+import os
+open("uid.txt", "w").write(str(os.getuid()))
+def swiglu_interleaved(x, out):
+    pass
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0 or not can_drop_uid(),
+                    reason="needs root and an interpreter other uids can read (the GPU machine's)")
+def test_each_child_has_a_uid_of_its_own():
+    """A per-user limit (RLIMIT_NPROC counts every process and thread of a uid) that one
+    submission exhausts must not be exhausted for the others: no two children share a uid,
+    and none is `nobody`, which other software on the machine may use."""
+    fns = {"swiglu_interleaved": ["x", "out"]}
+    kids = [Child(mode="student", functions=fns, cells=[{"index": 1, "source": UID}], simulated=True)
+            for _ in range(2)]
+    try:
+        for c in kids:
+            _load(c)
+        uids = [int((c.workdir / "uid.txt").read_text()) for c in kids]
+    finally:
+        for c in kids:
+            c.close()
+    assert len(set(uids)) == 2 and NOBODY not in uids and 0 not in uids, uids
+
+
+@needs_root
+def test_what_a_killed_grader_left_mounted_is_swept(tmp_path):
+    """A grader killed by SIGKILL cannot unmount its children's file systems nor remove their
+    pids cgroups; the next grader does (those named after a grader that is gone, only)."""
+    import ctypes
+
+    from autograder.sandbox import sweep_stale_storage
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()   # a PID that no process has now
+    stale, live = Path(f"/tmp/ag-{dead.pid}-stale"), Path(f"/tmp/ag-{os.getpid()}-mine")
+    libc = ctypes.CDLL(None, use_errno=True)
+    for d in (stale, live):
+        d.mkdir()
+        assert libc.mount(b"tmpfs", str(d).encode(), b"tmpfs", 0, b"size=1m") == 0
+    cg = pids_cgroup_base()[0]
+    stale_cg = Path(cg) / f"ag-{dead.pid}-1-1" if cg else None
+    if stale_cg:
+        stale_cg.mkdir()
+    try:
+        swept = sweep_stale_storage()
+        assert str(stale) in swept and not stale.exists()
+        assert live.is_mount()   # a living grader's (this one's) are left alone
+        assert stale_cg is None or not stale_cg.exists()
+    finally:
+        libc.umount2(str(live).encode(), 2)
+        live.rmdir()

@@ -1,0 +1,368 @@
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import book
+from book import bench
+from repo import ROOT as REPO
+
+
+sim_only = pytest.mark.skipif(not book.gpu.SIMULATED, reason="simulator behaviour")
+gpu_only = pytest.mark.gpu   # skipped in the simulator (tests/conftest.py)
+
+
+@sim_only
+def test_measure_in_simulator_refuses_with_reason():
+    with pytest.raises(bench.SimulatorTimingError, match="not measured: .*simulator"):
+        bench.measure(lambda a: None, [(np.zeros(4),)], bytes_moved=16)
+    with pytest.raises(bench.SimulatorTimingError, match="book/data"):
+        bench.host_overhead(lambda: None, [()])
+    with pytest.raises(bench.SimulatorTimingError, match="not measured"):
+        bench.measure_back_to_back(lambda: None, [()])
+    with pytest.raises(bench.SimulatorTimingError, match="not measured"):
+        bench.host_timings({"a": (lambda: None, [()])})
+
+
+def test_summarize_matches_numpy_percentiles():
+    xs = [5.0, 1.0, 3.0, 2.0, 4.0, 10.0, 7.0]
+    med, p10, p90 = bench.summarize(xs)
+    assert med == np.percentile(xs, 50)
+    assert p10 == pytest.approx(np.percentile(xs, 10))
+    assert p90 == pytest.approx(np.percentile(xs, 90))
+    assert bench.summarize([2.0]) == (2.0, 2.0, 2.0)
+    assert bench.summarize([1.0, 3.0])[0] == 2.0
+    with pytest.raises(ValueError, match="no samples"):
+        bench.summarize([])
+    with pytest.raises(ValueError, match="positive"):
+        bench.summarize([1.0, -1.0])
+
+
+def test_rotation_count():
+    mib = 1 << 20
+    # 1 MiB sets against 50 MiB of L2: the other n-1 sets must cover 2 x L2
+    n = bench.rotation_count(mib, l2_bytes=50 * mib)
+    assert n == 101 and (n - 1) * mib >= 2 * 50 * mib
+    assert bench.rotation_count(200 * mib, l2_bytes=50 * mib) == 2  # big sets: alternate
+    assert bench.rotation_count(mib, l2_bytes=50 * mib, factor=1) == 51
+    if book.gpu.SIMULATED:
+        assert bench.rotation_count(mib) == 1  # simulator: no cache to defeat
+    with pytest.raises(ValueError, match="positive"):
+        bench.rotation_count(0, l2_bytes=mib)
+
+
+def test_effective_bandwidth():
+    n = 8192 * 14336
+    assert bench.effective_bandwidth(3 * 4 * n, 0.5e-3) == pytest.approx(3 * 4 * n / 0.5e-3)
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="positive number of seconds"):
+            bench.effective_bandwidth(100, bad)
+
+
+def test_batch_size():
+    assert bench.batch_size(1e-3, 200e-6) == 1  # long kernel: one call per sample
+    assert bench.batch_size(2e-6, 200e-6) == 100  # decode-size kernel: batch
+    assert bench.batch_size(1e-9, 1.0) == bench.MAX_BATCH
+    assert bench.batch_size(1e-6, 0) == 1
+    with pytest.raises(ValueError):
+        bench.batch_size(0.0)
+
+
+def test_timing_row_and_rates():
+    t = bench.Timing(median_s=1e-3, p10_s=0.9e-3, p90_s=1.2e-3, reps=50, method="m",
+                     bytes_moved=3_000_000_000, flops=2_000_000_000, batch=1)
+    assert t.bandwidth == pytest.approx(3e12)
+    assert t.flops_per_s == pytest.approx(2e12)
+    row = t.row()
+    assert row["seconds"] == 1e-3 and row["bandwidth"] == pytest.approx(3e12)
+    assert set(row) >= {"seconds", "p10_s", "p90_s", "reps", "method", "bytes", "bandwidth",
+                        "flops", "flops_per_s"}
+    assert math.isclose(bench.Timing(1.0, 1.0, 1.0, 1, "m").row()["seconds"], 1.0)
+    assert bench.Timing(1.0, 1.0, 1.0, 1, "m").bandwidth is None
+    assert "GB/s" in str(t)
+
+
+def test_arg_sets_validation():
+    with pytest.raises(ValueError, match="empty"):
+        bench._check_arg_sets([])
+    with pytest.raises(TypeError, match="list of argument tuples"):
+        bench._check_arg_sets(lambda: None)
+    assert bench._check_arg_sets([(1, 2), [3, 4], 5]) == [(1, 2), (3, 4), (5,)]
+
+
+@gpu_only
+def test_measure_a_copy_kernel_on_the_gpu():
+    from numba import cuda
+
+    @cuda.jit
+    def copy(src, dst):
+        i = cuda.grid(1)
+        if i < dst.size:
+            dst[i] = src[i]
+
+    n = 1 << 24  # 64 MiB per array
+    nbytes = 2 * 4 * n
+    sets = [(cuda.to_device(np.ones(n, np.float32)), cuda.device_array(n, np.float32))
+            for _ in range(bench.rotation_count(nbytes))]
+    grid = (n + 255) // 256
+    t = bench.measure(lambda s, d: copy[grid, 256](s, d), sets, bytes_moved=nbytes, reps=20)
+    peak = book.gpu.device_info().peak_bandwidth
+    assert 0 < t.p10_s <= t.median_s <= t.p90_s
+    assert 0.3 * peak < t.bandwidth < 1.02 * peak  # below the physical ceiling
+    assert len(t.samples_s) == 20 and not t.notes
+    assert np.array_equal(sets[0][1].copy_to_host(), np.ones(n, np.float32))
+
+
+def _torch_cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    return torch
+
+
+@gpu_only
+def test_measure_torch_op_and_graph_replay():
+    torch = _torch_cuda()
+    n = 1 << 22
+    sets = [(torch.randn(n, device="cuda"), torch.randn(n, device="cuda"),
+             torch.empty(n, device="cuda")) for _ in range(bench.rotation_count(3 * 4 * n))]
+    t = bench.measure(lambda a, b, o: torch.add(a, b, out=o), sets, bytes_moved=3 * 4 * n,
+                      reps=20)
+    assert t.bandwidth < 1.02 * book.gpu.device_info().peak_bandwidth and not t.notes
+    torch.testing.assert_close(sets[0][2], sets[0][0] + sets[0][1])
+    small = [(torch.randn(1, 4096, device="cuda"),) for _ in range(8)]
+    g = bench.measure(lambda x: torch.nn.functional.silu(x), small, graph=True, reps=10)
+    assert g.method.startswith("CUDA graph replay") and g.batch > 1 and g.median_s < 20e-6
+
+
+@gpu_only
+def test_graph_replay_of_numba_launches_on_the_capture_stream():
+    _torch_cuda()
+    from numba import cuda
+
+    @cuda.jit
+    def inc(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] += 1.0
+
+    a = cuda.to_device(np.zeros(4096, np.float32))
+
+    def launch(x, stream=0):
+        inc[32, 128, stream](x)
+
+    t = bench.measure(launch, [(a,)], graph=True, reps=5)
+    assert t.method.startswith("CUDA graph replay") and t.median_s < 20e-6
+    # every captured and replayed launch really ran: warm-up + captures + replays
+    assert a.copy_to_host()[0] > t.batch * t.reps
+
+
+# ------------------------------------------------------------------ --only / --rows-out / merge
+def _row(variant, dtype="float32", shape=(8192, 14336), seconds=1e-3, kind="kernel", nbytes=None):
+    n = shape[0] * shape[1]
+    b = 3 * 4 * n if nbytes is None else nbytes
+    return {"kind": kind, "variant": variant, "dtype": dtype, "shape": list(shape),
+            "seconds": seconds, "bytes": b, "bandwidth": b / seconds, "flops": None,
+            "flops_per_s": None, "method": "m"}
+
+
+def _doc(rows, gpu="NVIDIA H100 80GB HBM3", command="python -m book.bench", checks=()):
+    return {"provenance": {"gpu": gpu, "command": command, "peak_bandwidth": 3.35e12},
+            "rows": rows, "checks": list(checks), "targets": [], "tuning": [], "notes": []}
+
+
+def test_merge_replaces_same_rows_keeps_the_rest_and_their_provenance():
+    from book.bench.merge import merge
+
+    record = _doc([_row("vec4", seconds=0.6e-3), _row("torch_add", kind="reference", seconds=0.6e-3),
+                   _row("half8", "float16", seconds=0.3e-3)],
+                  checks=[{"variant": "vec4", "dtype": "float32", "shape": [8192, 14336], "ok": False,
+                           "error": "old"}])
+    part = _doc([_row("vec4", seconds=0.5e-3), _row("half8_torch_call", "float16", kind="launch")],
+                command="python -m book.bench --only vec4|torch_call --rows-out x.json",
+                checks=[{"variant": "vec4", "dtype": "float32", "shape": [8192, 14336], "ok": True,
+                         "error": None}])
+    part["only"] = "vec4|torch_call"
+    out = merge(record, part)
+    assert record["rows"][0]["seconds"] == 0.6e-3  # the input is not modified
+    by = {(r["variant"], r["dtype"]): r for r in out["rows"]}
+    assert len(out["rows"]) == 4
+    assert by[("vec4", "float32")]["seconds"] == 0.5e-3
+    assert by[("vec4", "float32")]["provenance"]["command"].endswith("--rows-out x.json")
+    assert "provenance" not in by[("torch_add", "float32")]  # untouched rows: the full run's
+    assert out["provenance"] == record["provenance"]
+    assert [c["error"] for c in out["checks"]] == [None]
+    assert out["merged"][0]["only"] == "vec4|torch_call" and len(out["merged"][0]["rows"]) == 2
+    tuned = merge(record, dict(part, tuning=[{"variant": "vec4", "dtype": "float32", "shape": [1, 8],
+                                               "block": 256, "max_blocks": None, "seconds": 1.0}]))
+    assert tuned["tuning"][0]["provenance"]["command"].endswith("x.json")
+    # targets recomputed from the merged rows: vec4 0.5 ms against torch.add 0.6 ms
+    t = [x for x in out["targets"] if "torch.add bandwidth" in x["target"] and "float32" in x["target"]]
+    assert t and t[0]["value"] == pytest.approx(1.2) and t[0]["met"]
+    # a second merge of the same row takes it from the first group, which goes when empty
+    again = merge(out, _doc([_row("vec4", seconds=0.55e-3), _row("half8_torch_call", "float16",
+                                                                  kind="launch")]))
+    assert len(again["merged"]) == 1 and len(again["rows"]) == 4
+
+
+def test_decode_targets_read_the_cheap_path_against_torch_add_of_the_same_run():
+    from book.bench.targets import DECODE_SHAPES, targets
+
+    shape = DECODE_SHAPES[-1]
+    rows = [_row("launch_layer_fastcall", "float32", shape, kind="launch", seconds=9.6e-6),
+            _row("launch_layer_torch_add", "float32", shape, kind="launch", seconds=8.5e-6),
+            _row("launch_layer_fastcall", "bfloat16", shape, kind="launch", seconds=12e-6),
+            _row("launch_layer_torch_add", "bfloat16", shape, kind="launch", seconds=6.5e-6)]
+    got = {t["target"]: t for t in targets(rows, 3.35e12) if "cheap path" in t["target"]}
+    f32 = [t for name, t in got.items() if name.startswith("float32")]
+    bf16 = [t for name, t in got.items() if name.startswith("bfloat16")]
+    assert len(f32) == 2 and all(t["met"] for t in f32)
+    assert {t["met"] for t in bf16} == {False}  # 12 us > 10 us, and 1.85x torch.add
+    ratio = next(t for t in bf16 if "/ torch.add" in t["target"])
+    assert ratio["value"] == pytest.approx(12 / 6.5)
+
+
+def test_merge_refuses_another_gpus_rows():
+    from book.bench.merge import merge
+
+    with pytest.raises(ValueError, match="cannot be merged .*--into"):
+        merge(_doc([_row("vec4")]), _doc([_row("vec4")], gpu="Tesla T4"))
+
+
+def test_merge_command_line(tmp_path, capsys):
+    import json
+
+    from book.bench import merge
+
+    into = tmp_path / "h100.json"
+    into.write_text(json.dumps(_doc([_row("vec4")])))
+    part = tmp_path / "part.json"
+    part.write_text(json.dumps(_doc([_row("ilp4")])))
+    assert merge.main([str(part), "--into", str(into)]) == 0
+    assert {r["variant"] for r in json.loads(into.read_text())["rows"]} == {"vec4", "ilp4"}
+    assert "merged 1 row(s)" in capsys.readouterr().out
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(SystemExit, match="not JSON"):
+        merge.main([str(tmp_path / "bad.json"), "--into", str(into)])
+    with pytest.raises(SystemExit, match="does not exist"):
+        merge.main([str(tmp_path / "missing.json"), "--into", str(into)])
+
+
+def test_only_needs_rows_out_and_a_valid_pattern(capsys):
+    from book.bench import suite
+
+    with pytest.raises(SystemExit):
+        suite.main(["--only", "torch_call"])
+    assert "--rows-out" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        suite.main(["--only", "(", "--rows-out", "x.json"])
+    assert "not a regular expression" in capsys.readouterr().err
+
+
+def test_a_host_row_making_another_rows_call_is_measured_once():
+    from book.bench.suite import group_jobs
+
+    host = {"vec4_python_launch": (len, [()], "d", "launch_layer_wrapper_numba_arrays"),
+            "torch_eager_python_launch": (len, [()], "d", "launch_layer_torch_eager"),
+            "wrapper_checks_only": (len, [()], "d", None),
+            "launch_layer_wrapper_numba_arrays": (len, [()], "d"),
+            "launch_layer_torch_eager": (len, [()], "d")}
+    wanted, measured, same = group_jobs(host, lambda k: True)
+    assert wanted == list(host)
+    assert measured == ["launch_layer_wrapper_numba_arrays", "launch_layer_torch_eager",
+                        "wrapper_checks_only"]
+    assert same == {"vec4_python_launch": "launch_layer_wrapper_numba_arrays",
+                    "torch_eager_python_launch": "launch_layer_torch_eager"}
+    # only the alias asked for (--only python_launch): its call is still timed, once
+    wanted, measured, _ = group_jobs(host, lambda k: k.endswith("python_launch"))
+    assert wanted == ["vec4_python_launch", "torch_eager_python_launch"]
+    assert measured == ["launch_layer_wrapper_numba_arrays", "launch_layer_torch_eager"]
+    # a group without the row it names (run_decode alone): the row is timed itself
+    alone = {k: v for k, v in host.items() if not k.startswith("launch_layer")}
+    assert group_jobs(alone, lambda k: True)[1] == list(alone)
+
+
+def test_shapes_name_the_suites_shapes_and_need_rows_out(capsys):
+    from book.bench import suite
+
+    with pytest.raises(SystemExit):
+        suite.main(["--shapes", "1x18944"])
+    assert "--rows-out" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        suite.main(["--shapes", "1x18944", "3x5", "--rows-out", "x.json"])
+    err = capsys.readouterr().err
+    assert "--shapes 3x5: not a shape of the suite" in err and "1x18944" in err
+
+
+@gpu_only
+def test_back_to_back_shows_host_time_that_priming_hides():
+    """A call whose host side takes 300 us around a 1 us kernel: measure() (queued behind the
+    delay kernel) reports GPU time, measure_back_to_back the host's pace."""
+    import time
+
+    from numba import cuda
+
+    @cuda.jit
+    def inc(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] += 1.0
+
+    a = cuda.to_device(np.zeros(1024, np.float32))
+
+    def slow_host(x):
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 300e-6:
+            pass
+        inc[4, 256](x)
+
+    primed = bench.measure(slow_host, [(a,)], reps=5, min_batch_s=0)
+    paced = bench.measure_back_to_back(slow_host, [(a,)], calls=10, reps=5)
+    assert paced.median_s >= 290e-6 > 10 * primed.median_s
+    assert paced.batch == 10 and "back-to-back" in paced.method
+
+
+def test_recorded_merges_list_their_rows_and_keep_their_provenance():
+    """book/data/*.json after `python -m book.bench.merge`: every merged row carries the
+    provenance of the run that measured it, and the record's `merged` list names exactly
+    those rows."""
+    import json
+
+    from book.bench.merge import row_key
+
+    for path in sorted((Path(book.__file__).parent / "data").glob("*.json")):
+        doc = json.loads(path.read_text())
+        stamped = {row_key(r): r["provenance"] for r in doc["rows"] if "provenance" in r}
+        listed = {}
+        for m in doc.get("merged", []):
+            # written by the bench (python -m book.bench) or by a measurement script of
+            # benchmarks/ that writes the bench's rows (tensorcore_bench.py)
+            cmd = m["provenance"].get("command", "").split()
+            assert cmd and (cmd[1:3] == ["-m", "book.bench"] or (
+                cmd[1].startswith("benchmarks/") and (REPO / cmd[1]).is_file())), (path, cmd)
+            for kind, variant, dtype, shape in m["rows"]:
+                listed[(kind, variant, dtype, tuple(shape))] = m["provenance"]
+        assert listed == stamped, path.name
+
+
+def test_pass_share_divides_by_the_measurement_tables_cublas_row_where_there_is_one():
+    from book.bench.tensorcore import pass_share
+    from book.data import Results
+
+    def row(variant, shape, seconds):
+        return {"kind": "tensorcore", "variant": variant, "dtype": "bfloat16",
+                "shape": list(shape), "seconds": seconds}
+
+    big, small = (8192, 4096, 14336), (1, 4096, 14336)
+    res = Results({}, [row("cublas_bf16_gemm", big, 2.477e-3),
+                       row("cublas_bf16_gemm_share", big, 2.561e-3),
+                       row("separate_pass_eager", big, 0.72e-3),
+                       row("cublas_bf16_gemm_share", small, 85e-6),
+                       row("separate_pass_eager", small, 5e-6)])
+    s = pass_share(res, *big, "eager")
+    assert s["gemm"]["variant"] == "cublas_bf16_gemm"  # one cuBLAS time on the page
+    assert s["share"] == pytest.approx(0.72 / (0.72 + 2.477))
+    t = pass_share(res, *small, "eager")  # T = 1: only the share's own GEMM row
+    assert t["gemm"]["variant"] == "cublas_bf16_gemm_share"
+    assert t["share"] == pytest.approx(5 / 90)
