@@ -114,6 +114,13 @@ def _check_step(fn, lab, step, *, verbose: bool = True) -> bool:
         say(("PASS " if ok else "FAIL ") + f"{case['name']}: {msg}")
         if not ok:
             failures.append(f"step {st.name!r}, {case['name']}: {msg}")
+    if failures and st.explain is not None:
+        try:
+            more = st.explain(fn)
+        except Exception as e:  # an explanation must never hide the failure it explains
+            more = f"(no drawing: {type(e).__name__}: {e})"
+        if more:
+            say(more)
     if failures:
         raise AssertionError(failures[0])
     nxt = one.steps[one.steps.index(st) + 1:]

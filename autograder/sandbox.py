@@ -75,8 +75,16 @@ class ChildError(Exception):
         self.detail = detail
 
 
+#: Modules of ``book.kernels`` that graded code may import: instructions, not solutions
+#: (``tensorcore``: the inline-PTX ``mma.sync``/``ldmatrix``/``cp.async`` intrinsics and their
+#: simulator versions, which a tensor-core lab builds on). Only these are copied into the
+#: child's ``book/kernels/``; the driver's import blocker lets through what it finds there.
+GRADED_KERNEL_MODULES = ("tensorcore",)
+
+
 def _copy_trusted(dst: Path) -> None:
-    """The driver, the input generator and the book library minus its kernels, data and widgets."""
+    """The driver, the input generator and the book library minus its kernels (but for
+    GRADED_KERNEL_MODULES), data and widgets."""
     dst.mkdir(parents=True)
     shutil.copy(HERE / "driver.py", dst / "agdriver.py")
     shutil.copy(HERE / "sandbox.py", dst / "agsandbox.py")   # the launcher (its __main__)
@@ -84,6 +92,13 @@ def _copy_trusted(dst: Path) -> None:
     book = REPO / "book"
     shutil.copytree(book, dst / "book", ignore=shutil.ignore_patterns(
         "kernels", "widgets", "data", "__pycache__", "*.json", "*.js", "*.css"))
+    kernels = dst / "book" / "kernels"
+    kernels.mkdir()
+    (kernels / "__init__.py").write_text(
+        '"""The instruction modules graded code may import (autograder/sandbox.py '
+        'GRADED_KERNEL_MODULES); the course\'s kernels are not here."""\n')
+    for name in GRADED_KERNEL_MODULES:
+        shutil.copy(book / "kernels" / f"{name}.py", kernels / f"{name}.py")
 
 
 # Top-level directories the child may see whole: the OS, its libraries and the GPU driver

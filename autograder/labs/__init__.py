@@ -13,6 +13,7 @@ NAMES = (
     "lab2_packed_swiglu",
     "lab3_half_precision",
     "lab4_dual_gemm",
+    "lab5_tensor_core_dual_gemm",
 )
 
 
@@ -55,6 +56,10 @@ class Step:
     describe: Callable
     teaches: str = ""
     graded: bool = field(default=False)
+    #: ``explain(fn) -> str``: after a failed check, more than the first wrong value (lab 5's
+    #: step 1 draws which lane holds what); "" or None says nothing. Run in the student's
+    #: process by ``check(fn, step=...)``, never by the grader.
+    explain: Callable | None = None
 
 
 class Lab:

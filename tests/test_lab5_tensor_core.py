@@ -1,0 +1,128 @@
+"""Lab 5, the tensor-core dual GEMM (issue 23), in Numba's CUDA simulator: each step's check
+passes on the master's step and catches a planted fragment-index bug (step 1 draws which lane
+holds what); the untouched lab says "not written yet"; the graded function of the master
+passes its public cases."""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
+from _autograder_runs import REPO
+
+from autograder import labs as L
+
+LAB = "lab5_tensor_core_dual_gemm"
+STEPS = [s.name for s in L.Lab(LAB).steps]
+
+
+def _namespace(upto: str, where: str = "solutions", edits=None) -> dict:
+    """Run the notebook's code cells up to the one defining step ``upto``'s function (check
+    cells and the instructor's hidden tests skipped); ``edits``: {cell id: source -> source}."""
+    fn = L.Lab(LAB).step(upto).function
+    nb = nbformat.read(REPO / where / f"{LAB}.ipynb", as_version=4)
+    ns = {"__name__": "__main__"}
+    edits = dict(edits or {})
+    for c in nb.cells:
+        src = c.source
+        if (c.cell_type != "code" or c.get("id") == "course-setup" or re.match(r"\s*check\(", src)
+                or src.lstrip().startswith("# autograder: setup")):
+            continue
+        if c.get("id") in edits:
+            changed = edits.pop(c.get("id"))(src)
+            assert changed != src, "the planted bug did not apply: the master changed"
+            src = changed
+        exec(compile(src, f"<{LAB} {c.get('id')}>", "exec"), ns)
+        if re.search(rf"^def {fn}\(", src, re.M):
+            assert not edits, f"cells {sorted(edits)} come after step {upto!r}"
+            return ns
+    raise AssertionError(f"no cell of {where}/{LAB} defines {fn}")
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_step_check_passes_on_the_master(step, capsys):
+    from autograder.check import check
+
+    st = L.Lab(LAB).step(step)
+    kw = {"step": step} if not st.graded else {"perf": False, "access": False}
+    assert check(_namespace(step)[st.function], **kw) is True
+    out = capsys.readouterr().out
+    assert out.count("PASS ") == len(st.cases) and "FAIL" not in out
+
+
+# Planted fragment-index bugs (text edits of the master's own cells) and what the check says.
+# Step 1: A's registers 1 and 2 swapped (rows 8-15 and columns 8-15 exchanged): the classic
+# misreading of the table, drawn lane by lane. Steps 2-4: the B fragment's two registers
+# (k 0-7 and k 8-15) swapped, in the shared slab routine (step 2's cell, which step 3 uses)
+# or in step 4's own.
+def SWAP_A(s):
+    return s.replace("return g + 8 * ((e >> 1) & 1), 2 * t + (e & 1) + 8 * (e >> 2)",
+                     "return g + 8 * (e >> 2), 2 * t + (e & 1) + 8 * ((e >> 1) & 1)")
+
+
+def SWAP_B(s):
+    return s.replace("(fb[2 * q], fb[2 * q + 1])", "(fb[2 * q + 1], fb[2 * q])")
+
+
+def SWAP_B4(s):
+    return s.replace("(fu[2 * q], fu[2 * q + 1])", "(fu[2 * q + 1], fu[2 * q])")
+
+
+WRONG = {
+    "fragments": ({"lab5-s1-code": SWAP_A}, r"A\[0, 8\] belongs in lane 0, register 2 \(low half\)"
+                                            r"; your kernel used A\[8, 0\] there"),
+    "block": ({"lab5-s2-code": SWAP_B}, r"first bad index .*expected .*got "),
+    "pipeline": ({"lab5-s2-code": SWAP_B}, r"first bad index .*expected .*got "),
+    "final": ({"lab5-03": SWAP_B4}, r"first bad index .*expected .*got "),
+}
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_step_check_catches_a_fragment_index_bug(step, capsys):
+    from autograder.check import check
+
+    st = L.Lab(LAB).step(step)
+    edits, words = WRONG[step]
+    kw = {"step": step} if not st.graded else {"perf": False, "access": False}
+    with pytest.raises(AssertionError):
+        check(_namespace(step, edits=edits)[st.function], **kw)
+    out = capsys.readouterr().out
+    assert re.search(words, out), out[-3000:]
+
+
+def test_step_one_draws_the_lanes_of_a_wrong_fragment(capsys):
+    from autograder.check import check
+
+    with pytest.raises(AssertionError):
+        check(_namespace("fragments", edits={"lab5-s1-code": SWAP_A})["mma_tile"], step="fragments")
+    out = capsys.readouterr().out
+    assert "B: every element right" in out
+    grid = out[out.index("A (16 x 16)"):].splitlines()
+    # row 8 holds lanes 0 0 1 1 2 2 3 3 then 0 0 1 1 ... (register 1 for k 0-7): all marked
+    assert "128 of 256 elements wrong" in grid[0]  # rows 8-15 x k 0-7 and rows 0-7 x k 8-15
+    row8 = grid[2 + 8].split()
+    assert row8[0] == "8" and row8[1] == "0*" and row8[3] == "1*"
+    row0 = grid[2].split()
+    assert row0[1] == "0" and row0[3] == "1"  # rows 0-7, k 0-7: register 0, right
+
+
+def test_the_untouched_lab_says_not_written_yet(capsys):
+    from autograder.check import check
+
+    ns = _namespace("fragments", where="labs")
+    with pytest.raises(AssertionError, match="not written yet"):
+        check(ns["mma_tile"], step="fragments")
+
+
+def test_the_master_compiles_for_a_t4_an_a100_and_an_h100():
+    """Every kernel the master launches compiles with the simulator off, for sm_75 (the T4's
+    m16n8k8 path, no cp.async), sm_80 and sm_90, with no GPU (tools/lab_ptx.py)."""
+    from tools import lab_ptx
+
+    results = lab_ptx.check([LAB], ccs=((7, 5), (8, 0), (9, 0)))
+    assert not lab_ptx.failures(results), "\n\n".join(r.describe() for r in lab_ptx.failures(results))
+    assert {(r.cc, r.step) for r in results} == {(cc, s) for cc in ((7, 5), (8, 0), (9, 0))
+                                                 for s in STEPS}
