@@ -126,3 +126,107 @@ def test_the_master_compiles_for_a_t4_an_a100_and_an_h100():
     assert not lab_ptx.failures(results), "\n\n".join(r.describe() for r in lab_ptx.failures(results))
     assert {(r.cc, r.step) for r in results} == {(cc, s) for cc in ((7, 5), (8, 0), (9, 0))
                                                  for s in STEPS}
+
+
+# ---------------------------------------------------------------------------------------
+# Fixtures (tests/fixtures/lab5): two written by hand, two derived from the master by one edit
+# each (test_derived_fixtures_follow_the_master keeps them in step; rewrite them with
+# `python tests/test_lab5_tensor_core.py`).
+FIX = REPO / "tests" / "fixtures" / "lab5"
+DERIVED = {
+    "missing_cp_async_wait.py": (
+        "# race: the master without cp_async_wait(1), so a slab may be read before its cp.async "
+        "copies land; the simulator copies at once (correct there), a GPU races: wrong now and "
+        "then, and compute-sanitizer's racecheck (grade --sanitize) is the place that can say so",
+        "lab5-03", lambda s: s.replace("                cp_async_wait(1)\n", "")),
+    "transposed_fragments.py": (
+        "# wrong answer: the A fragment's registers 1 and 2 exchanged (its 8 x 8 quarters "
+        "transposed: rows 8-15 of k 0-7 taken for rows 0-7 of k 8-15); every correctness test "
+        "fails with the first bad index",
+        "lab5-03", lambda s: s.replace("dd = MMA(fa, (fg[", "dd = MMA((fa[0], fa[2], fa[1], fa[3]), (fg[")
+                               .replace("dd = MMA(fa, (fu[", "dd = MMA((fa[0], fa[2], fa[1], fa[3]), (fu[")),
+}
+
+
+def _derived_source(name: str) -> str:
+    head, cell, edit = DERIVED[name]
+    nb = nbformat.read(REPO / "solutions" / f"{LAB}.ipynb", as_version=4)
+    keep = ("lab5-02", "lab5-s2-code", "lab5-s3-code", "lab5-03")  # what the graded function uses
+    parts = []
+    for c in nb.cells:
+        if c.get("id") not in keep:
+            continue
+        src = c.source
+        if c.get("id") == cell:
+            changed = edit(src)
+            assert changed != src, f"{name}: the edit did not apply: the master changed"
+            src = changed
+        parts.append("\n".join(line for line in src.split("\n")
+                               if not re.match(r"\s*#+\s*(BEGIN|END) SOLUTION", line)).strip("\n"))
+    return head + "\n" + "\n\n\n".join(parts) + "\n"
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """One `python -m autograder grade` run in the simulator: the master, the untouched lab
+    and the four fixtures."""
+    import subprocess
+
+    from _autograder_runs import env, grade_cmd, results
+
+    out = tmp_path_factory.mktemp("lab5-grade")
+    subs = [REPO / "solutions" / f"{LAB}.ipynb", REPO / "labs" / f"{LAB}.ipynb",
+            *sorted(FIX.glob("*.py"))]
+    p = subprocess.run(grade_cmd(LAB, subs, out), cwd=REPO, env=env(), capture_output=True,
+                       text=True, timeout=1500)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return {sid: results(out, sid) for sid in (
+        f"solutions_{LAB}", f"labs_{LAB}", "cublas_ctypes", "float32_cuda_cores",
+        "missing_cp_async_wait", "transposed_fragments")}
+
+
+def _correctness(r):
+    tests = [t for t in r["tests"] if t["name"] != "performance"]
+    return sum(t["score"] for t in tests), sum(t["max_score"] for t in tests), tests
+
+
+def test_the_master_earns_full_correctness_and_the_untouched_lab_zero(graded):
+    got, top, _ = _correctness(graded[f"solutions_{LAB}"])
+    assert got == top == 8 and graded[f"solutions_{LAB}"]["extra_data"]["flags"] == []
+    got, _, tests = _correctness(graded[f"labs_{LAB}"])
+    assert got == 0 and all("NotImplementedError" in t["output"] for t in tests)
+
+
+def test_cublas_through_ctypes_earns_nothing(graded):
+    r = graded["cublas_ctypes"]
+    assert r["score"] == 0
+    assert any("ctypes" in f for f in r["extra_data"]["flags"])
+
+
+def test_float32_cuda_cores_are_correct_and_graded_as_such(graded):
+    # correct: full correctness; its speed is the GPU run's to judge (no timing here)
+    got, top, _ = _correctness(graded["float32_cuda_cores"])
+    assert got == top == 8
+
+
+def test_a_missing_cp_async_wait_is_correct_in_the_simulator(graded):
+    # the simulator's cp.async copies at once: the race needs a GPU (and racecheck) to show
+    got, top, _ = _correctness(graded["missing_cp_async_wait"])
+    assert got == top == 8
+
+
+def test_transposed_fragments_are_a_wrong_answer(graded):
+    got, _, tests = _correctness(graded["transposed_fragments"])
+    assert got == 0 and all("first bad index" in t["output"] for t in tests)
+
+
+def test_derived_fixtures_follow_the_master():
+    for name in DERIVED:
+        assert (FIX / name).read_text() == _derived_source(name), (
+            f"tests/fixtures/lab5/{name} is stale: run `python tests/test_lab5_tensor_core.py`")
+
+
+if __name__ == "__main__":
+    for name in DERIVED:
+        (FIX / name).write_text(_derived_source(name))
+        print("wrote", FIX / name)
