@@ -55,12 +55,11 @@ def main(argv=None) -> int:
         from . import labs
         from .rubric import load_rubric
 
-        for name in labs.NAMES:
-            lab = labs.Lab(name)
+        for name, lab in labs.registry().items():
             r = load_rubric(name)
             fns = lab.signature()
             perf = r.get("performance", {}).get("points", 0)
-            print(f"{name}\n    {lab.TITLE}\n    write: {fns}\n    performance points: {perf}")
+            print(f"{name}\n    {lab.title}\n    write: {fns}\n    performance points: {perf}")
         return 0
     if args.cmd == "assign":
         from .assign import assign_all

@@ -8,7 +8,7 @@ Markers (otter-grader / nbgrader conventions):
   checks when running the master).
 - Cells tagged ``remove_cell``, ``solution`` or ``instructor``: dropped.
 - The setup cell (tools/setup_cell.py, one template) follows the lab's title cell.
-- A kernel lab built in steps (``STEPS`` of its lab module, autograder/labs/): each step's
+- A kernel lab built in steps (the ``steps`` of its spec, autograder/labs/): each step's
   function is defined in a cell of its own, with its solution between markers like the final
   one's, followed by a check cell ``check(<function>, step="<name>")`` and a Markdown cell of
   hints (``<details><summary>Hint 1</summary>``...). A master that drifts from its lab object
@@ -108,14 +108,16 @@ CHECK_STEP = re.compile(r"""^\s*check\(\s*(\w+)\s*,\s*step\s*=\s*["'](\w+)["']""
 
 
 def check_steps(nb, name: str) -> None:
-    """Raise MarkerError where the master and its lab's STEPS disagree (see the docstring)."""
-    from .labs import NAMES, Lab
+    """Raise MarkerError where the master and its lab's steps disagree (see the docstring)."""
+    from . import labs
 
     stem = name.removesuffix(".ipynb")
-    if stem not in NAMES:
-        return
-    lab = Lab(stem)
-    steps = {s.name: s for s in lab.steps if not s.graded}
+    if stem not in labs.registry():
+        raise MarkerError(f"{name}: no lab named {stem!r} (the labs: {', '.join(labs.names())}): "
+                          f"a master needs its lab module autograder/labs/{stem}.py declaring "
+                          "LAB (autograder/labs/spec.py), or rename it after its lab")
+    lab = labs.get(stem)
+    steps = {s.name: s for s in lab.steps}
     cells = list(nb.cells)
     seen = set()
     for k, cell in enumerate(cells):
@@ -175,13 +177,28 @@ def render_lab(master_path: Path) -> str:
     return nbformat.writes(lab) + "\n"
 
 
+def masters_of_labs(sol: Path) -> list[Path]:
+    """The master of every lab in the registry, in lab order; a lab without its master, or a
+    master without its lab, is refused by name."""
+    from . import labs
+
+    masters = [sol / f"{n}.ipynb" for n in labs.names()]
+    missing = [m.name for m in masters if not m.exists()]
+    if missing:
+        raise SystemExit(f"no master in {sol} for {', '.join(missing)}: each lab module "
+                         "(autograder/labs/) needs its master notebook solutions/<lab>.ipynb")
+    orphans = sorted(p.name for p in sol.glob("lab*.ipynb") if p.stem not in labs.registry())
+    if orphans:
+        raise SystemExit(f"masters without a lab module: {', '.join(orphans)}: add "
+                         "autograder/labs/<lab>.py declaring LAB, or remove the master")
+    return masters
+
+
 def assign_all(check_only: bool = False) -> list[str]:
     sol, labs = REPO / "solutions", REPO / "labs"
     labs.mkdir(exist_ok=True)
     stale = []
-    masters = sorted(sol.glob("lab*.ipynb"))
-    if not masters:
-        raise SystemExit(f"no masters in {sol}")
+    masters = masters_of_labs(sol)
     for m in masters:
         text = render_lab(m)
         dst = labs / m.name

@@ -16,19 +16,18 @@ from .inputs import generate
 from .rubric import performance_points
 
 
-def _lab_for(fn, lab, step=None) -> _labs.Lab:
+def _lab_for(fn, lab, step=None) -> _labs.LabSpec:
     if lab is not None:
-        return _labs.Lab(lab)
+        return _labs.get(lab)
     name = getattr(fn, "__name__", None)
-    for full in _labs.NAMES:  # the function's name: the graded one or a step's
-        one = _labs.Lab(full)
-        if name in one.functions or any(s.function == name for s in one.steps):
+    for one in _labs.registry().values():  # the function's name: the graded one or a step's
+        if name in one.functions or any(s.function == name for s in one.all_steps):
             return one
     if step is not None:  # a renamed function: the step's name, where one lab has it
-        owners = [full for full in _labs.NAMES
-                  if any(s.name == step for s in _labs.Lab(full).steps)]
+        owners = [one for one in _labs.registry().values()
+                  if any(s.name == step for s in one.all_steps)]
         if len(owners) == 1:
-            return _labs.Lab(owners[0])
+            return owners[0]
     raise ValueError(f"check() does not know a lab with a function named {name!r}; "
                      "pass lab='lab2' (or the lab's name) explicitly")
 
@@ -45,7 +44,7 @@ def check(fn, lab=None, *, step: str | None = None, perf: bool = True, access: b
     the first failure, else print a report (access-pattern feedback; performance on a GPU)
     and return True.
 
-    ``step="plain"`` (a kernel lab's step, see the lab's ``STEPS``) checks one stage of the
+    ``step="plain"`` (a kernel lab's step, see its spec's ``steps``) checks one stage of the
     lab on that step's small cases instead: correctness only, in seconds in the simulator.
     ``sanitize=True`` also runs the public tests under compute-sanitizer (memcheck and
     racecheck) where this machine has it. ``access=False`` skips the access-pattern trace
@@ -123,7 +122,7 @@ def _check_step(fn, lab, step, *, verbose: bool = True) -> bool:
             say(more)
     if failures:
         raise AssertionError(failures[0])
-    nxt = one.steps[one.steps.index(st) + 1:]
+    nxt = one.all_steps[one.all_steps.index(st) + 1:]
     say(f"step {st.name!r} done" + (f": next, {nxt[0].function}" if nxt else ""))
     return True
 
@@ -131,13 +130,12 @@ def _check_step(fn, lab, step, *, verbose: bool = True) -> bool:
 def _check(fn, lab=None, *, perf: bool = True, access: bool = True,
            verbose: bool = True) -> bool:
     one = _lab_for(fn, lab)
-    mod = one.module
     say = print if verbose else (lambda *a: None)
     failures = []
     if one.kernel:
         import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
         from book import gpu
-    for case in one.public_cases_for(mod.FUNCTION if one.kernel else getattr(fn, "__name__", "")):
+    for case in one.public_cases_for(one.function if one.kernel else getattr(fn, "__name__", "")):
         try:
             got, note = one.call_here(fn, case)
         except NotImplementedError as e:
@@ -162,17 +160,17 @@ def _check(fn, lab=None, *, perf: bool = True, access: bool = True,
             say("access pattern: no wasted bandwidth found on the traced case")
     if not perf:
         return True
-    rub = _rubric(mod.__name__.rsplit(".", 1)[-1]).get("performance")
+    rub = _rubric(one.name).get("performance")
     if not rub:
         return True
     if gpu.SIMULATED:
         say("performance: not measured: no GPU (the simulator checks correctness only)")
         return True
-    _report_performance(fn, mod, rub, say)
+    _report_performance(fn, one, rub, say)
     return True
 
 
-def _report_performance(fn, mod, rub, say):
+def _report_performance(fn, lab, rub, say):
     try:  # every lab's reference runs in torch; the course itself does not need it
         import torch  # noqa: F401
     except ImportError:
@@ -184,34 +182,34 @@ def _report_performance(fn, mod, rub, say):
     from book.bench import measure, rotation_count
     from numba import cuda
 
-    case = mod.timing_case(False, 12345)
-    nbytes, flops = mod.min_bytes(case), mod.flops(case)
+    case = lab.timing_case(False, 12345)
+    nbytes, flops = lab.min_bytes(case), lab.flops(case)
     n_sets = min(4, max(2, rotation_count(nbytes)))
     sets = []
     for k in range(n_sets):
         c = dict(case, seed=case["seed"] + k)
-        ins = {n: cuda.to_device(generate(s)) for n, s in mod.input_specs(c).items()}
-        o = mod.out_spec(c)
-        ins[mod.OUTPUT] = cuda.device_array(tuple(o["shape"]), dtype=o["dtype"])
-        sets.append(tuple(ins[p] for p in mod.PARAMS))
+        ins = {n: cuda.to_device(generate(s)) for n, s in lab.input_specs(c).items()}
+        o = lab.out_spec(c)
+        ins[lab.output] = cuda.device_array(tuple(o["shape"]), dtype=o["dtype"])
+        sets.append(tuple(ins[p] for p in lab.params))
     mine = measure(fn, sets, bytes_moved=nbytes, flops=flops)
     del sets
-    ref_fn, ref_sets = mod.make_reference_runner(case)
+    ref_fn, ref_sets = lab.make_reference_runner(case)
     ref = measure(ref_fn, ref_sets, bytes_moved=nbytes, flops=flops)
     frac = ref.median_s / mine.median_s
     info = gpu.device_info()
     pts = performance_points(frac, rub)
-    if mod.PERF_METRIC == "bandwidth":
-        say(f"performance on {info.name}, {mod.describe(case)}: {mine.bandwidth / 1e12:.3f} TB/s effective "
+    if lab.perf_metric == "bandwidth":
+        say(f"performance on {info.name}, {lab.describe(case)}: {mine.bandwidth / 1e12:.3f} TB/s effective "
             f"({mine.median_s * 1e6:.1f} us, {mine.method})")
         if info.peak_bandwidth:
             say(f"  {mine.bandwidth / info.peak_bandwidth:.1%} of theoretical peak "
                 f"({info.peak_bandwidth / 1e12:.2f} TB/s)")
     else:
-        say(f"performance on {info.name}, {mod.describe(case)}: {flops / mine.median_s / 1e12:.2f} TFLOP/s "
+        say(f"performance on {info.name}, {lab.describe(case)}: {flops / mine.median_s / 1e12:.2f} TFLOP/s "
             f"({mine.median_s * 1e3:.2f} ms)")
     say(f"  {frac:.1%} of the reference measured now on this GPU "
-        f"({(mod.make_reference_runner.__doc__ or '').strip().splitlines()[0]})")
+        f"({lab.reference_impl})")
     if rub.get("basis", "master") == "master":
         # the grade's basis is the lab's master timed beside your kernel on the grader's GPU;
         # it is not here, so no points are promised from this GPU's torch figure
@@ -227,7 +225,7 @@ def check_file(lab: str, path: str) -> bool:
     """CLI: run the public tests on a notebook or .py by executing its cells here."""
     from .submission import SubmissionError, read_cells
 
-    mod = _labs.get(lab)
+    one = _labs.get(lab)
     try:
         cells = read_cells(path)
     except SubmissionError as e:
@@ -238,22 +236,21 @@ def check_file(lab: str, path: str) -> bool:
     global _FILE_SOURCE
     _FILE_SOURCE = "".join(c["source"].rstrip("\n") + "\n" for c in cells)
     try:
-        return _check_cells(lab, mod, cells)
+        return _check_cells(one, cells)
     finally:
         _FILE_SOURCE = None
 
 
-def _check_cells(lab, mod, cells) -> bool:
+def _check_cells(one, cells) -> bool:
     ns = {"__name__": "__main__", "check": lambda *a, **k: None}
     for c in cells:
         try:
             exec(compile(c["source"], f"<cell {c['index']}>", "exec"), ns)
         except Exception as e:
             print(f"cell {c['index']} raised {type(e).__name__}: {e}")
-    one = _labs.Lab(lab)
     names = list(one.functions)
     ok = True
-    for st in one.steps:  # the steps the notebook has written (a blank step is no failure)
+    for st in one.all_steps:  # the steps the notebook has written (a blank step is no failure)
         if st.graded or st.function not in ns:
             continue
         try:
@@ -266,7 +263,7 @@ def _check_cells(lab, mod, cells) -> bool:
             ok = False
             continue
         try:
-            check(ns[n], lab=mod.__name__.rsplit(".", 1)[-1])
+            check(ns[n], lab=one.name)
         except AssertionError as e:
             print(f"FAIL: {e}")
             ok = False

@@ -157,7 +157,7 @@ def _cells_of(fn) -> list[dict]:
 def _small_case(lab):
     """The public case with the most outputs: still a page's worth of simulated threads (the
     public cases are tiny), and the one whose warps are fullest, so the pattern shows."""
-    cases = lab.module.public_cases()
+    cases = lab.public_cases
     return max(cases, key=lambda c: lab.out_size(c))
 
 
@@ -167,18 +167,17 @@ def _case_arrays(lab, case):
 
     from .inputs import generate
 
-    m = lab.module
-    ins = {n: generate(s) for n, s in m.input_specs(case).items()}
-    o = m.out_spec(case)
-    ins[m.OUTPUT] = np.full(o["shape"], np.nan, dtype=o["dtype"])
-    return [ins[p] for p in m.PARAMS]
+    ins = {n: generate(s) for n, s in lab.input_specs(case).items()}
+    o = lab.out_spec(case)
+    ins[lab.output] = np.full(o["shape"], np.nan, dtype=o["dtype"])
+    return [ins[p] for p in lab.params]
 
 
 # ------------------------------------------------------------------------------ advice
 def access_advice(lab, fn, *, timeout_s: float = TRACE_TIMEOUT_S, source=None) -> list[str]:
     """Sentences about wasted bandwidth in the student's kernels, [] when the pattern is tight.
 
-    ``lab``: an ``autograder.labs.Lab`` (or its name); ``fn``: the student's host function.
+    ``lab``: a lab's spec (``autograder.labs.get(name)``) or its name; ``fn``: the student's host function.
     In a simulator session the trace runs here; in a GPU session the student's code is re-run
     in a simulator process (module docstring). One line naming the reason and the limit when
     the tracer cannot run the kernel; never longer than about ``timeout_s`` (plus a fresh
@@ -186,7 +185,7 @@ def access_advice(lab, fn, *, timeout_s: float = TRACE_TIMEOUT_S, source=None) -
     """
     from . import labs as _labs
 
-    lab = lab if isinstance(lab, _labs.Lab) else _labs.Lab(lab)
+    lab = lab if isinstance(lab, _labs.LabSpec) else _labs.get(lab)
     if not lab.kernel:
         return []
     import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
@@ -211,7 +210,7 @@ def _advice_here(lab, fn, timeout_s) -> list[str]:
             from numba import cuda
 
             dev = [cuda.to_device(a) for a in _case_arrays(lab, case)]
-            box["trace"] = tracer.trace_call(fn, *dev, names=list(lab.module.PARAMS),
+            box["trace"] = tracer.trace_call(fn, *dev, names=list(lab.params),
                                              timeout_s=timeout_s)
         except tracer.TracerError as e:
             box["error"] = str(e)
@@ -401,7 +400,7 @@ def sanitize(lab, fn=None, *, source=None, cells=None,
     """
     from . import labs as _labs
 
-    lab = lab if isinstance(lab, _labs.Lab) else _labs.Lab(lab)
+    lab = lab if isinstance(lab, _labs.LabSpec) else _labs.get(lab)
     unavailable = sanitizer_unavailable()
     if unavailable:
         return [unavailable]
@@ -530,7 +529,7 @@ def _child(job_path: str) -> int:
 
     from . import labs as _labs
 
-    lab = _labs.Lab(job["lab"])
+    lab = _labs.get(job["lab"])
     try:
         ns = _run_student(job["student"])
     except Exception as e:
@@ -538,9 +537,9 @@ def _child(job_path: str) -> int:
         Path(job["result"]).write_text(json.dumps({"lines": [msg]}))
         print(msg, file=sys.stderr)
         return 1
-    fn = ns.get(lab.module.FUNCTION)
+    fn = ns.get(lab.function)
     if fn is None:
-        msg = f"no function named `{lab.module.FUNCTION}` after running your code"
+        msg = f"no function named `{lab.function}` after running your code"
         Path(job["result"]).write_text(json.dumps({"lines": [msg]}))
         print(msg, file=sys.stderr)
         return 1
@@ -551,7 +550,7 @@ def _child(job_path: str) -> int:
     # sanitize: the public tests, as check() runs them (values compared, so a race that
     # changes them is seen as both); the marker tells the parent the tests finished
     t0 = time.monotonic()
-    for case in lab.module.public_cases():
+    for case in lab.public_cases:
         got, note = lab.call_here(fn, case)
         ok, msg = lab.check(got, case)
         print(("PASS " if ok and not note else "FAIL ") + f"{case['name']}: {msg}{note}",

@@ -124,7 +124,7 @@ class Run(Judging, Sanitizing, Timing):
     def __init__(self, lab, out: Path, *, rubric_path=None, simulated=False, gpus=1, workers=None,
                  sim_timing=False, isolate=True, quiet=False, sanitize=False):
         self.lab_name = _labs.resolve(lab)
-        self.lab = _labs.Lab(self.lab_name)
+        self.lab = _labs.get(self.lab_name)
         self.rubric = load_rubric(self.lab_name, rubric_path)
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -192,7 +192,7 @@ class Run(Judging, Sanitizing, Timing):
 
     def expected(self, case):
         if case["id"] not in self._expected:
-            self._expected[case["id"]] = self.lab.reference(case)
+            self._expected[case["id"]] = self.lab.expected(case)
         return self._expected[case["id"]]
 
     def functions(self):

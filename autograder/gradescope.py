@@ -240,7 +240,7 @@ def _max_score(lab: str) -> float:
     from .rubric import load_rubric
 
     rub = load_rubric(lab)["correctness"]
-    cases = labs.Lab(lab).cases(np.random.default_rng(0), True, rub)
+    cases = labs.get(lab).cases(np.random.default_rng(0), True, rub)
     return float(sum(rub["public_points"] if c["visibility"] == "public" else rub["hidden_points"]
                      for c in cases))
 
@@ -257,7 +257,7 @@ def run(base: Path | None = None) -> int:
 
     from . import labs
 
-    function = next(iter(labs.Lab(lab).functions))
+    function = next(iter(labs.get(lab).functions))
     work = Path(tempfile.mkdtemp(prefix="ag-gradescope-"))
     try:
         found, other = candidates(base / "submission", work)

@@ -133,13 +133,13 @@ class Judging:
             return False, ("your function launched no CUDA kernel: the lab asks for the work to be "
                            "done by a Numba CUDA kernel on the GPU")
         try:
-            got = child.read_npy(r["files"][lab.OUTPUT])
+            got = child.read_npy(r["files"][lab.output])
         except (KeyError, OSError, ValueError) as e:
             return False, f"the grader could not read your output back ({e})"
         ok, msg = lab.check(got, case, self.expected(case))
         if r.get("returned") and r["returned"] != "the output array":
             notes.append(f"your function returned a new {r['returned']}; the grader reads the "
-                         f"`{lab.OUTPUT}` array it passed in, so write your result there")
+                         f"`{lab.output}` array it passed in, so write your result there")
         if r.get("modified_inputs"):
             ok = False
             notes.append(f"your function changed its input(s) {', '.join(r['modified_inputs'])}: "
@@ -240,7 +240,7 @@ class Judging:
         key = ("case", case["seed"], self.lab.describe(case))
         if key in self._expected:
             return self._expected[key]
-        ref = self.lab.reference(case)
+        ref = self.lab.expected(case)
         if cache:
             with self.log_lock:
                 self._expected[key] = ref

@@ -192,7 +192,7 @@ class Server:
         ref = torch.from_numpy(np.ascontiguousarray(lab.reference(host), dtype=np.float64)).cuda()
         bufs = {n: torch.from_numpy(a).cuda() for n, a in host.items()}
         o = lab.out_spec(case)
-        bufs[lab.OUTPUT] = torch.empty(tuple(o["shape"]), dtype=getattr(torch, o["dtype"]), device="cuda")
+        bufs[lab.output] = torch.empty(tuple(o["shape"]), dtype=getattr(torch, o["dtype"]), device="cuda")
         return {"bufs": bufs, "ref": ref, "case": case}
 
     def setup(self, msg):
@@ -206,13 +206,13 @@ class Server:
 
     def verify(self, s):
         lab, torch = self.lab, self.torch
-        got = s["bufs"][lab.OUTPUT].double()
+        got = s["bufs"][lab.output].double()
         ref = s["ref"]
-        ok = torch.abs(got - ref) <= lab.ATOL + lab.RTOL * torch.abs(ref)
+        ok = torch.abs(got - ref) <= lab.atol + lab.rtol * torch.abs(ref)
         return bool(ok.all().item()), int((~ok).sum().item())
 
     def poison(self, s):
-        s["bufs"][self.lab.OUTPUT].fill_(float("nan"))
+        s["bufs"][self.lab.output].fill_(float("nan"))
 
     # -- one replay on a fresh case: does the recording compute the answer?
     def check(self, msg):
@@ -229,9 +229,9 @@ class Server:
         from autograder.compare import compare_array
 
         lab = self.lab
-        got = s["bufs"][lab.OUTPUT].cpu().numpy()
-        ok, text = compare_array(got, s["ref"].cpu().numpy(), rtol=lab.RTOL, atol=lab.ATOL,
-                                 dtype_name=lab.DTYPE, what=lab.OUTPUT, shape_hint=lab.describe(msg["case"]))
+        got = s["bufs"][lab.output].cpu().numpy()
+        ok, text = compare_array(got, s["ref"].cpu().numpy(), rtol=lab.rtol, atol=lab.atol,
+                                 dtype_name=lab.dtype, what=lab.output, shape_hint=lab.describe(msg["case"]))
         return {"ok": True, "reproduced": bool(ok), "message": text, "launches": len(rec.launches)}
 
     # -- timing windows

@@ -226,7 +226,7 @@ class Timing:
                "reference_bandwidth": lab.min_bytes(case) / t_ref,
                "reference_flops_per_s": lab.flops(case) / t_ref,
                "copy_bandwidth": r["copy_bandwidth"], "copy_windows": r["copy_windows"],
-               "reference_impl": (lab.make_reference_runner.__doc__ or "").strip().split("\n")[0]}
+               "reference_impl": lab.reference_impl}
         self.log(kind="reference", **ref)
         for w in r.get("discarded_windows", []):
             self.log(kind="window_discarded", id="(reference)", gpu=gpu, **w)
@@ -323,7 +323,7 @@ class Timing:
             got = None
         exp = self._expected_for(case2, cache=True).reshape(-1)[pos]
         info["fresh_call_ok"] = bool(got is not None and compare_array(
-            got, exp, rtol=lab.RTOL, atol=lab.ATOL, dtype_name=lab.DTYPE)[0])
+            got, exp, rtol=lab.rtol, atol=lab.atol, dtype_name=lab.dtype)[0])
         if self.simulated:  # --sim-timing: the recording is replayed (correctness only), nothing timed
             ok, msg = self._replay_sim(folder, case, result.cells)
             ok_all = ok and info["fresh_call_ok"]
@@ -387,7 +387,7 @@ class Timing:
             result.performance = info
             self.log(kind="timing", id=result.id, **info)
             return
-        score = score_performance(lab.PERF_METRIC, perf, per_s=per, bandwidth=info["bandwidth"],
+        score = score_performance(lab.perf_metric, perf, per_s=per, bandwidth=info["bandwidth"],
                                   reference_s=ref["reference_s"], copy_bandwidth=ref["copy_bandwidth"],
                                   verified=timed["verified"], master_s=timed.get("master_per_call_s"))
         if not info.get("fresh_call_ok", True):
@@ -414,12 +414,12 @@ class Timing:
         info["fraction_of_peak"] = info["bandwidth"] / peak if peak else None
         p["score"] = score["points"]
         zero, full = perf["zero_at"], perf["full_at"]
-        unit = (f"{info['bandwidth'] / 1e12:.3f} TB/s effective" if lab.PERF_METRIC == "bandwidth"
+        unit = (f"{info['bandwidth'] / 1e12:.3f} TB/s effective" if lab.perf_metric == "bandwidth"
                 else f"{info['flops_per_s'] / 1e12:.2f} TFLOP/s")
         p["output"] = (f"{unit} on {lab.describe(case)}: {score['fraction']:.1%} of {basis_words(perf)}"
                        + (f" ({score['fraction_of_reference']:.1%} of {ref_words(lab)})" if by_master else "")
                        + (f", {info['fraction_of_peak']:.1%} of theoretical peak bandwidth"
-                          if info["fraction_of_peak"] and lab.PERF_METRIC == "bandwidth" else "")
+                          if info["fraction_of_peak"] and lab.perf_metric == "bandwidth" else "")
                        + f"; {p['score']}/{pts} points (0 at {zero:.0%}, full at {full:.0%}). Timed by the "
                        f"grader replaying the {timed['launches_per_call']} launch(es) your function made, "
                        "on its own inputs, in its own process"
@@ -495,4 +495,4 @@ class Timing:
 
 def ref_words(lab) -> str:
     """The torch reference, named as feedback names it."""
-    return "torch's reference" if lab.PERF_METRIC == "bandwidth" else "strict-f32 cuBLAS"
+    return lab.reference_name

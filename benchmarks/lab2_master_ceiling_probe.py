@@ -68,11 +68,12 @@ def main(argv=None) -> int:
     from numba import cuda
 
     from autograder.inputs import generate
-    from autograder.labs import lab2_packed_swiglu as lab
+    from autograder.labs import get
     from book import gpu
     from book.bench import measure
     from book.provenance import provenance
 
+    lab = get("lab2")
     if gpu.SIMULATED:
         raise SystemExit("this probe measures: it needs a CUDA GPU")
     rec = {"provenance": provenance("python3 benchmarks/lab2_master_ceiling_probe.py --out " + str(args.out)),
@@ -103,7 +104,7 @@ def main(argv=None) -> int:
         fn(x, out)
         cuda.synchronize()
         got = out.copy_to_host()
-        ok = bool(np.allclose(got, expect, rtol=lab.RTOL, atol=lab.ATOL))
+        ok = bool(np.allclose(got, expect, rtol=lab.rtol, atol=lab.atol))
         m = measure(fn, sets, bytes_moved=nbytes)
         row = {"threads": threads, "ept": ept, "rows": rows, "correct": ok, "bandwidth": m.bandwidth,
                "median_s": m.median_s, "fraction_of_torch_add": ref.median_s / m.median_s,

@@ -50,15 +50,27 @@ def test_stale_lab_is_detected(tmp_path, monkeypatch):
 
     (tmp_path / "solutions").mkdir()
     (tmp_path / "labs").mkdir()
+    for lab in LABS:
+        m = REPO / "solutions" / f"{lab}.ipynb"
+        (tmp_path / "solutions" / m.name).write_text(m.read_text())
+    for lab in LABS[:-1]:
+        m = REPO / "labs" / f"{lab}.ipynb"
+        (tmp_path / "labs" / m.name).write_text(m.read_text())
     m = REPO / "solutions" / "lab2_packed_swiglu.ipynb"
-    (tmp_path / "solutions" / m.name).write_text(m.read_text())
     monkeypatch.setattr(assign, "REPO", tmp_path)
-    assert assign.assign_all(check_only=True) == [m.name]       # missing counts as stale
+    assert assign.assign_all(check_only=True) == [f"{LABS[-1]}.ipynb"]   # missing counts as stale
     assign.assign_all()
     assert assign.assign_all(check_only=True) == []
     lab = tmp_path / "labs" / m.name
     lab.write_text(lab.read_text().replace("silu", "SILU"))     # hand-edited
     assert assign.assign_all(check_only=True) == [m.name]
+    (tmp_path / "solutions" / "lab9_no_module.ipynb").write_text(m.read_text())
+    with pytest.raises(SystemExit, match="lab9_no_module.ipynb"):   # a master without its lab
+        assign.assign_all(check_only=True)
+    (tmp_path / "solutions" / "lab9_no_module.ipynb").unlink()
+    (tmp_path / "solutions" / m.name).unlink()
+    with pytest.raises(SystemExit, match="no master .* for lab2_packed_swiglu"):
+        assign.assign_all(check_only=True)
 
 
 @pytest.mark.parametrize("lab", LABS)

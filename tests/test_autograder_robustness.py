@@ -172,14 +172,16 @@ def test_hidden_cases_stay_hidden_before_the_due_date(run):
     import numpy as np
 
     from _autograder_runs import start_all
-    from autograder.labs import lab2_packed_swiglu as lab
+    from autograder.labs import get
+
+    lab = get("lab2")
 
     out = start_all()["robust"][1]
     seed = json.loads((out / ".grader" / "secret.json").read_text())["hidden_seed"]
     hidden = lab.hidden_cases(np.random.default_rng(seed), True, 2)   # as the FAST rubric draws them
     # a shape is leaked if it appears whole ("M=1, F=25" is not leaked by "M=1, F=257"); a draw
     # that equals a public case's shape is shown as that public case, which is no leak
-    public = {(c["M"], c["F"]) for c in lab.public_cases()}
+    public = {(c["M"], c["F"]) for c in lab.public_cases}
     shapes = [re.compile(rf"M={c['M']}, F={c['F']}(?!\d)") for c in hidden
               if (c["M"], c["F"]) not in public]
     for sid in ("unwritten_output", SOLUTION, "leftover_memory"):

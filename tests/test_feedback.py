@@ -14,7 +14,7 @@ import pytest
 import book  # noqa: F401  (simulator decided before numba.cuda is imported)
 from _autograder_runs import FAST_RUBRIC, FIX, REPO, THREATS, env, grade_cmd
 from autograder import feedback
-from autograder.labs import Lab
+from autograder.labs import get
 
 STRIDED = '''
 from numba import cuda, float32
@@ -117,7 +117,7 @@ def _load(tmp_path, name, src):
 def test_strided_access_is_named_with_sectors_and_line(tmp_path):
     fn = _load(tmp_path, "strided", STRIDED)["swiglu_interleaved"]
     t0 = time.monotonic()
-    lines = feedback.access_advice(Lab("lab2"), fn)
+    lines = feedback.access_advice(get("lab2"), fn)
     assert time.monotonic() - t0 < 20
     assert len(lines) == 1, lines
     # the public case's warp 0 reads 32 floats 8 bytes apart: 8 sectors for 4 sectors' worth
@@ -130,7 +130,7 @@ def test_coalesced_kernels_get_no_advice(tmp_path):
     # loads each touch 8 sectors but together use every byte moved
     for path in (FIX / "honest_simple.py", THREATS / "grid_stride_264.py"):
         ns = runpy.run_path(str(path))
-        lines = feedback.access_advice(Lab("lab2"), ns["swiglu_interleaved"])
+        lines = feedback.access_advice(get("lab2"), ns["swiglu_interleaved"])
         if path.name == "grid_stride_264.py":   # too many threads: the reason, one line
             assert len(lines) == 1 and "8,192" in lines[0], lines
         else:
@@ -152,13 +152,13 @@ def test_the_masters_patterns_are_not_flagged(lab):
         name = f"<master cell {c['index']}>"
         linecache.cache[name] = (len(c["source"]), None, c["source"].splitlines(True), name)
         exec(compile(c["source"], name, "exec"), ns)
-    one = Lab(lab)
-    assert feedback.access_advice(one, ns[one.module.FUNCTION]) == []
+    one = get(lab)
+    assert feedback.access_advice(one, ns[one.function]) == []
 
 
 def test_a_thread_walking_its_own_run_is_named_as_scattered(tmp_path):
     fn = _load(tmp_path, "rows", ROWS)["swiglu_interleaved"]
-    lines = feedback.access_advice(Lab("lab2"), fn)
+    lines = feedback.access_advice(get("lab2"), fn)
     assert len(lines) == 2, lines
     assert lines[0].startswith("warp 0's loads of x touch 17 sectors where")
     assert "each lane touches a sector of its own" in lines[0]
@@ -168,10 +168,10 @@ def test_a_thread_walking_its_own_run_is_named_as_scattered(tmp_path):
 def test_kernels_the_tracer_cannot_run_get_one_line_quickly(tmp_path):
     fn = _load(tmp_path, "shfl", SHFL)["swiglu_interleaved"]
     t0 = time.monotonic()
-    lines = feedback.access_advice(Lab("lab2"), fn)
+    lines = feedback.access_advice(get("lab2"), fn)
     assert len(lines) == 1 and "shfl_xor_sync" in lines[0] and "simulator" in lines[0], lines
     fn = _load(tmp_path, "forever", FOREVER)["swiglu_interleaved"]
-    lines = feedback.access_advice(Lab("lab2"), fn, timeout_s=2)
+    lines = feedback.access_advice(get("lab2"), fn, timeout_s=2)
     assert len(lines) == 1 and "time limit" in lines[0] and "2 s" in lines[0], lines
     assert time.monotonic() - t0 < 20
 
@@ -183,7 +183,7 @@ def test_a_gpu_session_traces_the_rerun_code_in_a_simulator_process():
              {"index": "In [2]", "source": textwrap.dedent(STRIDED)},
              {"index": "In [3]", "source": "check(swiglu_interleaved)"}]
     t0 = time.monotonic()
-    lines = feedback._advice_in_child(Lab("lab2"), None, None, 60, cells=cells)
+    lines = feedback._advice_in_child(get("lab2"), None, None, 60, cells=cells)
     assert time.monotonic() - t0 < 60
     assert len(lines) == 1 and "touch 8 sectors where 4 would do" in lines[0], lines
     # line 10 of the cell (STRIDED starts with a blank line): "g = x[i, 2 * j]"
@@ -208,7 +208,7 @@ def test_student_source_drops_setup_and_checks_and_maps_lines():
 # ----------------------------------------------------------------------------- sanitize
 def test_sanitize_is_not_available_here_in_one_line():
     fn = runpy.run_path(str(FIX / "honest_simple.py"))["swiglu_interleaved"]
-    for lines in (feedback.sanitize(Lab("lab2"), fn),
+    for lines in (feedback.sanitize(get("lab2"), fn),
                   feedback.sanitize("lab4", source=(REPO / "tests" / "fixtures" / "sanitizer"
                                                     / "lab4_missing_syncthreads.py").read_text())):
         assert len(lines) == 1 and "not available on this machine" in lines[0], lines
@@ -448,9 +448,9 @@ def test_the_h100_record_of_hostile_fixtures_under_sanitize():
 
 
 def test_fixture_control_is_correct_in_the_simulator():
-    lab = Lab("lab4")
+    lab = get("lab4")
     ns = runpy.run_path(str(REPO / "tests" / "fixtures" / "sanitizer" / "lab4_honest.py"))
-    for case in lab.module.public_cases():
+    for case in lab.public_cases:
         got, _ = lab.call_here(ns["linear_swiglu"], case)
         assert lab.check(got, case)[0]
 

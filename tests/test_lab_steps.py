@@ -17,8 +17,8 @@ from _autograder_runs import REPO, env, grade_cmd
 
 from autograder import labs as L
 
-STAGED = ["lab2_packed_swiglu", "lab3_half_precision", "lab4_dual_gemm"]
-STEPS = [(lab, s.name) for lab in STAGED for s in L.Lab(lab).steps if not s.graded]
+STAGED = L.staged()
+STEPS = [(lab, s.name) for lab in STAGED for s in L.get(lab).steps]
 
 
 def _cells(where: str, lab: str) -> list:
@@ -29,7 +29,7 @@ def _cells(where: str, lab: str) -> list:
 def _namespace(lab: str, upto: str, where: str = "solutions", edit=None) -> dict:
     """Run a notebook's code cells up to and including the cell that defines step ``upto``'s
     function (check cells skipped), with ``edit(source)`` applied to that last cell."""
-    fn = L.Lab(lab).step(upto).function
+    fn = L.get(lab).step(upto).function
     ns = {"__name__": "__main__"}
     for c in _cells(where, lab):
         src = c.source
@@ -50,52 +50,31 @@ def _namespace(lab: str, upto: str, where: str = "solutions", edit=None) -> dict
 def test_step_check_passes_on_the_master(lab, step, capsys):
     from autograder.check import check
 
-    fn = L.Lab(lab).step(step).function
+    fn = L.get(lab).step(step).function
     assert check(_namespace(lab, step)[fn], step=step) is True
     out = capsys.readouterr().out
-    assert out.count("PASS ") == len(L.Lab(lab).step(step).cases) and "FAIL" not in out
+    assert out.count("PASS ") == len(L.get(lab).step(step).cases) and "FAIL" not in out
 
 
-# A planted bug per step (a text edit of the master's own step cell) and the words its check
-# must say: a wrong value names the first bad index with expected and got; a grid too small
-# names the elements never written.
-WRONG = {
-    ("lab2_packed_swiglu", "one"): (
-        lambda s: s.replace("g = x[row, 2 * j]\n", "g = x[row, 2 * j + 1]\n", 1),
-        r"first bad index \(\d+, \d+\): expected .*, got "),
-    ("lab2_packed_swiglu", "grid_stride"): (
-        lambda s: s.replace("range(cuda.grid(1), M * F, cuda.gridsize(1))",
-                            "range(cuda.grid(1), min(M * F, cuda.grid(1) + 1))"),
-        r"never written"),
-    ("lab3_half_precision", "one"): (
-        lambda s: s.replace("gg = min(g, float32(LIMIT))", "gg = g"),
-        r"first bad index .*expected .*got "),
-    ("lab3_half_precision", "ilp"): (
-        lambda s: s.replace("(n + per_block - 1) // per_block", "max(1, n // per_block)"),
-        r"never written"),
-    ("lab4_dual_gemm", "plain"): (
-        lambda s: s.replace("for k in range(d):", "for k in range(d - 1):"),
-        r"first bad index .*expected .*got "),
-    ("lab4_dual_gemm", "tiled"): (
-        lambda s: s.replace("for k0 in range(0, d, S):", "for k0 in range(0, d - S, S):"),
-        r"first bad index .*expected .*got "),
-    ("lab4_dual_gemm", "blocked"): (
-        lambda s: s.replace("        for j in range(R):\n            c = col0",
-                            "        for j in range(1):\n            c = col0"),
-        r"never written"),
-}
+def test_every_step_declares_a_planted_bug():
+    """Each step's spec names a mistake its check is tested to catch (``Step.bug``)."""
+    missing = [(lab, step) for lab, step in STEPS if L.get(lab).step(step).bug is None]
+    assert not missing, f"steps without a planted bug (autograder/labs/spec.py PlantedBug): {missing}"
 
 
-def test_every_step_has_a_planted_bug():
-    assert set(WRONG) == set(STEPS)
-
-
+# A planted bug per step (a text edit of the master's own step cell, declared by the step's
+# spec) and the words its check must say: a wrong value names the first bad index with
+# expected and got; a grid too small names the elements never written.
 @pytest.mark.parametrize("lab,step", STEPS)
 def test_step_check_fails_on_a_wrong_step_with_a_specific_message(lab, step, capsys):
     from autograder.check import check
 
-    edit, words = WRONG[(lab, step)]
-    fn = _namespace(lab, step, edit=edit)[L.Lab(lab).step(step).function]
+    st = L.get(lab).step(step)
+    if st.bug is None:
+        pytest.fail(f"{lab} step {step!r} declares no planted bug (Step.bug)")
+    edit = lambda s: s.replace(st.bug.right, st.bug.wrong)  # noqa: E731
+    words = st.bug.says
+    fn = _namespace(lab, step, edit=edit)[st.function]
     with pytest.raises(AssertionError) as e:
         check(fn, step=step)
     msg = str(e.value)
@@ -107,7 +86,7 @@ def test_step_check_fails_on_a_wrong_step_with_a_specific_message(lab, step, cap
 def test_blank_lab_steps_say_not_written_yet(lab):
     from autograder.check import check
 
-    first = L.Lab(lab).steps[0]
+    first = L.get(lab).all_steps[0]
     fn = _namespace(lab, first.name, where="labs")[first.function]
     with pytest.raises(AssertionError, match=r"not written yet \("):
         check(fn, step=first.name)
@@ -151,7 +130,7 @@ def test_assign_refuses_a_master_that_drifts_from_its_steps():
 @pytest.mark.parametrize("lab", STAGED)
 def test_labs_strip_every_step_solution_and_keep_hints_in_order(lab):
     cells = nbformat.read(REPO / "labs" / f"{lab}.ipynb", as_version=4).cells
-    for s in L.Lab(lab).steps:
+    for s in L.get(lab).all_steps:
         i = next(k for k, c in enumerate(cells)
                  if c.cell_type == "code" and re.search(rf"^def {s.function}\(", c.source, re.M))
         assert "raise NotImplementedError" in cells[i].source
@@ -285,8 +264,8 @@ def test_performance_without_torch_is_a_sentence_not_a_crash(monkeypatch):
     chk = importlib.import_module("autograder.check")
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
     said = []
-    one = labs.Lab("lab2_packed_swiglu")
+    one = labs.get("lab2_packed_swiglu")
     fn = _namespace("lab2_packed_swiglu", "final")["swiglu_interleaved"]
-    chk._report_performance(fn, one.module, {"points": 4, "zero_at": 0.3, "full_at": 0.8},
+    chk._report_performance(fn, one, {"points": 4, "zero_at": 0.3, "full_at": 0.8},
                             said.append)
     assert len(said) == 1 and "PyTorch, which is not installed" in said[0]

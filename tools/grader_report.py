@@ -12,7 +12,7 @@ recorded and the next one runs):
             initialisation is made to fail once (AUTOGRADER_INJECT_FAULT): it must be graded again
             alone; each neighbour must stay within 2 percentage points of its clean fraction;
             afterwards no process of any submission may be alive or on the GPU
-  labs      labs 1, 3 and 4: solution and untouched lab
+  labs      every other lab (autograder/labs/): solution and untouched lab
   repeat    the lab-2 solution five times in one run (spread of the fraction)
   batch     N copies of the lab-2 solution (default 200), --workers 8, wall time (target 600 s);
             the spread of the identical copies' fractions (of the lab's master, which scores
@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from autograder.labs import names, resolve
+
 REPO = Path(__file__).resolve().parent.parent
 FIX = REPO / "tests" / "fixtures" / "submissions"
 THREATS = REPO / "tests" / "fixtures" / "threats"
@@ -45,6 +47,8 @@ MULTI = REPO / "tests" / "fixtures" / "multikernel"      # honest and hostile mu
 INJECTED = "neighbour_0"
 STEPS = ("clean", "hostile", "labs", "repeat", "batch")
 NEIGHBOURS = 4
+# the "labs" step: every lab but lab 2, which the other steps grade (autograder/labs/)
+OTHER_LABS = tuple(n for n in names() if n != resolve("lab2"))
 
 
 def grade(work: Path, name: str, lab: str, subs, *extra, timeout=420, env=None) -> dict:
@@ -203,7 +207,7 @@ def main(argv) -> int:
         save(base, summary)
     if "labs" in only:
         summary["labs"] = {}
-        for lab in ("lab1_bytes_and_roofline", "lab3_half_precision", "lab4_dual_gemm"):
+        for lab in OTHER_LABS:
             st = grade(work, lab, lab, [REPO / "solutions" / f"{lab}.ipynb", REPO / "labs" / f"{lab}.ipynb"],
                        "--gpus", gpus)
             summary["labs"][lab] = {"solution": result(st["out"], "solutions_" + lab) or result(st["out"], lab),

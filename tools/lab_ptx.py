@@ -1,6 +1,6 @@
 """Every kernel a lab master launches compiles for a real GPU, not only in the simulator.
 
-    python -m tools.lab_ptx [--cc=7.5 --cc=9.0 ...] [LAB[=NOTEBOOK] ...]   # default: sm_90, labs 2-4
+    python -m tools.lab_ptx [--cc=7.5 --cc=9.0 ...] [LAB[=NOTEBOOK] ...]   # default: sm_90, the staged labs
 
 e.g. ``python -m tools.lab_ptx lab4=old_lab4.ipynb`` checks another copy of lab 4's master.
 
@@ -10,7 +10,7 @@ TypingError on a GPU (``S + 1`` is not folded to a constant). This tool closes t
 without a GPU, in two phases:
 
 1. In the simulator (this process), run the master's cells in notebook order and, right
-   after the cell that defines a step's function, that step's cases (``Lab.steps``: every
+   after the cell that defines a step's function, that step's cases (the spec's ``all_steps``: every
    step, then the graded function's public cases), recording every kernel launch: the
    kernel's global name, the cell that defined it and the Numba types of its arguments
    (``numba.typeof`` of the host arrays behind the simulator's device arrays: dtype, ndim,
@@ -36,9 +36,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.labs import get, staged
+
 REPO = Path(__file__).resolve().parent.parent
 CC = (9, 0)  # Hopper: the course's GPU
-STAGED = ("lab2_packed_swiglu", "lab3_half_precision", "lab4_dual_gemm")
+STAGED = staged()  # the labs built in steps (autograder/labs/: specs with steps)
 
 
 @dataclass(frozen=True)
@@ -122,13 +124,11 @@ def record(lab: str, cells, only=None) -> dict[str, list[dict]]:
     from numba import config
     from numba.cuda.simulator import kernel as simkernel
 
-    from autograder.labs import Lab
-
     if not config.ENABLE_CUDASIM:
         raise RuntimeError("tools.lab_ptx.record needs Numba's CUDA simulator (import book "
                            "on a machine without a GPU, or set BOOK_SIMULATOR=1)")
-    one = Lab(lab)
-    steps = [s for s in one.steps if only is None or s.name in only]
+    one = get(lab)
+    steps = [s for s in one.all_steps if only is None or s.name in only]
     ns = {"__name__": "__main__", "check": lambda *a, **k: None}
     launches: dict[str, list[dict]] = {}
     current = {}

@@ -9,19 +9,7 @@ from __future__ import annotations
 
 import math
 
-KIND = "numeric"
-TITLE = "Lab 1: bytes and the roofline for SwiGLU with a down-cast"
-CHAPTERS = "chapters 1-3 and 6"
-
-# function name -> parameter names (the signature the lab asks for)
-FUNCTIONS = {
-    "bytes_unfused": ["T", "h", "in_bytes", "out_bytes"],
-    "bytes_fused": ["T", "h", "in_bytes", "out_bytes"],
-    "intensity": ["T", "h", "in_bytes", "out_bytes", "flops_per_element", "fused"],
-    "predicted_time": ["nbytes", "flops", "bandwidth", "peak_flops"],
-    "bound": ["nbytes", "flops", "bandwidth", "peak_flops"],
-    "min_tokens_to_hide_launch": ["h", "in_bytes", "out_bytes", "bandwidth", "launch_s"],
-}
+from .spec import NumericLab
 
 
 # ---- the answers (instructor side) ----
@@ -51,33 +39,6 @@ def _min_tokens(h, in_bytes, out_bytes, bandwidth, launch_s):
     return max(1, math.ceil(launch_s * bandwidth / (h * (2 * in_bytes + out_bytes))))
 
 
-ANSWERS = {
-    "bytes_unfused": _bytes_unfused,
-    "bytes_fused": _bytes_fused,
-    "intensity": _intensity,
-    "predicted_time": _predicted_time,
-    "bound": _bound,
-    "min_tokens_to_hide_launch": _min_tokens,
-}
-
-RTOL = 1e-6
-
-
-def answer(case):
-    return ANSWERS[case["function"]](*case["args"])
-
-
-def public_cases():
-    return [
-        {"name": "bytes_unfused(4, 8, 4, 4)", "function": "bytes_unfused", "args": [4, 8, 4, 4]},
-        {"name": "bytes_fused(4, 8, 2, 1)", "function": "bytes_fused", "args": [4, 8, 2, 1]},
-        {"name": "intensity fused f32", "function": "intensity", "args": [128, 14336, 4, 4, 6, True]},
-        {"name": "predicted_time H100-like", "function": "predicted_time",
-         "args": [1.4e9, 7e8, 3.35e12, 6.7e13]},
-        {"name": "bound H100-like", "function": "bound", "args": [1.4e9, 7e8, 3.35e12, 6.7e13]},
-        {"name": "min_tokens_to_hide_launch", "function": "min_tokens_to_hide_launch",
-         "args": [18944, 2, 2, 3.35e12, 30e-6]},
-    ]
 
 
 def hidden_cases(rng, simulated: bool, n: int = 2):
@@ -103,3 +64,37 @@ def hidden_cases(rng, simulated: bool, n: int = 2):
              "args": [h, ib, ob, bw, launch]},
         ]
     return cases
+
+
+LAB = NumericLab(
+    name="lab1_bytes_and_roofline",
+    title="Lab 1: bytes and the roofline for SwiGLU with a down-cast",
+    chapters="chapters 1-3 and 6",
+    signatures={
+        "bytes_unfused": ("T", "h", "in_bytes", "out_bytes"),
+        "bytes_fused": ("T", "h", "in_bytes", "out_bytes"),
+        "intensity": ("T", "h", "in_bytes", "out_bytes", "flops_per_element", "fused"),
+        "predicted_time": ("nbytes", "flops", "bandwidth", "peak_flops"),
+        "bound": ("nbytes", "flops", "bandwidth", "peak_flops"),
+        "min_tokens_to_hide_launch": ("h", "in_bytes", "out_bytes", "bandwidth", "launch_s"),
+    },
+    answers={
+        "bytes_unfused": _bytes_unfused,
+        "bytes_fused": _bytes_fused,
+        "intensity": _intensity,
+        "predicted_time": _predicted_time,
+        "bound": _bound,
+        "min_tokens_to_hide_launch": _min_tokens,
+    },
+    rtol=1e-6,
+    public_cases=(
+        {"name": "bytes_unfused(4, 8, 4, 4)", "function": "bytes_unfused", "args": [4, 8, 4, 4]},
+        {"name": "bytes_fused(4, 8, 2, 1)", "function": "bytes_fused", "args": [4, 8, 2, 1]},
+        {"name": "intensity fused f32", "function": "intensity", "args": [128, 14336, 4, 4, 6, True]},
+        {"name": "predicted_time H100-like", "function": "predicted_time",
+         "args": [1.4e9, 7e8, 3.35e12, 6.7e13]},
+        {"name": "bound H100-like", "function": "bound", "args": [1.4e9, 7e8, 3.35e12, 6.7e13]},
+        {"name": "min_tokens_to_hide_launch", "function": "min_tokens_to_hide_launch",
+         "args": [18944, 2, 2, 3.35e12, 30e-6]},
+    ),
+    hidden_cases=hidden_cases)

@@ -9,19 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Step
 from ._kernel import seeds
+from .spec import KernelLab, PlantedBug, Step
 
-KIND = "kernel"
-TITLE = "Lab 2: SwiGLU on the interleaved gate/up layout"
-CHAPTERS = "chapters 4-6"
-FUNCTION = "swiglu_interleaved"
-PARAMS = ["x", "out"]
-INPUTS = ["x"]
+INPUTS = ("x",)
 OUTPUT = "out"
 DTYPE = "float32"
 RTOL, ATOL = 1e-4, 1e-5
-PERF_METRIC = "bandwidth"
 
 
 def input_specs(case):
@@ -41,11 +35,6 @@ def reference(inputs):
 
 def describe(case):
     return f"x [{case['M']}, {2 * case['F']}] float32 (M={case['M']}, F={case['F']})"
-
-
-def public_cases():
-    return [{"name": "public M=3 F=40", "M": 3, "F": 40, "seed": 1},
-            {"name": "public M=1 F=257", "M": 1, "F": 257, "seed": 2}]
 
 
 def hidden_cases(rng, simulated: bool, n: int = 3):
@@ -92,7 +81,9 @@ STEPS = (
          cases=({"name": "step one M=3 F=40", "M": 3, "F": 40, "seed": 11},
                 {"name": "step one M=1 F=257", "M": 1, "F": 257, "seed": 12}),
          input_specs=input_specs, out_spec=out_spec, reference=reference, describe=describe,
-         teaches="one output element per thread: the interleaved indexing"),
+         teaches="one output element per thread: the interleaved indexing",
+         bug=PlantedBug("g = x[row, 2 * j]\n", "g = x[row, 2 * j + 1]\n",
+                        r"first bad index \(\d+, \d+\): expected .*, got ")),
     Step(name="grid_stride", function="swiglu_grid_stride", params=("x", "out", "blocks"),
          inputs=("x",), output=OUTPUT, dtype=DTYPE, rtol=RTOL, atol=ATOL,
          cases=({"name": "step grid_stride M=3 F=300, blocks=1", "M": 3, "F": 300,
@@ -101,5 +92,19 @@ STEPS = (
                  "seed": 14, "blocks": 2}),
          input_specs=input_specs, out_spec=out_spec, reference=reference,
          describe=lambda c: f"{describe(c)}, {c['blocks']} block(s) launched",
-         teaches="a fixed grid: each thread loops over several outputs (grid-stride)"),
+         teaches="a fixed grid: each thread loops over several outputs (grid-stride)",
+         bug=PlantedBug("range(cuda.grid(1), M * F, cuda.gridsize(1))",
+                        "range(cuda.grid(1), min(M * F, cuda.grid(1) + 1))", r"never written")),
 )
+
+LAB = KernelLab(
+    name="lab2_packed_swiglu",
+    title="Lab 2: SwiGLU on the interleaved gate/up layout",
+    chapters="chapters 4-6",
+    function="swiglu_interleaved", params=("x", "out"), inputs=INPUTS, output=OUTPUT,
+    dtype=DTYPE, rtol=RTOL, atol=ATOL, perf_metric="bandwidth",
+    public_cases=({"name": "public M=3 F=40", "M": 3, "F": 40, "seed": 1},
+                  {"name": "public M=1 F=257", "M": 1, "F": 257, "seed": 2}),
+    hidden_cases=hidden_cases, input_specs=input_specs, out_spec=out_spec, reference=reference,
+    describe=describe, timing_case=timing_case, min_bytes=min_bytes, flops=flops,
+    make_reference_runner=make_reference_runner, reference_name="torch's reference", steps=STEPS)

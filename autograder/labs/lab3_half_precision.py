@@ -9,20 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Step
 from ._kernel import seeds
+from .spec import KernelLab, PlantedBug, Step
 
-KIND = "kernel"
-TITLE = "Lab 3: half precision at the bandwidth ceiling (clamped SwiGLU, fp16)"
-CHAPTERS = "chapters 5-6"
-FUNCTION = "swiglu_clamped_fp16"
-PARAMS = ["gate", "up", "out"]
-INPUTS = ["gate", "up"]
+PARAMS = ("gate", "up", "out")
+INPUTS = ("gate", "up")
 OUTPUT = "out"
 DTYPE = "float16"
 LIMIT, ALPHA = 7.0, 1.702
 RTOL, ATOL = 4e-3, 2e-3      # an fp16 store rounds to ~1e-3 relative
-PERF_METRIC = "bandwidth"
 
 
 def input_specs(case):
@@ -43,11 +38,6 @@ def reference(inputs):
 
 def describe(case):
     return f"gate/up [{case['M']}, {case['F']}] float16"
-
-
-def public_cases():
-    return [{"name": "public M=2 F=70", "M": 2, "F": 70, "seed": 3},
-            {"name": "public M=1 F=129", "M": 1, "F": 129, "seed": 4}]
 
 
 def hidden_cases(rng, simulated: bool, n: int = 3):
@@ -84,11 +74,11 @@ def make_reference_runner(case):
     return (lambda a, b, c: torch.add(a, b, out=c)), sets
 
 
-def _step(name, function, teaches, cases):
-    return Step(name=name, function=function, params=tuple(PARAMS), inputs=tuple(INPUTS),
+def _step(name, function, teaches, cases, bug):
+    return Step(name=name, function=function, params=PARAMS, inputs=INPUTS,
                 output=OUTPUT, dtype=DTYPE, rtol=RTOL, atol=ATOL, cases=cases,
                 input_specs=input_specs, out_spec=out_spec, reference=reference,
-                describe=describe, teaches=teaches)
+                describe=describe, teaches=teaches, bug=bug)
 
 
 # The lab builds its kernel in three steps; the last is the graded swiglu_clamped_fp16. The
@@ -97,8 +87,22 @@ def _step(name, function, teaches, cases):
 STEPS = (
     _step("one", "clamped_one", "the clamped activation, one element per thread",
           ({"name": "step one M=2 F=70", "M": 2, "F": 70, "seed": 21},
-           {"name": "step one M=1 F=129", "M": 1, "F": 129, "seed": 22})),
+           {"name": "step one M=1 F=129", "M": 1, "F": 129, "seed": 22}),
+          PlantedBug("gg = min(g, float32(LIMIT))", "gg = g", r"first bad index .*expected .*got ")),
     _step("ilp", "clamped_ilp", "EPT elements per thread, every load before the math",
           ({"name": "step ilp M=1 F=129", "M": 1, "F": 129, "seed": 23},
-           {"name": "step ilp M=3 F=700", "M": 3, "F": 700, "seed": 24})),
+           {"name": "step ilp M=3 F=700", "M": 3, "F": 700, "seed": 24}),
+          PlantedBug("(n + per_block - 1) // per_block", "max(1, n // per_block)", r"never written")),
 )
+
+LAB = KernelLab(
+    name="lab3_half_precision",
+    title="Lab 3: half precision at the bandwidth ceiling (clamped SwiGLU, fp16)",
+    chapters="chapters 5-6",
+    function="swiglu_clamped_fp16", params=PARAMS, inputs=INPUTS, output=OUTPUT, dtype=DTYPE,
+    rtol=RTOL, atol=ATOL, perf_metric="bandwidth",
+    public_cases=({"name": "public M=2 F=70", "M": 2, "F": 70, "seed": 3},
+                  {"name": "public M=1 F=129", "M": 1, "F": 129, "seed": 4}),
+    hidden_cases=hidden_cases, input_specs=input_specs, out_spec=out_spec, reference=reference,
+    describe=describe, timing_case=timing_case, min_bytes=min_bytes, flops=flops,
+    make_reference_runner=make_reference_runner, reference_name="torch's reference", steps=STEPS)

@@ -10,19 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Step
 from ._kernel import seeds
+from .spec import KernelLab, PlantedBug, Step
 
-KIND = "kernel"
-TITLE = "Lab 4: epilogue-fused dual GEMM with nn.Linear weights and biases"
-CHAPTERS = "chapter 7"
-FUNCTION = "linear_swiglu"
-PARAMS = ["x", "wg", "bg", "wu", "bu", "out"]
-INPUTS = ["x", "wg", "bg", "wu", "bu"]
+INPUTS = ("x", "wg", "bg", "wu", "bu")
 OUTPUT = "out"
 DTYPE = "float32"
 RTOL, ATOL = 1e-3, 1e-4
-PERF_METRIC = "flops"
 
 
 def input_specs(case):
@@ -49,11 +43,6 @@ def reference(inputs):
 
 def describe(case):
     return f"x [{case['T']}, {case['d']}], weights [{case['h']}, {case['d']}] float32"
-
-
-def public_cases():
-    return [{"name": "public T=3 d=20 h=18", "T": 3, "d": 20, "h": 18, "seed": 5},
-            {"name": "public T=1 d=33 h=7", "T": 1, "d": 33, "h": 7, "seed": 6}]
 
 
 def hidden_cases(rng, simulated: bool, n: int = 3):
@@ -119,22 +108,39 @@ def _gemm_describe(case):
     return f"x [{case['T']}, {case['d']}], w [{case['h']}, {case['d']}] float32"
 
 
-def _step(name, function, teaches, shapes, seed):
+def _step(name, function, teaches, shapes, seed, bug):
     cases = tuple({"name": f"step {name} T={T} d={d} h={h}", "T": T, "d": d, "h": h,
                    "seed": seed + i} for i, (T, d, h) in enumerate(shapes))
     return Step(name=name, function=function, params=("x", "w", "out"), inputs=("x", "w"),
                 output=OUTPUT, dtype=DTYPE, rtol=RTOL, atol=ATOL, cases=cases,
                 input_specs=_gemm_specs, out_spec=out_spec, reference=_gemm_reference,
-                describe=_gemm_describe, teaches=teaches)
+                describe=_gemm_describe, teaches=teaches, bug=bug)
 
 
 # The shapes are off every tile (16 for step 2, 64 for step 3) and d spans several slabs of
 # 16, so the bounds tests and the slab loop both show when they are wrong.
 STEPS = (
     _step("plain", "gemm_plain", "out = x @ w.T with [h, d] weights, one thread per output",
-          [(3, 20, 18), (1, 33, 7)], 31),
+          [(3, 20, 18), (1, 33, 7)], 31,
+          PlantedBug("for k in range(d):", "for k in range(d - 1):", r"first bad index .*expected .*got ")),
     _step("tiled", "gemm_tiled", "shared-memory tiles loaded along d",
-          [(5, 40, 20), (17, 9, 3)], 33),
+          [(5, 40, 20), (17, 9, 3)], 33,
+          PlantedBug("for k0 in range(0, d, S):", "for k0 in range(0, d - S, S):",
+                     r"first bad index .*expected .*got ")),
     _step("blocked", "gemm_blocked", "an R x R register block per thread",
-          [(3, 37, 70), (1, 33, 7)], 35),
+          [(3, 37, 70), (1, 33, 7)], 35,
+          PlantedBug("        for j in range(R):\n            c = col0",
+                     "        for j in range(1):\n            c = col0", r"never written")),
 )
+
+LAB = KernelLab(
+    name="lab4_dual_gemm",
+    title="Lab 4: epilogue-fused dual GEMM with nn.Linear weights and biases",
+    chapters="chapter 7",
+    function="linear_swiglu", params=INPUTS + (OUTPUT,), inputs=INPUTS, output=OUTPUT,
+    dtype=DTYPE, rtol=RTOL, atol=ATOL, perf_metric="flops",
+    public_cases=({"name": "public T=3 d=20 h=18", "T": 3, "d": 20, "h": 18, "seed": 5},
+                  {"name": "public T=1 d=33 h=7", "T": 1, "d": 33, "h": 7, "seed": 6}),
+    hidden_cases=hidden_cases, input_specs=input_specs, out_spec=out_spec, reference=reference,
+    describe=describe, timing_case=timing_case, min_bytes=min_bytes, flops=flops,
+    make_reference_runner=make_reference_runner, reference_name="strict-f32 cuBLAS", steps=STEPS)

@@ -19,15 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Step
 from ._kernel import seeds
+from .spec import KernelLab, PlantedBug, Step
 
-KIND = "kernel"
-TITLE = "Lab 5: a tensor-core dual GEMM with a SwiGLU epilogue, in half precision"
-CHAPTERS = "chapter 8"
-FUNCTION = "linear_swiglu_tc"
-PARAMS = ["x", "wg", "bg", "wu", "bu", "out"]
-INPUTS = ["x", "wg", "bg", "wu", "bu"]
+INPUTS = ("x", "wg", "bg", "wu", "bu")
 OUTPUT = "out"
 DTYPE = "float16"
 # Tolerances. The inputs are float16 values (the reference reads the same values, widened
@@ -41,7 +36,6 @@ DTYPE = "float16"
 RTOL, ATOL = 4e-3, 1e-3
 # the steps store the float32 accumulators: no half rounding, only the accumulation's
 STEP_RTOL, STEP_ATOL = 1e-3, 1e-3
-PERF_METRIC = "flops"
 BK = 32  # the k depth the lab asks the kernel to handle: d is a multiple of it, h is even
 
 
@@ -73,11 +67,6 @@ def describe(case):
 
 # Shapes: d a multiple of BK (16-byte copies of whole k-slabs), h even (pairs of halves are
 # stored as one 4-byte word), T anything (1 at decode). Off the block tile in T and h.
-def public_cases():
-    return [{"name": "public T=5 d=64 h=40", "T": 5, "d": 64, "h": 40, "seed": 7},
-            {"name": "public T=1 d=32 h=18", "T": 1, "d": 32, "h": 18, "seed": 8}]
-
-
 def hidden_cases(rng, simulated: bool, n: int = 3):
     if simulated:  # ~64-thread blocks, a few of them: seconds each in the simulator
         shapes = [(int(rng.integers(1, 20)), BK * int(rng.integers(1, 3)), 2 * int(rng.integers(1, 25)))
@@ -109,9 +98,10 @@ def flops(case):
 
 
 def make_reference_runner(case):
-    """cuBLAS in float16, at its best: one F.linear on the concatenated [wg; wu] (one GEMM of
-    2h outputs, biases in its epilogue), then SiLU * up compiled by torch.compile into one
-    elementwise kernel."""
+    """cuBLAS float16 (one F.linear on [wg; wu] with the biases) plus torch.compile's SiLU * up.
+
+    cuBLAS at its best: one GEMM of 2h outputs, the biases in its epilogue, then the
+    activation compiled into one elementwise kernel."""
     import torch
     import torch.nn.functional as F
 
@@ -167,25 +157,50 @@ def _explain_fragments(fn):
     return probe_tile(fn)
 
 
-def _step(name, function, teaches, shapes, seed, **kw):
+def _step(name, function, teaches, shapes, seed, bug, **kw):
     cases = tuple({"name": f"step {name} T={T} d={d} h={h}", "T": T, "d": d, "h": h,
                    "seed": seed + i} for i, (T, d, h) in enumerate(shapes))
     args = dict(params=("x", "w", "out"), inputs=("x", "w"), input_specs=_gemm_specs,
                 reference=_gemm_reference, describe=_gemm_describe)
     args.update(kw)
     return Step(name=name, function=function, output=OUTPUT, dtype="float32", rtol=STEP_RTOL,
-                atol=STEP_ATOL, cases=cases, out_spec=_gemm_out, teaches=teaches, **args)
+                atol=STEP_ATOL, cases=cases, out_spec=_gemm_out, teaches=teaches, bug=bug, **args)
 
 
 # Step 2 and 3's shapes are off the block tile in T and h, and d spans several k-slabs, so the
-# bounds tests, the k-loop and the stage swap all show when they are wrong.
+# bounds tests, the k-loop and the stage swap all show when they are wrong. The planted bugs:
+# step 1, A's registers 1 and 2 exchanged (the classic misreading of the table: the drawing
+# shows it); step 2, the B fragment's two registers (k 0-7, k 8-15) exchanged; step 3, a
+# piece of a slab copied to the wrong place in shared memory (chunk and row exchanged).
 STEPS = (
     _step("fragments", "mma_tile", "one warp, one 16 x 8 tile, one mma.sync: the fragment layouts",
-          [(16, 16, 8), (16, 16, 8)], 41, params=("a", "w", "out"), inputs=("a", "w"),
-          input_specs=_tile_specs, reference=_tile_reference,
-          describe=lambda case: "a [16, 16], w [8, 16] float16", explain=_explain_fragments),
+          [(16, 16, 8), (16, 16, 8)], 41,
+          PlantedBug("return g + 8 * ((e >> 1) & 1), 2 * t + (e & 1) + 8 * (e >> 2)",
+                     "return g + 8 * (e >> 2), 2 * t + (e & 1) + 8 * ((e >> 1) & 1)",
+                     r"A\[0, 8\] belongs in lane 0, register 2 \(low half\); your kernel used "
+                     r"A\[8, 0\] there"),
+          params=("a", "w", "out"), inputs=("a", "w"), input_specs=_tile_specs,
+          reference=_tile_reference, describe=lambda case: "a [16, 16], w [8, 16] float16",
+          explain=_explain_fragments),
     _step("block", "gemm_tile", "a block tile staged in shared memory, fragments by ldmatrix",
-          [(5, 64, 40), (17, 32, 6)], 43),
+          [(5, 64, 40), (17, 32, 6)], 43,
+          PlantedBug("(fb[2 * q], fb[2 * q + 1])", "(fb[2 * q + 1], fb[2 * q])",
+                     r"first bad index .*expected .*got ")),
     _step("pipeline", "gemm_pipelined", "the k-loop with a cp.async double buffer",
-          [(5, 96, 40), (1, 64, 18)], 45),
+          [(5, 96, 40), (1, 64, 18)], 45,
+          PlantedBug("copy16(s, s0 + r * BKP + ch * 8,", "copy16(s, s0 + ch * BKP + r * 8,",
+                     r"first bad index .*expected .*got ")),
 )
+
+LAB = KernelLab(
+    name="lab5_tensor_core_dual_gemm",
+    title="Lab 5: a tensor-core dual GEMM with a SwiGLU epilogue, in half precision",
+    chapters="chapter 8",
+    function="linear_swiglu_tc", params=INPUTS + (OUTPUT,), inputs=INPUTS, output=OUTPUT,
+    dtype=DTYPE, rtol=RTOL, atol=ATOL, perf_metric="flops",
+    public_cases=({"name": "public T=5 d=64 h=40", "T": 5, "d": 64, "h": 40, "seed": 7},
+                  {"name": "public T=1 d=32 h=18", "T": 1, "d": 32, "h": 18, "seed": 8}),
+    hidden_cases=hidden_cases, input_specs=input_specs, out_spec=out_spec, reference=reference,
+    describe=describe, timing_case=timing_case, min_bytes=min_bytes, flops=flops,
+    make_reference_runner=make_reference_runner,
+    reference_name="cuBLAS float16 + compiled SwiGLU", steps=STEPS)

@@ -1,0 +1,373 @@
+"""What a lab declares: one ``LAB = KernelLab(...)`` or ``LAB = NumericLab(...)`` per lab
+module, GPU-Puzzles' ``CudaProblem`` style. Every fact the grader, ``check()``, ``assign`` and
+the tools read about a lab is a typed field here; the behaviour that differs between a numeric
+lab (lab 1: functions returning numbers) and a kernel lab (labs 2-4: a host function that
+launches kernels writing an output array) is a method of its class, so no caller asks which
+kind it holds except through ``kernel``.
+
+Instructor-side: the sandboxed child never receives these objects, only seeds, shapes and the
+argument order (see autograder/driver.py).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+Case = dict[str, Any]            # one case: "name", then the lab's own keys (shapes, "seed", ...)
+Spec = dict[str, Any]            # one array: {"shape": [...], "dtype": "float32", "seed": int, ...}
+
+LAB_NAME = re.compile(r"lab(\d+)_[a-z0-9_]+")   # lab<number>_<topic>: module, master and rubric
+PERF_METRICS = ("bandwidth", "flops")
+
+
+class LabSpecError(ValueError):
+    """A lab declares itself wrongly: the message names the lab, the field and the fix."""
+
+
+def lab_number(name: str) -> int:
+    m = LAB_NAME.fullmatch(name)
+    if not m:
+        raise LabSpecError(f"{name!r} is not a lab name: a lab is named lab<number>_<topic> "
+                           "(lower case), e.g. lab5_tensor_core_gemm, and its module, master "
+                           "notebook and rubric all carry that name")
+    return int(m.group(1))
+
+
+@dataclass(frozen=True)
+class PlantedBug:
+    """A typical mistake in a step, which its check must catch and name: the master's step cell
+    with ``right`` replaced by ``wrong`` (every occurrence) fails ``check(fn, step=...)`` with a
+    message matching the regular expression ``says`` (tests/test_lab_steps.py plants it)."""
+
+    right: str
+    wrong: str
+    says: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """One stage of a kernel lab that builds its kernel in steps (labs 2-4): the function the
+    student writes in the step's cell (``function(*params)``), the small cases its check runs,
+    and the float64 reference those cases are compared with. A check cell calls
+    ``check(<function>, step=<name>)``; the grader never runs steps (it grades the lab's final
+    function only), so an unfinished step costs no marks. Arguments in ``params`` that are
+    neither an input array nor the output (a launch size such as ``blocks``) are taken from the
+    case, so a check can fix the grid and see whether the student's loop covers the rest."""
+
+    name: str
+    function: str
+    params: tuple
+    inputs: tuple
+    output: str
+    dtype: str
+    rtol: float
+    atol: float
+    cases: tuple
+    input_specs: Callable[[Case], dict[str, Spec]]
+    out_spec: Callable[[Case], Spec]
+    reference: Callable[[dict], Any]
+    describe: Callable[[Case], str]
+    teaches: str = ""
+    graded: bool = field(default=False)
+    bug: PlantedBug | None = None
+    """A mistake this step's check is tested to catch (every step of a lab declares one)."""
+    explain: Callable[[Callable], str] | None = None
+    """``explain(fn) -> str``: run by ``check(fn, step=...)`` in the student's process after a
+    failed check, to say more than the first wrong value (lab 5's first step draws which lane
+    holds what); "" says nothing. The grader never calls it."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class LabSpec:
+    """What every lab declares. Use ``KernelLab`` or ``NumericLab``; this class holds what they
+    share and the methods the grader calls on either."""
+
+    name: str
+    """``lab<number>_<topic>``: the module's file name, the master ``solutions/<name>.ipynb``
+    and the rubric ``autograder/rubrics/<name>.toml``."""
+    title: str
+    """One line, shown by ``python -m autograder list`` and in feedback."""
+    chapters: str
+    """The chapters the lab builds on, in words ("chapters 4-6")."""
+    rtol: float
+    """Relative tolerance of a value compared with the float64 (or exact) answer."""
+    public_cases: tuple[Case, ...]
+    """The cases a student sees and ``check()`` runs; each has a unique ``"name"``."""
+    hidden_cases: Callable[..., list[Case]]
+    """``hidden_cases(rng, simulated, n)``: n fresh cases from the grader's secret ``rng``
+    (smaller where ``simulated``)."""
+    steps: tuple[Step, ...] = ()
+    """The stages a kernel lab's notebook builds its kernel in, before the graded function
+    (empty: the lab is not staged)."""
+
+    kernel: ClassVar[bool] = False
+    hidden_key: ClassVar[str] = "hidden_cases"     # the rubric's [correctness] key for n
+    hidden_default: ClassVar[int] = 3
+
+    def __post_init__(self):
+        lab_number(self.name)
+        if not self.public_cases:
+            raise LabSpecError(f"{self.name}: public_cases is empty: a student needs at least "
+                               "one case to check against")
+        names = [c.get("name") for c in self.public_cases]
+        if None in names or len(set(names)) != len(names):
+            raise LabSpecError(f"{self.name}: every public case needs its own \"name\" "
+                               f"(got {names})")
+        if not callable(self.hidden_cases):
+            raise LabSpecError(f"{self.name}: hidden_cases must be a function "
+                               "(rng, simulated, n) -> list of cases")
+
+    @property
+    def number(self) -> int:
+        return lab_number(self.name)
+
+    @property
+    def functions(self) -> dict[str, list[str]]:
+        """What the student writes: function name -> parameter names."""
+        raise NotImplementedError
+
+    @property
+    def staged(self) -> bool:
+        return bool(self.steps)
+
+    def signature(self) -> str:
+        return ", ".join(f"{f}({', '.join(p)})" for f, p in self.functions.items())
+
+    def cases(self, rng, simulated: bool, correctness: dict) -> list[Case]:
+        """Public cases, then hidden ones drawn from ``rng`` (the grader's secret seed)."""
+        n = correctness.get(self.hidden_key, self.hidden_default)
+        return ([dict(c, visibility="public") for c in self.public_cases]
+                + [dict(c, visibility="hidden") for c in self.hidden_cases(rng, simulated, n)])
+
+    def public_cases_for(self, function: str) -> list[Case]:
+        return [c for c in self.public_cases if self.function_of(c) == function]
+
+    @property
+    def all_steps(self) -> list[Step]:
+        """The steps the notebook builds its kernel in, in order, then the graded one."""
+        return []
+
+    def step(self, name: str) -> Step:
+        for s in self.all_steps:
+            if name in (s.name, s.function):
+                return s
+        raise KeyError(f"{self.name} has no step {name!r}: its steps are "
+                       + (", ".join(f"{s.name!r} ({s.function})" for s in self.all_steps)
+                          or "none"))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class NumericLab(LabSpec):
+    """A lab whose answers are numbers or words (lab 1): each function is called on a case's
+    ``"args"`` and its return value compared with ``answers[function](*args)``. A case carries
+    ``"function"`` and ``"args"``."""
+
+    signatures: dict[str, tuple[str, ...]]
+    """function name -> parameter names: the signatures the lab asks for."""
+    answers: dict[str, Callable[..., Any]]
+    """function name -> the instructor's answer, called with a case's ``"args"``."""
+
+    hidden_key: ClassVar[str] = "hidden_per_function"
+    hidden_default: ClassVar[int] = 2
+
+    def __post_init__(self):
+        super().__post_init__()
+        if set(self.signatures) != set(self.answers):
+            raise LabSpecError(f"{self.name}: signatures and answers must name the same "
+                               f"functions (signatures: {sorted(self.signatures)}, answers: "
+                               f"{sorted(self.answers)})")
+        if self.steps:
+            raise LabSpecError(f"{self.name}: a numeric lab has no steps (steps are kernel stages)")
+        for c in self.public_cases:
+            if c.get("function") not in self.signatures or "args" not in c:
+                raise LabSpecError(f"{self.name}: public case {c.get('name')!r} needs "
+                                   "\"function\" (one of signatures) and \"args\"")
+
+    @property
+    def functions(self) -> dict[str, list[str]]:
+        return {f: list(p) for f, p in self.signatures.items()}
+
+    def function_of(self, case) -> str:
+        return case["function"]
+
+    def args(self, case) -> list[dict]:
+        """The call as the sandboxed child builds it: the values."""
+        return [{"role": "value", "value": v} for v in case["args"]]
+
+    def expected(self, case):
+        """The answer: a number or a word."""
+        return self.answers[case["function"]](*case["args"])
+
+    def check(self, got, case, expected=None) -> tuple[bool, str]:
+        """(ok, message naming what is wrong) for what the student's code returned."""
+        from ..compare import compare_number
+
+        expected = self.expected(case) if expected is None else expected
+        return compare_number(got, expected, rtol=self.rtol, what=case["name"])
+
+    def show(self, case) -> str:
+        return case["name"]
+
+    def call_here(self, fn, case):
+        """Call the student's function in THIS process (``check()`` in their own notebook):
+        (what it returned, ""). Not used by the grader."""
+        return fn(*case["args"]), ""
+
+    def out_size(self, case) -> int:
+        return 1
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class KernelLab(LabSpec):
+    """A lab whose student writes one host function ``function(*params)`` that launches kernels
+    writing ``output`` (labs 2-4). Inputs are generated from seeds (``autograder.inputs``), the
+    output compared with a float64 reference, then timed against ``make_reference_runner``."""
+
+    function: str
+    """The graded host function's name."""
+    params: tuple[str, ...]
+    """Its parameters, in order: the input arrays and the output array."""
+    inputs: tuple[str, ...]
+    """The parameters that are inputs (never modified by a correct kernel)."""
+    output: str
+    """The parameter the kernel writes its result into."""
+    dtype: str
+    """The output's dtype name ("float32", "float16", "bfloat16")."""
+    atol: float
+    """Absolute tolerance, beside ``rtol``: |got - ref| <= atol + rtol * |ref|."""
+    perf_metric: str
+    """"bandwidth" (a memory-bound lab: bytes per second) or "flops" (compute-bound)."""
+    input_specs: Callable[[Case], dict[str, Spec]]
+    """case -> {input name: array spec (shape, dtype, seed, scale)}."""
+    out_spec: Callable[[Case], Spec]
+    """case -> the output's {"shape", "dtype"}."""
+    reference: Callable[[dict], Any]
+    """{input name: host array} -> the float64 answer."""
+    describe: Callable[[Case], str]
+    """case -> the shapes in words, for messages ("x [3, 80] float32 (M=3, F=40)")."""
+    timing_case: Callable[[bool, int], Case]
+    """``timing_case(simulated, seed)``: the case performance is measured on."""
+    min_bytes: Callable[[Case], int]
+    """case -> the bytes the operation must move at least (for effective bandwidth)."""
+    flops: Callable[[Case], int]
+    """case -> the floating-point operations of the operation."""
+    make_reference_runner: Callable[[Case], tuple]
+    """case -> (fn, [argument tuples]) of the performance reference, on torch tensors on the
+    GPU; its docstring's first line names it in reports."""
+    reference_name: str
+    """The performance reference in a few words, as feedback names it ("torch's reference",
+    "strict-f32 cuBLAS")."""
+
+    kernel: ClassVar[bool] = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        where = f"{self.name}"
+        if self.output not in self.params:
+            raise LabSpecError(f"{where}: output {self.output!r} is not one of params {self.params}")
+        if not set(self.inputs) <= set(self.params) or self.output in self.inputs:
+            raise LabSpecError(f"{where}: inputs {self.inputs} must be params {self.params} "
+                               "other than the output")
+        if self.perf_metric not in PERF_METRICS:
+            raise LabSpecError(f"{where}: perf_metric {self.perf_metric!r}: use one of "
+                               f"{', '.join(PERF_METRICS)}")
+        seen = {self.function}
+        for s in self.steps:
+            if not isinstance(s, Step) or s.graded:
+                raise LabSpecError(f"{where}: steps holds Step(...) objects of the stages before "
+                                   "the graded function (the graded one is added by the lab)")
+            if s.function in seen or s.name == "final":
+                raise LabSpecError(f"{where}: step {s.name!r}: its function {s.function!r} (or "
+                                   "its name) is used twice: each step has its own")
+            seen.add(s.function)
+
+    @property
+    def functions(self) -> dict[str, list[str]]:
+        return {self.function: list(self.params)}
+
+    @property
+    def reference_impl(self) -> str:
+        """The performance reference in words (its runner's docstring, first line)."""
+        return (self.make_reference_runner.__doc__ or "").strip().split("\n")[0]
+
+    def function_of(self, case) -> str:
+        return self.function
+
+    def args(self, case) -> list[dict]:
+        """The call as the sandboxed child builds it: input specs and the output."""
+        specs, out = self.input_specs(case), []
+        for p in self.params:
+            if p == self.output:
+                o = self.out_spec(case)
+                out.append({"role": "out", "name": p, "shape": o["shape"], "dtype": o["dtype"]})
+            else:
+                out.append({"role": "in", "name": p, "spec": specs[p]})
+        return out
+
+    def expected(self, case):
+        """The float64 output array for ``case``."""
+        from ..inputs import generate
+
+        return self.reference({n: generate(s) for n, s in self.input_specs(case).items()})
+
+    def check(self, got, case, expected=None) -> tuple[bool, str]:
+        """(ok, message naming what is wrong) for the array the student's kernel wrote."""
+        from ..compare import compare_array
+
+        expected = self.expected(case) if expected is None else expected
+        return compare_array(got, expected, rtol=self.rtol, atol=self.atol, dtype_name=self.dtype,
+                             what=self.output, shape_hint=self.show(case))
+
+    def show(self, case) -> str:
+        return self.describe(case)
+
+    @property
+    def final(self) -> Step:
+        """The graded function as a Step (its public cases), so one code path checks both."""
+        return Step(name="final", function=self.function, params=tuple(self.params),
+                    inputs=tuple(self.inputs), output=self.output, dtype=self.dtype,
+                    rtol=self.rtol, atol=self.atol, cases=tuple(self.public_cases),
+                    input_specs=self.input_specs, out_spec=self.out_spec,
+                    reference=self.reference, describe=self.describe, teaches=self.title,
+                    graded=True)
+
+    @property
+    def all_steps(self) -> list[Step]:
+        return list(self.steps) + [self.final]
+
+    def run_step(self, fn, step: Step, case):
+        """Call ``fn`` on one of ``step``'s cases in this process: (output, note, inputs)."""
+        import numpy as np
+        from numba import cuda
+
+        from ..inputs import generate
+
+        ins = {n: generate(s) for n, s in step.input_specs(case).items()}
+        o = step.out_spec(case)
+        dev = {n: cuda.to_device(a) for n, a in ins.items()}
+        dev[step.output] = cuda.to_device(np.full(o["shape"], np.nan, dtype=o["dtype"]))
+        fn(*[dev[p] if p in dev else case[p] for p in step.params])
+        cuda.synchronize()
+        note = "".join(f"\n`{n}` was modified: inputs must stay as they were"
+                       for n, a in ins.items() if not np.array_equal(dev[n].copy_to_host(), a))
+        return dev[step.output].copy_to_host(), note, ins
+
+    def check_step(self, got, step: Step, case, inputs) -> tuple[bool, str]:
+        """(ok, message): the same words as check() and the grader (compare_array)."""
+        from ..compare import compare_array
+
+        return compare_array(got, step.reference(inputs), rtol=step.rtol, atol=step.atol,
+                             dtype_name=step.dtype, what=step.output,
+                             shape_hint=step.describe(case))
+
+    def call_here(self, fn, case):
+        """Call the student's function in THIS process (``check()`` in their own notebook):
+        (what it wrote, a note if it changed its inputs). Not used by the grader."""
+        got, note, _ = self.run_step(fn, self.final, case)
+        return got, note
+
+    def out_size(self, case) -> int:
+        return math.prod(self.out_spec(case)["shape"])
