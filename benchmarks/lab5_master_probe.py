@@ -65,30 +65,29 @@ def main(argv=None) -> int:
     from numba import cuda
 
     from autograder.inputs import generate
-    from autograder.labs import Lab
+    from autograder.labs import get
     from book import gpu
     from book.bench import measure
     from book.provenance import provenance
 
     if gpu.SIMULATED:
         raise SystemExit("this probe measures: it needs a CUDA GPU")
-    lab = Lab(LAB)
-    m = lab.module
+    lab = get(LAB)  # the lab's spec (autograder/labs/lab5_tensor_core_dual_gemm.py)
     info = gpu.device_info()
     rec = {"provenance": provenance("python3 benchmarks/lab5_master_probe.py --out " + str(args.out)),
            "gpu": info.name, "margin": MARGIN, "rows": []}
     ns = master_namespace()
-    fn = ns[m.FUNCTION]
+    fn = ns[lab.function]
     cc = ns.get("CC")
     print(f"{info.name} (sm_{cc[0]}{cc[1]}): lab 5's master against cuBLAS float16 + compiled SwiGLU")
 
     # correctness on the timing shape first (float16, the grader's dtype)
-    case = m.timing_case(False, 12345)
-    host = {n: generate(s) for n, s in m.input_specs(case).items()}
-    out = cuda.device_array(tuple(m.out_spec(case)["shape"]), dtype=m.DTYPE)
-    fn(*[cuda.to_device(host[p]) for p in m.INPUTS], out)
+    case = lab.timing_case(False, 12345)
+    host = {n: generate(s) for n, s in lab.input_specs(case).items()}
+    out = cuda.device_array(tuple(lab.out_spec(case)["shape"]), dtype=lab.dtype)
+    fn(*[cuda.to_device(host[p]) for p in lab.inputs], out)
     cuda.synchronize()
-    ok, msg = lab.check(out.copy_to_host(), case, m.reference(host))
+    ok, msg = lab.check(out.copy_to_host(), case, lab.reference(host))
     rec["timing_case_correct"] = {"ok": ok, "message": msg}
     print(("correct: " if ok else "WRONG: ") + msg)
 
@@ -98,8 +97,8 @@ def main(argv=None) -> int:
         tdt = getattr(torch, dt)
         for T, d, h in shapes:
             c = {"name": f"T={T} d={d} h={h}", "T": T, "d": d, "h": h, "seed": 1}
-            flops = m.flops(c)
-            ref_fn, ref_sets = m.make_reference_runner(c)
+            flops = lab.flops(c)
+            ref_fn, ref_sets = lab.make_reference_runner(c)
             if dt != "float16":  # the same runner on bfloat16 copies of its tensors
                 ref_sets = [tuple(a.to(tdt) for a in s) for s in ref_sets]
                 # its closure holds the float16 [wg; wu]: rebuild it in bfloat16
