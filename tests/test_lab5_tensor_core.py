@@ -178,7 +178,7 @@ def graded(tmp_path_factory):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return {sid: results(out, sid) for sid in (
         f"solutions_{LAB}", f"labs_{LAB}", "cublas_ctypes", "float32_cuda_cores",
-        "missing_cp_async_wait", "transposed_fragments")}
+        "missing_cp_async_wait", "transposed_fragments", "uses_mma_gemm")}
 
 
 def _correctness(r):
@@ -197,6 +197,15 @@ def test_cublas_through_ctypes_earns_nothing(graded):
     r = graded["cublas_ctypes"]
     assert r["score"] == 0
     assert any("ctypes" in f for f in r["extra_data"]["flags"])
+
+
+def test_the_instructions_may_be_imported_the_course_gemm_may_not(graded):
+    # book.kernels.tensorcore loads in the sandbox (the master uses it: full marks above);
+    # book.kernels.mma_gemm, the course's own dual GEMM, is refused
+    r = graded["uses_mma_gemm"]
+    assert r["score"] == 0
+    assert all("write this lab's kernel yourself" in t["output"] for t in r["tests"]
+               if t["max_score"] > 0)
 
 
 def test_float32_cuda_cores_are_correct_and_graded_as_such(graded):
