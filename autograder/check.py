@@ -152,7 +152,9 @@ def _check(fn, lab=None, *, perf: bool = True, access: bool = True,
         raise AssertionError(failures[0])
     if not one.kernel:
         return True
-    if access:  # the access pattern, in the simulator too
+    if access and one.untraced:  # a trace would misread this lab's instructions
+        say(f"access pattern: not traced for this lab: {one.untraced}")
+    elif access:  # the access pattern, in the simulator too
         found = _feedback("access", one, fn, say,
                           before="access pattern: tracing your kernel on the first public "
                                  "case (check(..., access=False) skips this)")

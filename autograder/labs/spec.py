@@ -260,6 +260,12 @@ class KernelLab(LabSpec):
     reference_name: str
     """The performance reference in a few words, as feedback names it ("torch's reference",
     "strict-f32 cuBLAS")."""
+    untraced: str = ""
+    """Why ``check()``'s access-pattern trace cannot judge this lab's kernels, in words ("": it
+    can). Where set, ``check()`` says this instead of tracing: the tracer records element
+    accesses, and a kernel built on instructions it does not model (lab 5's ``cp.async``,
+    ``ldmatrix``, paired half stores) would be misread, its student accused of conflicts and
+    wasted sectors that are not there."""
 
     kernel: ClassVar[bool] = True
 
