@@ -107,14 +107,14 @@ def make_reference_runner(case):
 
     T, d, h = case["T"], case["d"], case["h"]
     dev, dt = "cuda", torch.float16
-    w = torch.randn(2 * h, d, device=dev, dtype=dt) / d ** 0.5
-    b = torch.randn(2 * h, device=dev, dtype=dt)
-    sets = [(torch.randn(T, d, device=dev, dtype=dt), w[:h], b[:h], w[h:], b[h:],
-             torch.empty(T, h, device=dev, dtype=dt))]
+    # each set: x, the concatenated [wg; wu] [2h, d] and [bg; bu] [2h], the output
+    sets = [(torch.randn(T, d, device=dev, dtype=dt),
+             torch.randn(2 * h, d, device=dev, dtype=dt) / d ** 0.5,
+             torch.randn(2 * h, device=dev, dtype=dt), torch.empty(T, h, device=dev, dtype=dt))]
     act = torch.compile(lambda g, u: F.silu(g) * u)
 
-    def run(x, wg, bg, wu, bu, out):
-        y = F.linear(x, w, b)  # wg, wu are the halves of w: the same weights, one GEMM
+    def run(x, w, b, out):
+        y = F.linear(x, w, b)
         out.copy_(act(y[:, :h], y[:, h:]))
     return run, sets
 
