@@ -110,6 +110,13 @@ def _check_step(fn, lab, step, *, verbose: bool = True) -> bool:
         say(("PASS " if ok else "FAIL ") + f"{case['name']}: {msg}")
         if not ok:
             failures.append(f"step {st.name!r}, {case['name']}: {msg}")
+    if failures and st.explain is not None:
+        try:
+            more = st.explain(fn)
+        except Exception as e:  # an explanation must never hide the failure it explains
+            more = f"(no drawing: {type(e).__name__}: {e})"
+        if more:
+            say(more)
     if failures:
         raise AssertionError(failures[0])
     nxt = one.all_steps[one.all_steps.index(st) + 1:]
@@ -142,7 +149,9 @@ def _check(fn, lab=None, *, perf: bool = True, access: bool = True,
         raise AssertionError(failures[0])
     if not one.kernel:
         return True
-    if access:  # the access pattern, in the simulator too
+    if access and one.untraced:  # a trace would misread this lab's instructions
+        say(f"access pattern: not traced for this lab: {one.untraced}")
+    elif access:  # the access pattern, in the simulator too
         found = _feedback("access", one, fn, say,
                           before="access pattern: tracing your kernel on the first public "
                                  "case (check(..., access=False) skips this)")

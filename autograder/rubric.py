@@ -95,14 +95,14 @@ def performance_points(fraction: float, perf: dict) -> float:
 
 
 def score_performance(metric, perf, *, per_s, bandwidth, reference_s, copy_bandwidth, verified,
-                      master_s=None):
+                      master_s=None, reference_name="strict-f32 cuBLAS"):
     """Points from the grader's replay timing. ``fraction`` is ``master_s / per_s`` under
     ``basis = "master"`` (``master_s``: the master's time from the windows paired with these),
     ``reference_s / per_s`` under ``basis = "reference"``; ``fraction_of_reference`` is always
     the latter (information, and the GEMM's plausibility bound). Flags (any one gives 0
     points): the replayed outputs not verified; faster than physically possible (bandwidth
     above physical_limit x the device-copy bandwidth measured in this run; for GEMMs, above
-    physical_limit x cuBLAS)."""
+    physical_limit x cuBLAS: ``reference_name``, the lab's words for its reference)."""
     basis = perf.get("basis", "master")
     if basis == "master" and master_s is None:
         raise ValueError("basis = 'master' needs the master's time (master_s)")
@@ -116,7 +116,7 @@ def score_performance(metric, perf, *, per_s, bandwidth, reference_s, copy_bandw
                      f"{perf['physical_limit']}x the device-copy bandwidth measured in this run "
                      f"({copy_bandwidth / 1e12:.2f} TB/s)")
     if metric == "flops" and of_ref > perf["physical_limit"]:
-        flags.append(f"faster than plausible: {of_ref:.2f}x the strict-f32 cuBLAS reference "
+        flags.append(f"faster than plausible: {of_ref:.2f}x the {reference_name} reference "
                      f"(limit {perf['physical_limit']}x)")
     pts = 0.0 if flags else performance_points(frac, perf)
     return {"fraction": frac, "fraction_of_reference": of_ref, "basis": basis, "points": pts,

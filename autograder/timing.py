@@ -495,7 +495,8 @@ class Timer:
             return
         score = score_performance(lab.perf_metric, perf, per_s=per, bandwidth=info["bandwidth"],
                                   reference_s=ref["reference_s"], copy_bandwidth=ref["copy_bandwidth"],
-                                  verified=timed["verified"], master_s=timed.get("master_per_call_s"))
+                                  verified=timed["verified"], master_s=timed.get("master_per_call_s"),
+                                  reference_name=lab.reference_name)
         if not info.get("fresh_call_ok", True):
             score["flags"].append(STALE)
             score["points"] = 0.0

@@ -12,7 +12,8 @@ recorded and the next one runs):
             initialisation is made to fail once (AUTOGRADER_INJECT_FAULT): it must be graded again
             alone; each neighbour must stay within 2 percentage points of its clean fraction;
             afterwards no process of any submission may be alive or on the GPU
-  labs      every other lab (autograder/labs/): solution and untouched lab
+  labs      every other lab (autograder/labs/): solution and untouched lab, and the lab's own
+            hostile and unusual files where it has them (tests/fixtures/labN/*.py, e.g. lab 5's)
   repeat    the lab-2 solution five times in one run (spread of the fraction)
   batch     N copies of the lab-2 solution (default 200), --workers 8, wall time (target 600 s);
             the spread of the identical copies' fractions (of the lab's master, which scores
@@ -42,6 +43,11 @@ FIX = REPO / "tests" / "fixtures" / "submissions"
 THREATS = REPO / "tests" / "fixtures" / "threats"
 HARM = REPO / "tests" / "fixtures" / "neighbours"        # storage, threads, a faked init failure
 MULTI = REPO / "tests" / "fixtures" / "multikernel"      # honest and hostile multi-kernel lab-2 files
+
+
+def lab_fixtures(lab: str) -> list:
+    """A lab's own hostile and unusual submissions: tests/fixtures/labN/*.py (N its number)."""
+    return sorted((REPO / "tests" / "fixtures" / lab.split("_")[0]).glob("*.py"))
 # In the hostile run this neighbour's first child is made to fail in CUDA initialisation (the
 # grader's test hook): it must be graded again alone and keep its clean score.
 INJECTED = "neighbour_0"
@@ -208,10 +214,12 @@ def main(argv) -> int:
     if "labs" in only:
         summary["labs"] = {}
         for lab in OTHER_LABS:
-            st = grade(work, lab, lab, [REPO / "solutions" / f"{lab}.ipynb", REPO / "labs" / f"{lab}.ipynb"],
-                       "--gpus", gpus)
+            extra = lab_fixtures(lab)
+            st = grade(work, lab, lab, [REPO / "solutions" / f"{lab}.ipynb", REPO / "labs" / f"{lab}.ipynb"]
+                       + extra, "--gpus", gpus)
             summary["labs"][lab] = {"solution": result(st["out"], "solutions_" + lab) or result(st["out"], lab),
                                     "untouched": result(st["out"], "labs_" + lab),
+                                    "fixtures": {p.stem: result(st["out"], p.stem) for p in extra},
                                     "references": log_records(st["out"], {"reference"})}
             summary["steps"].append(st)
             save(base, summary)
@@ -305,13 +313,20 @@ def render(s: dict) -> str:
               f"Replay requests discarded because a foreign process held the GPU: {len(h['discarded'])}; "
               f"submissions graded again alone (out of GPU memory, or a failure in CUDA or OS initialisation, beside others): {len(h['oom_regrades'])}.", ""]
     if "labs" in s:
-        L += ["## Labs 1, 3 and 4", "", "| lab | submission | score | scored fraction (basis) | "
-              "fraction of torch's reference |", "|---|---|---|---|---|"]
+        L += ["## The other labs", "", "| lab | submission | score | scored fraction (basis) | "
+              "fraction of the lab's reference | flags, first failure |", "|---|---|---|---|---|---|"]
         for lab, d in s["labs"].items():
-            for who in ("solution", "untouched"):
-                r = d.get(who) or {}
+            whos = [(who, d.get(who)) for who in ("solution", "untouched")]
+            whos += sorted((d.get("fixtures") or {}).items())
+            for who, r in whos:
+                r = r or {}
+                said = "; ".join(r.get("flags") or [])
+                failed = [t for t in r.get("said") or [] if t[0] != "performance"]
+                if failed:
+                    said += (" " if said else "") + f"{failed[0][0]}: {failed[0][3][:160]}"
                 L.append(f"| {lab} | {who} | {r.get('score')}/{r.get('max')} | {_pct(r.get('fraction'))} "
-                         f"({r.get('basis') or 'reference'}) | {_pct(r.get('fraction_of_reference'))} |")
+                         f"({r.get('basis') or 'reference'}) | {_pct(r.get('fraction_of_reference'))} | "
+                         f"{said.replace('|', '/').replace(chr(10), ' ')} |")
         L.append("")
     if "repeat" in s:
         r = s["repeat"]

@@ -1,6 +1,6 @@
 """Every kernel a lab master launches compiles for a real GPU, not only in the simulator.
 
-    python -m tools.lab_ptx [LAB[=NOTEBOOK] ...]   # default: the masters of the staged labs
+    python -m tools.lab_ptx [--cc=7.5 --cc=9.0 ...] [LAB[=NOTEBOOK] ...]   # default: sm_90, the staged labs
 
 e.g. ``python -m tools.lab_ptx lab4=old_lab4.ipynb`` checks another copy of lab 4's master.
 
@@ -51,6 +51,7 @@ class Compiled:
     cell: str          # id of the cell that defined it
     signature: str     # Numba's argument types, e.g. (array(float32, 2d, C), int64)
     error: str = ""    # Numba's error; "" when it compiled
+    cc: tuple = CC     # the compute capability it was compiled for
 
     @property
     def ok(self) -> bool:
@@ -59,10 +60,11 @@ class Compiled:
     def describe(self) -> str:
         head = (f"{self.lab}, step {self.step!r}: kernel {self.kernel} (cell {self.cell}) "
                 f"launched with {self.signature}")
+        sm = f"sm_{self.cc[0]}{self.cc[1]}"
         if self.ok:
-            return head + f" compiles for sm_{CC[0]}{CC[1]}"
+            return head + f" compiles for {sm}"
         return (head + f" runs in the simulator but does not compile for a GPU "
-                f"(sm_{CC[0]}{CC[1]}):\n{self.error}")
+                f"({sm}):\n{self.error}")
 
 
 def master_cells(lab: str, notebook: str | Path | None = None) -> list[tuple[str, str]]:
@@ -170,12 +172,15 @@ def record(lab: str, cells, only=None) -> dict[str, list[dict]]:
     return launches
 
 
-# Phase 2: a fresh interpreter with Numba's real CUDA target. It must not import `book`
-# (that would pick the simulator on a machine without a GPU).
+# Phase 2: a fresh interpreter with Numba's real CUDA target. It must not run book/__init__.py
+# (that would pick the simulator on a machine without a GPU): `book` is a bare package there,
+# so a master may still import the instruction modules graded code may use
+# (book.kernels.tensorcore), and target_cc() answers the compute capability compiled for.
 _CHILD = r"""
-import inspect, json, pickle, sys
+import inspect, json, pickle, sys, types
 with open(sys.argv[1], "rb") as f:
     spec = pickle.load(f)
+pkg = types.ModuleType("book"); pkg.__path__ = [spec["root"] + "/book"]; sys.modules["book"] = pkg
 from numba import cuda
 from numba.cuda.compiler import compile_ptx
 accepted = set(inspect.signature(compile_ptx).parameters) - {"pyfunc", "sig", "cc", "device"}
@@ -206,6 +211,7 @@ for cid, src in spec["cells"]:
     for ln in spec["launches"].get(cid, ()):
         tys = pickle.loads(ln["types"])
         row = {k: ln[k] for k in ("step", "kernel", "cell")}
+        row["cc"] = tuple(spec["cc"])
         row["signature"] = "(" + ", ".join(str(t) for t in tys) + ")"
         disp = ns.get(ln["kernel"])
         if not hasattr(disp, "py_func") or not hasattr(disp, "targetoptions"):
@@ -225,13 +231,16 @@ with open(sys.argv[1] + ".json", "w") as f:  # a file: the cells may print
 """
 
 
-def _start_child(lab: str, cells, launches, tmp: Path) -> subprocess.Popen:
+def _start_child(lab: str, cells, launches, tmp: Path, cc=CC) -> subprocess.Popen:
+    from book.kernels.tensorcore import TARGET_CC_ENV
+
     env = {k: v for k, v in os.environ.items()
            if k not in ("NUMBA_ENABLE_CUDASIM", "BOOK_SIMULATOR")}
     env["NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING"] = "1"  # plain text in the messages
-    spec = tmp / f"{lab}.pickle"
+    env[TARGET_CC_ENV] = f"{cc[0]}.{cc[1]}"  # a master that picks instructions by GPU
+    spec = tmp / f"{lab}-sm{cc[0]}{cc[1]}.pickle"
     spec.write_bytes(pickle.dumps({"lab": lab, "cells": list(cells), "launches": launches,
-                                   "cc": list(CC)}))
+                                   "cc": list(cc), "root": str(REPO)}))
     p = subprocess.Popen([sys.executable, "-c", _CHILD, str(spec)], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, env=env, cwd=REPO)
     p.result = Path(f"{spec}.json")
@@ -249,12 +258,15 @@ def _finish_child(lab: str, p: subprocess.Popen, timeout: float) -> list[Compile
         # a cell that fails outside any kernel (an import, a module-level statement)
         raise RuntimeError(f"{lab}: its cells do not run with the simulator off "
                            f"(Numba's real CUDA target):\n{output.decode()[-4000:]}")
-    return [Compiled(lab=lab, **row) for row in json.loads(p.result.read_text())]
+    return [Compiled(lab=lab, **{**row, "cc": tuple(row["cc"])})
+            for row in json.loads(p.result.read_text())]
 
 
-def check(labs=STAGED, notebooks=None, only=None, timeout: float = 300) -> list[Compiled]:
-    """Record each lab's launches in the simulator, then compile them all for sm_90 (one
-    child process per lab, started as soon as its recording is done)."""
+def check(labs=STAGED, notebooks=None, only=None, timeout: float = 300,
+          ccs=(CC,)) -> list[Compiled]:
+    """Record each lab's launches in the simulator, then compile them all for each compute
+    capability of ``ccs`` (default sm_90; one child process per lab and capability, started
+    as soon as the lab's recording is done)."""
     import tempfile
 
     notebooks = notebooks or {}
@@ -264,7 +276,8 @@ def check(labs=STAGED, notebooks=None, only=None, timeout: float = 300) -> list[
             for lab in labs:
                 cells = master_cells(lab, notebooks.get(lab))
                 launches = record(lab, cells, only)
-                started.append((lab, _start_child(lab, cells, launches, Path(tmp))))
+                for cc in ccs:
+                    started.append((lab, _start_child(lab, cells, launches, Path(tmp), tuple(cc))))
             out = []
             for lab, p in started:
                 out.extend(_finish_child(lab, p, timeout))
@@ -285,6 +298,9 @@ def main(argv=None) -> int:
     from autograder.labs import resolve
 
     args = list(sys.argv[1:] if argv is None else argv)
+    ccs = [tuple(int(v) for v in a.split("=", 1)[1].split(".")) for a in args
+           if a.startswith("--cc=")] or [CC]
+    args = [a for a in args if not a.startswith("--cc=")]
     labs, notebooks = [], {}
     for a in args or STAGED:
         name, _, notebook = a.partition("=")
@@ -292,7 +308,7 @@ def main(argv=None) -> int:
         labs.append(lab)
         if notebook:
             notebooks[lab] = notebook
-    results = check(labs, notebooks)
+    results = check(labs, notebooks, ccs=ccs)
     for r in results:
         print(("ok   " if r.ok else "FAIL ") + r.describe())
     return 1 if failures(results) else 0

@@ -40,7 +40,7 @@ def lab_number(name: str) -> int:
 class PlantedBug:
     """A typical mistake in a step, which its check must catch and name: the master's step cell
     with ``right`` replaced by ``wrong`` (every occurrence) fails ``check(fn, step=...)`` with a
-    message matching the regular expression ``says`` (tests/test_lab_steps.py plants it)."""
+    message matching the regular expression ``says`` (tests/grader/test_lab_steps.py plants it)."""
 
     right: str
     wrong: str
@@ -74,6 +74,10 @@ class Step:
     graded: bool = field(default=False)
     bug: PlantedBug | None = None
     """A mistake this step's check is tested to catch (every step of a lab declares one)."""
+    explain: Callable[[Callable], str] | None = None
+    """``explain(fn) -> str``: run by ``check(fn, step=...)`` in the student's process after a
+    failed check, to say more than the first wrong value (lab 5's first step draws which lane
+    holds what); "" says nothing. The grader never calls it."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -256,6 +260,12 @@ class KernelLab(LabSpec):
     reference_name: str
     """The performance reference in a few words, as feedback names it ("torch's reference",
     "strict-f32 cuBLAS")."""
+    untraced: str = ""
+    """Why ``check()``'s access-pattern trace cannot judge this lab's kernels, in words ("": it
+    can). Where set, ``check()`` says this instead of tracing: the tracer records element
+    accesses, and a kernel built on instructions it does not model (lab 5's ``cp.async``,
+    ``ldmatrix``, paired half stores) would be misread, its student accused of conflicts and
+    wasted sectors that are not there."""
 
     kernel: ClassVar[bool] = True
 

@@ -63,14 +63,29 @@ class ChildError(Exception):
         self.detail = detail
 
 
+#: Modules of ``book.kernels`` that graded code may import: instructions, not solutions
+#: (``tensorcore``: the inline-PTX ``mma.sync``/``ldmatrix``/``cp.async`` intrinsics and their
+#: simulator versions, which a tensor-core lab builds on). Only these are copied into the
+#: child's ``book/kernels/``; the driver's import blocker lets through what it finds there.
+GRADED_KERNEL_MODULES = ("tensorcore",)
+
+
 def _copy_trusted(dst: Path) -> None:
-    """The launcher, the driver, what they import, and the book library minus its kernels,
-    data and widgets."""
+    """The launcher, the driver, what they import, and the book library minus its kernels
+    (but for GRADED_KERNEL_MODULES), data and widgets."""
     dst.mkdir(parents=True)
     for name, src in TRUSTED_FILES.items():
         shutil.copy(src, dst / name)
-    shutil.copytree(REPO / "book", dst / "book", ignore=shutil.ignore_patterns(
+    book = REPO / "book"
+    shutil.copytree(book, dst / "book", ignore=shutil.ignore_patterns(
         "kernels", "widgets", "data", "__pycache__", "*.json", "*.js", "*.css"))
+    kernels = dst / "book" / "kernels"
+    kernels.mkdir()
+    (kernels / "__init__.py").write_text(
+        '"""The instruction modules graded code may import (autograder/sandbox/child.py '
+        'GRADED_KERNEL_MODULES); the course\'s kernels are not here."""\n')
+    for name in GRADED_KERNEL_MODULES:
+        shutil.copy(book / "kernels" / f"{name}.py", kernels / f"{name}.py")
 
 
 def scrubbed_env(workdir: Path, simulated: bool, gpu: int | None) -> dict:

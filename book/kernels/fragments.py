@@ -94,3 +94,96 @@ def run_tile_mma(kind, a_bits, b_bits):
     regs = cuda.to_device(np.zeros((32, 6), dtype=np.uint32))
     tile_mma_kernel(kind)[1, 32](cuda.to_device(a_bits), cuda.to_device(b_bits), d, regs)
     return d.copy_to_host().reshape(16, 8), regs.copy_to_host()
+
+
+# ---------------------------------------------------------------------------------------
+# Probing a student's one-tile mma: which element ended up where, drawn by lane.
+
+def _owners(coords, n_elem, shape):
+    """{(row, column): (lane, e)} of a fragment table (a_coords, b_coords)."""
+    table = {}
+    for lane in range(32):
+        for e in range(n_elem):
+            table[coords(lane, e)] = (lane, e)
+    assert len(table) == shape[0] * shape[1]
+    return table
+
+
+def _run_probe(fn, a, w):
+    import numpy as np
+
+    out = cuda.to_device(np.full((16, 8), np.nan, dtype=np.float32))
+    fn(cuda.to_device(a.astype(np.float16)), cuda.to_device(w.astype(np.float16)), out)
+    cuda.synchronize()
+    return out.copy_to_host().astype(np.float64)
+
+
+def _decode(v, rows, cols, name):
+    """The element of a probe matrix whose code (1 + cols * row + column) is v, in words."""
+    import math
+
+    if math.isnan(v):
+        return "nothing (the output there was never written)"
+    if v == round(v) and 1 <= v <= rows * cols:
+        r, c = divmod(int(v) - 1, cols)
+        return f"{name}[{r}, {c}]"
+    return f"{v:g}, not one element of {name} (a sum of several, or of none)"
+
+
+def _grid(title, owners, rows, cols, bad, row_name, col_name):
+    lines = [title, f"{row_name:>6}\\{col_name:<2}" + "".join(f"{c:>3} " for c in range(cols))]
+    for r in range(rows):
+        cells = "".join(f"{owners[(r, c)][0]:>3}" + ("*" if (r, c) in bad else " ")
+                        for c in range(cols))
+        lines.append(f"{r:>8} " + cells)
+    return lines
+
+
+def probe_tile(fn, limit: int = 4) -> str:
+    """Where a one-warp ``fn(a, w, out)`` (out [16, 8] float32 = a [16, 16] @ w.T, w [8, 16],
+    float16: one m16n8k16 tile, nn.Linear's [n, k] weight) takes each element of A and B
+    from, drawn as the PTX ISA's fragment tables (the lane that must hold each element), with
+    a ``*`` where the kernel's element is not that one; "" when every element is right.
+
+    Three launches on inputs whose elements are distinct small integers (exact in float16):
+    A = codes with w selecting k = n (then k = n + 8) gives out[r, n] = the A element the
+    kernel used at (r, k); A = identity with B = codes gives out[k, n] = the B element it used
+    at (k, n). Both are read through the kernel's own store of D: a wrong accumulator index
+    (c_coords) shows in both drawings at once."""
+    import numpy as np
+
+    from .tensorcore import a_coords, b_coords
+
+    code_a = 1 + 16 * np.arange(16)[:, None] + np.arange(16)[None, :]      # A[r, k]
+    code_b = 1 + 8 * np.arange(16)[:, None] + np.arange(8)[None, :]        # B[k, n] = w[n, k]
+    used_a = np.zeros((16, 16))
+    for half in range(2):
+        sel = np.zeros((8, 16))
+        sel[np.arange(8), np.arange(8) + 8 * half] = 1.0
+        used_a[:, 8 * half:8 * half + 8] = _run_probe(fn, code_a, sel)
+    used_b = _run_probe(fn, np.eye(16), code_b.T)
+    bad_a = {(r, k) for r in range(16) for k in range(16) if used_a[r, k] != code_a[r, k]}
+    bad_b = {(k, n) for k in range(16) for n in range(8) if used_b[k, n] != code_b[k, n]}
+    if not bad_a and not bad_b:
+        return ""
+    own_a, own_b = _owners(a_coords, 8, (16, 16)), _owners(b_coords, 4, (16, 8))
+    lines = ["Which lane holds what (the PTX ISA's m16n8k16 tables; * = your kernel used "
+             "another element there):"]
+    out = []
+    for name, used, code, own, bad, rows, cols, rn, cn in (
+            ("A", used_a, code_a, own_a, bad_a, 16, 16, "row", "k"),
+            ("B", used_b, code_b, own_b, bad_b, 16, 8, "k", "n")):
+        if not bad:
+            lines.append(f"{name}: every element right")
+            continue
+        lines += _grid(f"{name} ({rows} x {cols}), {len(bad)} of {rows * cols} elements wrong:",
+                       own, rows, cols, bad, rn, cn)
+        for (r, c) in sorted(bad)[:limit]:
+            lane, e = own[(r, c)]
+            got = _decode(used[r, c], rows, cols, name)
+            out.append(f"{name}[{r}, {c}] belongs in lane {lane}, register {e >> 1} "
+                       f"({'high' if e & 1 else 'low'} half); your kernel used {got} there")
+    if bad_a and bad_b and len(bad_a) + len(bad_b) > 100:
+        out.append("both A and B are mostly wrong: check the store of D (the accumulator "
+                   "table, c_coords) first; both drawings are read through it")
+    return "\n".join(lines + out)

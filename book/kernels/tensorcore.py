@@ -53,7 +53,8 @@ __all__ = [
     "ldmatrix_coords", "mma_bf16_16816", "mma_f16_16816", "mma_f16_1688", "ldmatrix_x4",
     "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at", "cp_async16", "cp_async16_at",
     "copy16_at", "cp_async_commit", "cp_async_wait", "shared_address",
-    "store_bf16x2", "store_f16x2", "MIN_CC", "check_capability", "pack", "unpack",
+    "store_bf16x2", "store_f16x2", "MIN_CC", "check_capability", "target_cc", "TARGET_CC_ENV",
+    "pack", "unpack",
 ]
 
 # ---------------------------------------------------------------------------------------
@@ -124,6 +125,29 @@ def check_capability(cc, dtype: str = "bfloat16") -> None:
             f"this GPU is {name}: {dtype} mma.sync m16n8k16 and cp.async need compute "
             "capability 8.0 (Ampere) or newer. It can run the fp16 m16n8k8 instruction "
             "(mma_f16_1688, what a T4 has) and the course's CUDA-core kernels.")
+
+
+#: With no GPU and the simulator off (compiling PTX on a CPU machine: tools/lab_ptx.py),
+#: the compute capability to compile for, as "major.minor"
+TARGET_CC_ENV = "COURSE_PTX_CC"
+
+
+def target_cc():
+    """The compute capability a kernel is built for: None in the simulator, else the current
+    GPU's; on a machine with no GPU where the simulator is off (PTX compiled for a GPU that is
+    not there), the one named by ``COURSE_PTX_CC`` (e.g. "7.5"), so a notebook that picks its
+    instructions by GPU picks those of the target."""
+    if SIMULATED:
+        return None
+    import os
+
+    want = os.environ.get(TARGET_CC_ENV)
+    if want:
+        major, _, minor = want.partition(".")
+        return int(major), int(minor or 0)
+    from numba import cuda
+
+    return tuple(cuda.get_current_device().compute_capability)
 
 
 def pack(lo, hi) -> int:

@@ -82,3 +82,27 @@ def test_every_committed_report_renders_from_its_summary():
     for p in summaries:
         text = grader_report.render(json.loads(p.read_text()))
         assert text.startswith("# The autograder on a GPU"), p
+
+
+def test_the_labs_step_grades_a_labs_own_fixtures_and_reports_them():
+    # tests/fixtures/labN/ holds a lab's hostile and unusual files (lab 5's); the GPU report's
+    # labs step grades them beside the master and lists each with its flags and first failure
+    from tools import grader_report
+
+    lab = "lab5_tensor_core_dual_gemm"
+    assert {p.stem for p in grader_report.lab_fixtures(lab)} >= {
+        "cublas_ctypes", "float32_cuda_cores", "missing_cp_async_wait", "transposed_fragments"}
+    assert grader_report.lab_fixtures("lab3_half_precision") == []
+    summaries = sorted((REPO / "records" / "grader").rglob("summary.json"))
+    s = next(json.loads(p.read_text()) for p in summaries if "labs" in json.loads(p.read_text()))
+    said = [("public", 0, 1, "`out` wrong for x [5, 64]: first bad index (0, 0)")]
+    s["labs"] = {lab: {"solution": {"score": 8, "max": 12}, "untouched": {"score": 0, "max": 12},
+                       "fixtures": {"transposed_fragments": {"score": 0, "max": 12, "said": said,
+                                                             "flags": []},
+                                    "cublas_ctypes": {"score": 0, "max": 12, "said": [],
+                                                      "flags": ["reaches into the grader's process"]}}}}
+    text = grader_report.render(s)
+    rows = [ln for ln in text.splitlines() if ln.startswith(f"| {lab} |")]
+    assert [r.split(" | ")[1] for r in rows] == ["solution", "untouched", "cublas_ctypes",
+                                                  "transposed_fragments"]
+    assert "first bad index" in rows[3] and "reaches into the grader's process" in rows[2]

@@ -55,6 +55,10 @@ def test_flags_still_rest_on_the_device_copy_and_on_cublas_not_on_the_master():
     gemm = score_performance("flops", dict(PERF, physical_limit=1.5), per_s=1.0, bandwidth=1e9,
                              reference_s=2.0, copy_bandwidth=3e12, verified=True, master_s=0.9)
     assert gemm["points"] == 0 and "plausible" in gemm["flags"][0]
+    half = score_performance("flops", dict(PERF, physical_limit=1.5), per_s=1.0, bandwidth=1e9,
+                             reference_s=2.0, copy_bandwidth=3e12, verified=True, master_s=0.9,
+                             reference_name="cuBLAS float16 + compiled SwiGLU")
+    assert "2.00x the cuBLAS float16 + compiled SwiGLU reference" in half["flags"][0]
     ok = score_performance("flops", dict(PERF, physical_limit=1.5), per_s=1.0, bandwidth=1e9,
                            reference_s=0.45, copy_bandwidth=3e12, verified=True, master_s=1.0)
     assert ok["points"] == 4 and not ok["flags"]

@@ -1,0 +1,208 @@
+"""Lab 5: the tensor-core dual GEMM for nn.Linear weights with biases, in half precision.
+
+Chapter 8 reached tensor cores from Numba (``mma.sync``, ``ldmatrix``, ``cp.async`` as
+inline PTX, :mod:`book.kernels.tensorcore`, the one module of ``book.kernels`` that graded
+code may import: instructions, not a solution). The student builds lab 4's fused
+``silu(x @ wg.T + bg) * (x @ wu.T + bu)`` on them: one warp and one ``mma`` (the fragment
+layouts), a block tile staged in shared memory and read by ``ldmatrix``, the k-loop with a
+``cp.async`` double buffer, then both weights with the SwiGLU epilogue and one
+half-precision store.
+
+Precision: checked and graded in float16 on every GPU and in the simulator. float16 is the
+half type every tensor-core GPU runs (``mma.m16n8k8`` on sm_75, the T4 of Colab;
+``m16n8k16`` on sm_80+) and the one NumPy holds, so inputs, the NaN-poisoned output and the
+comparison need nothing new. The master also takes bfloat16 (its bits) and uses
+``mma.m16n8k16.bf16`` on sm_80+; its notebook says which instruction the GPU at hand gets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._kernel import seeds
+from .spec import KernelLab, PlantedBug, Step
+
+INPUTS = ("x", "wg", "bg", "wu", "bu")
+OUTPUT = "out"
+DTYPE = "float16"
+# Tolerances. The inputs are float16 values (the reference reads the same values, widened
+# exactly to float64); a product of two float16 is exact in float32 and the tensor cores sum
+# in float32, so before the store the error is the float32 accumulation's, at most about
+# d * 2**-24 * sum|x_k w_k| (order-dependent; ~1e-5 of the result at these scales). The one
+# store rounds to float16: up to 2**-11 = 4.9e-4 of |out|. rtol 4e-3 is 8 such roundings
+# (bias add, SiLU with ex2.approx, the product and the store all fit); atol 1e-3 covers
+# outputs near zero, where the relative term vanishes but the accumulation error does not.
+# A wrong fragment index moves whole products: errors of order 1, far outside both.
+RTOL, ATOL = 4e-3, 1e-3
+# the steps store the float32 accumulators: no half rounding, only the accumulation's
+STEP_RTOL, STEP_ATOL = 1e-3, 1e-3
+BK = 32  # the k depth the lab asks the kernel to handle: d is a multiple of it, h is even
+
+
+def input_specs(case):
+    T, d, h = case["T"], case["d"], case["h"]
+    s = seeds(case["seed"], INPUTS)
+    w = 1.0 / float(np.sqrt(d))
+    return {"x": {"shape": [T, d], "dtype": DTYPE, "seed": s["x"], "scale": 1.0},
+            "wg": {"shape": [h, d], "dtype": DTYPE, "seed": s["wg"], "scale": w},
+            "bg": {"shape": [h], "dtype": DTYPE, "seed": s["bg"], "scale": 0.5},
+            "wu": {"shape": [h, d], "dtype": DTYPE, "seed": s["wu"], "scale": w},
+            "bu": {"shape": [h], "dtype": DTYPE, "seed": s["bu"], "scale": 0.5}}
+
+
+def out_spec(case):
+    return {"shape": [case["T"], case["h"]], "dtype": DTYPE}
+
+
+def reference(inputs):
+    f = {k: v.astype(np.float64) for k, v in inputs.items()}
+    a = f["x"] @ f["wg"].T + f["bg"]
+    b = f["x"] @ f["wu"].T + f["bu"]
+    return a / (1.0 + np.exp(-a)) * b
+
+
+def describe(case):
+    return f"x [{case['T']}, {case['d']}], weights [{case['h']}, {case['d']}] float16"
+
+
+# Shapes: d a multiple of BK (16-byte copies of whole k-slabs), h even (pairs of halves are
+# stored as one 4-byte word), T anything (1 at decode). Off the block tile in T and h.
+def hidden_cases(rng, simulated: bool, n: int = 3):
+    if simulated:  # ~64-thread blocks, a few of them: seconds each in the simulator
+        shapes = [(int(rng.integers(1, 20)), BK * int(rng.integers(1, 3)), 2 * int(rng.integers(1, 25)))
+                  for _ in range(n)]
+    else:
+        shapes = [(1, 4096, 2048 + 2 * int(rng.integers(1, 32))),
+                  (int(rng.integers(60, 200)), BK * int(rng.integers(16, 48)), 2 * int(rng.integers(250, 1500))),
+                  (int(rng.integers(200, 700)), 1024, 1030)][:n]
+        while len(shapes) < n:
+            shapes.append((int(rng.integers(1, 300)), BK * int(rng.integers(1, 64)),
+                           2 * int(rng.integers(1, 1500))))
+    return [{"name": f"hidden {i + 1}", "T": T, "d": d, "h": h, "seed": int(rng.integers(1 << 30))}
+            for i, (T, d, h) in enumerate(shapes)]
+
+
+def timing_case(simulated: bool, seed: int):
+    # GPU: a prefill-sized MLP-up (Llama-3-8B's d; h 8192 keeps the weights at 128 MiB)
+    T, d, h = (16, 32, 32) if simulated else (2048, 4096, 8192)
+    return {"name": "timing", "T": T, "d": d, "h": h, "seed": seed}
+
+
+def min_bytes(case):
+    T, d, h = case["T"], case["d"], case["h"]
+    return 2 * (T * d + 2 * h * d + 2 * h + T * h)
+
+
+def flops(case):
+    return 2 * 2 * case["T"] * case["d"] * case["h"]
+
+
+def make_reference_runner(case):
+    """cuBLAS float16 (one F.linear on [wg; wu] with the biases) plus torch.compile's SiLU * up.
+
+    cuBLAS at its best: one GEMM of 2h outputs, the biases in its epilogue, then the
+    activation compiled into one elementwise kernel."""
+    import torch
+    import torch.nn.functional as F
+
+    T, d, h = case["T"], case["d"], case["h"]
+    dev, dt = "cuda", torch.float16
+    # each set: x, the concatenated [wg; wu] [2h, d] and [bg; bu] [2h], the output
+    sets = [(torch.randn(T, d, device=dev, dtype=dt),
+             torch.randn(2 * h, d, device=dev, dtype=dt) / d ** 0.5,
+             torch.randn(2 * h, device=dev, dtype=dt), torch.empty(T, h, device=dev, dtype=dt))]
+    act = torch.compile(lambda g, u: F.silu(g) * u)
+
+    def run(x, w, b, out):
+        y = F.linear(x, w, b)
+        out.copy_(act(y[:, :h], y[:, h:]))
+    return run, sets
+
+
+# The lab builds its kernel in steps; the last is the graded linear_swiglu_tc. Steps 1-3
+# compute one projection, out = x @ w.T (w [h, d], nn.Linear's layout), into float32.
+def _gemm_specs(case):
+    T, d, h = case["T"], case["d"], case["h"]
+    s = seeds(case["seed"], ("x", "w"))
+    return {"x": {"shape": [T, d], "dtype": DTYPE, "seed": s["x"], "scale": 1.0},
+            "w": {"shape": [h, d], "dtype": DTYPE, "seed": s["w"], "scale": 1.0 / float(np.sqrt(d))}}
+
+
+def _gemm_reference(inputs):
+    return inputs["x"].astype(np.float64) @ inputs["w"].astype(np.float64).T
+
+
+def _gemm_out(case):
+    return {"shape": [case["T"], case["h"]], "dtype": "float32"}
+
+
+def _gemm_describe(case):
+    return f"x [{case['T']}, {case['d']}], w [{case['h']}, {case['d']}] float16"
+
+
+def _tile_specs(case):
+    s = seeds(case["seed"], ("a", "w"))
+    return {"a": {"shape": [16, 16], "dtype": DTYPE, "seed": s["a"], "scale": 1.0},
+            "w": {"shape": [8, 16], "dtype": DTYPE, "seed": s["w"], "scale": 1.0}}
+
+
+def _tile_reference(inputs):
+    return inputs["a"].astype(np.float64) @ inputs["w"].astype(np.float64).T
+
+
+def _explain_fragments(fn):
+    import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
+    from book.kernels.fragments import probe_tile
+
+    return probe_tile(fn)
+
+
+def _step(name, function, teaches, shapes, seed, bug, **kw):
+    cases = tuple({"name": f"step {name} T={T} d={d} h={h}", "T": T, "d": d, "h": h,
+                   "seed": seed + i} for i, (T, d, h) in enumerate(shapes))
+    args = dict(params=("x", "w", "out"), inputs=("x", "w"), input_specs=_gemm_specs,
+                reference=_gemm_reference, describe=_gemm_describe)
+    args.update(kw)
+    return Step(name=name, function=function, output=OUTPUT, dtype="float32", rtol=STEP_RTOL,
+                atol=STEP_ATOL, cases=cases, out_spec=_gemm_out, teaches=teaches, bug=bug, **args)
+
+
+# Step 2 and 3's shapes are off the block tile in T and h, and d spans several k-slabs, so the
+# bounds tests, the k-loop and the stage swap all show when they are wrong. The planted bugs:
+# step 1, A's registers 1 and 2 exchanged (the classic misreading of the table: the drawing
+# shows it); step 2, the B fragment's two registers (k 0-7, k 8-15) exchanged; step 3, a
+# piece of a slab copied to the wrong place in shared memory (chunk and row exchanged).
+STEPS = (
+    _step("fragments", "mma_tile", "one warp, one 16 x 8 tile, one mma.sync: the fragment layouts",
+          [(16, 16, 8), (16, 16, 8)], 41,
+          PlantedBug("return g + 8 * ((e >> 1) & 1), 2 * t + (e & 1) + 8 * (e >> 2)",
+                     "return g + 8 * (e >> 2), 2 * t + (e & 1) + 8 * ((e >> 1) & 1)",
+                     r"first bad index .*expected .*got "),  # then explain draws the lanes
+          params=("a", "w", "out"), inputs=("a", "w"), input_specs=_tile_specs,
+          reference=_tile_reference, describe=lambda case: "a [16, 16], w [8, 16] float16",
+          explain=_explain_fragments),
+    _step("block", "gemm_tile", "a block tile staged in shared memory, fragments by ldmatrix",
+          [(5, 64, 40), (17, 32, 6)], 43,
+          PlantedBug("(fb[2 * q], fb[2 * q + 1])", "(fb[2 * q + 1], fb[2 * q])",
+                     r"first bad index .*expected .*got ")),
+    _step("pipeline", "gemm_pipelined", "the k-loop with a cp.async double buffer",
+          [(5, 96, 40), (1, 64, 18)], 45,
+          PlantedBug("copy16(s, s0 + r * BKP + ch * 8,", "copy16(s, s0 + ch * BKP + r * 8,",
+                     r"first bad index .*expected .*got ")),
+)
+
+LAB = KernelLab(
+    name="lab5_tensor_core_dual_gemm",
+    title="Lab 5: a tensor-core dual GEMM with a SwiGLU epilogue, in half precision",
+    chapters="chapter 8",
+    function="linear_swiglu_tc", params=INPUTS + (OUTPUT,), inputs=INPUTS, output=OUTPUT,
+    dtype=DTYPE, rtol=RTOL, atol=ATOL, perf_metric="flops",
+    public_cases=({"name": "public T=5 d=64 h=40", "T": 5, "d": 64, "h": 40, "seed": 7},
+                  {"name": "public T=1 d=32 h=18", "T": 1, "d": 32, "h": 18, "seed": 8}),
+    hidden_cases=hidden_cases, input_specs=input_specs, out_spec=out_spec, reference=reference,
+    describe=describe, timing_case=timing_case, min_bytes=min_bytes, flops=flops,
+    make_reference_runner=make_reference_runner,
+    reference_name="cuBLAS float16 + compiled SwiGLU", steps=STEPS,
+    untraced=("the access tracer does not model cp.async's 16-byte copies, ldmatrix's "
+              "warp-wide loads or the paired half stores; on a GPU, check(linear_swiglu_tc, "
+              "sanitize=True) runs compute-sanitizer"))

@@ -1,0 +1,247 @@
+"""Lab 5, the tensor-core dual GEMM (issue 23), in Numba's CUDA simulator, beyond what
+tests/grader/test_lab_steps.py checks of every staged lab (each step passes on the master and its
+check catches the step's PlantedBug): step 1 draws which lane holds what; a fragment-index bug
+in the slab routine is caught by the checks of both steps that use it, and one in the graded
+kernel by its check; the master compiles for sm_75, sm_80 and sm_90; the master, the untouched
+lab and the fixtures (tests/fixtures/lab5) graded by `python -m autograder grade`."""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
+from repo import ROOT as REPO
+
+from autograder import labs as L
+
+LAB = "lab5_tensor_core_dual_gemm"
+SPEC = L.get(LAB)
+STEPS = [s.name for s in SPEC.all_steps]
+
+
+def _namespace(upto: str, where: str = "solutions", edits=None) -> dict:
+    """Run the notebook's code cells up to the one defining step ``upto``'s function (check
+    cells and the instructor's hidden tests skipped); ``edits``: {cell id: source -> source}."""
+    fn = SPEC.step(upto).function
+    nb = nbformat.read(REPO / where / f"{LAB}.ipynb", as_version=4)
+    ns = {"__name__": "__main__"}
+    edits = dict(edits or {})
+    for c in nb.cells:
+        src = c.source
+        if (c.cell_type != "code" or c.get("id") == "course-setup" or re.match(r"\s*check\(", src)
+                or src.lstrip().startswith("# autograder: setup")):
+            continue
+        if c.get("id") in edits:
+            changed = edits.pop(c.get("id"))(src)
+            assert changed != src, "the planted bug did not apply: the master changed"
+            src = changed
+        exec(compile(src, f"<{LAB} {c.get('id')}>", "exec"), ns)
+        if re.search(rf"^def {fn}\(", src, re.M):
+            assert not edits, f"cells {sorted(edits)} come after step {upto!r}"
+            return ns
+    raise AssertionError(f"no cell of {where}/{LAB} defines {fn}")
+
+
+def test_the_graded_function_passes_on_the_master(capsys):
+    from autograder.check import check
+
+    assert check(_namespace("final")[SPEC.function], perf=False) is True
+    out = capsys.readouterr().out
+    assert out.count("PASS ") == len(SPEC.public_cases) and "FAIL" not in out
+    # the tracer would misread cp.async, ldmatrix and paired stores: check says so, no advice
+    assert "access pattern: not traced for this lab: the access tracer does not model" in out
+    assert "bank conflict" not in out and "sectors" not in out
+
+
+# Fragment-index bugs planted in a cell other than the step's own (test_lab_steps plants each
+# step's PlantedBug in its own cell): A's registers 1 and 2 exchanged in step 1's table; the B
+# fragment's two registers (k 0-7, k 8-15) exchanged in the slab routine of step 2's cell,
+# which step 3 uses, or in the graded kernel's.
+def SWAP_A(s):
+    return s.replace("return g + 8 * ((e >> 1) & 1), 2 * t + (e & 1) + 8 * (e >> 2)",
+                     "return g + 8 * (e >> 2), 2 * t + (e & 1) + 8 * ((e >> 1) & 1)")
+
+
+def SWAP_B(s):
+    return s.replace("(fb[2 * q], fb[2 * q + 1])", "(fb[2 * q + 1], fb[2 * q])")
+
+
+def SWAP_B4(s):
+    return s.replace("(fu[2 * q], fu[2 * q + 1])", "(fu[2 * q + 1], fu[2 * q])")
+
+
+WRONG = {
+    "pipeline": ({"lab5-s2-code": SWAP_B}, r"first bad index .*expected .*got "),
+    "final": ({"lab5-03": SWAP_B4}, r"first bad index .*expected .*got "),
+}
+
+
+@pytest.mark.parametrize("step", sorted(WRONG))
+def test_step_check_catches_a_fragment_index_bug(step, capsys):
+    from autograder.check import check
+
+    st = SPEC.step(step)
+    edits, words = WRONG[step]
+    kw = {"step": step} if not st.graded else {"perf": False, "access": False}
+    with pytest.raises(AssertionError):
+        check(_namespace(step, edits=edits)[st.function], **kw)
+    out = capsys.readouterr().out
+    assert re.search(words, out), out[-3000:]
+
+
+def test_step_one_draws_the_lanes_of_a_wrong_fragment(capsys):
+    from autograder.check import check
+
+    with pytest.raises(AssertionError):
+        check(_namespace("fragments", edits={"lab5-s1-code": SWAP_A})["mma_tile"], step="fragments")
+    out = capsys.readouterr().out
+    assert "B: every element right" in out
+    grid = out[out.index("A (16 x 16)"):].splitlines()
+    # row 8 holds lanes 0 0 1 1 2 2 3 3 then 0 0 1 1 ... (register 1 for k 0-7): all marked
+    assert "128 of 256 elements wrong" in grid[0]  # rows 8-15 x k 0-7 and rows 0-7 x k 8-15
+    row8 = grid[2 + 8].split()
+    assert row8[0] == "8" and row8[1] == "0*" and row8[3] == "1*"
+    row0 = grid[2].split()
+    assert row0[1] == "0" and row0[3] == "1"  # rows 0-7, k 0-7: register 0, right
+
+
+def test_the_untouched_lab_says_not_written_yet(capsys):
+    from autograder.check import check
+
+    ns = _namespace("fragments", where="labs")
+    with pytest.raises(AssertionError, match="not written yet"):
+        check(ns["mma_tile"], step="fragments")
+
+
+@pytest.mark.slow
+def test_the_master_compiles_for_a_t4_an_a100_and_an_h100():
+    """Every kernel the master launches compiles with the simulator off, for sm_75 (the T4's
+    m16n8k8 path, no cp.async), sm_80 and sm_90, with no GPU (tools/lab_ptx.py)."""
+    from tools import lab_ptx
+
+    results = lab_ptx.check([LAB], ccs=((7, 5), (8, 0), (9, 0)))
+    assert not lab_ptx.failures(results), "\n\n".join(r.describe() for r in lab_ptx.failures(results))
+    assert {(r.cc, r.step) for r in results} == {(cc, s) for cc in ((7, 5), (8, 0), (9, 0))
+                                                 for s in STEPS}
+
+
+# ---------------------------------------------------------------------------------------
+# Fixtures (tests/fixtures/lab5): two written by hand, two derived from the master by one edit
+# each (test_derived_fixtures_follow_the_master keeps them in step; rewrite them with
+# `PYTHONPATH=tests python tests/grader/test_lab5_tensor_core.py`).
+FIX = REPO / "tests" / "fixtures" / "lab5"
+DERIVED = {
+    "missing_cp_async_wait.py": (
+        "# race: the master without cp_async_wait(1), so a slab may be read before its cp.async "
+        "copies land; the simulator copies at once (correct there), a GPU races: wrong now and "
+        "then, and compute-sanitizer's racecheck (grade --sanitize) is the place that can say so",
+        "lab5-03", lambda s: s.replace("                cp_async_wait(1)\n", "")),
+    "transposed_fragments.py": (
+        "# wrong answer: the A fragment's registers 1 and 2 exchanged (its 8 x 8 quarters "
+        "transposed: rows 8-15 of k 0-7 taken for rows 0-7 of k 8-15); every correctness test "
+        "fails with the first bad index",
+        "lab5-03", lambda s: s.replace("dd = MMA(fa, (fg[", "dd = MMA((fa[0], fa[2], fa[1], fa[3]), (fg[")
+                               .replace("dd = MMA(fa, (fu[", "dd = MMA((fa[0], fa[2], fa[1], fa[3]), (fu[")),
+}
+
+
+def _derived_source(name: str) -> str:
+    head, cell, edit = DERIVED[name]
+    nb = nbformat.read(REPO / "solutions" / f"{LAB}.ipynb", as_version=4)
+    keep = ("lab5-02", "lab5-s2-code", "lab5-s3-code", "lab5-03")  # what the graded function uses
+    parts = []
+    for c in nb.cells:
+        if c.get("id") not in keep:
+            continue
+        src = c.source
+        if c.get("id") == cell:
+            changed = edit(src)
+            assert changed != src, f"{name}: the edit did not apply: the master changed"
+            src = changed
+        parts.append("\n".join(line for line in src.split("\n")
+                               if not re.match(r"\s*#+\s*(BEGIN|END) SOLUTION", line)).strip("\n"))
+    return head + "\n" + "\n\n\n".join(parts) + "\n"
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """One `python -m autograder grade` run in the simulator: the master, the untouched lab
+    and the four fixtures."""
+    import subprocess
+
+    from grading_runs import env, grade_cmd, results
+
+    out = tmp_path_factory.mktemp("lab5-grade")
+    subs = [REPO / "solutions" / f"{LAB}.ipynb", REPO / "labs" / f"{LAB}.ipynb",
+            *sorted(FIX.glob("*.py"))]
+    p = subprocess.run(grade_cmd(LAB, subs, out), cwd=REPO, env=env(), capture_output=True,
+                       text=True, timeout=1500)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return {sid: results(out, sid) for sid in (
+        f"solutions_{LAB}", f"labs_{LAB}", "cublas_ctypes", "float32_cuda_cores",
+        "missing_cp_async_wait", "transposed_fragments", "uses_mma_gemm")}
+
+
+def _correctness(r):
+    tests = [t for t in r["tests"] if t["name"] != "performance"]
+    return sum(t["score"] for t in tests), sum(t["max_score"] for t in tests), tests
+
+
+@pytest.mark.slow
+def test_the_master_earns_full_correctness_and_the_untouched_lab_zero(graded):
+    got, top, _ = _correctness(graded[f"solutions_{LAB}"])
+    assert got == top == 8 and graded[f"solutions_{LAB}"]["extra_data"]["flags"] == []
+    got, _, tests = _correctness(graded[f"labs_{LAB}"])
+    assert got == 0 and all("NotImplementedError" in t["output"] for t in tests)
+
+
+@pytest.mark.slow
+def test_cublas_through_ctypes_earns_nothing(graded):
+    r = graded["cublas_ctypes"]
+    assert r["score"] == 0
+    assert any("ctypes" in f for f in r["extra_data"]["flags"])
+
+
+@pytest.mark.slow
+def test_the_instructions_may_be_imported_the_course_gemm_may_not(graded):
+    # book.kernels.tensorcore loads in the sandbox (the master uses it: full marks above);
+    # book.kernels.mma_gemm, the course's own dual GEMM, is refused
+    r = graded["uses_mma_gemm"]
+    assert r["score"] == 0
+    assert all("write this lab's kernel yourself" in t["output"] for t in r["tests"]
+               if t["max_score"] > 0)
+
+
+@pytest.mark.slow
+def test_float32_cuda_cores_are_correct_and_graded_as_such(graded):
+    # correct: full correctness; its speed is the GPU run's to judge (no timing here)
+    got, top, _ = _correctness(graded["float32_cuda_cores"])
+    assert got == top == 8
+
+
+@pytest.mark.slow
+def test_a_missing_cp_async_wait_is_correct_in_the_simulator(graded):
+    # the simulator's cp.async copies at once: the race needs a GPU (and racecheck) to show
+    got, top, _ = _correctness(graded["missing_cp_async_wait"])
+    assert got == top == 8
+
+
+@pytest.mark.slow
+def test_transposed_fragments_are_a_wrong_answer(graded):
+    got, _, tests = _correctness(graded["transposed_fragments"])
+    assert got == 0 and all("first bad index" in t["output"] for t in tests)
+
+
+def test_derived_fixtures_follow_the_master():
+    for name in DERIVED:
+        assert (FIX / name).read_text() == _derived_source(name), (
+            f"tests/fixtures/lab5/{name} is stale: run `PYTHONPATH=tests python tests/grader/test_lab5_tensor_core.py`")
+
+
+if __name__ == "__main__":
+    for name in DERIVED:
+        (FIX / name).write_text(_derived_source(name))
+        print("wrote", FIX / name)
