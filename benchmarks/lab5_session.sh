@@ -1,0 +1,59 @@
+#!/bin/bash
+# One device session (under 10 minutes on the H100) for what lab 5 and the merged grader need
+# from a GPU:
+#
+#   COURSE_COMMIT=$(git rev-parse HEAD) bash benchmarks/lab5_session.sh $OUT
+#   (device tool: carry .whl and .whl-nb, the wheels of CONTRIBUTING.md "To record on the
+#    device machine"; the image has no Jupyter)
+#
+# 1. benchmarks/lab5_master_probe.py: lab 5's master against cuBLAS float16 + a compiled
+#    SwiGLU, the figure its rubric's full-marks line is set from -> $OUT/lab5_master_h100.json
+# 2. `grade --sanitize` of lab 5's master and its missing-cp.async-wait fixture (racecheck
+#    must see the race the simulator cannot) -> $OUT/sanitize_lab5/
+# 3. chapter 6 recorded again (its decode table's labels changed) -> $OUT/chapters-h100.tar.gz
+# 4. the GPU test lane, `python -m tools.gpu_tests` -> $OUT/gpu_h100.json
+#
+# The grader report (`python -m tools.grader_report`) is a second call: it needs its own
+# 10 minutes.
+#
+# Back here:
+#   cp <files>/lab5_master_h100.json <files>/lab5_master_h100.log records/labs/
+#   python -m tools.record --install <files>/chapters-h100.tar.gz
+#   cp <files>/gpu_h100.json records/tests/
+set -u
+OUT=${1:?usage: COURSE_COMMIT=<sha> bash benchmarks/lab5_session.sh OUTDIR}
+: "${COURSE_COMMIT:?set COURSE_COMMIT to the commit of this tree (there is no .git here)}"
+export COURSE_COMMIT
+SITE=/tmp/site
+mkdir -p "$SITE"
+if ls .whl-nb/*.whl >/dev/null 2>&1; then  # the Jupyter stack the recording needs
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$SITE" .whl-nb/*.whl || exit 1
+fi
+if ls .whl/numpy-2.4*.whl >/dev/null 2>&1; then  # numpy < 2.5 for numba-cuda 0.30.4
+  python3 -m zipfile -e .whl/numpy-2.4*.whl "$SITE" >/dev/null || exit 1
+fi
+export PYTHONPATH=$SITE:$PWD
+
+echo "[1] lab 5 master probe ($SECONDS s)"
+timeout 180 python3 benchmarks/lab5_master_probe.py --out "$OUT/lab5_master_h100.json" \
+  > "$OUT/lab5_master_h100.log" 2>&1
+echo "probe exit $?"; tail -25 "$OUT/lab5_master_h100.log"
+
+echo "[2] grade --sanitize, lab 5 ($SECONDS s)"
+timeout 150 python3 -m autograder grade lab5 solutions/lab5_tensor_core_dual_gemm.ipynb \
+  tests/fixtures/lab5/missing_cp_async_wait.py --sanitize --quiet --out "$OUT/sanitize_lab5" \
+  > "$OUT/sanitize_lab5.log" 2>&1
+echo "sanitize exit $?"; tail -5 "$OUT/sanitize_lab5.log"
+cat "$OUT/sanitize_lab5/grades.csv" 2>/dev/null
+grep -h -A3 -i "sanitizer" "$OUT"/sanitize_lab5/*/feedback.md 2>/dev/null | head -30
+
+echo "[3] record chapter 6 ($SECONDS s)"
+python3 -m tools.record --out "$OUT" --timeout 120 --budget 130 chapters/06_saturating_bandwidth.ipynb
+echo "record exit $?"
+
+echo "[4] GPU test lane ($SECONDS s)"
+timeout $((585 - SECONDS)) python3 -m tools.gpu_tests --out "$OUT/gpu_h100.json" \
+  > "$OUT/gpu_tests.log" 2>&1
+echo "gpu_tests exit $?"; tail -15 "$OUT/gpu_tests.log"
+echo "done in $SECONDS s"
