@@ -241,6 +241,24 @@ def test_derived_fixtures_follow_the_master():
             f"tests/fixtures/lab5/{name} is stale: run `PYTHONPATH=tests python tests/grader/test_lab5_tensor_core.py`")
 
 
+
+def test_the_full_marks_line_is_the_one_the_h100_measurement_suggests():
+    """The rubric's full_at comes from the master measured on a GPU against cuBLAS float16 +
+    a compiled SwiGLU (benchmarks/lab5_master_probe.py), not from a guess: the record holds
+    the line, measured with the master correct at the grader's timing shape."""
+    import json
+
+    from autograder.rubric import load_rubric
+
+    rec = json.loads((REPO / "records" / "labs" / "lab5_master_h100.json").read_text())
+    perf = load_rubric(LAB)["performance"]
+    assert rec["timing_case_correct"]["ok"] and "H100" in rec["gpu"]
+    assert perf["basis"] == "master"
+    assert perf["full_at"] == pytest.approx(rec["suggested"]["full_at_master_units"])
+    assert rec["suggested"]["full_at_reference_units"] == pytest.approx(
+        rec["suggested"]["fraction_of_reference"] / rec["margin"])
+    assert perf["zero_at"] < perf["full_at"]
+
 if __name__ == "__main__":
     for name in DERIVED:
         (FIX / name).write_text(_derived_source(name))
