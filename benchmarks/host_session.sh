@@ -24,19 +24,7 @@
 #   (and, if step 4 ran, cp <files>/fastcall_probe_h100.json records/launch/)
 set -u
 OUT=${1:?usage: COURSE_COMMIT=<sha> bash benchmarks/host_session.sh OUTDIR}
-: "${COURSE_COMMIT:?set COURSE_COMMIT to the commit of this tree (there is no .git here)}"
-export COURSE_COMMIT
-SITE=/tmp/site
-mkdir -p "$SITE"
-if ls .whl-nb/*.whl >/dev/null 2>&1; then  # the Jupyter stack the recording needs
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target "$SITE" .whl-nb/*.whl || exit 1
-fi
-if ls .whl/numpy-2.4*.whl >/dev/null 2>&1; then  # numpy < 2.5 for numba-cuda 0.30.4
-  python3 -m zipfile -e .whl/numpy-2.4*.whl "$SITE" >/dev/null || exit 1
-fi
-export PYTHONPATH=$SITE:$PWD
-python3 -c "import nbclient, ipykernel" 2>/dev/null || echo "WARNING: no Jupyter stack: carry .whl-nb (step 3 will fail)"
+. "$(dirname "$0")/device_env.sh"
 
 DECODE='^(vec4|half8|torch_eager|torch_compile|torch_eager_graph)$|launch_layer|_torch_call$|python_launch|raw_launch|checks_only'
 MLP_UP='^torch_mlp_up'

@@ -22,18 +22,7 @@
 #   cp <files>/gpu_h100.json records/tests/
 set -u
 OUT=${1:?usage: COURSE_COMMIT=<sha> bash benchmarks/lab5_session.sh OUTDIR}
-: "${COURSE_COMMIT:?set COURSE_COMMIT to the commit of this tree (there is no .git here)}"
-export COURSE_COMMIT
-SITE=/tmp/site
-mkdir -p "$SITE"
-if ls .whl-nb/*.whl >/dev/null 2>&1; then  # the Jupyter stack the recording needs
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target "$SITE" .whl-nb/*.whl || exit 1
-fi
-if ls .whl/numpy-2.4*.whl >/dev/null 2>&1; then  # numpy < 2.5 for numba-cuda 0.30.4
-  python3 -m zipfile -e .whl/numpy-2.4*.whl "$SITE" >/dev/null || exit 1
-fi
-export PYTHONPATH=$SITE:$PWD
+. "$(dirname "$0")/device_env.sh"
 
 echo "[1] lab 5 master probe ($SECONDS s)"
 timeout 180 python3 benchmarks/lab5_master_probe.py --out "$OUT/lab5_master_h100.json" \

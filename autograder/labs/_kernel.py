@@ -1,4 +1,4 @@
-"""Helpers shared by the kernel labs (2-4)."""
+"""Helpers shared by the kernel labs (2-5)."""
 
 from __future__ import annotations
 

@@ -8,41 +8,14 @@ round to stay coalesced, and the biases join the epilogue.
 
 from __future__ import annotations
 
-import numpy as np
+from functools import partial
 
-from ._kernel import seeds
+from . import linear_layer as layer
+from .linear_layer import INPUTS, OUTPUT
 from .spec import KernelLab, PlantedBug, Step
 
-INPUTS = ("x", "wg", "bg", "wu", "bu")
-OUTPUT = "out"
 DTYPE = "float32"
 RTOL, ATOL = 1e-3, 1e-4
-
-
-def input_specs(case):
-    T, d, h = case["T"], case["d"], case["h"]
-    s = seeds(case["seed"], INPUTS)
-    w = 1.0 / float(np.sqrt(d))
-    return {"x": {"shape": [T, d], "dtype": DTYPE, "seed": s["x"], "scale": 1.0},
-            "wg": {"shape": [h, d], "dtype": DTYPE, "seed": s["wg"], "scale": w},
-            "bg": {"shape": [h], "dtype": DTYPE, "seed": s["bg"], "scale": 0.5},
-            "wu": {"shape": [h, d], "dtype": DTYPE, "seed": s["wu"], "scale": w},
-            "bu": {"shape": [h], "dtype": DTYPE, "seed": s["bu"], "scale": 0.5}}
-
-
-def out_spec(case):
-    return {"shape": [case["T"], case["h"]], "dtype": DTYPE}
-
-
-def reference(inputs):
-    f = {k: v.astype(np.float64) for k, v in inputs.items()}
-    a = f["x"] @ f["wg"].T + f["bg"]
-    b = f["x"] @ f["wu"].T + f["bu"]
-    return a / (1.0 + np.exp(-a)) * b
-
-
-def describe(case):
-    return f"x [{case['T']}, {case['d']}], weights [{case['h']}, {case['d']}] float32"
 
 
 def hidden_cases(rng, simulated: bool, n: int = 3):
@@ -62,15 +35,6 @@ def hidden_cases(rng, simulated: bool, n: int = 3):
 def timing_case(simulated: bool, seed: int):
     T, d, h = (2, 16, 16) if simulated else (1024, 2048, 4096)
     return {"name": "timing", "T": T, "d": d, "h": h, "seed": seed}
-
-
-def min_bytes(case):
-    T, d, h = case["T"], case["d"], case["h"]
-    return 4 * (T * d + 2 * h * d + 2 * h + T * h)
-
-
-def flops(case):
-    return 2 * 2 * case["T"] * case["d"] * case["h"]
 
 
 def make_reference_runner(case):
@@ -93,19 +57,6 @@ def make_reference_runner(case):
 
 # The lab builds its kernel in four steps; the last is the graded linear_swiglu. Steps 1-3
 # compute one projection, out = x @ w.T with w [h, d], no bias.
-def _gemm_specs(case):
-    T, d, h = case["T"], case["d"], case["h"]
-    s = seeds(case["seed"], ("x", "w"))
-    return {"x": {"shape": [T, d], "dtype": DTYPE, "seed": s["x"], "scale": 1.0},
-            "w": {"shape": [h, d], "dtype": DTYPE, "seed": s["w"], "scale": 1.0 / float(np.sqrt(d))}}
-
-
-def _gemm_reference(inputs):
-    return inputs["x"].astype(np.float64) @ inputs["w"].astype(np.float64).T
-
-
-def _gemm_describe(case):
-    return f"x [{case['T']}, {case['d']}], w [{case['h']}, {case['d']}] float32"
 
 
 def _step(name, function, teaches, shapes, seed, bug):
@@ -113,8 +64,9 @@ def _step(name, function, teaches, shapes, seed, bug):
                    "seed": seed + i} for i, (T, d, h) in enumerate(shapes))
     return Step(name=name, function=function, params=("x", "w", "out"), inputs=("x", "w"),
                 output=OUTPUT, dtype=DTYPE, rtol=RTOL, atol=ATOL, cases=cases,
-                input_specs=_gemm_specs, out_spec=out_spec, reference=_gemm_reference,
-                describe=_gemm_describe, teaches=teaches, bug=bug)
+                input_specs=partial(layer.projection_specs, dtype=DTYPE),
+                out_spec=partial(layer.out_spec, dtype=DTYPE), reference=layer.projection_reference,
+                describe=partial(layer.projection_describe, dtype=DTYPE), teaches=teaches, bug=bug)
 
 
 # The shapes are off every tile (16 for step 2, 64 for step 3) and d spans several slabs of
@@ -141,6 +93,8 @@ LAB = KernelLab(
     dtype=DTYPE, rtol=RTOL, atol=ATOL, perf_metric="flops",
     public_cases=({"name": "public T=3 d=20 h=18", "T": 3, "d": 20, "h": 18, "seed": 5},
                   {"name": "public T=1 d=33 h=7", "T": 1, "d": 33, "h": 7, "seed": 6}),
-    hidden_cases=hidden_cases, input_specs=input_specs, out_spec=out_spec, reference=reference,
-    describe=describe, timing_case=timing_case, min_bytes=min_bytes, flops=flops,
+    hidden_cases=hidden_cases, input_specs=partial(layer.input_specs, dtype=DTYPE),
+    out_spec=partial(layer.out_spec, dtype=DTYPE), reference=layer.reference,
+    describe=partial(layer.describe, dtype=DTYPE), timing_case=timing_case,
+    min_bytes=partial(layer.min_bytes, dtype=DTYPE), flops=layer.flops,
     make_reference_runner=make_reference_runner, reference_name="strict-f32 cuBLAS", steps=STEPS)

@@ -17,13 +17,15 @@ comparison need nothing new. The master also takes bfloat16 (its bits) and uses
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
+from . import linear_layer as layer
 from ._kernel import seeds
+from .linear_layer import INPUTS, OUTPUT
 from .spec import KernelLab, PlantedBug, Step
 
-INPUTS = ("x", "wg", "bg", "wu", "bu")
-OUTPUT = "out"
 DTYPE = "float16"
 # Tolerances. The inputs are float16 values (the reference reads the same values, widened
 # exactly to float64); a product of two float16 is exact in float32 and the tensor cores sum
@@ -37,32 +39,6 @@ RTOL, ATOL = 4e-3, 1e-3
 # the steps store the float32 accumulators: no half rounding, only the accumulation's
 STEP_RTOL, STEP_ATOL = 1e-3, 1e-3
 BK = 32  # the k depth the lab asks the kernel to handle: d is a multiple of it, h is even
-
-
-def input_specs(case):
-    T, d, h = case["T"], case["d"], case["h"]
-    s = seeds(case["seed"], INPUTS)
-    w = 1.0 / float(np.sqrt(d))
-    return {"x": {"shape": [T, d], "dtype": DTYPE, "seed": s["x"], "scale": 1.0},
-            "wg": {"shape": [h, d], "dtype": DTYPE, "seed": s["wg"], "scale": w},
-            "bg": {"shape": [h], "dtype": DTYPE, "seed": s["bg"], "scale": 0.5},
-            "wu": {"shape": [h, d], "dtype": DTYPE, "seed": s["wu"], "scale": w},
-            "bu": {"shape": [h], "dtype": DTYPE, "seed": s["bu"], "scale": 0.5}}
-
-
-def out_spec(case):
-    return {"shape": [case["T"], case["h"]], "dtype": DTYPE}
-
-
-def reference(inputs):
-    f = {k: v.astype(np.float64) for k, v in inputs.items()}
-    a = f["x"] @ f["wg"].T + f["bg"]
-    b = f["x"] @ f["wu"].T + f["bu"]
-    return a / (1.0 + np.exp(-a)) * b
-
-
-def describe(case):
-    return f"x [{case['T']}, {case['d']}], weights [{case['h']}, {case['d']}] float16"
 
 
 # Shapes: d a multiple of BK (16-byte copies of whole k-slabs), h even (pairs of halves are
@@ -88,15 +64,6 @@ def timing_case(simulated: bool, seed: int):
     return {"name": "timing", "T": T, "d": d, "h": h, "seed": seed}
 
 
-def min_bytes(case):
-    T, d, h = case["T"], case["d"], case["h"]
-    return 2 * (T * d + 2 * h * d + 2 * h + T * h)
-
-
-def flops(case):
-    return 2 * 2 * case["T"] * case["d"] * case["h"]
-
-
 def make_reference_runner(case):
     """cuBLAS float16 (one F.linear on [wg; wu] with the biases) plus torch.compile's SiLU * up.
 
@@ -120,25 +87,8 @@ def make_reference_runner(case):
 
 
 # The lab builds its kernel in steps; the last is the graded linear_swiglu_tc. Steps 1-3
-# compute one projection, out = x @ w.T (w [h, d], nn.Linear's layout), into float32.
-def _gemm_specs(case):
-    T, d, h = case["T"], case["d"], case["h"]
-    s = seeds(case["seed"], ("x", "w"))
-    return {"x": {"shape": [T, d], "dtype": DTYPE, "seed": s["x"], "scale": 1.0},
-            "w": {"shape": [h, d], "dtype": DTYPE, "seed": s["w"], "scale": 1.0 / float(np.sqrt(d))}}
-
-
-def _gemm_reference(inputs):
-    return inputs["x"].astype(np.float64) @ inputs["w"].astype(np.float64).T
-
-
-def _gemm_out(case):
-    return {"shape": [case["T"], case["h"]], "dtype": "float32"}
-
-
-def _gemm_describe(case):
-    return f"x [{case['T']}, {case['d']}], w [{case['h']}, {case['d']}] float16"
-
+# compute one projection, out = x @ w.T (w [h, d], nn.Linear's layout), into float32
+# (linear_layer's projection); step 1 one 16 x 8 tile of it.
 
 def _tile_specs(case):
     s = seeds(case["seed"], ("a", "w"))
@@ -160,11 +110,13 @@ def _explain_fragments(fn):
 def _step(name, function, teaches, shapes, seed, bug, **kw):
     cases = tuple({"name": f"step {name} T={T} d={d} h={h}", "T": T, "d": d, "h": h,
                    "seed": seed + i} for i, (T, d, h) in enumerate(shapes))
-    args = dict(params=("x", "w", "out"), inputs=("x", "w"), input_specs=_gemm_specs,
-                reference=_gemm_reference, describe=_gemm_describe)
+    args = dict(params=("x", "w", "out"), inputs=("x", "w"),
+                input_specs=partial(layer.projection_specs, dtype=DTYPE),
+                reference=layer.projection_reference,
+                describe=partial(layer.projection_describe, dtype=DTYPE))
     args.update(kw)
     return Step(name=name, function=function, output=OUTPUT, dtype="float32", rtol=STEP_RTOL,
-                atol=STEP_ATOL, cases=cases, out_spec=_gemm_out, teaches=teaches, bug=bug, **args)
+                atol=STEP_ATOL, cases=cases, out_spec=partial(layer.out_spec, dtype="float32"), teaches=teaches, bug=bug, **args)
 
 
 # Step 2 and 3's shapes are off the block tile in T and h, and d spans several k-slabs, so the
@@ -199,8 +151,10 @@ LAB = KernelLab(
     dtype=DTYPE, rtol=RTOL, atol=ATOL, perf_metric="flops",
     public_cases=({"name": "public T=5 d=64 h=40", "T": 5, "d": 64, "h": 40, "seed": 7},
                   {"name": "public T=1 d=32 h=18", "T": 1, "d": 32, "h": 18, "seed": 8}),
-    hidden_cases=hidden_cases, input_specs=input_specs, out_spec=out_spec, reference=reference,
-    describe=describe, timing_case=timing_case, min_bytes=min_bytes, flops=flops,
+    hidden_cases=hidden_cases, input_specs=partial(layer.input_specs, dtype=DTYPE),
+    out_spec=partial(layer.out_spec, dtype=DTYPE), reference=layer.reference,
+    describe=partial(layer.describe, dtype=DTYPE), timing_case=timing_case,
+    min_bytes=partial(layer.min_bytes, dtype=DTYPE), flops=layer.flops,
     make_reference_runner=make_reference_runner,
     reference_name="cuBLAS float16 + compiled SwiGLU", steps=STEPS,
     untraced=("the access tracer does not model cp.async's 16-byte copies, ldmatrix's "

@@ -16,20 +16,27 @@ from autograder import labs
 FIX = FIXTURES / "submissions"
 THREATS = FIXTURES / "threats"
 LABS = list(labs.names())  # every lab of autograder/labs/
-FAST_RUBRIC = """lab = "lab2_packed_swiglu"
+def fast_rubric(lab: str = "lab2_packed_swiglu", *, hidden_cases: int = 2, load_s: int = 60,
+                test_s: int = 20, limits: str = "") -> str:
+    """A rubric for test runs: few hidden cases and short limits (``limits``: more lines of
+    its [limits] table)."""
+    return f"""lab = "{lab}"
 [correctness]
 public_points = 1
 hidden_points = 2
-hidden_cases = 2
+hidden_cases = {hidden_cases}
 [performance]
 points = 4
 zero_at = 0.30
 full_at = 0.80
 physical_limit = 1.08
 [limits]
-load_s = 60
-test_s = 20
-"""
+load_s = {load_s}
+test_s = {test_s}
+{limits}"""
+
+
+FAST_RUBRIC = fast_rubric()
 _RUNS = {}
 
 

@@ -20,7 +20,9 @@ import pytest
 from autograder import labs
 from autograder.labs import KernelLab, LabSpecError, NumericLab
 
+from grading_runs import fast_rubric
 from repo import ROOT as REPO
+
 NAME = "lab9_scale_add"
 
 MODULE = '''
@@ -84,20 +86,7 @@ LAB = KernelLab(
     **COMMON)
 '''
 
-RUBRIC = '''lab = "lab9_scale_add"
-[correctness]
-public_points = 1
-hidden_points = 2
-hidden_cases = 1
-[performance]
-points = 4
-zero_at = 0.30
-full_at = 0.80
-physical_limit = 1.08
-[limits]
-load_s = 60
-test_s = 30
-'''
+RUBRIC = fast_rubric(NAME, hidden_cases=1, test_s=30)
 
 CELLS = [
     ("markdown", "# Lab 9: scale and add\n\nWrite `scale_add(x, y, out)`: `out = 2 x + y`."),

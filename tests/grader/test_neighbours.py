@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_runs import REPO, env, grade_cmd, results
+from grading_runs import REPO, env, fast_rubric, grade_cmd, results
 
 sys.path.insert(0, str(REPO))
 from autograder.sandbox import NOBODY, Child, can_drop_uid, pids_cgroup_base
@@ -36,22 +36,9 @@ needs_pids_cgroup = pytest.mark.skipif(pids_cgroup_base()[0] is None,
 
 NEIGHBOURS = FIXTURES / "neighbours"
 MASTER = REPO / "solutions" / "lab2_packed_swiglu.ipynb"
-RUBRIC = """lab = "lab2_packed_swiglu"
-[correctness]
-public_points = 1
-hidden_points = 2
-hidden_cases = 1
-[performance]
-points = 4
-zero_at = 0.30
-full_at = 0.80
-physical_limit = 1.08
-[limits]
-load_s = 90
-test_s = 30
-disk_mib = 64       # working folder, /tmp and /dev/shm together
-files = 2000
-"""
+RUBRIC = fast_rubric(hidden_cases=1, load_s=90, test_s=30, limits=(
+    "disk_mib = 64       # working folder, /tmp and /dev/shm together\n"
+    "files = 2000\n"))
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,18 @@
+# Sourced by the device-session scripts (host_session.sh, lab5_session.sh): the carried wheels
+# installed into /tmp/site and put on PYTHONPATH with this tree. The device image has torch and
+# numba-cuda but no Jupyter (carry .whl-nb, the wheels of CONTRIBUTING.md "To record on the
+# device machine") and a numpy too new for numba-cuda 0.30.4 (carry .whl).
+: "${COURSE_COMMIT:?set COURSE_COMMIT to the commit of this tree (there is no .git here)}"
+export COURSE_COMMIT
+SITE=/tmp/site
+mkdir -p "$SITE"
+if ls .whl-nb/*.whl >/dev/null 2>&1; then  # the Jupyter stack a recording needs
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$SITE" .whl-nb/*.whl || exit 1
+fi
+if ls .whl/numpy-2.4*.whl >/dev/null 2>&1; then  # numpy < 2.5 for numba-cuda 0.30.4
+  python3 -m zipfile -e .whl/numpy-2.4*.whl "$SITE" >/dev/null || exit 1
+fi
+export PYTHONPATH=$SITE:$PWD
+python3 -c "import nbclient, ipykernel" 2>/dev/null \
+  || echo "WARNING: no Jupyter stack (carry .whl-nb): recording chapters will fail"
