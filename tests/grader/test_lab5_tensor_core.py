@@ -131,7 +131,7 @@ def test_the_master_compiles_for_a_t4_an_a100_and_an_h100():
 # ---------------------------------------------------------------------------------------
 # Fixtures (tests/fixtures/lab5): two written by hand, two derived from the master by one edit
 # each (test_derived_fixtures_follow_the_master keeps them in step; rewrite them with
-# `PYTHONPATH=tests python tests/grader/test_lab5_tensor_core.py`).
+# `PYTHONPATH=tests:. python tests/grader/test_lab5_tensor_core.py`).
 FIX = REPO / "tests" / "fixtures" / "lab5"
 DERIVED = {
     "missing_cp_async_wait.py": (
@@ -238,7 +238,7 @@ def test_transposed_fragments_are_a_wrong_answer(graded):
 def test_derived_fixtures_follow_the_master():
     for name in DERIVED:
         assert (FIX / name).read_text() == _derived_source(name), (
-            f"tests/fixtures/lab5/{name} is stale: run `PYTHONPATH=tests python tests/grader/test_lab5_tensor_core.py`")
+            f"tests/fixtures/lab5/{name} is stale: run `PYTHONPATH=tests:. python tests/grader/test_lab5_tensor_core.py`")
 
 
 
