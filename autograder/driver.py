@@ -5,7 +5,9 @@ Started by the sandbox's launcher (autograder/sandbox/launcher.py) as
 ``agsettings.py`` (autograder/sandbox/settings.py: what ``config.json`` holds, typed),
 ``aglinux.py`` (autograder/sandbox/linux.py: the kernel's constants),
 ``aginputs.py`` (autograder/inputs.py), a copy of the ``book`` library WITHOUT
-``book.kernels`` and the student's code as ``submission.py``.
+``book.kernels`` (but for the instruction modules graded code may import,
+``GRADED_KERNEL_MODULES`` of autograder/sandbox/child.py) and the student's code as
+``submission.py``.
 It never receives the lab's references, solutions, rubric or hidden-case generator: only
 seeds, shapes and argument order, one test at a time.
 
