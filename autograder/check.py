@@ -3,9 +3,10 @@
 Runs the lab's public tests on the function in this process (the student's own notebook)
 and says exactly what is wrong: shape, dtype, first mismatching index, expected vs got,
 unwritten outputs. On a GPU it also times the function with book.bench.measure and reports
-effective bandwidth, the fraction of the reference measured on this GPU, the fraction of
-theoretical peak and the performance points that would earn under the lab's rubric (the
-grader re-times in its own process with its own clock, so expect small differences).
+effective bandwidth (or TFLOP/s), the fraction of the lab's reference measured on this GPU, the
+fraction of theoretical peak, and the rubric's scoring lines; where the rubric scores against
+the lab's master (``basis = "master"``), the points are left to the grader, which times the
+master beside the submission on its own GPU.
 """
 
 from __future__ import annotations
