@@ -261,3 +261,16 @@ def test_assign_refuses_a_master_whose_lab_is_unknown():
     nb = nbformat.read(REPO / "solutions" / "lab2_packed_swiglu.ipynb", as_version=4)
     with pytest.raises(MarkerError, match="no lab named 'lab7_gone'.*autograder/labs/lab7_gone.py"):
         check_steps(nb, "lab7_gone.ipynb")
+
+
+def test_every_lab_is_in_the_table_of_contents_and_the_instructors_tables():
+    """A lab a student cannot find is not on the site: each registered lab has its place in
+    _toc.yml, and the two tables instructors read (autograder/README.md, the instructors'
+    appendix) name it."""
+    toc = (REPO / "_toc.yml").read_text()
+    readme = (REPO / "autograder" / "README.md").read_text()
+    appendix = (REPO / "chapters" / "appendix_instructors.md").read_text()
+    for name in labs.names():
+        assert f"- file: labs/{name}\n" in toc, f"{name} is not in _toc.yml"
+        assert f"| `{name}` |" in readme, f"{name} is not in autograder/README.md's table"
+        assert f"</labs/{name}>" in appendix, f"{name} is not in the instructors' appendix"
