@@ -14,7 +14,6 @@ from ._kernel import seeds
 
 INPUTS = ("x", "wg", "bg", "wu", "bu")
 OUTPUT = "out"
-ITEMSIZE = {"float32": 4, "float16": 2}
 
 
 def input_specs(case, dtype):
@@ -46,8 +45,12 @@ def describe(case, dtype):
 
 def min_bytes(case, dtype):
     """Each input read once and the output written once."""
+    # book's dtypes, imported here: importing `book` decides GPU or simulator, which the
+    # grader does first (a lab module is imported before that)
+    from book.dtypes import itemsize
+
     T, d, h = case["T"], case["d"], case["h"]
-    return ITEMSIZE[dtype] * (T * d + 2 * h * d + 2 * h + T * h)
+    return itemsize(dtype) * (T * d + 2 * h * d + 2 * h + T * h)
 
 
 def flops(case):

@@ -222,8 +222,7 @@ def launch_presets(data=None) -> list[dict]:
             # (launch_layer_*, book.decode_cost) before another of the same kind
             rank = (n, date, name.startswith("launch_layer_"))
             if how and rank > overheads.get((how, dtype), (0, "", False))[:3]:
-                overheads[(how, dtype)] = (n, date, name.startswith("launch_layer_"),
-                                           float(seconds), name, shape)
+                overheads[(how, dtype)] = (*rank, float(seconds), name, shape)
             bw = _get(row, "bandwidth")
             if not bw or kind == "launch" or name.endswith("_graph"):
                 continue
