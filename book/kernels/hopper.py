@@ -278,7 +278,9 @@ def tensor_map(ptr: int, rows: int, cols: int, row_bytes: int, box: tuple[int, i
            "64B": cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B,
            "128B": cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B}[mode]
     err, tmap = cu.cuTensorMapEncodeTiled(
-        dtype, 2, ptr, [cols, rows], [row_bytes], [box[0], box[1]], [1, 1],
+        dtype, 2, cu.CUdeviceptr(ptr), [cu.cuuint64_t(cols), cu.cuuint64_t(rows)],
+        [cu.cuuint64_t(row_bytes)], [cu.cuuint32_t(box[0]), cu.cuuint32_t(box[1])],
+        [cu.cuuint32_t(1), cu.cuuint32_t(1)],
         cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swz,
         cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
