@@ -473,6 +473,63 @@ if not SIMULATED:
         return types.void(dst, tmap, c0, c1, bar), codegen
 
     @intrinsic
+    def tma_store_2d(typingctx, tmap, c0, c1, src):
+        """The box at column c0, row c1 of the tensor described by ``tmap`` <- the shared
+        tile at ``src`` (32-bit shared address, laid out and swizzled as a load would leave
+        it). Parts of the box outside the tensor are not written. Asynchronous: it joins
+        the thread's bulk group (``bulk_commit``, ``bulk_wait_read``, ``bulk_wait``)."""
+        def codegen(context, builder, signature, args):
+            m = context.cast(builder, args[0], signature.args[0], types.uint64)
+            x = _u32(context, builder, signature.args[1], args[1])
+            y = _u32(context, builder, signature.args[2], args[2])
+            src_ = _u32(context, builder, signature.args[3], args[3])
+            _asm(builder, "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group "
+                          "[$0, {$1, $2}], [$3];", "l,r,r,r,~{memory}", (m, x, y, src_))
+            return context.get_dummy_value()
+
+        return types.void(tmap, c0, c1, src), codegen
+
+    bulk_commit = _no_operand("cp.async.bulk.commit_group;")
+
+    def _bulk_wait(read):
+        @intrinsic
+        def bulk_wait(typingctx, n):
+            groups = _literal(n, "bulk_wait(n): n")
+            text = f"cp.async.bulk.wait_group{'.read' if read else ''} {groups};"
+
+            def codegen(context, builder, signature, args):
+                _asm(builder, text, "~{memory}")
+                return context.get_dummy_value()
+
+            return types.void(n), codegen
+
+        return bulk_wait
+
+    bulk_wait_read = _bulk_wait(True)  # its stores have read their shared memory
+    bulk_wait = _bulk_wait(False)  # its stores are complete
+
+    def _st_shared_pair(bf16):
+        @intrinsic
+        def st_shared(typingctx, addr, lo, hi):
+            """Round two float32 to 16 bits and store them as one word at a 32-bit shared
+            address (lo at the lower address)."""
+            def codegen(context, builder, signature, args):
+                a = _u32(context, builder, signature.args[0], args[0])
+                flo = context.cast(builder, args[1], signature.args[1], types.float32)
+                fhi = context.cast(builder, args[2], signature.args[2], types.float32)
+                cvt = "cvt.rn.bf16x2.f32" if bf16 else "cvt.rn.f16x2.f32"
+                _asm(builder, f"{{ .reg .b32 w; {cvt} w, $2, $1; st.shared.b32 [$0], w; }}",
+                     "r,f,f,~{memory}", (a, flo, fhi))
+                return context.get_dummy_value()
+
+            return types.void(addr, lo, hi), codegen
+
+        return st_shared
+
+    st_shared_bf16x2 = _st_shared_pair(True)
+    st_shared_f16x2 = _st_shared_pair(False)
+
+    @intrinsic
     def tma_prefetch(typingctx, tmap):
         def codegen(context, builder, signature, args):
             m = context.cast(builder, args[0], signature.args[0], types.uint64)

@@ -51,7 +51,7 @@ from numba import cuda, float32, uint8, uint32, uint64
 
 from .fused import silu_mul
 from .hopper import SIMULATED, check_capability, descriptor, tensor_map
-from .launch import allow_shared, flat, sm_count
+from .launch import allow_shared, sm_count
 from .mma_gemm import half_dtype, half_matrix, half_out
 
 __all__ = ["HopperTile", "TILE", "EPILOGUES", "build_kernel", "schedule", "pairs",
@@ -101,18 +101,25 @@ class HopperTile:
         return 2 * self.b_half_bytes
 
     @property
+    def c_bytes(self):  # one consumer's output staging tile: 64 rows x bn 16-bit values
+        return 64 * self.bn * 2
+
+    @property
     def stage_bytes(self):
         return self.a_bytes + self.b_bytes
 
     @property
     def layout(self) -> dict:
         """Byte offsets in shared memory (from a 1024-aligned base): the A ring, the B ring,
-        the full and the empty barriers."""
+        each consumer's output tile (the TMA store's source), the full and the empty
+        barriers."""
         a = 0
         b = self.stages * self.a_bytes
-        full = b + self.stages * self.b_bytes
+        c = b + self.stages * self.b_bytes
+        full = c + self.consumers * self.c_bytes
         empty = full + 8 * self.stages
-        return {"a": a, "b": b, "full": full, "empty": empty, "end": empty + 8 * self.stages}
+        return {"a": a, "b": b, "c": c, "full": full, "empty": empty,
+                "end": empty + 8 * self.stages}
 
     @property
     def shared_bytes(self):
@@ -175,7 +182,9 @@ def schedule(m_tiles: int, n_tiles: int, group: int) -> np.ndarray:
 
 
 def build_kernel(tile: HopperTile = TILE, epilogue: str = "swiglu", kind: str = "bf16"):
-    """``k(maps, sched, out, out2, M, N, K)``; see the module doc for ``epilogue``."""
+    """``k(maps, sched, K)``: ``maps`` the tensor maps of x, the two weights and the two
+    outputs (16 uint64 each), ``sched`` the tile schedule; see the module doc for
+    ``epilogue``."""
     return make_wgmma_gemm(tile.validate(), epilogue, kind)
 
 
@@ -190,20 +199,21 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
         raise RuntimeError("the wgmma kernels need a Hopper GPU: Numba's simulator has no "
                            "wgmma or TMA (run the models of book.kernels.hopper instead)")
     from .hopper import (
-        fence_mbarrier_init, global_address, make_wgmma, mbar_arrive, mbar_arrive_expect_tx,
-        mbar_init, mbar_wait, setmaxnreg_dec, setmaxnreg_inc, shared_address, tma_load_2d,
-        wgmma_commit, wgmma_fence, wgmma_wait,
+        bulk_commit, bulk_wait, bulk_wait_read, fence_mbarrier_init, fence_proxy_async,
+        global_address, make_wgmma, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
+        named_barrier, setmaxnreg_dec, setmaxnreg_inc, shared_address, st_shared_bf16x2,
+        st_shared_f16x2, tma_load_2d, tma_store_2d, wgmma_commit, wgmma_fence, wgmma_wait,
     )
-    from .tensorcore import store_bf16x2, store_f16x2
 
     WGMMA = make_wgmma(tile.wgmma_n, kind)
-    STORE = store_bf16x2 if kind == "bf16" else store_f16x2
+    ST_PAIR = st_shared_bf16x2 if kind == "bf16" else st_shared_f16x2
     BM, BN, BK, ST = tile.bm, tile.bn, tile.bk, tile.stages
     NACC = tile.wgmma_n // 2  # accumulators per consumer thread
     CHUNKS = BN // 8  # 8-column chunks of one half (4 accumulators each)
     LAY = tile.layout
-    A_OFF, B_OFF, FULL, EMPTY = LAY["a"], LAY["b"], LAY["full"], LAY["empty"]
-    A_BYTES, B_BYTES, B_HALF = tile.a_bytes, tile.b_bytes, tile.b_half_bytes
+    A_OFF, B_OFF, C_OFF = LAY["a"], LAY["b"], LAY["c"]
+    FULL, EMPTY = LAY["full"], LAY["empty"]
+    A_BYTES, B_BYTES, B_HALF, C_BYTES = tile.a_bytes, tile.b_bytes, tile.b_half_bytes, tile.c_bytes
     STAGE_TX = tile.stage_bytes
     CONSUMER_A = 64 * BK * 2  # bytes of one consumer's 64 rows of the x tile
     NC = tile.consumers
@@ -215,13 +225,17 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
     DUAL = epilogue in ("swiglu", "identity", "store2")
     LOADS = epilogue != "ceiling"
     EPI = epilogue
+    # the output leaves in rounds of BN columns through the consumer's staging tile:
+    # one round for swiglu and identity, two for store2 (gate, then up) and gemm
+    ROUNDS = 0 if epilogue == "ceiling" else (1 if epilogue in ("swiglu", "identity") else 2)
     COLS = BN if DUAL else 2 * BN  # output columns per tile
     B2_ROW = 0 if DUAL else BN  # second B box: wu's same rows, or w's next BN rows
+    BOXES = BN // 64  # 64-column boxes (128 swizzled bytes a row) per round
     INFLIGHT = tile.inflight
     PREGS, CREGS = tile.producer_regs, tile.consumer_regs
     MASK = uint32(0xFFFFFC00)  # ~(ALIGN - 1)
 
-    def wgmma_gemm(maps, sched, out, out2, M, N, K):
+    def wgmma_gemm(maps, sched, K):
         smem = cuda.shared.array(0, uint8)
         base = (shared_address(smem, 0) + uint32(ALIGN - 1)) & MASK
         tid = cuda.threadIdx.x
@@ -268,15 +282,19 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
             acc = cuda.local.array(NACC, float32)
             warp = lt >> 5
             g = (lt & 31) >> 2
-            t2 = (lt & 3) * 2
+            t4 = (lt & 3) * 4  # byte of this thread's column pair within 8 columns
+            # this thread's rows of the staging tile (r and r + 8), and its swizzle: the
+            # 16-byte chunk j of row r lives at chunk j ^ (r % 8), and r % 8 = g
+            ctile = base + C_OFF + c * C_BYTES
+            cbase = ctile + (16 * warp + g) * 128 + t4
+            map_o0 = global_address(maps, 48)
+            map_o1 = global_address(maps, 64)
             s = 0
             ph = 0
             prev = 0
             i = cuda.blockIdx.x
             while i < ntiles:
                 t = sched[i]
-                row0 = (t >> 16) * BM + c * 64 + 16 * warp + g
-                col0 = (t & 0xFFFF) * COLS + t2
                 for kb in range(nk):
                     if LOADS:
                         mbar_wait(base + FULL + 8 * s, ph)  # the stage's bytes have landed
@@ -304,28 +322,44 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                     wgmma_wait(0)
                     if LOADS and lt == 0:
                         mbar_arrive(base + EMPTY + 8 * prev)
-                # the epilogue: accumulator 4j + 2h + e is row g + 8h, column 8j + t2 + e
-                for h in range(2):
-                    r = row0 + 8 * h
-                    if r < M:
-                        o = r * N + col0
-                        for j in range(CHUNKS if DUAL else 2 * CHUNKS):
-                            if col0 + 8 * j < N:
-                                lo = acc[4 * j + 2 * h]
-                                hi = acc[4 * j + 2 * h + 1]
-                                if DUAL:
-                                    ulo = acc[4 * (j + CHUNKS) + 2 * h]
-                                    uhi = acc[4 * (j + CHUNKS) + 2 * h + 1]
-                                    if EPI == "swiglu":
-                                        STORE(out, o + 8 * j, silu_mul(lo, ulo), silu_mul(hi, uhi))
-                                    elif EPI == "identity":
-                                        STORE(out, o + 8 * j, lo + ulo, hi + uhi)
-                                    else:
-                                        STORE(out, o + 8 * j, lo, hi)
-                                        STORE(out2, o + 8 * j, ulo, uhi)
+                # The epilogue. Accumulator 4j + 2h + e is row g + 8h (+ 16 warp), column
+                # 8j + t2 + e: gate chunk j and its up partner j + CHUNKS meet here. Each
+                # round: wait until the last TMA store has read the staging tile, write
+                # 16-bit pairs into it (swizzled: conflict-free), hand it to TMA.
+                row = (t >> 16) * BM + 64 * c
+                col = (t & 0xFFFF) * COLS
+                if ROUNDS == 0:  # the ceiling: one word per tile, so ptxas keeps the wgmma
+                    ST_PAIR(cbase, acc[0], acc[NACC - 1])
+                for rnd in range(ROUNDS):
+                    if lt == 0:
+                        bulk_wait_read(0)
+                    named_barrier(1 + c, 128)
+                    for h in range(2):
+                        for j in range(CHUNKS):
+                            a = cbase + (j >> 3) * 8192 + h * 1024 + (((j & 7) ^ g) << 4)
+                            q = 4 * (j + rnd * CHUNKS) + 2 * h  # this round's accumulators
+                            lo = acc[q]
+                            hi = acc[q + 1]
+                            if EPI == "swiglu" or EPI == "identity":
+                                ulo = acc[q + 4 * CHUNKS]
+                                uhi = acc[q + 4 * CHUNKS + 1]
+                                if EPI == "swiglu":
+                                    ST_PAIR(a, silu_mul(lo, ulo), silu_mul(hi, uhi))
                                 else:
-                                    STORE(out, o + 8 * j, lo, hi)
+                                    ST_PAIR(a, lo + ulo, hi + uhi)
+                            else:
+                                ST_PAIR(a, lo, hi)
+                    fence_proxy_async()  # the generic-proxy writes, read next by TMA
+                    named_barrier(1 + c, 128)
+                    if lt == 0:
+                        m_out = map_o1 if (EPI == "store2" and rnd == 1) else map_o0
+                        c0 = col + (BN * rnd if EPI == "gemm" else 0)
+                        for b in range(BOXES):
+                            tma_store_2d(m_out, c0 + 64 * b, row, ctile + b * 8192)
+                        bulk_commit()
                 i += cuda.gridDim.x
+            if lt == 0:
+                bulk_wait(0)  # the last stores are complete before the block's memory goes
 
     return cuda.jit(fastmath=True, launch_bounds=(tile.threads, 1))(wgmma_gemm)
 
@@ -404,12 +438,12 @@ def _run(epilogue, x, wg, wu, out, out2, tile, stream):
     o2, res2 = o, None
     if epilogue == "store2":
         res2, o2 = half_out(out2, x, (T, h), dtype, "out2")
-    box_x, box_w = (tile.bk, tile.bm), (tile.bk, tile.bn)
-    maps = _maps([xd, ws[0], ws[-1]], [box_x, box_w, box_w])
+    box_x, box_w, box_o = (tile.bk, tile.bm), (tile.bk, tile.bn), (64, 64)
+    maps = _maps([xd, ws[0], ws[-1], o, o2], [box_x, box_w, box_w, box_o, box_o])
     cols = tile.bn if dual else 2 * tile.bn
     sched = _schedule(-(-T // tile.bm), -(-h // cols), tile.group)
     kern = build_kernel(tile, epilogue, kind)
-    args = [maps, sched, flat(o, "out"), flat(o2, "out2"), T, h, d]
+    args = [maps, sched, d]
     allow_shared(kern, args, tile.shared_bytes)
     grid = min(sched.size, sm_count())
     kern[grid, tile.threads, stream, tile.shared_bytes](*args)
