@@ -23,7 +23,6 @@ import book  # noqa: F401  (GPU or simulator first)
 import numpy as np
 import torch
 import torch.nn.functional as F
-from numba import cuda
 
 from book.kernels import hopper as H
 from book.kernels import hopper_probes as P
@@ -152,28 +151,45 @@ def correctness():
             check(f"gemm {T}x{d}x{2 * h}", e < 1e-2, f"rel err {e:.2e}")
 
 
-def timed(fn, sets, samples=7, per=10):
-    for i in range(3):
-        fn(*sets[i % len(sets)])
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(samples):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for i in range(per):
-            fn(*sets[i % len(sets)])
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1) * 1000 / per)
-    return statistics.median(ts), min(ts), max(ts)
-
-
 def add_row(name, shape, t, fl):
     med, lo, hi = t
     RESULT["rows"].append({"variant": name, "shape": list(shape), "us": med, "us_min": lo,
                            "us_max": hi, "tflops": fl / med / 1e6})
     print(f"  {name:<28} {'x'.join(map(str, shape)):<16} {med:9.1f} us  "
           f"{fl / med / 1e6:6.1f} TFLOP/s  (range {lo:.1f}-{hi:.1f})", flush=True)
+
+
+def interleaved(fns, rounds=3, samples=5, per=10):
+    """{name: (median, min, max) us per call}: every candidate timed in turn, round after
+    round, so a drift of the card's clocks falls on all of them alike."""
+    got = {n: [] for n in fns}
+    for n, (fn, sets) in fns.items():  # warm-up: compile, plan, caches
+        for i in range(3):
+            fn(*sets[i % len(sets)])
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        for n, (fn, sets) in fns.items():
+            for _ in range(samples):
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                for i in range(per):
+                    fn(*sets[i % len(sets)])
+                e1.record()
+                e1.synchronize()
+                got[n].append(e0.elapsed_time(e1) * 1000 / per)
+    return {n: (statistics.median(v), min(v), max(v)) for n, v in got.items()}
+
+
+def host_us(fn, args, n=200):
+    """Host time per call (enqueue only: the GPU runs behind)."""
+    fn(*args)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn(*args)
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / n * 1e6
 
 
 @guarded
@@ -201,41 +217,41 @@ def timing(shapes, variants):
         check(f"swiglu vs cuBLAS {T}x{d}x{h}", e < 1e-2, f"rel err {e:.2e}")
         del ref
 
-        add_row("wgmma_dual_gemm", shape, timed(lambda x, o: W.swiglu_wgmma(x, wg, wu, o),
-                                                 sets(xs, outs)), fl)
-        add_row("wgmma_dual_gemm_identity", shape,
-                timed(lambda x, o: W.swiglu_wgmma_identity(x, wg, wu, o), sets(xs, outs)), fl)
-
         def unfused(x, G, U, o):
             W.gate_up_wgmma(x, wg, wu, G, U)
             halfprec.swiglu_half8(G, U, o)
-
-        add_row("wgmma_unfused", shape, timed(unfused, sets(xs, Gs, Us, outs)), fl)
-        add_row("wgmma_gemm", shape, timed(lambda x, o: W.matmul_wgmma(x, wc, o), sets(xs, gus)), fl)
-        add_row("wgmma_ceiling", shape, timed(lambda x, o: W.ceiling_wgmma(x, wc, o), sets(xs, gus)), fl)
-        add_row("cublas_bf16_gemm", shape,
-                timed(lambda x, o: torch.matmul(x, wc.T, out=o), sets(xs, gus)), fl)
 
         def eager(gu):
             return F.silu(gu[:, :h]) * gu[:, h:]
 
         compiled = torch.compile(eager, dynamic=False)
-        add_row("cublas_mlp_up_eager", shape,
-                timed(lambda x, o: eager(torch.matmul(x, wc.T, out=o)), sets(xs, gus)), fl)
-        add_row("cublas_mlp_up_compiled", shape,
-                timed(lambda x, o: compiled(torch.matmul(x, wc.T, out=o)), sets(xs, gus)), fl)
+        fns = {
+            "wgmma_dual_gemm": (lambda x, o: W.swiglu_wgmma(x, wg, wu, o), sets(xs, outs)),
+            "wgmma_dual_gemm_identity": (lambda x, o: W.swiglu_wgmma_identity(x, wg, wu, o),
+                                         sets(xs, outs)),
+            "wgmma_unfused": (unfused, sets(xs, Gs, Us, outs)),
+            "wgmma_gemm": (lambda x, o: W.matmul_wgmma(x, wc, o), sets(xs, gus)),
+            "wgmma_ceiling": (lambda x, o: W.ceiling_wgmma(x, wc, o), sets(xs, gus)),
+            "cublas_bf16_gemm": (lambda x, o: torch.matmul(x, wc.T, out=o), sets(xs, gus)),
+            "cublas_mlp_up_eager": (lambda x, o: eager(torch.matmul(x, wc.T, out=o)), sets(xs, gus)),
+            "cublas_mlp_up_compiled": (lambda x, o: compiled(torch.matmul(x, wc.T, out=o)),
+                                       sets(xs, gus)),
+        }
         if variants and T == shapes[0][0]:
-            for kw in ({"inflight": 0}, {"stages": 3}, {"group": 4}, {"group": 16},
-                       {"stages": 3, "inflight": 0}):
+            for kw in ({"cluster": 1}, {"inflight": 0}, {"stages": 3}, {"group": 4},
+                       {"group": 16}, {"stages": 3, "inflight": 0}):
                 tile = W.HopperTile(**kw)
-                try:
-                    t = timed(lambda x, o: W.swiglu_wgmma(x, wg, wu, o, tile=tile), sets(xs, outs))
-                    RESULT["variants"].append({"tile": kw, "shape": list(shape), "us": t[0],
-                                               "tflops": fl / t[0] / 1e6})
-                    print(f"  variant {kw}: {t[0]:.1f} us {fl / t[0] / 1e6:.1f} TFLOP/s", flush=True)
-                except Exception as e:
-                    print(f"  variant {kw}: {e!r}", flush=True)
-        del xs, wg, wu, wc, outs, gus, Gs, Us
+                name = "variant " + ",".join(f"{k}={v}" for k, v in kw.items())
+                fns[name] = ((lambda x, o, tile=tile: W.swiglu_wgmma(x, wg, wu, o, tile=tile)),
+                             sets(xs, outs))
+        for name, t in interleaved(fns).items():
+            add_row(name, shape, t, fl)
+        hu = host_us(lambda: W.swiglu_wgmma(xs[0], wg, wu, outs[0]), ())
+        hm = host_us(lambda: torch.matmul(xs[0], wc.T, out=gus[0]), ())
+        RESULT.setdefault("host", []).append({"shape": list(shape), "swiglu_wgmma_us": hu,
+                                              "torch_matmul_us": hm})
+        print(f"  host per call: swiglu_wgmma {hu:.1f} us, torch.matmul {hm:.1f} us", flush=True)
+        fns.clear()
         torch.cuda.empty_cache()
 
 
@@ -281,7 +297,7 @@ def main():
     correctness()
     print("== SASS", flush=True)
     sass(out)
-    print("== timing (back-to-back calls, CUDA events, median of 7 x 10)", flush=True)
+    print("== timing (back-to-back calls, CUDA events, interleaved: 3 rounds x 5 x 10)", flush=True)
     shapes = [(2048, 4096, 14336)] + ([] if a.quick else [(8192, 4096, 14336)])
     timing(shapes, a.variants)
     RESULT["provenance"] = provenance(" ".join(sys.argv))

@@ -45,8 +45,6 @@ below are what the chapter runs there, and the tests hold the models to the GPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numba import config
 
@@ -452,6 +450,33 @@ if not SIMULATED:
 
         return types.int32(bar, parity), codegen
 
+    # -- clusters: CTAs launched together, each able to reach the others' shared memory
+
+    @intrinsic
+    def cluster_ctarank(typingctx):
+        """This CTA's rank within its cluster."""
+        def codegen(context, builder, signature, args):
+            return _asm(builder, "mov.u32 $0, %cluster_ctarank;", "=r", ret=_i32,
+                        side_effect=False)
+
+        return types.uint32(), codegen
+
+    cluster_sync = _no_operand("barrier.cluster.arrive.aligned; barrier.cluster.wait.aligned;")
+
+    @intrinsic
+    def mbar_arrive_cluster(typingctx, bar, cta):
+        """Arrive on the mbarrier at the same shared address in CTA ``cta`` of the cluster
+        (``mapa`` turns the local address into that CTA's)."""
+        def codegen(context, builder, signature, args):
+            b = _u32(context, builder, signature.args[0], args[0])
+            r = _u32(context, builder, signature.args[1], args[1])
+            _asm(builder, "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, $0, $1; "
+                          "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }",
+                 "r,r,~{memory}", (b, r))
+            return context.get_dummy_value()
+
+        return types.void(bar, cta), codegen
+
     # -- TMA
 
     @intrinsic
@@ -471,6 +496,26 @@ if not SIMULATED:
             return context.get_dummy_value()
 
         return types.void(dst, tmap, c0, c1, bar), codegen
+
+    @intrinsic
+    def tma_load_2d_multicast(typingctx, dst, tmap, c0, c1, bar, mask):
+        """As :func:`tma_load_2d`, but the box lands at the same shared address, and its
+        bytes are reported to the mbarrier at the same address, in every CTA of the cluster
+        whose bit is set in ``mask``: one read of L2 feeds several SMs."""
+        def codegen(context, builder, signature, args):
+            d = _u32(context, builder, signature.args[0], args[0])
+            m = context.cast(builder, args[1], signature.args[1], types.uint64)
+            x = _u32(context, builder, signature.args[2], args[2])
+            y = _u32(context, builder, signature.args[3], args[3])
+            b = _u32(context, builder, signature.args[4], args[4])
+            k = builder.trunc(_u32(context, builder, signature.args[5], args[5]), ir.IntType(16))
+            _asm(builder, "cp.async.bulk.tensor.2d.shared::cluster.global.tile"
+                          ".mbarrier::complete_tx::bytes.multicast::cluster "
+                          "[$0], [$1, {$2, $3}], [$4], $5;",
+                 "r,l,r,r,r,h,~{memory}", (d, m, x, y, b, k))
+            return context.get_dummy_value()
+
+        return types.void(dst, tmap, c0, c1, bar, mask), codegen
 
     @intrinsic
     def tma_store_2d(typingctx, tmap, c0, c1, src):

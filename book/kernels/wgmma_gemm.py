@@ -51,6 +51,7 @@ from numba import cuda, float32, uint8, uint32, uint64
 
 from .fused import silu_mul
 from .hopper import SIMULATED, check_capability, descriptor, tensor_map
+from .fastcall import BoundedCache, PackedParams, cufunction, current_raw_stream, pack_array
 from .launch import allow_shared, sm_count
 from .mma_gemm import half_dtype, half_matrix, half_out
 
@@ -73,6 +74,7 @@ class HopperTile:
     stages: int = 4  # the ring: the producer runs up to this many stages ahead
     group: int = 8  # L2 order: column tiles walked together (:func:`schedule`)
     inflight: int = 1  # k-blocks of wgmma left in flight before a stage is released
+    cluster: int = 2  # CTAs per cluster: row tiles 2p and 2p+1 share one read of the weights
     producer_regs: int = 40  # setmaxnreg: the producer keeps this many registers ...
     consumer_regs: int = 232  # ... and the consumers grow to this many
 
@@ -138,6 +140,8 @@ class HopperTile:
             p.append("stages must be at least 2")
         if self.inflight not in (0, 1):
             p.append("inflight must be 0 or 1")
+        if self.cluster not in (1, 2):
+            p.append("cluster must be 1 or 2")
         if self.threads * self.consumer_regs > 65536 + 128 * (self.consumer_regs
                                                               - self.producer_regs):
             p.append("the consumers' registers do not fit the register file")
@@ -199,10 +203,12 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
         raise RuntimeError("the wgmma kernels need a Hopper GPU: Numba's simulator has no "
                            "wgmma or TMA (run the models of book.kernels.hopper instead)")
     from .hopper import (
-        bulk_commit, bulk_wait, bulk_wait_read, fence_mbarrier_init, fence_proxy_async,
-        global_address, make_wgmma, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
-        named_barrier, setmaxnreg_dec, setmaxnreg_inc, shared_address, st_shared_bf16x2,
-        st_shared_f16x2, tma_load_2d, tma_store_2d, wgmma_commit, wgmma_fence, wgmma_wait,
+        bulk_commit, bulk_wait, bulk_wait_read, cluster_ctarank, cluster_sync,
+        fence_mbarrier_init, fence_proxy_async, global_address, make_wgmma, mbar_arrive,
+        mbar_arrive_cluster, mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier,
+        setmaxnreg_dec, setmaxnreg_inc, shared_address, st_shared_bf16x2, st_shared_f16x2,
+        tma_load_2d, tma_load_2d_multicast, tma_store_2d, wgmma_commit, wgmma_fence,
+        wgmma_wait,
     )
 
     WGMMA = make_wgmma(tile.wgmma_n, kind)
@@ -234,18 +240,34 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
     INFLIGHT = tile.inflight
     PREGS, CREGS = tile.producer_regs, tile.consumer_regs
     MASK = uint32(0xFFFFFC00)  # ~(ALIGN - 1)
+    CL = tile.cluster
+
+    @cuda.jit(device=True, inline="always")
+    def release(bar, lt):
+        # a consumer warpgroup is done reading a stage: one arrive on the stage's empty
+        # barrier in every CTA whose producer copies into it (thread lt arrives at CTA lt)
+        if CL == 1:
+            if lt == 0:
+                mbar_arrive(bar)
+        elif lt < CL:
+            mbar_arrive_cluster(bar, lt)
 
     def wgmma_gemm(maps, sched, K):
         smem = cuda.shared.array(0, uint8)
         base = (shared_address(smem, 0) + uint32(ALIGN - 1)) & MASK
         tid = cuda.threadIdx.x
         wg = tid >> 7
+        rank = cluster_ctarank() if CL == 2 else uint32(0)
         if tid == 0:
             for s in range(ST):
                 mbar_init(base + FULL + 8 * s, 1)  # the producer's arrive (+ the bytes)
-                mbar_init(base + EMPTY + 8 * s, NC)  # one arrive per consumer warpgroup
+                # one arrive per consumer warpgroup of every CTA its stage is copied to
+                mbar_init(base + EMPTY + 8 * s, NC * CL)
             fence_mbarrier_init()
-        cuda.syncthreads()
+        if CL == 2:
+            cluster_sync()  # the partner's barriers exist before anything arrives on them
+        else:
+            cuda.syncthreads()
         nk = (K + BK - 1) // BK  # TMA reads zeros past K
         ntiles = sched.size
         if wg == 0:  # the producer
@@ -259,7 +281,7 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                 i = cuda.blockIdx.x
                 while i < ntiles:
                     t = sched[i]
-                    row = (t >> 16) * BM
+                    row = ((t >> 16) * CL + rank) * BM
                     col = (t & 0xFFFF) * COLS
                     for kb in range(nk):
                         mbar_wait(base + EMPTY + 8 * s, ph ^ 1)  # the consumers are done
@@ -268,8 +290,13 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                         kc = kb * BK
                         tma_load_2d(base + A_OFF + s * A_BYTES, map_x, kc, row, full)
                         bs = base + B_OFF + s * B_BYTES
-                        tma_load_2d(bs, map_b0, kc, col, full)
-                        tma_load_2d(bs + B_HALF, map_b1, kc, col + B2_ROW, full)
+                        if CL == 1:
+                            tma_load_2d(bs, map_b0, kc, col, full)
+                            tma_load_2d(bs + B_HALF, map_b1, kc, col + B2_ROW, full)
+                        elif rank == 0:  # gate's half of the weights, for both CTAs
+                            tma_load_2d_multicast(bs, map_b0, kc, col, full, 3)
+                        else:  # up's half, for both
+                            tma_load_2d_multicast(bs + B_HALF, map_b1, kc, col + B2_ROW, full, 3)
                         s += 1
                         if s == ST:
                             s = 0
@@ -307,12 +334,12 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                     wgmma_commit()
                     if INFLIGHT:
                         wgmma_wait(1)  # the previous k-block's wgmma are done ...
-                        if LOADS and lt == 0 and kb > 0:
-                            mbar_arrive(base + EMPTY + 8 * prev)  # ... so its stage is free
+                        if LOADS and kb > 0:
+                            release(base + EMPTY + 8 * prev, lt)  # ... so its stage is free
                     else:
                         wgmma_wait(0)
-                        if LOADS and lt == 0:
-                            mbar_arrive(base + EMPTY + 8 * s)
+                        if LOADS:
+                            release(base + EMPTY + 8 * s, lt)
                     prev = s
                     s += 1
                     if s == ST:
@@ -320,13 +347,13 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                         ph ^= 1
                 if INFLIGHT:
                     wgmma_wait(0)
-                    if LOADS and lt == 0:
-                        mbar_arrive(base + EMPTY + 8 * prev)
+                    if LOADS:
+                        release(base + EMPTY + 8 * prev, lt)
                 # The epilogue. Accumulator 4j + 2h + e is row g + 8h (+ 16 warp), column
                 # 8j + t2 + e: gate chunk j and its up partner j + CHUNKS meet here. Each
                 # round: wait until the last TMA store has read the staging tile, write
                 # 16-bit pairs into it (swizzled: conflict-free), hand it to TMA.
-                row = (t >> 16) * BM + 64 * c
+                row = ((t >> 16) * CL + rank) * BM + 64 * c
                 col = (t & 0xFFFF) * COLS
                 if ROUNDS == 0:  # the ceiling: one word per tile, so ptxas keeps the wgmma
                     ST_PAIR(cbase, acc[0], acc[NACC - 1])
@@ -360,6 +387,8 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                 i += cuda.gridDim.x
             if lt == 0:
                 bulk_wait(0)  # the last stores are complete before the block's memory goes
+        if CL == 2:
+            cluster_sync()  # nothing arrives on, or is copied into, a CTA that has left
 
     return cuda.jit(fastmath=True, launch_bounds=(tile.threads, 1))(wgmma_gemm)
 
@@ -373,7 +402,7 @@ def flops(T: int, d: int, h: int) -> int:
 # host side
 
 _MAPS = {}  # (address, shape, box, ...) of each tensor map set -> device array of maps
-_SCHED = {}  # (row tiles, column tiles, group) -> device schedule
+_SCHED = {}  # (row tiles, column tiles, group, cluster) -> device schedule
 
 
 def _maps(arrays, boxes):
@@ -394,11 +423,13 @@ def _maps(arrays, boxes):
     return dev
 
 
-def _schedule(m_tiles, n_tiles, group):
-    key = (m_tiles, n_tiles, group)
+def _schedule(m_tiles, n_tiles, tile):
+    """The device schedule: with clusters of 2, its row entries are pairs of row tiles."""
+    m_units = -(-m_tiles // tile.cluster)
+    key = (m_units, n_tiles, tile.group)
     dev = _SCHED.get(key)
     if dev is None:
-        dev = _SCHED[key] = cuda.to_device(schedule(m_tiles, n_tiles, group))
+        dev = _SCHED[key] = cuda.to_device(schedule(m_units, n_tiles, tile.group))
     return dev
 
 
@@ -421,12 +452,123 @@ def check_shapes(x, ws, names):
     return T, d, h
 
 
-def _run(epilogue, x, wg, wu, out, out2, tile, stream):
-    tile = (tile or TILE).validate()
-    if not SIMULATED:
-        check_capability(cuda.get_current_device().compute_capability)
+class Plan:
+    """One launch, worked out once per key: the CUDA function, grid, block, dynamic shared
+    memory, packed parameters, the launch configuration (with its cluster size) and the
+    device arrays the parameters point to (kept alive here)."""
+
+    __slots__ = ("function", "grid", "block", "smem", "params", "config", "keep")
+
+    def __init__(self, function, grid, block, smem, params, config, keep):
+        self.function, self.grid, self.block, self.smem = function, grid, block, smem
+        self.params, self.config, self.keep = params, config, keep
+
+
+_PLANS = BoundedCache(64)
+
+
+def _driver():
+    from cuda.bindings import driver as cu
+
+    return cu
+
+
+def _cluster_grid(cu, function, tile, units):
+    """Blocks to launch: as many clusters as can be resident at once (the schedule is
+    persistent), and no more than there are schedule entries."""
+    cfg = _config(cu, tile, 1)
+    err, n = cu.cuOccupancyMaxActiveClusters(function, cfg)
+    if err != cu.CUresult.CUDA_SUCCESS or n < 1:
+        n = sm_count() // tile.cluster
+    return tile.cluster * max(1, min(n, units))
+
+
+def _config(cu, tile, grid):
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid, 1, 1
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = tile.threads, 1, 1
+    cfg.sharedMemBytes = tile.shared_bytes
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = tile.cluster, 1, 1
+    cfg.attrs = [attr]
+    cfg.numAttrs = 1
+    return cfg
+
+
+def _plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h):
+    cu = _driver()
+    box_x, box_w, box_o = (tile.bk, tile.bm), (tile.bk, tile.bn), (64, 64)
+    maps = _maps([xd, ws[0], ws[-1], o, o2], [box_x, box_w, box_w, box_o, box_o])
+    cols = tile.bn if epilogue in ("swiglu", "identity", "store2") else 2 * tile.bn
+    sched = _schedule(-(-T // tile.bm), -(-h // cols), tile)
+    kern = build_kernel(tile, epilogue, kind)
+    args = [maps, sched, d]
+    allow_shared(kern, args, tile.shared_bytes)  # compiles for these types
+    compiled = kern.overloads[tuple(kern.typeof_pyval(a) for a in args)]
+    function = cufunction(cu, compiled)
+    params = []
+    for a in (maps, sched):
+        params.extend(pack_array(int(a.device_ctypes_pointer.value), a.shape, a.strides,
+                                 a.dtype.itemsize))
+    params.append(d)
+    if tile.cluster == 1:
+        grid, config = min(sched.size, sm_count()), None
     else:
-        check_capability(None)
+        grid = _cluster_grid(cu, function, tile, sched.size)
+        config = _config(cu, tile, grid)
+    return Plan(function, grid, tile.threads, tile.shared_bytes, PackedParams(params), config,
+                (maps, sched))
+
+
+def _launch(plan, stream):
+    cu = _driver()
+    if plan.config is None:
+        err, = cu.cuLaunchKernel(plan.function, plan.grid, 1, 1, plan.block, 1, 1, plan.smem,
+                                 stream, plan.params.address, 0)
+    else:
+        plan.config.hStream = stream
+        err, = cu.cuLaunchKernelEx(plan.config, plan.function, plan.params.address, 0)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"launching the wgmma GEMM failed: {err}")
+
+
+def _stream(stream, like):
+    """The raw stream to launch on: ``stream`` if given (an int, or a Numba stream), else
+    torch's current stream for torch tensors, else the legacy default stream."""
+    cu = _driver()
+    if stream is None:
+        if type(like).__module__.startswith("torch"):
+            return cu.CUstream(current_raw_stream()(like.get_device()))
+        return cu.CUstream(0)
+    h = getattr(stream, "handle", stream)
+    return cu.CUstream(int(getattr(h, "value", h) or 0))
+
+
+def _torch_key(epilogue, tile, tensors):
+    """What a plan depends on, read cheaply from torch tensors (None: not all torch)."""
+    key = [epilogue, tile]
+    for t in tensors:
+        if t is None:
+            key.append(None)
+            continue
+        if not type(t).__module__.startswith("torch"):
+            return None
+        key.append((t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.get_device()))
+    return tuple(key)
+
+
+def _run(epilogue, x, wg, wu, out, out2, tile, stream):
+    tile = tile or TILE
+    key = None
+    if out is not None and (out2 is not None or epilogue != "store2"):
+        key = _torch_key(epilogue, tile, (x, wg, wu, out, out2))
+        plan = _PLANS.get(key) if key is not None else None
+        if plan is not None:  # every check of this key passed when it was planned
+            _launch(plan, _stream(stream, x))
+            return (out, out2) if epilogue == "store2" else out
+    tile = tile.validate()
+    check_capability(None if SIMULATED else cuda.get_current_device().compute_capability)
     dual = epilogue in ("swiglu", "identity", "store2")
     names = ("wg", "wu") if dual else ("w",)
     xd = half_matrix(x, "x")
@@ -438,39 +580,34 @@ def _run(epilogue, x, wg, wu, out, out2, tile, stream):
     o2, res2 = o, None
     if epilogue == "store2":
         res2, o2 = half_out(out2, x, (T, h), dtype, "out2")
-    box_x, box_w, box_o = (tile.bk, tile.bm), (tile.bk, tile.bn), (64, 64)
-    maps = _maps([xd, ws[0], ws[-1], o, o2], [box_x, box_w, box_w, box_o, box_o])
-    cols = tile.bn if dual else 2 * tile.bn
-    sched = _schedule(-(-T // tile.bm), -(-h // cols), tile.group)
-    kern = build_kernel(tile, epilogue, kind)
-    args = [maps, sched, d]
-    allow_shared(kern, args, tile.shared_bytes)
-    grid = min(sched.size, sm_count())
-    kern[grid, tile.threads, stream, tile.shared_bytes](*args)
+    plan = _plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h)
+    if key is not None:
+        _PLANS.put(key, plan)
+    _launch(plan, _stream(stream, x))
     return (res, res2) if epilogue == "store2" else res
 
 
-def swiglu_wgmma(x, wg, wu, out=None, *, tile=None, stream=0):
+def swiglu_wgmma(x, wg, wu, out=None, *, tile=None, stream=None):
     """``out = silu(x @ wg.T) * (x @ wu.T)``: the Hopper dual GEMM (nn.Linear weights)."""
     return _run("swiglu", x, wg, wu, out, None, tile, stream)
 
 
-def swiglu_wgmma_identity(x, wg, wu, out=None, *, tile=None, stream=0):
+def swiglu_wgmma_identity(x, wg, wu, out=None, *, tile=None, stream=None):
     """The control: the same kernel storing ``x @ wg.T + x @ wu.T``."""
     return _run("identity", x, wg, wu, out, None, tile, stream)
 
 
-def gate_up_wgmma(x, wg, wu, gate=None, up=None, *, tile=None, stream=0):
+def gate_up_wgmma(x, wg, wu, gate=None, up=None, *, tile=None, stream=None):
     """The unfused path's GEMM: the same kernel storing gate and up."""
     return _run("store2", x, wg, wu, gate, up, tile, stream)
 
 
-def matmul_wgmma(x, w, out=None, *, tile=None, stream=0):
+def matmul_wgmma(x, w, out=None, *, tile=None, stream=None):
     """``out = x @ w.T`` (w [n, d], an nn.Linear weight)."""
     return _run("gemm", x, w, None, out, None, tile, stream)
 
 
-def ceiling_wgmma(x, w, out=None, *, tile=None, stream=0):
+def ceiling_wgmma(x, w, out=None, *, tile=None, stream=None):
     """The main-loop ceiling: the consumers' wgmma loop on shared memory only, no TMA (its
     result is not a product: it times what the loop can issue at this tile)."""
     return _run("ceiling", x, w, None, out, None, tile, stream)
