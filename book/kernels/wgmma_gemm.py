@@ -278,7 +278,7 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                 map_b1 = global_address(maps, 32)
                 s = 0
                 ph = 0
-                i = cuda.blockIdx.x
+                i = cuda.blockIdx.x // CL  # both CTAs of a cluster take the same entry
                 while i < ntiles:
                     t = sched[i]
                     row = ((t >> 16) * CL + rank) * BM
@@ -301,7 +301,7 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                         if s == ST:
                             s = 0
                             ph ^= 1
-                    i += cuda.gridDim.x
+                    i += cuda.gridDim.x // CL
         else:  # a consumer: 64 rows of each tile
             setmaxnreg_inc(CREGS)
             c = wg - 1
@@ -319,7 +319,7 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
             s = 0
             ph = 0
             prev = 0
-            i = cuda.blockIdx.x
+            i = cuda.blockIdx.x // CL
             while i < ntiles:
                 t = sched[i]
                 for kb in range(nk):
@@ -384,7 +384,7 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                         for b in range(BOXES):
                             tma_store_2d(m_out, c0 + 64 * b, row, ctile + b * 8192)
                         bulk_commit()
-                i += cuda.gridDim.x
+                i += cuda.gridDim.x // CL
             if lt == 0:
                 bulk_wait(0)  # the last stores are complete before the block's memory goes
         if CL == 2:
