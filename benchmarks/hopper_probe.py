@@ -134,6 +134,12 @@ def correctness():
         torch.cuda.synchronize()
         e = rel_err(o, F.silu(g) * u)
         check(f"swiglu {T}x{d}x{h}", e < 1e-2 and not torch.isnan(o).any(), f"rel err {e:.2e}")
+        for kw in ({"cluster": 1}, {"inflight": 0}, {"stages": 3}):
+            o.fill_(float("nan"))
+            W.swiglu_wgmma(x, wg, wu, o, tile=W.HopperTile(**kw))
+            e = rel_err(o, F.silu(g) * u)
+            check(f"swiglu {T}x{d}x{h} {kw}", e < 1e-2 and not torch.isnan(o).any(),
+                  f"rel err {e:.2e}")
         if (T, d, h) == shapes[0] or (T, d, h) == shapes[1]:
             o.fill_(float("nan"))
             W.swiglu_wgmma_identity(x, wg, wu, o)
