@@ -134,7 +134,7 @@ def correctness():
         torch.cuda.synchronize()
         e = rel_err(o, F.silu(g) * u)
         check(f"swiglu {T}x{d}x{h}", e < 1e-2 and not torch.isnan(o).any(), f"rel err {e:.2e}")
-        for kw in ({"cluster": 1}, {"inflight": 0}, {"stages": 3}):
+        for kw in ({"cluster": 2}, {"inflight": 0}, {"stages": 3}):
             o.fill_(float("nan"))
             W.swiglu_wgmma(x, wg, wu, o, tile=W.HopperTile(**kw))
             e = rel_err(o, F.silu(g) * u)
@@ -243,9 +243,9 @@ def timing(shapes, variants):
             "cublas_mlp_up_compiled": (lambda x, o: compiled(torch.matmul(x, wc.T, out=o)),
                                        sets(xs, gus)),
         }
-        if variants and T == shapes[0][0]:
-            for kw in ({"cluster": 1}, {"inflight": 0}, {"stages": 3}, {"group": 4},
-                       {"group": 16}, {"stages": 3, "inflight": 0}):
+        if variants:
+            for kw in ({"cluster": 2}, {"inflight": 0}, {"stages": 3}, {"group": 4},
+                       {"group": 16}, {"group": 32}, {"stages": 3, "inflight": 0}):
                 tile = W.HopperTile(**kw)
                 name = "variant " + ",".join(f"{k}={v}" for k, v in kw.items())
                 fns[name] = ((lambda x, o, tile=tile: W.swiglu_wgmma(x, wg, wu, o, tile=tile)),

@@ -74,7 +74,7 @@ class HopperTile:
     stages: int = 4  # the ring: the producer runs up to this many stages ahead
     group: int = 8  # L2 order: column tiles walked together (:func:`schedule`)
     inflight: int = 1  # k-blocks of wgmma left in flight before a stage is released
-    cluster: int = 2  # CTAs per cluster: row tiles 2p and 2p+1 share one read of the weights
+    cluster: int = 1  # CTAs per cluster; 2: row tiles 2p and 2p+1 share one read of the weights
     producer_regs: int = 40  # setmaxnreg: the producer keeps this many registers ...
     consumer_regs: int = 232  # ... and the consumers grow to this many
 
