@@ -252,6 +252,8 @@ def timing(shapes, variants):
                              sets(xs, outs))
         for name, t in interleaved(fns).items():
             add_row(name, shape, t, fl)
+        grids = sorted({(p.grid, p.config is not None) for p in W._PLANS.values()})
+        print(f"  grids launched (blocks, clustered): {grids}", flush=True)
         hu = host_us(lambda: W.swiglu_wgmma(xs[0], wg, wu, outs[0]), ())
         hm = host_us(lambda: torch.matmul(xs[0], wc.T, out=gus[0]), ())
         RESULT.setdefault("host", []).append({"shape": list(shape), "swiglu_wgmma_us": hu,
