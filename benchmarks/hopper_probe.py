@@ -173,9 +173,14 @@ def interleaved(fns, rounds=3, samples=5, per=10):
         for i in range(3):
             fn(*sets[i % len(sets)])
     torch.cuda.synchronize()
-    for _ in range(rounds):
+    t0 = time.time()
+    while time.time() - t0 < 3:  # and the card at its working temperature and clocks
         for n, (fn, sets) in fns.items():
-            for _ in range(samples):
+            fn(*sets[0])
+        torch.cuda.synchronize()
+    for _ in range(rounds * samples):
+        for n, (fn, sets) in fns.items():
+            for _ in range(1):
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 e0.record()
                 for i in range(per):
@@ -244,8 +249,9 @@ def timing(shapes, variants):
                                        sets(xs, gus)),
         }
         if variants:
-            for kw in ({"cluster": 2}, {"inflight": 0}, {"stages": 3}, {"group": 4},
-                       {"group": 16}, {"group": 32}, {"stages": 3, "inflight": 0}):
+            for kw in ({"cluster": 2}, {"cluster": 2, "max_blocks": 128},
+                       {"cluster": 2, "inflight": 0}, {"inflight": 0}, {"group": 4},
+                       {"max_blocks": 128}):
                 tile = W.HopperTile(**kw)
                 name = "variant " + ",".join(f"{k}={v}" for k, v in kw.items())
                 fns[name] = ((lambda x, o, tile=tile: W.swiglu_wgmma(x, wg, wu, o, tile=tile)),
@@ -253,7 +259,8 @@ def timing(shapes, variants):
         for name, t in interleaved(fns).items():
             add_row(name, shape, t, fl)
         grids = sorted({(p.grid, p.config is not None) for p in W._PLANS.values()})
-        print(f"  grids launched (blocks, clustered): {grids}", flush=True)
+        print(f"  grids launched (blocks, clustered): {grids}; cluster occupancy "
+              f"{ {str(k.__dict__): v for k, v in W.OCCUPANCY.items()} }", flush=True)
         hu = host_us(lambda: W.swiglu_wgmma(xs[0], wg, wu, outs[0]), ())
         hm = host_us(lambda: torch.matmul(xs[0], wc.T, out=gus[0]), ())
         RESULT.setdefault("host", []).append({"shape": list(shape), "swiglu_wgmma_us": hu,

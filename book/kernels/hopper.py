@@ -461,7 +461,8 @@ if not SIMULATED:
 
         return types.uint32(), codegen
 
-    cluster_sync = _no_operand("barrier.cluster.arrive.aligned; barrier.cluster.wait.aligned;")
+    # not .aligned: a warp may reach it diverged (the producer's lone thread comes later)
+    cluster_sync = _no_operand("barrier.cluster.arrive; barrier.cluster.wait;")
 
     @intrinsic
     def mbar_arrive_cluster(typingctx, bar, cta):

@@ -75,6 +75,7 @@ class HopperTile:
     group: int = 8  # L2 order: column tiles walked together (:func:`schedule`)
     inflight: int = 1  # k-blocks of wgmma left in flight before a stage is released
     cluster: int = 1  # CTAs per cluster; 2: row tiles 2p and 2p+1 share one read of the weights
+    max_blocks: int = 0  # at most this many blocks resident (0: one per SM)
     producer_regs: int = 40  # setmaxnreg: the producer keeps this many registers ...
     consumer_regs: int = 232  # ... and the consumers grow to this many
 
@@ -476,11 +477,17 @@ def _driver():
 def _cluster_grid(cu, function, tile, units):
     """Blocks to launch: as many clusters as can be resident at once (the schedule is
     persistent), and no more than there are schedule entries."""
-    cfg = _config(cu, tile, 1)
+    cfg = _config(cu, tile, tile.cluster)
     err, n = cu.cuOccupancyMaxActiveClusters(function, cfg)
+    OCCUPANCY[tile] = (str(err), n)
     if err != cu.CUresult.CUDA_SUCCESS or n < 1:
         n = sm_count() // tile.cluster
+    if tile.max_blocks:
+        n = min(n, tile.max_blocks // tile.cluster)
     return tile.cluster * max(1, min(n, units))
+
+
+OCCUPANCY = {}  # tile -> what cuOccupancyMaxActiveClusters answered (for the record)
 
 
 def _config(cu, tile, grid):
@@ -513,7 +520,7 @@ def _plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h):
                                  a.dtype.itemsize))
     params.append(d)
     if tile.cluster == 1:
-        grid, config = min(sched.size, sm_count()), None
+        grid, config = min(sched.size, tile.max_blocks or sm_count()), None
     else:
         grid = _cluster_grid(cu, function, tile, sched.size)
         config = _config(cu, tile, grid)
