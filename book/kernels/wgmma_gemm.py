@@ -73,7 +73,7 @@ class HopperTile:
     bk: int = 64  # k per stage: 64 16-bit elements = one 128-byte swizzled row
     stages: int = 4  # the ring: the producer runs up to this many stages ahead
     group: int = 8  # L2 order: column tiles walked together (:func:`schedule`)
-    inflight: int = 1  # k-blocks of wgmma left in flight before a stage is released
+    inflight: int = 0  # k-blocks of wgmma left in flight before a stage is released (0 or 1)
     cluster: int = 1  # CTAs per cluster; 2: row tiles 2p and 2p+1 share one read of the weights
     max_blocks: int = 0  # at most this many blocks resident (0: one per SM)
     producer_regs: int = 40  # setmaxnreg: the producer keeps this many registers ...
