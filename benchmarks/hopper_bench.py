@@ -36,8 +36,8 @@ def kernel_report():
             lib = compiled.library
             entry = {}
             try:
-                entry["registers"] = k.get_regs_per_thread(sig)
-                entry["local_bytes"] = k.get_local_mem_per_thread(sig)
+                entry["registers"] = compiled.regs_per_thread
+                entry["local_bytes"] = compiled.local_mem_per_thread
             except Exception as e:  # an API this numba-cuda lacks
                 entry["error"] = repr(e)
             if shutil.which("cuobjdump"):
