@@ -32,7 +32,7 @@ def _gpu():
 
 
 @functools.lru_cache(maxsize=None)
-def _tma_kernel():
+def tma_kernel():
     from .hopper import (
         fence_mbarrier_init, global_address, mbar_arrive_expect_tx, mbar_init, mbar_wait,
         shared_address, tma_load_2d,
@@ -73,7 +73,7 @@ def tma_tile(tensor, c0: int, c1: int, box: tuple[int, int], mode: str = "128B")
     dmap = cuda.to_device(np.frombuffer(raw, dtype=np.uint64).copy())
     nbytes = box[0] * box[1] * 2
     out = cuda.device_array(nbytes, dtype=np.uint8)
-    kern = _tma_kernel()
+    kern = tma_kernel()
     args = [dmap, c0, c1, nbytes, out]
     allow_shared(kern, args, nbytes + ALIGN)
     kern[1, 128, 0, nbytes + ALIGN](*args)
@@ -81,7 +81,7 @@ def tma_tile(tensor, c0: int, c1: int, box: tuple[int, int], mode: str = "128B")
 
 
 @functools.lru_cache(maxsize=None)
-def _wgmma_kernel(n, kind):
+def wgmma_kernel(n, kind):
     from .hopper import (
         fence_proxy_async, make_wgmma, shared_address, wgmma_commit, wgmma_fence, wgmma_wait,
     )
@@ -122,7 +122,7 @@ def wgmma_once(image: np.ndarray, desc_a: int, desc_b: int, n: int,
     da = cuda.to_device(np.array([desc_a], dtype=np.uint64))
     db = cuda.to_device(np.array([desc_b], dtype=np.uint64))
     out = cuda.device_array(128 * (n // 2), dtype=np.float32)
-    kern = _wgmma_kernel(n, kind)
+    kern = wgmma_kernel(n, kind)
     args = [img, da, db, out]
     nbytes = image.size + ALIGN
     allow_shared(kern, args, nbytes)
@@ -131,7 +131,7 @@ def wgmma_once(image: np.ndarray, desc_a: int, desc_b: int, n: int,
 
 
 @functools.lru_cache(maxsize=None)
-def _mbarrier_kernel():
+def mbarrier_kernel():
     from .hopper import (
         fence_mbarrier_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_try_wait,
         shared_address,
@@ -170,7 +170,7 @@ def mbarrier_phases() -> list[bool]:
     """What ``try_wait.parity`` answered at each step of :data:`MBARRIER_STEPS` on the GPU."""
     _gpu()
     out = cuda.to_device(np.full(len(MBARRIER_STEPS), 7, dtype=np.int32))
-    _mbarrier_kernel()[1, 32](out)
+    mbarrier_kernel()[1, 32](out)
     return [bool(v) for v in out.copy_to_host()]
 
 
