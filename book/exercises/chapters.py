@@ -163,7 +163,7 @@ def fix_fused_kernel(name: str = "fix") -> KernelExercise:
 
 
 def uncoalesced_counter(diag: dict | None = None) -> Choice:
-    """Chapter 9: which counter tells an uncoalesced kernel from one that moves extra bytes.
+    """Chapter 10: which counter tells an uncoalesced kernel from one that moves extra bytes.
 
     The right option is derived from the recorded ncu diagnosis: the one metric that
     stays at the coalesced control's value for the naive pair (extra bytes, coalesced
@@ -196,7 +196,7 @@ def uncoalesced_counter(diag: dict | None = None) -> Choice:
         nv, un = ratio[k]
         return f"the naive pair shows {nv:.2f}× the control, stride 32 {un:.1f}×"
 
-    # the metric names as chapter 9's table writes them
+    # the metric names as chapter 10's table writes them
     options = {"a": "DRAM bytes over the minimum (`dram__bytes_read.sum` + "
                     "`dram__bytes_write.sum`)",
                "b": "sectors per load request "
@@ -217,7 +217,7 @@ def uncoalesced_counter(diag: dict | None = None) -> Choice:
 
 
 def add_rmsnorm_bytes(T: int, d: int, dtype_bytes: int = 2) -> Number:
-    """Chapter 10: the bytes the fused residual add + RMSNorm moves."""
+    """Chapter 11: the bytes the fused residual add + RMSNorm moves."""
     from ..kernels import glu_family
 
     unfused, fused = glu_family.traffic_bytes("add_rmsnorm", T, d, dtype_bytes)

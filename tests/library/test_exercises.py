@@ -275,7 +275,7 @@ def test_chapter_5_fix_the_kernel():
     assert "if i < out.size" in fix.solution()
 
 
-def test_chapter_9_counter_comes_from_the_record():
+def test_chapter_10_counter_comes_from_the_record():
     ex = exercises.uncoalesced_counter()
     assert ex.answer == "b" and ex.check("b").correct is True
     wrong = ex.check("a")
@@ -333,7 +333,7 @@ def test_chapter_8_fragment_index_checked_against_a_real_warp():
     assert ex.check(None).correct is None
 
 
-def test_chapter_10_add_rmsnorm_bytes():
+def test_chapter_11_add_rmsnorm_bytes():
     ex = exercises.add_rmsnorm_bytes(2048, 4096, 2)
     assert ex.check(4 * 2048 * 4096 * 2).correct is True
     five = ex.check(5 * 2048 * 4096 * 2)
@@ -347,8 +347,8 @@ def _chapter_exercises():
             "ch3": exercises.activation_time_share(4096, 4096, 14336, "bfloat16"),
             "ch5": exercises.fusion_speedup(2048, 8192, "float32"),
             "ch5-kernel": exercises.fix_fused_kernel(),
-            "ch8": exercises.uncoalesced_counter(),
-            "ch9": exercises.add_rmsnorm_bytes(2048, 4096, 2)}
+            "ch10": exercises.uncoalesced_counter(),
+            "ch11": exercises.add_rmsnorm_bytes(2048, 4096, 2)}
 
 
 def _prose(page: str) -> str:
@@ -368,7 +368,7 @@ def test_answer_folds_write_products_as_the_chapters_do():
     assert "5·T·h / 3·T·h" in ex["ch5"].solution()
     assert "min(P, I · β) = I · β" in ex["ch2"].solution()
     assert "µs" in ex["ch3"].solution() and " us " not in ex["ch3"].solution()
-    assert "×" in ex["ch9"].solution() and " x " not in ex["ch9"].solution()
+    assert "×" in ex["ch11"].solution() and " x " not in ex["ch11"].solution()
 
 
 def test_code_in_exercise_prose_is_shown_as_code():
@@ -382,8 +382,8 @@ def test_code_in_exercise_prose_is_shown_as_code():
         assert f"<code>{code}</code>" in fix, code
     for metric in ("gpu__time_duration.sum", "dram__bytes_read.sum",
                    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"):
-        assert f"<code>{metric}</code>" in pages["ch8"], metric
-    assert "<code>y = rmsnorm(h) * w</code>" in pages["ch9"]
+        assert f"<code>{metric}</code>" in pages["ch10"], metric
+    assert "<code>y = rmsnorm(h) * w</code>" in pages["ch11"]
     for key, page in pages.items():
         prose = _prose(page)
         assert not re.search(r"\w__\w", prose), (key, "an ncu metric outside <code>")
@@ -547,8 +547,8 @@ def test_kernel_check_keeps_numbas_low_occupancy_warning_off_the_page(recwarn, m
     ("02_roofline.ipynb", "c002-x2"),
     ("03_swiglu_in_the_mlp.ipynb", "c006-x2"),
     ("08_tensor_cores.ipynb", "ch08-007"),
-    ("09_profiling.ipynb", "ch08-010-x2"),
-    ("10_same_move_everywhere.ipynb", "ch09-014-x2"),
+    ("10_profiling.ipynb", "ch08-010-x2"),
+    ("11_same_move_everywhere.ipynb", "ch09-014-x2"),
 ])
 def test_chapter_exercise_cell_answered_wrong_then_right_in_a_kernel(chapter, cell_id):
     """The chapter's own exercise cell, run with nbclient after every code cell above it (as
