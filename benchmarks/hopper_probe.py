@@ -134,7 +134,7 @@ def correctness():
         torch.cuda.synchronize()
         e = rel_err(o, F.silu(g) * u)
         check(f"swiglu {T}x{d}x{h}", e < 1e-2 and not torch.isnan(o).any(), f"rel err {e:.2e}")
-        for kw in ({"cluster": 2}, {"inflight": 0}, {"stages": 3}):
+        for kw in ({"cluster": 2}, {"cluster": 2, "multicast": False}, {"inflight": 1}):
             o.fill_(float("nan"))
             W.swiglu_wgmma(x, wg, wu, o, tile=W.HopperTile(**kw))
             e = rel_err(o, F.silu(g) * u)
@@ -249,9 +249,8 @@ def timing(shapes, variants):
                                        sets(xs, gus)),
         }
         if variants:
-            for kw in ({"cluster": 2}, {"cluster": 2, "max_blocks": 128},
-                       {"cluster": 2, "inflight": 0}, {"inflight": 0}, {"group": 4},
-                       {"max_blocks": 128}):
+            for kw in ({"cluster": 2}, {"cluster": 2, "multicast": False},
+                       {"inflight": 1}, {"group": 4}, {"group": 16}):
                 tile = W.HopperTile(**kw)
                 name = "variant " + ",".join(f"{k}={v}" for k, v in kw.items())
                 fns[name] = ((lambda x, o, tile=tile: W.swiglu_wgmma(x, wg, wu, o, tile=tile)),
