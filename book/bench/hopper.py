@@ -10,7 +10,8 @@ Rows (``kind`` "hopper", dtype bfloat16, shape [T, d, h]; flops count x @ [Wg; W
 - ``wgmma_ceiling``: the consumers' wgmma loop alone on shared memory (no TMA, no
   epilogue): what this structure can issue;
 - ``wgmma_dual_gemm_cluster2``: the variant with clusters of two CTAs sharing each read of
-  the weights through TMA multicast;
+  the weights through TMA multicast; ``wgmma_dual_gemm_paired``: clusters of two on
+  neighbouring row tiles that each read their own weights (the cluster without the sharing);
 - ``cublas_linear_gemm``: ``F.linear(x, [Wg; Wu])`` (cuBLAS, the same layout);
   ``cublas_linear_mlp_up_eager`` / ``cublas_linear_mlp_up_compiled``: that GEMM, then
   ``F.silu(g) * u`` on its halves, eager or ``torch.compile``d: what a PyTorch user runs;
@@ -128,6 +129,7 @@ def run(suite, shapes=SHAPES, rule_d=RULE_D, rounds=6, reps=8):
         del ref
         eager, comp = _swiglu_halves(F, h), compiled(h)
         cluster2 = W.HopperTile(cluster=2)
+        paired = W.HopperTile(cluster=2, multicast=False)
 
         def unfused(x, G, U, o):
             W.gate_up_wgmma(x, wg, wu, G, U)
@@ -145,6 +147,8 @@ def run(suite, shapes=SHAPES, rule_d=RULE_D, rounds=6, reps=8):
                               f),
             "wgmma_dual_gemm_cluster2": (lambda x, o: W.swiglu_wgmma(x, wg, wu, o, tile=cluster2),
                                          [(xs[i], outs[i]) for i in n], f),
+            "wgmma_dual_gemm_paired": (lambda x, o: W.swiglu_wgmma(x, wg, wu, o, tile=paired),
+                                       [(xs[i], outs[i]) for i in n], f),
             "cublas_linear_gemm": (lambda x, o: t.matmul(x, wc.T, out=o),
                                    [(xs[i], gus[i]) for i in n], f),
             "cublas_linear_mlp_up_eager": (lambda x, o: eager(t.matmul(x, wc.T, out=o)),
@@ -163,6 +167,8 @@ def run(suite, shapes=SHAPES, rule_d=RULE_D, rounds=6, reps=8):
                              "TMA, no epilogue, as many blocks",
             "wgmma_dual_gemm_cluster2": "variant: clusters of two CTAs sharing each read of the "
                                         "weights (TMA multicast)",
+            "wgmma_dual_gemm_paired": "variant: clusters of two CTAs on neighbouring row tiles, "
+                                      "each reading its own copy of the weights (no multicast)",
             "cublas_linear_gemm": "cuBLAS bf16 x @ [Wg; Wu]^T (the nn.Linear layout)",
             "cublas_linear_mlp_up_eager": "cuBLAS x @ [Wg; Wu]^T, then F.silu(g) * u on its "
                                           "halves (eager)",
