@@ -7,10 +7,16 @@ both operands are *K-major*, the layout wgmma reads without a transpose.
 
 How it is built (the way Hopper GEMMs are; :class:`HopperTile` holds every size):
 
-- **A persistent grid**: one block per SM; block b works through tiles b, b + grid, ... of a
-  host-made schedule (:func:`schedule`) that walks ``group`` column tiles at a time down
-  the rows, so what one wave of blocks reads (a slice of x and ``group`` tiles of the
-  weights) stays in L2.
+- **A persistent grid**: one block per SM; the blocks work through a host-made schedule
+  (:func:`schedule`) that walks ``group`` column tiles at a time down the rows, so what one
+  wave of blocks reads (a slice of x and ``group`` tiles of the weights) stays in L2.
+  Blocks come in *clusters* of two (``cluster``): the pair takes one schedule entry, row
+  tiles 2p and 2p+1 of the same columns, side by side on two SMs launched together, so the
+  same weight tiles are asked for twice at the same moment. That measured faster than
+  independent blocks at T = 8192 (``wgmma_dual_gemm_single`` in book/data). Sharing the
+  read itself through TMA multicast (``multicast=True``: each CTA copies half the weights
+  into both) measured much slower here (``wgmma_dual_gemm_multicast``), for reasons not
+  found yet.
 - **Warp specialization**: warpgroup 0 is the *producer*: one of its threads issues the TMA
   copies; it gives most of its registers away (``setmaxnreg``). Warpgroups 1 and 2 are the
   *consumers*: 64 rows of the tile each, issuing ``wgmma`` and running the epilogue.
@@ -74,8 +80,9 @@ class HopperTile:
     stages: int = 4  # the ring: the producer runs up to this many stages ahead
     group: int = 8  # L2 order: column tiles walked together (:func:`schedule`)
     inflight: int = 0  # k-blocks of wgmma left in flight before a stage is released (0 or 1)
-    cluster: int = 1  # CTAs per cluster; 2: row tiles 2p and 2p+1 share one read of the weights
+    cluster: int = 2  # CTAs per cluster: neighbouring row tiles 2p, 2p+1 run side by side
     max_blocks: int = 0  # at most this many blocks resident (0: one per SM)
+    multicast: bool = False  # with clusters: one read of the weights for both (TMA multicast)
     producer_regs: int = 40  # setmaxnreg: the producer keeps this many registers ...
     consumer_regs: int = 232  # ... and the consumers grow to this many
 
@@ -242,15 +249,16 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
     PREGS, CREGS = tile.producer_regs, tile.consumer_regs
     MASK = uint32(0xFFFFFC00)  # ~(ALIGN - 1)
     CL = tile.cluster
+    MC = CL if tile.multicast else 1  # CTAs each weight tile is copied to
 
     @cuda.jit(device=True, inline="always")
     def release(bar, lt):
         # a consumer warpgroup is done reading a stage: one arrive on the stage's empty
         # barrier in every CTA whose producer copies into it (thread lt arrives at CTA lt)
-        if CL == 1:
+        if MC == 1:
             if lt == 0:
                 mbar_arrive(bar)
-        elif lt < CL:
+        elif lt < MC:
             mbar_arrive_cluster(bar, lt)
 
     def wgmma_gemm(maps, sched, K):
@@ -263,7 +271,7 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
             for s in range(ST):
                 mbar_init(base + FULL + 8 * s, 1)  # the producer's arrive (+ the bytes)
                 # one arrive per consumer warpgroup of every CTA its stage is copied to
-                mbar_init(base + EMPTY + 8 * s, NC * CL)
+                mbar_init(base + EMPTY + 8 * s, NC * MC)
             fence_mbarrier_init()
         if CL == 2:
             cluster_sync()  # the partner's barriers exist before anything arrives on them
@@ -291,7 +299,7 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                         kc = kb * BK
                         tma_load_2d(base + A_OFF + s * A_BYTES, map_x, kc, row, full)
                         bs = base + B_OFF + s * B_BYTES
-                        if CL == 1:
+                        if MC == 1:
                             tma_load_2d(bs, map_b0, kc, col, full)
                             tma_load_2d(bs + B_HALF, map_b1, kc, col + B2_ROW, full)
                         elif rank == 0:  # gate's half of the weights, for both CTAs
