@@ -13,6 +13,10 @@ tile of :mod:`book.kernels.wgmma_gemm` and the records in ``book/data``.
   :class:`~book.kernels.hopper.MbarrierModel` and :class:`~book.kernels.wgmma_gemm.HopperTile`
   (stages, the three TMA boxes of a stage and their byte count, the consumer warpgroups,
   the epilogue). Durations are parameters in arbitrary units: a model, not a measurement.
+- :func:`measurement_rows`, :func:`clustered`: the rows of the chapter's comparison table
+  as the record names them (the multicast variant was ``wgmma_dual_gemm_cluster2`` before
+  clusters of two became the kernel's default, and a record of the default has
+  ``wgmma_dual_gemm_single`` beside it).
 - :func:`rule_rows`: the epilogue rule of :func:`book.bench.hopper.predicted_share`,
   predicted beside measured at each recorded width d, and what fusing bought there.
 """
@@ -27,7 +31,8 @@ from .kernels.hopper import MbarrierModel, descriptor, operand_addresses
 from .roofline import OKABE_ITO as OI
 
 __all__ = ["LAYOUTS", "operand_bytes", "chunk_owners", "conflict_ways", "descriptor_figure",
-           "RingEvent", "ring_model", "ring_summary", "ring_figure", "rule_rows"]
+           "RingEvent", "ring_model", "ring_summary", "ring_figure", "MULTICAST_ROWS",
+           "clustered", "measurement_rows", "rule_rows"]
 
 #: the three layouts of an 8 x 64 K-major tile of 16-bit elements that the figure compares
 LAYOUTS = {
@@ -201,6 +206,9 @@ def ring_model(tile=None, k_blocks: int = 6, tiles: int = 2, copy: float = 2.0,
     from .kernels.wgmma_gemm import TILE
 
     tile = (tile or TILE).validate()
+    if getattr(tile, "multicast", False):
+        raise ValueError("the model plays out one CTA's ring: with multicast each stage is "
+                         "filled and freed by both CTAs of a cluster, which it does not model")
     if min(k_blocks, tiles) < 1 or min(copy, mma) <= 0 or epilogue < 0:
         raise ValueError("k_blocks and tiles must be at least 1, copy and mma positive, "
                          "epilogue not negative")
@@ -367,6 +375,58 @@ def ring_figure(events: list[RingEvent], ax=None, title: str | None = None):
     if title:
         ax.set_title(title, fontsize=8, loc="left")
     return ax
+
+
+# ---------------------------------------------------------------------------------------
+# the comparison table, from the record
+
+#: the multicast variant's row, by its name now and its name in records made before clusters
+#: of two (without multicast) became the kernel's default
+MULTICAST_ROWS = ("wgmma_dual_gemm_multicast", "wgmma_dual_gemm_cluster2")
+
+
+def _same_run(a, b):
+    pa, pb = a.get("provenance") or {}, b.get("provenance") or {}
+    return (pa.get("date"), pa.get("commit")) == (pb.get("date"), pb.get("commit"))
+
+
+def clustered(rec, shape) -> bool:
+    """Whether the record's ``wgmma_dual_gemm`` row at ``shape`` ran the kernel's clusters of
+    two: a record of that default has the unclustered variant (``wgmma_dual_gemm_single``)
+    measured in the same run; an older record's row is the kernel without clusters."""
+    dual = rec.find("wgmma_dual_gemm", "bfloat16", shape)
+    single = rec.select(variant="wgmma_dual_gemm_single", dtype="bfloat16", shape=shape)
+    return bool(single) and _same_run(dual, single[0])
+
+
+def measurement_rows(rec, shape) -> list[tuple[str, str, dict]]:
+    """(variant, label, row) of the chapter's comparison table at ``shape``, in its order:
+    the dual GEMM, its two controls, the main-loop ceiling, the cluster variants the record
+    has (as it names them), then cuBLAS alone, + compiled and + eager SwiGLU."""
+    def row(v):
+        return rec.find(v, "bfloat16", shape)
+
+    paired = clustered(rec, shape)
+    out = [("wgmma_dual_gemm", "**ours: wgmma dual GEMM, fused SwiGLU**"
+            + (" (clusters of two)" if paired else " (no clusters)"), row("wgmma_dual_gemm")),
+           ("wgmma_dual_gemm_identity", "control: identity epilogue",
+            row("wgmma_dual_gemm_identity")),
+           ("wgmma_unfused", "control: same GEMM + half8 pass", row("wgmma_unfused")),
+           ("wgmma_ceiling", "wgmma main-loop ceiling", row("wgmma_ceiling"))]
+    if paired:
+        out.append(("wgmma_dual_gemm_single", "variant: no clusters",
+                    row("wgmma_dual_gemm_single")))
+    for v in MULTICAST_ROWS:
+        found = rec.select(variant=v, dtype="bfloat16", shape=shape)
+        if found:
+            out.append((v, "variant: clusters of two, multicast", found[0]))
+            break
+    out += [("cublas_linear_gemm", "cuBLAS GEMM alone", row("cublas_linear_gemm")),
+            ("cublas_linear_mlp_up_compiled", "cuBLAS + compiled SwiGLU",
+             row("cublas_linear_mlp_up_compiled")),
+            ("cublas_linear_mlp_up_eager", "cuBLAS + eager SwiGLU",
+             row("cublas_linear_mlp_up_eager"))]
+    return out
 
 
 # ---------------------------------------------------------------------------------------

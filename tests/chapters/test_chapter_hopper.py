@@ -85,10 +85,11 @@ def test_the_fused_kernel_beats_the_practitioners_paths(rec):
         assert comp / dual > 1 and eager / dual > comp / dual
 
 
-def test_the_cluster_variant_measured_much_slower(rec):
-    # "it came out much slower than the plain kernel at both sizes"
+def test_the_multicast_variant_measured_much_slower(rec):
+    # "Here it measured much slower, at both sizes"
     for shape in SHAPES:
-        assert s(rec, "wgmma_dual_gemm", shape) / s(rec, "wgmma_dual_gemm_cluster2", shape) < 0.8
+        (row,) = [r for v, _, r in hf.measurement_rows(rec, shape) if v in hf.MULTICAST_ROWS]
+        assert s(rec, "wgmma_dual_gemm", shape) / row["seconds"] < 0.8
 
 
 def test_the_lead_is_smaller_than_the_separate_pass_share(rec):

@@ -141,6 +141,51 @@ def test_the_timeline_draws_every_k_block_of_every_consumer():
     plt.close(fig)
 
 
+# ------------------------------------------------------------------ the comparison table
+
+
+def test_measurement_rows_of_a_record_made_before_the_paired_default():
+    rec = data.load("h100")
+    shape = (2048, 4096, 14336)
+    rows = hf.measurement_rows(rec, shape)
+    names = [v for v, _, _ in rows]
+    assert names[0] == "wgmma_dual_gemm" and names[-3:] == [
+        "cublas_linear_gemm", "cublas_linear_mlp_up_compiled", "cublas_linear_mlp_up_eager"]
+    if "wgmma_dual_gemm_single" not in rec.variants():
+        assert not hf.clustered(rec, shape) and "(no clusters)" in rows[0][1]
+    assert len([v for v in names if v in hf.MULTICAST_ROWS]) == 1
+    for v, _, r in rows:
+        assert r is rec.find(v, "bfloat16", shape)
+
+
+def test_measurement_rows_of_a_record_of_the_paired_default():
+    """A run of today's bench: the dual GEMM (clusters of two) beside its unclustered and
+    multicast variants of the same run; an unclustered row of another run does not count."""
+    import copy
+
+    rec = copy.deepcopy(data.load("h100"))
+    shape = [2048, 4096, 14336]
+    dual = rec.find("wgmma_dual_gemm", "bfloat16", shape)
+    old = rec.find("wgmma_dual_gemm_cluster2", "bfloat16", shape)
+    old["variant"] = "wgmma_dual_gemm_multicast"
+    single = dict(dual, variant="wgmma_dual_gemm_single",
+                  provenance=dict(dual["provenance"], date="2020-01-01T00:00:00+00:00"))
+    rec.rows.append(single)
+    assert not hf.clustered(rec, shape)  # another run's row
+    single["provenance"] = dual["provenance"]
+    assert hf.clustered(rec, shape)
+    rows = hf.measurement_rows(rec, shape)
+    labels = {v: label for v, label, _ in rows}
+    assert "(clusters of two)" in labels["wgmma_dual_gemm"]
+    assert labels["wgmma_dual_gemm_single"] == "variant: no clusters"
+    assert labels["wgmma_dual_gemm_multicast"] == "variant: clusters of two, multicast"
+
+
+def test_the_ring_model_refuses_multicast():
+    with pytest.raises(ValueError, match="one CTA's ring"):
+        hf.ring_model(W.HopperTile(cluster=2, multicast=True))
+
+
 # ------------------------------------------------------------------ the rule
 
 
