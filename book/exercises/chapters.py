@@ -410,7 +410,7 @@ def producer_first_parity(tile=None, name: str = "ex") -> Choice:
     if stuck is None:
         raise ValueError("the ring model no longer gets stuck on the wrong parity")
     return Choice(
-        f"The producer's first pass over the ring finds every stage's *empty* barrier fresh "
+        f"The producer's first pass over the ring finds every stage's empty barrier fresh "
         f"(initialised with a count of {t.consumers}, no arrivals yet: it is in phase 0). "
         "It must not wait for the consumers, who have read nothing yet. Which parity does "
         "its first `mbarrier.try_wait.parity` on an empty barrier ask for?",
