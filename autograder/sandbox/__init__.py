@@ -40,24 +40,29 @@ For the grader:
   outside the grader's open children holds that GPU).
 """
 
+from . import linux, seccomp
 from .budgets import GPU_BUDGET_FRACTION, Budget, default_budgets, gpu_memory, host_memory
 from .child import (TRUSTED_FILES, Child, ChildError, kill_open_children, open_children_pids,
                     scrubbed_env)
 from .containment import (ContainmentUnavailable, containment_support, refusal_message,
                           resolve_containment)
-from .process import alive, descendants, kill_tree, pids_in_namespace, process_info
+from .paths import TRUSTED_BOOT, trusted_command
+from .permissions import reachable, writable_by_others
+from .process import alive, descendants, kill_tree, kill_uid, pids_in_namespace, pids_of_uid, process_info
 from .settings import SIM_MAX_THREADS, DriverSettings, LaunchSettings, Limits, Storage
 from .storage import PLACES, storage_message, storage_use, sweep_stale_storage
 from .tasks import pids_cgroup_base, tasks_message, tasks_refused
-from .uid import NOBODY, can_drop_uid
+from .uid import CHILD_UID_BASE, CHILD_UID_SPAN, NOBODY, can_drop_uid, uid_drop_support
 
 __all__ = [
-    "GPU_BUDGET_FRACTION", "NOBODY", "PLACES", "SIM_MAX_THREADS", "TRUSTED_FILES", "Budget", "Child",
+    "CHILD_UID_BASE", "CHILD_UID_SPAN", "GPU_BUDGET_FRACTION", "NOBODY", "PLACES",
+    "SIM_MAX_THREADS", "TRUSTED_BOOT", "TRUSTED_FILES", "Budget", "Child",
     "ChildError", "ContainmentUnavailable", "DriverSettings", "LaunchSettings", "Limits", "Storage",
     "alive", "can_drop_uid",
     "containment_support", "default_budgets", "descendants", "gpu_memory", "host_memory",
-    "kill_open_children", "kill_tree", "open_children_pids", "pids_cgroup_base",
-    "pids_in_namespace", "process_info", "refusal_message", "resolve_containment",
+    "kill_open_children", "kill_tree", "kill_uid", "open_children_pids", "pids_cgroup_base",
+    "pids_in_namespace", "pids_of_uid", "process_info", "refusal_message", "resolve_containment",
     "scrubbed_env", "storage_message", "storage_use", "sweep_stale_storage", "tasks_message",
-    "tasks_refused",
+    "tasks_refused", "trusted_command", "uid_drop_support", "linux", "seccomp", "reachable",
+    "writable_by_others",
 ]
