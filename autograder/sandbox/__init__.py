@@ -46,7 +46,7 @@ from .child import (TRUSTED_FILES, Child, ChildError, kill_open_children, open_c
                     scrubbed_env)
 from .containment import (ContainmentUnavailable, containment_support, refusal_message,
                           resolve_containment)
-from .paths import TRUSTED_BOOT, trusted_command
+from .paths import TRUSTED_BOOT, grader_paths, trusted_command
 from .permissions import reachable, writable_by_others
 from .process import alive, descendants, kill_tree, kill_uid, pids_in_namespace, pids_of_uid, process_info
 from .settings import SIM_MAX_THREADS, DriverSettings, LaunchSettings, Limits, Storage
@@ -59,7 +59,8 @@ __all__ = [
     "SIM_MAX_THREADS", "TRUSTED_BOOT", "TRUSTED_FILES", "Budget", "Child",
     "ChildError", "ContainmentUnavailable", "DriverSettings", "LaunchSettings", "Limits", "Storage",
     "alive", "can_drop_uid",
-    "containment_support", "default_budgets", "descendants", "gpu_memory", "host_memory",
+    "containment_support", "default_budgets", "descendants", "gpu_memory", "grader_paths",
+    "host_memory",
     "kill_open_children", "kill_tree", "kill_uid", "open_children_pids", "pids_cgroup_base",
     "pids_in_namespace", "pids_of_uid", "process_info", "refusal_message", "resolve_containment",
     "scrubbed_env", "storage_message", "storage_use", "sweep_stale_storage", "tasks_message",
