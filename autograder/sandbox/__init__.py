@@ -6,10 +6,15 @@ The package, by concept:
   scrubbed environment, limits, capped output, deadlines, the budgets' watchdog), and the
   grader's open children (``open_children_pids``, ``kill_open_children``).
 - ``containment``: how a submission's processes are held so that they die with it (a PID
-  namespace, else a cgroup killed whole; else refused unless allowed), and cgroups.
+  namespace, else a cgroup killed whole, else (as root, Docker's default limits) the child's
+  own uid; else refused unless allowed), and cgroups.
 - ``paths``, ``uid``, ``storage``, ``tasks``: what a child sees (every path hidden but what it
-  needs), the uid of its own it becomes, the size-limited file system it writes to, the count
-  of its processes and threads.
+  needs; the grader's own processes started with ``python -I``), the uid of its own it becomes
+  (student code never runs as root), the size-limited file system it writes to, the count of
+  its processes and threads.
+- ``privilege``, ``permissions``, ``seccomp``: the driver's side of the uid drop (capabilities,
+  the grader's Python shared read-only, its own check that it is no root), what another uid
+  may read or change, and the seccomp filter that cuts the network where no namespace can.
 - ``budgets``: host and GPU memory summed over a submission's processes, watched while it runs.
 - ``process``: the process table and killing a tree or cgroup whole; ``linux``: the kernel's
   constants for unshare, prctl and mount.
@@ -22,8 +27,9 @@ The package, by concept:
   init dies with it too. ``python -m autograder grade`` stopped by SIGTERM, SIGINT or SIGHUP
   kills every open child itself first (``kill_open_children``).
 
-``process``, ``linux`` and ``settings`` depend on the standard library alone: they are copied
-beside the launcher and the driver (``TRUSTED_FILES``). Other modules import the names below
+``process``, ``linux``, ``settings``, ``privilege``, ``permissions`` and ``seccomp`` depend on
+the standard library (and each other) alone: they are copied beside the launcher and the driver
+(``TRUSTED_FILES``). Other modules import the names below
 from ``autograder.sandbox``, never from its submodules.
 
 For the grader:
@@ -31,7 +37,8 @@ For the grader:
   SystemExit with cause and fix) where student code cannot be contained; ``Child`` raises it too.
 - ``Child(..., limits={"mem_bytes": .., "gpu_mem_bytes": ..})``: the budgets (GPU default:
   GPU_BUDGET_FRACTION of the device; the names are ``Limits``' fields). Over budget:
-  ChildError("memory", message).
+  ChildError("memory", message). ``child.isolation(driver_report)``: what the child got and
+  ``missing``, each protection it did not get with why (results' ``extra_data.isolation``).
 - ``child.pids()`` (host PIDs now), ``child.pids_seen``, ``child.init_pid()``.
 - after ``child.close()``: ``child.survivors()`` ([] when containment held) and, where
   ``gpuwatch.available()``, ``child.gpu_leftovers()`` ([] when none of its processes holds a

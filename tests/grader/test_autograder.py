@@ -83,7 +83,7 @@ def test_solution_full_marks_and_untouched_lab_no_correctness_points(lab):
     assert full_marks(sol), json.dumps(sol["tests"], indent=1)[:3000]
     assert blank["score"] == 0
     assert all("NotImplementedError" in t["output"] or "not written" in t["output"]
-               for t in blank["tests"] if t["max_score"] > 0)
+               for t in blank["tests"] if t["max_score"] > 0 and t["name"] != "performance")
     for t in sol["tests"]:
         if t["name"] == "performance":  # nothing can be timed in the simulator: pending, said
             assert t["max_score"] == sol["extra_data"]["pending_points"] > 0 and t["score"] == 0
