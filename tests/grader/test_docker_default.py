@@ -15,9 +15,9 @@ uid may run (the container's python3), as on Gradescope, and sees the project's 
 packages through a .pth file (pip finds every pin installed: nothing is downloaded).
 
 The class: the lab's master, graded fully (correctness; performance pending, with its points,
-as on Gradescope there is no GPU) before and after three hostile submissions that read the
-seed, forge results and kill the grader, and plant code for the grader and the next
-submission; none changes a score or learns a hidden case. Then a grader killed mid-run
+as on Gradescope there is no GPU) before and after four hostile submissions that read the
+seed, forge results and kill the grader, plant code for the grader and the next submission,
+and start threads without end; none changes a score or learns a hidden case. Then a grader killed mid-run
 (SIGKILL) leaves no process behind, and what its folder held (the class's seed) is gone after
 the next run.
 """
@@ -161,11 +161,13 @@ def submit(image, files: dict, *, wait=True):
 
 @pytest.fixture(scope="module")
 def the_class(image):
-    """Every run, in order, in one folder: master, three hostile files, master again."""
+    """Every run, in order, in one folder: master, four hostile files, master again."""
     runs = {}
     for name, path in [("master", MASTER), ("reads_seed", HOSTILE / "reads_seed.py"),
                        ("forges_and_kills", HOSTILE / "forges_and_kills.py"),
-                       ("plants_code", HOSTILE / "plants_code.py"), ("master_again", MASTER)]:
+                       ("plants_code", HOSTILE / "plants_code.py"),
+                       ("threads_without_end", HOSTILE / "threads_without_end.py"),
+                       ("master_again", MASTER)]:
         doc, proc, out = submit(image, {path.name: path.read_bytes()})
         time.sleep(0.5)
         # nothing of it alive afterwards, not even the forger's daemon
@@ -257,6 +259,18 @@ def test_planted_code_never_runs(the_class, image):
     assert not list(Path("/tmp").glob("ag-planted-ran-*")), "planted code ran"
     venv = sorted(str(p) for p in (image["root"] / "source" / "venv").rglob("*"))
     assert venv == image["venv_files"]
+
+
+def test_threads_without_end_stop_at_the_uids_own_limit(the_class):
+    """No pids cgroup here: RLIMIT_NPROC of the child's own uid counts its processes and
+    threads (the rubric's `tasks`, 2048, and a margin), and it is that submission's alone."""
+    from autograder.sandbox import Limits
+
+    doc = the_class["threads_without_end"]["doc"]
+    line = next(ln for ln in _printed(doc).splitlines() if ln.startswith("THREADS"))
+    started = int(line.split()[1])
+    assert "then: can't start new thread" in line and 1000 < started <= Limits().tasks + 64, line
+    assert doc["score"] == 0 and the_class["threads_without_end"]["left"] == {}
 
 
 def test_a_killed_grader_leaves_nothing_behind(image, the_class):
