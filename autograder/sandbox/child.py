@@ -32,6 +32,7 @@ from .budgets import default_budgets
 from .containment import (ContainmentUnavailable, containment_support, new_cgroup, remove_cgroup,
                           resolve_containment, root_refusal)
 from .paths import AUTOGRADER, REPO, grader_paths, hide_list, needed_paths
+from .permissions import reachable
 from .process import (all_pids, alive, descendants, kill_cgroup, kill_tree, kill_uid, parent_pid,
                       pid_namespace, pids_in_namespace, pids_of_uid, process_info, uid_of)
 from .settings import DriverSettings, LaunchSettings, Limits, Storage
@@ -175,6 +176,7 @@ class Child:
                  budgets: list | None = None, wrap: list | None = None, wrap_env: dict | None = None,
                  keep=(), fault: str | None = None):
         typed = Limits.of(limits)   # the defaults (settings.Limits) and what the caller changed
+        self.hide_asked = [str(p) for p in hide]
         self.limits = dataclasses.asdict(typed)   # a dict, as the grader reads it (child.limits["tasks"])
         self.simulated = simulated
         self.gpu = gpu
@@ -661,8 +663,12 @@ class Child:
         if not iso.get("net"):
             missing.append(f"network namespace: {iso.get('network') or 'not made'}")
         if not iso.get("mount"):
+            # what a mount namespace would have hidden and its uid may read anyway
+            open_ = [p for p in [str(AUTOGRADER), *self.hide_asked] if os.path.exists(p) and not reachable(p)]
             missing.append("mount namespace: /tmp, /dev/shm and the file system are the host's; what "
-                           "it may read is what its uid's permissions allow")
+                           "it may read is what its uid's permissions allow"
+                           + (f" (readable by it: {', '.join(open_)})" if open_ else
+                              " (the grader's package and folders are closed to it)"))
         if self.pids_cgroup is None and self.mode_untrusted:
             missing.append(f"a pids cgroup ({self.pids_note}): its processes and threads are "
                            "counted by RLIMIT_NPROC of its uid")

@@ -215,6 +215,10 @@ def test_the_container_gave_no_namespace_and_the_report_says_what_was_missing(th
     for what in ("PID namespace (unshare(CLONE_NEWPID): Operation not permitted)",
                  "a file system of its own", "a pids cgroup", "mount namespace"):
         assert what in missing, missing
+    # what no mount namespace hides, permissions do: the grader's package and its output
+    # folder are closed to the child's uid; its own upload is all it may read of the bundle
+    assert "/source/autograder" not in missing and "/graded" not in missing, missing
+    assert "(readable by it: " in missing and "/submission" in missing, missing
 
 
 def test_run_autograders_stdout_says_what_it_did(the_class):
