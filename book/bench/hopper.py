@@ -9,9 +9,10 @@ Rows (``kind`` "hopper", dtype bfloat16, shape [T, d, h]; flops count x @ [Wg; W
 - ``wgmma_unfused``: the same kernel storing gate and up, then the ``half8`` SwiGLU kernel;
 - ``wgmma_ceiling``: the consumers' wgmma loop alone on shared memory (no TMA, no
   epilogue): what this structure can issue;
-- ``wgmma_dual_gemm_cluster2``: the variant with clusters of two CTAs sharing each read of
-  the weights through TMA multicast; ``wgmma_dual_gemm_paired``: clusters of two on
-  neighbouring row tiles that each read their own weights (the cluster without the sharing);
+- ``wgmma_dual_gemm_single``: the variant without clusters (the kernel's default runs
+  clusters of two CTAs on neighbouring row tiles, each reading its own weights);
+  ``wgmma_dual_gemm_multicast``: the clusters of two sharing each read of the weights through
+  TMA multicast;
 - ``cublas_linear_gemm``: ``F.linear(x, [Wg; Wu])`` (cuBLAS, the same layout);
   ``cublas_linear_mlp_up_eager`` / ``cublas_linear_mlp_up_compiled``: that GEMM, then
   ``F.silu(g) * u`` on its halves, eager or ``torch.compile``d: what a PyTorch user runs;
@@ -69,9 +70,11 @@ def check(suite):
         o = nan()
         W.swiglu_wgmma(x, wg, wu, o)
         _check(suite, "wgmma_dual_gemm", o, F.silu(g) * u, (T, d, h))
-        o = nan()
-        W.swiglu_wgmma(x, wg, wu, o, tile=W.HopperTile(cluster=2))
-        _check(suite, "wgmma_dual_gemm_cluster2", o, F.silu(g) * u, (T, d, h))
+        for name, tile in (("single", W.HopperTile(cluster=1)),
+                           ("multicast", W.HopperTile(cluster=2, multicast=True))):
+            o = nan()
+            W.swiglu_wgmma(x, wg, wu, o, tile=tile)
+            _check(suite, f"wgmma_dual_gemm_{name}", o, F.silu(g) * u, (T, d, h))
         o = nan()
         W.swiglu_wgmma_identity(x, wg, wu, o)
         _check(suite, "wgmma_dual_gemm_identity", o, g + u, (T, d, h))
@@ -128,8 +131,8 @@ def run(suite, shapes=SHAPES, rule_d=RULE_D, rounds=6, reps=8):
         _check(suite, "wgmma_dual_gemm_vs_cublas", outs[0], ref.double(), shape)
         del ref
         eager, comp = _swiglu_halves(F, h), compiled(h)
-        cluster2 = W.HopperTile(cluster=2)
-        paired = W.HopperTile(cluster=2, multicast=False)
+        single = W.HopperTile(cluster=1)
+        multicast = W.HopperTile(cluster=2, multicast=True)
 
         def unfused(x, G, U, o):
             W.gate_up_wgmma(x, wg, wu, G, U)
@@ -145,10 +148,10 @@ def run(suite, shapes=SHAPES, rule_d=RULE_D, rounds=6, reps=8):
             "wgmma_unfused": (unfused, [(xs[i], Gs[i], Us[i], outs[i]) for i in n], f),
             "wgmma_ceiling": (lambda x, o: W.ceiling_wgmma(x, wc, o), [(xs[i], gus[i]) for i in n],
                               f),
-            "wgmma_dual_gemm_cluster2": (lambda x, o: W.swiglu_wgmma(x, wg, wu, o, tile=cluster2),
-                                         [(xs[i], outs[i]) for i in n], f),
-            "wgmma_dual_gemm_paired": (lambda x, o: W.swiglu_wgmma(x, wg, wu, o, tile=paired),
+            "wgmma_dual_gemm_single": (lambda x, o: W.swiglu_wgmma(x, wg, wu, o, tile=single),
                                        [(xs[i], outs[i]) for i in n], f),
+            "wgmma_dual_gemm_multicast": (lambda x, o: W.swiglu_wgmma(x, wg, wu, o, tile=multicast),
+                                          [(xs[i], outs[i]) for i in n], f),
             "cublas_linear_gemm": (lambda x, o: t.matmul(x, wc.T, out=o),
                                    [(xs[i], gus[i]) for i in n], f),
             "cublas_linear_mlp_up_eager": (lambda x, o: eager(t.matmul(x, wc.T, out=o)),
@@ -165,10 +168,9 @@ def run(suite, shapes=SHAPES, rule_d=RULE_D, rounds=6, reps=8):
                              "SwiGLU kernel",
             "wgmma_ceiling": "wgmma main loop alone: the consumers' loop on shared memory, no "
                              "TMA, no epilogue, as many blocks",
-            "wgmma_dual_gemm_cluster2": "variant: clusters of two CTAs sharing each read of the "
-                                        "weights (TMA multicast)",
-            "wgmma_dual_gemm_paired": "variant: clusters of two CTAs on neighbouring row tiles, "
-                                      "each reading its own copy of the weights (no multicast)",
+            "wgmma_dual_gemm_single": "variant: no clusters (one CTA per schedule entry)",
+            "wgmma_dual_gemm_multicast": "variant: the clusters of two share each read of the "
+                                         "weights (TMA multicast)",
             "cublas_linear_gemm": "cuBLAS bf16 x @ [Wg; Wu]^T (the nn.Linear layout)",
             "cublas_linear_mlp_up_eager": "cuBLAS x @ [Wg; Wu]^T, then F.silu(g) * u on its "
                                           "halves (eager)",

@@ -78,8 +78,10 @@ def hopper_kernels():
 
     table = {f"wgmma_{e}": (wg.build_kernel(wg.TILE, e), WGMMA_SIGNATURE) for e in wg.EPILOGUES}
     table["wgmma_swiglu_f16"] = (wg.build_kernel(wg.TILE, "swiglu", "f16"), WGMMA_SIGNATURE)
-    table["wgmma_swiglu_cluster2"] = (wg.build_kernel(wg.HopperTile(cluster=2), "swiglu"),
-                                      WGMMA_SIGNATURE)
+    table["wgmma_swiglu_single"] = (wg.build_kernel(wg.HopperTile(cluster=1), "swiglu"),
+                                    WGMMA_SIGNATURE)
+    table["wgmma_swiglu_multicast"] = (wg.build_kernel(wg.HopperTile(multicast=True), "swiglu"),
+                                       WGMMA_SIGNATURE)
     table["probe_tma"] = (hp.tma_kernel(), "void(uint64[::1], int64, int64, int64, uint8[::1])")
     for n in (64, 256):
         table[f"probe_wgmma_n{n}"] = (hp.wgmma_kernel(n, "bf16"),

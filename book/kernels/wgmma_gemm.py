@@ -7,10 +7,16 @@ both operands are *K-major*, the layout wgmma reads without a transpose.
 
 How it is built (the way Hopper GEMMs are; :class:`HopperTile` holds every size):
 
-- **A persistent grid**: one block per SM; block b works through tiles b, b + grid, ... of a
-  host-made schedule (:func:`schedule`) that walks ``group`` column tiles at a time down
-  the rows, so what one wave of blocks reads (a slice of x and ``group`` tiles of the
-  weights) stays in L2.
+- **A persistent grid**: one block per SM; the blocks work through a host-made schedule
+  (:func:`schedule`) that walks ``group`` column tiles at a time down the rows, so what one
+  wave of blocks reads (a slice of x and ``group`` tiles of the weights) stays in L2.
+  Blocks come in *clusters* of two (``cluster``): the pair takes one schedule entry, row
+  tiles 2p and 2p+1 of the same columns, side by side on two SMs launched together, so the
+  same weight tiles are asked for twice at the same moment. That measured faster than
+  independent blocks at T = 8192 (``wgmma_dual_gemm_single`` in book/data). Sharing the
+  read itself through TMA multicast (``multicast=True``: each CTA copies half the weights
+  into both) measured much slower here (``wgmma_dual_gemm_multicast``), for reasons not
+  found yet.
 - **Warp specialization**: warpgroup 0 is the *producer*: one of its threads issues the TMA
   copies; it gives most of its registers away (``setmaxnreg``). Warpgroups 1 and 2 are the
   *consumers*: 64 rows of the tile each, issuing ``wgmma`` and running the epilogue.
@@ -74,9 +80,9 @@ class HopperTile:
     stages: int = 4  # the ring: the producer runs up to this many stages ahead
     group: int = 8  # L2 order: column tiles walked together (:func:`schedule`)
     inflight: int = 0  # k-blocks of wgmma left in flight before a stage is released (0 or 1)
-    cluster: int = 1  # CTAs per cluster; 2: row tiles 2p and 2p+1 share one read of the weights
+    cluster: int = 2  # CTAs per cluster: neighbouring row tiles 2p, 2p+1 run side by side
     max_blocks: int = 0  # at most this many blocks resident (0: one per SM)
-    multicast: bool = True  # with clusters: share the weights' reads (False: clusters only)
+    multicast: bool = False  # with clusters: one read of the weights for both (TMA multicast)
     producer_regs: int = 40  # setmaxnreg: the producer keeps this many registers ...
     consumer_regs: int = 232  # ... and the consumers grow to this many
 

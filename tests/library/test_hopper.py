@@ -185,7 +185,7 @@ def test_the_simulator_is_told_what_runs_instead():
 # ------------------------------------------------------------------ PTX and ptxas
 
 HOPPER = ["wgmma_swiglu", "wgmma_identity", "wgmma_store2", "wgmma_gemm", "wgmma_ceiling",
-          "wgmma_swiglu_f16", "wgmma_swiglu_cluster2", "probe_tma", "probe_wgmma_n64",
+          "wgmma_swiglu_f16", "wgmma_swiglu_single", "wgmma_swiglu_multicast", "probe_tma", "probe_wgmma_n64",
           "probe_wgmma_n256", "probe_mbarrier"]
 
 
@@ -208,7 +208,8 @@ def test_ptxas_assembles_for_sm90a_without_serializing_or_waiting(logs, name):
 
 
 @pytest.mark.parametrize("name", ["wgmma_swiglu", "wgmma_identity", "wgmma_ceiling",
-                                  "wgmma_swiglu_f16", "wgmma_swiglu_cluster2"])
+                                  "wgmma_swiglu_f16", "wgmma_swiglu_single",
+                                  "wgmma_swiglu_multicast"])
 def test_the_main_kernels_keep_everything_in_registers(logs, texts, name):
     ok, log = logs[f"{name}/bfloat16"]
     spills = re.findall(r"(\d+) bytes spill stores", log)
@@ -228,9 +229,10 @@ def test_the_kernel_uses_tma_mbarriers_and_tma_stores(texts):
                "mbarrier.arrive.expect_tx.shared::cta.b64", "mbarrier.try_wait.parity",
                "fence.proxy.async.shared::cta", "cvt.rn.bf16x2.f32", "ex2.approx"):
         assert op in text, op
-    cl = texts["wgmma_swiglu_cluster2/bfloat16"]
+    assert "barrier.cluster.arrive" in text and ".multicast::cluster" not in text
+    cl = texts["wgmma_swiglu_multicast/bfloat16"]
     assert ".multicast::cluster" in cl and "mapa.shared::cluster" in cl
-    assert "barrier.cluster.arrive" in cl
+    assert "barrier.cluster" not in texts["wgmma_swiglu_single/bfloat16"]
 
 
 def test_plain_sm90_is_refused_by_ptxas(texts):

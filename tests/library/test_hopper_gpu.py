@@ -83,7 +83,8 @@ def test_one_wgmma_matches_the_model_and_the_product(hopper, n, mode, kstep):
 
 @pytest.mark.parametrize("shape", [(256, 512, 1024), (200, 520, 1016), (1, 4096, 1024),
                                    (64, 512, 1024), (130, 4096, 14336)])
-@pytest.mark.parametrize("tile", [{}, {"cluster": 2}, {"inflight": 1}, {"stages": 3}])
+@pytest.mark.parametrize("tile", [{}, {"cluster": 1}, {"multicast": True}, {"inflight": 1},
+                                  {"stages": 3}])
 def test_the_dual_gemm_against_float64(hopper, shape, tile):
     from book.kernels import wgmma_gemm as W
 
