@@ -12,7 +12,7 @@
 #    (tests/fixtures/container: read the seed, forge and kill, plant code, threads without
 #    end): the master and the neighbour at full marks with performance measured, the hostile
 #    ones 0, every child's uid its own, nothing of theirs left -> $OUT/container_grade_h100.json
-#    (and the run's grades.csv, measurements.jsonl)
+#    (and the run's grades.csv and log: four files in all with step 2's)
 # 2. the GPU tests of the sandbox and the grader (tests/grader/test_isolation.py: NVML names
 #    the child's processes, an escaped GPU process dies with it, the GPU memory budget;
 #    tests/grader/test_grader_gpu.py: identical masters, the same full marks)
@@ -32,7 +32,7 @@ else
   export PYTHONPATH="$PWD"
   SIM="--simulator"
 fi
-GRADED="$OUT/container_grade"
+GRADED=/tmp/container_grade   # (outside $OUT: only the summary and the CSV come back)
 rm -rf "$GRADED" /tmp/ag-planted-ran-*
 cp tests/fixtures/submissions/honest_simple.py /tmp/neighbour.py
 
