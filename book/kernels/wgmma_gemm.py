@@ -384,8 +384,8 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                     if LOADS:
                         release(base + EMPTY + 8 * prev, lt)
                 # The epilogue. Accumulator 4j + 2h + e is row g + 8h
-                # (+ 16 warp), column 8j + t2 + e: gate chunk j and its up
-                # partner j + CHUNKS meet here. Each round: wait until the last
+                # (+ 16 warp), column 8j + 2(lane & 3) + e (byte t4 of the
+                # chunk): gate chunk j and its up partner j + CHUNKS meet here. Each round: wait until the last
                 # TMA store has read the staging tile, write 16-bit pairs into
                 # it (swizzled: conflict-free), hand it to TMA.
                 row = ((t >> 16) * CL + rank) * BM + 64 * c
