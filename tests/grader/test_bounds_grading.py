@@ -95,7 +95,7 @@ def test_hidden_cases_in_the_simulator_cross_every_block_boundary(lab):
 @pytest.mark.parametrize("lab", KERNEL_LABS)
 def test_a_store_past_the_end_of_out_earns_no_correctness_points(lab):
     res = graded(lab)
-    r = res[f"{lab}_writes_past_end"]
+    r = res[f"{lab.split('_')[0]}_writes_past_end"]
     tests = _correctness(r)
     assert sum(t["score"] for t in tests) == 0
     for t in tests:
@@ -144,6 +144,9 @@ def test_on_a_gpu_a_store_past_the_end_is_caught_in_the_same_words(lab, tmp_path
         f"{k} = {json.dumps(v)}\n" for k, v in rub["correctness"].items())
     text += "[limits]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in rub["limits"].items())
     (tmp_path / "rubric.toml").write_text(text)
+    same_launch = lab != labs.resolve("lab5")
+    if same_launch:   # the simulator's run of the same files, meanwhile
+        _start(lab)
     gpu = graded(lab, simulated=False, rubric=tmp_path / "rubric.toml")
     master = gpu[lab]
     assert all(t["score"] == t["max_score"] for t in _correctness(master)), _correctness(master)
@@ -153,7 +156,7 @@ def test_on_a_gpu_a_store_past_the_end_is_caught_in_the_same_words(lab, tmp_path
         tests = _correctness(r)
         assert sum(t["score"] for t in tests) == 0, name
         assert all(PAST_END.search(t["output"]) for t in tests), [t["output"][:400] for t in tests]
-    if lab == labs.resolve("lab5"):
+    if not same_launch:
         return
     sim = graded(lab)
     for name in gpu:
