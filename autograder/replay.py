@@ -340,6 +340,7 @@ class Server:
             rec["verified"] = all(c[0] for c in checks)
             if not rec["verified"]:
                 rec["wrong_elements"] = [c[1] for c in checks]
+                rec["guard_hits"] = [self.guard_hits(s) for s in self.sets]
         return rec
 
     def _windows(self, run_set, n_windows, start, before_window=None, after_window=None, verify=True):
@@ -353,7 +354,8 @@ class Server:
             before = self.foreign()
             rec = self._window(run_set, w, start, before_window, after_window, verify)
             if verify and not rec["verified"]:
-                bad.append({"window": w, "wrong_elements": rec.pop("wrong_elements")})
+                bad.append({"window": w, "wrong_elements": rec.pop("wrong_elements"),
+                            "guard_hits": rec.pop("guard_hits")})
             after = self.foreign()
             if (before or after) and len(self.discarded) < 2 * n_windows:
                 self.discarded.append(dict(rec, foreign_before=before, foreign_after=after))
@@ -413,7 +415,8 @@ class Server:
                 rec = self._window(r, i, start, b, a)
                 rec["pair"], rec["who"] = i, who
                 if not rec["verified"]:
-                    bad[who].append({"window": i, "wrong_elements": rec.pop("wrong_elements")})
+                    bad[who].append({"window": i, "wrong_elements": rec.pop("wrong_elements"),
+                                     "guard_hits": rec.pop("guard_hits")})
                 pair[who] = rec
             after = self.foreign()
             if (before or after) and len(self.discarded) < 2 * n:

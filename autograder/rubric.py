@@ -38,7 +38,8 @@ BASES = ("master", "reference")
 # either side of it by noise alone.
 REMEASURE_BAND = 0.03
 UNVERIFIED = ("the replayed launches did not leave the right result in every output of every timed "
-              "window: the kernel skipped or cached work, or does not compute the answer on its own")
+              "window (or stored past its ends): the kernel skipped or cached work, or does not "
+              "compute the answer on its own")
 
 
 def load_rubric(lab: str, path=None) -> dict:
