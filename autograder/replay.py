@@ -7,18 +7,21 @@ recording (autograder/driver.py writes it during one traced call): compiled kern
 (cubins), entry names, grid, block, dynamic shared memory, the order of the launches and what
 each parameter is (an input, the output, a scratch buffer with its contents at first use, a
 scalar). It loads the images through the CUDA driver API (cuda-bindings), allocates its own
-inputs (generated from seeds the submission never saw), outputs and scratch buffers, launches
+inputs (generated from seeds the submission never saw), outputs and scratch buffers, each
+between guard zones as the grader's tests gave them (autograder/inputs.py), launches
 the sequence itself, times it with CUDA events it owns and checks every output against the
 lab's float64 reference. Nothing the student's process can change reaches the work timed,
 its count or the clock.
 
 Timing windows (``time``): each window loads the images afresh (module globals start over),
-restores fresh scratch buffers from the recording, poisons every output with NaN, then runs
+restores fresh scratch buffers from the recording, poisons every output with NaN (and its
+guard zones with theirs), then runs
 the whole recorded sequence once on each of the K input/output sets (every launch of the
 window on a distinct set, starting at a set the grader picks), between two events, queued
 behind a short spin kernel so that the host's launch time is not inside the window. Every
 output of every window is verified; per-call time is the median over windows of
-window time / K. The reference and the device copy are timed the same way.
+window time / K; a window whose outputs are wrong, or whose output guard zones were written,
+is not verified. The reference and the device copy are timed the same way.
 
 A CUDA error leaves the context unusable: the process reports it and exits; the grader
 starts a fresh one. A hang is the grader's to stop (it kills this process group).

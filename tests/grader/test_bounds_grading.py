@@ -26,7 +26,7 @@ import pytest
 from derived_fixtures import fixtures
 from repo import ROOT as REPO
 
-import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
+import book  # GPU or simulator, decided before numba.cuda is imported
 from autograder import labs
 from autograder.sandbox import SIM_MAX_THREADS
 
