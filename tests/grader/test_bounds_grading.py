@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from derived_fixtures import fixtures
+from grading_runs import full_marks
 from repo import ROOT as REPO
 
 import book  # GPU or simulator, decided before numba.cuda is imported
@@ -119,7 +120,7 @@ def test_a_store_past_the_end_of_an_input_earns_no_correctness_points():
 def test_a_kernel_that_forgets_blockidx_loses_the_hidden_points(lab):
     res = graded(lab)
     master = res[lab]
-    assert master["score"] == master["extra_data"]["max_score"] > 0, _correctness(master)
+    assert full_marks(master), _correctness(master)   # performance pending in the simulator
     forgets = [k for k in res if "forgets_blockidx" in k]
     assert forgets, f"{lab} has no forgets_blockidx fixture"
     for k in forgets:
