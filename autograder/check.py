@@ -69,12 +69,12 @@ _FILE_SOURCE = None  # the cells check_file is running, joined (None in a notebo
 
 def _feedback(what, one, fn, say, before: str = "") -> bool:
     """Print the lines of the access-pattern advice (autograder.feedback) or of
-    compute-sanitizer (autograder.sanitizer): feedback is advice, so a failure in it is
+    compute-sanitizer (autograder.sanitize): feedback is advice, so a failure in it is
     reported in one line, never raised. Returns whether it printed anything."""
     if what == "access":
         from .feedback import access_advice as lines_of
     else:
-        from .sanitizer import sanitize as lines_of
+        from .sanitize import sanitize as lines_of
     if before:
         say(before)
     # `python -m autograder check LAB FILE` runs the file's cells under names like "<cell 3>",

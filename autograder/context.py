@@ -1,8 +1,9 @@
 """What the parts of a grading run share: the run's context (lab, cases, limits, log, folders)
 and the one factory of its sandboxed children. The judge (judge.py), the timer (timing.py)
-and the sanitizer (sanitizer.py) each take one ``RunContext``; grade.Run builds it and
-composes them. Also the two ways every part talks to a student child: ``ask`` (one request,
-with the simulator's deadline) and ``child_problem`` (a stopped child, said for feedback)."""
+and the sanitizer (sanitize.py) each take one ``RunContext``; grade.Run builds it and
+composes them. Also the ways every part talks to a student child: ``load`` (started and its
+cells loaded: loading.py), ``ask`` (one request, with the simulator's deadline) and
+``child_problem`` (a stopped child, said for feedback)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from . import loading
 from .sandbox import Child, ChildError
 
 # In the simulator each launch extends a test's deadline by SIM_MARGIN times the simulator's
@@ -91,7 +93,7 @@ class RunContext:
     children: ChildFactory
     log: Callable[..., None]          # one record into measurements.jsonl
     say: Callable[..., None]          # a line on the terminal (not with --quiet)
-    replays: object                   # timing.ReplayServers: the trusted replay process per GPU
+    replays: object                   # replay_client.ReplayServers: the replay process per GPU
     crowded: Callable[[], bool] = lambda: False   # are other submissions being graded now?
     _expected: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -141,6 +143,10 @@ class RunContext:
     def ask(self, child, timeout: float, **msg) -> dict:
         """One request to a student child (see ``ask``)."""
         return ask(child, timeout, self.simulated, **msg)
+
+    def load(self, cells, gpu: int | None, **kw) -> loading.Outcome:
+        """A child started and ``cells`` loaded in it: ``loading.load``, the one way."""
+        return loading.load(self, cells, gpu, **kw)
 
 
 def ask(child, timeout: float, simulated: bool, **msg) -> dict:

@@ -239,6 +239,20 @@ def foreign(gpu: int, allowed_pids) -> list[GpuProcess]:
     return [p for p in processes(gpu, max_age=0) if p.pid not in allowed]
 
 
+def others_on(gpu: int, allowed_pids) -> list[str]:
+    """Before and after a timing window: the processes other than ``allowed_pids`` holding GPU
+    ``gpu``, each described (``GpuProcess.describe``: pid, memory, command line). [] where NVML
+    is not available (the simulator, no driver library): nothing could be checked, and a
+    window is never discarded for that. An NVML error is one entry that says so: a hiccup is
+    recorded, never allowed to stop grading."""
+    if not available():
+        return []
+    try:
+        return [p.describe() for p in foreign(gpu, allowed_pids)]
+    except Exception as e:  # NVML hiccup: recorded, not fatal
+        return [f"NVML check failed: {type(e).__name__}: {e}"[:200]]
+
+
 def held_by(pids, gpu: int | None = None, max_age: float = _CACHE_S) -> list[GpuProcess]:
     """The entries of ``processes(gpu)`` whose PID is one of ``pids``."""
     want = {int(p) for p in pids}

@@ -1,6 +1,6 @@
 """Grade a class: ``python -m autograder grade LAB SUBMISSION... --out DIR``.
 
-Each submission runs in its own sandboxed process (the sandbox package + driver.py). This process,
+Each submission runs in its own sandboxed process (the sandbox package; its child's side is sandbox/inside/). This process,
 the trusted one, owns the rubric, the hidden cases (drawn from a secret seed kept in
 DIR/.grader/), the float64 references, the comparison and the clock. See README.md for the
 threat model.
@@ -24,15 +24,17 @@ from pathlib import Path
 import numpy as np
 
 from . import labs as _labs
+from . import loading
 from .context import ChildFactory, RunContext, child_problem
 from .export import feedback_markdown, first_error, gradescope_json, write_grades_csv
 from .judge import Judge
+from .replay_client import ReplayServers
 from .results import PENDING, PERFORMANCE, Result, TestRecord
 from .rubric import NOT_MEASURED_NO_GPU, case_points, load_rubric
 from .sandbox import ChildError, storage_message, sweep_stale_storage, tasks_message
-from .sanitizer import Sanitizer
+from .sanitize import Sanitizer
 from .submission import SubmissionError, read_cells, scan
-from .timing import ReplayServers, Timer, timing_cases
+from .timing import Timer, timing_cases
 
 HERE = Path(__file__).resolve().parent
 
@@ -91,23 +93,6 @@ def parse_shard(shard: str | None):
 INIT_FAILURE = re.compile(r"CUDA_ERROR_(OPERATING_SYSTEM|NOT_INITIALIZED|NO_DEVICE|SYSTEM_NOT_READY|"
                           r"SYSTEM_DRIVER_MISMATCH)|cuInit|get_primary_context|CudaSupportError|"
                           r"can't start new thread|Resource temporarily unavailable")
-FAULT_ENV = "AUTOGRADER_INJECT_FAULT"   # the test hook: "cuda_init:ID[,ID...]", grader's env only
-FAULTS = ("cuda_init", "cuda_init_always")
-
-
-def injected_faults(spec: str) -> dict:
-    """{submission id: fault} from AUTOGRADER_INJECT_FAULT (tests only; ';' between kinds):
-    ``cuda_init`` fails the submission's first child only (the regrade runs clean),
-    ``cuda_init_always`` every one of its children."""
-    out = {}
-    for part in filter(None, (p.strip() for p in spec.split(";"))):
-        kind, _, ids = part.partition(":")
-        if kind not in FAULTS:
-            raise SystemExit(f"{FAULT_ENV}: unknown fault {kind!r} (known: {', '.join(FAULTS)})")
-        out.update({i: kind for i in ids.split(",") if i})
-    return out
-
-
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     with open(tmp, "w") as f:
@@ -158,7 +143,6 @@ class Run:
         self.timer = Timer(self.ctx)
         self.sanitizer = Sanitizer(self.ctx, enabled=sanitize)
         self.sandbox_note = None
-        self.faults = injected_faults(os.environ.get(FAULT_ENV, ""))
 
     def say(self, *a):
         if not self.quiet:
@@ -247,63 +231,25 @@ class Run:
         result.flags = scan(cells)
         result.cells = cells
         child = None
-        started = False   # has any of the submission's code run yet?
-        fault = self.faults.get(sid)
-        if fault == "cuda_init":
-            self.faults.pop(sid, None)
-        if fault:
-            self.log(kind="fault_injected", id=sid, fault=fault)
         try:
-            child = self.children.student(cells, gpu, fault=fault and fault.removesuffix("_always"))
-            limits = self.ctx.limits
-            try:
-                ev = child.recv(limits.get("load_s", 120))  # Python, numba, book: no student code yet
-                if ev.get("event") == "fatal":   # the driver stopped before any of the submission's code
-                    result.status = "failed before your code ran"
-                    result.problems["sandbox"] = ev.get("error") or "the sandbox failed to start"
-                    result.not_own = {"what": f"failed in {_stage(ev.get('stage'))} before any of its code ran",
-                                      "before_code": True}
-                    self._ended(child, result, gpu)
-                    return self.finish(result, sub_dir, t_start)
-                if ev.get("event") == "ready":
-                    started = True
-                    # timing happens later, from the recording, with no submission alive
-                    ev = self.ctx.ask(child, limits.get("load_s", 120), cmd="load")
-                    self._loaded(ev, result, child)
-                    if ev.get("event") == "loaded":
-                        self.judge.run_tests(child, result)
-                        self.judge.prove_kernels(child, result, cells, gpu)
-            except ChildError as e:
-                if not started:
-                    result.status = "failed before your code ran"
-                    result.problems["sandbox"] = child_problem(
-                        e, child, "starting Python, Numba and CUDA, before any of your code ran")
-                    result.not_own = {"what": "died while the sandbox started, before any of its code ran",
-                                      "before_code": True}
-                    self._ended(child, result, gpu)
-                    return self.finish(result, sub_dir, t_start)
-                result.status = "crashed while loading"
-                result.problems["load"] = child_problem(e, child, "running your notebook's cells")
-                said = "\n".join([result.problems["load"]] + [x.get("message", "") for x in result.cell_errors])
-                m = INIT_FAILURE.search(said)
-                if m:   # quoted whole: the line that names it
-                    line = said[said.rfind("\n", 0, m.start()) + 1:].split("\n", 1)[0].strip()[:200]
-                    result.not_own = {"what": f"failed in CUDA or OS initialisation ({line})",
-                                      "before_code": False}
-                self._ended(child, result, gpu)
-                return self.finish(result, sub_dir, t_start)
-            if ev.get("event") != "loaded":
-                result.status = "grader error"
-                result.problems["grader"] = ev.get("error") or f"unexpected answer {str(ev)[:200]}"
-                return self.finish(result, sub_dir, t_start)
-            if self.ctx.perf and (not self.simulated or self.sim_timing):
-                self.timer.record(child, result, gpu)
+            got = self.ctx.load(cells, gpu, who=sid)
+            child = got.child
+            if got.loaded:
+                self._loaded(got, result)
+                self.judge.run_tests(child, result)
+                self.judge.prove_kernels(child, result, cells, gpu)
+                if self.ctx.perf and (not self.simulated or self.sim_timing):
+                    self.timer.record(child, result, gpu)
+            else:
+                self._not_loaded(got, result)
         except Exception as e:  # the grader's own bug: say so, keep the class going
             result.status = "grader error"
             result.problems["grader"] = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"
         finally:
             self._ended(child, result, gpu)
-        if self.sanitizer.enabled and result.tests and "load" not in result.problems:
+        if not result.tests:   # not loaded: nothing ran to sanitize or time
+            return self.finish(result, sub_dir, t_start)
+        if self.sanitizer.enabled and "load" not in result.problems:
             try:
                 self.sanitizer.run(result, cells, gpu)
             except Exception as e:  # the grader's own bug: this feedback is lost, the grade is not
@@ -314,6 +260,33 @@ class Run:
             _atomic_write(sub_dir / "pending.json", json.dumps(result.to_json(), default=str))
             return result
         return self.finish(result, sub_dir, t_start)
+
+    def _not_loaded(self, got, result):
+        """A submission whose cells did not load: said as what happened, and whether it may be
+        the submission's own (``not_own``: then it is graded again alone)."""
+        child = got.child
+        if isinstance(got, loading.FailedBeforeCode):
+            result.status = "failed before your code ran"
+            if got.error is None:   # the child said where it stopped
+                result.problems["sandbox"] = got.describe()
+                what = f"failed in {got.where()} before any of its code ran"
+            else:
+                result.problems["sandbox"] = child_problem(
+                    got.error, child, "starting Python, Numba and CUDA, before any of your code ran")
+                what = "died while the sandbox started, before any of its code ran"
+            result.not_own = {"what": what, "before_code": True}
+        elif isinstance(got, loading.CrashedLoading):
+            result.status = "crashed while loading"
+            result.problems["load"] = child_problem(got.error, child, "running your notebook's cells")
+            said = "\n".join([result.problems["load"]] + [x.get("message", "") for x in result.cell_errors])
+            m = INIT_FAILURE.search(said)
+            if m:   # quoted whole: the line that names it
+                line = said[said.rfind("\n", 0, m.start()) + 1:].split("\n", 1)[0].strip()[:200]
+                result.not_own = {"what": f"failed in CUDA or OS initialisation ({line})",
+                                  "before_code": False}
+        else:
+            result.status = "grader error"
+            result.problems["grader"] = got.describe()
 
     def _ended(self, child, result, gpu):
         """Close the child (once) and keep what it left: its output, memory peak, what it
@@ -366,11 +339,11 @@ class Run:
             result.problems["containment"] = ("processes of this submission outlived it: "
                                                  + "; ".join(left)[:600])
 
-    def _loaded(self, ev, result, child):
+    def _loaded(self, got, result):
         # what the sandbox gave it and, said, what it could not (sandbox Child.isolation)
-        result.isolation = child.isolation(ev.get("isolation"))
-        result.cell_errors = ev.get("cell_errors", [])
-        problems = ev.get("problems", {})
+        result.isolation = got.child.isolation(got.isolation)
+        result.cell_errors = got.cell_errors
+        problems = got.problems
         first = first_error(result) if result.cell_errors else None
         for k, v in problems.items():   # a missing function is the consequence: lead with the cause
             problems[k] = f"{first[len('ERROR: '):]}\nso: {v}" if first else v
@@ -537,11 +510,6 @@ def oom_said(r: Result) -> str | None:
         + [t.output for t in r.tests]
     hit = next((x for x in said if "OUT_OF_MEMORY" in x.upper().replace(" ", "_")), None)
     return hit[:300] if hit else None
-
-
-def _stage(stage) -> str:
-    return {"cuda_init": "CUDA initialisation", "import": "importing the course library"}.get(
-        stage, "the sandbox's start")
 
 
 def stop_on_signals(run) -> None:

@@ -1,18 +1,22 @@
 """Judging one submission: its tests, each compared with the float64 reference (lab.check),
 and the kernel proof (the recorded launches replayed on fresh inputs without calling the
-student's function). The ``Judge`` is one part of a grading run (grade.Run composes it with
-the timer and the sanitizer); it takes the run's context (context.py)."""
+student's function: on a GPU by the trusted replay process, in the simulator by
+``replay_in_simulator``, a fresh child that launches only the recorded kernels). The
+``Judge`` is one part of a grading run (grade.Run composes it with the timer and the
+sanitizer); it takes the run's context (context.py)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 
 from .compare import guard_notes
 from .context import RunContext, child_problem
 from .inputs import guard_damage, unguarded
+from .recording import RecordingError, copy_recording, recording_summary
 from .results import PERFORMANCE, TestRecord
 from .sandbox import SIM_MAX_THREADS, ChildError
-from .timing import RecordingError, copy_recording, recording_summary, replay_in_simulator
 
 NOT_REPRODUCED = ("the kernels your function launched, replayed by the grader on fresh inputs without "
                   "calling your function, did not compute the answer. Correctness points need the work "
@@ -138,6 +142,49 @@ class Judge:
                 t.score = 0
                 t.output = t.output + "\n" + note
         result.problems["kernels"] = note
+
+
+def replay_in_simulator(ctx: RunContext, folder, case, cells):
+    """A fresh sandboxed child loads the notebook (its kernels), then launches only the
+    recorded kernels on inputs it generates from the fresh case: never the function.
+    (True, msg) reproduced; (False, msg) the replay ran every launch and the answer was
+    wrong (or nothing was launched); (None, msg) the replay could not be carried out."""
+    def bring_recording(child):   # before any of the notebook's code runs in the child
+        dest = child.workdir / "recording"
+        shutil.copytree(folder, dest)
+        for q in [dest, *dest.iterdir()]:
+            os.chmod(q, 0o755 if q.is_dir() else 0o644)
+
+    got = ctx.load(cells, None, simulated=True, setup=bring_recording)
+    child = got.child
+    try:
+        if getattr(got, "error", None) is not None:   # it died or hung while it loaded
+            return None, child_problem(got.error, child, "replaying your kernels")
+        if not got.loaded:
+            return None, f"the notebook could not be loaded again for the replay: {got.describe()[:300]}"
+        dest = child.workdir / "recording"
+        r = ctx.ask(child, ctx.limits.get("test_s", 60), cmd="replay", recording_dir=str(dest),
+                    args=ctx.lab.args(case))
+        if not r.get("ok"):
+            what = f"{r.get('error')}: {r.get('message', '')}"
+            if r.get("message", "").endswith("launched no CUDA kernel"):
+                return False, what
+            return None, ("a recorded kernel raised while the simulator replayed it: " + what
+                          if not r.get("unverifiable") and not r.get("too_large") else what)
+        flat = child.read_npy(r["file"])
+    except ChildError as e:
+        return None, child_problem(e, child, "replaying your kernels")
+    finally:
+        if child is not None:
+            child.close()
+    out = next(a for a in ctx.lab.args(case) if a["role"] == "out")
+    try:   # the output between its guard zones, as the test's
+        got = unguarded(flat, out["shape"], out["guard"])
+    except ValueError as e:
+        return None, f"the replay's output could not be read back ({e})"
+    ok, msg = ctx.lab.check(got, case, ctx.expected_for(case))
+    said = guard_notes([(ctx.lab.output, guard_damage(flat, out["guard"], "out"), got.size)])
+    return (False, msg + said) if said else (ok, msg)
 
 
 def verdict(ctx: RunContext, case, r, child, guard: bool = True) -> tuple[bool, str]:

@@ -3,7 +3,7 @@
     python -m autograder.replay        (started by grade.py, one per GPU; JSON lines on stdin/stdout)
 
 It never imports or runs a submission's Python. What it gets from a submission is a
-recording (autograder/driver.py writes it during one traced call): compiled kernel images
+recording (autograder/sandbox/inside/launches.py writes it during one traced call): compiled kernel images
 (cubins), entry names, grid, block, dynamic shared memory, the order of the launches and what
 each parameter is (an input, the output, a scratch buffer with its contents at first use, a
 scalar). It loads the images through the CUDA driver API (cuda-bindings), allocates its own
@@ -73,7 +73,7 @@ def _check(ret, what):
     return None
 
 
-# ctypes for the scalar parameters numba passes (driver.py's _scalar names them)
+# ctypes for the scalar parameters numba passes (the child's launches._scalar names them)
 _CTYPES = {"c_int64": ctypes.c_int64, "c_double": ctypes.c_double, "bool": ctypes.c_bool}
 
 
@@ -285,17 +285,12 @@ class Server:
 
     # -- timing windows
     def foreign(self):
-        """Processes other than this one holding the GPU (NVML, autograder/gpuwatch.py)."""
+        """Processes other than this one holding the GPU (gpuwatch.others_on)."""
         if self.nvml_gpu is None:
             return []
-        try:
-            from autograder import gpuwatch
+        from autograder import gpuwatch
 
-            if not gpuwatch.available():
-                return []
-            return [p.describe() for p in gpuwatch.foreign(self.nvml_gpu, {os.getpid()})]
-        except Exception as e:  # NVML hiccup: recorded, not fatal
-            return [f"NVML check failed: {e}"[:200]]
+        return gpuwatch.others_on(self.nvml_gpu, {os.getpid()})
 
     PRIME_CYCLES = 1 << 21          # about 1 ms of spinning at 2 GHz
     PRIME_MAX_CYCLES = 1 << 26

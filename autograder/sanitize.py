@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from .context import RunContext
-from .feedback import NOT_AVAILABLE, StudentSource, child_env, student_source, write_job
 from .judge import verdict
+from .rerun import StudentSource, child_env, command, run_job, student_source, write_job
 from .results import TestRecord
 from .sandbox import ChildError
 
@@ -30,6 +30,7 @@ __all__ = ["sanitize", "sanitizer_unavailable", "sandbox_findings", "findings_se
 # compute-sanitizer's time on one student's code is book.sanitizer.TIMEOUT_S: each tool's in
 # check() (a process per tool), both tools' together in grade --sanitize (a slow or spinning
 # submission costs no more). Read when used: importing book decides GPU or simulator.
+NOT_AVAILABLE = "not available on this machine"
 SANITIZE_TEST = "compute-sanitizer: memcheck and racecheck (feedback, no points)"
 DONE_MARKER = "AG-SANITIZE-DONE"   # printed by the child when the public tests finished
 
@@ -58,8 +59,8 @@ def sanitize(lab, fn=None, *, source=None, cells=None, timeout_s: float | None =
     sentences pointing at the student's own lines; [] when it found nothing.
 
     The student's code (``fn``'s notebook history or file, or ``source``/``cells``) re-runs in
-    a fresh process under each tool (autograder.feedback's re-run, whose child calls
-    ``run_public_tests``). Exactly one line containing "not available on this machine" where
+    a fresh process under each tool (rerun.py; ``python -m autograder.sanitize JOB`` is that
+    process, and runs ``run_public_tests``). Exactly one line containing "not available on this machine" where
     compute-sanitizer cannot run here (no GPU, the simulator, no toolkit). ``timeout_s``: each
     tool's, ``book.sanitizer.TIMEOUT_S`` unless given.
     """
@@ -80,9 +81,9 @@ def sanitize(lab, fn=None, *, source=None, cells=None, timeout_s: float | None =
     timeout_s = tool.TIMEOUT_S if timeout_s is None else timeout_s
     with tempfile.TemporaryDirectory(prefix="ag-sanitize-") as tmp:
         tmp = Path(tmp)
-        job = write_job(tmp, lab, src, "sanitize", timeout_s)
+        job = write_job(tmp, lab, src, timeout_s)
         try:
-            res = tool.run([sys.executable, "-m", "autograder.feedback", str(job)],
+            res = tool.run(command("autograder.sanitize", job),
                            timeout=timeout_s, env=child_env(False), cwd=tmp)
         except tool.Unavailable as e:
             return [str(e) if NOT_AVAILABLE in str(e) else
@@ -90,7 +91,7 @@ def sanitize(lab, fn=None, *, source=None, cells=None, timeout_s: float | None =
         return findings_sentences(res, src, tmp / "student.py")
 
 
-def run_public_tests(lab, fn) -> int:
+def run_public_tests(lab, fn, job=None) -> int:
     """In the re-run child under the tool: the public tests, as check() runs them (values
     compared, so a race that changes them is seen as both); the marker tells the parent the
     tests finished."""
@@ -322,16 +323,14 @@ class Sanitizer:
                 try:
                     # (simulated only in tests, with a stand-in wrapper: prepare() turns
                     # --sanitize off in a simulator run)
-                    child = ctx.children.student(cells, gpu, **_wrapper(tool, str(log.path)))
-
                     def left(cap):   # this submission's sanitizer budget bounds every wait
                         return max(1.0, min(cap, end - time.monotonic()))
 
-                    ev = child.recv(left(load_s))
-                    if ev.get("event") == "ready":
-                        ev = ctx.ask(child, left(load_s), cmd="load")
-                    if ev.get("event") != "loaded":
-                        raise ChildError("load", f"unexpected answer {str(ev)[:200]}")
+                    got = ctx.load(cells, gpu, who=result.id, load_s=lambda: left(load_s),
+                                   **_wrapper(tool, str(log.path)))
+                    child = got.child
+                    if not got.loaded:
+                        raise getattr(got, "error", None) or ChildError("load", got.describe()[:200])
                     for case in public:
                         # exact allocations: memcheck sees a store past an allocation's
                         # end, not past a guard zone's (the graded run found those)
@@ -363,3 +362,7 @@ class Sanitizer:
             SANITIZE_TEST, 0, status="failed" if findings else "passed",
             output="\n".join(findings) if findings else
             "no findings: memcheck and racecheck saw nothing wrong in the public tests"))
+
+
+if __name__ == "__main__":   # the re-run process under compute-sanitizer (``sanitize``)
+    sys.exit(run_job(sys.argv[1], run_public_tests))

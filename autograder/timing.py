@@ -1,279 +1,38 @@
-"""The grader's side of replay and its clock: copying a recording out of a sandboxed child,
-replaying it in a fresh simulator child, the trusted replay process of each GPU
-(autograder/replay.py), and the ``Timer``, the part of a grading run (grade.Run composes it
-with the judge and the sanitizer) that records each submission's timing call and times it.
-
-The recording is read from the child's folder without following links, regular files only,
-each size-capped; it is copied into a folder of the grader's own before anything uses it.
+"""The grader's clock: the ``Timer``, the part of a grading run (grade.Run composes it with the
+judge and the sanitizer) that records each submission's timing call (phase 1, its child
+alive) and times the recording with the trusted replay process when no submission is alive
+(phase 2), windows alternating with the lab's master, then scores it. The recording itself is
+recording.py's; the replay process, replay.py (seen from here through replay_client.py).
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import os
 import secrets
-import select
 import shutil
-import signal
-import stat
 import statistics
-import subprocess
-import tempfile
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
 
-from .compare import compare_array, guard_notes
+from . import gpuwatch
+from .compare import compare_array
 from .context import RunContext, child_problem
-from .inputs import guard_damage, unguarded
+from .judge import replay_in_simulator
+from .recording import RecordingError, copy_recording, recording_summary
 from .results import PERFORMANCE, TestRecord
 from .rubric import (NOT_MEASURED_NO_GPU, REMEASURE_BAND, UNVERIFIED, basis_words, near_boundary,
                      score_performance)
-from .sandbox import ChildError, trusted_command
+from .sandbox import ChildError
 from .submission import read_cells
 
 REPO = Path(__file__).resolve().parent.parent
-MAX_RECORDING_BYTES = 3 << 30
-
-
-class RecordingError(Exception):
-    """The child's recording is missing, malformed or too large (message for feedback)."""
-
-
-def copy_recording(child_workdir: Path, name: str, dest: Path) -> Path:
-    src = Path(child_workdir) / Path(str(name)).name
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError as e:
-        raise RecordingError(f"the recording of your launches is missing ({e.strerror})")
-    total = 0
-    try:
-        for entry in os.listdir(fd):
-            if "/" in entry or entry.startswith("."):
-                continue
-            f = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
-            try:
-                st = os.fstat(f)
-                if not stat.S_ISREG(st.st_mode):
-                    continue
-                total += st.st_size
-                if total > MAX_RECORDING_BYTES:
-                    raise RecordingError("the recording of your launches is larger than 3 GiB")
-                with os.fdopen(f, "rb", closefd=False) as fin, open(dest / entry, "wb") as fout:
-                    shutil.copyfileobj(fin, fout, 1 << 20)
-            finally:
-                os.close(f)
-    finally:
-        os.close(fd)
-    try:
-        rec = json.loads((dest / "launches.json").read_text())
-        if not isinstance(rec.get("launches"), list):
-            raise ValueError("no list of launches")
-    except (OSError, ValueError) as e:
-        raise RecordingError(f"the recording of your launches is unreadable ({e})")
-    return dest
-
-
-def recording_summary(folder: Path) -> dict:
-    rec = json.loads((Path(folder) / "launches.json").read_text())
-    return {"launches": len(rec["launches"]), "kernels": sorted({L.get("entry") or L.get("code", ["", "", "?"])[2]
-                                                                  for L in rec["launches"]})[:8],
-            "grids": [[L["grid"], L["block"]] for L in rec["launches"][:8]],
-            "scratch_bytes": sum(int(s["size"]) for s in rec["scratch"]), "error": rec.get("error")}
-
-
-def replay_in_simulator(ctx: RunContext, folder, case, cells):
-    """A fresh sandboxed child loads the notebook (its kernels), then launches only the
-    recorded kernels on inputs it generates from the fresh case: never the function.
-    (True, msg) reproduced; (False, msg) the replay ran every launch and the answer was
-    wrong (or nothing was launched); (None, msg) the replay could not be carried out."""
-    child = ctx.children.student(cells, None, simulated=True)
-    try:
-        dest = child.workdir / "recording"
-        shutil.copytree(folder, dest)
-        for q in [dest, *dest.iterdir()]:
-            os.chmod(q, 0o755 if q.is_dir() else 0o644)
-        ev = child.recv(ctx.limits.get("load_s", 120))
-        if ev.get("event") == "ready":
-            ev = ctx.ask(child, ctx.limits.get("load_s", 120), cmd="load")
-        if ev.get("event") != "loaded":
-            return None, f"the notebook could not be loaded again for the replay: {str(ev)[:300]}"
-        r = ctx.ask(child, ctx.limits.get("test_s", 60), cmd="replay", recording_dir=str(dest),
-                    args=ctx.lab.args(case))
-        if not r.get("ok"):
-            what = f"{r.get('error')}: {r.get('message', '')}"
-            if r.get("message", "").endswith("launched no CUDA kernel"):
-                return False, what
-            return None, ("a recorded kernel raised while the simulator replayed it: " + what
-                          if not r.get("unverifiable") and not r.get("too_large") else what)
-        flat = child.read_npy(r["file"])
-    except ChildError as e:
-        return None, child_problem(e, child, "replaying your kernels")
-    finally:
-        child.close()
-    out = next(a for a in ctx.lab.args(case) if a["role"] == "out")
-    try:   # the output between its guard zones, as the test's
-        got = unguarded(flat, out["shape"], out["guard"])
-    except ValueError as e:
-        return None, f"the replay's output could not be read back ({e})"
-    ok, msg = ctx.lab.check(got, case, ctx.expected_for(case))
-    said = guard_notes([(ctx.lab.output, guard_damage(flat, out["guard"], "out"), got.size)])
-    return (False, msg + said) if said else (ok, msg)
-
-
-class ReplayServer:
-    """One trusted replay process per GPU, started on first use and again after a CUDA error or
-    a hang (the process group is killed; its inputs are rebuilt)."""
-
-    def __init__(self, gpu: int, lab: str, cases: list, log):
-        self.gpu, self.lab, self.cases, self.log = gpu, lab, cases, log
-        self.proc = None
-        self.device = None
-        self.pid = None
-
-    def start(self, timeout=600):
-        env = dict(os.environ)
-        env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
-        self._err = tempfile.TemporaryFile(mode="w+")   # a file: a chatty library never blocks it
-        # `python -I`: the repository and the instructor's PYTHONPATH (carried wheels), given
-        # explicitly; nothing else from the environment, the user's site or the folder
-        path = [str(REPO), *env.get("PYTHONPATH", "").split(os.pathsep)]
-        self.proc = subprocess.Popen(trusted_command("autograder.replay", path=path), cwd=REPO, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
-                                     start_new_session=True, text=True, bufsize=1)
-        self.pid = self.proc.pid
-        r = self.request(timeout, cmd="setup", lab=self.lab, cases=self.cases, nvml_gpu=self.gpu)
-        if not r.get("ok"):
-            raise RuntimeError(f"the replay process could not set up: {r.get('message')}")
-        self.device = r.get("device")
-        self.log(kind="replay_server", gpu=self.gpu, pid=self.pid, device=self.device,
-                 seconds=r.get("seconds"))
-
-    def request(self, timeout: float, **msg) -> dict:
-        if self.proc is None or self.proc.poll() is not None:
-            if msg.get("cmd") == "setup":
-                raise RuntimeError("the replay process is not running")
-            self.start()
-        try:
-            self.proc.stdin.write(json.dumps(msg) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self.kill()
-            return {"ok": False, "error": "died", "message": "the replay process died", "fatal": True}
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                return {"ok": False, "error": "timeout", "fatal": True,
-                        "message": f"the replayed launches did not finish within {timeout:.0f} s"}
-            r, _, _ = select.select([fd], [], [], min(left, 1.0))
-            if r:
-                line = fd.readline()
-                if not line:
-                    err = self._stderr_tail()
-                    self.kill()
-                    return {"ok": False, "error": "died", "fatal": True,
-                            "message": f"the replay process died: {err}"}
-                out = json.loads(line)
-                if out.get("fatal"):
-                    self.kill()
-                return out
-
-    def _stderr_tail(self) -> str:
-        try:
-            self.proc.wait(timeout=5)
-            self._err.seek(0)
-            return self._err.read()[-1500:]
-        except Exception:
-            return ""
-
-    def kill(self):
-        if self.proc is None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        self.proc = None
-
-    def close(self):
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.proc.stdin.write(json.dumps({"cmd": "exit"}) + "\n")
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=10)
-            except Exception:
-                pass
-        self.kill()
-
-
-class ReplayServers:
-    """The run's replay processes, one per GPU, each started on first use and used under its
-    GPU's lock (the judge's kernel proof and the timer share them)."""
-
-    def __init__(self, lab: str, cases, log, gpus: int):
-        # ``cases``: () -> the timing shape's input sets, asked for when a process first starts
-        # (a lab without kernels has none, and never starts one)
-        self.lab, self.cases, self.log = lab, cases, log
-        self.servers: dict[int, ReplayServer] = {}
-        self.locks = [threading.Lock() for _ in range(max(1, gpus))]
-
-    def lock(self, gpu: int) -> threading.Lock:
-        return self.locks[gpu]
-
-    def get(self, gpu: int) -> ReplayServer:
-        """The trusted replay process of one GPU (autograder/replay.py), started on first use."""
-        if gpu not in self.servers:
-            srv = ReplayServer(gpu, self.lab, self.cases(), self.log)
-            srv.start()
-            self.servers[gpu] = srv
-        return self.servers[gpu]
-
-    def close(self):
-        for srv in self.servers.values():
-            srv.close()
-
-    def kill(self):
-        """At once (a signal stops the grader): no goodbye to the processes."""
-        for srv in list(self.servers.values()):
-            try:
-                srv.kill()
-            except Exception:
-                pass
-
-
-# --------------------------------------------------------------------------- the clock
 TIMING_SETS = 4          # input/output sets of a timing window: every call of a window on its own set
 TIMING_WINDOWS = 10      # windows per replay request; three requests, windows pooled
 REMEASURE_REQUESTS = 6   # a fraction near a scoring line: this many more requests, alone, pooled
 STALE = ("called again on the same arrays with new contents, your function did not compute the new "
          "answer: it skipped or cached work it had seen (performance points need a function that "
          "computes every call)")
-def gpu_foreign(gpu: int, allowed: set) -> list:
-    """Processes other than ``allowed`` doing work on the GPU, through NVML (autograder/gpuwatch.py);
-    [] where NVML is not available (the simulator, or no driver library)."""
-    try:
-        from . import gpuwatch
-    except ImportError:
-        return []
-    fn = getattr(gpuwatch, "foreign", None)
-    if fn is None or not gpuwatch.available():   # as its docstring says (and replay.py's foreign)
-        return []
-    try:
-        return [dict(p) if isinstance(p, dict) else {"process": str(p)} for p in fn(gpu, allowed)]
-    except Exception as e:  # NVML hiccup: say so, do not block grading
-        return [{"nvml_error": f"{type(e).__name__}: {e}"[:200]}]
 
 
 def timing_cases(ctx: RunContext) -> list:
@@ -358,15 +117,11 @@ class Timer:
         with windows of this recording (``replay_timed``); its points are a fraction of it."""
         ctx = self.ctx
         lab = ctx.lab
-        cells = read_cells(self.master_path())
-        child = ctx.children.student(cells, gpu, simulated=False)
-        load_s = ctx.limits.get("load_s", 120)
+        got = ctx.load(read_cells(self.master_path()), gpu, who="(master)", simulated=False)
+        child = got.child
         try:
-            ev = child.recv(load_s)
-            if ev.get("event") == "ready":
-                ev = ctx.ask(child, load_s, cmd="load")
-            if ev.get("event") != "loaded":
-                raise ChildError("load", f"the master did not load: {str(ev)[:300]}")
+            if not got.loaded:
+                raise ChildError("load", f"the master did not load: {got.describe()[:300]}")
             case = dict(self.cases[0], id="timing")
             # a first call compiles (a submission's kernels were compiled by its tests before its
             # timing call); the second, recorded as a submission's is, is the one replayed
@@ -380,7 +135,8 @@ class Timer:
             shutil.rmtree(dest, ignore_errors=True)
             folder = copy_recording(child.workdir, r.get("recording", ""), dest)
         finally:
-            child.close()
+            if child is not None:
+                child.close()
         with ctx.replays.lock(gpu):
             t = ctx.replays.get(gpu).request(float(ctx.limits.get("replay_s", 60)), cmd="time",
                                              dir=str(folder), windows=3 * TIMING_WINDOWS)
@@ -572,14 +328,14 @@ class Timer:
             srv = ctx.replays.get(gpu)
             done = 0
             while done < requests:
-                before = gpu_foreign(gpu, {srv.pid})
+                before = gpuwatch.others_on(gpu, {srv.pid})
                 r = srv.request(limit, cmd="time", dir=str(folder), windows=TIMING_WINDOWS,
                                 start=int(rng.integers(0, TIMING_SETS)),
                                 **({"pair": str(pair)} if pair else {}))
                 if not r.get("ok"):
                     return {"ok": False, "message": f"{r.get('error')}: {r.get('message', '')}"[:1500],
                             "hang": r.get("error") == "timeout", "limit_s": limit}
-                after = gpu_foreign(gpu, {srv.pid})
+                after = gpuwatch.others_on(gpu, {srv.pid})
                 for w in r.get("discarded_windows", []):  # the replay process's own per-window check
                     ctx.log(kind="window_discarded", id=result.id, gpu=gpu, **w)
                 if (before or after) and discarded < 3:

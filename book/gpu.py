@@ -73,7 +73,7 @@ SIMULATOR_LINE = (
 #: How fast Numba's CUDA simulator runs kernels: simulated threads a second, on one core of
 #: the course's CI machine (each thread is a Python thread). What sizes a launch for a page
 #: (book.tracer.MAX_THREADS), the grader's deadlines in the simulator (autograder.judge) and
-#: the largest launch it simulates (autograder/driver.py) are reckoned from.
+#: the largest launch it simulates (autograder/sandbox/inside/launches.py) are reckoned from.
 SIM_THREADS_PER_S = 7_000
 
 # CUresult codes and device attribute numbers from the CUDA driver API

@@ -41,7 +41,7 @@ _PREFIX = "========= "
 
 def command(tool: str) -> list[str]:
     """compute-sanitizer's flags for ``tool``, the one definition that ``run`` and the grader's
-    sandbox (``autograder.sanitizer.wrapper_argv``) use: at most PRINT_LIMIT reports, no host
+    sandbox (``autograder.sanitize.wrapper_argv``) use: at most PRINT_LIMIT reports, no host
     backtraces, racecheck's hazards only, and no CUDA API errors. Numba probes the driver's
     entry points as it starts (34 "Program hit CUDA_ERROR_INVALID_VALUE ... cuGetProcAddress"
     reports on the H100): printed, they used up the 20 reports before an out-of-bounds store

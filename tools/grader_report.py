@@ -10,7 +10,8 @@ recorded and the next one runs):
             (tests/fixtures/threats), the resource families of issue 18 (tests/fixtures/neighbours)
             and the lab-2 multi-kernel files (tests/fixtures/multikernel), bounds fixtures and
             lesson control (tests/fixtures/bounds, controls); one neighbour's CUDA
-            initialisation is made to fail once (AUTOGRADER_INJECT_FAULT): it must be graded again
+            initialisation is made to fail once (the tests' fault injection,
+            tests/grader/faults.py, runs this step's grader): it must be graded again
             alone; each neighbour must stay within 2 percentage points of its clean fraction;
             afterwards no process of any submission may be alive or on the GPU
   labs      every other lab (autograder/labs/): solution and untouched lab, and the lab's own
@@ -39,6 +40,7 @@ import time
 from pathlib import Path
 
 from autograder.labs import names, resolve
+from autograder.sandbox import CHILD_MARK
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = REPO / "tests" / "fixtures" / "submissions"
@@ -58,7 +60,7 @@ def lab_fixtures(lab: str) -> list:
     return (sorted((fix / short).glob("*.py")) + sorted((fix / "bounds").glob(f"{short}_*.py"))
             + sorted((fix / "controls").glob(f"{short}_*.py")))
 # In the hostile run this neighbour's first child is made to fail in CUDA initialisation (the
-# grader's test hook): it must be graded again alone and keep its clean score.
+# tests' fault injection): it must be graded again alone and keep its clean score.
 INJECTED = "neighbour_0"
 STEPS = ("clean", "hostile", "labs", "repeat", "batch")
 NEIGHBOURS = 4
@@ -66,14 +68,16 @@ NEIGHBOURS = 4
 OTHER_LABS = tuple(n for n in names() if n != resolve("lab2"))
 
 
-def grade(work: Path, name: str, lab: str, subs, *extra, timeout=420, env=None) -> dict:
+def grade(work: Path, name: str, lab: str, subs, *extra, timeout=420, faults=None) -> dict:
+    """One grading run, as shipped (``faults``: through tests/grader/faults.py, which injects
+    them where the grader starts a child)."""
     out = work / name
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "autograder", "grade", lab, *map(str, subs), "--out", str(out), *extra]
+    run = [str(REPO / "tests" / "grader" / "faults.py"), faults] if faults else ["-m", "autograder"]
+    cmd = [sys.executable, *run, "grade", lab, *map(str, subs), "--out", str(out), *extra]
     t0 = time.time()
     try:
-        p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                           env={**os.environ, **(env or {})})
+        p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
         rc, text = p.returncode, p.stdout + p.stderr
     except subprocess.TimeoutExpired as e:
         rc, text = "timeout", str(e.stdout or "")[-3000:]
@@ -139,7 +143,8 @@ def batch_stats(out: Path, ids) -> dict:
 
 def ancestors(pid: int) -> set[int]:
     """``pid`` and every process above it: the shell that started this report may name the
-    driver in its own command line (a `ps | grep agdriver`), and is no submission's process."""
+    child's entry point in its own command line (a `ps | grep` of it), and is no submission's
+    process."""
     out = set()
     while pid > 0 and pid not in out:
         out.add(pid)
@@ -152,8 +157,8 @@ def ancestors(pid: int) -> set[int]:
 
 
 def leftovers() -> dict:
-    """Processes of any submission still alive (command line names the driver or a threat
-    fixture's tag) and NVML's compute processes, at the end of the run."""
+    """Processes of any submission still alive (command line names the child's entry point,
+    ``CHILD_MARK``, or a threat fixture's tag) and NVML's compute processes, at the end of the run."""
     alive = []
     mine = ancestors(os.getpid())
     for d in Path("/proc").iterdir():
@@ -163,7 +168,7 @@ def leftovers() -> dict:
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "agdriver" in cmd or "agthreat" in cmd or "nsinit" in cmd:
+        if CHILD_MARK in cmd or "agthreat" in cmd or "nsinit" in cmd:
             alive.append(f"{d.name}: {cmd[:160]}")
     try:
         from autograder import gpuwatch
@@ -212,7 +217,7 @@ def main(argv) -> int:
         hostile += sorted(HARM.glob("*.py")) + sorted(MULTI.glob("lab2_*.py"))
         hostile += lab_fixtures(resolve("lab2"))   # its bounds fixtures and its control
         st = grade(work, "hostile", "lab2", subs_n + hostile, "--gpus", gpus,
-                   env={"AUTOGRADER_INJECT_FAULT": f"cuda_init:{INJECTED}"})
+                   faults=f"cuda_init:{INJECTED}")
         time.sleep(2)
         summary["hostile"] = {"neighbours": {sid: result(st["out"], sid) for sid in ids_n},
                               "hostile": {p.stem: result(st["out"], p.stem) for p in hostile},

@@ -4,7 +4,7 @@ one ``LAB = KernelLab(...)`` or ``LAB = NumericLab(...)`` (``autograder.labs.spe
 read. A lab is its module, its master ``solutions/<name>.ipynb`` and its rubric
 ``autograder/rubrics/<name>.toml``; nothing else names it. Instructor-side: the sandboxed
 child never receives these modules, only seeds, shapes and argument order (see
-autograder/driver.py)."""
+autograder/sandbox/inside/)."""
 
 from __future__ import annotations
 

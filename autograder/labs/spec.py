@@ -6,7 +6,7 @@ launches kernels writing an output array) is a method of its class, so no caller
 kind it holds except through ``kernel``.
 
 Instructor-side: the sandboxed child never receives these objects, only seeds, shapes and the
-argument order (see autograder/driver.py).
+argument order (see autograder/sandbox/inside/).
 """
 
 from __future__ import annotations

@@ -2,9 +2,19 @@
 
 The package, by concept:
 
-- ``child``: ``Child``, one sandboxed child speaking the driver's protocol (working folder,
-  scrubbed environment, limits, capped output, deadlines, the budgets' watchdog), and the
-  grader's open children (``open_children_pids``, ``kill_open_children``).
+- ``inside/``: the child's side, a package copied whole into every child and started by its
+  entry point (``inside/__main__.py launcher|driver CONFIG``): the launcher (limits,
+  containment, its teardown when the grader dies), the driver (isolation, then the session:
+  the submission's cells, the grader's commands, the launches recorded). Its standard-library
+  modules serve the grader too: ``settings`` (``DriverSettings``, what the grader tells a child:
+  one typed definition both sides read), ``process`` (the process table, killing a tree, cgroup
+  or uid), ``linux`` (the kernel's constants), ``privilege``, ``permissions`` (what another uid
+  may read or change) and ``seccomp`` (the filter that cuts the network where no namespace
+  can); ``channel``: the protocol's JSON lines.
+- ``children``: ``Child``, one sandboxed child speaking that protocol (working folder,
+  limits, capped output, deadlines, the budgets' watchdog), and the grader's open children
+  (``open_children_pids``, ``kill_open_children``); ``trusted``: what a child is given (the
+  copy of the trusted code, the entry point's command line, the scrubbed environment).
 - ``containment``: how a submission's processes are held so that they die with it (a PID
   namespace, else a cgroup killed whole, else (as root, Docker's default limits) the child's
   own uid; else refused unless allowed), and cgroups.
@@ -12,25 +22,12 @@ The package, by concept:
   needs; the grader's own processes started with ``python -I``), the uid of its own it becomes
   (student code never runs as root), the size-limited file system it writes to, the count of
   its processes and threads.
-- ``privilege``, ``permissions``, ``seccomp``: the driver's side of the uid drop (capabilities,
-  the grader's Python shared read-only, its own check that it is no root), what another uid
-  may read or change, and the seccomp filter that cuts the network where no namespace can.
 - ``budgets``: host and GPU memory summed over a submission's processes, watched while it runs.
-- ``process``: the process table and killing a tree or cgroup whole; ``linux``: the kernel's
-  constants for unshare, prctl and mount.
-- ``settings``: ``DriverSettings``, what the grader tells a child, one typed definition that
-  the launcher and the driver read.
-- ``launcher``: the first process of every child (a file copied into it, never imported here):
-  limits, then the containment, then the driver; it answers for the child's tree when the
-  grader dies (PR_SET_PDEATHSIG; SIGTERM, SIGKILL or a crash alike), and under a wrapper
-  (grade --sanitize: compute-sanitizer, which starts a subreaper of its own) the namespace's
-  init dies with it too. ``python -m autograder grade`` stopped by SIGTERM, SIGINT or SIGHUP
-  kills every open child itself first (``kill_open_children``).
 
-``process``, ``linux``, ``settings``, ``privilege``, ``permissions`` and ``seccomp`` depend on
-the standard library (and each other) alone: they are copied beside the launcher and the driver
-(``TRUSTED_FILES``). Other modules import the names below
-from ``autograder.sandbox``, never from its submodules.
+``python -m autograder grade`` stopped by SIGTERM, SIGINT or SIGHUP kills every open child
+itself first (``kill_open_children``); a launcher whose grader died tears its child down
+(PR_SET_PDEATHSIG). Other modules import the names below from ``autograder.sandbox``, never
+from its submodules.
 
 For the grader:
 - ``resolve_containment()`` once at the start of a run: raises ContainmentUnavailable (a
@@ -47,23 +44,27 @@ For the grader:
   outside the grader's open children holds that GPU).
 """
 
-from . import linux, seccomp
+from .inside import linux, seccomp
 from .budgets import GPU_BUDGET_FRACTION, Budget, default_budgets, gpu_memory, host_memory
-from .child import (TRUSTED_FILES, Child, ChildError, kill_open_children, open_children_pids,
-                    scrubbed_env)
+from .children import Child, ChildError, kill_open_children, open_children_pids
 from .containment import (ContainmentUnavailable, containment_support, refusal_message,
                           resolve_containment)
 from .paths import TRUSTED_BOOT, grader_paths, trusted_command
-from .permissions import reachable, writable_by_others
-from .process import alive, descendants, kill_tree, kill_uid, pids_in_namespace, pids_of_uid, process_info
-from .settings import SIM_MAX_THREADS, DriverSettings, LaunchSettings, Limits, Storage
+from .inside.channel import CUDA_INIT_FAILED, cuda_init_failure
+from .inside.permissions import reachable, writable_by_others
+from .inside.process import (alive, descendants, kill_tree, kill_uid, pids_in_namespace, pids_of_uid,
+                             process_info)
+from .inside.settings import SIM_MAX_THREADS, DriverSettings, LaunchSettings, Limits, Storage
 from .storage import PLACES, storage_message, storage_use, sweep_stale_storage
 from .tasks import pids_cgroup_base, tasks_message, tasks_refused
+from .trusted import (CHILD_MARK, CHILD_PACKAGE, GRADED_KERNEL_MODULES, child_command, copy_trusted, entry_point,
+                      scrubbed_env)
 from .uid import CHILD_UID_BASE, CHILD_UID_SPAN, NOBODY, can_drop_uid, uid_drop_support
 
 __all__ = [
     "CHILD_UID_BASE", "CHILD_UID_SPAN", "GPU_BUDGET_FRACTION", "NOBODY", "PLACES",
-    "SIM_MAX_THREADS", "TRUSTED_BOOT", "TRUSTED_FILES", "Budget", "Child",
+    "SIM_MAX_THREADS", "TRUSTED_BOOT", "CHILD_MARK", "CHILD_PACKAGE", "CUDA_INIT_FAILED", "GRADED_KERNEL_MODULES",
+    "Budget", "Child", "child_command", "copy_trusted", "cuda_init_failure", "entry_point",
     "ChildError", "ContainmentUnavailable", "DriverSettings", "LaunchSettings", "Limits", "Storage",
     "alive", "can_drop_uid",
     "containment_support", "default_budgets", "descendants", "gpu_memory", "grader_paths",

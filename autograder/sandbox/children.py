@@ -5,10 +5,11 @@ file system of its own: storage.py), a scrubbed environment, resource limits (CP
 size, open files, core dumps; address space in the simulator, where CUDA's huge virtual
 reservations are not in play), output drained into capped buffers (a flood of printing costs
 nothing), and a JSON-lines protocol on two private pipes with a deadline on every answer. The
-child starts as the launcher (launcher.py), which applies the containment and starts the
-driver (autograder/driver.py); namespaces, hidden paths and the privilege drop happen in the
-driver's trusted prologue, before any student code. What the child is told is one typed
-``DriverSettings`` (settings.py). A watchdog thread per child meters the budgets
+child runs a copy of the trusted code (trusted.py) and starts as the launcher
+(inside/launcher.py), which applies the containment and starts the driver
+(inside/driver.py); namespaces, hidden paths and the privilege drop happen in the driver's
+trusted prologue (inside/isolation.py), before any student code. What the child is told is
+one typed ``DriverSettings`` (inside/settings.py). A watchdog thread per child meters the budgets
 (budgets.py) all the time, not only while an answer is awaited.
 """
 
@@ -21,7 +22,6 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,33 +31,18 @@ from pathlib import Path
 from .budgets import default_budgets
 from .containment import (ContainmentUnavailable, containment_support, new_cgroup, remove_cgroup,
                           resolve_containment, root_refusal)
-from .paths import AUTOGRADER, REPO, grader_paths, hide_list, needed_paths
-from .permissions import reachable
-from .process import (all_pids, alive, descendants, kill_cgroup, kill_tree, kill_uid, parent_pid,
+from .paths import AUTOGRADER, grader_paths, hide_list, needed_paths
+from .inside.permissions import reachable
+from .inside.process import (all_pids, alive, descendants, kill_cgroup, kill_tree, kill_uid, parent_pid,
                       pid_namespace, pids_in_namespace, pids_of_uid, process_info, uid_of)
-from .settings import DriverSettings, LaunchSettings, Limits, Storage
+from .inside.settings import DriverSettings, LaunchSettings, Limits, Storage
 from .storage import PLACES, mount_storage, storage_use, sweep_stale_storage, unmount
 from .tasks import new_pids_cgroup, tasks_refused
+from .trusted import child_command, copy_trusted, entry_point, scrubbed_env
 from .uid import new_child_uid
 
 HERE = Path(__file__).resolve().parent
 OUTPUT_CAP = 64 * 1024          # bytes of stdout+stderr kept per submission (head)
-
-# The trusted files copied into every child's folder: its name there -> the file here. The
-# launcher imports agsettings, agprocess and aglinux, the driver agsettings, aglinux, aginputs,
-# agprivilege (with agpermissions) and agseccomp, by these names.
-TRUSTED_FILES = {
-    "aglauncher.py": HERE / "launcher.py",
-    "agsettings.py": HERE / "settings.py",
-    "agprocess.py": HERE / "process.py",
-    "aglinux.py": HERE / "linux.py",
-    "agprivilege.py": HERE / "privilege.py",
-    "agpermissions.py": HERE / "permissions.py",
-    "agseccomp.py": HERE / "seccomp.py",
-    "agdriver.py": AUTOGRADER / "driver.py",
-    "aginputs.py": AUTOGRADER / "inputs.py",
-}
-
 
 class ChildError(Exception):
     """The child died, hung or broke the protocol; ``reason`` says which, for feedback."""
@@ -66,55 +51,6 @@ class ChildError(Exception):
         super().__init__(reason)
         self.reason = reason
         self.detail = detail
-
-
-#: Modules of ``book.kernels`` that graded code may import: instructions, not solutions
-#: (``tensorcore``: the inline-PTX ``mma.sync``/``ldmatrix``/``cp.async`` intrinsics and their
-#: simulator versions, which a tensor-core lab builds on). Only these are copied into the
-#: child's ``book/kernels/``; the driver's import blocker lets through what it finds there.
-GRADED_KERNEL_MODULES = ("tensorcore",)
-
-
-def _copy_trusted(dst: Path) -> None:
-    """The launcher, the driver, what they import, and the book library minus its kernels
-    (but for GRADED_KERNEL_MODULES), data and widgets."""
-    dst.mkdir(parents=True)
-    for name, src in TRUSTED_FILES.items():
-        shutil.copy(src, dst / name)
-    book = REPO / "book"
-    shutil.copytree(book, dst / "book", ignore=shutil.ignore_patterns(
-        "kernels", "widgets", "data", "__pycache__", "*.json", "*.js", "*.css"))
-    kernels = dst / "book" / "kernels"
-    kernels.mkdir()
-    (kernels / "__init__.py").write_text(
-        '"""The instruction modules graded code may import (autograder/sandbox/child.py '
-        'GRADED_KERNEL_MODULES); the course\'s kernels are not here."""\n')
-    for name in GRADED_KERNEL_MODULES:
-        shutil.copy(book / "kernels" / f"{name}.py", kernels / f"{name}.py")
-
-
-def scrubbed_env(workdir: Path, simulated: bool, gpu: int | None) -> dict:
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(workdir),
-        "TMPDIR": str(workdir),
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-        "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-        "NUMBA_CACHE_DIR": str(workdir / ".numba"),
-        "NUMBA_NUM_THREADS": "1",
-        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",   # CUDA's device i is NVML's device i (gpuwatch)
-    }
-    if simulated:
-        env["NUMBA_ENABLE_CUDASIM"] = "1"
-        env["BOOK_SIMULATOR"] = "1"
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    for k in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "NUMBA_CUDA_DRIVER"):
-        if k in os.environ and not simulated:
-            env[k] = os.environ[k]
-    return env
 
 
 _swept: list = []   # once per grader: what graders killed before it left (sweep_stale_storage)
@@ -174,7 +110,7 @@ class Child:
                  gpu: int | None = None, limits: dict | None = None, hide=(), isolate: bool = True,
                  drop_uid: bool = True, contain: str = "auto", allow_uncontained: bool | None = None,
                  budgets: list | None = None, wrap: list | None = None, wrap_env: dict | None = None,
-                 keep=(), fault: str | None = None):
+                 keep=()):
         typed = Limits.of(limits)   # the defaults (settings.Limits) and what the caller changed
         self.hide_asked = [str(p) for p in hide]
         self.limits = dataclasses.asdict(typed)   # a dict, as the grader reads it (child.limits["tasks"])
@@ -201,7 +137,7 @@ class Child:
             for _place, name in PLACES:
                 (self.workdir / name).mkdir()
         trusted = self.workdir / "trusted"
-        _copy_trusted(trusted)
+        copy_trusted(trusted)
         if cells is not None:
             (self.workdir / "cells.json").write_text(json.dumps(cells))
         self.cgroup = new_cgroup(containment_support()["cgroup"]) if self.containment == "cgroup" else None
@@ -236,12 +172,11 @@ class Child:
                             # what the child needs (its folder, the interpreter) put back where it lay
                             keep=[str(p) for p in needed_paths(self.workdir, keep)],
                             size_bytes=typed.disk_bytes, files=typed.files),
-            fault=fault,   # the grader's test hook (AUTOGRADER_INJECT_FAULT), never the submission's
             # read by the launcher before it starts the driver
             launch=LaunchSettings(
                 contain=self.containment, cgroup=self.cgroup, grader_pid=os.getpid(),
                 pids_cgroup=self.pids_cgroup if self.pids_cgroup != self.cgroup else None,
-                driver=str(trusted / "agdriver.py"), limits=typed,
+                entry=str(entry_point(trusted)), limits=typed,
                 # under a wrapper a fresh /proc always: in a PID namespace that shows the
                 # host's /proc, cuInit fails under compute-sanitizer (H100:
                 # CUDA_ERROR_OPERATING_SYSTEM, records/sanitizer/sandbox_diag_h100.json)
@@ -256,7 +191,7 @@ class Child:
         env = scrubbed_env(self.workdir, simulated, gpu)
         env.update(wrap_env or {})
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", str(trusted / "aglauncher.py"), str(self.workdir / "config.json")],
+            child_command(trusted, "launcher", self.workdir / "config.json"),
             cwd=self.workdir, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             pass_fds=(cmd_r, rep_w), start_new_session=True)

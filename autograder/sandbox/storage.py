@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from .containment import cgroup2_dir, remove_cgroup
-from .linux import MNT_DETACH, MS_NODEV, MS_NOSUID
+from .inside.linux import MNT_DETACH, MS_NODEV, MS_NOSUID
 from .tasks import pids_cgroup_base
 
 PLACES = (("/tmp", ".tmp"), ("/dev/shm", ".shm"))   # (place, the working folder's subfolder)
@@ -49,7 +49,7 @@ def sweep_stale_storage() -> list[str]:
     their file systems still mounted and holding memory; a Gradescope run's folder with the
     class's seed; cgroups): a child's folder and cgroups are named ag-<grader pid>-..., and
     those of graders that are gone are removed, a living grader's left alone. A killed
-    grader's launchers remove their children's (launcher.py); this is for what they could
+    grader's launchers remove their children's (inside/launcher.py); this is for what they could
     not. The folders removed."""
     gone = []
     bases = {pids_cgroup_base()[0], cgroup2_dir()[0]} - {None}

@@ -21,7 +21,7 @@ import sys
 import threading
 
 from .paths import grader_paths, shared_paths
-from .permissions import reachable, writable_by_others
+from .inside.permissions import reachable, writable_by_others
 
 NOBODY = 65534
 CHILD_UID_BASE, CHILD_UID_SPAN = 0x50000000, 1 << 24   # a range no account uses

@@ -18,7 +18,7 @@ this process (as root, before it becomes COMMAND) by the kernel's own means:
   cgroup mount is remounted read-only, as Docker mounts it in a container).
 
 no_new_privs is not set (Docker does not set it by default). The filter is built by the
-sandbox's one BPF assembler (autograder/sandbox/seccomp.py). Exit status 77 with the reason
+sandbox's one BPF assembler (autograder/sandbox/inside/seccomp.py). Exit status 77 with the reason
 when this machine cannot do it (not root, no mount namespace, no seccomp filter for its
 architecture): the test that runs it then skips, saying why.
 """

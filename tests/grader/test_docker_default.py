@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 from autograder.rubric import course_points
-from autograder.sandbox import CHILD_UID_BASE, CHILD_UID_SPAN, reachable
+from autograder.sandbox import CHILD_MARK, CHILD_UID_BASE, CHILD_UID_SPAN, reachable
 from repo import FIXTURES, ROOT as REPO
 
 pytestmark = pytest.mark.slow   # a bundle installed and six submissions graded
@@ -283,9 +283,9 @@ def test_a_killed_grader_leaves_nothing_behind(image, the_class):
     and the run's own folder (the class's seed in it) is gone once the next run has started."""
     proc = submit(image, {"sleeps.py": (HOSTILE / "sleeps.py").read_bytes()}, wait=False)
     deadline = time.monotonic() + 120
-    while len(child_uid_processes("agdriver.py")) < 2 and time.monotonic() < deadline:
+    while len(child_uid_processes(CHILD_MARK)) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)   # the driver and the daemon it left
-    assert len(child_uid_processes("agdriver.py")) >= 2, "the submission never started"
+    assert len(child_uid_processes(CHILD_MARK)) >= 2, "the submission never started"
     runner = next(int(d) for d in os.listdir("/proc") if d.isdigit() and _is_runner(d, image))
     folders = {p for p in Path(tempfile.gettempdir()).glob(f"ag-{runner}-gradescope-*")}
     assert folders

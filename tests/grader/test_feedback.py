@@ -13,7 +13,7 @@ import pytest
 
 import book  # noqa: F401  (simulator decided before numba.cuda is imported)
 from grading_runs import FAST_RUBRIC, FIX, REPO, THREATS, env, grade_cmd
-from autograder import feedback, sanitizer
+from autograder import feedback, rerun, sanitize
 from autograder.labs import get
 from repo import FIXTURES
 
@@ -197,7 +197,7 @@ def test_student_source_drops_setup_and_checks_and_maps_lines():
                                            "from autograder import check"},
              {"index": "In [2]", "source": "a = 1\n%time b = 2\ncheck(f)\nc = 3"},
              {"index": "In [3]", "source": "from autograder import check\nd = 4"}]
-    src = feedback.student_source(cells=cells)
+    src = rerun.student_source(cells=cells)
     assert "check(" not in src.text and "import check" not in src.text
     assert src.text.splitlines()[3] == "c = 3"          # blanked, not deleted: lines stay put
     assert src.where(4) == "In [2], line 4" and src.where(6) == "In [3], line 2"
@@ -209,8 +209,8 @@ def test_student_source_drops_setup_and_checks_and_maps_lines():
 # ----------------------------------------------------------------------------- sanitize
 def test_sanitize_is_not_available_here_in_one_line():
     fn = runpy.run_path(str(FIX / "honest_simple.py"))["swiglu_interleaved"]
-    for lines in (sanitizer.sanitize(get("lab2"), fn),
-                  sanitizer.sanitize("lab4", source=(FIXTURES / "sanitizer"
+    for lines in (sanitize.sanitize(get("lab2"), fn),
+                  sanitize.sanitize("lab4", source=(FIXTURES / "sanitizer"
                                                     / "lab4_missing_syncthreads.py").read_text())):
         assert len(lines) == 1 and "not available on this machine" in lines[0], lines
 
@@ -221,12 +221,12 @@ def test_sandbox_findings_point_at_the_cell_and_line():
     rec = json.loads((REPO / "records" / "sanitizer" / "h100.json").read_text())
     text = rec["programs"]["missing_syncthreads"]["tools"]["racecheck"]["output"]
     text = text.replace("missing_syncthreads.py", "<cell 3>")
-    lines = sanitizer.sandbox_findings({"racecheck": text})
+    lines = sanitize.sandbox_findings({"racecheck": text})
     assert lines[0].startswith("racecheck: WAR hazard on shared memory at cell 3, line 12"), lines
     assert "write by thread" in lines[0] and "syncthreads" in lines[0]
     assert any("1024 hazards in all" in s for s in lines)
     clean = rec["programs"]["with_syncthreads"]["tools"]["racecheck"]["output"]
-    assert sanitizer.sandbox_findings({"racecheck": clean}) == []
+    assert sanitize.sandbox_findings({"racecheck": clean}) == []
 
 
 @pytest.mark.slow
@@ -249,21 +249,21 @@ def test_grade_sanitize_through_the_sandbox_with_a_stand_in_wrapper(tmp_path, mo
     script.chmod(0o755)
     for p in (tmp_path, wrapdir, *wrapdir.iterdir()):
         p.chmod(p.stat().st_mode | 0o055)
-    monkeypatch.setattr(sanitizer, "wrapper_argv", lambda tool, log: [str(script), tool, log])
-    monkeypatch.setattr(sanitizer, "wrapper_keep", lambda: [str(wrapdir)])
-    monkeypatch.setattr(sanitizer.Sanitizer, "unavailable", lambda self: None)
+    monkeypatch.setattr(sanitize, "wrapper_argv", lambda tool, log: [str(script), tool, log])
+    monkeypatch.setattr(sanitize, "wrapper_keep", lambda: [str(wrapdir)])
+    monkeypatch.setattr(sanitize.Sanitizer, "unavailable", lambda self: None)
     rub = tmp_path / "fast.toml"
     rub.write_text(FAST_RUBRIC)
     run = Run("lab2", tmp_path / "out", rubric_path=rub, simulated=True, quiet=True,
               sanitize=True)
     [res] = run.grade([FIX / "honest_simple.py"])
     assert res["score"] == 6 and res["extra_data"]["max_score"] == 6 + res["extra_data"]["pending_points"]
-    [san] = [t for t in res["tests"] if t["name"] == sanitizer.SANITIZE_TEST]
+    [san] = [t for t in res["tests"] if t["name"] == sanitize.SANITIZE_TEST]
     assert san["max_score"] == 0 and "WAR hazard" in san["output"]
     assert san["status"] == "failed"   # shown red on Gradescope; no points lost (score above)
     md = (tmp_path / "out" / "honest_simple" / "feedback.md").read_text()
-    assert f"| {sanitizer.SANITIZE_TEST} | 0/0 | see below |" in md
-    assert f"### {sanitizer.SANITIZE_TEST}" in md and "cell 1, line 12" in md
+    assert f"| {sanitize.SANITIZE_TEST} | 0/0 | see below |" in md
+    assert f"### {sanitize.SANITIZE_TEST}" in md and "cell 1, line 12" in md
     assert "cell 1, line 12" in san["output"]
     assert any("compute-sanitizer: racecheck" in f for f in res["extra_data"]["flags"])
     logged = [json.loads(ln) for ln in (tmp_path / "out" / "measurements.jsonl").read_text()
@@ -302,15 +302,15 @@ def test_a_submission_cannot_point_the_tools_report_at_a_grader_file(tmp_path, m
     # the stand-in writes its report where the grader asks, then runs the driver
     script = _stand_in(tmp_path, 'log="$2"; shift 2\n'
                        'echo "========= ERROR SUMMARY: 0 errors" > "$log"\n"$@"\n')
-    monkeypatch.setattr(sanitizer, "wrapper_argv", lambda tool, log: [str(script), tool, log])
-    monkeypatch.setattr(sanitizer, "wrapper_keep", lambda: [str(script.parent)])
-    monkeypatch.setattr(sanitizer.Sanitizer, "unavailable", lambda self: None)
+    monkeypatch.setattr(sanitize, "wrapper_argv", lambda tool, log: [str(script), tool, log])
+    monkeypatch.setattr(sanitize, "wrapper_keep", lambda: [str(script.parent)])
+    monkeypatch.setattr(sanitize.Sanitizer, "unavailable", lambda self: None)
     rub = tmp_path / "fast.toml"
     rub.write_text(FAST_RUBRIC)
     run = Run("lab2", tmp_path / "out", rubric_path=rub, simulated=True, quiet=True,
               sanitize=True)
     [res] = run.grade([sub])
-    [san] = [t for t in res["tests"] if t["name"] == sanitizer.SANITIZE_TEST]
+    [san] = [t for t in res["tests"] if t["name"] == sanitize.SANITIZE_TEST]
     everything = json.dumps(res) + (tmp_path / "out" / "swapper" / "feedback.md").read_text() + \
         (tmp_path / "out" / "measurements.jsonl").read_text()
     assert "918273645" not in everything
@@ -326,9 +326,9 @@ def test_a_submission_that_timed_out_is_not_run_again_under_the_tool(tmp_path, m
 
     ran = tmp_path / "tool-ran"
     script = _stand_in(tmp_path, f'touch {ran}\nlog="$2"; shift 2\n"$@"\n')
-    monkeypatch.setattr(sanitizer, "wrapper_argv", lambda tool, log: [str(script), tool, log])
-    monkeypatch.setattr(sanitizer, "wrapper_keep", lambda: [str(script.parent)])
-    monkeypatch.setattr(sanitizer.Sanitizer, "unavailable", lambda self: None)
+    monkeypatch.setattr(sanitize, "wrapper_argv", lambda tool, log: [str(script), tool, log])
+    monkeypatch.setattr(sanitize, "wrapper_keep", lambda: [str(script.parent)])
+    monkeypatch.setattr(sanitize.Sanitizer, "unavailable", lambda self: None)
     rub = tmp_path / "fast.toml"
     rub.write_text(FAST_RUBRIC.replace("test_s = 20", "test_s = 3"))
     run = Run("lab2", tmp_path / "out", rubric_path=rub, simulated=True, quiet=True,
@@ -336,7 +336,7 @@ def test_a_submission_that_timed_out_is_not_run_again_under_the_tool(tmp_path, m
     t0 = time.monotonic()
     [res] = run.grade([FIX / "infinite_loop.py"])
     assert time.monotonic() - t0 < 60
-    [san] = [t for t in res["tests"] if t["name"] == sanitizer.SANITIZE_TEST]
+    [san] = [t for t in res["tests"] if t["name"] == sanitize.SANITIZE_TEST]
     assert san["output"].startswith("not run: the public test(s) public M=3 F=40")
     assert "gave no answer in the graded run" in san["output"] and not ran.exists()
 
@@ -359,13 +359,13 @@ def test_calibration_finds_a_working_sandbox_or_turns_sanitize_off(tmp_path, mon
     run student code again: never with less isolation than the graded run)."""
     from autograder.grade import Run
 
-    monkeypatch.setattr(sanitizer, "wrapper_keep", lambda: [str(tmp_path / "wrap")])
+    monkeypatch.setattr(sanitize, "wrapper_keep", lambda: [str(tmp_path / "wrap")])
     good = _stand_in(tmp_path, 'log="$1"; shift\n"$@"\necho "========= ERROR SUMMARY: 0 errors" > "$log"\n')
-    monkeypatch.setattr(sanitizer, "wrapper_argv", lambda tool, log: [str(good), log])
+    monkeypatch.setattr(sanitize, "wrapper_argv", lambda tool, log: [str(good), log])
     run = Run("lab2", tmp_path / "out", simulated=True, quiet=True, sanitize=True)
     assert run.sanitizer.calibrate() and run.sanitizer.enabled
     bad = _stand_in(tmp_path, "echo 'refused' > \"$1\"\nexit 1\n")
-    monkeypatch.setattr(sanitizer, "wrapper_argv", lambda tool, log: [str(bad), log])
+    monkeypatch.setattr(sanitize, "wrapper_argv", lambda tool, log: [str(bad), log])
     run = Run("lab2", tmp_path / "out2", simulated=True, quiet=True, sanitize=True)
     t0 = time.monotonic()
     assert not run.sanitizer.calibrate() and not run.sanitizer.enabled
@@ -481,10 +481,10 @@ sleep 600
 
 _GRADER = """import sys
 sys.path.insert(0, {repo!r})
-from autograder import sanitizer, __main__
-sanitizer.wrapper_argv = lambda tool, log: [{script!r}]
-sanitizer.wrapper_keep = lambda: [{wrapdir!r}]
-sanitizer.Sanitizer.unavailable = lambda self: None
+from autograder import sanitize, __main__
+sanitize.wrapper_argv = lambda tool, log: [{script!r}]
+sanitize.wrapper_keep = lambda: [{wrapdir!r}]
+sanitize.Sanitizer.unavailable = lambda self: None
 sys.exit(__main__.main(["grade", "lab2", {sub!r}, "--out", {out!r}, "--rubric", {rub!r},
                         "--simulator", "--sanitize", "--quiet"]))
 """

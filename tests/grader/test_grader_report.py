@@ -6,17 +6,19 @@ import sys
 from pathlib import Path
 from repo import ROOT as REPO
 
+from autograder.sandbox import CHILD_MARK
+
 
 
 def test_leftovers_names_a_stray_driver_but_not_the_shell_that_started_the_report():
-    # A stray process whose command line names the driver is a leftover; the shell that runs
-    # the report is not, even when its own command line names the driver (a `grep agdriver`
+    # A stray process whose command line names the child's entry point is a leftover; the
+    # shell that runs the report is not, even when its own command line names it (a `grep`
     # in the same command line), as on the H100 once.
-    stray = subprocess.Popen(["bash", "-c", "exec -a agdriver-stray sleep 60"])
+    stray = subprocess.Popen(["bash", "-c", f"exec -a {CHILD_MARK}-stray sleep 60"])
     try:
         code = ("import json; from tools.grader_report import leftovers; "
                 "print(json.dumps(leftovers()['alive']))")
-        out = subprocess.run(["bash", "-c", f"{sys.executable} -c \"{code}\"; : agdriver"],
+        out = subprocess.run(["bash", "-c", f"{sys.executable} -c \"{code}\"; : {CHILD_MARK}"],
                              cwd=REPO, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         alive = json.loads(out.stdout.strip().splitlines()[-1])

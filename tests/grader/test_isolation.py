@@ -602,16 +602,11 @@ def test_the_driver_refuses_to_run_student_code_that_could_act_as_root(tmp_path)
     with no uid to drop to (the grader never starts one so), as root it stops with a fatal
     event and runs nothing; not as root it goes on. The real launcher and driver, copied as
     into a child, their settings and pipes as the grader makes them."""
-    from autograder.sandbox import TRUSTED_FILES, DriverSettings, LaunchSettings, Limits, Storage
+    from autograder.sandbox import (DriverSettings, LaunchSettings, Limits, Storage, child_command,
+                                    copy_trusted, entry_point)
 
     trusted = tmp_path / "trusted"
-    trusted.mkdir()
-    for name, src in TRUSTED_FILES.items():
-        (trusted / name).write_bytes(src.read_bytes())
-    shutil.copytree(REPO / "book", trusted / "book",
-                    ignore=shutil.ignore_patterns("kernels", "widgets", "data", "__pycache__"))
-    (trusted / "book" / "kernels").mkdir()
-    (trusted / "book" / "kernels" / "__init__.py").write_text("")
+    copy_trusted(trusted)
     marker = tmp_path / "ran"
     (tmp_path / "cells.json").write_text(json.dumps([{"index": 1, "source": f"open({str(marker)!r}, 'w')"}]))
     cmd_r, cmd_w = os.pipe()
@@ -623,11 +618,11 @@ def test_the_driver_refuses_to_run_student_code_that_could_act_as_root(tmp_path)
         drop_uid=None, nproc=4096,
         storage=Storage(private=False, places=(), keep=(), size_bytes=1 << 30, files=1000),
         launch=LaunchSettings(contain="none", cgroup=None, grader_pid=os.getpid(), pids_cgroup=None,
-                              driver=str(trusted / "agdriver.py"), limits=Limits(), fresh_proc=False,
+                              entry=str(entry_point(trusted)), limits=Limits(), fresh_proc=False,
                               wrap=(), net_around_wrap=False))
     (tmp_path / "config.json").write_text(cfg.to_json())
-    p = subprocess.Popen([sys.executable, "-I", "-B", str(trusted / "aglauncher.py"),
-                          str(tmp_path / "config.json")], cwd=tmp_path, pass_fds=(cmd_r, rep_w),
+    p = subprocess.Popen(child_command(trusted, "launcher", tmp_path / "config.json"),
+                         cwd=tmp_path, pass_fds=(cmd_r, rep_w),
                          env={"PATH": "/usr/bin:/bin", "NUMBA_ENABLE_CUDASIM": "1",
                               "BOOK_SIMULATOR": "1", "HOME": str(tmp_path)},
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

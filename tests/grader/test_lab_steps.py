@@ -168,7 +168,7 @@ def test_grading_ignores_unfinished_steps_and_a_final_may_call_a_step(tmp_path):
 
 
 class _FakeFeedback:
-    """Stands in for autograder.feedback and autograder.sanitizer (helper modules, tested on
+    """Stands in for autograder.feedback and autograder.sanitize (helper modules, tested on
     their own): what check() does with their lines is what is tested here."""
 
     def __init__(self, advice=None, boom=None):
@@ -191,7 +191,7 @@ def _with_feedback(monkeypatch, fake):
 
     import autograder
 
-    for name in ("feedback", "sanitizer"):
+    for name in ("feedback", "sanitize"):
         monkeypatch.setitem(sys.modules, f"autograder.{name}", fake)
         monkeypatch.setattr(autograder, name, fake, raising=False)
 

@@ -3,7 +3,7 @@
 One grading run in the simulator, through the instructor's CLI, of hostile submissions beside
 honest ones (tests/fixtures/neighbours/): one that fills every place it may write, one that
 starts thousands of threads, and a copy of the lab's master whose CUDA initialisation is made to
-fail once by the grader's test hook (AUTOGRADER_INJECT_FAULT), as the master's did on the H100
+fail once by the tests' fault injection (tests/grader/faults.py), as the master's did on the H100
 beside a disk filler. The honest ones must get their normal score, the hostile ones be told
 what they did and where the limit is, and the injected failure end in a regrade alone and full
 marks. Then real processes (autograder/sandbox's Child) show that what one child writes to
@@ -51,15 +51,16 @@ def graded(tmp_path_factory):
     subs.mkdir()
     shutil.copy(MASTER, subs / "injected_master.ipynb")
     shutil.copy(MASTER, subs / "broken_machine.ipynb")
-    e = env()
-    e["AUTOGRADER_INJECT_FAULT"] = "cuda_init:injected_master;cuda_init_always:broken_machine"
     out = base / "out"
     # the injected one first: it fails at once, while the others are starting beside it
     cmd = grade_cmd("lab2", [subs / "injected_master.ipynb", NEIGHBOURS / "many_threads.py",
                              NEIGHBOURS / "fills_storage.py", MASTER, subs / "broken_machine.ipynb",
                              NEIGHBOURS / "fakes_init_failure.py"], out,
                     "--rubric", str(base / "rubric.toml"), "--workers", "3")
-    r = subprocess.run(cmd, cwd=REPO, env=e, capture_output=True, text=True, timeout=900)
+    # the grader run through the fault injection: `python faults.py SPEC grade ...`
+    injected = [cmd[0], str(Path(__file__).parent / "faults.py"),
+                "cuda_init:injected_master;cuda_init_always:broken_machine", *cmd[3:]]
+    r = subprocess.run(injected, cwd=REPO, env=env(), capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     log = [json.loads(line) for line in open(out / "measurements.jsonl")]
     return out, log, cmd

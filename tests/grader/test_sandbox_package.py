@@ -1,7 +1,9 @@
-"""The sandbox as a package (issue 21): what the grader tells a child is one typed definition
-that the launcher and the driver read; the files copied into every child depend on nothing
-the child cannot see; the simulator's thread limit is defined once; no other module reaches
-into the package's private names or submodules."""
+"""The sandbox as a package (issues 21, 29): what the grader tells a child is one typed
+definition that the launcher and the driver read; the child's side is a package of its own
+(autograder/sandbox/inside), copied whole into every child and started by its entry point,
+whose modules import by their real names and depend on nothing the child cannot see; the
+simulator's thread limit is defined once; no other module reaches into the package's private
+names or submodules."""
 
 from __future__ import annotations
 
@@ -16,12 +18,14 @@ import pytest
 
 from repo import ROOT as REPO
 
-from autograder.sandbox import (SIM_MAX_THREADS, TRUSTED_FILES, Child, DriverSettings,
-                                LaunchSettings, Limits, Storage)
+from autograder.sandbox import (CHILD_PACKAGE, SIM_MAX_THREADS, Child, DriverSettings,
+                                LaunchSettings, Limits, Storage, child_command, copy_trusted)
 
-
-# the sandbox's own copies: the launcher and the modules it (and the driver) import by name
-SANDBOX_COPIES = [name for name, src in TRUSTED_FILES.items() if src.parent.name == "sandbox"]
+INSIDE = REPO / "autograder" / "sandbox" / "inside"
+# what the launcher imports (it runs as root before the child's path is set): the standard
+# library and these modules of the package, nothing else
+LAUNCHER_SIDE = {"launcher", "isolation", "privilege", "permissions", "seccomp", "linux",
+                 "process", "settings", "__main__"}
 
 
 def settings(**launch) -> DriverSettings:
@@ -32,7 +36,8 @@ def settings(**launch) -> DriverSettings:
         storage=Storage(private=True, places=(("/tmp", ".tmp"),), keep=["/venv"],
                         size_bytes=1 << 30, files=100),
         launch=LaunchSettings(**{"contain": "pidns", "cgroup": None, "grader_pid": os.getpid(),
-                                 "pids_cgroup": None, "driver": "/tmp/ag-1-x/trusted/agdriver.py",
+                                 "pids_cgroup": None,
+                                 "entry": "/tmp/ag-1-x/trusted/autograder/sandbox/inside/__main__.py",
                                  "limits": Limits.of({"cpu_s": 30}), "fresh_proc": True,
                                  "wrap": [], "net_around_wrap": False, **launch}))
 
@@ -67,54 +72,104 @@ def test_an_unknown_limit_is_refused_with_the_known_ones():
 
 
 def test_the_copied_launcher_reads_its_settings_alone(tmp_path):
-    """The launcher, as copied into a child (beside the sandbox's other copies, nothing else;
-    `python -I`, no repository on its path), loads the settings and, not started by the
-    grader named in them, exits at once (status 5) as it must."""
-    assert "aglauncher.py" in SANDBOX_COPIES
-    for name in SANDBOX_COPIES:
-        (tmp_path / name).write_bytes(TRUSTED_FILES[name].read_bytes())
+    """The launcher, started by the entry point of the child's copy (`python -I`, no repository
+    on its path), loads the settings and, not started by the grader named in them, exits at
+    once (status 5) as it must."""
+    trusted = tmp_path / "trusted"
+    copy_trusted(trusted)
     cfg = tmp_path / "config.json"
     cfg.write_text(settings(grader_pid=1).to_json())
-    r = subprocess.run([sys.executable, "-I", "-B", str(tmp_path / "aglauncher.py"), str(cfg)],
-                       cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(child_command(trusted, "launcher", cfg), cwd=tmp_path,
+                       env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
     assert r.returncode == 5, r.stderr
-    # and its folder (the child's uid's) is off its import path once its modules are loaded:
-    # the launcher stays alive as root while the submission runs
-    code = ("import importlib.util, sys\n"
-            "spec = importlib.util.spec_from_file_location('aglauncher', sys.argv[1])\n"
-            "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
-            "print(any(p.rstrip('/') == sys.argv[2] for p in sys.path))\n")
-    r = subprocess.run([sys.executable, "-I", "-B", "-c", code, str(tmp_path / "aglauncher.py"), str(tmp_path)],
-                       cwd="/", capture_output=True, text=True, timeout=60)
-    assert r.stdout.strip() == "False", r.stdout + r.stderr
 
 
-def test_the_trusted_copies_import_only_the_standard_library_and_each_other():
-    """What the sandbox's copies import must exist in the child: the standard library and the
-    other copies, never the autograder package (hidden from the child)."""
-    copies = {name[:-3] for name in TRUSTED_FILES}
-    for name in SANDBOX_COPIES:
-        tree = ast.parse(TRUSTED_FILES[name].read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                assert node.level == 0, f"{name}: relative import"
-                mods = [node.module]
-            elif isinstance(node, ast.Import):
-                mods = [a.name for a in node.names]
+def test_the_launchers_folder_is_off_its_path_once_its_modules_are_loaded(tmp_path):
+    """The folder belongs to the child's uid (the submission may write there) while the
+    launcher stays alive as root: the entry point takes it off the import path once the
+    launcher's modules are imported. Its launch() here replaced by a report of the path."""
+    trusted = tmp_path / "trusted"
+    copy_trusted(trusted)
+    launcher = trusted / "autograder" / "sandbox" / "inside" / "launcher.py"
+    launcher.write_text(launcher.read_text() + "\n\ndef launch(cfg_path):\n"
+                        "    import sys\n    print(sorted(sys.path))\n")
+    r = subprocess.run(child_command(trusted, "launcher", tmp_path / "config.json"), cwd="/",
+                       env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("["), r.stdout + r.stderr
+    assert str(trusted) not in r.stdout, r.stdout
+
+
+def test_the_child_gets_the_inside_package_whole_and_the_inputs_and_nothing_of_the_grader(tmp_path):
+    """The child's copy: every file of autograder/sandbox/inside, autograder/inputs.py, two
+    empty package files around them, and book without its kernels (but the instructions)."""
+    copy_trusted(tmp_path / "t")
+    got = {str(p.relative_to(tmp_path / "t")) for p in (tmp_path / "t" / "autograder").rglob("*.py")}
+    want = {f"autograder/sandbox/inside/{p.name}" for p in INSIDE.glob("*.py")}
+    assert CHILD_PACKAGE == ("autograder/sandbox/inside", "autograder/inputs.py")
+    assert got == want | {"autograder/inputs.py", "autograder/__init__.py",
+                          "autograder/sandbox/__init__.py"}
+    for stub in ("autograder/__init__.py", "autograder/sandbox/__init__.py"):
+        assert "import" not in (tmp_path / "t" / stub).read_text()
+    kernels = {p.name for p in (tmp_path / "t" / "book" / "kernels").glob("*.py")}
+    assert kernels == {"__init__.py", "tensorcore.py"}
+
+
+def _imports(path):
+    """(module, level) of every import in ``path`` (inside functions too)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module is None:   # from . import x
+            yield from ((a.name, node.level) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            yield node.module, node.level
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, 0
+
+
+def test_the_child_side_imports_by_real_names_and_only_what_the_child_has():
+    """The child's side imports its own modules relatively (tools follow them), the inputs as
+    autograder.inputs, and otherwise the standard library, numpy, numba, cuda-bindings and
+    the child's copy of book; the launcher's side the standard library alone."""
+    child_side = {"numpy", "numba", "cuda", "book"}
+    for path in INSIDE.glob("*.py"):
+        for mod, level in _imports(path):
+            top = mod.split(".")[0]
+            if level == 1:   # a module of the package
+                assert (INSIDE / f"{top}.py").exists(), f"{path.name}: from .{mod}"
+                if path.stem in LAUNCHER_SIDE:
+                    assert top in LAUNCHER_SIDE, f"{path.name} (the launcher's side) imports .{mod}"
+            elif level == 3:   # the grader's inputs, which the child's copy holds
+                assert mod == "inputs", f"{path.name}: from ...{mod}"
+            elif level == 0 and path.name == "__main__.py" and top == "autograder":
+                assert mod.startswith("autograder.sandbox.inside."), mod
             else:
-                continue
-            for mod in mods:
-                top = mod.split(".")[0]
-                assert top in copies or top in sys.stdlib_module_names, f"{name} imports {mod}"
+                assert level == 0, f"{path.name}: relative import of level {level}"
+                assert top in sys.stdlib_module_names or (
+                    path.stem not in LAUNCHER_SIDE and top in child_side), f"{path.name} imports {mod}"
+
+
+def test_nothing_of_the_child_side_runs_on_import():
+    """Isolation starts in the entry point, not in an import: importing every module of the
+    package in the grader's process leaves its namespaces and uid as they were."""
+    code = ("import importlib, os, pkgutil\n"
+            "import book\n"
+            "import autograder.sandbox.inside as inside\n"
+            "ns = lambda: [os.readlink(f'/proc/self/ns/{n}') for n in ('mnt', 'net', 'ipc')] + [os.getuid()]\n"
+            "before = ns()\n"
+            "for m in pkgutil.iter_modules(inside.__path__):\n"
+            "    importlib.import_module('autograder.sandbox.inside.' + m.name)\n"
+            "print('same' if ns() == before else f'changed {before} {ns()}')\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "PYTHONPATH": str(REPO), "BOOK_SIMULATOR": "1"})
+    assert r.stdout.strip().splitlines()[-1:] == ["same"], r.stdout + r.stderr
 
 
 def test_the_judges_message_names_the_limit_the_driver_applies():
     from autograder.judge import too_large_message
 
     assert f"at most {SIM_MAX_THREADS:,} threads per launch" in too_large_message("a launch")
-    driver = (REPO / "autograder" / "driver.py").read_text()
-    assert "from agsettings import SIM_MAX_THREADS" in driver and "65536" not in driver
+    launches = (INSIDE / "launches.py").read_text()
+    assert "from .settings import SIM_MAX_THREADS" in launches and "65536" not in launches
 
 
 def test_no_module_reaches_into_the_package():

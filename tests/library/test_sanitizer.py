@@ -110,7 +110,7 @@ def test_errors_counted_but_not_printed_never_read_as_clean():
 def test_one_command_line_for_both_routes_without_api_errors(monkeypatch):
     """book.sanitizer.run and the grader's wrapper use the same flags, and neither prints CUDA
     API errors (which used up the print limit before the student's own errors)."""
-    from autograder import sanitizer as grader_side
+    from autograder import sanitize as grader_side
 
     for tool in sanitizer.TOOLS:
         flags = sanitizer.command(tool)

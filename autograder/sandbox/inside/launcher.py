@@ -1,9 +1,9 @@
 """The trusted launcher: the first process of every sandboxed child, before the driver.
 
-Copied into the child's trusted folder as ``aglauncher.py`` (with ``agsettings.py``,
-``agprocess.py`` and ``aglinux.py`` beside it: child.py, TRUSTED_FILES) and run as
-``python -I -B aglauncher.py config.json``. Limits first, then the containment, then the
-driver. In a PID namespace the driver is the namespace's init: when it dies (killed by the
+Started by the child's entry point (``__main__.py launcher config.json``, in the copy of this
+package in the child's folder); it imports only the standard library and this package's
+standard-library modules. Limits first, then the containment, then the driver (the same entry
+point, ``driver config.json``). In a PID namespace the driver is the namespace's init: when it dies (killed by the
 grader, or through PR_SET_PDEATHSIG when this launcher dies) the kernel kills every process
 in the namespace. In a cgroup the cgroup is killed whole. By uid (no namespace, no cgroup:
 Docker's default limits) and with no containment (allowed by the instructor only) this
@@ -24,17 +24,10 @@ import shutil
 import signal
 import sys
 
-# -I keeps the script's folder off sys.path: the trusted modules copied beside it, imported
-# now, before any student code exists. The folder leaves the path again at once: it belongs to
-# the child's uid (the submission may write there) while this launcher stays alive as root, so
-# a module planted there must never be found by an import made later.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from aglinux import (CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, MNT_DETACH, MS_NODEV, MS_NOEXEC,
-                     MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG)
-from agprocess import kill_cgroup, kill_tree, kill_uid
-from agsettings import DriverSettings
-
-del sys.path[0]
+from .isolation import fresh_proc, net_around_wrapper
+from .linux import CLONE_NEWPID, MNT_DETACH, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG
+from .process import kill_cgroup, kill_tree, kill_uid
+from .settings import DriverSettings
 
 
 def launch(cfg_path: str) -> None:
@@ -63,7 +56,7 @@ def launch(cfg_path: str) -> None:
         pass
     # ``wrap``: a program that runs the driver as its child (grade --sanitize: compute-sanitizer)
     wrap = list(spec.wrap)
-    driver = [*wrap, sys.executable, "-I", "-B", spec.driver, cfg_path]
+    driver = [*wrap, sys.executable, "-I", "-B", spec.entry, "driver", cfg_path]
     exe = wrap[0] if wrap else sys.executable
 
     def fatal(why: str) -> None:
@@ -92,9 +85,9 @@ def launch(cfg_path: str) -> None:
         try:
             os.close(alive_w)
             if mode == "pidns" and spec.fresh_proc:
-                _fresh_proc(libc)
+                fresh_proc(libc)
             if wrap and spec.net_around_wrap:
-                _net_around_wrapper(libc, fatal)
+                net_around_wrapper(libc, fatal)
             if wrap and mode == "pidns":
                 # the driver must not be the child of PID 1 (it takes that for "orphaned" and
                 # exits), so the namespace's init stays this process and the wrapper is its child
@@ -211,36 +204,3 @@ def _init_for(libc, exe: str, argv: list, alive_r: int | None = None) -> None:
             os._exit(1)
         if got == pid:
             os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
-
-
-def _net_around_wrapper(libc, fatal) -> None:
-    """A wrapped driver's network namespace, made here around the wrapper, not by the driver.
-    compute-sanitizer reaches the program it watches over a Unix socket in the abstract
-    namespace (NV_SANITIZER_INJECTION_TRANSPORT_TYPE=uds), which belongs to the network
-    namespace: a driver that made its own could not be found by the tool ("No attachable
-    process found" on the H100; tool and target in one new namespace attach,
-    records/sanitizer/sandbox_diag_h100.json). The driver, which reads the same setting
-    (``launch.net_around_wrap``; this launcher stops the child where it cannot make the
-    namespace), then makes only its mount namespace; the submission is cut off from the
-    network either way."""
-    if libc.unshare(CLONE_NEWNET) != 0:
-        fatal("grade --sanitize: compute-sanitizer and the submission must share a network "
-              "namespace (the tool finds its target through a Unix socket that lives in it), "
-              f"and the sandbox could not make one around the tool: unshare(CLONE_NEWNET) "
-              f"failed ({os.strerror(ctypes.get_errno())}). Run the grader as root, or "
-              "grade without --sanitize")
-
-
-def _fresh_proc(libc) -> None:
-    """In the namespace's own mount namespace, a /proc that shows only the namespace: the
-    submission cannot read another submission's command line, working directory or memory
-    maps through /proc. Best effort: without it the PID namespace still contains everything."""
-    if libc.unshare(CLONE_NEWNS) != 0:
-        return
-    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-        return
-    libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
-
-
-if __name__ == "__main__":
-    launch(sys.argv[1])

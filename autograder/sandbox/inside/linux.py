@@ -1,6 +1,6 @@
 """The kernel's constants the sandbox passes to unshare(2), prctl(2), mount(2) and umount2(2),
-named once for every side: the grader, the launcher and the driver (this file is copied beside
-them as ``aglinux.py``: child.py, TRUSTED_FILES)."""
+named once for every side: the grader, the launcher and the driver (this package is copied
+whole into every child)."""
 
 # unshare(2) flags
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000

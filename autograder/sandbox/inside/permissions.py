@@ -2,8 +2,7 @@
 grader, so "other" permissions are what it gets. Read by the grader before it gives a child a
 uid of its own (uid.py) and by the driver where it shares paths read-only (privilege.py).
 
-Standard library only: copied beside the driver as ``agpermissions.py`` (child.py,
-TRUSTED_FILES).
+Standard library only: part of the child's side (this package), and read by the grader too.
 """
 
 from __future__ import annotations

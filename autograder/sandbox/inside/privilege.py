@@ -14,8 +14,8 @@ installs Python) a mount namespace shares the path anyway (``share_read_only``);
 the grader checks first (permissions.py, uid.py) and refuses to give the child a uid that
 cannot run, or to share what it could change.
 
-Copied beside the driver as ``agprivilege.py`` (child.py, TRUSTED_FILES), with the standard
-library, ``aglinux`` and ``agpermissions``.
+Part of the child's side (this package, copied whole into every child): the standard library,
+``linux`` and ``permissions``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from __future__ import annotations
 import ctypes
 import os
 
-from aglinux import MS_BIND, MS_RDONLY, MS_REC, MS_REMOUNT
-from agpermissions import reachable
+from .linux import MS_BIND, MS_RDONLY, MS_REC, MS_REMOUNT
+from .permissions import reachable
 
 PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522

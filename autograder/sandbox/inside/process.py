@@ -1,8 +1,8 @@
 """The process table as /proc shows it, and killing a tree, a cgroup or a uid whole.
 
 Shared by the grader (``Child``) and the launcher inside every child, so it depends on the
-standard library alone: it is copied beside the launcher as ``agprocess.py`` (child.py,
-TRUSTED_FILES).
+standard library alone: the launcher, in the child, uses it too (this package is copied whole
+into every child).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ no privilege (it sets no_new_privs) and nothing the filtered process does can li
 sandbox's network cut, and the rehearsal of Docker's default limits
 (tests/grader/docker_default.py), which refuses namespaces as Docker's profile does.
 
-Standard library only: copied beside the driver as ``agseccomp.py`` (child.py, TRUSTED_FILES).
+Standard library only: part of the child's side (this package, copied whole into every child).
 """
 
 from __future__ import annotations

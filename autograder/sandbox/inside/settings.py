@@ -2,8 +2,8 @@
 
 The grader (``Child``) builds a ``DriverSettings`` and writes it as JSON into the child's
 folder; the launcher reads its ``launch`` part, the driver the rest. This file depends on the
-standard library alone and is copied beside them as ``agsettings.py`` (child.py,
-TRUSTED_FILES), so a field added here is a field both sides know, and a key that only one of
+standard library alone and is part of the child's side (this package, copied whole into
+every child), so a field added here is a field both sides know, and a key that only one of
 them spells is an error when the settings are read, not a silent default.
 """
 
@@ -68,8 +68,9 @@ class Storage:
 
 @dataclass(frozen=True)
 class LaunchSettings:
-    """Read by the launcher before it starts the driver. ``contain``: 'pidns', 'cgroup' or
-    'none' (containment.resolve_containment); ``cgroup``: the containment's cgroup;
+    """Read by the launcher before it starts the driver. ``contain``: 'pidns', 'cgroup', 'uid'
+    or 'none' (containment.resolve_containment); ``entry``: the child's entry point (its copy
+    of ``__main__.py``), which the launcher runs as ``entry driver CONFIG``; ``cgroup``: the containment's cgroup;
     ``pids_cgroup``: a pids cgroup to enter before anything forks (None when it is
     ``cgroup``); ``wrap``: a program that runs the driver as its child (grade --sanitize:
     compute-sanitizer); ``fresh_proc``: mount a /proc of the PID namespace; ``net_around_wrap``:
@@ -79,7 +80,7 @@ class LaunchSettings:
     cgroup: str | None
     grader_pid: int
     pids_cgroup: str | None
-    driver: str
+    entry: str
     limits: Limits
     fresh_proc: bool
     wrap: tuple[str, ...]
@@ -96,8 +97,7 @@ class DriverSettings:
     mode; ``functions``: name -> parameter names the submission must define; ``cmd_fd``,
     ``reply_fd``: the protocol's pipes; ``isolate``: namespaces and hidden paths (``hide``);
     ``drop_uid``: the uid to become (as root; None: stay), with RLIMIT_NPROC ``nproc``;
-    ``extra_paths``: the grader's import path minus the repository; ``fault``: the grader's
-    test hook (AUTOGRADER_INJECT_FAULT), never the submission's."""
+    ``extra_paths``: the grader's import path minus the repository."""
 
     mode: str
     functions: dict
@@ -113,7 +113,6 @@ class DriverSettings:
     nproc: int
     storage: Storage
     launch: LaunchSettings
-    fault: str | None = None
 
     def __post_init__(self):
         storage = self.storage if isinstance(self.storage, Storage) else Storage(**self.storage)

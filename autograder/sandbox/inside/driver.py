@@ -1,0 +1,56 @@
+"""The driver: the child's trusted process that runs one submission, started by the launcher
+through the child's entry point (``__main__.py driver CONFIG``) in the child's working folder,
+which holds a copy of this package, ``autograder.inputs``, the ``book`` library WITHOUT
+``book.kernels`` (but for the instruction modules graded code may import,
+``GRADED_KERNEL_MODULES`` of the sandbox) and the submission's cells. It never receives the
+lab's references, solutions, rubric or hidden-case generator: only seeds, shapes and argument
+order, one test at a time.
+
+Order matters (everything before the session runs before any student code):
+1. ``isolation.isolate``: namespaces, hidden paths, private storage, the privilege drop
+   (student code never runs as root: the session checks again before it loads a line);
+2. die with the grader; the working folder; the grader's own import path (its packages), the
+   trusted copies first; ``import book`` (GPU or simulator), numpy, numba.cuda;
+3. ``session.serve``: the CUDA context, the launches counted, the import blocker, the
+   submission's cells, then the grader's commands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import io
+import os
+import sys
+
+from .channel import Channel
+from .isolation import isolate
+from .linux import PR_SET_PDEATHSIG
+from .settings import DriverSettings
+
+
+def drive(cfg_path: str) -> None:
+    """Run the child's driver to its end (the process exits in the session)."""
+    cfg = DriverSettings.load(cfg_path)
+    channel = Channel(cfg.cmd_fd, cfg.reply_fd)
+    iso = isolate(cfg, lambda why: channel.fatal("sandbox", why))
+    try:  # die with the grader (a killed grading run leaves no orphans); after the uid drop, which clears it
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, 9)  # SIGKILL
+        if os.getppid() == 1:
+            os._exit(5)
+    except Exception:
+        pass
+    os.chdir(cfg.workdir)
+    # the grader's own search path, in its order (e.g. a numpy wheel before the system's), minus the repo
+    extra = list(cfg.extra_paths)
+    sys.path[:] = [cfg.trusted_dir] + extra + [p for p in sys.path if p not in extra]
+    if cfg.simulated:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # its one-line announcement is not the student's output
+            import book  # noqa: F401  (decides GPU or simulator before numba.cuda is imported)
+    except Exception as e:  # the library is broken: say so, the grader reports it
+        channel.fatal("import", f"the course library failed to import in the sandbox: {e!r}")
+    from .session import serve   # numpy, numba.cuda and book's models: after the decision above
+
+    serve(cfg, iso, channel)
