@@ -1,4 +1,4 @@
-"""python -m autograder {list,assign,check,grade,merge,export}"""
+"""python -m autograder {list,new-lab,assign,check,grade,merge,export}"""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     sub.add_parser("list", help="name the labs, their functions and points")
+
+    n = sub.add_parser("new-lab", help="write a new lab's three files from a working template "
+                       "(CONTRIBUTING.md, \"Add a lab\")")
+    n.add_argument("name", help="lab<number>_<topic>, e.g. lab9_relu2_gate")
 
     a = sub.add_parser("assign", help="generate labs/ from the masters in solutions/")
     a.add_argument("--check", action="store_true", help="exit 1 if labs/ is stale; write nothing")
@@ -61,6 +65,19 @@ def main(argv=None) -> int:
             print(f"{name}\n    {lab.title}\n    write: {fns}\n    points: {pts['total']:g} "
                   f"({pts['correctness']:g} correctness, {pts['performance']:g} performance)\n"
                   f"    performance points: {pts['performance']:g}")
+        return 0
+    if args.cmd == "new-lab":
+        from .labs import LabSpecError
+        from .scaffold import REPO, new_lab
+
+        try:
+            written = new_lab(args.name)
+        except LabSpecError as e:
+            print(f"new-lab: {e}", file=sys.stderr)
+            return 2
+        for p in written:
+            print(f"wrote {p.relative_to(REPO)}")
+        print("next: CONTRIBUTING.md, \"Add a lab\" (the setup cell, assign, the lab pages)")
         return 0
     if args.cmd == "assign":
         from .assign import assign_all

@@ -7,7 +7,8 @@ Markers (otter-grader / nbgrader conventions):
 - ``### BEGIN HIDDEN TESTS`` ... ``### END HIDDEN TESTS``: removed (the instructor's own
   checks when running the master).
 - Cells tagged ``remove_cell``, ``solution`` or ``instructor``: dropped.
-- The setup cell (autograder/setup_cell.py, one template) follows the lab's title cell.
+- The setup cell (autograder/setup_cell.py, one template) follows the lab's title cell; a master
+  without one (nor its placeholder, a bare `import book`) is refused.
 - A kernel lab built in steps (the ``steps`` of its spec, autograder/labs/): each step's
   function is defined in a cell of its own, with its solution between markers like the final
   one's, followed by a check cell ``check(<function>, step="<name>")`` and a Markdown cell of
@@ -145,6 +146,11 @@ def check_steps(nb, name: str) -> None:
 
 def make_lab(master_nb, name: str):
     check_steps(master_nb, name)
+    if setup_cell.setup_index(master_nb) is None:
+        raise MarkerError(f"{name}: no setup cell: the first code cell after the title must be the "
+                          "course's setup cell (a bare `import book` is its placeholder; "
+                          f"`python -m tools.setup_cell --write solutions/{name}` writes it). "
+                          "Without it the student's lab would not install the course on Colab")
     nb = copy.deepcopy(master_nb)
     cells = []
     for k, cell in enumerate(nb.cells):
@@ -160,8 +166,8 @@ def make_lab(master_nb, name: str):
             cell.execution_count = None
         cells.append(cell)
     nb.cells = cells
-    if setup_source() is not None and any(c.get("id") == "course-setup" for c in cells):
-        setup_cell.fix(nb)  # the template, placed after the lab's title
+    if setup_source() is not None:
+        setup_cell.fix(nb)  # the template (or the master's placeholder made one), after the title
     nb.metadata.pop("widgets", None)
     return nb
 

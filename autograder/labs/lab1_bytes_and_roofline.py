@@ -70,6 +70,9 @@ LAB = NumericLab(
     name="lab1_bytes_and_roofline",
     title="Lab 1: bytes and the roofline for SwiGLU with a down-cast",
     chapters="chapters 1-3 and 6",
+    asks=("byte counts, intensities, roofline times, the binding roof and the launch "
+          "break-even of a SwiGLU **followed by a down-cast** (three kernels against one, "
+          "mixed dtypes)"),
     signatures={
         "bytes_unfused": ("T", "h", "in_bytes", "out_bytes"),
         "bytes_fused": ("T", "h", "in_bytes", "out_bytes"),

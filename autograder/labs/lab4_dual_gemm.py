@@ -103,6 +103,8 @@ LAB = KernelLab(
     name="lab4_dual_gemm",
     title="Lab 4: epilogue-fused dual GEMM with nn.Linear weights and biases",
     chapters="chapter 7",
+    asks=("an epilogue-fused dual GEMM for **nn.Linear weights `[h, d]` with biases** "
+          "(chapter 7's weights were `[d, h]`, without bias), float32"),
     function="linear_swiglu", params=INPUTS + (OUTPUT,), inputs=INPUTS, output=OUTPUT,
     dtype=DTYPE, rtol=RTOL, atol=ATOL, perf_metric="flops",
     public_cases=({"name": "public T=3 d=20 h=18", "T": 3, "d": 20, "h": 18, "seed": 5},

@@ -22,7 +22,7 @@ from functools import partial
 import numpy as np
 
 from . import linear_layer as layer
-from ._kernel import seeds
+from .seeds import seeds
 from .linear_layer import INPUTS, OUTPUT
 from .spec import KernelLab, PlantedBug, Step
 
@@ -162,6 +162,10 @@ LAB = KernelLab(
     name="lab5_tensor_core_dual_gemm",
     title="Lab 5: a tensor-core dual GEMM with a SwiGLU epilogue, in half precision",
     chapters="chapter 8",
+    asks=("lab 4's layer on **tensor cores**: float16 `mma.sync` fed by `ldmatrix` and a "
+          "`cp.async` double buffer, built in four checked steps (one tile, a block tile, the "
+          "pipeline, the fused layer); graded code may import `book.kernels.tensorcore`, the "
+          "instructions"),
     function="linear_swiglu_tc", params=INPUTS + (OUTPUT,), inputs=INPUTS, output=OUTPUT,
     dtype=DTYPE, rtol=RTOL, atol=ATOL, perf_metric="flops",
     public_cases=({"name": "public T=5 d=64 h=40", "T": 5, "d": 64, "h": 40, "seed": 7},

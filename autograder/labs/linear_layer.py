@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._kernel import seeds
+from .seeds import seeds
 
 INPUTS = ("x", "wg", "bg", "wu", "bu")
 OUTPUT = "out"

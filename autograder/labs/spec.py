@@ -1,7 +1,7 @@
 """What a lab declares: one ``LAB = KernelLab(...)`` or ``LAB = NumericLab(...)`` per lab
 module, GPU-Puzzles' ``CudaProblem`` style. Every fact the grader, ``check()``, ``assign`` and
 the tools read about a lab is a typed field here; the behaviour that differs between a numeric
-lab (lab 1: functions returning numbers) and a kernel lab (labs 2-4: a host function that
+lab (lab 1: functions returning numbers) and a kernel lab (labs 2 onwards: a host function that
 launches kernels writing an output array) is a method of its class, so no caller asks which
 kind it holds except through ``kernel``.
 
@@ -49,7 +49,7 @@ class PlantedBug:
 
 @dataclass(frozen=True)
 class Step:
-    """One stage of a kernel lab that builds its kernel in steps (labs 2-4): the function the
+    """One stage of a kernel lab that builds its kernel in steps (every kernel lab): the function the
     student writes in the step's cell (``function(*params)``), the small cases its check runs,
     and the float64 reference those cases are compared with. A check cell calls
     ``check(<function>, step=<name>)``; the grader never runs steps (it grades the lab's final
@@ -92,6 +92,10 @@ class LabSpec:
     """One line, shown by ``python -m autograder list`` and in feedback."""
     chapters: str
     """The chapters the lab builds on, in words ("chapters 4-6")."""
+    asks: str
+    """What the lab asks the student for, one phrase of Markdown (no table pipes needed:
+    they are escaped): the instructors' tables, the README's and the introduction's list of
+    labs are written from it (``python -m tools.lab_pages``)."""
     rtol: float
     """Relative tolerance of a value compared with the float64 (or exact) answer."""
     public_cases: tuple[Case, ...]
@@ -223,7 +227,7 @@ class NumericLab(LabSpec):
 @dataclass(frozen=True, kw_only=True, eq=False)
 class KernelLab(LabSpec):
     """A lab whose student writes one host function ``function(*params)`` that launches kernels
-    writing ``output`` (labs 2-4). Inputs are generated from seeds (``autograder.inputs``), the
+    writing ``output`` (labs 2 onwards). Inputs are generated from seeds (``autograder.inputs``), the
     output compared with a float64 reference, then timed against ``make_reference_runner``."""
 
     function: str

@@ -1,4 +1,4 @@
-"""Helpers shared by the kernel labs (2-5)."""
+"""The per-array seeds every kernel lab derives from one case seed."""
 
 from __future__ import annotations
 
