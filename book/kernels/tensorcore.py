@@ -30,6 +30,9 @@ These are the warp-level instructions a tensor-core GEMM needs:
   and adds constants (what the GEMM does; the array forms recompute them at every call).
 - ``store_bf16x2(arr, i, lo, hi)`` / ``store_f16x2``: round two float32 to half and store
   them as one 4-byte word at ``arr[i]`` (uint16 bits for bfloat16, float16 for fp16).
+- ``shfl_xor(value, mask)``: the value lane ``lane ^ mask`` holds (``shfl.sync.bfly`` over
+  the full warp): a warp's sum in five steps. Numba's simulator has no warp shuffles; here
+  it has one, built like the simulated ``mma``.
 
 Half values travel packed two per uint32, the lower index in the low 16 bits.
 
@@ -58,7 +61,7 @@ __all__ = [
     "ldmatrix_coords", "mma_bf16_16816", "mma_f16_16816", "mma_f16_1688", "ldmatrix_x4",
     "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at", "cp_async16", "cp_async16_at",
     "copy16_at", "cp_async16_zfill_at", "copy16_zfill_at", "cp_async_commit", "cp_async_wait", "shared_address",
-    "store_bf16x2", "store_f16x2", "MIN_CC", "check_capability", "target_cc", "TARGET_CC_ENV",
+    "store_bf16x2", "store_f16x2", "shfl_xor", "MIN_CC", "check_capability", "target_cc", "TARGET_CC_ENV",
     "pack", "unpack",
 ]
 
@@ -463,6 +466,12 @@ if not SIMULATED:
     store_bf16x2 = _make_store_pair(True)
     store_f16x2 = _make_store_pair(False)
 
+    from numba import cuda as _cuda
+
+    @_cuda.jit(device=True, inline="always")
+    def shfl_xor(value, mask):
+        return _cuda.shfl_xor_sync(0xFFFFFFFF, value, mask)
+
 else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a barrier.
     import threading
 
@@ -494,6 +503,10 @@ else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a b
         everyone = list(slots)
         bar.wait(_TIMEOUT)  # nobody refills the slots before all have read them
         return lane, everyone
+
+    def shfl_xor(value, mask):
+        lane, every = _exchange(value)
+        return every[lane ^ int(mask)]
 
     def _bf16(bits):
         return float(np.uint32(int(bits) << 16).view(np.float32))
