@@ -53,7 +53,7 @@ import numpy as np
 from numba import cuda, float32, int64, uint32
 
 from .fused import silu_mul
-from .launch import as_device, flat, is_c_contiguous, launch, sm_count
+from .launch import KernelLaunch, as_device, flat, is_c_contiguous, sm_count
 from .mma_gemm import address, half_dtype, kind_for
 from .splitk import last_to_arrive, load_f32_cg, splits, workspace
 from .tensorcore import SIMULATED, mma_bf16_16816, mma_f16_1688, mma_f16_16816, shfl_xor
@@ -62,7 +62,8 @@ from .wide import load_f32, load_half8, load_words4, store_f32
 __all__ = ["GemvTile", "MmaGemvTile", "CUDA_CORE_MAX_T", "TENSOR_CORE_MAX_T", "PIECE",
            "gemv_tile", "mma_gemv_tile", "make_gemv", "make_mma_gemv", "prepare",
            "swiglu_gemv", "swiglu_gemv_tc", "swiglu_decode", "path_for", "register_large_t",
-           "weight_bytes", "flops", "cuda_core_fma_time", "DecodeLaunch"]
+           "weight_bytes", "flops", "cuda_core_fma_time", "DecodeLaunch", "CallLaunch",
+           "prepare_decode", "check_inputs"]
 
 #: d must be a multiple of this: one 16-byte load is 8 halves of one row
 PIECE = 8
@@ -422,21 +423,31 @@ def make_mma_gemv(tile: MmaGemvTile, bias: bool, kind: str = "bf16"):
 # host side
 
 
-class DecodeLaunch:
-    """One validated launch: ``kernel[grid, block, stream](*args)``, and what the wrapper
-    returns (``result``: ``out``, or the output it allocated). ``path``: "cuda_cores" or
-    "tensor_cores"; ``splits``: blocks per tile (the split-K)."""
+class DecodeLaunch(KernelLaunch):
+    """One validated launch of a decode GEMV (:class:`book.kernels.launch.KernelLaunch`),
+    with what it is: ``path`` ("cuda_cores" or "tensor_cores"), ``splits`` (blocks per
+    tile: the split-K) and ``tile``."""
 
-    __slots__ = ("kernel", "grid", "block", "args", "result", "path", "splits", "tile")
+    __slots__ = ("path", "splits", "tile")
 
     def __init__(self, kernel, grid, block, args, result, path, splits, tile):
-        self.kernel, self.grid, self.block, self.args = kernel, grid, block, args
-        self.result, self.path, self.splits, self.tile = result, path, splits, tile
+        super().__init__(kernel, grid, block, args, result)
+        self.path, self.splits, self.tile = path, splits, tile
+
+
+class CallLaunch:
+    """A decode call that is not one kernel launch (the large-T hook, token groups on a GPU
+    without tensor cores): ``launch(stream)`` calls ``fn``; ``grid`` 0 tells
+    :class:`book.kernels.fastcall.PlannedCall` there is nothing to plan."""
+
+    __slots__ = ("fn", "args", "result", "path")
+    grid = 0
+
+    def __init__(self, fn, args, result, path):
+        self.fn, self.args, self.result, self.path = fn, args, result, path
 
     def launch(self, stream=0):
-        if self.grid:
-            launch(self.kernel, self.grid, self.block, stream, *self.args)
-        return self.result
+        return self.fn(*self.args, stream)
 
 
 def _matrix(a, name, ndim):
@@ -610,15 +621,22 @@ def path_for(T: int, cc=None) -> str:
     return "tensor_cores"
 
 
-def swiglu_decode(x, wg, wu, bg=None, bu=None, out=None, *, stream=0):
-    """``out = silu(x @ wg.T + bg) * (x @ wu.T + bu)``, the path chosen by T (:func:`path_for`)."""
+def prepare_decode(x, wg, wu, bg=None, bu=None, out=None, *, stream_key=0):
+    """The launch :func:`swiglu_decode` makes for these arguments: the path chosen by T
+    (:func:`path_for`), a :class:`DecodeLaunch`, or a :class:`CallLaunch` for the large-T
+    hook and for token groups on a GPU without tensor cores."""
     T = x.shape[0]
     path = path_for(T, _device_cc())
     if path == "large_t":
-        return _LARGE_T["fn"](x, wg, wu, bg, bu, out, stream)
+        return CallLaunch(_LARGE_T["fn"], (x, wg, wu, bg, bu, out), out, path)
     if path == "cuda_cores" and T > CUDA_CORE_MAX_T:  # no tensor cores: token groups
-        return _gemv_groups(x, wg, wu, bg, bu, out, stream)
-    return prepare(path, x, wg, wu, bg, bu, out, stream_key=_stream_key(stream)).launch(stream)
+        return CallLaunch(_gemv_groups, (x, wg, wu, bg, bu, out), out, "cuda_cores")
+    return prepare(path, x, wg, wu, bg, bu, out, stream_key=stream_key)
+
+
+def swiglu_decode(x, wg, wu, bg=None, bu=None, out=None, *, stream=0):
+    """``out = silu(x @ wg.T + bg) * (x @ wu.T + bu)``, the path chosen by T (:func:`path_for`)."""
+    return prepare_decode(x, wg, wu, bg, bu, out, stream_key=_stream_key(stream)).launch(stream)
 
 
 def _gemv_groups(x, wg, wu, bg, bu, out, stream):

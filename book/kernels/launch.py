@@ -363,6 +363,25 @@ def launch(kernel, grid, block, stream, *args, shared=0):
         kernel[grid, block, stream, shared](*args)
 
 
+class KernelLaunch:
+    """One validated launch, worked out once: ``kernel[grid, block, stream, shared](*args)``
+    (``args``: Numba device arrays and integers) and what the wrapper returns (``result``).
+    A wrapper's ``prepare`` builds it; ``launch(stream)`` makes it through Numba, and
+    :class:`book.kernels.fastcall.PlannedCall` packs the same ``args`` once and replays them
+    with ``cuLaunchKernel``. ``grid`` 0: nothing to launch."""
+
+    __slots__ = ("kernel", "grid", "block", "args", "result", "shared")
+
+    def __init__(self, kernel, grid, block, args, result, shared=0):
+        self.kernel, self.grid, self.block, self.args = kernel, grid, block, tuple(args)
+        self.result, self.shared = result, shared
+
+    def launch(self, stream=0):
+        if self.grid:
+            launch(self.kernel, self.grid, self.block, stream, *self.args, shared=self.shared)
+        return self.result
+
+
 def launch_kernel(kernel, grid, block, stream, *arrays):
     """``kernel[grid, block, stream](*arrays)`` for device arrays, with the argument work
     done once per array (see the comment above); Numba's own launch when that cannot be."""

@@ -51,7 +51,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint16, uint32
 
 from .fused import silu_mul
-from .launch import as_device, flat, is_c_contiguous, launch, pointer
+from .launch import KernelLaunch, as_device, flat, is_c_contiguous, pointer
 from .tensorcore import (
     SIMULATED, check_capability, copy16_zfill_at, cp_async16_zfill_at, cp_async_commit,
     cp_async_wait,
@@ -61,7 +61,7 @@ from .tensorcore import (
 
 __all__ = ["MmaTile", "TILE", "SIM_TILE", "EPILOGUES", "build_kernel", "default_tile",
            "swiglu_mma", "swiglu_mma_identity", "gate_up_mma", "matmul_mma", "ceiling_mma",
-           "grid_size", "flops", "check_inputs", "PIECE"]
+           "grid_size", "flops", "check_inputs", "PIECE", "prepare", "MmaLaunch"]
 
 EPILOGUES = ("swiglu", "identity", "store2", "gemm", "ceiling")
 STATIC_SHARED = 48 * 1024  # the most shared memory a kernel may declare statically
@@ -517,7 +517,22 @@ def grid_size(tile, T, h, dual):
     return -(-T // tile.bm) * -(-h // cols)  # partial edge tiles included
 
 
-def _run(epilogue, x, wg, wu, out, out2, tile, stream):
+class MmaLaunch(KernelLaunch):
+    """A launch of the tensor-core GEMM: beyond 48 KiB of dynamic shared memory the kernel
+    is allowed its share first (``_allow_shared``, once per compiled kernel)."""
+
+    __slots__ = ()
+
+    def launch(self, stream=0):
+        if self.grid and self.shared > STATIC_SHARED:
+            _allow_shared(self.kernel, self.args[:5], *self.args[5:], self.shared)
+        return super().launch(stream)
+
+
+def prepare(epilogue, x, wg, wu=None, out=None, out2=None, *, tile=None, stream_key=0):
+    """Validate and build one launch of the GEMM with ``epilogue`` (module doc): what every
+    wrapper below launches, and what :class:`book.kernels.fastcall.PlannedCall` plans once
+    per tensors (``stream_key`` is unused: the GEMM has no workspace)."""
     tile = (tile or default_tile()).validate()
     dual = epilogue in ("swiglu", "identity", "store2")
     xd = _bf16_matrix(x, "x")
@@ -529,19 +544,19 @@ def _run(epilogue, x, wg, wu, out, out2, tile, stream):
         tile = MmaTile(**{**tile.__dict__, "stages": 2}).validate()  # no cp.async to overlap
     res, o = _out(out, x, (T, h), dtype)
     o2 = o
-    res2 = None
+    result = res
     if epilogue == "store2":
         res2, o2 = _out(out2, x, (T, h), dtype, "out2")
+        result = (res, res2)
     kern = build_kernel(tile, epilogue, kind)
     args = [flat(a, n) for a, n in zip((xd, ws[0], ws[-1], o, o2), ("x", "wg", "wu", "out", "out2"))]
-    if T == 0 or h == 0:
-        return (res, res2) if epilogue == "store2" else res  # nothing to compute
-    smem = 0
-    if tile.dynamic:
-        smem = tile.shared_bytes
-        _allow_shared(kern, args, T, h, d, smem)
-    launch(kern, grid_size(tile, T, h, dual), tile.threads, stream, *args, T, h, d, shared=smem)
-    return (res, res2) if epilogue == "store2" else res
+    grid = grid_size(tile, T, h, dual) if T and h else 0  # nothing to compute: no launch
+    return MmaLaunch(kern, grid, tile.threads, (*args, T, h, d), result,
+                     tile.shared_bytes if tile.dynamic else 0)
+
+
+def _run(epilogue, x, wg, wu, out, out2, tile, stream):
+    return prepare(epilogue, x, wg, wu, out, out2, tile=tile).launch(stream)
 
 
 def swiglu_mma(x, wg, wu, out=None, *, tile=None, stream=0):
