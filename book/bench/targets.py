@@ -146,6 +146,7 @@ def targets(rows, peak):
             target(f"dual GEMM {T}x{d}x{h}: fused time <= unfused - SwiGLU (ms)", dual["seconds"] * 1e3,
                    f"<= {lim * 1e3:.3f}", dual["seconds"] <= lim,
                    f"unfused {unf['seconds'] * 1e3:.3f} ms, SwiGLU {sw['seconds'] * 1e3:.3f} ms")
+    from .decode import targets as decode_targets
     from .tensorcore import targets as tensorcore_targets
 
-    return out + tensorcore_targets(rows)
+    return out + tensorcore_targets(rows) + decode_targets(rows)

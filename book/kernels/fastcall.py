@@ -331,7 +331,8 @@ class PlannedCall:
             if self.fast and T is not type(None):
                 self._raw_stream = _current_raw_stream()
         out = args[-1]
-        if not self.fast or out is None or not all(type(a) is T or a is None for a in args):
+        if not self.fast or out is None or not all(
+                a is None or type(a) is T or isinstance(a, T) for a in args):  # nn.Parameter too
             self.stats["ordinary"] += 1
             return self.prepare(*args).launch(0)
         device = out.get_device()

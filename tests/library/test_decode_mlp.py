@@ -189,3 +189,107 @@ def test_nothing_to_compute_launches_nothing():
     z = lambda *s: cuda.to_device(np.zeros(s, np.float16))  # noqa: E731
     assert dm.swiglu_decode(z(0, 8), z(4, 8), z(4, 8)).shape == (0, 4)
     assert dm.prepare("cuda_cores", z(0, 8), z(4, 8), z(4, 8)).grid == 0
+
+
+# ---------------------------------------------------------------------------------------
+# on a GPU (`make test-gpu`; skipped in the simulator): full-size correctness, the plan-cached
+# calls bit-equal to the wrappers and replayed from a CUDA graph, and no small-grid warning
+
+
+def _torch_case(T, d, h, dtype, seed=0):
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    tdt = getattr(torch, dtype)
+    x = torch.randn(T, d, device="cuda", generator=gen).to(tdt)
+    wg = (torch.randn(h, d, device="cuda", generator=gen) / d ** 0.5).to(tdt)
+    wu = (torch.randn(h, d, device="cuda", generator=gen) / d ** 0.5).to(tdt)
+    g, u = x.double() @ wg.double().T, x.double() @ wu.double().T
+    return torch, (x, wg, wu), torch.nn.functional.silu(g) * u
+
+
+def _close_torch(got, ref, dtype):
+    tol = 2 ** -9 if dtype == "float16" else 2 ** -7
+    err = ((got.double() - ref).abs() - tol * ref.abs() - tol * ref.abs().max()).max().item()
+    assert err <= 0, f"{err} beyond tolerance"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("T", [1, 5, 16, 64, 200])
+def test_on_a_gpu_every_path_and_the_planned_call(T, dtype):
+    from book.kernels.fastcall import planned
+
+    torch, (x, wg, wu), ref = _torch_case(T, 4096, 2048, dtype, seed=T)
+    nan = lambda: torch.full((T, 2048), float("nan"), device="cuda", dtype=x.dtype)  # noqa: E731
+    for name, wrapper in (("decode", dm.swiglu_decode), ("gemv_tc", dm.swiglu_gemv_tc),
+                          ("gemv", dm.swiglu_gemv)):
+        if name == "gemv" and T > dm.CUDA_CORE_MAX_T:
+            continue
+        o1, o2 = nan(), nan()
+        for _ in range(3):  # plan, then the plan replayed
+            planned(name)(x, wg, wu, None, None, o1)
+        wrapper(x, wg, wu, None, None, o2)
+        torch.cuda.synchronize()
+        _close_torch(o1, ref, dtype)
+        assert torch.equal(o1, o2), f"planned({name!r}) differs from its wrapper"
+    assert planned("decode").stats["fast"] > 0
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_planned_calls_replay_from_a_cuda_graph():
+    from book.kernels import mma_gemm as mg
+    from book.kernels.fastcall import planned
+
+    torch, (x, wg, wu), ref = _torch_case(3, 4096, 1024, "bfloat16", seed=1)
+    wgt, wut = wg.t().contiguous(), wu.t().contiguous()
+    o_dec, o_mma = (torch.empty(3, 1024, device="cuda", dtype=x.dtype) for _ in range(2))
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # planned on the capture stream, outside the capture
+        planned("decode")(x, wg, wu, None, None, o_dec)
+        planned("swiglu_mma")(x, wgt, wut, o_mma)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        planned("decode")(x, wg, wu, None, None, o_dec)
+        planned("swiglu_mma")(x, wgt, wut, o_mma)
+    torch.cuda.current_stream().wait_stream(stream)
+    o_dec.fill_(float("nan"))
+    o_mma.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _close_torch(o_dec, ref, "bfloat16")
+    _close_torch(o_mma, ref, "bfloat16")
+    assert torch.equal(o_mma, mg.swiglu_mma(x, wgt, wut))
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_courses_small_launches_do_not_warn():
+    import warnings
+
+    from book.kernels.fastcall import fast, planned
+
+    torch, (x, wg, wu), _ = _torch_case(1, 256, 64, "bfloat16", seed=2)
+    g, u = (torch.randn(1, 18944, device="cuda") for _ in range(2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fast("vec4")(g, u, torch.empty_like(g))  # its first call: Numba's launch, 74 blocks
+        fast("vec4")(g, u, torch.empty_like(g))
+        planned("decode")(x, wg, wu, None, None, torch.empty(1, 64, device="cuda", dtype=x.dtype))
+        dm.swiglu_gemv_tc(x, wg, wu)
+        from book.kernels import mma_gemm as mg
+        mg.swiglu_mma(x, wg.t().contiguous(), wu.t().contiguous())
+        torch.cuda.synchronize()
+    small = [str(w.message) for w in caught if "Grid size" in str(w.message)]
+    assert not small, small
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [1, 64, 200])
+def test_on_a_gpu_swiglu_mma_runs_any_t(T):
+    from book.kernels import mma_gemm as mg
+
+    torch, (x, wg, wu), ref = _torch_case(T, 4096, 1032, "bfloat16", seed=T)  # h = 1032: 8 x 129
+    out = torch.full((T, 1032), float("nan"), device="cuda", dtype=x.dtype)
+    mg.swiglu_mma(x, wg.t().contiguous(), wu.t().contiguous(), out)
+    torch.cuda.synchronize()
+    _close_torch(out, ref, "bfloat16")
