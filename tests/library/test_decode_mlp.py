@@ -263,13 +263,26 @@ def test_on_a_gpu_the_planned_calls_replay_from_a_cuda_graph():
 
 
 @pytest.mark.gpu
-def test_on_a_gpu_the_courses_small_launches_do_not_warn():
+def test_on_a_gpu_the_courses_small_launches_do_not_warn(monkeypatch):
     import warnings
+
+    from numba.cuda.core import config
 
     from book.kernels.fastcall import fast, planned
 
+    monkeypatch.setattr(config, "CUDA_LOW_OCCUPANCY_WARNINGS", 1)  # numba-cuda's default
+    monkeypatch.setattr(config, "DISABLE_PERFORMANCE_WARNINGS", 0)
     torch, (x, wg, wu), _ = _torch_case(1, 256, 64, "bfloat16", seed=2)
     g, u = (torch.randn(1, 18944, device="cuda") for _ in range(2))
+
+    @cuda.jit
+    def student(a):  # the control: a small grid launched by hand still warns
+        a[cuda.grid(1)] = 1
+
+    with warnings.catch_warnings(record=True) as control:
+        warnings.simplefilter("always")
+        student[1, 32](cuda.device_array(32, np.float32))
+    assert any("Grid size 1" in str(w.message) for w in control), "the control did not warn"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fast("vec4")(g, u, torch.empty_like(g))  # its first call: Numba's launch, 74 blocks
