@@ -210,7 +210,6 @@ def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
     t = suite.torch
     F = t.nn.functional
     from book.kernels import decode_mlp as dm
-    from book.kernels import mma_gemm as mg
     from book.kernels.fastcall import planned
 
     tdt = getattr(t, dtype)
@@ -258,7 +257,7 @@ def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
             del xs, outs
     finally:
         dm.register_large_t(prev)
-    del wg, wu, wcat, wgt, wut
+    del wg, wu, wcat  # wgt and wut go with this frame (the hook, unregistered, held them)
     t.cuda.empty_cache()
 
 
