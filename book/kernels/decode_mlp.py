@@ -128,6 +128,10 @@ class MmaGemvTile:
         if self.values > 64:
             p.append(f"mt x 2 x nt x 4 = {self.values} accumulators per lane: at most 64 "
                      "(registers, and the warps' shared-memory reduction)")
+        if self.shared_bytes > 48 * 1024:
+            p.append(f"the warps' reduction needs {self.shared_bytes} bytes of shared memory "
+                     "(warps x accumulators x 32 lanes x 4): at most 48 KiB of static shared "
+                     "memory; fewer warps or accumulators")
         if p:
             raise ValueError(f"invalid {self}: " + "; ".join(p))
         return self
@@ -135,6 +139,10 @@ class MmaGemvTile:
     @property
     def values(self):  # accumulators a lane holds
         return self.mt * 2 * self.nt * 4
+
+    @property
+    def shared_bytes(self):  # the reduction's array: every warp's accumulators, lane by lane
+        return self.warps * self.values * 32 * 4
 
     @property
     def rows(self):

@@ -160,6 +160,9 @@ def test_dispatch_and_default_tiles():
         dm.GemvTile(tokens=16, rows=1).validate()
     with pytest.raises(ValueError, match="at most 64"):
         dm.MmaGemvTile(nt=8, mt=2).validate()
+    with pytest.raises(ValueError, match="at most 48 KiB"):
+        dm.MmaGemvTile(nt=8, mt=1, warps=8).validate()
+    assert dm.MmaGemvTile(nt=8, mt=1, warps=4).shared_bytes == 32 * 1024
 
 
 def test_bad_input_is_refused_with_the_fix():
