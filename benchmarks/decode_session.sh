@@ -7,8 +7,8 @@
 #   (device tool: carry .whl, the numpy wheel of benchmarks/device_env.sh)
 #
 # STEPs (default: all, in this order; each under its own timeout, a failing step is reported
-# and the next one runs). All of them take about 15 minutes: run "tests rows" in one call and
-# "sweep tune lab6" in a second one to stay under a call's 10 minutes.
+# and the next one runs). All of them take about 15 minutes (estimated: not yet run): to stay
+# under a call's 10 minutes run "tests rows", then "sweep lab6", then "tune", three calls.
 #   tests  pytest -m gpu tests/library/test_decode_mlp.py: every path at full d against float64,
 #          the planned calls bit-equal to the wrappers, a CUDA-graph replay, no small-grid
 #          warning, swiglu_mma at T = 1, 64, 200          -> $OUT/gpu_decode_tests.xml (.log)
@@ -52,7 +52,7 @@ for step in $STEPS; do
         --only 'sweep_|host_' --reps 10 > "$OUT/decode_sweep_h100.log" 2>&1
       echo "sweep exit $?"; grep -E "FAILED|Error" "$OUT/decode_sweep_h100.log" | tail -5 ;;
     tune)
-      timeout 300 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_h100.json" \
+      timeout 500 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_h100.json" \
         --reps 10 > "$OUT/decode_tune_h100.log" 2>&1
       echo "tune exit $?"; sed -n '/fastest per T/,$p' "$OUT/decode_tune_h100.log" ;;
     lab6)
