@@ -16,8 +16,11 @@ kernels are GEMVs whose job is to keep HBM busy; which one is best depends on T
   sums meet in the block (warp shuffles, then shared memory) and the block stores
   ``silu(gate + bg) * (up + bu)``: gate, up and the activation in one kernel, one pass over
   the weights. Its cost is ``8 T`` float32 FMAs per 16-byte chunk: at T = 16 on an H100
-  that is about as long as reading the chunk (``cuda_core_fma_time`` says how long), so
-  beyond a few tokens the tensor cores take over.
+  they alone take about 80% of the time HBM needs for the weights at its peak
+  (``cuda_core_fma_time``),
+  and a chunk's ``16 rows T`` FMAs unroll into registers only up to ``rows T = 8`` (beyond,
+  NVVM keeps the accumulators in local memory), so it takes at most 8 tokens and the tensor
+  cores take over from there.
 - ``T <= TENSOR_CORE_MAX_T``: :func:`swiglu_gemv_tc`, tensor cores (``mma.sync``, sm_80 in
   bf16 and fp16, and fp16 on sm_75 as ``m16n8k8``) with the roles swapped: the weights are
   the A operand (16 rows of the M side) and the tokens the B operand (8 columns of N), so a
@@ -27,7 +30,7 @@ kernels are GEMVs whose job is to keep HBM busy; which one is best depends on T
   they are) and 16 bytes of token ``g``, and feeds them to two ``mma`` as if they were the
   k-columns the fragment table names (``2t, 2t+1, 2t+8, 2t+9`` of a 16-deep step): the same
   permutation of k on both operands leaves the product unchanged.
-- beyond: the hook :func:`register_large_t` (the lead's Hopper kernel, or
+- beyond: the hook :func:`register_large_t` (a Hopper ``wgmma`` kernel, or
   :func:`book.kernels.mma_gemm.swiglu_mma` where the weights are kept ``[d, h]``); with no
   hook registered the tensor-core GEMV runs (correct for any T, in token groups of 64
   that each read the weights again, from L2 where it can).
@@ -41,7 +44,8 @@ row), x and the weights 16-byte aligned; the wrappers refuse others, saying why.
 
 The host side: :func:`prepare` validates once and returns the launch (kernel, grid, block,
 arguments); the wrappers launch it through Numba, and :class:`book.kernels.fastcall.PlannedCall`
-(:func:`fast_decode`) caches it per tensors and launches it with ``cuLaunchKernel``.
+(``fastcall.planned("decode")``) caches it per tensors and launches it with
+``cuLaunchKernel``.
 """
 
 from __future__ import annotations
@@ -67,9 +71,10 @@ __all__ = ["GemvTile", "MmaGemvTile", "CUDA_CORE_MAX_T", "TENSOR_CORE_MAX_T", "P
 
 #: d must be a multiple of this: one 16-byte load is 8 halves of one row
 PIECE = 8
-#: the most tokens the CUDA-core GEMV takes by default (:func:`path_for`); its 8 T FMAs per
-#: 16-byte chunk stay well under the chunk's HBM time up to here (cuda_core_fma_time), and
-#: benchmarks/decode_session.sh measures both paths at T = 1..16 to say where they cross
+#: the most tokens the CUDA-core GEMV takes (:func:`path_for`): its 8 T FMAs per 16-byte
+#: chunk stay well under the chunk's HBM time up to here (cuda_core_fma_time), and its
+#: accumulators in registers (module doc); ``benchmarks/decode_bench.py --tune-out`` times
+#: both paths at T = 1, 2, 4, 8 to say which is faster there
 CUDA_CORE_MAX_T = 8
 #: the most tokens the tensor-core GEMV takes before the large-T hook
 TENSOR_CORE_MAX_T = 256
