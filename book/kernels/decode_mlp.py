@@ -17,10 +17,9 @@ kernels are GEMVs whose job is to keep HBM busy; which one is best depends on T
   ``silu(gate + bg) * (up + bu)``: gate, up and the activation in one kernel, one pass over
   the weights. Its cost is ``8 T`` float32 FMAs per 16-byte chunk: at T = 16 on an H100
   they alone take about 80% of the time HBM needs for the weights at its peak
-  (``cuda_core_fma_time``),
-  and a chunk's ``16 rows T`` FMAs unroll into registers only up to ``rows T = 8`` (beyond,
-  NVVM keeps the accumulators in local memory), so it takes at most 8 tokens and the tensor
-  cores take over from there.
+  (``cuda_core_fma_time``), and a chunk's ``16 rows T`` FMAs unroll into registers only up
+  to ``rows T = 8`` (beyond, NVVM keeps the accumulators in local memory), so it takes at
+  most 8 tokens and the tensor cores take over from there.
 - ``T <= TENSOR_CORE_MAX_T``: :func:`swiglu_gemv_tc`, tensor cores (``mma.sync``, sm_80 in
   bf16 and fp16, and fp16 on sm_75 as ``m16n8k8``) with the roles swapped: the weights are
   the A operand (16 rows of the M side) and the tokens the B operand (8 columns of N), so a
