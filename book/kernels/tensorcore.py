@@ -479,7 +479,8 @@ else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a b
     _TIMEOUT = 120.0  # seconds a lane waits for its warp (a diverged warp would hang)
 
     def _warp():
-        """(barrier, slots, lane) of the calling simulated thread's warp."""
+        """(barrier, two sets of slots, each lane's next set, lane) of the calling simulated
+        thread's warp."""
         t = threading.current_thread()
         mgr = t._manager
         with _LOCK:
@@ -491,18 +492,22 @@ else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a b
                     f"block has {nthreads} threads; launch a multiple of 32")
             w = t.thread_id // 32
             if w not in warps:
-                warps[w] = (threading.Barrier(32), [None] * 32)
-        bar, slots = warps[w]
-        return bar, slots, t.thread_id % 32
+                warps[w] = (threading.Barrier(32), ([None] * 32, [None] * 32), [0] * 32)
+        bar, slots, turn = warps[w]
+        return bar, slots, turn, t.thread_id % 32
 
     def _exchange(value):
-        """Every lane's ``value``, as a list indexed by lane (all 32 lanes must call)."""
-        bar, slots, lane = _warp()
-        slots[lane] = value
+        """Every lane's ``value``, as a list indexed by lane (all 32 lanes must call).
+
+        One barrier per exchange: successive exchanges alternate between two sets of slots,
+        so a lane refills a set only two exchanges later, after a barrier that every lane
+        reached once it had read that set."""
+        bar, slots, turn, lane = _warp()
+        mine = slots[turn[lane]]
+        turn[lane] ^= 1
+        mine[lane] = value
         bar.wait(_TIMEOUT)
-        everyone = list(slots)
-        bar.wait(_TIMEOUT)  # nobody refills the slots before all have read them
-        return lane, everyone
+        return lane, list(mine)
 
     def shfl_xor(value, mask):
         lane, every = _exchange(value)

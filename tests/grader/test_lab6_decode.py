@@ -57,7 +57,7 @@ def test_the_graded_function_passes_on_the_master(capsys):
 
 
 def test_a_lost_partial_sum_in_the_graded_kernel_is_caught(capsys):
-    # the graded kernel always split in 4, its last block adding only its own partial sums
+    # the graded kernel always split in 2, its last block adding only its own partial sums
     from autograder.check import check
 
     fn = _namespace({"lab6-03": _no_reduction})[SPEC.function]
@@ -87,7 +87,7 @@ def test_the_master_compiles_for_a_t4_an_a100_and_an_h100():
 def _no_reduction(s):
     return (s.replace("                for q in range(splits):\n",
                       "                for q in range(s, s + 1):\n")
-             .replace("    return max(1, min(want, (d // PIECE) // THREADS))", "    return 4"))
+             .replace("    return max(1, min(want, (d // PIECE) // THREADS))", "    return 2"))
 
 
 _REREAD = '''
@@ -191,9 +191,9 @@ def decode_swiglu(x, wg, bg, wu, bu, out):
 
 DERIVED = {  # file: (first line, the master's cells, their edits, code appended)
     "split_k_no_reduction.py": (
-        "# wrong answer: the master always splitting d over 4 blocks per row, the last block "
+        "# wrong answer: the master always splitting d over 2 blocks per row, the last block "
         "to arrive adding only its own partial sums (the reduction left out); every correctness "
-        "test fails with the first bad index",
+        "test fails: 0 points, the first bad index named",
         GRADED_CELLS, {"lab6-03": _no_reduction}, ""),
     "reads_weights_twice.py": (
         "# slow but correct: the master called once per half of the tokens, so every weight "
@@ -286,8 +286,12 @@ def test_the_master_earns_full_correctness_and_the_untouched_lab_zero(graded):
 
 @pytest.mark.slow
 def test_a_split_k_without_its_reduction_is_a_wrong_answer(graded):
+    # every test fails; the public ones name the first bad index (a hidden one, with twice
+    # the master's blocks, may instead run out of the simulator's time: 0 points either way)
     got, _, tests = _correctness(graded["split_k_no_reduction"])
-    assert got == 0 and all("first bad index" in t["output"] for t in tests)
+    assert got == 0
+    public = [t for t in tests if t["name"].startswith("public")]
+    assert public and all("first bad index" in t["output"] for t in public)
 
 
 @pytest.mark.slow
