@@ -27,8 +27,9 @@ class ChildFactory:
     """Every sandboxed child of a run is built here, so that each gets the same isolation:
     the namespaces (``isolate``), the uid drop, the paths hidden from it (the run's output
     folder and the folders of the submissions) and, for a student's code, the rubric's
-    budgets. ``calibrate_sandbox`` may step ``isolate``/``drop_uid`` down once, before any
-    submission; every later child gets that choice."""
+    budgets. ``calibrate_sandbox`` may step ``isolate`` down once, before any submission;
+    every later child gets that choice. A student's child drops its uid whatever
+    ``drop_uid`` says (sandbox.Child: never as root); ``drop_uid`` is for trusted children."""
 
     out: Path
     functions: dict
@@ -131,9 +132,11 @@ class RunContext:
                 self._expected[key] = ref
         return ref
 
-    def test_message(self, case) -> dict:
+    def test_message(self, case, guard: bool = True) -> dict:
+        """One test for the child; ``guard=False``: arrays without guard zones (under
+        compute-sanitizer, whose memcheck sees stores past an allocation's end)."""
         return {"cmd": "test", "id": case["id"], "kind": "kernel" if self.lab.kernel else "numeric",
-                "function": self.lab.function_of(case), "args": self.lab.args(case)}
+                "function": self.lab.function_of(case), "args": self.lab.args(case, guard)}
 
     def ask(self, child, timeout: float, **msg) -> dict:
         """One request to a student child (see ``ask``)."""

@@ -12,9 +12,12 @@ It never receives the lab's references, solutions, rubric or hidden-case generat
 seeds, shapes and argument order, one test at a time.
 
 Order matters (everything before ``load_submission`` runs before any student code):
-1. isolate(): new network and mount namespaces where the OS allows, the repository, the
-   grader's output folder and the other submissions hidden behind empty tmpfs mounts, then
-   (as root) drop to an unprivileged uid with a process limit.
+1. isolate(): new network and mount namespaces where the OS allows (a seccomp filter cuts the
+   network where no namespace can be made), the repository, the grader's output folder and
+   the other submissions hidden behind empty tmpfs mounts, the grader's Python shared
+   read-only, then (as root) drop to a uid of its own with a process limit; in a user
+   namespace, drop every capability. Student code never runs as root: main() checks before
+   it loads a line of the submission.
 2. import book (GPU or simulator), numpy, numba.cuda; count kernel launches; block torch,
    cupy, jax, triton, tensorflow and book.kernels imports.
 3. run the student's cells, find the function, check its signature, answer commands.
@@ -36,6 +39,8 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from aglinux import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, MS_BIND, MS_NODEV,
                      MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, PR_SET_PDEATHSIG)
+from agprivilege import drop_capabilities, drop_to, privileged, share_read_only
+from agseccomp import deny_network
 from agsettings import SIM_MAX_THREADS, DriverSettings
 
 CFG = DriverSettings.load(sys.argv[1])
@@ -55,10 +60,10 @@ def isolate(cfg):
     import ctypes
 
     got = {"net": False, "mount": False, "uid_drop": False, "hidden": 0, "notes": []}
+    libc = ctypes.CDLL(None, use_errno=True)
     if not cfg.isolate:
         got["notes"].append("isolation disabled by the grader's options")
-        return got
-    libc = ctypes.CDLL(None, use_errno=True)
+        return privileges(cfg, got, libc, userns=False)
     uid, gid = os.getuid(), os.getgid()
     userns = False
     # under compute-sanitizer (grade --sanitize) the launcher made the network namespace around
@@ -75,9 +80,9 @@ def isolate(cfg):
         got["net"] = got["mount"] = got["ipc"] = True
     elif libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | NET | CLONE_NEWIPC) == 0:
         userns = got["ipc"] = True
-        try:
-            for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"0 {uid} 1"),
-                               ("/proc/self/gid_map", f"0 {gid} 1")):
+        try:   # its own uid inside, not 0: it is no root there either (privileges())
+            for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"),
+                               ("/proc/self/gid_map", f"{gid} {gid} 1")):
                 with open(path, "w") as f:
                     f.write(text)
             got["net"] = got["mount"] = True
@@ -88,9 +93,15 @@ def isolate(cfg):
         pass
     elif libc.unshare(CLONE_NEWNET) == 0:
         got["net"] = True
-    else:
-        got["notes"].append("no network namespace: unshare(2) refused (needs root or user "
-                            "namespaces); the submission could reach the network")
+    if got["net"]:
+        got["network"] = "a network namespace of its own (no interface but loopback)"
+    else:   # no namespace (Docker's default seccomp profile refuses it): a filter cuts it
+        why = deny_network()
+        got["network"] = ("cut by a seccomp filter (no socket but a Unix one), no network "
+                          "namespace: unshare(2) refused" if not why else
+                          f"NOT CUT: unshare(2) refused and no seccomp filter ({why}): the "
+                          "submission could reach the network")
+        got["notes"].append(f"network: {got['network']}")
     if got["mount"]:
         if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
             got["notes"].append("could not make mounts private; paths not hidden")
@@ -112,16 +123,33 @@ def isolate(cfg):
         got["notes"].append("no mount namespace: the repository and other submissions are not "
                             "hidden from this submission (run the grader as root or enable user "
                             "namespaces)")
-    if uid == 0 and not userns and cfg.drop_uid is not None:
-        import resource
-        try:
-            resource.setrlimit(resource.RLIMIT_NPROC, (cfg.nproc,) * 2)
-            os.setgroups([])
-            os.setgid(cfg.drop_uid)
-            os.setuid(cfg.drop_uid)
-            got["uid_drop"] = True
-        except OSError as e:
-            got["notes"].append(f"could not drop privileges: {e}")
+    return privileges(cfg, got, libc, userns)
+
+
+def privileges(cfg, got, libc, userns):
+    """The last step before any student code: in a user namespace, give up every capability;
+    as root, share the grader's Python read-only (in a mount namespace: made here if the
+    isolation made none) and become the uid the grader chose, with its process limit. What
+    was done goes into ``got``; main() refuses to run a submission that could still act as
+    root."""
+    if userns:   # the child is the grader's uid: its Python must be read-only to it here
+        if got["mount"]:
+            got["notes"] += share_read_only(libc, cfg.storage.keep, WORK, cover=False)
+        why = drop_capabilities()
+        if why:
+            got["notes"].append(f"could not drop privileges in the user namespace: still {why}")
+        return got
+    if os.getuid() != 0 or cfg.drop_uid is None:
+        return got
+    if not got["mount"] and libc.unshare(CLONE_NEWNS) == 0 and \
+            libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0:
+        got["mount_for_sharing"] = True   # (isolate off: nothing hidden, the Python shared)
+    if got["mount"] or got.get("mount_for_sharing"):
+        got["notes"] += share_read_only(libc, cfg.storage.keep, WORK)
+    why = drop_to(cfg.drop_uid, cfg.nproc)
+    got["uid_drop"] = not why
+    if why:
+        got["notes"].append(f"could not drop privileges: {why}")
     return got
 
 
@@ -206,7 +234,7 @@ except Exception as e:  # the library is broken: say so, the grader reports it
 import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402
 
-from aginputs import generate  # noqa: E402
+from aginputs import generate, guard_damage, guarded  # noqa: E402
 
 LAUNCHES = [0]
 
@@ -269,11 +297,12 @@ def _scratch_snapshot(base, size, data_bytes):
 
 
 def _where_gpu(ptr):
-    """(buffer name, byte offset) of a device pointer: an input, the output or a scratch
+    """(buffer name, byte offset) of a device pointer: an input or the output (the offset
+    from the array's first element, negative in the guard zone before it), or a scratch
     allocation (snapshotted at first use, so a replay starts from the same contents)."""
-    for name, (base, size) in REC["buffers"].items():
-        if base <= ptr < base + max(size, 1):
-            return name, ptr - base
+    for name, (start, lo, hi) in REC["buffers"].items():
+        if start + lo <= ptr < start + max(hi, 1):
+            return name, ptr - start
     for s in REC["scratch"]:
         if s["base"] <= ptr < s["base"] + s["size"]:
             return s["name"], ptr - s["base"]
@@ -345,10 +374,10 @@ def _where_sim(arr):
     by the next is one buffer in the replay, whatever view of it each launch was given."""
     lo, hi = _byte_bounds(arr)
     ptr = _data_ptr(arr)
-    for name, base in REC["buffers"].items():
-        blo, bhi = _byte_bounds(base)
+    for name, (root, start) in REC["buffers"].items():   # an input or the output, guards included
+        blo, bhi = _byte_bounds(root)
         if blo <= lo and hi <= bhi:
-            return name, ptr - blo
+            return name, ptr - start
     for s in REC["scratch"]:
         if s["base"] <= lo and hi <= s["base"] + s["size"]:
             return s["name"], ptr - s["base"]
@@ -409,6 +438,8 @@ def _count_launches():
     if SIMULATED:
         from numba.cuda.simulator import kernel as simk
 
+        from book.sim_addressing import gpu_addressed
+
         orig = simk.FakeCUDAKernel.__call__
         orig_init = simk.FakeCUDAKernel.__init__
 
@@ -427,6 +458,9 @@ def _count_launches():
                         f"= {threads:,} threads")
                 reply(event="launch", threads=threads)  # the grader scales its deadline with it
                 _record(_record_sim, self, args)
+                # arrays addressed as on a GPU: a store past the end of `out` lands in its guard
+                # zone (aginputs.guarded) instead of raising, and is found there, as on a GPU
+                args = gpu_addressed(args)
             return orig(self, *args)
 
         simk.FakeCUDAKernel.__init__ = registered
@@ -557,36 +591,46 @@ def signature_problems(ns):
 
 # --------------------------------------------------------------------------- tests
 def _device_args(args):
-    """Build device arrays: inputs from specs, outputs poisoned with NaN."""
-    built, host_in, outs = [], {}, {}
+    """Build device arrays: inputs from specs, outputs poisoned with NaN, each the middle of
+    an allocation with a guard zone before and after it (aginputs.guarded: ``guard``
+    elements, as the grader says). Returns the arrays the function gets, the inputs' host
+    copies, the outputs, and {name: (whole allocation, guard)}."""
+    built, host_in, outs, whole = [], {}, {}, {}
     for a in args:
-        if a["role"] == "in":
-            h = generate(a["spec"])
-            host_in[a["name"]] = h
-            built.append(cuda.to_device(h))
-        elif a["role"] == "out":
-            h = np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"])
-            d = cuda.to_device(h)
-            outs[a["name"]] = d
-            built.append(d)
-        else:
+        if a["role"] not in ("in", "out"):
             built.append(a["value"])
-    return built, host_in, outs
+            continue
+        if a["role"] == "in":
+            h = host_in[a["name"]] = generate(a["spec"])
+        else:
+            h = np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"])
+        g = int(a.get("guard", 0))
+        flat = cuda.to_device(guarded(h, g, a["role"]))
+        d = flat[g:g + h.size].reshape(h.shape)
+        whole[a["name"]] = (flat, g)
+        if a["role"] == "out":
+            outs[a["name"]] = d
+        built.append(d)
+    return built, host_in, outs, whole
 
 
-def _buffer_extent(d):
+def _buffer_extent(d, flat, guard):
+    """Where an input or the output lies, for the recording: in the simulator (the whole
+    allocation, the array's first byte), on a GPU (the array's first byte, and the bytes of
+    the allocation before and after it, relative to that)."""
+    size = d.dtype.itemsize
     if SIMULATED:
-        return _array_of(d)
-    return (int(d.device_ctypes_pointer.value or 0), int(d.nbytes))
+        return _array_of(flat), _data_ptr(_array_of(d))
+    return (int(d.device_ctypes_pointer.value or 0), -guard * size, (d.size + guard) * size)
 
 
-def _recorded_call(fn, msg, built):
+def _recorded_call(fn, msg, built, whole):
     """Call the student's function once with recording on; write the recording to a folder
     the grader reads (rec_<id>/launches.json, the images, the scratch snapshots)."""
     rec_dir = os.path.join(WORK, f"rec_{msg['id']}")
     os.makedirs(rec_dir, exist_ok=True)
     REC.update(on=True, launches=[], scratch=[], images={}, dir=rec_dir, error=None,
-               buffers={a["name"]: _buffer_extent(d) for a, d in zip(msg["args"], built)
+               buffers={a["name"]: _buffer_extent(d, *whole[a["name"]]) for a, d in zip(msg["args"], built)
                         if a["role"] in ("in", "out")})
     try:
         ret = fn(*built)
@@ -611,22 +655,29 @@ def run_test(fns, msg):
         if not isinstance(value, (int, float, str, bool, type(None))):
             value = repr(value)[:200]
         return {"ok": True, "value": value, "seconds": time.perf_counter() - t0}
-    built, host_in, outs = _device_args(msg["args"])
+    built, host_in, outs, whole = _device_args(msg["args"])
     cuda.synchronize()
     before = LAUNCHES[0]
     t0 = time.perf_counter()
-    ret, rec = _recorded_call(fn, msg, built)
+    ret, rec = _recorded_call(fn, msg, built, whole)
     dt = time.perf_counter() - t0
     launches = LAUNCHES[0] - before
     files = {}
-    for name, d in outs.items():
+    for name in outs:   # the whole allocation: the grader checks the guard zones itself
         path = os.path.join(WORK, f"out_{msg['id']}_{name}.npy")
-        np.save(path, d.copy_to_host())
+        np.save(path, whole[name][0].copy_to_host())
         files[name] = os.path.basename(path)
-    modified = []
+    modified, input_guards = [], {}
     for a, d in zip(msg["args"], built):
-        if a["role"] == "in" and not np.array_equal(d.copy_to_host(), host_in[a["name"]], equal_nan=True):
+        if a["role"] != "in":
+            continue
+        flat, g = whole[a["name"]]
+        host = flat.copy_to_host()
+        if not np.array_equal(host[g:g + d.size].reshape(d.shape), host_in[a["name"]], equal_nan=True):
             modified.append(a["name"])
+        damage = guard_damage(host, g, "in")
+        if damage:
+            input_guards[a["name"]] = [damage, int(d.size)]
     returned = None
     if ret is not None:
         returned = "the output array" if any(ret is d for d in outs.values()) else type(ret).__name__
@@ -634,7 +685,8 @@ def run_test(fns, msg):
     if msg.get("again"):  # the same array objects, new contents: a fresh answer is due
         again = _call_again(fn, msg, built, outs)
     return {"ok": True, "files": files, "launches": launches, "modified_inputs": modified,
-            "returned": returned, "seconds": dt, "recording": rec, "again": again}
+            "input_guards": input_guards, "returned": returned, "seconds": dt, "recording": rec,
+            "again": again}
 
 
 def _call_again(fn, msg, built, outs):
@@ -664,17 +716,17 @@ def replay_sim(msg):
                 "message": f"the launches could not be recorded in the simulator: {rec['error']}"}
     if not rec["launches"]:
         return {"ok": False, "error": "ReplayError", "message": "your function launched no CUDA kernel"}
-    bufs = {}
-    host_in = {}
-    for a in msg["args"]:
-        if a["role"] == "in":
-            host_in[a["name"]] = generate(a["spec"])
-            bufs[a["name"]] = cuda.to_device(host_in[a["name"]])
-        elif a["role"] == "out":
-            bufs[a["name"]] = cuda.to_device(np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"]))
+    bufs = {}   # name -> (the allocation, the byte where the recorded offsets count from)
+    for a in msg["args"]:   # inputs and the output between guard zones, as in the test
+        if a["role"] not in ("in", "out"):
+            continue
+        h = generate(a["spec"]) if a["role"] == "in" else \
+            np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"])
+        g = int(a.get("guard", 0))
+        bufs[a["name"]] = (cuda.to_device(guarded(h, g, a["role"])), g * h.dtype.itemsize)
     for s in rec["scratch"]:   # each allocation as it was at its first use, as raw bytes
         raw = open(os.path.join(msg["recording_dir"], s["file"]), "rb").read()
-        bufs[s["name"]] = cuda.to_device(np.frombuffer(raw, dtype=np.uint8).copy())
+        bufs[s["name"]] = (cuda.to_device(np.frombuffer(raw, dtype=np.uint8).copy()), 0)
     reps = int(msg.get("reps", 1))
     t0 = time.perf_counter()
     for _ in range(reps):
@@ -691,10 +743,11 @@ def replay_sim(msg):
             args = []
             for p in L["params"]:
                 if p["t"] == "arr":
-                    base = _array_of(bufs[p["buf"]])
+                    base, start = bufs[p["buf"]]
+                    base = _array_of(base)
                     dt = np.dtype(p["dtype"])
                     view = np.ndarray(tuple(p["shape"]), dtype=dt, buffer=base.reshape(-1).view(np.uint8),
-                                      offset=p["off"], strides=tuple(p["strides"]))
+                                      offset=start + p["off"], strides=tuple(p["strides"]))
                     args.append(_wrap_sim(view))
                 elif p["t"].startswith("np:"):
                     args.append(np.dtype(p["t"][3:]).type(p["v"]))
@@ -704,7 +757,7 @@ def replay_sim(msg):
     dt = time.perf_counter() - t0
     out = next(a["name"] for a in msg["args"] if a["role"] == "out")
     path = os.path.join(WORK, "replay_out.npy")
-    np.save(path, _array_of(bufs[out]).copy())
+    np.save(path, _array_of(bufs[out][0]).copy())   # guard zones included: the grader checks them
     return {"ok": True, "file": "replay_out.npy", "launches": len(rec["launches"]), "seconds": dt}
 
 
@@ -754,6 +807,12 @@ def main():
         _REPLY.flush()
         os._exit(3)
     if CFG.mode == "student":
+        why = privileged()
+        if why:   # never: the grader refuses to start such a child, and this makes sure
+            reply(event="fatal", stage="sandbox",
+                  error=f"the sandbox refused to run student code {why}: {ISO.get('notes')}")
+            _REPLY.flush()
+            os._exit(3)
         _count_launches()
         sys.meta_path.insert(0, _Blocker())
         # imports are done; the student's cells run when the grader says so (it holds the GPU
