@@ -32,12 +32,24 @@ T_MAX = 16  # the lab's tokens: decode, a batch of up to 16 sequences
 PIECE = 8   # d is a multiple of 8: a row is read 16 bytes (8 halves) at a time
 
 
+# The largest block the lab allows: one column of out (one row j of both weights: the
+# notebook's THREADS threads share it) for every token. A store past the end: up to T_MAX rows
+# of out (a dropped token test), or a whole row of the weights.
+GUARD_TILE = (T_MAX, 4096)
+
+
+def sim_blocks(case):
+    """Blocks of the master's 1D grid (one per output column j, no split in the simulator)."""
+    return (case["h"],)
+
+
 def hidden_cases(rng, simulated: bool, n: int = 3):
     """T in 1..16, d a multiple of 8, h anything; on a GPU one case has too few rows to fill
-    the GPU without splitting d (h = 40: a few dozen blocks)."""
+    the GPU without splitting d (h = 40: a few dozen blocks); in the simulator at least two
+    blocks (h >= 2)."""
     if simulated:  # a few blocks of 64 threads: seconds each in the simulator
         shapes = [(int(rng.integers(1, T_MAX + 1)), PIECE * int(rng.integers(1, 17)),
-                   int(rng.integers(1, 13))) for _ in range(n)]
+                   int(rng.integers(2, 13))) for _ in range(n)]
     else:
         shapes = [(1, 4096, 2048 + int(rng.integers(1, 64))),
                   (int(rng.integers(2, T_MAX + 1)), PIECE * int(rng.integers(256, 1024)),
@@ -129,6 +141,7 @@ LAB = KernelLab(
     min_bytes=weight_bytes, flops=layer.flops,
     make_reference_runner=make_reference_runner,
     reference_name="cuBLAS float16 + compiled SwiGLU", steps=STEPS,
+    guard_tile=GUARD_TILE, sim_blocks=sim_blocks,
     untraced=("the access tracer does not model the 16-byte loads this lab asks for (its "
               "intrinsic is simulated element by element), the warps' split of a row or the "
               "split-K's atomic arrival counter; on a GPU, check(decode_swiglu, sanitize=True) "

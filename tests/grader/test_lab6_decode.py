@@ -79,7 +79,7 @@ def test_the_master_compiles_for_a_t4_an_a100_and_an_h100():
 
 
 # ---------------------------------------------------------------------------------------
-# Fixtures (tests/fixtures/lab6): one written by hand, four derived from the master's cells
+# Fixtures (tests/fixtures/lab6): four derived from the master's cells
 # (test_derived_fixtures_follow_the_master keeps them in step; rewrite them with
 # `PYTHONPATH=tests:. python tests/grader/test_lab6_decode.py`).
 
@@ -237,11 +237,15 @@ def test_derived_fixtures_follow_the_master():
             "`PYTHONPATH=tests:. python tests/grader/test_lab6_decode.py`")
 
 
-SUBMISSIONS = ("split_k_no_reduction", "reads_weights_twice", "cached_by_pointer", "atomics",
-               "one_thread_per_output")
+SUBMISSIONS = ("split_k_no_reduction", "reads_weights_twice", "cached_by_pointer", "atomics")
+# the lab's "lesson not learned" control, which its rubric names (tests/grader/derived_fixtures.py)
+CONTROL = REPO / "tests" / "fixtures" / "controls" / "lab6_one_thread_per_output.py"
 
 
 def test_every_fixture_is_graded_here_and_said_in_the_readme():
+    from autograder.rubric import load_rubric
+
+    assert REPO / load_rubric(LAB)["performance"]["control"] == CONTROL
     on_disk = {p.stem for p in FIX.glob("*.py")}
     assert on_disk == set(SUBMISSIONS)
     readme = (FIX / "README.md").read_text()
@@ -261,11 +265,12 @@ def graded(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("lab6-grade")
     subs = [REPO / "solutions" / f"{LAB}.ipynb", REPO / "labs" / f"{LAB}.ipynb",
-            *(FIX / f"{n}.py" for n in SUBMISSIONS)]
+            *(FIX / f"{n}.py" for n in SUBMISSIONS), CONTROL]
     p = subprocess.run(grade_cmd(LAB, subs, out, "--sim-timing"), cwd=REPO, env=env(),
                        capture_output=True, text=True, timeout=2400)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return {sid: results(out, sid) for sid in (f"solutions_{LAB}", f"labs_{LAB}", *SUBMISSIONS)}
+    return {sid: results(out, sid) for sid in (f"solutions_{LAB}", f"labs_{LAB}", *SUBMISSIONS,
+                                                CONTROL.stem)}
 
 
 def _correctness(r):
@@ -295,7 +300,7 @@ def test_a_split_k_without_its_reduction_is_a_wrong_answer(graded):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["reads_weights_twice", "atomics", "one_thread_per_output"])
+@pytest.mark.parametrize("name", ["reads_weights_twice", "atomics", CONTROL.stem])
 def test_correct_but_slow_or_unusual_kernels_earn_full_correctness(graded, name):
     # their speed is the GPU run's to judge (tools/grader_report.py lists them)
     got, top, _ = _correctness(graded[name])
