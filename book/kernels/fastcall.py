@@ -329,7 +329,7 @@ class PlannedCall:
         if T is None:
             T = self._tensor = _torch_tensor_type()
             if self.fast and T is not type(None):
-                self._raw_stream = _current_raw_stream()
+                self._raw_stream = current_raw_stream()
         out = args[-1]
         if not self.fast or out is None or not all(
                 a is None or type(a) is T or isinstance(a, T) for a in args):  # nn.Parameter too
@@ -375,7 +375,7 @@ class PlannedCall:
         kern = kernel.overloads.get(types)
         if kern is None or kern.debug or kern.cooperative or kern.extensions:
             return None  # not a plain compiled kernel: the ordinary launch every time
-        return Plan(_cufunction(self._cu, kern), launch.grid, launch.block,
+        return Plan(cufunction(self._cu, kern), launch.grid, launch.block,
                     PackedParams(pack_args(launch.args)), device, launch.shared,
                     keep=launch.args)
 
