@@ -13,9 +13,10 @@ weights; ``flops`` count the two GEMVs):
   its halves, ``torch.compile``d (static shapes) or eager: what a PyTorch user gets.
 
 The T sweep (bfloat16, T = 1 .. 8192, for the book's figure; ``kind`` "decode_sweep"):
-``sweep_ours`` (the dispatcher, with :func:`book.kernels.mma_gemm.swiglu_mma` on ``[d, h]``
-copies of the weights registered as its large-T hook), ``sweep_gemv_tc`` (the tensor-core
-GEMV, T <= 1024), ``sweep_mma`` (the prefill kernel, T >= 16), ``sweep_cublas``,
+``sweep_ours`` (the dispatcher: the GEMVs, then on the H100 the wgmma dual GEMM of
+:mod:`book.kernels.wgmma_gemm`), ``sweep_gemv_tc`` (the tensor-core GEMV, T <= 1024),
+``sweep_mma`` (the mma.sync dual GEMM on ``[d, h]`` copies of the weights, T >= 16),
+``sweep_cublas``,
 ``sweep_cublas_compiled`` (one dynamic-shape compile for every T) and ``sweep_cublas_eager``.
 
 Host rows (``kind`` "launch", T = 1): the host time of one call, the plan-cached calls
@@ -215,49 +216,39 @@ def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
     tdt = getattr(t, dtype)
     wg, wu = _weights(t, dtype, d, h)
     wcat = t.cat([wg, wu]).contiguous()
-    wgt, wut = wg.t().contiguous(), wu.t().contiguous()  # [d, h]: the prefill kernel's layout
+    wgt, wut = wg.t().contiguous(), wu.t().contiguous()  # [d, h]: swiglu_mma's layout
     mma = planned("swiglu_mma")
-
-    def prefill(x, wg_, wu_, bg, bu, out, stream=0):
-        if bg is not None or bu is not None:
-            raise ValueError("the sweep's large-T hook takes no biases")
-        return mma(x, wgt, wut, out)
-
-    prev = dm.register_large_t(prefill)
     compiled = t.compile(_halves(F, h), dynamic=True)
     eager = _halves(F, h)
     wb = weight_bytes(d, h)
     gen = t.Generator(device="cuda").manual_seed(9)
-    try:
-        for T in ts:
-            shape = (T, d, h)
-            xs = [t.randn(T, d, device="cuda", generator=gen).to(tdt) for _ in range(2)]
-            outs = [t.empty(T, h, device="cuda", dtype=tdt) for _ in range(2)]
-            fl = dm.flops(T, d, h)
+    for T in ts:
+        shape = (T, d, h)
+        xs = [t.randn(T, d, device="cuda", generator=gen).to(tdt) for _ in range(2)]
+        outs = [t.empty(T, h, device="cuda", dtype=tdt) for _ in range(2)]
+        fl = dm.flops(T, d, h)
 
-            def row(name, fn, sets, desc):
-                suite.add("decode_sweep", name, dtype, shape,
-                          suite.later(fn, sets, bytes_moved=wb, flops=fl, reps=reps),
-                          description=desc, path=dm.path_for(T, suite.info.compute_capability))
+        def row(name, fn, sets, desc):
+            suite.add("decode_sweep", name, dtype, shape,
+                      suite.later(fn, sets, bytes_moved=wb, flops=fl, reps=reps),
+                      description=desc, path=dm.path_for(T, suite.info.compute_capability))
 
-            ours = [(xs[i], wg, wu, None, None, outs[i]) for i in range(2)]
-            row("sweep_ours", planned("decode"), ours,
-                "ours: the dispatcher (GEMVs to T = 256, then swiglu_mma on [d, h] weights)")
-            if T <= 1024:
-                row("sweep_gemv_tc", planned("gemv_tc"), ours, "ours: the tensor-core GEMV")
-            if T >= 16:
-                row("sweep_mma", mma, [(xs[i], wgt, wut, outs[i]) for i in range(2)],
-                    "ours: the prefill dual GEMM (swiglu_mma, [d, h] weights)")
-            lin = [(xs[i], wcat) for i in range(2)]
-            row("sweep_cublas", lambda a, w: F.linear(a, w), lin, "cuBLAS F.linear(x, [wg; wu])")
-            row("sweep_cublas_compiled", lambda a, w: compiled(F.linear(a, w)), lin,
-                "cuBLAS F.linear, then torch.compile'd F.silu(g) * u (one dynamic-shape compile)")
-            row("sweep_cublas_eager", lambda a, w: eager(F.linear(a, w)), lin,
-                "cuBLAS F.linear, then F.silu(g) * u (eager)")
-            del xs, outs
-    finally:
-        dm.register_large_t(prev)
-    del wg, wu, wcat  # wgt and wut go with this frame (the hook, unregistered, held them)
+        ours = [(xs[i], wg, wu, None, None, outs[i]) for i in range(2)]
+        row("sweep_ours", planned("decode"), ours,
+            "ours: the dispatcher (the GEMVs to T = 256, then on sm_90 the wgmma dual GEMM)")
+        if T <= 1024:
+            row("sweep_gemv_tc", planned("gemv_tc"), ours, "ours: the tensor-core GEMV")
+        if T >= 16:
+            row("sweep_mma", mma, [(xs[i], wgt, wut, outs[i]) for i in range(2)],
+                "ours: the mma.sync dual GEMM (swiglu_mma, [d, h] copies of the weights)")
+        lin = [(xs[i], wcat) for i in range(2)]
+        row("sweep_cublas", lambda a, w: F.linear(a, w), lin, "cuBLAS F.linear(x, [wg; wu])")
+        row("sweep_cublas_compiled", lambda a, w: compiled(F.linear(a, w)), lin,
+            "cuBLAS F.linear, then torch.compile'd F.silu(g) * u (one dynamic-shape compile)")
+        row("sweep_cublas_eager", lambda a, w: eager(F.linear(a, w)), lin,
+            "cuBLAS F.linear, then F.silu(g) * u (eager)")
+        del xs, outs
+    del wg, wu, wcat, wgt, wut
     t.cuda.empty_cache()
 
 

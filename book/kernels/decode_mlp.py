@@ -29,10 +29,12 @@ kernels are GEMVs whose job is to keep HBM busy; which one is best depends on T
   they are) and 16 bytes of token ``g``, and feeds them to two ``mma`` as if they were the
   k-columns the fragment table names (``2t, 2t+1, 2t+8, 2t+9`` of a 16-deep step): the same
   permutation of k on both operands leaves the product unchanged.
-- beyond: the hook :func:`register_large_t` (a Hopper ``wgmma`` kernel, or
-  :func:`book.kernels.mma_gemm.swiglu_mma` where the weights are kept ``[d, h]``); with no
-  hook registered the tensor-core GEMV runs (correct for any T, in token groups of 64
-  that each read the weights again, from L2 where it can).
+- beyond, on sm_90 and with no biases: the Hopper dual GEMM
+  (:func:`book.kernels.wgmma_gemm.swiglu_wgmma`: the same nn.Linear weights, any T);
+  elsewhere the tensor-core GEMV (correct for any T, in token groups of 64 that each read
+  the weights again, from L2 where it can). :func:`register_large_t` puts any other kernel
+  there (e.g. :func:`book.kernels.mma_gemm.swiglu_mma` where the weights are also kept
+  ``[d, h]``).
 
 Both kernels split k over the warps of a block, and, when the output tiles alone are too
 few blocks to fill the GPU, over several blocks: those meet in the kernel, the last to
@@ -622,15 +624,24 @@ def register_large_t(fn, min_T: int = TENSOR_CORE_MAX_T + 1):
     return prev
 
 
-def path_for(T: int, cc=None) -> str:
+def path_for(T: int, cc=None, bias: bool = False) -> str:
     """Which path :func:`swiglu_decode` takes for T tokens on a GPU of compute capability
-    ``cc`` (None: the simulator): "cuda_cores", "tensor_cores" or "large_t" (the hook).
+    ``cc`` (None: the simulator), with or without biases: "cuda_cores", "tensor_cores",
+    "hopper" (T beyond the GEMVs on sm_90, no biases) or "large_t" (the registered hook).
     Below sm_75 there are no tensor cores: the CUDA-core GEMV takes every T (in groups)."""
     if _LARGE_T["fn"] is not None and T >= _LARGE_T["min_T"]:
         return "large_t"
     if T <= CUDA_CORE_MAX_T or (cc is not None and tuple(cc) < (7, 5)):
         return "cuda_cores"
+    if T > TENSOR_CORE_MAX_T and not bias and cc is not None and tuple(cc)[:2] == (9, 0):
+        return "hopper"
     return "tensor_cores"
+
+
+def _hopper(x, wg, wu, bg, bu, out, stream=0):
+    from .wgmma_gemm import swiglu_wgmma
+
+    return swiglu_wgmma(x, wg, wu, out, stream=stream or None)
 
 
 def prepare_decode(x, wg, wu, bg=None, bu=None, out=None, *, stream_key=0):
@@ -638,9 +649,11 @@ def prepare_decode(x, wg, wu, bg=None, bu=None, out=None, *, stream_key=0):
     (:func:`path_for`), a :class:`DecodeLaunch`, or a :class:`CallLaunch` for the large-T
     hook and for token groups on a GPU without tensor cores."""
     T = x.shape[0]
-    path = path_for(T, _device_cc())
+    path = path_for(T, _device_cc(), bg is not None or bu is not None)
     if path == "large_t":
         return CallLaunch(_LARGE_T["fn"], (x, wg, wu, bg, bu, out), out, path)
+    if path == "hopper":
+        return CallLaunch(_hopper, (x, wg, wu, bg, bu, out), out, path)
     if path == "cuda_cores" and T > CUDA_CORE_MAX_T:  # no tensor cores: token groups
         return CallLaunch(_gemv_groups, (x, wg, wu, bg, bu, out), out, "cuda_cores")
     return prepare(path, x, wg, wu, bg, bu, out, stream_key=stream_key)

@@ -16,7 +16,7 @@
 import numpy as np
 import pytest
 
-import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
+import book  # GPU or simulator, decided before numba.cuda is imported
 from numba import cuda
 
 from book.kernels import decode_mlp as dm
@@ -125,6 +125,9 @@ def test_the_dispatcher_picks_by_t_and_calls_the_hook():
     assert dm.path_for(1) == dm.path_for(dm.CUDA_CORE_MAX_T) == "cuda_cores"
     assert dm.path_for(dm.CUDA_CORE_MAX_T + 1) == dm.path_for(256) == "tensor_cores"
     assert dm.path_for(64, cc=(7, 0)) == "cuda_cores"  # no tensor cores below sm_75
+    assert dm.path_for(512, cc=(9, 0)) == "hopper"  # the wgmma dual GEMM beyond the GEMVs
+    assert dm.path_for(512, cc=(9, 0), bias=True) == "tensor_cores"  # it has no biases
+    assert dm.path_for(256, cc=(9, 0)) == dm.path_for(512, cc=(8, 0)) == "tensor_cores"
     arrs, ref = case(9, 16, 6, "float16", seed=2)
     calls = []
 
@@ -218,12 +221,13 @@ def _close_torch(got, ref, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("T", [1, 5, 16, 64, 200])
+@pytest.mark.parametrize("T", [1, 5, 16, 64, 200, 300])
 def test_on_a_gpu_every_path_and_the_planned_call(T, dtype):
     from book.kernels.fastcall import planned
 
     torch, (x, wg, wu), ref = _torch_case(T, 4096, 2048, dtype, seed=T)
     nan = lambda: torch.full((T, 2048), float("nan"), device="cuda", dtype=x.dtype)  # noqa: E731
+    # T = 300 on an H100: the dispatcher's Hopper path (book.kernels.wgmma_gemm)
     for name, wrapper in (("decode", dm.swiglu_decode), ("gemv_tc", dm.swiglu_gemv_tc),
                           ("gemv", dm.swiglu_gemv)):
         if name == "gemv" and T > dm.CUDA_CORE_MAX_T:
@@ -235,7 +239,8 @@ def test_on_a_gpu_every_path_and_the_planned_call(T, dtype):
         torch.cuda.synchronize()
         _close_torch(o1, ref, dtype)
         assert torch.equal(o1, o2), f"planned({name!r}) differs from its wrapper"
-    assert planned("decode").stats["fast"] > 0
+    if dm.path_for(T, book.gpu.device_info().compute_capability) != "hopper":
+        assert planned("decode").stats["fast"] > 0  # (the Hopper kernel has its own plans)
 
 
 @pytest.mark.gpu
