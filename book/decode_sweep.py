@@ -21,7 +21,7 @@ SERIES = {
     "sweep_cublas": "cuBLAS GEMM alone (no activation)",
 }
 PATH_LABELS = {"cuda_cores": "CUDA-core GEMV", "tensor_cores": "tensor-core GEMV",
-               "large_t": "prefill GEMM"}
+               "hopper": "wgmma dual GEMM", "large_t": "registered kernel"}
 
 
 def curves(results, dtype="bfloat16") -> dict:
