@@ -283,8 +283,10 @@ def linear_swiglu_tc(x, wg, bg, wu, bu, out):
 writes past the end of `out`: the master launching one block more than there are rows of the
 weights ((h + 1) * splits, a grid rounded up) with no test of the row j against h (its scratch
 sized for that grid). The extra block reads past the end of wg, wu and the biases (their guard
-zones) and stores out[t, h] for every token: past the end of `out` for the last token. Every
-case fails with "wrote 1 element past the end of `out`, the first at flat index T*h".""",
+zones: NaN) and stores out[t, h] for every token: the first element of the next token's row
+(where it races block 0; the simulator runs it last, so NaN stays), and for the last token
+one element past the end of `out`. Every case fails with "wrote 1 element past the end of
+`out`, the first at flat index T*h".""",
         {"lab6-02": [("np.zeros(h * splits * 2 * T_MAX, np.float32)",
                       "np.zeros((h + 1) * splits * 2 * T_MAX, np.float32)"),
                      ("cuda.to_device(np.zeros(h, np.int32))",
