@@ -218,6 +218,14 @@ sys.path[:] = [CFG.trusted_dir] + _extra + [p for p in sys.path if p not in _ext
 
 if CFG.simulated:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    # The simulator runs a Python thread per simulated CUDA thread: a 256-thread block is 256
+    # threads. At the default 8 MiB of stack each they reserve 2 GiB of the child's address
+    # space (RLIMIT_AS, Limits.mem_bytes), which beside a process that has mapped CUDA's
+    # libraries ran out on the H100 ("can't start new thread"). 1 MiB holds Python's default
+    # recursion depth; it applies to the threads started from here on.
+    import threading as _threading
+
+    _threading.stack_size(1 << 20)
 
 try:
     import contextlib
