@@ -18,8 +18,9 @@ kernels are GEMVs whose job is to keep HBM busy; which one is best depends on T
   the weights. Its cost is ``8 T`` float32 FMAs per 16-byte chunk: at T = 16 on an H100
   they alone take about 80% of the time HBM needs for the weights at its peak
   (``cuda_core_fma_time``), and a chunk's ``16 rows T`` FMAs unroll into registers only up
-  to ``rows T = 8`` (beyond, NVVM keeps the accumulators in local memory), so it takes at
-  most 8 tokens and the tensor cores take over from there.
+  to ``rows T = 8`` (beyond, NVVM keeps the accumulators in local memory). Measured on the
+  H100 (records/bench/decode_tune_h100.json) the tensor cores are faster from 8 tokens, so it
+  takes at most 4.
 - ``T <= TENSOR_CORE_MAX_T``: :func:`swiglu_gemv_tc`, tensor cores (``mma.sync``, sm_80 in
   bf16 and fp16, and fp16 on sm_75 as ``m16n8k8``) with the roles swapped: the weights are
   the A operand (16 rows of the M side) and the tokens the B operand (8 columns of N), so a
@@ -29,9 +30,10 @@ kernels are GEMVs whose job is to keep HBM busy; which one is best depends on T
   they are) and 16 bytes of token ``g``, and feeds them to two ``mma`` as if they were the
   k-columns the fragment table names (``2t, 2t+1, 2t+8, 2t+9`` of a 16-deep step): the same
   permutation of k on both operands leaves the product unchanged.
-- beyond, on sm_90 and with no biases: the Hopper dual GEMM
-  (:func:`book.kernels.wgmma_gemm.swiglu_wgmma`: the same nn.Linear weights, any T);
-  elsewhere the tensor-core GEMV (correct for any T, in token groups of 64 that each read
+- on sm_90 with no biases, from ``HOPPER_MIN_T`` tokens: the Hopper dual GEMM
+  (:func:`book.kernels.wgmma_gemm.swiglu_wgmma`: the same nn.Linear weights, any T; its
+  128-row tile reads each weight once whatever T, where the GEMV reads them again per group
+  of tokens); beyond ``TENSOR_CORE_MAX_T`` elsewhere the tensor-core GEMV (correct for any T, in token groups of 64 that each read
   the weights again, from L2 where it can). :func:`register_large_t` puts any other kernel
   there (e.g. :func:`book.kernels.mma_gemm.swiglu_mma` where the weights are also kept
   ``[d, h]``).
@@ -67,7 +69,7 @@ from .wide import load_f32, load_half8, load_words4, store_f32
 __all__ = ["GemvTile", "MmaGemvTile", "CUDA_CORE_MAX_T", "TENSOR_CORE_MAX_T", "PIECE",
            "gemv_tile", "mma_gemv_tile", "make_gemv", "make_mma_gemv", "prepare",
            "swiglu_gemv", "swiglu_gemv_tc", "swiglu_decode", "path_for", "register_large_t",
-           "weight_bytes", "flops", "cuda_core_fma_time", "DecodeLaunch", "CallLaunch",
+           "HOPPER_MIN_T", "weight_bytes", "flops", "cuda_core_fma_time", "DecodeLaunch", "CallLaunch",
            "prepare_decode", "check_inputs"]
 
 #: d must be a multiple of this: one 16-byte load is 8 halves of one row
@@ -76,9 +78,12 @@ PIECE = 8
 #: chunk stay well under the chunk's HBM time up to here (cuda_core_fma_time), and its
 #: accumulators in registers (module doc); ``benchmarks/decode_bench.py --tune-out`` times
 #: both paths at T = 1, 2, 4, 8 to say which is faster there
-CUDA_CORE_MAX_T = 8
+CUDA_CORE_MAX_T = 4
 #: the most tokens the tensor-core GEMV takes before the large-T hook
 TENSOR_CORE_MAX_T = 256
+#: on sm_90 (no biases) the wgmma dual GEMM takes T from here: its 128-row tile reads each
+#: weight once whatever T, where the tensor-core GEMV re-reads them per group of 64 tokens
+HOPPER_MIN_T = 17
 #: blocks per SM a launch aims for (split-K adds blocks until the grid reaches it)
 BLOCKS_PER_SM = 4
 
@@ -170,9 +175,12 @@ def gemv_tile(T: int, d: int) -> GemvTile:
     """The CUDA-core GEMV for T tokens (compiled for the next power of two: T = 1..8 is four
     kernels), 8 / tokens rows a block (at most 4), and rows of d halves (threads: about two
     16-byte pieces each)."""
-    threads = min(256, max(32, _pow2_at_least(-(-d // PIECE) // 2)))
     tokens = _pow2_at_least(max(T, 1))
-    return GemvTile(tokens=tokens, rows=max(1, min(4, 8 // tokens)), threads=threads).validate()
+    # the H100 tune (records/bench/decode_tune_h100.json): two rows a block where they fit, 256
+    # threads up to 2 tokens and 128 from 4
+    cap = 256 if tokens <= 2 else 128
+    threads = min(cap, max(32, _pow2_at_least(-(-d // PIECE) // 2)))
+    return GemvTile(tokens=tokens, rows=max(1, min(2, 8 // tokens)), threads=threads).validate()
 
 
 def mma_gemv_tile(T: int) -> MmaGemvTile:
@@ -180,7 +188,8 @@ def mma_gemv_tile(T: int) -> MmaGemvTile:
     groups), two m-tiles while the accumulators allow."""
     nt = min(8, max(1, -(-T // 8)))
     nt = _pow2_at_least(nt)
-    return MmaGemvTile(nt=nt, mt=2 if nt <= 4 else 1, warps=4).validate()
+    # the H100 tune: one m-tile and 4 warps, but two m-tiles of 2 warps at 4 n-tiles (T = 32)
+    return MmaGemvTile(nt=nt, mt=2 if nt == 4 else 1, warps=2 if nt == 4 else 4).validate()
 
 
 def weight_bytes(d: int, h: int, itemsize: int = 2) -> int:
@@ -633,15 +642,17 @@ def path_for(T: int, cc=None, bias: bool = False) -> str:
         return "large_t"
     if T <= CUDA_CORE_MAX_T or (cc is not None and tuple(cc) < (7, 5)):
         return "cuda_cores"
-    if T > TENSOR_CORE_MAX_T and not bias and cc is not None and tuple(cc)[:2] == (9, 0):
+    if T >= HOPPER_MIN_T and not bias and cc is not None and tuple(cc)[:2] == (9, 0):
         return "hopper"
     return "tensor_cores"
 
 
 def _hopper(x, wg, wu, bg, bu, out, stream=0):
-    from .wgmma_gemm import swiglu_wgmma
+    from .wgmma_gemm import HopperTile, swiglu_wgmma
 
-    return swiglu_wgmma(x, wg, wu, out, stream=stream or None)
+    # up to one row tile, a cluster of two would leave one CTA of each pair idle
+    tile = HopperTile(cluster=1) if x.shape[0] <= 128 else None
+    return swiglu_wgmma(x, wg, wu, out, tile=tile, stream=stream or None)
 
 
 def prepare_decode(x, wg, wu, bg=None, bu=None, out=None, *, stream_key=0):

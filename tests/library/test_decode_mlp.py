@@ -126,8 +126,10 @@ def test_the_dispatcher_picks_by_t_and_calls_the_hook():
     assert dm.path_for(dm.CUDA_CORE_MAX_T + 1) == dm.path_for(256) == "tensor_cores"
     assert dm.path_for(64, cc=(7, 0)) == "cuda_cores"  # no tensor cores below sm_75
     assert dm.path_for(512, cc=(9, 0)) == "hopper"  # the wgmma dual GEMM beyond the GEMVs
+    assert dm.path_for(dm.HOPPER_MIN_T, cc=(9, 0)) == "hopper"
+    assert dm.path_for(dm.HOPPER_MIN_T - 1, cc=(9, 0)) == "tensor_cores"
     assert dm.path_for(512, cc=(9, 0), bias=True) == "tensor_cores"  # it has no biases
-    assert dm.path_for(256, cc=(9, 0)) == dm.path_for(512, cc=(8, 0)) == "tensor_cores"
+    assert dm.path_for(256, cc=(8, 0)) == dm.path_for(512, cc=(8, 0)) == "tensor_cores"
     arrs, ref = case(9, 16, 6, "float16", seed=2)
     calls = []
 
@@ -137,7 +139,7 @@ def test_the_dispatcher_picks_by_t_and_calls_the_hook():
 
     prev = dm.register_large_t(hook, min_T=9)
     try:
-        assert dm.path_for(9) == "large_t" and dm.path_for(8) == "cuda_cores"
+        assert dm.path_for(9) == "large_t" and dm.path_for(4) == "cuda_cores"
         close(run(dm.swiglu_decode, arrs, "float16"), ref, "float16")
         assert calls == [(9, 16)]
     finally:
@@ -152,7 +154,8 @@ def test_without_tensor_cores_the_gemv_takes_tokens_in_groups(monkeypatch):
 
 
 def test_dispatch_and_default_tiles():
-    assert dm.gemv_tile(1, 4096) == dm.GemvTile(tokens=1, rows=4, threads=256)
+    assert dm.gemv_tile(1, 4096) == dm.GemvTile(tokens=1, rows=2, threads=256)  # the H100 tune
+    assert dm.gemv_tile(4, 4096).threads == 128 and dm.mma_gemv_tile(32).mt == 2
     assert dm.gemv_tile(5, 64).tokens == 8 and dm.gemv_tile(5, 64).threads == 32
     assert dm.mma_gemv_tile(1).tokens == 8 and dm.mma_gemv_tile(64).tokens == 64
     assert dm.mma_gemv_tile(256).tokens == 64  # beyond: token groups
