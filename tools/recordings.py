@@ -31,6 +31,8 @@ RECORDS = ROOT / "records" / "chapters"
 PUBLISHED_GPU = "h100"
 # Where the recording's metadata lives inside a recorded notebook.
 META_KEY = "course_recording"
+# Where a recorded code cell keeps the measurement runs its numbers came from (book/data/lineage.py)
+RUNS_KEY = "course_runs"
 RECORD_COMMAND = "python -m tools.record --out DIR"
 INSTALL_COMMAND = "python -m tools.record --install DIR/chapters-<gpu>.tar.gz"
 
@@ -219,12 +221,18 @@ def current_widget_code(widgets: dict) -> dict:
 
 def stamp(executed_nb, provenance: dict, src: str, seconds: float) -> None:
     """Write the recording's metadata (provenance, cell hashes) into an executed notebook."""
+    cells = []
+    for i, c in enumerate(code_cells(executed_nb)):
+        entry = {"index": i, "id": c.get("id"), "sha256": cell_key(c)}
+        if RUNS_KEY in c.metadata:  # the runs the cell read (absent: not executed)
+            entry["runs"] = c.metadata.pop(RUNS_KEY)
+        cells.append(entry)
     executed_nb.metadata[META_KEY] = {
         "source": src,
         "provenance": provenance,
         "seconds": round(seconds, 1),
-        "cells": [{"index": i, "id": c.get("id"), "sha256": cell_key(c)}
-                  for i, c in enumerate(code_cells(executed_nb))],
+        "lineage": True,  # each executed cell lists the measurement runs it read
+        "cells": cells,
     }
 
 
