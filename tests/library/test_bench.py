@@ -346,7 +346,10 @@ def test_recorded_merges_list_their_rows_and_keep_their_provenance():
         assert listed == stamped, path.name
 
 
-def test_pass_share_divides_by_the_measurement_tables_cublas_row_where_there_is_one():
+def test_pass_share_agrees_with_the_measurement_table_where_it_has_its_rows():
+    """Issue 30: the share table gave GEMM 2,477 us + eager pass 721.8 us (the pass timed alone)
+    beside a one-call "cuBLAS + eager SwiGLU" of 3,496 us: a table that did not add up. Where the
+    record has the one-call row, the share is what the pass adds inside that call."""
     from book.bench.tensorcore import pass_share
     from book.data import Results
 
@@ -356,13 +359,17 @@ def test_pass_share_divides_by_the_measurement_tables_cublas_row_where_there_is_
 
     big, small = (8192, 4096, 14336), (1, 4096, 14336)
     res = Results({}, [row("cublas_bf16_gemm", big, 2.477e-3),
+                       row("cublas_mlp_up_eager", big, 3.496e-3),
                        row("cublas_bf16_gemm_share", big, 2.561e-3),
                        row("separate_pass_eager", big, 0.72e-3),
                        row("cublas_bf16_gemm_share", small, 85e-6),
                        row("separate_pass_eager", small, 5e-6)])
     s = pass_share(res, *big, "eager")
-    assert s["gemm"]["variant"] == "cublas_bf16_gemm"  # one cuBLAS time on the page
-    assert s["share"] == pytest.approx(0.72 / (0.72 + 2.477))
-    t = pass_share(res, *small, "eager")  # T = 1: only the share's own GEMM row
-    assert t["gemm"]["variant"] == "cublas_bf16_gemm_share"
-    assert t["share"] == pytest.approx(5 / 90)
+    assert s["gemm"]["variant"] == "cublas_bf16_gemm" and s["timed"] == "one call"
+    assert s["total"] == pytest.approx(3.496e-3)  # the measurement table's row, exactly
+    assert s["pass_s"] == pytest.approx(3.496e-3 - 2.477e-3)
+    assert s["share"] == pytest.approx((3.496 - 2.477) / 3.496)
+    assert [r["variant"] for r in s["rows"]] == ["cublas_bf16_gemm", "cublas_mlp_up_eager"]
+    t = pass_share(res, *small, "eager")  # T = 1: no one-call row, the two timed apart
+    assert t["gemm"]["variant"] == "cublas_bf16_gemm_share" and t["timed"] == "apart"
+    assert t["total"] == pytest.approx(90e-6) and t["share"] == pytest.approx(5 / 90)
