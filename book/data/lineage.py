@@ -136,11 +136,11 @@ def run_line(run: dict) -> str:
 
 def runs_note(runs: list[dict]) -> str:
     """The line printed under a cell whose numbers come from several runs."""
-    lines = [f"(This cell's numbers come from {len(runs)} measurement runs of "
-             f"book/data, on {runs[0].get('gpu') or 'the GPU'}:"]
+    lines = [f"(Numbers from {len(runs)} measurement runs of book/data, on "
+             f"{runs[0].get('gpu') or 'the GPU'}:"]
     for r in runs:
         lines += textwrap.wrap(run_line(r), 80, initial_indent="  - ",
-                               subsequent_indent="    ")
+                               subsequent_indent="    ", break_on_hyphens=False)
     lines[-1] += ")"
     return "\n".join(lines)
 

@@ -74,7 +74,9 @@ class FragmentExercise(Exercise):
             kind, n, a, vals = self.registers()
         except RuntimeError as err:  # a GPU without the instruction: say what it can run
             return Feedback(False, str(err))
-        rows, cols = a.shape
+        # the question's tile, m16n8k16's A (16 x 16); m16n8k8's A is its first 8 columns, so a
+        # column past 7 there is a wrong answer, not an out-of-range one
+        rows, cols = 16, 16
         wrong, owners = [], {}
         for lane in range(32):
             for e in range(n):
@@ -92,7 +94,7 @@ class FragmentExercise(Exercise):
                 truth = divmod(held, 16)
                 if (r, c) != truth:
                     wrong.append((lane, e, (r, c), truth))
-        what = "m16n8k16 (bf16)" if n == 8 else "m16n8k8 (fp16, this GPU's instruction)"
+        what = "m16n8k16 (bf16)" if n == 8 else "m16n8k8 (fp16, the sm_75 instruction)"
         if wrong:
             shown = "; ".join(f"lane {ln} element {e} (register {e >> 1}, "
                               f"{'high' if e & 1 else 'low'} half) holds A[{t[0]}, {t[1]}] but "
