@@ -17,7 +17,7 @@ import re
 import numpy as np
 import pytest
 
-import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
+import book  # GPU or simulator, decided before numba.cuda is imported
 from repo import ROOT
 
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))

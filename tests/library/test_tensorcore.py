@@ -14,10 +14,16 @@
   to sm_75) with mma/ldmatrix/cp.async in it and no local memory.
 """
 
+import json as _json
+import os as _os
 import re
+import shutil as _shutil
+import subprocess as _subprocess
+import sys as _sys
 
 import numpy as np
 import pytest
+from repo import ROOT as _ROOT
 
 import book
 from numba import cuda  # after book: it picks GPU or simulator
@@ -311,14 +317,6 @@ def test_gemm_main_loop_is_all_tensor_work(texts):
 # The T4 switch (book/target.py): COURSE_TARGET_CC=7.5 makes the simulator or any newer GPU
 # take the sm_75 paths. Each case runs in a fresh process: the switch is read before kernels
 # compile (and, on a GPU, before numba.cuda loads).
-
-import json as _json
-import os as _os
-import shutil as _shutil
-import subprocess as _subprocess
-import sys as _sys
-
-from repo import ROOT as _ROOT
 
 
 def test_the_switch_is_read_and_a_malformed_one_refused(monkeypatch):
