@@ -45,13 +45,16 @@ def name(cc) -> str:
     return f"sm_{cc[0]}{cc[1]}"
 
 
-def describe(cc, real=None) -> str:
-    """What a notebook says it targets: "sm_75", plus, where the switch chose it, why
-    ("sm_75 (COURSE_TARGET_CC=7.5, on an sm_90 GPU)" or "... in Numba's CUDA simulator")."""
+def describe(cc, real=None, simulated: bool = False) -> str:
+    """What a notebook says it targets: "sm_75", plus, where the switch chose it, why and where
+    ("sm_75 (COURSE_TARGET_CC=7.5, on an sm_90 GPU)", "... in Numba's CUDA simulator", or
+    "... compiled with no GPU here" for PTX compiled on a CPU machine). ``cc`` None: the
+    simulator."""
     if cc is None:
         return "Numba's CUDA simulator"
     text = name(cc)
     if forced_cc() == tuple(cc):
-        where = f"on an {name(real)} GPU" if real else "in Numba's CUDA simulator"
+        where = ("in Numba's CUDA simulator" if simulated else
+                 f"on an {name(real)} GPU" if real else "compiled with no GPU here")
         text += f" ({TARGET_CC_ENV}={cc[0]}.{cc[1]}, {where})"
     return text

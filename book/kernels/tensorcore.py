@@ -181,7 +181,7 @@ def target_description() -> str:
 
         if cuda.is_available():
             real = tuple(cuda.get_current_device().compute_capability)
-    return describe(cc, real)
+    return describe(cc, real, SIMULATED)
 
 
 def pack(lo, hi) -> int:

@@ -327,6 +327,8 @@ def test_the_switch_is_read_and_a_malformed_one_refused(monkeypatch):
     monkeypatch.setenv(target.TARGET_CC_ENV, "7.5")
     assert target.forced_cc() == (7, 5)
     assert target.describe((7, 5), (9, 0)) == "sm_75 (COURSE_TARGET_CC=7.5, on an sm_90 GPU)"
+    assert target.describe((7, 5), simulated=True).endswith("in Numba's CUDA simulator)")
+    assert target.describe((7, 5)).endswith("compiled with no GPU here)")  # tools/lab_ptx.py
     assert target.describe((9, 0)) == "sm_90"  # not the switch's: no reason given
     with pytest.raises(RuntimeError, match=r"target is sm_75 .*chosen by COURSE_TARGET_CC"):
         tc.check_capability((7, 5), "bfloat16")
