@@ -53,13 +53,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.cmd == "list":
         from . import labs
-        from .rubric import load_rubric
+        from .rubric import course_points
 
         for name, lab in labs.registry().items():
-            r = load_rubric(name)
+            pts = course_points(name)
             fns = lab.signature()
-            perf = r.get("performance", {}).get("points", 0)
-            print(f"{name}\n    {lab.title}\n    write: {fns}\n    performance points: {perf}")
+            print(f"{name}\n    {lab.title}\n    write: {fns}\n    points: {pts['total']:g} "
+                  f"({pts['correctness']:g} correctness, {pts['performance']:g} performance)\n"
+                  f"    performance points: {pts['performance']:g}")
         return 0
     if args.cmd == "assign":
         from .assign import assign_all
@@ -85,11 +86,12 @@ def main(argv=None) -> int:
     if args.cmd == "export":
         from . import labs
         from .export import write_grades_csv
-        from .gradescope import bundle
+        from .gradescope import assignment_total, bundle
 
         lab = labs.resolve(args.lab)
         if args.what == "gradescope":
             print(f"wrote {bundle(lab, Path(args.out), Path(__file__).resolve().parent.parent, args.seed)}")
+            print(assignment_total(lab))
         else:
             print(f"wrote {write_grades_csv(Path(args.out), lab)}")
         return 0

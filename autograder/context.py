@@ -27,8 +27,9 @@ class ChildFactory:
     """Every sandboxed child of a run is built here, so that each gets the same isolation:
     the namespaces (``isolate``), the uid drop, the paths hidden from it (the run's output
     folder and the folders of the submissions) and, for a student's code, the rubric's
-    budgets. ``calibrate_sandbox`` may step ``isolate``/``drop_uid`` down once, before any
-    submission; every later child gets that choice."""
+    budgets. ``calibrate_sandbox`` may step ``isolate`` down once, before any submission;
+    every later child gets that choice. A student's child drops its uid whatever
+    ``drop_uid`` says (sandbox.Child: never as root); ``drop_uid`` is for trusted children."""
 
     out: Path
     functions: dict

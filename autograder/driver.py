@@ -12,9 +12,12 @@ It never receives the lab's references, solutions, rubric or hidden-case generat
 seeds, shapes and argument order, one test at a time.
 
 Order matters (everything before ``load_submission`` runs before any student code):
-1. isolate(): new network and mount namespaces where the OS allows, the repository, the
-   grader's output folder and the other submissions hidden behind empty tmpfs mounts, then
-   (as root) drop to an unprivileged uid with a process limit.
+1. isolate(): new network and mount namespaces where the OS allows (a seccomp filter cuts the
+   network where no namespace can be made), the repository, the grader's output folder and
+   the other submissions hidden behind empty tmpfs mounts, the grader's Python shared
+   read-only, then (as root) drop to a uid of its own with a process limit; in a user
+   namespace, drop every capability. Student code never runs as root: main() checks before
+   it loads a line of the submission.
 2. import book (GPU or simulator), numpy, numba.cuda; count kernel launches; block torch,
    cupy, jax, triton, tensorflow and book.kernels imports.
 3. run the student's cells, find the function, check its signature, answer commands.
@@ -36,6 +39,8 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from aglinux import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, MS_BIND, MS_NODEV,
                      MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, PR_SET_PDEATHSIG)
+from agprivilege import drop_capabilities, drop_to, privileged, share_read_only
+from agseccomp import deny_network
 from agsettings import SIM_MAX_THREADS, DriverSettings
 
 CFG = DriverSettings.load(sys.argv[1])
@@ -55,10 +60,10 @@ def isolate(cfg):
     import ctypes
 
     got = {"net": False, "mount": False, "uid_drop": False, "hidden": 0, "notes": []}
+    libc = ctypes.CDLL(None, use_errno=True)
     if not cfg.isolate:
         got["notes"].append("isolation disabled by the grader's options")
-        return got
-    libc = ctypes.CDLL(None, use_errno=True)
+        return privileges(cfg, got, libc, userns=False)
     uid, gid = os.getuid(), os.getgid()
     userns = False
     # under compute-sanitizer (grade --sanitize) the launcher made the network namespace around
@@ -75,9 +80,9 @@ def isolate(cfg):
         got["net"] = got["mount"] = got["ipc"] = True
     elif libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | NET | CLONE_NEWIPC) == 0:
         userns = got["ipc"] = True
-        try:
-            for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"0 {uid} 1"),
-                               ("/proc/self/gid_map", f"0 {gid} 1")):
+        try:   # its own uid inside, not 0: it is no root there either (privileges())
+            for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"),
+                               ("/proc/self/gid_map", f"{gid} {gid} 1")):
                 with open(path, "w") as f:
                     f.write(text)
             got["net"] = got["mount"] = True
@@ -88,9 +93,15 @@ def isolate(cfg):
         pass
     elif libc.unshare(CLONE_NEWNET) == 0:
         got["net"] = True
-    else:
-        got["notes"].append("no network namespace: unshare(2) refused (needs root or user "
-                            "namespaces); the submission could reach the network")
+    if got["net"]:
+        got["network"] = "a network namespace of its own (no interface but loopback)"
+    else:   # no namespace (Docker's default seccomp profile refuses it): a filter cuts it
+        why = deny_network()
+        got["network"] = ("cut by a seccomp filter (no socket but a Unix one), no network "
+                          "namespace: unshare(2) refused" if not why else
+                          f"NOT CUT: unshare(2) refused and no seccomp filter ({why}): the "
+                          "submission could reach the network")
+        got["notes"].append(f"network: {got['network']}")
     if got["mount"]:
         if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
             got["notes"].append("could not make mounts private; paths not hidden")
@@ -112,16 +123,33 @@ def isolate(cfg):
         got["notes"].append("no mount namespace: the repository and other submissions are not "
                             "hidden from this submission (run the grader as root or enable user "
                             "namespaces)")
-    if uid == 0 and not userns and cfg.drop_uid is not None:
-        import resource
-        try:
-            resource.setrlimit(resource.RLIMIT_NPROC, (cfg.nproc,) * 2)
-            os.setgroups([])
-            os.setgid(cfg.drop_uid)
-            os.setuid(cfg.drop_uid)
-            got["uid_drop"] = True
-        except OSError as e:
-            got["notes"].append(f"could not drop privileges: {e}")
+    return privileges(cfg, got, libc, userns)
+
+
+def privileges(cfg, got, libc, userns):
+    """The last step before any student code: in a user namespace, give up every capability;
+    as root, share the grader's Python read-only (in a mount namespace: made here if the
+    isolation made none) and become the uid the grader chose, with its process limit. What
+    was done goes into ``got``; main() refuses to run a submission that could still act as
+    root."""
+    if userns:   # the child is the grader's uid: its Python must be read-only to it here
+        if got["mount"]:
+            got["notes"] += share_read_only(libc, cfg.storage.keep, WORK, cover=False)
+        why = drop_capabilities()
+        if why:
+            got["notes"].append(f"could not drop privileges in the user namespace: still {why}")
+        return got
+    if os.getuid() != 0 or cfg.drop_uid is None:
+        return got
+    if not got["mount"] and libc.unshare(CLONE_NEWNS) == 0 and \
+            libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0:
+        got["mount_for_sharing"] = True   # (isolate off: nothing hidden, the Python shared)
+    if got["mount"] or got.get("mount_for_sharing"):
+        got["notes"] += share_read_only(libc, cfg.storage.keep, WORK)
+    why = drop_to(cfg.drop_uid, cfg.nproc)
+    got["uid_drop"] = not why
+    if why:
+        got["notes"].append(f"could not drop privileges: {why}")
     return got
 
 
@@ -754,6 +782,12 @@ def main():
         _REPLY.flush()
         os._exit(3)
     if CFG.mode == "student":
+        why = privileged()
+        if why:   # never: the grader refuses to start such a child, and this makes sure
+            reply(event="fatal", stage="sandbox",
+                  error=f"the sandbox refused to run student code {why}: {ISO.get('notes')}")
+            _REPLY.flush()
+            os._exit(3)
         _count_launches()
         sys.meta_path.insert(0, _Blocker())
         # imports are done; the student's cells run when the grader says so (it holds the GPU

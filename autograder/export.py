@@ -16,10 +16,16 @@ import shutil
 import threading
 from pathlib import Path
 
-from .results import PERFORMANCE
+from .results import PENDING, PERFORMANCE
 
 NEEDS_GPU_REGRADE = ("NEEDS A GPU REGRADE: the simulator could not judge this submission (see "
                      "below); this score is not final, an instructor will grade it again on a GPU")
+
+
+def pending_note(points: float) -> str:
+    """What a pending test says first: its points are in the maximum and not yet awarded."""
+    return (f"PENDING: these {points:g} points are awarded when your kernels are timed on a GPU "
+            "(your instructor grades performance there); until then they count as 0")
 
 
 def first_error(result) -> str | None:
@@ -52,7 +58,10 @@ def _summary(result) -> str:
     first = first_error(result)
     if first:
         lines.append(first)
-    lines.append(f"{result.score}/{result.max_score} points for {result.lab}")
+    pending = result.pending_points
+    lines.append(f"{result.score}/{result.max_score} points for {result.lab}"
+                 + (f" ({pending:g} of them pending: performance is timed on a GPU, by your "
+                    "instructor; until then they count as 0)" if pending else ""))
     if (getattr(result, "regraded", None) or {}).get("note"):   # graded again, alone (grade.py)
         lines.append(f"GRADED AGAIN: {result.regraded['note']}")
     for k, v in result.problems.items():
@@ -80,13 +89,24 @@ def printed_output(result) -> str:
 
 
 def gradescope_test(t) -> dict:
-    """One test of a ``Result`` (a ``results.TestRecord``) as Gradescope's JSON spells it."""
+    """One test of a ``Result`` (a ``results.TestRecord``) as Gradescope's JSON spells it.
+
+    Gradescope's specification (gradescope-autograders.readthedocs.io/en/latest/specs/, "Test
+    case status"; github.com/gradescope/autograder_samples docs/specs.md) knows two statuses,
+    "passed" and "failed", and counts every test's max_score in the total: a test cannot be
+    left ungraded. A PENDING test (performance, where nothing can be timed) therefore keeps
+    its points in the maximum (the course's total, as `autograder list` says), scores 0, is
+    "failed" (a test "passed" at 0/0 said the opposite of the truth) and says first that it
+    is pending and why."""
+    status = t.status or ("passed" if t.passed else "failed")
+    output = t.output
+    if status == PENDING:
+        status, output = "failed", pending_note(t.max_score) + "\n" + t.output
     return {"name": t.name + (" (hidden case)" if t.hidden else ""),
             "score": t.score, "max_score": t.max_score,
             # a test may say its own status: the sanitizer's 0-point test fails
             # (red on Gradescope) when it found something, with no points lost
-            "status": t.status or ("passed" if t.passed else "failed"),
-            "output": t.output, "visibility": t.visibility}
+            "status": status, "output": output, "visibility": t.visibility}
 
 
 def gradescope_doc(score, output: str, tests, extra_data: dict, execution_time=None) -> dict:
@@ -104,7 +124,7 @@ def gradescope_json(result) -> dict:
     """Gradescope's results.json. Hidden cases carry the rubric's visibility (after_due_date by
     default: Gradescope shows them, with their details, only after the due date)."""
     extra = {"id": result.id, "lab": result.lab, "max_score": result.max_score,
-             "status": result.status, "file": result.file, "sha256": result.sha256,
+             "pending_points": result.pending_points, "status": result.status, "file": result.file, "sha256": result.sha256,
              "run": result.run, "flags": [f["what"] + " [" + f["where"] + "]" for f in result.flags]
              + list((result.performance or {}).get("flags", [])),
              "cell_errors": result.cell_errors, "isolation": result.isolation,
@@ -120,6 +140,8 @@ def feedback_markdown(result) -> str:
     if result.status == "needs a GPU":
         L += [f"**{NEEDS_GPU_REGRADE}**", ""]
     L += [f"**{result.score} / {result.max_score} points** (submission `{result.id}`)", ""]
+    if result.pending_points:
+        L += [pending_note(result.pending_points) + ".", ""]
     if (getattr(result, "regraded", None) or {}).get("note"):
         L += [f"**Graded again, alone:** your submission {result.regraded['note']}.", ""]
     for k, v in result.problems.items():
@@ -130,7 +152,8 @@ def feedback_markdown(result) -> str:
             L += [f"- cell {e['cell']}: `{e['error']}`", "", "```", e["message"].strip()[-1500:], "```", ""]
     L += ["## Tests", "", "| test | points | |", "|---|---|---|"]
     for t in result.tests:
-        mark = (("see below" if t.status == "failed" else "nothing found") if t.status else
+        mark = ("pending (timed on a GPU)" if t.status == PENDING else
+                ("see below" if t.status == "failed" else "nothing found") if t.status else
                 "not measured" if t.max_score == 0 else
                 "pass" if t.passed else "FAIL")
         L.append(f"| {t.name}{' (hidden)' if t.hidden else ''} | {t.score}/{t.max_score} | {mark} |")

@@ -27,7 +27,7 @@ from . import labs as _labs
 from .context import ChildFactory, RunContext, child_problem
 from .export import feedback_markdown, first_error, gradescope_json, write_grades_csv
 from .judge import Judge
-from .results import PERFORMANCE, Result, TestRecord
+from .results import PENDING, PERFORMANCE, Result, TestRecord
 from .rubric import NOT_MEASURED_NO_GPU, case_points, load_rubric
 from .sandbox import ChildError, storage_message, sweep_stale_storage, tasks_message
 from .sanitizer import Sanitizer
@@ -133,6 +133,7 @@ class Run:
         rubric = load_rubric(self.lab_name, rubric_path)
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.out, 0o700)   # the class's results: no submission's uid may read them
         self.simulated = simulated
         self.gpus = max(1, int(gpus))
         self.workers = workers or (2 if simulated else 3 * self.gpus)
@@ -198,12 +199,12 @@ class Run:
         return cases
 
     def calibrate_sandbox(self):
-        """Before any submission: can a fully isolated child (namespaces, hidden paths, uid
-        nobody) run a CUDA kernel here? If not, step down (keep the namespaces, keep the uid),
-        and say so in the log: better a weaker sandbox, reported, than a class graded zero."""
+        """Before any submission: can a fully isolated child (namespaces, hidden paths, a uid
+        of its own) run a CUDA kernel here? If not, step down to no namespaces, and say so in
+        the log: better a weaker sandbox, reported, than a class graded zero. Never to a child
+        that keeps root: student code runs as a uid of its own or not at all (sandbox.Child)."""
         isolate = self.children.isolate
-        tries = [("full isolation", isolate, True), ("isolation without the uid drop", isolate, False),
-                 ("no isolation", False, False)]
+        tries = [("full isolation", isolate, True), ("no namespaces", False, True)]
         for what, iso, drop in tries:
             child = self.children.probe(0, isolate=iso, drop_uid=drop)
             try:
@@ -268,7 +269,7 @@ class Run:
                     started = True
                     # timing happens later, from the recording, with no submission alive
                     ev = self.ctx.ask(child, limits.get("load_s", 120), cmd="load")
-                    self._loaded(ev, result)
+                    self._loaded(ev, result, child)
                     if ev.get("event") == "loaded":
                         self.judge.run_tests(child, result)
                         self.judge.prove_kernels(child, result, cells, gpu)
@@ -365,8 +366,9 @@ class Run:
             result.problems["containment"] = ("processes of this submission outlived it: "
                                                  + "; ".join(left)[:600])
 
-    def _loaded(self, ev, result):
-        result.isolation = ev.get("isolation")
+    def _loaded(self, ev, result, child):
+        # what the sandbox gave it and, said, what it could not (sandbox Child.isolation)
+        result.isolation = child.isolation(ev.get("isolation"))
         result.cell_errors = ev.get("cell_errors", [])
         problems = ev.get("problems", {})
         first = first_error(result) if result.cell_errors else None
@@ -386,8 +388,8 @@ class Run:
             if perf:
                 result.tests.append(self._performance_test("not run"))
         p = result.test(PERFORMANCE)
-        if perf and self.simulated and p is not None:  # nothing to earn where nothing can be timed
-            p.max_score, p.score = 0, 0
+        if perf and self.simulated and p is not None:  # pending where nothing can be timed
+            p.max_score, p.score, p.status = perf["points"], 0, PENDING
             if not p.output.startswith(NOT_MEASURED_NO_GPU):
                 p.output = NOT_MEASURED_NO_GPU
         if perf and p is None:
@@ -405,10 +407,11 @@ class Run:
         return result
 
     def _performance_test(self, output: str) -> TestRecord:
-        """The performance test of a submission that was not timed: worth nothing in the
-        simulator, where nothing can be timed."""
+        """The performance test of a submission that was not timed: pending in the simulator,
+        where nothing can be timed (its points stay in the maximum, the course's total)."""
         if self.simulated:
-            return TestRecord(PERFORMANCE, 0, output=NOT_MEASURED_NO_GPU)
+            return TestRecord(PERFORMANCE, self.ctx.perf["points"], output=NOT_MEASURED_NO_GPU,
+                              status=PENDING)
         return TestRecord(PERFORMANCE, self.ctx.perf["points"], output=output)
 
     # -- the whole class

@@ -14,9 +14,22 @@ The root is ``AUTOGRADER_ROOT`` when set (a rehearsal points it at a folder of i
 from whatever was uploaded (files in subfolders, zips, several files), grades it with
 ``python -m autograder grade`` and copies its results.json, or writes one that says what was
 expected when there is nothing it can grade; it never grades a file that is not the student's.
+Its stdout (Gradescope shows it to the instructor) says what it did.
 Every student of a class draws the same hidden cases: the bundle carries a seed drawn when it
 was exported (``export gradescope --seed N`` or ``AUTOGRADER_SEED`` at export time pin it;
 ``AUTOGRADER_SEED`` in the container overrides it).
+
+The totals are the course's (rubric.course_points: what `autograder list` says). Gradescope
+counts every test's max_score; the performance test, which needs a GPU, keeps its points there
+as a pending test (export.gradescope_test), so the bundle's maximum is the course's and the
+assignment's total is set to it (`export gradescope` prints it).
+
+Gradescope runs this as root in a container with Docker's default limits (no CAP_SYS_ADMIN:
+no namespaces, the cgroup file system read-only): the submission runs as a uid of its own
+(sandbox/containment.py, 'uid'), and what that uid may read is what permissions allow. So before
+grading, ``protect`` closes the bundle to other users (the class's seed in gradescope.json,
+the grader's package, the references), leaves the venv readable and not writable by them,
+and every trusted process starts with ``python -I``.
 """
 
 from __future__ import annotations
@@ -27,6 +40,8 @@ import os
 import re
 import secrets
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -35,6 +50,8 @@ from pathlib import Path
 
 from .export import gradescope_doc
 from .results import TestRecord
+from .rubric import course_points
+from .sandbox import TRUSTED_BOOT, sweep_stale_storage, trusted_command
 
 ROOT_ENV = "AUTOGRADER_ROOT"
 CONFIG = "gradescope.json"          # in the bundle's root: the lab, the class's seed
@@ -63,6 +80,8 @@ if ! "$PY" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
     PY="$PWD/venv/bin/python"
 fi
 "$PY" -m pip install --disable-pip-version-check -r requirements.txt
+# the venv is shared, read-only, with every submission's uid: readable, never writable by it
+if [ -d venv ]; then chmod -R a+rX,go-w venv; fi
 PYTHONPATH="$PWD" "$PY" -m autograder list >/dev/null
 chmod +x run_autograder
 """
@@ -75,12 +94,24 @@ ROOT="${AUTOGRADER_ROOT:-/autograder}"
 cd "$ROOT/source"
 PY=python3
 if [ -x "$ROOT/source/venv/bin/python" ]; then PY="$ROOT/source/venv/bin/python"; fi
-PYTHONPATH="$ROOT/source" exec "$PY" -m autograder.gradescope run
-"""
+# `python -I`: nothing from PYTHONPATH, the user's site-packages or this folder is imported
+# (a module planted there would run as the grader); the bundle is put on the path explicitly
+exec "$PY" -I -c "%s" 1 "$ROOT/source" autograder.gradescope run
+""" % TRUSTED_BOOT
 
 
 def root() -> Path:
     return Path(os.environ.get(ROOT_ENV) or "/autograder")
+
+
+def assignment_total(lab: str) -> str:
+    """What the instructor sets in Gradescope, said when the bundle is exported."""
+    p = course_points(lab)
+    return (f"{lab}: set the Gradescope assignment's autograder points to {p['total']:g} "
+            f"({p['correctness']:g} correctness, graded in Gradescope's container, and "
+            f"{p['performance']:g} performance, pending there: its test shows 0 of "
+            f"{p['performance']:g} until you grade the class again on a GPU with "
+            "`python -m autograder grade`)")
 
 
 # --------------------------------------------------------------------------- the bundle
@@ -226,81 +257,161 @@ def choose(found, lab: str, function: str) -> tuple[Path, str]:
         "(File > Download > Download .ipynb in Colab)")
 
 
+def recorded(max_score: float) -> str:
+    """What Gradescope does with a results.json that awards nothing: said to the student, who
+    may think an attempt that was not graded leaves the previous grade standing."""
+    return (f"Gradescope records this attempt as 0/{max_score:g} and, as your latest submission, "
+            "it is the one that counts: submit your notebook again")
+
+
 def refusal(lab: str, message: str, files: list[str], max_score: float) -> dict:
-    """results.json for an upload with nothing to grade: what was expected, in the first line."""
+    """results.json for an upload with nothing to grade: what was expected, in the first line,
+    and what Gradescope records (0 of the course's total: it counts every test's max_score)."""
+    message = f"{message}. {recorded(max_score)}."
     return gradescope_doc(0.0, message, [TestRecord("submission", max_score, 0.0, message,
                                                     status="failed")],
                           {"lab": lab, "status": "nothing graded", "files": files[:50]})
 
 
-def _max_score(lab: str) -> float:
-    """The lab's points in the simulator, as `grade` counts them (performance is worth nothing
-    where nothing can be timed)."""
-    import numpy as np
+def protect(base: Path) -> list[str]:
+    """Close the bundle to every uid but the grader's (root): a submission runs as a uid of its
+    own that may read only what others may. The class's seed (gradescope.json), the grader's
+    package and the course library (their references and hidden-case generators) become the
+    grader's alone, the results folder is not writable by others, the source folder may be
+    entered (the venv lies in it) but not listed or changed. What was changed, for the log."""
+    src = base / "source"
+    done = []
 
-    from . import labs
-    from .rubric import case_points, load_rubric
+    def chmod(p: Path, clear: int, add: int = 0):
+        try:
+            st = p.lstat()
+        except OSError:
+            return
+        if stat.S_ISLNK(st.st_mode):
+            return
+        mode = (stat.S_IMODE(st.st_mode) & ~clear) | add
+        if mode != stat.S_IMODE(st.st_mode):
+            os.chmod(p, mode)
+            done.append(f"{p.relative_to(base)} {mode:o}")
 
-    rub = load_rubric(lab)["correctness"]
-    cases = labs.get(lab).cases(np.random.default_rng(0), True, rub)
-    return float(sum(case_points(c, rub) for c in cases))
+    chmod(base, 0o022)
+    chmod(src, 0o066, 0o011)   # enter (the venv is inside), not list, not change
+    for entry in sorted(src.iterdir()) if src.is_dir() else []:
+        if entry.name != "venv":
+            chmod(entry, 0o077)
+    results = base / "results"
+    if results.is_dir():
+        chmod(results, 0o022)
+    return done
 
 
 def run(base: Path | None = None) -> int:
+    """Grade the upload in ``base`` (/autograder): results.json, and a log on stdout for the
+    instructor (Gradescope keeps it in results/stdout)."""
     base = base or root()
     results = base / "results"
     results.mkdir(parents=True, exist_ok=True)
     cfg = json.loads((base / "source" / CONFIG).read_text())
     lab = cfg["lab"]
+    say = lambda *a: print("run_autograder:", *a, flush=True)  # noqa: E731
+    total = course_points(lab)["total"]
+    say(f"{lab}, {total:g} points (the course's total: correctness here, performance pending "
+        "until a GPU regrade)")
+    changed = protect(base)
+    say("closed to the submission's uid: " + (", ".join(changed) or "nothing to change"))
+    swept = sweep_stale_storage()   # what a grader killed before here left (its seed with it)
+    if swept:
+        say(f"removed what killed graders left: {', '.join(swept)}")
 
-    def write(doc):
+    def write(doc, why: str):
         (results / "results.json").write_text(json.dumps(doc, indent=1))
+        say(f"wrote {results / 'results.json'}: {doc['score']:g}/"
+            f"{sum(t['max_score'] for t in doc['tests']):g} ({why})")
 
     from . import labs
 
     function = next(iter(labs.get(lab).functions))
-    work = Path(tempfile.mkdtemp(prefix="ag-gradescope-"))
+    # named ag-<pid>-...: the next grader removes it if this one is killed (sweep_stale_storage)
+    work = Path(tempfile.mkdtemp(prefix=f"ag-{os.getpid()}-gradescope-"))
+    proc = None
+
+    def stop(signum, _frame):   # Gradescope's time limit, a Ctrl-C: nothing left behind
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)   # `grade` kills its children whole on SIGTERM
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+        say(f"stopped by {signal.Signals(signum).name}")
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
     try:
         found, other = candidates(base / "submission", work)
+        say(f"uploaded: {', '.join(n for n, _ in found) or 'no notebook or .py'}"
+            + (f"; other files: {', '.join(other[:20])}" if other else ""))
         if not found:
             held = ", ".join(other[:20]) or "nothing"
             write(refusal(lab, f"nothing to grade: your submission held {held}. Expected the lab's "
                           f"notebook, {lab}.ipynb, as downloaded from Colab (File > Download > "
                           "Download .ipynb), or a .py file that defines "
-                          f"`{function}`. Submit it again; this attempt is not graded.",
-                          other, _max_score(lab)))
+                          f"`{function}`", other, total), "nothing to grade")
             return 0
         try:
             path, note = choose(found, lab, function)
         except NothingToGrade as e:
-            write(refusal(lab, f"nothing graded: {e}. This attempt is not graded.",
-                          [n for n, _ in found] + other, _max_score(lab)))
+            write(refusal(lab, f"nothing graded: {e}", [n for n, _ in found] + other, total),
+                  "could not choose a file")
             return 0
+        say(f"grading {path.relative_to(work) if work in path.parents else path.relative_to(base)}"
+            + (f" ({note})" if note else ""))
         out = work / "graded"
         env = dict(os.environ)
         env.setdefault("AUTOGRADER_SEED", str(cfg["seed"]))   # the class's seed, unless overridden
-        proc = subprocess.run([sys.executable, "-m", "autograder", "grade", lab, str(path),
-                               "--out", str(out), "--quiet"], env=env, capture_output=True,
-                              text=True, timeout=GRADE_TIMEOUT_S)
+        proc = subprocess.Popen(trusted_command("autograder", "grade", lab, str(path), "--out",
+                                                str(out), "--quiet", path=[str(base / "source")]),
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, preexec_fn=_die_with_parent)
+        try:
+            text, _ = proc.communicate(timeout=GRADE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGTERM)
+            text, _ = proc.communicate(timeout=30)
         graded = sorted(out.glob("*/results.json"))
         if proc.returncode != 0 or len(graded) != 1:
-            raise RuntimeError(f"the grader stopped (exit {proc.returncode}): "
-                               f"{(proc.stdout + proc.stderr)[-1500:]}")
+            raise RuntimeError(f"the grader stopped (exit {proc.returncode}): {text[-1500:]}")
         doc = json.loads(graded[0].read_text())
         if note:
             doc["output"] = doc.get("output", "") + "\n" + note
-        write(doc)
-        print(doc.get("output", ""))
+        iso = doc.get("extra_data", {}).get("isolation") or {}
+        say(f"sandbox: containment {iso.get('containment')}, uid {iso.get('uid')}, network "
+            f"{iso.get('network', 'n/a')}")
+        for m in iso.get("missing", []):
+            say(f"  without {m}")
+        write(doc, doc.get("extra_data", {}).get("status", "graded"))
+        say(doc.get("output", "").splitlines()[0] if doc.get("output") else "")
         return 0
     except Exception as e:  # the grader's own failure: the student is told it is not theirs
         msg = (f"GRADER ERROR (not your code's fault): {type(e).__name__}: {e}"[:2000]
-               + "\nYour instructor has the details; submit again later or ask them.")
-        write(gradescope_doc(0.0, msg, [TestRecord("grader", 0.0, 0.0, msg, status="failed")],
-                             {"lab": lab, "status": "grader error"}))
+               + f"\nYour instructor has the details. {recorded(total)}, or ask your instructor "
+               "to grade it again.")
+        write(gradescope_doc(0.0, msg, [TestRecord("grader", total, 0.0, msg, status="failed")],
+                             {"lab": lab, "status": "grader error"}), "grader error")
         print(msg, file=sys.stderr)
         return 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _die_with_parent() -> None:
+    """In the `grade` process: SIGTERM when this runner dies, however (its handler kills every
+    child whole, whose launchers remove their folders)."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ import dataclasses
 from dataclasses import dataclass, field
 
 PERFORMANCE = "performance"   # the name of the performance test, in every output
+# A test whose points no grader here can award yet (performance in the simulator: it is timed
+# on a GPU): it keeps its points in the maximum, scores 0 until then, and says so.
+PENDING = "pending"
 
 
 @dataclass
@@ -22,7 +25,7 @@ class TestRecord:
     output: str = ""
     visibility: str = "visible"    # Gradescope's: visible, after_due_date, ...
     hidden: bool = False           # a hidden case: its details withheld before the due date
-    status: str | None = None      # its own status (the sanitizer's 0-point test), else by score
+    status: str | None = None      # its own status (the sanitizer's 0-point test; PENDING), else by score
 
     @classmethod
     def for_case(cls, case: dict, hidden_visibility: str, **kw) -> TestRecord:
@@ -75,6 +78,11 @@ class Result:
 
     def test(self, name: str) -> TestRecord | None:
         return next((t for t in self.tests if t.name == name), None)
+
+    @property
+    def pending_points(self) -> float:
+        """Points of the maximum that no grader here could award yet (PENDING tests)."""
+        return sum(t.max_score for t in self.tests if t.status == PENDING)
 
     def to_json(self) -> dict:
         """For pending.json: everything but the working state that cannot be saved."""

@@ -19,7 +19,6 @@ import signal
 import stat
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -32,7 +31,7 @@ from .context import RunContext, child_problem
 from .results import PERFORMANCE, TestRecord
 from .rubric import (NOT_MEASURED_NO_GPU, REMEASURE_BAND, UNVERIFIED, basis_words, near_boundary,
                      score_performance)
-from .sandbox import ChildError
+from .sandbox import ChildError, trusted_command
 from .submission import read_cells
 
 REPO = Path(__file__).resolve().parent.parent
@@ -132,9 +131,11 @@ class ReplayServer:
     def start(self, timeout=600):
         env = dict(os.environ)
         env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
-        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
         self._err = tempfile.TemporaryFile(mode="w+")   # a file: a chatty library never blocks it
-        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.replay"], cwd=REPO, env=env,
+        # `python -I`: the repository and the instructor's PYTHONPATH (carried wheels), given
+        # explicitly; nothing else from the environment, the user's site or the folder
+        path = [str(REPO), *env.get("PYTHONPATH", "").split(os.pathsep)]
+        self.proc = subprocess.Popen(trusted_command("autograder.replay", path=path), cwd=REPO, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
                                      start_new_session=True, text=True, bufsize=1)
         self.pid = self.proc.pid

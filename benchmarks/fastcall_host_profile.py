@@ -81,7 +81,7 @@ def main():
     # the stand-in driver, on a path that believes it has one
     fc._cu, fc.fast, fc._multi_gpu = StubDriver, True, False
     fc._launch = StubDriver.cuLaunchKernel
-    fastcall._current_raw_stream = lambda: (lambda device: 0)
+    fastcall.current_raw_stream = lambda: (lambda device: 0)
     plan = fastcall.Plan(StubDriver.CUstream(1), 74, 32,
                           fastcall.PackedParams([0] * 21), g.get_device())
 

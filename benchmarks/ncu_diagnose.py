@@ -1,4 +1,4 @@
-"""Diagnosis profiles for chapter 9: what Nsight Compute's counters say about three kernels.
+"""Diagnosis profiles for chapter 10: what Nsight Compute's counters say about three kernels.
 
 One command on a GPU machine with ``ncu`` records ``book/data/ncu/diagnosis_<gpu>.json``:
 
@@ -9,7 +9,7 @@ use, so the profile is comparable with ``book.bench``), which profiles the launc
 last call (earlier calls compile and warm the caches). Cases, float32, 8192 x 14336:
 
 - ``fused``: the one-element-per-thread fused kernel (``book.kernels.fused.swiglu_fused``):
-  its warp-state (stall) sampling, occupancy, DRAM bytes. The diagnosis of chapter 9.
+  its warp-state (stall) sampling, occupancy, DRAM bytes. The diagnosis of chapter 10.
 - ``vec4``: the control, the same SwiGLU with 8 elements and 16-byte accesses per thread
   (``book.kernels.vectorized.swiglu_vec4``): what the stall profile looks like after the fix.
 - ``naive``: the two-kernel pair (silu -> tmp, tmp * up): DRAM bytes of both launches.

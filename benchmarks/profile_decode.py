@@ -1,4 +1,4 @@
-"""A decode-step timeline for chapter 9: a Python loop of launches against a CUDA-graph replay.
+"""A decode-step timeline for chapter 10: a Python loop of launches against a CUDA-graph replay.
 
 One command on a GPU machine records ``book/data/profile/decode_timeline_<gpu>.json``:
 

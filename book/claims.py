@@ -2,7 +2,8 @@
 
 Each quoted figure below comes from one of the course's source documents (``book.sources``:
 ``vizuara`` Vizuara's SwiGLU article, ``orin`` the Jetson Orin optimisation report, ``ptx-dsl``
-the PTX-DSL SwiGLU page); rows name their source by key, and pages print its name with
+the PTX-DSL SwiGLU page, whose project also publishes the Hopper GEMM figure of
+:func:`published_gemm`); rows name their source by key, and pages print its name with
 ``book.sources.name``. Every "ours" figure is read from ``book/data/<gpu>.json``,
 recorded by ``python -m book.bench``; nothing measured is typed here. The ``why``
 column says where and why the two differ.
@@ -42,6 +43,14 @@ ORIN_NCU = {
 PTX_DSL_BANDWIDTH = 2.8e12  # B/s at M=2048, F=8192, float32, on H100 ("94% of HBM3 peak")
 PTX_DSL_PEAK_FRACTION = 0.94
 PTX_DSL_SPEEDUP = 1.6  # over F.silu(gate) * up eager, same shape
+# The same project's published GEMM: the Python PTX DSL behind the PTX-DSL page also
+# publishes a hand-written Hopper GEMM (wgmma fed by TMA, warp-specialized, clusters with
+# multicast), bf16 at M = N = K = 8192 on an H100 SXM5: "815 TFLOPS" (its v0.1.0 release
+# notes, and the docstring of its examples/hopper/gemm_highperf_hopper.py). Their kernel,
+# shape and measurement: shown beside ours as a published figure, never as ours.
+PTX_DSL_GEMM_FLOPS = 815e12
+PTX_DSL_GEMM_SHAPE = (8192, 8192, 8192)  # M, N, K
+PTX_DSL_GEMM_GPU = "H100 SXM5"
 VIZUARA_SPEEDUP = 1.7  # fused over the unfused two-kernel path ("about 5/3")
 VIZUARA_PEAK = 3.35e12  # "about 3.35 TB/s" of HBM bandwidth on an H100
 
@@ -235,6 +244,19 @@ def table(results=None):
     for r in rows:
         r["gpu"] = gpu
     return rows
+
+
+def published_gemm() -> dict:
+    """The PTX-DSL project's published Hopper GEMM figure, labelled as published: {source
+    (a key of ``book.sources``), name (how pages name the source), project, what, flops_per_s,
+    shape (M, N, K), dtype, gpu, where (where it is published)}. Nothing here was measured
+    by the course."""
+    return {"source": "ptx-dsl", "name": source_name("ptx-dsl"),
+            "project": f"pyptx (the {source_name('ptx-dsl')}'s project)",
+            "what": "a hand-written warp-specialized wgmma + TMA GEMM",
+            "flops_per_s": PTX_DSL_GEMM_FLOPS, "shape": PTX_DSL_GEMM_SHAPE,
+            "dtype": "bfloat16", "gpu": PTX_DSL_GEMM_GPU,
+            "where": "the project's release notes (v0.1.0) and its Hopper GEMM example"}
 
 
 #: the IEEE-math controls: each variant is its fast-math twin compiled without fastmath

@@ -181,11 +181,14 @@ def main(argv) -> int:
     only = set(argv[argv.index("--only") + 1].split(",")) if "--only" in argv else set(STEPS)
     gpus = argv[argv.index("--gpus") + 1] if "--gpus" in argv else "1"
     n_batch = int(argv[argv.index("--batch") + 1]) if "--batch" in argv else 200
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="agreport-"))
     from book.provenance import provenance
 
     summary = {"provenance": provenance("python -m tools.grader_report " + " ".join(argv)), "steps": []}
+    if not summary["provenance"].get("commit"):   # every record states the grader it ran
+        raise SystemExit("tools.grader_report: no commit to record (no .git here): run it as "
+                         "COURSE_COMMIT=<the commit of this tree> python -m tools.grader_report ...")
+    base.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="agreport-"))
     save(base, summary)
     subs_n = neighbours(work / "subs")
     ids_n = ["lab2_packed_swiglu"] + [f"neighbour_{i}" for i in range(NEIGHBOURS)]

@@ -6,10 +6,15 @@ The package, by concept:
   scrubbed environment, limits, capped output, deadlines, the budgets' watchdog), and the
   grader's open children (``open_children_pids``, ``kill_open_children``).
 - ``containment``: how a submission's processes are held so that they die with it (a PID
-  namespace, else a cgroup killed whole; else refused unless allowed), and cgroups.
+  namespace, else a cgroup killed whole, else (as root, Docker's default limits) the child's
+  own uid; else refused unless allowed), and cgroups.
 - ``paths``, ``uid``, ``storage``, ``tasks``: what a child sees (every path hidden but what it
-  needs), the uid of its own it becomes, the size-limited file system it writes to, the count
-  of its processes and threads.
+  needs; the grader's own processes started with ``python -I``), the uid of its own it becomes
+  (student code never runs as root), the size-limited file system it writes to, the count of
+  its processes and threads.
+- ``privilege``, ``permissions``, ``seccomp``: the driver's side of the uid drop (capabilities,
+  the grader's Python shared read-only, its own check that it is no root), what another uid
+  may read or change, and the seccomp filter that cuts the network where no namespace can.
 - ``budgets``: host and GPU memory summed over a submission's processes, watched while it runs.
 - ``process``: the process table and killing a tree or cgroup whole; ``linux``: the kernel's
   constants for unshare, prctl and mount.
@@ -22,8 +27,9 @@ The package, by concept:
   init dies with it too. ``python -m autograder grade`` stopped by SIGTERM, SIGINT or SIGHUP
   kills every open child itself first (``kill_open_children``).
 
-``process``, ``linux`` and ``settings`` depend on the standard library alone: they are copied
-beside the launcher and the driver (``TRUSTED_FILES``). Other modules import the names below
+``process``, ``linux``, ``settings``, ``privilege``, ``permissions`` and ``seccomp`` depend on
+the standard library (and each other) alone: they are copied beside the launcher and the driver
+(``TRUSTED_FILES``). Other modules import the names below
 from ``autograder.sandbox``, never from its submodules.
 
 For the grader:
@@ -31,7 +37,8 @@ For the grader:
   SystemExit with cause and fix) where student code cannot be contained; ``Child`` raises it too.
 - ``Child(..., limits={"mem_bytes": .., "gpu_mem_bytes": ..})``: the budgets (GPU default:
   GPU_BUDGET_FRACTION of the device; the names are ``Limits``' fields). Over budget:
-  ChildError("memory", message).
+  ChildError("memory", message). ``child.isolation(driver_report)``: what the child got and
+  ``missing``, each protection it did not get with why (results' ``extra_data.isolation``).
 - ``child.pids()`` (host PIDs now), ``child.pids_seen``, ``child.init_pid()``.
 - after ``child.close()``: ``child.survivors()`` ([] when containment held) and, where
   ``gpuwatch.available()``, ``child.gpu_leftovers()`` ([] when none of its processes holds a
@@ -40,24 +47,30 @@ For the grader:
   outside the grader's open children holds that GPU).
 """
 
+from . import linux, seccomp
 from .budgets import GPU_BUDGET_FRACTION, Budget, default_budgets, gpu_memory, host_memory
 from .child import (TRUSTED_FILES, Child, ChildError, kill_open_children, open_children_pids,
                     scrubbed_env)
 from .containment import (ContainmentUnavailable, containment_support, refusal_message,
                           resolve_containment)
-from .process import alive, descendants, kill_tree, pids_in_namespace, process_info
+from .paths import TRUSTED_BOOT, grader_paths, trusted_command
+from .permissions import reachable, writable_by_others
+from .process import alive, descendants, kill_tree, kill_uid, pids_in_namespace, pids_of_uid, process_info
 from .settings import SIM_MAX_THREADS, DriverSettings, LaunchSettings, Limits, Storage
 from .storage import PLACES, storage_message, storage_use, sweep_stale_storage
 from .tasks import pids_cgroup_base, tasks_message, tasks_refused
-from .uid import NOBODY, can_drop_uid
+from .uid import CHILD_UID_BASE, CHILD_UID_SPAN, NOBODY, can_drop_uid, uid_drop_support
 
 __all__ = [
-    "GPU_BUDGET_FRACTION", "NOBODY", "PLACES", "SIM_MAX_THREADS", "TRUSTED_FILES", "Budget", "Child",
+    "CHILD_UID_BASE", "CHILD_UID_SPAN", "GPU_BUDGET_FRACTION", "NOBODY", "PLACES",
+    "SIM_MAX_THREADS", "TRUSTED_BOOT", "TRUSTED_FILES", "Budget", "Child",
     "ChildError", "ContainmentUnavailable", "DriverSettings", "LaunchSettings", "Limits", "Storage",
     "alive", "can_drop_uid",
-    "containment_support", "default_budgets", "descendants", "gpu_memory", "host_memory",
-    "kill_open_children", "kill_tree", "open_children_pids", "pids_cgroup_base",
-    "pids_in_namespace", "process_info", "refusal_message", "resolve_containment",
+    "containment_support", "default_budgets", "descendants", "gpu_memory", "grader_paths",
+    "host_memory",
+    "kill_open_children", "kill_tree", "kill_uid", "open_children_pids", "pids_cgroup_base",
+    "pids_in_namespace", "pids_of_uid", "process_info", "refusal_message", "resolve_containment",
     "scrubbed_env", "storage_message", "storage_use", "sweep_stale_storage", "tasks_message",
-    "tasks_refused",
+    "tasks_refused", "trusted_command", "uid_drop_support", "linux", "seccomp", "reachable",
+    "writable_by_others",
 ]

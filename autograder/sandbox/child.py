@@ -29,26 +29,31 @@ import weakref
 from pathlib import Path
 
 from .budgets import default_budgets
-from .containment import containment_support, new_cgroup, remove_cgroup, resolve_containment
+from .containment import (ContainmentUnavailable, containment_support, new_cgroup, remove_cgroup,
+                          resolve_containment, root_refusal)
 from .paths import AUTOGRADER, REPO, grader_paths, hide_list, needed_paths
-from .process import (all_pids, alive, descendants, kill_cgroup, kill_tree, parent_pid,
-                      pid_namespace, pids_in_namespace, process_info)
+from .permissions import reachable
+from .process import (all_pids, alive, descendants, kill_cgroup, kill_tree, kill_uid, parent_pid,
+                      pid_namespace, pids_in_namespace, pids_of_uid, process_info, uid_of)
 from .settings import DriverSettings, LaunchSettings, Limits, Storage
 from .storage import PLACES, mount_storage, storage_use, sweep_stale_storage, unmount
 from .tasks import new_pids_cgroup, tasks_refused
-from .uid import can_drop_uid, new_child_uid
+from .uid import new_child_uid
 
 HERE = Path(__file__).resolve().parent
 OUTPUT_CAP = 64 * 1024          # bytes of stdout+stderr kept per submission (head)
 
 # The trusted files copied into every child's folder: its name there -> the file here. The
-# launcher imports agsettings, agprocess and aglinux, the driver agsettings, aglinux and aginputs,
-# by these names.
+# launcher imports agsettings, agprocess and aglinux, the driver agsettings, aglinux, aginputs,
+# agprivilege (with agpermissions) and agseccomp, by these names.
 TRUSTED_FILES = {
     "aglauncher.py": HERE / "launcher.py",
     "agsettings.py": HERE / "settings.py",
     "agprocess.py": HERE / "process.py",
     "aglinux.py": HERE / "linux.py",
+    "agprivilege.py": HERE / "privilege.py",
+    "agpermissions.py": HERE / "permissions.py",
+    "agseccomp.py": HERE / "seccomp.py",
     "agdriver.py": AUTOGRADER / "driver.py",
     "aginputs.py": AUTOGRADER / "inputs.py",
 }
@@ -165,10 +170,12 @@ class Child:
     mem_bytes (host memory budget, summed over the submission's processes), gpu_mem_bytes (GPU
     memory budget, the same, through NVML), fsize_bytes, nofile, disk_bytes, files, tasks; an
     unknown name is a ValueError.
-    ``contain``: 'auto' | 'pidns' | 'cgroup' | 'none' (see resolve_containment); a student
-    child with no containment available raises ContainmentUnavailable unless
-    ``allow_uncontained`` (or AUTOGRADER_ALLOW_UNCONTAINED=1). ``budgets`` replaces the
-    default budgets (a list of Budget)."""
+    ``contain``: 'auto' | 'pidns' | 'cgroup' | 'uid' | 'none' (see resolve_containment); a
+    student child with no containment available raises ContainmentUnavailable unless
+    ``allow_uncontained`` (or AUTOGRADER_ALLOW_UNCONTAINED=1). A student child never runs as
+    root: a root grader gives it a uid of its own (whatever ``drop_uid`` says; it decides for
+    trusted children) or raises ContainmentUnavailable, with no override.
+    ``budgets`` replaces the default budgets (a list of Budget)."""
 
     def __init__(self, *, mode: str, functions: dict, cells: list | None, simulated: bool,
                  gpu: int | None = None, limits: dict | None = None, hide=(), isolate: bool = True,
@@ -176,12 +183,18 @@ class Child:
                  budgets: list | None = None, wrap: list | None = None, wrap_env: dict | None = None,
                  keep=(), fault: str | None = None):
         typed = Limits.of(limits)   # the defaults (settings.Limits) and what the caller changed
+        self.hide_asked = [str(p) for p in hide]
         self.limits = dataclasses.asdict(typed)   # a dict, as the grader reads it (child.limits["tasks"])
         self.simulated = simulated
         self.gpu = gpu
         untrusted = mode == "student"
+        self.mode_untrusted = untrusted
         self.containment, self.containment_note = resolve_containment(
             contain, allow_uncontained if isolate else True, untrusted)
+        root = os.getuid() == 0
+        support = containment_support()
+        if root and untrusted and not support["uid"]:   # never as root: no override
+            raise ContainmentUnavailable(root_refusal(support))
         self.budgets = budgets if budgets is not None else default_budgets(self.limits, gpu, simulated)
         if not _swept:   # once per grader: what graders killed before us left mounted
             _swept.append(sweep_stale_storage())
@@ -212,9 +225,10 @@ class Child:
                 self.pids_note = f"cannot set pids.max on the containment cgroup: {e.strerror}"
         cmd_r, cmd_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        root = os.getuid() == 0
         self.uid = (new_child_uid({c.uid for c in list(_open_children)})
-                    if (root and drop_uid and isolate and can_drop_uid()) else None)
+                    if root and (untrusted or (drop_uid and support["uid"])) else None)
+        self.uid_note = ("" if self.uid is not None else
+                         "a trusted child: it runs as the grader" if root else support["why_not_uid"])
         settings = DriverSettings(
             mode=mode, functions=functions, simulated=simulated,
             workdir=str(self.workdir), trusted_dir=str(trusted),
@@ -339,11 +353,13 @@ class Child:
                 got = set()
         elif self.containment == "pidns" and self.pidns_inode is not None:
             got = pids_in_namespace(self.pidns_inode)
+        elif self.containment == "uid":   # every process of its uid is its (the launcher's not)
+            got = pids_of_uid(self.uid)
         else:
             got = set()
         if self.proc.poll() is None:
             got.add(self.proc.pid)
-        if self.containment == "none" and self.proc.poll() is None:   # (a reaped PID may be reused)
+        if self.containment in ("none", "uid") and self.proc.poll() is None:   # (a reaped PID may be reused)
             got |= {p for p in descendants(self.proc.pid) if alive(p)}
         got = {p for p in got if alive(p)}
         self.pids_seen |= got
@@ -465,10 +481,12 @@ class Child:
         cgroup, and the launcher's process group."""
         if self.killed_for is None:
             self.killed_for = why
-        if self.containment == "none" and self.proc.poll() is None:
+        if self.containment in ("none", "uid") and self.proc.poll() is None:
             # the launcher is the subreaper of the whole tree: kill all of it below the
             # launcher while the launcher still holds the orphans
             kill_tree(self.proc.pid, timeout=2.0)
+        if self.uid is not None:   # every process of its uid, whatever tree it left
+            kill_uid(self.uid, timeout=2.0)
         if self.containment == "cgroup" and self.cgroup:
             kill_cgroup(self.cgroup)
         init = self.init_pid()   # the init of the namespace: the kernel kills the rest
@@ -585,6 +603,8 @@ class Child:
             left = {p for p in self.pids_seen if alive(p) and self._still_ours(p)}
             if self.containment == "none":   # orphans leave the tree: look for our directory
                 left |= {p for p in all_pids() if alive(p) and self._still_ours(p)}
+            if self.uid is not None:   # and every process of its uid, in any mode
+                left |= pids_of_uid(self.uid)
             try:
                 left |= self.pids()
             except OSError:
@@ -596,6 +616,8 @@ class Child:
 
     def _still_ours(self, pid: int) -> bool:
         """A PID seen earlier may have been reused by an unrelated process since."""
+        if self.uid is not None and uid_of(pid) == self.uid:
+            return True
         if self.pidns_inode is not None:
             return pid_namespace(pid) == self.pidns_inode
         if self.cgroup:
@@ -621,6 +643,44 @@ class Child:
         from autograder import gpuwatch
 
         return gpuwatch.held_by(self.pids_seen, max_age=0)
+
+    def isolation(self, achieved: dict | None) -> dict:
+        """What this child got, for its result (``extra_data.isolation``): the driver's account
+        (``achieved``: namespaces, hidden paths, the uid drop, the network) joined with the
+        grader's (containment, storage, the count of processes), and ``missing``: every
+        protection it did not get, each with why, so that nothing fails silently."""
+        iso = dict(achieved or {})
+        sup = containment_support()
+        iso.update(containment=self.containment, pid_namespace=self.containment == "pidns",
+                   own_file_system=self.storage_private, uid=self.uid)
+        missing = []
+        if self.containment != "pidns":
+            how = {"cgroup": "its processes are killed as one cgroup",
+                   "uid": "its processes are found and killed by its uid",
+                   "none": "the launcher kills the tree it holds"}[self.containment]
+            why = sup["why_not_pidns"] or f"containment {self.containment!r} was asked for"
+            missing.append(f"PID namespace ({why}): containment '{self.containment}', {how}; it "
+                           "can see the machine's other processes in /proc")
+        if not self.storage_private:
+            missing.append(f"a file system of its own ({self.storage_note}): its working folder is "
+                           "on the host's disk, limited per file only")
+        if not iso.get("uid_drop"):
+            notes = [n for n in iso.get("notes", []) if "privileges" in n]
+            missing.append(f"a uid of its own ({'; '.join(notes) or self.uid_note or 'not asked'})")
+        if not iso.get("net"):
+            missing.append(f"network namespace: {iso.get('network') or 'not made'}")
+        if not iso.get("mount"):
+            # what a mount namespace would have hidden and its uid may read anyway
+            open_ = [p for p in [str(AUTOGRADER), *self.hide_asked] if os.path.exists(p) and not reachable(p)]
+            missing.append("mount namespace: /tmp, /dev/shm and the file system are the host's; what "
+                           "it may read is what its uid's permissions allow"
+                           + (f" (readable by it: {', '.join(open_)})" if open_ else
+                              " (the grader's package and folders are closed to it)"))
+        if self.pids_cgroup is None and self.mode_untrusted:
+            missing.append(f"a pids cgroup ({self.pids_note}): its processes and threads are "
+                           "counted by RLIMIT_NPROC of its uid")
+        iso["missing"] = missing
+        return iso
 
     def report(self) -> dict:
         """What the sandbox knows about this submission, for measurements.jsonl."""

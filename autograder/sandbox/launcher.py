@@ -5,10 +5,12 @@ Copied into the child's trusted folder as ``aglauncher.py`` (with ``agsettings.p
 ``python -I -B aglauncher.py config.json``. Limits first, then the containment, then the
 driver. In a PID namespace the driver is the namespace's init: when it dies (killed by the
 grader, or through PR_SET_PDEATHSIG when this launcher dies) the kernel kills every process
-in the namespace. In a cgroup the cgroup is killed whole; with neither (allowed by the
-instructor only) this launcher stays as the subreaper of the tree and kills everything below
-it when the driver ends. If the grader dies this launcher gets SIGTERM and kills its tree
-before it exits.
+in the namespace. In a cgroup the cgroup is killed whole. By uid (no namespace, no cgroup:
+Docker's default limits) and with no containment (allowed by the instructor only) this
+launcher stays as the subreaper of the tree and kills everything below it when the driver
+ends, and by uid every process of the child's uid, wherever it went. If the grader dies
+this launcher gets SIGTERM, kills its tree, and removes what the grader would have: the
+child's folder (its file system, where it has one of its own) and its cgroups.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import os
 import resource
 import select
+import shutil
 import signal
 import sys
 
@@ -26,9 +29,9 @@ import sys
 # the child's uid (the submission may write there) while this launcher stays alive as root, so
 # a module planted there must never be found by an import made later.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from aglinux import (CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, MS_NODEV, MS_NOEXEC, MS_NOSUID,
-                     MS_PRIVATE, MS_REC, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG)
-from agprocess import kill_cgroup, kill_tree
+from aglinux import (CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, MNT_DETACH, MS_NODEV, MS_NOEXEC,
+                     MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG)
+from agprocess import kill_cgroup, kill_tree, kill_uid
 from agsettings import DriverSettings
 
 del sys.path[0]
@@ -69,7 +72,7 @@ def launch(cfg_path: str) -> None:
         os._exit(4)
 
     mode = spec.contain
-    if mode == "none":
+    if mode in ("none", "uid"):
         # no namespace, no cgroup: this launcher stays, as the subreaper of everything below
         # it (an orphan that left the session is re-parented here, not to the host's init),
         # so that its teardown can find and kill the whole tree
@@ -106,7 +109,7 @@ def launch(cfg_path: str) -> None:
     # sanitizer and the subreaper it starts) outlived a killed grader on the H100: the
     # namespace's init had no parent-death signal, a cgroup nobody kills stays full.
     def teardown(signum, _frame):
-        _teardown(mode, pid, spec.cgroup)
+        _teardown(cfg, pid, libc)
         os._exit(128 + signum)
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
@@ -121,15 +124,17 @@ def launch(cfg_path: str) -> None:
             pass
     while True:
         try:
-            got, status = os.waitpid(-1 if mode == "none" else pid, 0)
+            got, status = os.waitpid(-1 if mode in ("none", "uid") else pid, 0)
         except InterruptedError:
             continue
         except ChildProcessError:
             os._exit(0)
         if got == pid:
-            break   # (mode none: re-parented orphans are reaped here too)
-    if mode == "none":   # the driver is gone: so is everything it left behind
+            break   # (modes none, uid: re-parented orphans are reaped here too)
+    if mode in ("none", "uid"):   # the driver is gone: so is everything it left behind
         kill_tree(os.getpid())
+    if cfg.drop_uid is not None:   # and every process of its uid, wherever it went
+        kill_uid(cfg.drop_uid)
     if os.WIFSIGNALED(status):   # die the same way, so the grader's message names the signal
         sig = os.WTERMSIG(status)
         signal.signal(sig, signal.SIG_DFL)
@@ -137,19 +142,51 @@ def launch(cfg_path: str) -> None:
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
-def _teardown(mode: str, pid: int, cgroup: str | None) -> None:
-    """The launcher's last act when the grader is gone: kill the tree it answers for."""
+def _teardown(cfg, pid: int, libc) -> None:
+    """The launcher's last act when the grader is gone: kill the tree it answers for, then
+    remove what the grader would have removed (nothing of a killed grader is left: the
+    child's folder, its own file system, its cgroups)."""
+    spec = cfg.launch
+    mode = spec.contain
+    cgroups = [c for c in (spec.cgroup, spec.pids_cgroup) if c]
+    for cg in cgroups:   # out of them first: a cgroup kill must not end this launcher too soon
+        _leave(cg)
     if mode == "pidns":   # the namespace's init: the kernel kills every process in it
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-    elif mode == "none":
+    elif mode in ("none", "uid"):
         kill_tree(os.getpid())
-    if mode == "cgroup" and cgroup:
-        kill_cgroup(cgroup)   # this launcher is in it too: last
+    if mode == "cgroup" and spec.cgroup:
+        kill_cgroup(spec.cgroup)
     try:
         os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if cfg.drop_uid is not None:
+        kill_uid(cfg.drop_uid)
+    work = cfg.workdir
+    shutil.rmtree(work, ignore_errors=True)   # emptied first: a tmpfs frees its pages with its files
+    if cfg.storage.private:
+        libc.umount2(work.encode(), MNT_DETACH)
+        shutil.rmtree(work, ignore_errors=True)
+    for cg in cgroups:
+        for _ in range(100):   # its last tasks take a moment to leave it (EBUSY)
+            try:
+                os.rmdir(cg)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                select.select([], [], [], 0.02)
+
+
+def _leave(cgroup: str) -> None:
+    """Move this process to the parent of ``cgroup``."""
+    try:
+        with open(os.path.join(os.path.dirname(cgroup), "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
     except OSError:
         pass
 

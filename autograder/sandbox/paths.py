@@ -19,6 +19,20 @@ SYSTEM_DIRS = {"usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc", "
 MAX_HIDDEN = 4000
 
 
+# How the grader starts a trusted process of its own (the replay process; Gradescope's
+# run_autograder and the `grade` it runs): `python -I`, so nothing on PYTHONPATH, in the user's
+# site-packages or in the current folder is imported (a module planted there by a submission
+# would run as the grader); the folders it needs come first on its path, given explicitly.
+TRUSTED_BOOT = ("import runpy, sys; n = int(sys.argv.pop(1)); sys.path[:0] = sys.argv[1:1 + n]; "
+                "del sys.argv[1:1 + n]; runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
+
+
+def trusted_command(module: str, *args: str, path=(str(REPO),)) -> list[str]:
+    """argv of ``python -I -m module args`` with the folders of ``path`` first on its path."""
+    path = [str(p) for p in path if p]
+    return [sys.executable, "-I", "-c", TRUSTED_BOOT, str(len(path)), *path, module, *args]
+
+
 def grader_paths() -> list[str]:
     """sys.path of the grader minus the repository (so numpy/numba resolve as in the grader)."""
     repo = os.path.realpath(REPO)
@@ -26,11 +40,18 @@ def grader_paths() -> list[str]:
             and not os.path.realpath(p).startswith(repo + os.sep + "autograder")]
 
 
+def shared_paths() -> list[str]:
+    """What every child runs from the grader's installation: the interpreter and its packages
+    (read-only to the child: privilege.share_read_only, uid.uid_drop_support)."""
+    paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.__file__),
+             os.path.dirname(sys.executable), *grader_paths()}
+    return sorted(p for p in paths if os.path.exists(p))
+
+
 def needed_paths(workdir: Path, keep=()) -> list[Path]:
     """What the child must read: its working directory, the interpreter and its packages
     (and ``keep``: a wrapper's installation, e.g. compute-sanitizer's)."""
-    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(os.__file__).parent, workdir,
-             Path(sys.executable).parent, *map(Path, grader_paths()), *map(Path, keep)}
+    paths = {workdir, *map(Path, shared_paths()), *map(Path, keep)}
     # both spellings: the path as the child will use it (through any symlink) and its target
     return sorted({q for p in paths if p.exists() for q in (Path(os.path.abspath(p)), p.resolve())})
 

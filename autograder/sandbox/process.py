@@ -1,4 +1,4 @@
-"""The process table as /proc shows it, and killing a tree or a cgroup whole.
+"""The process table as /proc shows it, and killing a tree, a cgroup or a uid whole.
 
 Shared by the grader (``Child``) and the launcher inside every child, so it depends on the
 standard library alone: it is copied beside the launcher as ``agprocess.py`` (child.py,
@@ -127,3 +127,51 @@ def kill_cgroup(path: str) -> None:
             f.write("0")
     except OSError:
         pass
+
+
+def uid_of(pid: int) -> int | None:
+    """The real uid of ``pid`` (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return None
+
+
+def pids_of_uid(uid: int) -> set[int]:
+    """Every live process (not a zombie) whose real uid is ``uid``."""
+    return {p for p in all_pids() if uid_of(p) == uid and alive(p)}
+
+
+def kill_uid(uid: int, timeout: float = 5.0) -> set[int]:
+    """SIGKILL every process of ``uid`` (a child's own uid: every process it started, whatever
+    tree, session or group it left), again until none is left: a process that forked before
+    the signal is found on the next pass, and one with SIGKILL pending cannot fork. Each is
+    signalled through a pidfd after its uid was read, so a PID reused meanwhile is not hit.
+    The PIDs still alive at ``timeout`` (none, when it worked)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = set()
+        for p in all_pids():
+            if uid_of(p) != uid:
+                continue
+            try:
+                fd = os.pidfd_open(p)
+            except OSError:
+                continue
+            try:
+                if uid_of(p) == uid and alive(p):   # still that process (the pidfd pins it)
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                    left.add(p)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+        if not left:
+            return set()
+        if time.monotonic() > deadline:
+            return {p for p in left if alive(p)}
+        time.sleep(0.02)

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .containment import remove_cgroup
+from .containment import cgroup2_dir, remove_cgroup
 from .linux import MNT_DETACH, MS_NODEV, MS_NOSUID
 from .tasks import pids_cgroup_base
 
@@ -37,34 +37,40 @@ def unmount(path: Path) -> None:
     _libc().umount2(str(path).encode(), MNT_DETACH)
 
 
+def _stale(name: str) -> bool:
+    """A name of the form ag-<pid>-... whose grader (pid) is gone and is not this one."""
+    parts = name.split("-")
+    return (name.startswith("ag-") and len(parts) >= 3 and parts[1].isdigit()
+            and int(parts[1]) != os.getpid() and not os.path.exists(f"/proc/{parts[1]}"))
+
+
 def sweep_stale_storage() -> list[str]:
-    """Unmount the file systems of children whose grader is gone (killed before it could close
-    them: they hold memory while mounted), and remove their pids cgroups. A child's folder and
-    cgroups are named ag-<grader pid>-...; a living grader's are left alone. The folders
-    unmounted."""
-    if os.getuid() != 0:
-        return []
-    try:
-        mounts = [line.split() for line in open("/proc/self/mountinfo")]
-    except OSError:
-        return []
+    """What graders killed before they could clean up left behind (children's folders, with
+    their file systems still mounted and holding memory; a Gradescope run's folder with the
+    class's seed; cgroups): a child's folder and cgroups are named ag-<grader pid>-..., and
+    those of graders that are gone are removed, a living grader's left alone. A killed
+    grader's launchers remove their children's (launcher.py); this is for what they could
+    not. The folders removed."""
     gone = []
-    base = pids_cgroup_base()[0]
-    for name in os.listdir(base) if base else []:
-        owner = name.split("-")[1] if name.startswith("ag-") and name.count("-") >= 2 else ""
-        if owner.isdigit() and int(owner) != os.getpid() and not os.path.exists(f"/proc/{owner}"):
-            remove_cgroup(os.path.join(base, name), timeout=0)
+    bases = {pids_cgroup_base()[0], cgroup2_dir()[0]} - {None}
+    for base in bases:
+        for name in os.listdir(base):
+            if _stale(name):
+                remove_cgroup(os.path.join(base, name), timeout=0)
     tmp = os.path.realpath(tempfile.gettempdir())
-    for m in mounts:
-        d = m[4]
-        name = os.path.basename(d)
-        if os.path.dirname(d) != tmp or not name.startswith("ag-") or name.count("-") < 2:
+    try:
+        mounted = {m.split()[4] for m in open("/proc/self/mountinfo")}
+    except OSError:
+        mounted = set()
+    for name in os.listdir(tmp):
+        d = os.path.join(tmp, name)
+        if not _stale(name) or not os.path.isdir(d) or os.path.islink(d):
             continue
-        owner = name.split("-")[1]
-        if owner.isdigit() and int(owner) != os.getpid() and not os.path.exists(f"/proc/{owner}"):
+        if d in mounted:
+            shutil.rmtree(d, ignore_errors=True)   # emptied first: its pages go with its files
             unmount(Path(d))
-            shutil.rmtree(d, ignore_errors=True)
-            gone.append(d)
+        shutil.rmtree(d, ignore_errors=True)
+        gone.append(d)
     return gone
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "host_overhead",
     "host_timings",
     "measure_back_to_back",
+    "measure_interleaved",
     "DEFAULT_MIN_BATCH_S",
 ]
 
@@ -526,3 +527,30 @@ def _measure_graph(fn, arg_sets, bytes_moved, flops, reps, min_batch_s, host_s, 
     med, p10, p90 = summarize(samples)
     method = f"CUDA graph replay ({n} calls captured per graph), CUDA events, queued behind a delay kernel"
     return Timing(med, p10, p90, reps, method, bytes_moved, flops, n, tuple(samples), tuple(notes))
+
+
+def measure_interleaved(candidates, *, rounds: int = 6, reps: int = 8, **kw) -> dict:
+    """``{name: Timing}`` for ``candidates`` (``{name: (fn, arg_sets, extra)}``, ``extra`` a
+    dict of :func:`measure` arguments such as ``flops``): each candidate measured ``reps``
+    samples at a time, in turn, ``rounds`` times over, and its samples pooled.
+
+    Why: a card's clocks drift over a run (power and temperature: seen on the H100 as a
+    10% swing of the same cuBLAS GEMM between minutes of one session), so rows measured one
+    after the other can differ by more than the kernels do. Interleaved, a drift falls on
+    every candidate alike and their ratios hold."""
+    pooled = {name: [] for name in candidates}
+    first = {}
+    for r in range(rounds):
+        for name, (fn, sets, extra) in candidates.items():
+            t = measure(fn, sets, reps=reps, warmup=3 if r == 0 else 1, **{**kw, **extra})
+            pooled[name].extend(t.samples_s)
+            first.setdefault(name, t)
+    out = {}
+    for name, samples in pooled.items():
+        t = first[name]
+        med, p10, p90 = summarize(samples)
+        method = (f"{t.method}; interleaved with {len(candidates) - 1} other rows, "
+                  f"{rounds} rounds of {reps} samples")
+        out[name] = Timing(med, p10, p90, len(samples), method, t.bytes_moved, t.flops,
+                           t.batch, tuple(samples), t.notes)
+    return out

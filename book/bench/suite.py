@@ -674,7 +674,8 @@ def main(argv=None):
                         f"{a}x{b}" for a, b in SHAPES) + " (e.g. 1x18944: the decode rows)")
     ap.add_argument("--no-gemm", action="store_true", help="skip the GEMM rows")
     ap.add_argument("--no-tensorcore", action="store_true",
-                    help="skip the bf16 tensor-core rows (book.bench.tensorcore)")
+                    help="skip the bf16 tensor-core rows (book.bench.tensorcore, and on sm_90 "
+                         "book.bench.hopper)")
     ap.add_argument("--tune", action="store_true", help="also sweep block size and grid size")
     ap.add_argument("--reps", type=int, help="timed samples per row (default 50, 15 with --quick)")
     ap.add_argument("--only", metavar="REGEX",
@@ -771,7 +772,14 @@ def main(argv=None):
         cc = suite.info.compute_capability
         if cc and tuple(cc) >= (8, 0):
             phase("tensor cores", tensorcore.run, suite)
+        if cc and tuple(cc)[:2] == (9, 0):
+            from . import hopper
+
+            phase("Hopper", hopper.run, suite)
         else:
+            suite.notes.append(f"Hopper rows not measured: wgmma and TMA need compute "
+                               f"capability 9.0, this GPU has {cc}")
+        if not (cc and tuple(cc) >= (8, 0)):
             suite.notes.append(f"tensor-core rows not measured: bf16 mma.sync needs compute "
                                f"capability 8.0, this GPU has {cc}")
     path, targets = save()

@@ -11,7 +11,8 @@ from .number import Number
 
 __all__ = ["naive_pair_bytes", "attainable_tflops", "activation_time_share", "fusion_speedup",
            "fix_fused_kernel", "uncoalesced_counter", "add_rmsnorm_bytes", "separate_pass_share",
-           "fix_fragment_index", "moved_accumulators"]
+           "fix_fragment_index", "moved_accumulators", "descriptor_address", "stage_tx_bytes",
+           "producer_first_parity", "rule_share"]
 
 def naive_pair_bytes(T: int = 4, h: int = 8, dtype: str = "float32") -> Number:
     """Chapter 1: the bytes the two-kernel SwiGLU moves for one [T, h] activation."""
@@ -163,7 +164,7 @@ def fix_fused_kernel(name: str = "fix") -> KernelExercise:
 
 
 def uncoalesced_counter(diag: dict | None = None) -> Choice:
-    """Chapter 9: which counter tells an uncoalesced kernel from one that moves extra bytes.
+    """Chapter 10: which counter tells an uncoalesced kernel from one that moves extra bytes.
 
     The right option is derived from the recorded ncu diagnosis: the one metric that
     stays at the coalesced control's value for the naive pair (extra bytes, coalesced
@@ -196,7 +197,7 @@ def uncoalesced_counter(diag: dict | None = None) -> Choice:
         nv, un = ratio[k]
         return f"the naive pair shows {nv:.2f}× the control, stride 32 {un:.1f}×"
 
-    # the metric names as chapter 9's table writes them
+    # the metric names as chapter 10's table writes them
     options = {"a": "DRAM bytes over the minimum (`dram__bytes_read.sum` + "
                     "`dram__bytes_write.sum`)",
                "b": "sectors per load request "
@@ -217,7 +218,7 @@ def uncoalesced_counter(diag: dict | None = None) -> Choice:
 
 
 def add_rmsnorm_bytes(T: int, d: int, dtype_bytes: int = 2) -> Number:
-    """Chapter 10: the bytes the fused residual add + RMSNorm moves."""
+    """Chapter 11: the bytes the fused residual add + RMSNorm moves."""
     from ..kernels import glu_family
 
     unfused, fused = glu_family.traffic_bytes("add_rmsnorm", T, d, dtype_bytes)
@@ -357,3 +358,148 @@ def moved_accumulators(A, B, shift: int = 4, name: str = "ex4") -> Choice:
             f"store moves: {on_gpu.text()}. The test catches it twice: "
             "test_fragment_tables_match_the_isa compares c_coords with the ISA's formula, and "
             "test_one_warp_mma_registers_and_product compares D with NumPy's A @ B."))
+
+
+def descriptor_address(row: int = 10, k: int = 37, start: int = 2048,
+                       name: str = "ex") -> Number:
+    """Chapter 9: the shared byte a wgmma reads for one element of a 128B-swizzled operand,
+    from the descriptor model (``book.kernels.hopper.operand_addresses``)."""
+    from ..kernels.hopper import descriptor, operand_addresses, swizzle
+
+    if start % 1024 or not 0 <= k < 64 or row < 0:
+        raise ValueError("start must be a multiple of 1024, k in 0..63, row >= 0")
+    step = k // 16
+    desc = descriptor(start + 32 * step, 16, 1024, "128B")
+    truth = int(operand_addresses(desc, row + 1)[row, k % 16])
+    logical = start + (row // 8) * 1024 + (row % 8) * 128 + 2 * k
+    assert truth == int(swizzle(logical)), "the descriptor model and the swizzle disagree"
+    return Number(
+        f"A consumer's tile of x (64 rows × 64 k, bf16, K-major) was written by TMA with the "
+        f"128-byte swizzle at shared byte {start:,}: row r is one 128-byte line, 8-row "
+        "groups are 1024 bytes apart. The wgmma of k16 step s reads it through a descriptor "
+        f"whose start address is {start:,} + 32·s (SBO 1024, 128B swizzle). At which shared "
+        f"byte address does it read element (row {row}, k = {k})?",
+        truth, unit="", rel=0.0, abs_tol=0.5,
+        mistakes=[
+            (logical, "that is where the element would be without the swizzle. The 16-byte "
+                      "chunk of the line is XORed with the line's place in its 8-row group."),
+            (swizzle(start + (row % 8) * 128 + 2 * k),
+             f"8-row groups are SBO = 1024 bytes apart: row {row} is in group {row // 8}."),
+            (swizzle(start + (row // 8) * 1024 + (row % 8) * 128 + 4 * k),
+             "bf16 elements are 2 bytes, not 4."),
+        ],
+        hints=[f"Without the swizzle: start + 1024·(row // 8) + 128·(row % 8) + 2·k = "
+               f"{logical:,}.",
+               "The 128B swizzle XORs bits 4-6 of the address (the 16-byte chunk of the "
+               "128-byte line) with bits 7-9 (the line within 1024 bytes)."],
+        explanation=f"Logical byte {logical:,}: line {(logical >> 7) & 7} of its 1024 bytes, "
+                    f"chunk {(logical >> 4) & 7}; the swizzle moves it to chunk "
+                    f"{((logical >> 4) & 7) ^ ((logical >> 7) & 7)}: byte {truth:,}. "
+                    "Element k of step s is byte 2·(k - 16·s) past the step's start "
+                    "address, so the same formula holds for every step.", name=name)
+
+
+def stage_tx_bytes(tile=None, name: str = "ex") -> Number:
+    """Chapter 9: the bytes one stage's ``arrive.expect_tx`` counts, from the kernel's tile
+    (``book.kernels.wgmma_gemm.HopperTile``)."""
+    from ..kernels.wgmma_gemm import TILE
+
+    t = (tile or TILE).validate()
+    return Number(
+        f"Each stage of the dual GEMM's ring holds a {t.bm} × {t.bk} tile of x and, for "
+        f"{t.bn} output columns, the same {t.bn} rows of `wg` and of `wu` ({t.bk} k each), "
+        "all bf16, loaded by three TMA boxes that report their bytes to the stage's full "
+        "barrier. How many bytes does the producer's `arrive.expect_tx` announce for one "
+        "stage?",
+        t.stage_bytes, unit="bytes", rel=0.0, abs_tol=0.5,
+        mistakes=[
+            (t.a_bytes + t.b_half_bytes, "count the third box: up's rows as well as "
+                                         "gate's."),
+            (t.a_bytes, "that is x's box alone; the weights' two boxes report to the same "
+                        "barrier."),
+            (2 * t.stage_bytes, "bf16 elements are 2 bytes, not 4."),
+            (t.stage_bytes - t.a_bytes // 2, "each consumer reads 64 rows, but the stage "
+                                             f"holds all {t.bm} rows of x."),
+        ],
+        hints=["Three boxes: x (rows × k), wg (columns × k), wu (columns × k).",
+               "Elements × 2 bytes."],
+        explanation=f"x: {t.bm} × {t.bk} × 2 = {t.a_bytes:,}; wg and wu: {t.bn} × {t.bk} × 2 "
+                    f"= {t.b_half_bytes:,} each; in all {t.stage_bytes:,} bytes "
+                    f"({t.stage_bytes // 1024} KiB). The phase completes when the producer "
+                    "has arrived and all of them have landed.", name=name)
+
+
+def producer_first_parity(tile=None, name: str = "ex") -> Choice:
+    """Chapter 9: the parity the producer's first wait on an empty barrier asks for; the
+    answer is the one a fresh ``MbarrierModel`` lets through, and the other one's feedback
+    is what the ring model says when the producer asks for it."""
+    from ..hopper_figures import ring_model
+    from ..kernels.hopper import MbarrierModel
+    from ..kernels.wgmma_gemm import TILE
+
+    t = (tile or TILE).validate()
+    fresh = MbarrierModel(t.consumers)
+    passes = [p for p in (0, 1) if fresh.try_wait(p)]
+    if len(passes) != 1:
+        raise ValueError(f"a fresh barrier lets parities {passes} through; revisit this "
+                         "exercise with the model")
+    right = passes[0]
+    wrong = 1 - right
+    try:  # the producer's first wait asks for parity first_parity (its phase bit is 0)
+        ring_model(t, k_blocks=2, tiles=1, first_parity=wrong)
+        stuck = None
+    except RuntimeError as e:
+        stuck = str(e)
+    if stuck is None:
+        raise ValueError("the ring model no longer gets stuck on the wrong parity")
+    return Choice(
+        f"The producer's first pass over the ring finds every stage's empty barrier fresh "
+        f"(initialised with a count of {t.consumers}, no arrivals yet: it is in phase 0). "
+        "It must not wait for the consumers, who have read nothing yet. Which parity does "
+        "its first `mbarrier.try_wait.parity` on an empty barrier ask for?",
+        {"0": "parity 0", "1": "parity 1"}, str(right),
+        why={str(wrong): f"phase {wrong} has not completed and cannot: the consumers arrive "
+                         "only after reading a stage the producer has not loaded. The model: "
+                         + stuck.replace("the ring is stuck", "stuck")},
+        hints=["`try_wait.parity p` passes once the phase with parity p has completed.",
+               "On a fresh barrier, which parity counts as 'the phase before this one'?"],
+        explanation=f"Parity {right}: a fresh barrier is in phase 0, and the wait passes for "
+                    "the parity of the phase before it, as if it had completed. So the "
+                    "producer waits on `ph ^ 1` with `ph` starting at 0, and the consumers, "
+                    "on the full barriers, on `ph`.", name=name)
+
+
+def rule_share(d: int = 5120, gpu: str = "h100", name: str = "ex") -> Number:
+    """Chapter 9: the separate pass's share of the MLP-up that the rule 1.5 P / (BW d)
+    predicts at width ``d``, with P and BW from the record."""
+    from .. import data
+    from ..bench.hopper import RULE_H, RULE_T, predicted_share
+
+    rec = data.load(gpu)
+    gemm = rec.find("cublas_linear_gemm", "bfloat16", (RULE_T, 4096, RULE_H))
+    copy = rec.find("copy_bandwidth_bf16", "bfloat16")
+    p, bw = gemm["flops_per_s"], copy["bandwidth"]
+    r = 1.5 * p / (bw * d)
+    truth = 100 * predicted_share(p, bw, d)
+    peak = rec.provenance.get("peak_bandwidth") or bw
+    return Number(
+        f"cuBLAS's bf16 GEMM ran at {p / 1e12:,.0f} TFLOP/s on the "
+        f"{(gemm.get('provenance') or rec.provenance).get('gpu')}, and a bf16 elementwise "
+        f"pass streams at about {bw / 1e12:.2f} TB/s there. The separate SwiGLU pass after "
+        "the GEMM moves 3·T·h bf16 elements, the GEMM does 4·T·d·h flops. Predict the "
+        f"pass's share of the MLP-up time, pass / (GEMM + pass), for a model of width "
+        f"d = {d:,}, in %.",
+        truth, unit="%", rel=0.05,
+        mistakes=[
+            (100 * r, "that is pass / GEMM; the share is pass / (GEMM + pass)."),
+            (100 * predicted_share(p, peak, d), "that uses the datasheet's bandwidth, "
+                                                "which no kernel reaches: use the pass's "
+                                                "own rate."),
+        ],
+        hints=["Pass time 3·T·h·2 / BW, GEMM time 4·T·d·h / P: their ratio is "
+               "1.5·P / (BW·d), with no T or h in it.",
+               "share = ratio / (1 + ratio)."],
+        explanation=f"1.5 × {p / 1e12:,.0f} / ({bw / 1e12:.2f} × {d:,}) = {r:.3f} "
+                    f"(TFLOP/s over TB/s: flops per byte), so the share is "
+                    f"{r:.3f} / {1 + r:.3f} = {truth:.1f}%: what fusing the pass into the "
+                    "GEMM can save at that width.", name=name)

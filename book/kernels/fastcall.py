@@ -104,7 +104,7 @@ def _driver():
 
 
 @functools.lru_cache(maxsize=None)
-def _current_raw_stream():
+def current_raw_stream():
     """A function (device index -> torch's current stream as an int) that costs a C call.
 
     ``torch.cuda.current_stream().cuda_stream`` builds a Stream object on every call;
@@ -190,7 +190,7 @@ class FastCall:
         if T is None:
             T = self._tensor = _torch_tensor_type()
             if self.fast and T is not type(None):
-                self._raw_stream = _current_raw_stream()
+                self._raw_stream = current_raw_stream()
         if not self.fast or out is None or not (type(gate) is T and type(up) is T and type(out) is T):
             self.stats["ordinary"] += 1
             return self.ordinary(gate, up, out, self.block)
@@ -244,7 +244,7 @@ class FastCall:
         kern = kernel.overloads.get(types)
         if kern is None or kern.debug or kern.cooperative or kern.extensions:
             return None  # not a plain compiled kernel: the ordinary wrapper every time
-        function = _cufunction(self._cu, kern)
+        function = cufunction(self._cu, kern)
         grid, block = vectorized.vector_config(p.n, self.width, self.block)
         values = []
         for a in arrays:
@@ -274,7 +274,7 @@ def _current_device():
 
 def _numba_stream(device):
     """torch's current stream as a stream argument of the ordinary wrappers."""
-    raw = _current_raw_stream()(device)
+    raw = current_raw_stream()(device)
     if not raw:
         return 0
     from numba import cuda
@@ -295,7 +295,7 @@ def _address(a):
     return int(a.__cuda_array_interface__["data"][0] or 0)
 
 
-def _cufunction(cu, kern):
+def cufunction(cu, kern):
     """The handle cuLaunchKernel takes for a Numba-compiled kernel.
 
     numba-cuda loads its cubin through cuda.core, whose handle is a CUkernel (a library

@@ -1,6 +1,6 @@
 """SwiGLU's relatives: the same fusion move applied to GeGLU, RMSNorm and quantization.
 
-Chapter 10 shows these kernels. Each one does its arithmetic in float32 whatever the
+Chapter 11 shows these kernels. Each one does its arithmetic in float32 whatever the
 storage dtype (float32 or float16), reads every input once and writes every output
 once. They are small and plain on purpose: one idea per kernel, no tuning.
 
@@ -33,7 +33,7 @@ MAX_BLOCKS = 65535     # grid-stride loops cover anything larger (grid_for caps 
 ROW_THREADS = 256      # RMSNorm: one block of this many threads per row (power of two)
 
 # Streams (element loads + stores per element of the [T, h] tensor) of each step, the
-# count chapter 10 turns into bytes. Weights of RMSNorm are one row, shared by all
+# count chapter 11 turns into bytes. Weights of RMSNorm are one row, shared by all
 # tokens: negligible beside T*h and not counted.
 STREAMS = {
     "swiglu": {"unfused": 5, "fused": 3},          # silu -> tmp, tmp*up  vs  one pass

@@ -271,6 +271,31 @@ def sm_count():
     return info.sm_count or 1
 
 
+_ALLOWED = {}  # compiled kernel -> dynamic shared bytes it may use
+
+
+def allow_shared(kern, args, nbytes):
+    """Let ``kern``, as compiled for the launch arguments ``args``, use ``nbytes`` of dynamic
+    shared memory: beyond 48 KiB a kernel must opt in (cuFuncSetAttribute
+    MAX_DYNAMIC_SHARED_SIZE_BYTES). Nothing to do in the simulator."""
+    from numba import config
+
+    if config.ENABLE_CUDASIM:
+        return
+    from cuda.bindings import driver as binding
+    from numba.cuda.cudadrv.driver import driver
+    from numba.cuda.typing.typeof import Purpose, typeof
+
+    types = tuple(typeof(a, Purpose.argument) for a in args)
+    compiled = kern.overloads.get(types) or kern.compile(types)
+    if _ALLOWED.get(compiled, 0) >= nbytes:
+        return
+    fn = compiled._codelibrary.get_cufunc()
+    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.cuKernelSetAttribute(attr, nbytes, fn.handle, fn.device.id)
+    _ALLOWED[compiled] = nbytes
+
+
 def cdiv(a, b):
     return -(-a // b)
 

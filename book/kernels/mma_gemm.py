@@ -47,7 +47,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint16, uint32
 
 from .fused import silu_mul
-from .launch import as_device, flat, is_c_contiguous, pointer
+from .launch import allow_shared, as_device, flat, is_c_contiguous, pointer
 from .tensorcore import (
     SIMULATED, check_capability, copy16_at, cp_async16_at, cp_async_commit, cp_async_wait,
     ldmatrix_x4_at, ldmatrix_x4_trans_at, mma_bf16_16816, mma_f16_1688, mma_f16_16816,
@@ -392,7 +392,8 @@ def kind_for(dtype, cc):
     return "f16_sm75" if cc is not None and tuple(cc) < (8, 0) else "f16"
 
 
-def _bf16_matrix(a, name):
+def half_matrix(a, name):
+    """``a`` as a row-major 2-D device array of 16-bit halves, or a clear error."""
     d = as_device(a, name)
     if d.ndim != 2:
         raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(d.shape)}")
@@ -434,7 +435,9 @@ def check_inputs(tile, x, ws, dual):
     return T, d, h
 
 
-def _out(out, like, shape, dtype, name="out"):
+def half_out(out, like, shape, dtype, name="out"):
+    """(what to return, its device array): a new ``shape`` output like ``like`` (torch in,
+    torch out) when ``out`` is None, else ``out`` checked."""
     if out is None:
         if type(like).__module__.startswith("torch"):
             import torch
@@ -443,7 +446,7 @@ def _out(out, like, shape, dtype, name="out"):
         else:
             res = cuda.device_array(shape, dtype=np.uint16 if dtype == "bfloat16" else np.float16)
         return res, as_device(res, name)
-    o = _bf16_matrix(out, name)
+    o = half_matrix(out, name)
     if half_dtype(o) != dtype:
         raise TypeError(f"{name} must be {dtype} like x, got {o.dtype}")
     if tuple(o.shape) != tuple(shape):
@@ -454,28 +457,6 @@ def _out(out, like, shape, dtype, name="out"):
     return out, o
 
 
-_ALLOWED = {}  # compiled kernel -> shared bytes it may use
-
-
-def _allow_shared(kern, args, T, h, d, nbytes):
-    """Let the kernel use ``nbytes`` of dynamic shared memory (beyond 48 KiB a kernel must
-    opt in: cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES)."""
-    if SIMULATED:
-        return
-    from cuda.bindings import driver as binding
-    from numba.cuda.typing.typeof import Purpose, typeof
-    from numba.cuda.cudadrv.driver import driver
-
-    types = tuple(typeof(a, Purpose.argument) for a in args) + tuple(typeof(v) for v in (T, h, d))
-    compiled = kern.overloads.get(types) or kern.compile(types)
-    if _ALLOWED.get(compiled, 0) >= nbytes:
-        return
-    fn = compiled._codelibrary.get_cufunc()
-    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    driver.cuKernelSetAttribute(attr, nbytes, fn.handle, fn.device.id)
-    _ALLOWED[compiled] = nbytes
-
-
 def _grid(tile, T, h, dual):
     return (T // tile.bm) * (h // (tile.bn // 2 if dual else tile.bn))
 
@@ -483,24 +464,24 @@ def _grid(tile, T, h, dual):
 def _run(epilogue, x, wg, wu, out, out2, tile, stream):
     tile = (tile or default_tile()).validate()
     dual = epilogue in ("swiglu", "identity", "store2")
-    xd = _bf16_matrix(x, "x")
-    ws = [_bf16_matrix(wg, "wg" if dual else "w")] + ([_bf16_matrix(wu, "wu")] if dual else [])
+    xd = half_matrix(x, "x")
+    ws = [half_matrix(wg, "wg" if dual else "w")] + ([half_matrix(wu, "wu")] if dual else [])
     T, d, h = check_inputs(tile, xd, ws, dual)
     dtype = half_dtype(xd)
     kind = kind_for(dtype, target_cc())
     if kind == "f16_sm75" and tile.dynamic:
         tile = MmaTile(**{**tile.__dict__, "stages": 2}).validate()  # no cp.async to overlap
-    res, o = _out(out, x, (T, h), dtype)
+    res, o = half_out(out, x, (T, h), dtype)
     o2 = o
     res2 = None
     if epilogue == "store2":
-        res2, o2 = _out(out2, x, (T, h), dtype, "out2")
+        res2, o2 = half_out(out2, x, (T, h), dtype, "out2")
     kern = build_kernel(tile, epilogue, kind)
     args = [flat(a, n) for a, n in zip((xd, ws[0], ws[-1], o, o2), ("x", "wg", "wu", "out", "out2"))]
     smem = 0
     if tile.dynamic:
         smem = tile.shared_bytes
-        _allow_shared(kern, args, T, h, d, smem)
+        allow_shared(kern, args + [T, h, d], smem)
     kern[_grid(tile, T, h, dual), tile.threads, stream, smem](*args, T, h, d)
     return (res, res2) if epilogue == "store2" else res
 

@@ -66,6 +66,56 @@ def tensorcore_kernels():
     return table
 
 
+#: argument types of the wgmma kernels and of the Hopper probes
+WGMMA_SIGNATURE = "void(uint64[::1], int32[::1], int64)"
+
+
+def hopper_kernels():
+    """name -> (dispatcher, signature) of the Hopper kernels (book.kernels.wgmma_gemm and
+    book.kernels.hopper_probes); they need ``cc=(9, 0, "a")``."""
+    from . import hopper_probes as hp
+    from . import wgmma_gemm as wg
+
+    table = {f"wgmma_{e}": (wg.build_kernel(wg.TILE, e), WGMMA_SIGNATURE) for e in wg.EPILOGUES}
+    table["wgmma_swiglu_f16"] = (wg.build_kernel(wg.TILE, "swiglu", "f16"), WGMMA_SIGNATURE)
+    table["wgmma_swiglu_single"] = (wg.build_kernel(wg.HopperTile(cluster=1), "swiglu"),
+                                    WGMMA_SIGNATURE)
+    table["wgmma_swiglu_multicast"] = (wg.build_kernel(wg.HopperTile(multicast=True), "swiglu"),
+                                       WGMMA_SIGNATURE)
+    table["probe_tma"] = (hp.tma_kernel(), "void(uint64[::1], int64, int64, int64, uint8[::1])")
+    for n in (64, 256):
+        table[f"probe_wgmma_n{n}"] = (hp.wgmma_kernel(n, "bf16"),
+                                      "void(uint8[::1], uint64[::1], uint64[::1], float32[::1])")
+    table["probe_mbarrier"] = (hp.mbarrier_kernel(), "void(int32[::1])")
+    return table
+
+
+def ptxas_log(text: str, arch: str = "sm_90a") -> tuple[bool, str]:
+    """(assembled?, ptxas's log) for a PTX text, through nvJitLink (a pip wheel: no GPU or
+    CUDA toolkit needed), as Numba links a kernel on the GPU. The log names registers,
+    spills and the warnings that matter for wgmma: C7509/C7510 (wgmma serialized), C7515
+    and C7517 (waits inserted), C7508 (setmaxnreg ignored)."""
+    from cuda.bindings import nvjitlink
+
+    opts = [f"-arch={arch}", "-verbose"]
+    h = nvjitlink.create(len(opts), opts)
+    data = text.encode() + b"\0"
+    ok = True
+    try:
+        nvjitlink.add_data(h, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+        nvjitlink.complete(h)
+    except nvjitlink.nvJitLinkError:
+        ok = False
+    logs = []
+    for size, get in ((nvjitlink.get_info_log_size, nvjitlink.get_info_log),
+                      (nvjitlink.get_error_log_size, nvjitlink.get_error_log)):
+        buf = bytearray(size(h))
+        get(h, buf)
+        logs.append(buf.decode(errors="replace").rstrip("\0"))
+    nvjitlink.destroy(h)
+    return ok, "\n".join(logs)
+
+
 def signature(kind, dtype):
     if isinstance(kind, str) and kind.startswith("void("):
         return kind  # a kernel with its own argument types
@@ -80,10 +130,12 @@ def _compile_here(name, dtype, cc):
 
     table = kernels()
     if name not in table:
-        table = tensorcore_kernels()
+        table = tensorcore_kernels() if not name.startswith(("wgmma_", "probe_")) else hopper_kernels()
     kernel, kind = table[name]
-    fastmath = bool(kernel.targetoptions.get("fastmath", False))
-    text, _ = cuda.compile_ptx(kernel.py_func, signature(kind, dtype), cc=cc, fastmath=fastmath)
+    opts = {"fastmath": bool(kernel.targetoptions.get("fastmath", False))}
+    if kernel.targetoptions.get("launch_bounds"):  # the register cap setmaxnreg needs
+        opts["launch_bounds"] = kernel.targetoptions["launch_bounds"]
+    text, _ = cuda.compile_ptx(kernel.py_func, signature(kind, dtype), cc=cc, **opts)
     return text
 
 

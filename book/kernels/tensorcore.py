@@ -207,6 +207,8 @@ if not SIMULATED:
         array = context.make_array(arrty)(context, builder, value=ary)
         return cgutils.get_item_pointer(context, builder, arrty, array, [idx], wraparound=False)
 
+    item_pointer = _item_pointer  # public: book.kernels.hopper builds on it
+
     def _check_array(arrty, what, itemsize=2):
         if not isinstance(arrty, types.Array) or arrty.ndim != 1:
             raise TypingError(f"{what}: expected a 1-D array, got {arrty}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from grading_runs import finished, results
+from grading_runs import finished, full_marks, graded_max, results
 
 pytestmark = pytest.mark.slow   # every test reads one grading run of the flawed and hostile submissions
 
@@ -29,7 +29,7 @@ def correctness(r):
 def test_next_submission_unaffected_by_crashes_and_hangs(run):
     for sid in (SOLUTION, "honest_simple"):
         r = run(sid)
-        assert r["score"] == r["extra_data"]["max_score"] > 0, outputs(r)
+        assert full_marks(r), outputs(r)
 
 
 def test_infinite_loop_is_stopped_at_the_time_limit(run):
@@ -50,7 +50,7 @@ def test_illegal_memory_access(run):
 
 def test_output_flood_is_cut_and_grading_unaffected(run):
     r = run("output_flood")
-    assert correctness(r) == r["extra_data"]["max_score"]
+    assert correctness(r) == graded_max(r)
     assert r["extra_data"]["output_bytes"] > 10 << 20
     assert "output cut" in r["extra_data"]["printed"] + open_feedback(r)
 
@@ -115,7 +115,7 @@ def test_hidden_files_and_network_are_out_of_reach(run):
     if iso.get("net"):
         assert "network refused" in outputs(r)
     ctl = results(finished("control"), "reads_hidden")  # same file, isolation off: finds the solution
-    assert ctl["score"] == ctl["extra_data"]["max_score"] > 0
+    assert full_marks(ctl)
 
 
 def test_malformed_notebook_missing_function_wrong_signature(run):
@@ -153,7 +153,7 @@ def test_timed_work_is_the_replay_of_the_recorded_launches(run):
     # it rewrites the driver's old timing loop through `import __main__`; the work the grader
     # replays (and would time on a GPU) is what the function launched: three launches per call
     r = run("replay_undercount")
-    assert correctness(r) == r["extra_data"]["max_score"]
+    assert correctness(r) == graded_max(r)
     perf = r["extra_data"]["performance"]
     assert perf["method"].startswith("replay") and perf["launches_per_call"] == 3
     assert perf["verified"] is True

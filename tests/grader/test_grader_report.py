@@ -108,3 +108,29 @@ def test_the_labs_step_grades_a_labs_own_fixtures_and_reports_them():
     assert [r.split(" | ")[1] for r in rows] == ["solution", "untouched", "cublas_ctypes",
                                                   "transposed_fragments"]
     assert "first bad index" in rows[3] and "reaches into the grader's process" in rows[2]
+
+
+def test_every_committed_grader_record_states_the_grader_commit_it_ran():
+    """records/grader/: each summary.json's provenance names the commit of the grader that ran
+    (COURSE_COMMIT on the device machine, which has no .git: the report refuses to run without
+    one), and its report.md says the same; a record made before a rule it no longer meets is
+    marked stale in the folder's README."""
+    records = REPO / "records" / "grader"
+    summaries = sorted(records.rglob("summary.json"))
+    assert summaries
+    for path in summaries:
+        commit = json.loads(path.read_text())["provenance"].get("commit")
+        assert commit and len(commit) >= 7 and all(c in "0123456789abcdef" for c in commit), path
+        assert f"(commit {commit})." in (path.parent / "report.md").read_text(), path
+    for path in sorted(records.glob("*.json")):   # the probes' records beside them
+        assert json.loads(path.read_text())["provenance"].get("commit"), path
+    readme = (records / "README.md").read_text()
+    assert "`h200x2/gpus2/`, `h200x2/gpus1/` (STALE" in readme
+    r = subprocess.run([sys.executable, "-c", "import sys; from tools.grader_report import main; "
+                        "sys.exit(main([sys.argv[1], '--only', 'none']))", str(REPO / "no-such-out")],
+                       cwd="/", env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO),
+                                     "BOOK_SIMULATOR": "1", "GIT_DIR": "/nonexistent"},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "COURSE_COMMIT=<the commit of this tree>" in r.stderr, r.stderr
+    assert not (REPO / "no-such-out").exists()
+

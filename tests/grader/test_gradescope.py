@@ -32,6 +32,7 @@ import pytest
 
 from grading_runs import FIX, REPO, THREATS, env, grade_cmd
 from autograder.grade import collect
+from autograder.rubric import course_points
 from repo import FIXTURES
 
 pytestmark = pytest.mark.slow   # every test reads the rehearsal: a venv laid out as Gradescope's and a batch graded
@@ -191,7 +192,8 @@ def rehearsal(tmp_path_factory):
     text, _ = batch.communicate(timeout=900)
     assert batch.returncode == 0, text.decode(errors="replace")[-3000:]
     ids = {f: sid for sid, f in collect(batch_subs)}
-    return {"setup": setup, "runs": runs, "batch": batch_dir, "zip": zpath, "ids": ids}
+    return {"setup": setup, "runs": runs, "batch": batch_dir, "zip": zpath, "ids": ids,
+            "export": r.stdout}
 
 
 def _run(rehearsal, name):
@@ -237,10 +239,11 @@ def test_the_bundle_installs_as_gradescope_lays_it_out(rehearsal):
 def test_each_file_is_graded_as_grade_grades_it_in_one_batch(rehearsal, name):
     doc = _run(rehearsal, name)
     _same(doc, _batch(rehearsal, name))   # the hidden cases' messages too: the class's seed
-    full = sum(t["max_score"] for t in doc["tests"])
+    pts = course_points(LAB)
+    assert sum(t["max_score"] for t in doc["tests"]) == pts["total"]   # the course's, as `list` says
     first = doc["output"].splitlines()[0]
     if name in ("master", "two_kernels"):
-        assert doc["score"] == full > 0, doc["output"]
+        assert doc["score"] == pts["correctness"] > 0, doc["output"]
     elif name in ("untouched", "wrong"):
         assert doc["score"] == 0
     elif name == "syntax_error":
@@ -262,15 +265,52 @@ def test_needs_a_gpu_is_marked_for_the_instructor_in_grades_csv(rehearsal):
 
 def test_uploads_that_are_not_one_file(rehearsal):
     empty = _run(rehearsal, "empty")
+    total = course_points(LAB)["total"]
     assert empty["score"] == 0 and empty["output"].startswith("nothing to grade: your submission held nothing")
     assert f"{LAB}.ipynb" in empty["output"] and "points for" not in empty["output"]
     assert [t["name"] for t in empty["tests"]] == ["submission"]
+    # what Gradescope will record (the latest submission, 0 of the course's total), said
+    assert empty["tests"][0]["max_score"] == total
+    assert f"Gradescope records this attempt as 0/{total:g}" in empty["output"]
+    assert "this attempt is not graded" not in empty["output"]
     # a zip, and files beside the notebook: the notebook named like the lab is graded
     for name in ("a_zip", "two_files"):
         doc = _run(rehearsal, name)
         _same(doc, _batch(rehearsal, name))
-        assert doc["score"] == sum(t["max_score"] for t in doc["tests"]) > 0
+        assert doc["score"] == course_points(LAB)["correctness"] > 0
     assert "notes/scratch.py" in _run(rehearsal, "two_files")["output"]
     amb = _run(rehearsal, "ambiguous")
     assert amb["score"] == 0 and amb["output"].startswith("nothing graded: your submission holds 2 files")
     assert "a.ipynb" in amb["output"] and "b.py" in amb["output"]
+
+
+def test_the_totals_are_the_courses_and_performance_is_pending(rehearsal):
+    """Gradescope counts every test's max_score: the bundle's maximum is the course's (what
+    `autograder list` says and `export gradescope` tells the instructor to set), and the
+    performance test, which needs a GPU, keeps its points as a pending test, never "passed"
+    at 0/0."""
+    pts = course_points(LAB)
+    listed = subprocess.run([sys.executable, "-m", "autograder", "list"], cwd=REPO, env=env(),
+                            capture_output=True, text=True).stdout
+    assert (f"{LAB}\n" in listed and f"points: {pts['total']:g} ({pts['correctness']:g} correctness, "
+            f"{pts['performance']:g} performance)" in listed.split(f"{LAB}\n")[1].split("lab")[0])
+    assert f"autograder points to {pts['total']:g}" in rehearsal["export"]
+    doc = _run(rehearsal, "master")
+    [perf] = [t for t in doc["tests"] if t["name"] == "performance"]
+    assert (perf["score"], perf["max_score"], perf["status"]) == (0, pts["performance"], "failed")
+    assert perf["output"].startswith(f"PENDING: these {pts['performance']:g} points are awarded when")
+    assert doc["extra_data"]["pending_points"] == pts["performance"]
+
+
+def test_run_autograders_stdout_says_what_it_did(rehearsal):
+    _, p = rehearsal["runs"]["two_files"]
+    said = p.stdout
+    for line in (f"run_autograder: {LAB}, ", "run_autograder: closed to the submission's uid",
+                 f"uploaded: Copy of {LAB} (1).ipynb, notes/scratch.py",
+                 f"grading submission/Copy of {LAB} (1).ipynb (graded Copy of {LAB} (1).ipynb "
+                 "(named like the lab)", "run_autograder: sandbox: containment ",
+                 "run_autograder: wrote "):
+        assert line in said, said[-3000:]
+    _, p = rehearsal["runs"]["empty"]
+    assert "uploaded: no notebook or .py" in p.stdout and "(nothing to grade)" in p.stdout
+    assert str(SEED) not in p.stdout + rehearsal["runs"]["two_files"][1].stdout

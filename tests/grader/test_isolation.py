@@ -13,6 +13,7 @@ takes all free device memory.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -140,14 +141,16 @@ def swiglu_interleaved(x, out):
 
 
 @needs_containment
-@pytest.mark.parametrize("contain", ["auto", "cgroup"])
+@pytest.mark.parametrize("contain", ["auto", "cgroup", "uid"])
 @pytest.mark.parametrize("which", ["escape_session fixture", "double fork and setsid at load"])
 def test_nothing_a_submission_starts_outlives_it(which, contain):
-    if contain == "cgroup":
+    """In every containment: a PID namespace, a cgroup, and (Docker's default limits: neither
+    exists) the child's own uid, whose every process the grader kills."""
+    if contain in ("cgroup", "uid"):
         from autograder.sandbox import containment_support
         sup = containment_support()
-        if not sup["cgroup"]:
-            pytest.skip(f"no cgroup v2 to test the fallback with: {sup['why_not_cgroup']}")
+        if not sup[contain]:
+            pytest.skip(f"no {contain} containment to test the fallback with: {sup[f'why_not_{contain}']}")
     if which.startswith("escape_session"):
         cells = read_cells(THREATS / "escape_session.py")
     else:
@@ -411,7 +414,7 @@ def _alive_with(needles) -> dict[int, str]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-@pytest.mark.parametrize("contain", ["auto", "cgroup", "none"])
+@pytest.mark.parametrize("contain", ["auto", "cgroup", "uid", "none"])
 def test_a_killed_grader_leaves_no_process_of_a_wrapped_child(tmp_path, contain, sig):
     """grade --sanitize on the H100, killed by `timeout` (SIGTERM): compute-sanitizer and its
     subreaper outlived the grader. Here the grader (a process holding a Child under a stand-in
@@ -419,8 +422,8 @@ def test_a_killed_grader_leaves_no_process_of_a_wrapped_child(tmp_path, contain,
     handler: it dies at once, as a grader killed in any library call would) or SIGKILL, in
     every containment mode; nothing of the child may be left."""
     sup = _containment()
-    if contain == "cgroup" and not sup.get("cgroup"):
-        pytest.skip(f"no cgroup v2 here: {sup.get('why_not_cgroup')}")
+    if contain in ("cgroup", "uid") and not sup.get(contain):
+        pytest.skip(f"no {contain} containment here: {sup.get(f'why_not_{contain}')}")
     if contain == "auto" and sup.get("best") == "none":
         pytest.skip("no containment here: the 'none' case covers this machine")
     token = f"ag-stray-{os.getpid()}-{tmp_path.name}"
@@ -462,6 +465,16 @@ def test_a_killed_grader_leaves_no_process_of_a_wrapped_child(tmp_path, contain,
             time.sleep(0.1)
             left = _alive_with(needles)
         assert left == {}, f"processes of the wrapped child outlived the grader: {left}"
+        # and what the grader would have removed: the child's folder (its own file system,
+        # as root) and its cgroups, all named after the dead grader (the launcher's teardown)
+        from autograder.sandbox import pids_cgroup_base
+        deadline = time.monotonic() + 5
+        while os.path.exists(folder) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not os.path.exists(folder), "the killed grader's child folder was left behind"
+        bases = {pids_cgroup_base()[0], sup.get("cgroup")} - {None}
+        cgroups = [n for b in bases for n in os.listdir(b) if n.startswith(f"ag-{grader.pid}-")]
+        assert cgroups == [], cgroups
     finally:
         if grader.poll() is None:
             grader.kill()
@@ -539,3 +552,161 @@ def test_a_wrapped_submission_shares_the_wrappers_network_namespace_and_no_other
                 iso.get("notes", [])) == wrapped, iso
     else:
         assert student["net"] == grader_net
+
+
+# --------------------------------------------------------------------------- never as root
+# Student code never runs as root (issue 28): as root the grader gives every student child a
+# uid of its own, with the grader's Python shared read-only (even where it lies under a folder
+# other uids cannot enter, like pyenv's under /root 0700: a mount namespace opens the way),
+# and the driver checks before it loads a line of the submission.
+AS_WHOM = ('import os, glob, sys\n'
+           'print("AG-STUDENT", "uids=" + ",".join(map(str, os.getresuid())), flush=True)\n'
+           'for site in sorted({p for p in sys.path if p.endswith("site-packages")}):\n'
+           '    try:\n'
+           '        open(os.path.join(site, "zz_planted.pth"), "w").write("import os\\n")\n'
+           '        print("AG-PLANTED", site, flush=True)\n'
+           '    except OSError as e:\n'
+           '        print("AG-REFUSED", site, e.errno, flush=True)\n'
+           'def swiglu_interleaved(x, out):\n    pass\n')
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="as root only: a non-root grader's children are no root")
+@pytest.mark.parametrize("isolate", [True, False], ids=["isolated", "no-isolation"])
+def test_a_student_child_of_a_root_grader_is_never_root(isolate):
+    """With isolation and without it (`--no-isolation` skips namespaces and hidden paths, never
+    the uid drop): the child's uids are its own, the grader's site-packages are read-only to it
+    (a .pth planted there would run in the grader's next process), and its report says so."""
+    from autograder.sandbox import CHILD_UID_BASE, CHILD_UID_SPAN, uid_drop_support
+
+    if not uid_drop_support(_containment().get("mountns", False))[0]:
+        pytest.skip(f"no uid drop here: {uid_drop_support(False)[1]}")
+    child = start([{"index": 1, "source": AS_WHOM}], isolate=isolate)
+    try:
+        ev = load(child)
+        assert ev.get("event") == "loaded" and not ev.get("cell_errors"), ev
+        child.send(cmd="exit")
+        child.proc.wait(timeout=60)
+        out = child.output_text()
+        iso = child.isolation(ev.get("isolation"))
+    finally:
+        child.close()
+    uids = {int(u) for u in _said(out, "STUDENT")["uids"].split(",")}
+    assert len(uids) == 1 and CHILD_UID_BASE <= uids.pop() < CHILD_UID_BASE + CHILD_UID_SPAN
+    assert "AG-PLANTED" not in out and "AG-REFUSED" in out, out
+    assert iso["uid_drop"] is True and iso["uid"] == child.uid
+    assert not [m for m in iso["missing"] if m.startswith("a uid of its own")], iso["missing"]
+
+
+def test_the_driver_refuses_to_run_student_code_that_could_act_as_root(tmp_path):
+    """The driver's own check, before any line of a submission: started as a student child
+    with no uid to drop to (the grader never starts one so), as root it stops with a fatal
+    event and runs nothing; not as root it goes on. The real launcher and driver, copied as
+    into a child, their settings and pipes as the grader makes them."""
+    from autograder.sandbox import TRUSTED_FILES, DriverSettings, LaunchSettings, Limits, Storage
+
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    for name, src in TRUSTED_FILES.items():
+        (trusted / name).write_bytes(src.read_bytes())
+    shutil.copytree(REPO / "book", trusted / "book",
+                    ignore=shutil.ignore_patterns("kernels", "widgets", "data", "__pycache__"))
+    (trusted / "book" / "kernels").mkdir()
+    (trusted / "book" / "kernels" / "__init__.py").write_text("")
+    marker = tmp_path / "ran"
+    (tmp_path / "cells.json").write_text(json.dumps([{"index": 1, "source": f"open({str(marker)!r}, 'w')"}]))
+    cmd_r, cmd_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    from autograder.sandbox import grader_paths
+    cfg = DriverSettings(
+        mode="student", functions={}, simulated=True, workdir=str(tmp_path), trusted_dir=str(trusted),
+        extra_paths=grader_paths(), cmd_fd=cmd_r, reply_fd=rep_w, isolate=False, hide=(),
+        drop_uid=None, nproc=4096,
+        storage=Storage(private=False, places=(), keep=(), size_bytes=1 << 30, files=1000),
+        launch=LaunchSettings(contain="none", cgroup=None, grader_pid=os.getpid(), pids_cgroup=None,
+                              driver=str(trusted / "agdriver.py"), limits=Limits(), fresh_proc=False,
+                              wrap=(), net_around_wrap=False))
+    (tmp_path / "config.json").write_text(cfg.to_json())
+    p = subprocess.Popen([sys.executable, "-I", "-B", str(trusted / "aglauncher.py"),
+                          str(tmp_path / "config.json")], cwd=tmp_path, pass_fds=(cmd_r, rep_w),
+                         env={"PATH": "/usr/bin:/bin", "NUMBA_ENABLE_CUDASIM": "1",
+                              "BOOK_SIMULATOR": "1", "HOME": str(tmp_path)},
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    os.close(cmd_r)
+    os.close(rep_w)
+    with os.fdopen(cmd_w, "w") as cmd, os.fdopen(rep_r) as rep:
+        first = json.loads(rep.readline() or "{}")
+        if first.get("event") == "ready":
+            cmd.write(json.dumps({"cmd": "load"}) + "\n")
+            cmd.flush()
+            loaded = json.loads(rep.readline() or "{}")
+            cmd.write(json.dumps({"cmd": "exit"}) + "\n")
+            cmd.flush()
+        p.wait(timeout=120)
+    if os.getuid() == 0:
+        assert first.get("event") == "fatal", (first, p.stdout.read()[-2000:])
+        assert "refused to run student code as root" in first["error"], first
+        assert not marker.exists()
+    else:
+        assert first.get("event") == "ready" and loaded.get("event") == "loaded", (first, loaded)
+        assert marker.exists()
+
+
+def test_the_network_filter_refuses_every_socket_but_a_unix_one():
+    """Where no network namespace can be made (Docker's default seccomp profile refuses
+    unshare), the driver cuts the network with a seccomp filter: no socket of the internet's
+    families or netlink, in the process, its threads and what it starts; Unix sockets (which
+    CUDA and Python use) still work. Real filter, real sockets."""
+    from autograder.sandbox import seccomp
+
+    if seccomp.supported():
+        pytest.skip(seccomp.supported())
+    code = ("import socket, subprocess, sys, threading\n"
+            f"sys.path.insert(0, {str(REPO)!r})\n"
+            "from autograder.sandbox import seccomp\n"
+            "assert seccomp.deny_network() == ''\n"
+            "def tries():\n"
+            "    out = []\n"
+            "    for fam, kind in ((socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_DGRAM),\n"
+            "                      (socket.AF_NETLINK, socket.SOCK_RAW), (socket.AF_UNIX, socket.SOCK_STREAM)):\n"
+            "        try:\n"
+            "            socket.socket(fam, kind).close(); out.append('ok')\n"
+            "        except OSError as e:\n"
+            "            out.append(e.errno)\n"
+            "    return out\n"
+            "got = [tries()]\n"
+            "t = threading.Thread(target=lambda: got.append(tries())); t.start(); t.join()\n"
+            "sub = subprocess.run([sys.executable, '-c', 'import socket; socket.socket()'], capture_output=True, text=True)\n"
+            "print(got, 'PermissionError' in sub.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    import errno as E
+    assert r.stdout.strip() == str([[E.EACCES, E.EACCES, E.EACCES, "ok"]] * 2) + " True", r.stdout
+
+
+
+def test_a_root_grader_that_cannot_give_a_uid_refuses_and_says_why():
+    """Under Docker's default limits (tests/grader/docker_default.py: no mount namespace to
+    share the grader's Python in) with a Python other uids cannot reach (pyenv's, under /root
+    0700), no child can be given a uid of its own: student code is refused, naming the folder
+    and the fix, even with AUTOGRADER_ALLOW_UNCONTAINED=1 (it would have run as root)."""
+    from autograder.sandbox import reachable
+
+    closed = reachable(sys.base_prefix)
+    if not closed:
+        pytest.skip(f"the grader's Python ({sys.base_prefix}) is open to every uid here")
+    code = ("import book\n"
+            "from autograder.sandbox import Child, ContainmentUnavailable\n"
+            "try:\n"
+            "    Child(mode='student', functions={}, cells=[], simulated=True)\n"
+            "    print('STARTED')\n"
+            "except ContainmentUnavailable as e:\n"
+            "    print('REFUSED', e)\n")
+    helper = Path(__file__).with_name("docker_default.py")
+    r = subprocess.run([sys.executable, str(helper), sys.executable, "-c", code], cwd=REPO,
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=str(REPO), BOOK_SIMULATOR="1",
+                                AUTOGRADER_ALLOW_UNCONTAINED="1"))
+    if r.returncode == 77:
+        pytest.skip(r.stderr.strip())
+    assert "REFUSED refusing to run student code as root" in r.stdout, r.stdout + r.stderr
+    assert f"is closed to other users at {closed}" in r.stdout and "Fix: make the interpreter" in r.stdout

@@ -170,7 +170,8 @@ def test_a_new_lab_is_listed_assigned_checked_and_graded_from_its_three_files(tr
         "--out", str(graded), "--quiet")
     sol = json.loads((graded / f"solutions_{NAME}" / "results.json").read_text())
     blank = json.loads((graded / f"labs_{NAME}" / "results.json").read_text())
-    assert sol["score"] == sol["extra_data"]["max_score"] == 3, json.dumps(sol["tests"])[:2000]
+    assert sol["score"] == 3 == sol["extra_data"]["max_score"] - sol["extra_data"]["pending_points"], \
+        json.dumps(sol["tests"])[:2000]   # (performance pending in the simulator, issue 28)
     assert blank["score"] == 0
 
     lists = run(tree, "-c", textwrap.dedent("""

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_runs import REPO, env, fast_rubric, grade_cmd, results
+from grading_runs import REPO, env, fast_rubric, full_marks, grade_cmd, results
 
 sys.path.insert(0, str(REPO))
 from autograder.sandbox import NOBODY, Child, can_drop_uid, pids_cgroup_base
@@ -77,10 +77,6 @@ def test_a_run_killed_before_its_regrades_grades_them_on_the_next(graded):
     again = [json.loads(line) for line in open(out / "measurements.jsonl")][len(log):]
     assert [x["id"] for x in again if x["kind"] == "result"] == ["lab2_packed_swiglu"], again
     assert not (out / "lab2_packed_swiglu" / "regrade_alone.json").exists()
-
-
-def full_marks(r):
-    return r["score"] == r["extra_data"]["max_score"] > 0
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ import json
 
 from autograder import gradescope
 from autograder.export import feedback_markdown, gradescope_json
-from autograder.results import PERFORMANCE, Result, TestRecord
+from autograder.results import PENDING, PERFORMANCE, Result, TestRecord
 
 TEST_KEYS = ["name", "score", "max_score", "status", "output", "visibility"]
 
@@ -20,9 +20,9 @@ def a_result() -> Result:
     hidden = {"name": "hidden M=7 F=96", "visibility": "hidden", "points": 2}
     r.tests = [TestRecord.for_case(public, r.hidden_visibility, score=1, output="ok"),
                TestRecord.for_case(hidden, r.hidden_visibility, output="max abs err 3 at [0, 5]"),
-               TestRecord(PERFORMANCE, 0, output="not measured: no GPU"),
+               TestRecord(PERFORMANCE, 4, output="not measured: no GPU", status=PENDING),
                TestRecord("compute-sanitizer", 0, status="failed", output="racecheck: a hazard")]
-    r.score, r.max_score = 1, 3
+    r.score, r.max_score = 1, 7
     return r
 
 
@@ -35,7 +35,14 @@ def test_gradescope_json_spells_every_test_the_same_way():
     assert public["status"] == "passed" and public["visibility"] == "visible"
     assert hidden["name"] == "hidden M=7 F=96 (hidden case)" and hidden["status"] == "failed"
     assert hidden["visibility"] == "after_due_date" and hidden["max_score"] == 2
-    assert perf["status"] == "passed"            # 0 of 0 points: nothing lost
+    # pending (the simulator cannot time): its points stay in the total, Gradescope's two
+    # statuses leave "failed", and it says first that it is pending, never "passed" at 0/0
+    assert (perf["score"], perf["max_score"], perf["status"]) == (0, 4, "failed")
+    assert perf["output"] == ("PENDING: these 4 points are awarded when your kernels are timed on "
+                              "a GPU (your instructor grades performance there); until then they "
+                              "count as 0\nnot measured: no GPU")
+    assert doc["extra_data"]["pending_points"] == 4
+    assert doc["output"].startswith("1/7 points for lab2_packed_swiglu (4 of them pending")
     assert san["status"] == "failed"             # its own status: red, with no points lost
 
 
@@ -43,7 +50,8 @@ def test_feedback_marks_each_test_by_its_record():
     md = feedback_markdown(a_result())
     assert "| public M=3 F=40 | 1/1 | pass |" in md
     assert "| hidden M=7 F=96 (hidden) | 0/2 | FAIL |" in md
-    assert "| performance | 0/0 | not measured |" in md
+    assert "| performance | 0/4 | pending (timed on a GPU) |" in md
+    assert "PENDING: these 4 points are awarded when your kernels are timed on a GPU" in md
     assert "| compute-sanitizer | 0/0 | see below |" in md
     # a hidden case's details wait for the due date; the sanitizer's findings are shown
     assert "max abs err" not in md and "racecheck: a hazard" in md
@@ -63,5 +71,9 @@ def test_the_gradescope_refusal_has_the_graded_shape_less_the_time():
     [t] = doc["tests"]
     assert list(t) == TEST_KEYS
     assert (t["name"], t["score"], t["max_score"], t["status"]) == ("submission", 0.0, 8.0, "failed")
+    # what Gradescope records: it counts this latest attempt, 0 of the total
+    assert doc["output"] == t["output"] == ("nothing to grade. Gradescope records this attempt as "
+                                            "0/8 and, as your latest submission, it is the one "
+                                            "that counts: submit your notebook again.")
     assert doc["extra_data"] == {"lab": "lab2_packed_swiglu", "status": "nothing graded",
                                  "files": ["a.txt"]}

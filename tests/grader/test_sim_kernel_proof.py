@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_runs import REPO, env, grade_cmd, results
+from grading_runs import REPO, env, full_marks, grade_cmd, results
 from repo import FIXTURES
 
 pytestmark = pytest.mark.slow   # every test reads a grading run of the multi-kernel solutions
@@ -60,7 +60,7 @@ def proof(out, sid):
 @pytest.mark.parametrize("sid", HONEST)
 def test_multi_kernel_solutions_earn_full_correctness(graded, sid):
     r = results(graded[sid], sid)
-    assert r["score"] == r["extra_data"]["max_score"] > 0, outputs(r)
+    assert full_marks(r), outputs(r)
     assert r["extra_data"]["status"] == "graded"
     p = proof(graded[sid], sid)
     assert p["reproduced"] is True and p["launches"] >= 2, p
@@ -71,7 +71,7 @@ def test_a_proof_the_simulator_cannot_carry_out_is_withheld_not_an_accusation(gr
     out = graded[sid]
     r = results(out, sid)
     text = outputs(r)
-    assert r["score"] == r["extra_data"]["max_score"] > 0, text    # no points taken
+    assert full_marks(r), text    # no points taken
     assert "needs a GPU to verify" in text and "created inside your function" in text
     assert "host" not in text and "did not compute the answer" not in text
     assert r["extra_data"]["status"] == "needs a GPU"

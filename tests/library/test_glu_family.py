@@ -1,4 +1,4 @@
-"""Chapter 10's kernels (book/kernels/glu_family.py): correct in the simulator (or on a GPU),
+"""Chapter 11's kernels (book/kernels/glu_family.py): correct in the simulator (or on a GPU),
 float32-only arithmetic in their PTX, clear errors on bad input, and the float16 overflow
 that motivates float32 math inside the kernels."""
 

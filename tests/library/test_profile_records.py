@@ -1,4 +1,4 @@
-"""Chapter 9's profiler records: say where they came from, agree with themselves, ship.
+"""Chapter 10's profiler records: say where they came from, agree with themselves, ship.
 
 book/data/ncu/diagnosis_h100.json (benchmarks/ncu_diagnose.py) and
 book/data/profile/decode_timeline_h100.json (benchmarks/profile_decode.py) were recorded on

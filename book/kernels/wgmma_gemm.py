@@ -1,0 +1,630 @@
+"""The Hopper dual GEMM: TMA into an mbarrier ring, warp specialization, ``wgmma`` (sm_90a).
+
+``out = silu(x @ wg.T) * (x @ wu.T)`` for x [T, d] and the nn.Linear weights wg, wu [h, d]
+(bfloat16, or float16), float32 accumulation, one 16-bit store per output. The weights are
+read in their own layout: a row of an nn.Linear weight is one output column's k values, so
+both operands are *K-major*, the layout wgmma reads without a transpose.
+
+How it is built (the way Hopper GEMMs are; :class:`HopperTile` holds every size):
+
+- **A persistent grid**: one block per SM; the blocks work through a host-made schedule
+  (:func:`schedule`) that walks ``group`` column tiles at a time down the rows, so what one
+  wave of blocks reads (a slice of x and ``group`` tiles of the weights) stays in L2.
+  Blocks come in *clusters* of two (``cluster``): the pair takes one schedule entry, row
+  tiles 2p and 2p+1 of the same columns, side by side on two SMs launched together, so the
+  same weight tiles are asked for twice at the same moment. That measured faster than
+  independent blocks at T = 8192 (``wgmma_dual_gemm_single`` in book/data). Sharing the
+  read itself through TMA multicast (``multicast=True``: each CTA copies half the weights
+  into both) measured much slower here (``wgmma_dual_gemm_multicast``), for reasons not
+  found yet.
+- **Warp specialization**: warpgroup 0 is the *producer*: one of its threads issues the TMA
+  copies; it gives most of its registers away (``setmaxnreg``). Warpgroups 1 and 2 are the
+  *consumers*: 64 rows of the tile each, issuing ``wgmma`` and running the epilogue.
+- **An mbarrier ring** of ``stages`` shared-memory stages. Stage s has a *full* barrier
+  (the producer arrives with the byte count it expects; the copy engine completes the
+  bytes) and an *empty* barrier (each consumer warpgroup arrives once its wgmma no longer
+  read the stage). Phases alternate in parity, so each side keeps a stage index and a
+  parity bit and never resets a barrier.
+- **One stage** holds a 128 x 64 tile of x and a 256 x 64 tile of weights: 128 rows of wg
+  and the *same* 128 rows of wu, one after the other, three TMA boxes whose 128-byte rows
+  are written with the 128B swizzle. One ``wgmma.m64n256k16`` then multiplies a
+  consumer's 64 rows of x by gate *and* up at once: accumulator column c < 128 is gate
+  column c, and column 128 + c its up partner, in the same thread (:func:`pairs`).
+- **The epilogue** runs straight from the accumulators: silu(gate) * up, rounded to 16 bits
+  and stored two at a time; rows past T and columns past h are not stored, and TMA reads
+  zeros outside the tensors, so any T works and h and d need only be multiples of 8.
+
+Epilogues (the controls of the chapter's table):
+
+- ``"swiglu"``: the dual GEMM;
+- ``"identity"``: the same kernel storing gate + up (same loads and stores, no exp);
+- ``"store2"``: the unfused path's GEMM: gate and up stored to two arrays;
+- ``"gemm"``: a plain GEMM x @ w.T (the 256 B rows are 256 rows of one weight);
+- ``"ceiling"``: the consumers' main loop alone, on whatever shared memory holds, no TMA:
+  what this wgmma structure can issue.
+
+Taught in chapter 9 (``chapters/09_hopper.ipynb``); the instructions are
+:mod:`book.kernels.hopper`.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda, float32, uint8, uint32, uint64
+
+from .fused import silu_mul
+from .hopper import SIMULATED, check_capability, descriptor, tensor_map
+from .fastcall import BoundedCache, PackedParams, cufunction, current_raw_stream, pack_array
+from .launch import allow_shared, sm_count
+from .mma_gemm import half_dtype, half_matrix, half_out
+from .tensorcore import target_cc
+
+__all__ = ["HopperTile", "TILE", "EPILOGUES", "build_kernel", "schedule", "pairs",
+           "swiglu_wgmma", "swiglu_wgmma_identity", "gate_up_wgmma", "matmul_wgmma",
+           "ceiling_wgmma", "flops", "check_shapes"]
+
+EPILOGUES = ("swiglu", "identity", "store2", "gemm", "ceiling")
+MAX_SHARED = 227 * 1024  # the most one block may opt in to on sm_90
+ALIGN = 1024  # a 128B-swizzled tile starts on 1024 bytes (the swizzle's period)
+
+
+@dataclass(frozen=True)
+class HopperTile:
+    """The kernel's geometry: every size the kernel is built from, as named values."""
+
+    bm: int = 128  # rows of x per tile: 64 per consumer warpgroup
+    bn: int = 128  # output columns per tile: gate and up bn each, so wgmma's N is 2 bn
+    bk: int = 64  # k per stage: 64 16-bit elements = one 128-byte swizzled row
+    stages: int = 4  # the ring: the producer runs up to this many stages ahead
+    group: int = 8  # L2 order: column tiles walked together (:func:`schedule`)
+    inflight: int = 0  # k-blocks of wgmma left in flight before a stage is released (0 or 1)
+    cluster: int = 2  # CTAs per cluster: neighbouring row tiles 2p, 2p+1 run side by side
+    max_blocks: int = 0  # at most this many blocks resident (0: one per SM)
+    multicast: bool = False  # with clusters: one read of the weights for both (TMA multicast)
+    producer_regs: int = 40  # setmaxnreg: the producer keeps this many registers ...
+    consumer_regs: int = 232  # ... and the consumers grow to this many
+
+    @property
+    def consumers(self):
+        return self.bm // 64
+
+    @property
+    def threads(self):
+        return 128 * (self.consumers + 1)
+
+    @property
+    def wgmma_n(self):
+        return 2 * self.bn
+
+    @property
+    def a_bytes(self):  # one stage's tile of x
+        return self.bm * self.bk * 2
+
+    @property
+    def b_half_bytes(self):  # one stage's tile of one weight (bn rows)
+        return self.bn * self.bk * 2
+
+    @property
+    def b_bytes(self):
+        return 2 * self.b_half_bytes
+
+    @property
+    def c_bytes(self):  # one consumer's output staging tile: 64 rows x bn 16-bit values
+        return 64 * self.bn * 2
+
+    @property
+    def stage_bytes(self):
+        return self.a_bytes + self.b_bytes
+
+    @property
+    def layout(self) -> dict:
+        """Byte offsets in shared memory (from a 1024-aligned base): the A ring, the B ring,
+        each consumer's output tile (the TMA store's source), the full and the empty
+        barriers."""
+        a = 0
+        b = self.stages * self.a_bytes
+        c = b + self.stages * self.b_bytes
+        full = c + self.consumers * self.c_bytes
+        empty = full + 8 * self.stages
+        return {"a": a, "b": b, "c": c, "full": full, "empty": empty,
+                "end": empty + 8 * self.stages}
+
+    @property
+    def shared_bytes(self):
+        """Dynamic shared memory to ask for: the layout plus room to align its start."""
+        return self.layout["end"] + ALIGN
+
+    def validate(self) -> "HopperTile":
+        p = []
+        if self.bm not in (64, 128, 192):
+            p.append("bm must be 64, 128 or 192 (64 rows per consumer warpgroup)")
+        if 2 * self.bn not in (64, 128, 256):
+            p.append("bn must be 32, 64 or 128 (wgmma's N = 2 bn is at most 256)")
+        if self.bk != 64:
+            p.append("bk must be 64 (one 128-byte swizzled row of 16-bit elements)")
+        if self.stages < 2:
+            p.append("stages must be at least 2")
+        if self.inflight not in (0, 1):
+            p.append("inflight must be 0 or 1")
+        if self.cluster not in (1, 2):
+            p.append("cluster must be 1 or 2")
+        if self.threads * self.consumer_regs > 65536 + 128 * (self.consumer_regs
+                                                              - self.producer_regs):
+            p.append("the consumers' registers do not fit the register file")
+        if self.shared_bytes > MAX_SHARED:
+            p.append(f"{self.shared_bytes} bytes of shared memory: a block gets at most "
+                     f"{MAX_SHARED}")
+        if p:
+            raise ValueError(f"invalid {self}: " + "; ".join(p))
+        return self
+
+    def describe(self) -> str:
+        lay = self.layout
+        return (f"tile {self.bm} x {self.bn} outputs ({self.consumers} consumer warpgroups of "
+                f"64 rows, wgmma m64n{self.wgmma_n}k16), k {self.bk} per stage, "
+                f"{self.stages} stages of {self.stage_bytes // 1024} KiB (x {self.a_bytes // 1024}"
+                f" + weights {self.b_bytes // 1024}), barriers at {lay['full']}, "
+                f"{self.shared_bytes} bytes of shared memory, {self.threads} threads")
+
+
+TILE = HopperTile()
+
+
+def pairs(tile: HopperTile = TILE):
+    """For each accumulator index i of a gate column: the index of its up partner (the
+    same output, ``bn`` accumulator columns on: ``4 bn / 8`` registers on)."""
+    return [(i, i + tile.bn // 2) for i in range(tile.bn // 2)]
+
+
+def schedule(m_tiles: int, n_tiles: int, group: int) -> np.ndarray:
+    """The tiles in the order blocks take them, packed ``(row tile << 16) | column tile``:
+    ``group`` column tiles at a time, each row of the group in turn. Blocks b, b + grid, ...
+    take entries b, b + grid, ...: one wave works on about grid / group rows of ``group``
+    neighbouring columns."""
+    if m_tiles >= 1 << 15 or n_tiles >= 1 << 16:
+        raise ValueError(f"{m_tiles} x {n_tiles} tiles do not fit the schedule's 16-bit fields")
+    out = []
+    for c0 in range(0, n_tiles, group):
+        cols = range(c0, min(c0 + group, n_tiles))
+        for m in range(m_tiles):
+            out.extend((m << 16) | n for n in cols)
+    return np.asarray(out, dtype=np.int32)
+
+
+def build_kernel(tile: HopperTile = TILE, epilogue: str = "swiglu", kind: str = "bf16"):
+    """``k(maps, sched, K)``: ``maps`` the tensor maps of x, the two weights and the two
+    outputs (16 uint64 each), ``sched`` the tile schedule; see the module doc for
+    ``epilogue``."""
+    return make_wgmma_gemm(tile.validate(), epilogue, kind)
+
+
+@functools.lru_cache(maxsize=None)
+def make_wgmma_gemm(tile, epilogue, kind="bf16"):
+    """The kernel factory (the source the chapter shows); call build_kernel."""
+    if epilogue not in EPILOGUES:
+        raise ValueError(f"epilogue must be one of {EPILOGUES}, got {epilogue!r}")
+    if kind not in ("bf16", "f16"):
+        raise ValueError(f"kind must be bf16 or f16, got {kind!r}")
+    if SIMULATED:
+        raise RuntimeError("the wgmma kernels need a Hopper GPU: Numba's simulator has no "
+                           "wgmma or TMA (run the models of book.kernels.hopper instead)")
+    from .hopper import (
+        bulk_commit, bulk_wait, bulk_wait_read, cluster_ctarank, cluster_sync,
+        fence_mbarrier_init, fence_proxy_async, global_address, make_wgmma, mbar_arrive,
+        mbar_arrive_cluster, mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier,
+        setmaxnreg_dec, setmaxnreg_inc, shared_address, st_shared_bf16x2, st_shared_f16x2,
+        tma_load_2d, tma_load_2d_multicast, tma_store_2d, wgmma_commit, wgmma_fence,
+        wgmma_wait,
+    )
+
+    WGMMA = make_wgmma(tile.wgmma_n, kind)
+    ST_PAIR = st_shared_bf16x2 if kind == "bf16" else st_shared_f16x2
+    BM, BN, BK, ST = tile.bm, tile.bn, tile.bk, tile.stages
+    NACC = tile.wgmma_n // 2  # accumulators per consumer thread
+    CHUNKS = BN // 8  # 8-column chunks of one half (4 accumulators each)
+    LAY = tile.layout
+    A_OFF, B_OFF, C_OFF = LAY["a"], LAY["b"], LAY["c"]
+    FULL, EMPTY = LAY["full"], LAY["empty"]
+    A_BYTES, B_BYTES, B_HALF, C_BYTES = tile.a_bytes, tile.b_bytes, tile.b_half_bytes, tile.c_bytes
+    STAGE_TX = tile.stage_bytes
+    CONSUMER_A = 64 * BK * 2  # bytes of one consumer's 64 rows of the x tile
+    NC = tile.consumers
+    KSTEPS = BK // 16
+    # descriptor bits above the address: K-major, 128B swizzle, 8-row groups 1024 bytes
+    # apart (SBO); LBO is unused by the swizzled K-major layout (16 by convention)
+    DESC = np.uint64(descriptor(0, 16, 1024, "128B"))
+    STEP = np.uint64(32 >> 4)  # the next k16: 32 bytes further along the swizzled row
+    DUAL = epilogue in ("swiglu", "identity", "store2")
+    LOADS = epilogue != "ceiling"
+    EPI = epilogue
+    # the output leaves in rounds of BN columns through the consumer's staging tile:
+    # one round for swiglu and identity, two for store2 (gate, then up) and gemm
+    ROUNDS = 0 if epilogue == "ceiling" else (1 if epilogue in ("swiglu", "identity") else 2)
+    COLS = BN if DUAL else 2 * BN  # output columns per tile
+    B2_ROW = 0 if DUAL else BN  # second B box: wu's same rows, or w's next BN rows
+    BOXES = BN // 64  # 64-column boxes (128 swizzled bytes a row) per round
+    INFLIGHT = tile.inflight
+    PREGS, CREGS = tile.producer_regs, tile.consumer_regs
+    MASK = uint32(0xFFFFFC00)  # ~(ALIGN - 1)
+    CL = tile.cluster
+    MC = CL if tile.multicast else 1  # CTAs each weight tile is copied to
+
+    @cuda.jit(device=True, inline="always")
+    def release(bar, lt):
+        # a consumer warpgroup is done reading a stage: one arrive on the stage's empty
+        # barrier in every CTA whose producer copies into it (thread lt arrives at CTA lt)
+        if MC == 1:
+            if lt == 0:
+                mbar_arrive(bar)
+        elif lt < MC:
+            mbar_arrive_cluster(bar, lt)
+
+    def wgmma_gemm(maps, sched, K):
+        smem = cuda.shared.array(0, uint8)
+        base = (shared_address(smem, 0) + uint32(ALIGN - 1)) & MASK
+        tid = cuda.threadIdx.x
+        wg = tid >> 7
+        rank = cluster_ctarank() if CL == 2 else uint32(0)
+        if tid == 0:
+            for s in range(ST):
+                mbar_init(base + FULL + 8 * s, 1)  # the producer's arrive (+ the bytes)
+                # one arrive per consumer warpgroup of every CTA its stage is copied to
+                mbar_init(base + EMPTY + 8 * s, NC * MC)
+            fence_mbarrier_init()
+        if CL == 2:
+            cluster_sync()  # the partner's barriers exist before anything arrives on them
+        else:
+            cuda.syncthreads()
+        nk = (K + BK - 1) // BK  # TMA reads zeros past K
+        ntiles = sched.size
+        if wg == 0:  # the producer
+            setmaxnreg_dec(PREGS)
+            if tid == 0 and LOADS:
+                map_x = global_address(maps, 0)
+                map_b0 = global_address(maps, 16)
+                map_b1 = global_address(maps, 32)
+                s = 0
+                ph = 0
+                i = cuda.blockIdx.x // CL  # both CTAs of a cluster take the same entry
+                while i < ntiles:
+                    t = sched[i]
+                    row = ((t >> 16) * CL + rank) * BM
+                    col = (t & 0xFFFF) * COLS
+                    for kb in range(nk):
+                        mbar_wait(base + EMPTY + 8 * s, ph ^ 1)  # the consumers are done
+                        full = base + FULL + 8 * s
+                        mbar_arrive_expect_tx(full, STAGE_TX)
+                        kc = kb * BK
+                        tma_load_2d(base + A_OFF + s * A_BYTES, map_x, kc, row, full)
+                        bs = base + B_OFF + s * B_BYTES
+                        if MC == 1:
+                            tma_load_2d(bs, map_b0, kc, col, full)
+                            tma_load_2d(bs + B_HALF, map_b1, kc, col + B2_ROW, full)
+                        elif rank == 0:  # gate's half of the weights, for both CTAs
+                            tma_load_2d_multicast(bs, map_b0, kc, col, full, 3)
+                        else:  # up's half, for both
+                            tma_load_2d_multicast(bs + B_HALF, map_b1, kc, col + B2_ROW, full, 3)
+                        s += 1
+                        if s == ST:
+                            s = 0
+                            ph ^= 1
+                    i += cuda.gridDim.x // CL
+        else:  # a consumer: 64 rows of each tile
+            setmaxnreg_inc(CREGS)
+            c = wg - 1
+            lt = tid & 127
+            acc = cuda.local.array(NACC, float32)
+            warp = lt >> 5
+            g = (lt & 31) >> 2
+            t4 = (lt & 3) * 4  # byte of this thread's column pair within 8 columns
+            # this thread's rows of the staging tile (r and r + 8), and its swizzle: the
+            # 16-byte chunk j of row r lives at chunk j ^ (r % 8), and r % 8 = g
+            ctile = base + C_OFF + c * C_BYTES
+            cbase = ctile + (16 * warp + g) * 128 + t4
+            map_o0 = global_address(maps, 48)
+            map_o1 = global_address(maps, 64)
+            s = 0
+            ph = 0
+            prev = 0
+            i = cuda.blockIdx.x // CL
+            while i < ntiles:
+                t = sched[i]
+                for kb in range(nk):
+                    if LOADS:
+                        mbar_wait(base + FULL + 8 * s, ph)  # the stage's bytes have landed
+                    da = DESC | uint64((base + A_OFF + s * A_BYTES + c * CONSUMER_A) >> 4)
+                    db = DESC | uint64((base + B_OFF + s * B_BYTES) >> 4)
+                    wgmma_fence()
+                    for ks in range(KSTEPS):
+                        WGMMA(acc, da + STEP * uint64(ks), db + STEP * uint64(ks),
+                              uint32(kb + ks > 0))
+                    wgmma_commit()
+                    if INFLIGHT:
+                        wgmma_wait(1)  # the previous k-block's wgmma are done ...
+                        if LOADS and kb > 0:
+                            release(base + EMPTY + 8 * prev, lt)  # ... so its stage is free
+                    else:
+                        wgmma_wait(0)
+                        if LOADS:
+                            release(base + EMPTY + 8 * s, lt)
+                    prev = s
+                    s += 1
+                    if s == ST:
+                        s = 0
+                        ph ^= 1
+                if INFLIGHT:
+                    wgmma_wait(0)
+                    if LOADS:
+                        release(base + EMPTY + 8 * prev, lt)
+                # The epilogue. Accumulator 4j + 2h + e is row g + 8h (+ 16 warp), column
+                # 8j + t2 + e: gate chunk j and its up partner j + CHUNKS meet here. Each
+                # round: wait until the last TMA store has read the staging tile, write
+                # 16-bit pairs into it (swizzled: conflict-free), hand it to TMA.
+                row = ((t >> 16) * CL + rank) * BM + 64 * c
+                col = (t & 0xFFFF) * COLS
+                if ROUNDS == 0:  # the ceiling: one word per tile, so ptxas keeps the wgmma
+                    ST_PAIR(cbase, acc[0], acc[NACC - 1])
+                for rnd in range(ROUNDS):
+                    if lt == 0:
+                        bulk_wait_read(0)
+                    named_barrier(1 + c, 128)
+                    for h in range(2):
+                        for j in range(CHUNKS):
+                            a = cbase + (j >> 3) * 8192 + h * 1024 + (((j & 7) ^ g) << 4)
+                            q = 4 * (j + rnd * CHUNKS) + 2 * h  # this round's accumulators
+                            lo = acc[q]
+                            hi = acc[q + 1]
+                            if EPI == "swiglu" or EPI == "identity":
+                                ulo = acc[q + 4 * CHUNKS]
+                                uhi = acc[q + 4 * CHUNKS + 1]
+                                if EPI == "swiglu":
+                                    ST_PAIR(a, silu_mul(lo, ulo), silu_mul(hi, uhi))
+                                else:
+                                    ST_PAIR(a, lo + ulo, hi + uhi)
+                            else:
+                                ST_PAIR(a, lo, hi)
+                    fence_proxy_async()  # the generic-proxy writes, read next by TMA
+                    named_barrier(1 + c, 128)
+                    if lt == 0:
+                        m_out = map_o1 if (EPI == "store2" and rnd == 1) else map_o0
+                        c0 = col + (BN * rnd if EPI == "gemm" else 0)
+                        for b in range(BOXES):
+                            tma_store_2d(m_out, c0 + 64 * b, row, ctile + b * 8192)
+                        bulk_commit()
+                i += cuda.gridDim.x // CL
+            if lt == 0:
+                bulk_wait(0)  # the last stores are complete before the block's memory goes
+        if CL == 2:
+            cluster_sync()  # nothing arrives on, or is copied into, a CTA that has left
+
+    return cuda.jit(fastmath=True, launch_bounds=(tile.threads, 1))(wgmma_gemm)
+
+
+def flops(T: int, d: int, h: int) -> int:
+    """Matrix flops of x @ [wg | wu]^T (2*T*d*h each); the activation is not counted."""
+    return 4 * T * d * h
+
+
+# ---------------------------------------------------------------------------------------
+# host side
+
+_MAPS = {}  # (address, shape, box, ...) of each tensor map set -> device array of maps
+_SCHED = {}  # (row tiles, column tiles, group, cluster) -> device schedule
+
+
+def _maps(arrays, boxes):
+    """A device array of the tensor maps of ``arrays`` (2-D, row-major), 16 uint64 each.
+    Cached by everything a map encodes (address, sizes, stride, box): the same key gives
+    the same 128 bytes, so the cache can never hand out a stale map."""
+    from .mma_gemm import address
+
+    key = tuple((address(a), *a.shape, a.strides[0], box) for a, box in zip(arrays, boxes))
+    dev = _MAPS.get(key)
+    if dev is None:
+        raw = b"".join(tensor_map(address(a), a.shape[0], a.shape[1], a.strides[0], box)
+                       for a, box in zip(arrays, boxes))
+        dev = cuda.to_device(np.frombuffer(raw, dtype=np.uint64).copy())
+        if len(_MAPS) > 256:
+            _MAPS.clear()
+        _MAPS[key] = dev
+    return dev
+
+
+def _schedule(m_tiles, n_tiles, tile):
+    """The device schedule: with clusters of 2, its row entries are pairs of row tiles."""
+    m_units = -(-m_tiles // tile.cluster)
+    key = (m_units, n_tiles, tile.group)
+    dev = _SCHED.get(key)
+    if dev is None:
+        dev = _SCHED[key] = cuda.to_device(schedule(m_units, n_tiles, tile.group))
+    return dev
+
+
+def check_shapes(x, ws, names):
+    """(T, d, h) of x [T, d] and weights [h, d], or a clear error."""
+    T, d = x.shape
+    h = ws[0].shape[0]
+    for name, w in zip(names, ws):
+        if tuple(w.shape) != (h, d):
+            raise ValueError(f"{name} is {tuple(w.shape)}; expected the nn.Linear layout "
+                             f"[h, d] = [{h}, {d}] (x is {tuple(x.shape)})")
+    kinds = {half_dtype(a) for a in [x] + list(ws)}
+    if len(kinds) > 1:
+        raise TypeError(f"x and the weights must share one dtype, got {sorted(kinds)}")
+    bad = [f"{what} = {v}" for what, v in (("d (columns of x)", d), ("h (rows of the weights)", h))
+           if v % 8 or v == 0]
+    if bad or T == 0:
+        raise ValueError("TMA needs rows that are a multiple of 16 bytes: d and h must be "
+                         "positive multiples of 8, T positive; got " + ", ".join(bad or [f"T = {T}"]))
+    return T, d, h
+
+
+class Plan:
+    """One launch, worked out once per key: the CUDA function, grid, block, dynamic shared
+    memory, packed parameters, the launch configuration (with its cluster size) and the
+    device arrays the parameters point to (kept alive here)."""
+
+    __slots__ = ("function", "grid", "block", "smem", "params", "config", "keep")
+
+    def __init__(self, function, grid, block, smem, params, config, keep):
+        self.function, self.grid, self.block, self.smem = function, grid, block, smem
+        self.params, self.config, self.keep = params, config, keep
+
+
+_PLANS = BoundedCache(64)
+
+
+def _driver():
+    from cuda.bindings import driver as cu
+
+    return cu
+
+
+def _cluster_grid(cu, function, tile, units):
+    """Blocks to launch: as many clusters as can be resident at once (the schedule is
+    persistent), and no more than there are schedule entries."""
+    cfg = _config(cu, tile, tile.cluster)
+    err, n = cu.cuOccupancyMaxActiveClusters(function, cfg)
+    OCCUPANCY[tile] = (str(err), n)
+    if err != cu.CUresult.CUDA_SUCCESS or n < 1:
+        n = sm_count() // tile.cluster
+    if tile.max_blocks:
+        n = min(n, tile.max_blocks // tile.cluster)
+    return tile.cluster * max(1, min(n, units))
+
+
+OCCUPANCY = {}  # tile -> what cuOccupancyMaxActiveClusters answered (for the record)
+
+
+def _config(cu, tile, grid):
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid, 1, 1
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = tile.threads, 1, 1
+    cfg.sharedMemBytes = tile.shared_bytes
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = tile.cluster, 1, 1
+    cfg.attrs = [attr]
+    cfg.numAttrs = 1
+    return cfg
+
+
+def _plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h):
+    cu = _driver()
+    box_x, box_w, box_o = (tile.bk, tile.bm), (tile.bk, tile.bn), (64, 64)
+    maps = _maps([xd, ws[0], ws[-1], o, o2], [box_x, box_w, box_w, box_o, box_o])
+    cols = tile.bn if epilogue in ("swiglu", "identity", "store2") else 2 * tile.bn
+    sched = _schedule(-(-T // tile.bm), -(-h // cols), tile)
+    kern = build_kernel(tile, epilogue, kind)
+    args = [maps, sched, d]
+    allow_shared(kern, args, tile.shared_bytes)  # compiles for these types
+    compiled = kern.overloads[tuple(kern.typeof_pyval(a) for a in args)]
+    function = cufunction(cu, compiled)
+    params = []
+    for a in (maps, sched):
+        params.extend(pack_array(int(a.device_ctypes_pointer.value), a.shape, a.strides,
+                                 a.dtype.itemsize))
+    params.append(d)
+    if tile.cluster == 1:
+        grid, config = min(sched.size, tile.max_blocks or sm_count()), None
+    else:
+        grid = _cluster_grid(cu, function, tile, sched.size)
+        config = _config(cu, tile, grid)
+    return Plan(function, grid, tile.threads, tile.shared_bytes, PackedParams(params), config,
+                (maps, sched))
+
+
+def _launch(plan, stream):
+    cu = _driver()
+    if plan.config is None:
+        err, = cu.cuLaunchKernel(plan.function, plan.grid, 1, 1, plan.block, 1, 1, plan.smem,
+                                 stream, plan.params.address, 0)
+    else:
+        plan.config.hStream = stream
+        err, = cu.cuLaunchKernelEx(plan.config, plan.function, plan.params.address, 0)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"launching the wgmma GEMM failed: {err}")
+
+
+def _stream(stream, like):
+    """The raw stream to launch on: ``stream`` if given (an int, or a Numba stream), else
+    torch's current stream for torch tensors, else the legacy default stream."""
+    cu = _driver()
+    if stream is None:
+        if type(like).__module__.startswith("torch"):
+            return cu.CUstream(current_raw_stream()(like.get_device()))
+        return cu.CUstream(0)
+    h = getattr(stream, "handle", stream)
+    return cu.CUstream(int(getattr(h, "value", h) or 0))
+
+
+def _torch_key(epilogue, tile, tensors):
+    """What a plan depends on, read cheaply from torch tensors (None: not all torch)."""
+    key = [epilogue, tile]
+    for t in tensors:
+        if t is None:
+            key.append(None)
+            continue
+        if not type(t).__module__.startswith("torch"):
+            return None
+        key.append((t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.get_device()))
+    return tuple(key)
+
+
+def _run(epilogue, x, wg, wu, out, out2, tile, stream):
+    tile = tile or TILE
+    key = None
+    if out is not None and (out2 is not None or epilogue != "store2"):
+        key = _torch_key(epilogue, tile, (x, wg, wu, out, out2))
+        plan = _PLANS.get(key) if key is not None else None
+        if plan is not None:  # every check of this key passed when it was planned
+            _launch(plan, _stream(stream, x))
+            return (out, out2) if epilogue == "store2" else out
+    tile = tile.validate()
+    check_capability(target_cc())  # the GPU, or what the T4 switch names (book/target.py)
+    dual = epilogue in ("swiglu", "identity", "store2")
+    names = ("wg", "wu") if dual else ("w",)
+    xd = half_matrix(x, "x")
+    ws = [half_matrix(wg, names[0])] + ([half_matrix(wu, "wu")] if dual else [])
+    T, d, h = check_shapes(xd, ws, names)
+    dtype = half_dtype(xd)
+    kind = "bf16" if dtype == "bfloat16" else "f16"
+    res, o = half_out(out, x, (T, h), dtype)
+    o2, res2 = o, None
+    if epilogue == "store2":
+        res2, o2 = half_out(out2, x, (T, h), dtype, "out2")
+    plan = _plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h)
+    if key is not None:
+        _PLANS.put(key, plan)
+    _launch(plan, _stream(stream, x))
+    return (res, res2) if epilogue == "store2" else res
+
+
+def swiglu_wgmma(x, wg, wu, out=None, *, tile=None, stream=None):
+    """``out = silu(x @ wg.T) * (x @ wu.T)``: the Hopper dual GEMM (nn.Linear weights)."""
+    return _run("swiglu", x, wg, wu, out, None, tile, stream)
+
+
+def swiglu_wgmma_identity(x, wg, wu, out=None, *, tile=None, stream=None):
+    """The control: the same kernel storing ``x @ wg.T + x @ wu.T``."""
+    return _run("identity", x, wg, wu, out, None, tile, stream)
+
+
+def gate_up_wgmma(x, wg, wu, gate=None, up=None, *, tile=None, stream=None):
+    """The unfused path's GEMM: the same kernel storing gate and up."""
+    return _run("store2", x, wg, wu, gate, up, tile, stream)
+
+
+def matmul_wgmma(x, w, out=None, *, tile=None, stream=None):
+    """``out = x @ w.T`` (w [n, d], an nn.Linear weight)."""
+    return _run("gemm", x, w, None, out, None, tile, stream)
+
+
+def ceiling_wgmma(x, w, out=None, *, tile=None, stream=None):
+    """The main-loop ceiling: the consumers' wgmma loop on shared memory only, no TMA (its
+    result is not a product: it times what the loop can issue at this tile)."""
+    return _run("ceiling", x, w, None, out, None, tile, stream)
+

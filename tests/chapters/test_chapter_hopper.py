@@ -1,0 +1,108 @@
+"""Chapter 9 (Hopper) shows what it promises, reads rows the record has, and says in prose only
+what those rows say: each sentence of the chapter that reads a measurement is checked here
+against book/data/h100.json, so a new recording that contradicts the prose fails."""
+
+import json
+import re
+
+import pytest
+
+import book  # noqa: F401
+from book import data
+from book import hopper_figures as hf
+from repo import ROOT
+
+CHAPTER = ROOT / "chapters" / "09_hopper.ipynb"
+SHAPES = [(2048, 4096, 14336), (8192, 4096, 14336)]
+
+
+def cells(kind):
+    nb = json.loads(CHAPTER.read_text())
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == kind]
+
+
+@pytest.fixture(scope="module")
+def rec():
+    return data.load("h100")
+
+
+def s(rec, variant, shape):
+    return rec.find(variant, "bfloat16", shape)["seconds"]
+
+
+def test_the_chapter_shows_the_kernel_and_its_geometry_from_the_library():
+    code = "\n".join(cells("code"))
+    assert "show(W.make_wgmma_gemm)" in code
+    assert "TILE.describe()" in code and "TILE.layout" in code
+    assert "H.check_capability(cc)" in code  # the simulator (or a non-Hopper GPU) is told
+    assert "hf.descriptor_figure(" in code and "hf.ring_model(" in code
+    assert "claims.published_gemm()" in code
+    prose = " ".join(" ".join(cells("markdown")).split())
+    assert "not a measurement" in prose and "published figure" in prose
+
+
+def test_every_row_the_chapter_reads_is_in_the_record(rec):
+    code = "\n".join(cells("code"))
+    names = set(re.findall(r'"((?:wgmma|tc|cublas|host|rule|copy)_[a-z0-9_]+)"', code))
+    assert {"wgmma_dual_gemm", "wgmma_ceiling", "tc_ceiling", "cublas_linear_gemm",
+            "cublas_linear_mlp_up_compiled", "host_swiglu_wgmma"} <= names
+    missing = names - set(rec.variants())
+    assert not missing, missing
+    for v in names - {"copy_bandwidth_bf16"} - {n for n in names if n.startswith("rule_")}:
+        for shape in SHAPES:
+            rec.find(v, "bfloat16", shape)  # raises naming what exists
+
+
+def test_no_measured_figure_is_typed_in_the_prose(rec):
+    prose = "\n".join(cells("markdown"))
+    for v in ("wgmma_dual_gemm", "cublas_linear_gemm", "cublas_linear_mlp_up_compiled"):
+        for shape in SHAPES:
+            r = rec.find(v, "bfloat16", shape)
+            for text in (f"{r['seconds'] * 1e6:,.0f} µs", f"{r['flops_per_s'] / 1e12:.0f} TFLOP/s"):
+                assert text not in prose, text
+
+
+def test_chapter_8s_kernel_lost_to_the_practitioners_path(rec):
+    # the opening: "the fused kernel was slower than the unfused practitioner's path"
+    for shape in SHAPES:
+        assert s(rec, "tc_dual_gemm", shape) > s(rec, "cublas_linear_mlp_up_compiled", shape)
+
+
+def test_mma_sync_stops_far_short_and_wgmma_is_level_with_cublas(rec):
+    # "The mma.sync ceiling sits far below cuBLAS ... The wgmma ceiling is level with cuBLAS."
+    for shape in SHAPES:
+        cublas = s(rec, "cublas_linear_gemm", shape)
+        assert cublas / s(rec, "tc_ceiling", shape) < 0.8
+        assert cublas / s(rec, "wgmma_ceiling", shape) == pytest.approx(1, abs=0.05)
+
+
+def test_the_fused_kernel_beats_the_practitioners_paths(rec):
+    # "faster than cuBLAS + torch.compile at both sizes, and than cuBLAS + eager by more"
+    for shape in SHAPES:
+        dual = s(rec, "wgmma_dual_gemm", shape)
+        comp, eager = (s(rec, v, shape) for v in ("cublas_linear_mlp_up_compiled",
+                                                   "cublas_linear_mlp_up_eager"))
+        assert comp / dual > 1 and eager / dual > comp / dual
+
+
+def test_the_multicast_variant_measured_much_slower(rec):
+    # "Here it measured much slower, at both sizes"
+    for shape in SHAPES:
+        (row,) = [r for v, _, r in hf.measurement_rows(rec, shape) if v in hf.MULTICAST_ROWS]
+        assert s(rec, "wgmma_dual_gemm", shape) / row["seconds"] < 0.8
+
+
+def test_the_lead_is_smaller_than_the_separate_pass_share(rec):
+    # question 1 of "Check your understanding"
+    for shape in SHAPES:
+        comp, gemm, dual = (s(rec, v, shape) for v in (
+            "cublas_linear_mlp_up_compiled", "cublas_linear_gemm", "wgmma_dual_gemm"))
+        assert 1 - dual / comp < (comp - gemm) / comp
+
+
+def test_the_rule_predicts_within_a_few_points_and_fusing_buys_most_when_narrow(rec):
+    rows = hf.rule_rows(rec)
+    for r in rows:
+        assert abs(r["predicted"] - r["measured"]) < 0.03, r
+    speedups = [r["speedup"] for r in rows]
+    assert speedups == sorted(speedups, reverse=True) and speedups[-1] > 1
