@@ -20,7 +20,7 @@ import functools
 import numpy as np
 from numba import cuda, float32, uint8, uint32, uint64
 
-from .hopper import SIMULATED, check_capability, tensor_map
+from .hopper import check_capability, tensor_map
 from .launch import allow_shared
 from .tensorcore import target_cc
 
