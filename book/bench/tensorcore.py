@@ -15,8 +15,8 @@ Rows (``kind`` "tensorcore", dtype bfloat16, shape [T, d, h]; flops count x @ [W
   ``torch.compile``d (what a PyTorch user gets);
 - ``separate_pass_eager`` / ``separate_pass_compiled`` at T = 1, 64, 2048, 8192 with
   ``share`` = pass / (cuBLAS GEMM + pass), each timed alone: what fusing the activation can
-  save at each T (:func:`pass_share` reads the share a page shows: from the one-call rows
-  above where the record has them, from these elsewhere).
+  save at each T (:func:`pass_shares` reads the share a page shows: from the one-call rows
+  above where the record has them and their difference is measurable, from these elsewhere).
 
 :func:`run` adds them to a :class:`book.bench.suite.Suite`; ``python -m book.bench`` runs it
 as its "tensor cores" phase and ``benchmarks/tensorcore_bench.py`` runs it alone.
@@ -189,31 +189,54 @@ def share(suite, ts, d, h, reps):
                                   "(GEMM + pass)")
 
 
-def pass_share(results, T, d, h, how):
-    """The separate pass's share of the MLP-up at ``(T, d, h)`` from a record, ``how``
-    "eager" or "compiled": ``{"gemm", "total", "pass_s", "share", "timed", "rows"}``, where
-    ``share`` = pass / (GEMM + pass) and ``total`` = GEMM + pass (seconds).
+def _spread(*rows) -> float:
+    """The widest p10-p90 range (s) among rows (0 where a row has none)."""
+    return max((r.get("p90_s") or 0) - (r.get("p10_s") or 0) for r in rows)
 
-    Where the record has the measurement table's rows at this shape (T = 2048, 8192): the
-    GEMM alone (``cublas_bf16_gemm``) and the GEMM then the pass as one timed call
-    (``cublas_mlp_up_<how>``): ``total`` is that call and the pass is what it adds to the
-    GEMM, so the share agrees with the table (``timed`` = "one call"). Elsewhere (T = 1, 64)
-    the share phase's GEMM and pass, timed apart and added (``timed`` = "apart"). The pass
-    timed alone (``separate_pass_<how>``) runs faster than it adds inside the call; the two
-    are never mixed in one figure."""
+
+def pass_shares(results, T, d, h):
+    """The separate pass's share of the MLP-up at ``(T, d, h)`` from a record, eager and
+    compiled, read the same way for both: ``{"timed", "gemm", "eager", "compiled"}``, each pass
+    ``{"total", "pass_s", "share", "rows"}`` (``share`` = pass / (GEMM + pass), ``total`` =
+    GEMM + pass, seconds).
+
+    ``timed`` "one call": the record has the measurement table's rows at this shape (T = 2048,
+    8192): the GEMM alone (``cublas_bf16_gemm``) and the GEMM followed by the pass as one timed
+    call (``cublas_mlp_up_<how>``), and what each call adds to the GEMM is larger than the rows'
+    p10-p90 spread. Then ``total`` is that call, so the share agrees with the table. "apart":
+    no such rows (T = 1, 64), or a difference the spread swallows (a noisy GEMM row can even
+    come out slower than the call that contains it): the share phase's GEMM and pass, timed
+    apart and added (``cublas_bf16_gemm_share``, ``separate_pass_<how>``). The pass timed alone
+    runs faster than it adds inside the call; the two are never mixed in one row."""
     s = (T, d, h)
     gemm = results.select(variant="cublas_bf16_gemm", dtype="bfloat16", shape=s)
-    call = results.select(variant=f"cublas_mlp_up_{how}", dtype="bfloat16", shape=s)
-    if gemm and call:
-        g, c = gemm[0], call[0]
-        total = c["seconds"]
-        return {"gemm": g, "total": total, "pass_s": total - g["seconds"],
-                "share": (total - g["seconds"]) / total, "timed": "one call", "rows": [g, c]}
+    calls = {how: results.select(variant=f"cublas_mlp_up_{how}", dtype="bfloat16", shape=s)
+             for how in ("eager", "compiled")}
+    if gemm and all(calls.values()) and all(
+            c[0]["seconds"] - gemm[0]["seconds"] > _spread(gemm[0], c[0])
+            for c in calls.values()):
+        g = gemm[0]
+        out = {"timed": "one call", "gemm": g}
+        for how, (c,) in calls.items():
+            total = c["seconds"]
+            out[how] = {"total": total, "pass_s": total - g["seconds"],
+                        "share": (total - g["seconds"]) / total, "rows": [g, c]}
+        return out
     g = results.find("cublas_bf16_gemm_share", "bfloat16", s)
-    sep = results.find(f"separate_pass_{how}", "bfloat16", s)
-    total = g["seconds"] + sep["seconds"]
-    return {"gemm": g, "total": total, "pass_s": sep["seconds"],
-            "share": sep["seconds"] / total, "timed": "apart", "rows": [g, sep]}
+    out = {"timed": "apart", "gemm": g}
+    for how in ("eager", "compiled"):
+        sep = results.find(f"separate_pass_{how}", "bfloat16", s)
+        total = g["seconds"] + sep["seconds"]
+        out[how] = {"total": total, "pass_s": sep["seconds"], "share": sep["seconds"] / total,
+                    "rows": [g, sep]}
+    return out
+
+
+def pass_share(results, T, d, h, how):
+    """:func:`pass_shares` for one pass (``how`` "eager" or "compiled"), with its ``gemm``
+    row and how it was ``timed``."""
+    both = pass_shares(results, T, d, h)
+    return dict(both[how], gemm=both["gemm"], timed=both["timed"])
 
 
 def targets(rows):
