@@ -57,3 +57,26 @@ def compare_number(got, expected, *, rtol: float = 1e-6, what: str = "answer") -
     if expected and got and abs(got / expected - round(got / expected)) < 1e-9 and round(got / expected) != 1:
         hint = f" (off by a factor of {got / expected:g}: check units and bytes per element)"
     return False, f"{what}: expected {expected:.6g}, got {got:.6g}{hint}"
+
+
+def guard_message(what: str, damage: dict, size: int) -> str:
+    """Stores outside an array, in the words every grader uses (the GPU grader, the
+    simulator, ``check()``, Gradescope): ``damage`` is ``autograder.inputs.guard_damage``'s
+    finding for the array named ``what`` of ``size`` elements."""
+    parts = []
+    for side, where in (("after", "past the end of"), ("before", "before the start of")):
+        if side in damage:
+            n, first = damage[side]
+            parts.append(f"wrote {n} element{'' if n == 1 else 's'} {where} `{what}`, the "
+                         f"first at flat index {first}")
+    return ("; ".join(parts) + f" (`{what}` has {size} elements, flat indices 0 to {size - 1}"
+            "): check the bounds test of every store; on a GPU such a store overwrites "
+            "whatever lies beside the array (in a model, another tensor), so this case fails")
+
+
+def guard_notes(found) -> str:
+    """The lines a case's message gets for stores outside its arrays ("" when there were
+    none): ``found`` is [(name, damage, size)]. Any such line fails the case; the grader and
+    ``check()`` append them after the comparison's message, so both say the same."""
+    return "".join("\n" + guard_message(name, damage, size) for name, damage, size in found
+                   if damage)

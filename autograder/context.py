@@ -132,9 +132,11 @@ class RunContext:
                 self._expected[key] = ref
         return ref
 
-    def test_message(self, case) -> dict:
+    def test_message(self, case, guard: bool = True) -> dict:
+        """One test for the child; ``guard=False``: arrays without guard zones (under
+        compute-sanitizer, whose memcheck sees stores past an allocation's end)."""
         return {"cmd": "test", "id": case["id"], "kind": "kernel" if self.lab.kernel else "numeric",
-                "function": self.lab.function_of(case), "args": self.lab.args(case)}
+                "function": self.lab.function_of(case), "args": self.lab.args(case, guard)}
 
     def ask(self, child, timeout: float, **msg) -> dict:
         """One request to a student child (see ``ask``)."""

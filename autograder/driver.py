@@ -218,6 +218,14 @@ sys.path[:] = [CFG.trusted_dir] + _extra + [p for p in sys.path if p not in _ext
 
 if CFG.simulated:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    # The simulator runs a Python thread per simulated CUDA thread: a 256-thread block is 256
+    # threads. At the default 8 MiB of stack each they reserve 2 GiB of the child's address
+    # space (RLIMIT_AS, Limits.mem_bytes), which beside a process that has mapped CUDA's
+    # libraries ran out on the H100 ("can't start new thread"). 1 MiB holds Python's default
+    # recursion depth; it applies to the threads started from here on.
+    import threading as _threading
+
+    _threading.stack_size(1 << 20)
 
 try:
     import contextlib
@@ -234,7 +242,7 @@ except Exception as e:  # the library is broken: say so, the grader reports it
 import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402
 
-from aginputs import generate  # noqa: E402
+from aginputs import generate, guard_damage, guarded  # noqa: E402
 
 LAUNCHES = [0]
 
@@ -297,11 +305,12 @@ def _scratch_snapshot(base, size, data_bytes):
 
 
 def _where_gpu(ptr):
-    """(buffer name, byte offset) of a device pointer: an input, the output or a scratch
+    """(buffer name, byte offset) of a device pointer: an input or the output (the offset
+    from the array's first element, negative in the guard zone before it), or a scratch
     allocation (snapshotted at first use, so a replay starts from the same contents)."""
-    for name, (base, size) in REC["buffers"].items():
-        if base <= ptr < base + max(size, 1):
-            return name, ptr - base
+    for name, (start, lo, hi) in REC["buffers"].items():
+        if start + lo <= ptr < start + max(hi, 1):
+            return name, ptr - start
     for s in REC["scratch"]:
         if s["base"] <= ptr < s["base"] + s["size"]:
             return s["name"], ptr - s["base"]
@@ -373,10 +382,10 @@ def _where_sim(arr):
     by the next is one buffer in the replay, whatever view of it each launch was given."""
     lo, hi = _byte_bounds(arr)
     ptr = _data_ptr(arr)
-    for name, base in REC["buffers"].items():
-        blo, bhi = _byte_bounds(base)
+    for name, (root, start) in REC["buffers"].items():   # an input or the output, guards included
+        blo, bhi = _byte_bounds(root)
         if blo <= lo and hi <= bhi:
-            return name, ptr - blo
+            return name, ptr - start
     for s in REC["scratch"]:
         if s["base"] <= lo and hi <= s["base"] + s["size"]:
             return s["name"], ptr - s["base"]
@@ -437,6 +446,8 @@ def _count_launches():
     if SIMULATED:
         from numba.cuda.simulator import kernel as simk
 
+        from book.sim_addressing import gpu_addressed
+
         orig = simk.FakeCUDAKernel.__call__
         orig_init = simk.FakeCUDAKernel.__init__
 
@@ -455,6 +466,9 @@ def _count_launches():
                         f"= {threads:,} threads")
                 reply(event="launch", threads=threads)  # the grader scales its deadline with it
                 _record(_record_sim, self, args)
+                # arrays addressed as on a GPU: a store past the end of `out` lands in its guard
+                # zone (aginputs.guarded) instead of raising, and is found there, as on a GPU
+                args = gpu_addressed(args)
             return orig(self, *args)
 
         simk.FakeCUDAKernel.__init__ = registered
@@ -585,36 +599,46 @@ def signature_problems(ns):
 
 # --------------------------------------------------------------------------- tests
 def _device_args(args):
-    """Build device arrays: inputs from specs, outputs poisoned with NaN."""
-    built, host_in, outs = [], {}, {}
+    """Build device arrays: inputs from specs, outputs poisoned with NaN, each the middle of
+    an allocation with a guard zone before and after it (aginputs.guarded: ``guard``
+    elements, as the grader says). Returns the arrays the function gets, the inputs' host
+    copies, the outputs, and {name: (whole allocation, guard)}."""
+    built, host_in, outs, whole = [], {}, {}, {}
     for a in args:
-        if a["role"] == "in":
-            h = generate(a["spec"])
-            host_in[a["name"]] = h
-            built.append(cuda.to_device(h))
-        elif a["role"] == "out":
-            h = np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"])
-            d = cuda.to_device(h)
-            outs[a["name"]] = d
-            built.append(d)
-        else:
+        if a["role"] not in ("in", "out"):
             built.append(a["value"])
-    return built, host_in, outs
+            continue
+        if a["role"] == "in":
+            h = host_in[a["name"]] = generate(a["spec"])
+        else:
+            h = np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"])
+        g = int(a.get("guard", 0))
+        flat = cuda.to_device(guarded(h, g, a["role"]))
+        d = flat[g:g + h.size].reshape(h.shape)
+        whole[a["name"]] = (flat, g)
+        if a["role"] == "out":
+            outs[a["name"]] = d
+        built.append(d)
+    return built, host_in, outs, whole
 
 
-def _buffer_extent(d):
+def _buffer_extent(d, flat, guard):
+    """Where an input or the output lies, for the recording: in the simulator (the whole
+    allocation, the array's first byte), on a GPU (the array's first byte, and the bytes of
+    the allocation before and after it, relative to that)."""
+    size = d.dtype.itemsize
     if SIMULATED:
-        return _array_of(d)
-    return (int(d.device_ctypes_pointer.value or 0), int(d.nbytes))
+        return _array_of(flat), _data_ptr(_array_of(d))
+    return (int(d.device_ctypes_pointer.value or 0), -guard * size, (d.size + guard) * size)
 
 
-def _recorded_call(fn, msg, built):
+def _recorded_call(fn, msg, built, whole):
     """Call the student's function once with recording on; write the recording to a folder
     the grader reads (rec_<id>/launches.json, the images, the scratch snapshots)."""
     rec_dir = os.path.join(WORK, f"rec_{msg['id']}")
     os.makedirs(rec_dir, exist_ok=True)
     REC.update(on=True, launches=[], scratch=[], images={}, dir=rec_dir, error=None,
-               buffers={a["name"]: _buffer_extent(d) for a, d in zip(msg["args"], built)
+               buffers={a["name"]: _buffer_extent(d, *whole[a["name"]]) for a, d in zip(msg["args"], built)
                         if a["role"] in ("in", "out")})
     try:
         ret = fn(*built)
@@ -639,22 +663,29 @@ def run_test(fns, msg):
         if not isinstance(value, (int, float, str, bool, type(None))):
             value = repr(value)[:200]
         return {"ok": True, "value": value, "seconds": time.perf_counter() - t0}
-    built, host_in, outs = _device_args(msg["args"])
+    built, host_in, outs, whole = _device_args(msg["args"])
     cuda.synchronize()
     before = LAUNCHES[0]
     t0 = time.perf_counter()
-    ret, rec = _recorded_call(fn, msg, built)
+    ret, rec = _recorded_call(fn, msg, built, whole)
     dt = time.perf_counter() - t0
     launches = LAUNCHES[0] - before
     files = {}
-    for name, d in outs.items():
+    for name in outs:   # the whole allocation: the grader checks the guard zones itself
         path = os.path.join(WORK, f"out_{msg['id']}_{name}.npy")
-        np.save(path, d.copy_to_host())
+        np.save(path, whole[name][0].copy_to_host())
         files[name] = os.path.basename(path)
-    modified = []
+    modified, input_guards = [], {}
     for a, d in zip(msg["args"], built):
-        if a["role"] == "in" and not np.array_equal(d.copy_to_host(), host_in[a["name"]], equal_nan=True):
+        if a["role"] != "in":
+            continue
+        flat, g = whole[a["name"]]
+        host = flat.copy_to_host()
+        if not np.array_equal(host[g:g + d.size].reshape(d.shape), host_in[a["name"]], equal_nan=True):
             modified.append(a["name"])
+        damage = guard_damage(host, g, "in")
+        if damage:
+            input_guards[a["name"]] = [damage, int(d.size)]
     returned = None
     if ret is not None:
         returned = "the output array" if any(ret is d for d in outs.values()) else type(ret).__name__
@@ -662,7 +693,8 @@ def run_test(fns, msg):
     if msg.get("again"):  # the same array objects, new contents: a fresh answer is due
         again = _call_again(fn, msg, built, outs)
     return {"ok": True, "files": files, "launches": launches, "modified_inputs": modified,
-            "returned": returned, "seconds": dt, "recording": rec, "again": again}
+            "input_guards": input_guards, "returned": returned, "seconds": dt, "recording": rec,
+            "again": again}
 
 
 def _call_again(fn, msg, built, outs):
@@ -692,17 +724,17 @@ def replay_sim(msg):
                 "message": f"the launches could not be recorded in the simulator: {rec['error']}"}
     if not rec["launches"]:
         return {"ok": False, "error": "ReplayError", "message": "your function launched no CUDA kernel"}
-    bufs = {}
-    host_in = {}
-    for a in msg["args"]:
-        if a["role"] == "in":
-            host_in[a["name"]] = generate(a["spec"])
-            bufs[a["name"]] = cuda.to_device(host_in[a["name"]])
-        elif a["role"] == "out":
-            bufs[a["name"]] = cuda.to_device(np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"]))
+    bufs = {}   # name -> (the allocation, the byte where the recorded offsets count from)
+    for a in msg["args"]:   # inputs and the output between guard zones, as in the test
+        if a["role"] not in ("in", "out"):
+            continue
+        h = generate(a["spec"]) if a["role"] == "in" else \
+            np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"])
+        g = int(a.get("guard", 0))
+        bufs[a["name"]] = (cuda.to_device(guarded(h, g, a["role"])), g * h.dtype.itemsize)
     for s in rec["scratch"]:   # each allocation as it was at its first use, as raw bytes
         raw = open(os.path.join(msg["recording_dir"], s["file"]), "rb").read()
-        bufs[s["name"]] = cuda.to_device(np.frombuffer(raw, dtype=np.uint8).copy())
+        bufs[s["name"]] = (cuda.to_device(np.frombuffer(raw, dtype=np.uint8).copy()), 0)
     reps = int(msg.get("reps", 1))
     t0 = time.perf_counter()
     for _ in range(reps):
@@ -719,10 +751,11 @@ def replay_sim(msg):
             args = []
             for p in L["params"]:
                 if p["t"] == "arr":
-                    base = _array_of(bufs[p["buf"]])
+                    base, start = bufs[p["buf"]]
+                    base = _array_of(base)
                     dt = np.dtype(p["dtype"])
                     view = np.ndarray(tuple(p["shape"]), dtype=dt, buffer=base.reshape(-1).view(np.uint8),
-                                      offset=p["off"], strides=tuple(p["strides"]))
+                                      offset=start + p["off"], strides=tuple(p["strides"]))
                     args.append(_wrap_sim(view))
                 elif p["t"].startswith("np:"):
                     args.append(np.dtype(p["t"][3:]).type(p["v"]))
@@ -732,7 +765,7 @@ def replay_sim(msg):
     dt = time.perf_counter() - t0
     out = next(a["name"] for a in msg["args"] if a["role"] == "out")
     path = os.path.join(WORK, "replay_out.npy")
-    np.save(path, _array_of(bufs[out]).copy())
+    np.save(path, _array_of(bufs[out][0]).copy())   # guard zones included: the grader checks them
     return {"ok": True, "file": "replay_out.npy", "launches": len(rec["launches"]), "seconds": dt}
 
 

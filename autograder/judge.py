@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import time
 
+from .compare import guard_notes
 from .context import RunContext, child_problem
+from .inputs import guard_damage, unguarded
 from .results import PERFORMANCE, TestRecord
 from .sandbox import SIM_MAX_THREADS, ChildError
 from .timing import RecordingError, copy_recording, recording_summary, replay_in_simulator
@@ -138,9 +140,11 @@ class Judge:
         result.problems["kernels"] = note
 
 
-def verdict(ctx: RunContext, case, r, child) -> tuple[bool, str]:
+def verdict(ctx: RunContext, case, r, child, guard: bool = True) -> tuple[bool, str]:
     """(passed, message) for a child's reply to one test: the value compared with the float64
-    reference, for a kernel lab read back from the output array the grader passed in."""
+    reference, for a kernel lab read back from the output array the grader passed in, whose
+    guard zones (and the inputs', which the child compared) must be as the grader made them
+    (``guard=False``: the test ran without guard zones)."""
     lab = ctx.lab
     if not r.get("ok"):
         return False, f"your function raised {r.get('error')}:\n{r.get('message', '')}"
@@ -150,11 +154,18 @@ def verdict(ctx: RunContext, case, r, child) -> tuple[bool, str]:
     if r.get("launches", 1) == 0:
         return False, ("your function launched no CUDA kernel: the lab asks for the work to be "
                        "done by a Numba CUDA kernel on the GPU")
-    try:
-        got = child.read_npy(r["files"][lab.output])
+    out = next(a for a in lab.args(case, guard) if a["role"] == "out")
+    try:   # the whole allocation: the output between its guard zones
+        flat = child.read_npy(r["files"][lab.output])
+        got = unguarded(flat, out["shape"], out["guard"])
     except (KeyError, OSError, ValueError) as e:
         return False, f"the grader could not read your output back ({e})"
     ok, msg = lab.check(got, case, ctx.expected(case))
+    found = [(lab.output, guard_damage(flat, out["guard"], "out"), got.size)]
+    found += _input_guards(r.get("input_guards"))
+    said = guard_notes(found)
+    if said:
+        ok, msg = False, msg + said
     if r.get("returned") and r["returned"] != "the output array":
         notes.append(f"your function returned a new {r['returned']}; the grader reads the "
                      f"`{lab.output}` array it passed in, so write your result there")
@@ -163,3 +174,18 @@ def verdict(ctx: RunContext, case, r, child) -> tuple[bool, str]:
         notes.append(f"your function changed its input(s) {', '.join(r['modified_inputs'])}: "
                      "inputs must be left as they were (the next layer reads them)")
     return ok, msg + ("".join("\n" + n for n in notes))
+
+
+def _input_guards(said) -> list:
+    """[(input, damage, size)] from the child's report of its inputs' guard zones
+    ({name: [damage, size]}); what is not of that form is dropped (the child is untrusted:
+    its report can only fail its own case)."""
+    out = []
+    for name, v in (said.items() if isinstance(said, dict) else ()):
+        try:
+            damage, size = v
+            damage = {k: [int(n), int(i)] for k, (n, i) in damage.items() if k in ("before", "after")}
+            out.append((str(name)[:40], damage, int(size)))
+        except (TypeError, ValueError, AttributeError):
+            continue
+    return out

@@ -7,18 +7,21 @@ recording (autograder/driver.py writes it during one traced call): compiled kern
 (cubins), entry names, grid, block, dynamic shared memory, the order of the launches and what
 each parameter is (an input, the output, a scratch buffer with its contents at first use, a
 scalar). It loads the images through the CUDA driver API (cuda-bindings), allocates its own
-inputs (generated from seeds the submission never saw), outputs and scratch buffers, launches
+inputs (generated from seeds the submission never saw), outputs and scratch buffers, each
+between guard zones as the grader's tests gave them (autograder/inputs.py), launches
 the sequence itself, times it with CUDA events it owns and checks every output against the
 lab's float64 reference. Nothing the student's process can change reaches the work timed,
 its count or the clock.
 
 Timing windows (``time``): each window loads the images afresh (module globals start over),
-restores fresh scratch buffers from the recording, poisons every output with NaN, then runs
+restores fresh scratch buffers from the recording, poisons every output with NaN (and its
+guard zones with theirs), then runs
 the whole recorded sequence once on each of the K input/output sets (every launch of the
 window on a distinct set, starting at a set the grader picks), between two events, queued
 behind a short spin kernel so that the host's launch time is not inside the window. Every
 output of every window is verified; per-call time is the median over windows of
-window time / K. The reference and the device copy are timed the same way.
+window time / K; a window whose outputs are wrong, or whose output guard zones were written,
+is not verified. The reference and the device copy are timed the same way.
 
 A CUDA error leaves the context unusable: the process reports it and exits; the grader
 starts a fresh one. A hang is the grader's to stop (it kills this process group).
@@ -128,17 +131,24 @@ class Recording:
         for m in mods:
             cu.cuModuleUnload(m)
 
-    def fresh_scratch(self, torch):
+    def fresh_scratch(self, torch, guard_bytes: int = 0):
+        """Each scratch buffer as at its first use, between two guard zones of
+        ``guard_bytes`` (a kernel that overran its own buffer in the child overruns into
+        them here, not into the grader's other buffers)."""
         out = {}
         for name, size, data in self.scratch:
-            t = torch.empty(size, dtype=torch.uint8, device="cuda")
+            t = torch.full((size + 2 * guard_bytes,), 0xA5, dtype=torch.uint8, device="cuda")
             if data:
-                t.copy_(torch.from_numpy(np.frombuffer(data, dtype=np.uint8).copy()))
-            out[name] = t
+                t[guard_bytes:guard_bytes + size].copy_(
+                    torch.from_numpy(np.frombuffer(data, dtype=np.uint8).copy()))
+            out[name] = t[guard_bytes:guard_bytes + size]
         return out
 
-    def run(self, funcs, buffers, stream):
-        """Launch the recorded sequence once. ``buffers``: name -> torch tensor."""
+    def run(self, funcs, buffers, stream, extents=None):
+        """Launch the recorded sequence once. ``buffers``: name -> torch tensor;
+        ``extents``: name -> the bytes (from, to) a pointer may lie at relative to that
+        tensor's first byte (an input's or the output's guard zones: the recording says
+        where a kernel's pointer lay relative to the array it was given)."""
         cu = _cu()
         for L in self.launches:
             vals = []
@@ -148,7 +158,8 @@ class Recording:
                     if b is None:
                         raise ReplayError(f"a parameter refers to an unknown buffer {p['buf']!r}")
                     size = b.numel() * b.element_size()
-                    if not 0 <= int(p["off"]) < max(size, 1):
+                    lo, hi = (extents or {}).get(p["buf"], (0, size))
+                    if not lo <= int(p["off"]) < max(hi, 1):
                         raise ReplayError(f"a pointer parameter lies outside `{p['buf']}`")
                     vals.append(ctypes.c_uint64(b.data_ptr() + int(p["off"])))
                 else:
@@ -186,15 +197,24 @@ class Server:
 
     # -- inputs, outputs and float64 references, made here from seeds
     def build_set(self, case):
-        from autograder.inputs import generate
+        """Inputs and the output of one case, each the middle of an allocation with guard
+        zones (autograder/inputs.py), as the grader's test gave them to the submission."""
+        from autograder.inputs import generate, guarded
 
         torch, lab = self.torch, self.lab
         host = {n: generate(s) for n, s in lab.input_specs(case).items()}
         ref = torch.from_numpy(np.ascontiguousarray(lab.reference(host), dtype=np.float64)).cuda()
-        bufs = {n: torch.from_numpy(a).cuda() for n, a in host.items()}
-        o = lab.out_spec(case)
-        bufs[lab.output] = torch.empty(tuple(o["shape"]), dtype=getattr(torch, o["dtype"]), device="cuda")
-        return {"bufs": bufs, "ref": ref, "case": case}
+        bufs, whole, extents = {}, {}, {}
+        for a in lab.args(case):
+            h = host[a["name"]] if a["role"] == "in" else \
+                np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"])
+            g = int(a["guard"])
+            flat = torch.from_numpy(guarded(h, g, a["role"])).cuda()
+            bufs[a["name"]] = flat[g:g + h.size].view(h.shape)
+            whole[a["name"]] = (flat, g)
+            extents[a["name"]] = (-g * h.dtype.itemsize, (h.size + g) * h.dtype.itemsize)
+        return {"bufs": bufs, "ref": ref, "case": case, "whole": whole, "extents": extents,
+                "guard_bytes": max(-lo for lo, _hi in extents.values())}
 
     def setup(self, msg):
         from autograder import labs
@@ -206,14 +226,38 @@ class Server:
         return {"ok": True, "device": self.device(), "sets": len(self.sets)}
 
     def verify(self, s):
+        """(every output element right and the output's guard zones untouched, wrong count)."""
         lab, torch = self.lab, self.torch
         got = s["bufs"][lab.output].double()
         ref = s["ref"]
         ok = torch.abs(got - ref) <= lab.atol + lab.rtol * torch.abs(ref)
-        return bool(ok.all().item()), int((~ok).sum().item())
+        wrong = int((~ok).sum().item())
+        return bool(ok.all().item()) and not self.guard_hits(s), wrong
+
+    def _guard_view(self, s):
+        """(the output's guard zones as integers, the pattern they hold)."""
+        from autograder.inputs import guard_bits
+
+        flat, g = s["whole"][self.lab.output]
+        size = flat.element_size()
+        bits = flat.view({2: self.torch.int16, 4: self.torch.int32, 8: self.torch.int64}[size])
+        return bits, g, guard_bits(np.dtype(f"f{size}"), "out")
+
+    def guard_hits(self, s) -> int:
+        """Elements of the output's guard zones a kernel wrote."""
+        bits, g, want = self._guard_view(s)
+        if g == 0:
+            return 0
+        n = bits.numel() - 2 * g
+        return int((bits[:g] != want).sum().item() + (bits[g + n:] != want).sum().item())
 
     def poison(self, s):
         s["bufs"][self.lab.output].fill_(float("nan"))
+        bits, g, want = self._guard_view(s)
+        if g:
+            n = bits.numel() - 2 * g
+            bits[:g].fill_(want)
+            bits[g + n:].fill_(want)
 
     # -- one replay on a fresh case: does the recording compute the answer?
     def check(self, msg):
@@ -222,18 +266,22 @@ class Server:
         self.poison(s)
         mods, funcs = rec.load()
         try:
-            bufs = dict(s["bufs"], **rec.fresh_scratch(self.torch))
-            rec.run(funcs, bufs, self.stream())
+            bufs = dict(s["bufs"], **rec.fresh_scratch(self.torch, s["guard_bytes"]))
+            rec.run(funcs, bufs, self.stream(), s["extents"])
             self.torch.cuda.synchronize()
         finally:
             Recording.unload(mods)
-        from autograder.compare import compare_array
+        from autograder.compare import compare_array, guard_notes
+        from autograder.inputs import guard_damage
 
         lab = self.lab
         got = s["bufs"][lab.output].cpu().numpy()
         ok, text = compare_array(got, s["ref"].cpu().numpy(), rtol=lab.rtol, atol=lab.atol,
                                  dtype_name=lab.dtype, what=lab.output, shape_hint=lab.describe(msg["case"]))
-        return {"ok": True, "reproduced": bool(ok), "message": text, "launches": len(rec.launches)}
+        flat, g = s["whole"][lab.output]
+        said = guard_notes([(lab.output, guard_damage(flat.cpu().numpy(), g, "out"), got.size)])
+        return {"ok": True, "reproduced": bool(ok) and not said, "message": text + said,
+                "launches": len(rec.launches)}
 
     # -- timing windows
     def foreign(self):
@@ -295,6 +343,7 @@ class Server:
             rec["verified"] = all(c[0] for c in checks)
             if not rec["verified"]:
                 rec["wrong_elements"] = [c[1] for c in checks]
+                rec["guard_hits"] = [self.guard_hits(s) for s in self.sets]
         return rec
 
     def _windows(self, run_set, n_windows, start, before_window=None, after_window=None, verify=True):
@@ -308,7 +357,8 @@ class Server:
             before = self.foreign()
             rec = self._window(run_set, w, start, before_window, after_window, verify)
             if verify and not rec["verified"]:
-                bad.append({"window": w, "wrong_elements": rec.pop("wrong_elements")})
+                bad.append({"window": w, "wrong_elements": rec.pop("wrong_elements"),
+                            "guard_hits": rec.pop("guard_hits")})
             after = self.foreign()
             if (before or after) and len(self.discarded) < 2 * n_windows:
                 self.discarded.append(dict(rec, foreign_before=before, foreign_after=after))
@@ -316,16 +366,16 @@ class Server:
             windows.append(rec)
         return windows, bad
 
-    @staticmethod
-    def _replayer(rec, torch, stream):
+    def _replayer(self, rec, torch, stream):
         """(before, run_set, after) for timing windows of one recording."""
+        guard_bytes = max(s["guard_bytes"] for s in self.sets)
         def before():
             mods, funcs = rec.load()            # fresh modules: no state from earlier windows
-            return mods, funcs, rec.fresh_scratch(torch), stream()
+            return mods, funcs, rec.fresh_scratch(torch, guard_bytes), stream()
 
         def run_set(ctx, s):
             _mods, funcs, scratch, strm = ctx
-            rec.run(funcs, dict(s["bufs"], **scratch), strm)
+            rec.run(funcs, dict(s["bufs"], **scratch), strm, s["extents"])
 
         def after(ctx):
             Recording.unload(ctx[0])
@@ -368,7 +418,8 @@ class Server:
                 rec = self._window(r, i, start, b, a)
                 rec["pair"], rec["who"] = i, who
                 if not rec["verified"]:
-                    bad[who].append({"window": i, "wrong_elements": rec.pop("wrong_elements")})
+                    bad[who].append({"window": i, "wrong_elements": rec.pop("wrong_elements"),
+                                     "guard_hits": rec.pop("guard_hits")})
                 pair[who] = rec
             after = self.foreign()
             if (before or after) and len(self.discarded) < 2 * n:

@@ -38,7 +38,8 @@ BASES = ("master", "reference")
 # either side of it by noise alone.
 REMEASURE_BAND = 0.03
 UNVERIFIED = ("the replayed launches did not leave the right result in every output of every timed "
-              "window: the kernel skipped or cached work, or does not compute the answer on its own")
+              "window (or stored past its ends): the kernel skipped or cached work, or does not "
+              "compute the answer on its own")
 
 
 def load_rubric(lab: str, path=None) -> dict:
@@ -137,3 +138,37 @@ def score_performance(metric, perf, *, per_s, bandwidth, reference_s, copy_bandw
     pts = 0.0 if flags else performance_points(frac, perf)
     return {"fraction": frac, "fraction_of_reference": of_ref, "basis": basis, "points": pts,
             "flags": flags}
+
+
+# --------------------------------------------------------------------------- lines from a control
+# Each lab's rubric names its "lesson not learned" control ([performance] control): a correct
+# solution that misses what the lab teaches (lab 2's two kernels, lab 5's two passes, ...). Its
+# fraction of the master, measured by the grader on a GPU (benchmarks/lesson_controls_probe.py,
+# records/labs/lesson_controls_h100.json), sets the lines: full marks at 80% of the master or
+# halfway from the control to the master, whichever is higher (the master keeps a margin of at
+# least 1/0.9 above full marks), and zero_at where the control earns CONTROL_SHARE of the
+# points. A control faster than CONTROL_MAX of the master does not show the lesson in speed on
+# that GPU: no lines are suggested, and the rubric must name another control.
+CONTROL_SHARE = 0.25
+CONTROL_MAX = 0.80
+FULL_AT_FLOOR = 0.80
+
+
+def _up2(x: float) -> float:
+    """Rounded up to two decimals (a line a hair above the exact one, never below)."""
+    import math
+
+    return math.ceil(round(x * 100, 6)) / 100
+
+
+def lines_from_control(control: float) -> dict | None:
+    """{"zero_at", "full_at"} (master units) from the control's measured fraction of the
+    master, or None where the control is too close to the master (above CONTROL_MAX) to
+    grade the lesson by speed. Both lines are rounded up to two decimals, so the control
+    earns at most CONTROL_SHARE of the points."""
+    if not 0 < control <= CONTROL_MAX:
+        return None
+    full = _up2(max(FULL_AT_FLOOR, (1 + control) / 2))
+    # points(control) = (control - zero) / (full - zero) = CONTROL_SHARE
+    zero = _up2(max(0.0, control - CONTROL_SHARE / (1 - CONTROL_SHARE) * (full - control)))
+    return {"zero_at": zero, "full_at": full}

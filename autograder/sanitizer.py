@@ -96,7 +96,8 @@ def run_public_tests(lab, fn) -> int:
     tests finished."""
     t0 = time.monotonic()
     for case in lab.public_cases:
-        got, note = lab.call_here(fn, case)
+        # exact allocations: memcheck reports a store past an allocation, not past a guard zone
+        got, note = lab.call_here(fn, case, guard=False)
         ok, msg = lab.check(got, case)
         print(("PASS " if ok and not note else "FAIL ") + f"{case['name']}: {msg}{note}",
               flush=True)
@@ -332,8 +333,10 @@ class Sanitizer:
                     if ev.get("event") != "loaded":
                         raise ChildError("load", f"unexpected answer {str(ev)[:200]}")
                     for case in public:
-                        r = ctx.ask(child, left(test_s), **ctx.test_message(case))
-                        passed.append(verdict(ctx, case, r, child)[0])
+                        # exact allocations: memcheck sees a store past an allocation's
+                        # end, not past a guard zone's (the graded run found those)
+                        r = ctx.ask(child, left(test_s), **ctx.test_message(case, guard=False))
+                        passed.append(verdict(ctx, case, r, child, guard=False)[0])
                     child.send(cmd="exit")
                     try:   # the tool writes its summary as the driver exits
                         child.proc.wait(timeout=60)

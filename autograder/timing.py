@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .compare import compare_array
+from .compare import compare_array, guard_notes
 from .context import RunContext, child_problem
+from .inputs import guard_damage, unguarded
 from .results import PERFORMANCE, TestRecord
 from .rubric import (NOT_MEASURED_NO_GPU, REMEASURE_BAND, UNVERIFIED, basis_words, near_boundary,
                      score_performance)
@@ -110,12 +111,19 @@ def replay_in_simulator(ctx: RunContext, folder, case, cells):
                 return False, what
             return None, ("a recorded kernel raised while the simulator replayed it: " + what
                           if not r.get("unverifiable") and not r.get("too_large") else what)
-        got = child.read_npy(r["file"])
+        flat = child.read_npy(r["file"])
     except ChildError as e:
         return None, child_problem(e, child, "replaying your kernels")
     finally:
         child.close()
-    return ctx.lab.check(got, case, ctx.expected_for(case))
+    out = next(a for a in ctx.lab.args(case) if a["role"] == "out")
+    try:   # the output between its guard zones, as the test's
+        got = unguarded(flat, out["shape"], out["guard"])
+    except ValueError as e:
+        return None, f"the replay's output could not be read back ({e})"
+    ok, msg = ctx.lab.check(got, case, ctx.expected_for(case))
+    said = guard_notes([(ctx.lab.output, guard_damage(flat, out["guard"], "out"), got.size)])
+    return (False, msg + said) if said else (ok, msg)
 
 
 class ReplayServer:

@@ -8,12 +8,14 @@ recorded and the next one runs):
   hostile   lab 2: the same neighbours graded in ONE run (3 workers, as shipped) beside every
             hostile fixture (tests/fixtures/submissions), the threats of issue 12
             (tests/fixtures/threats), the resource families of issue 18 (tests/fixtures/neighbours)
-            and the lab-2 multi-kernel files (tests/fixtures/multikernel); one neighbour's CUDA
+            and the lab-2 multi-kernel files (tests/fixtures/multikernel), bounds fixtures and
+            lesson control (tests/fixtures/bounds, controls); one neighbour's CUDA
             initialisation is made to fail once (AUTOGRADER_INJECT_FAULT): it must be graded again
             alone; each neighbour must stay within 2 percentage points of its clean fraction;
             afterwards no process of any submission may be alive or on the GPU
   labs      every other lab (autograder/labs/): solution and untouched lab, and the lab's own
-            hostile and unusual files where it has them (tests/fixtures/labN/*.py, e.g. lab 5's)
+            hostile and unusual files where it has them (tests/fixtures/labN/*.py, e.g. lab 5's),
+            its bounds fixtures and its lesson controls (lab_fixtures; lab 2's are in hostile)
   repeat    the lab-2 solution five times in one run (spread of the fraction)
   batch     N copies of the lab-2 solution (default 200), --workers 8, wall time (target 600 s);
             the spread of the identical copies' fractions (of the lab's master, which scores
@@ -46,8 +48,15 @@ MULTI = REPO / "tests" / "fixtures" / "multikernel"      # honest and hostile mu
 
 
 def lab_fixtures(lab: str) -> list:
-    """A lab's own hostile and unusual submissions: tests/fixtures/labN/*.py (N its number)."""
-    return sorted((REPO / "tests" / "fixtures" / lab.split("_")[0]).glob("*.py"))
+    """A lab's own hostile and unusual submissions: tests/fixtures/labN/*.py (N its number),
+    its bounds fixtures (tests/fixtures/bounds/labN_*.py: a store past the end of `out`, a
+    kernel that forgets blockIdx) and its "lesson not learned" controls
+    (tests/fixtures/controls/labN_*.py, whose fractions of the master set the rubric's lines:
+    benchmarks/lesson_controls_probe.py --from-report reads them from this report)."""
+    short = lab.split("_")[0]
+    fix = REPO / "tests" / "fixtures"
+    return (sorted((fix / short).glob("*.py")) + sorted((fix / "bounds").glob(f"{short}_*.py"))
+            + sorted((fix / "controls").glob(f"{short}_*.py")))
 # In the hostile run this neighbour's first child is made to fail in CUDA initialisation (the
 # grader's test hook): it must be graded again alone and keep its clean score.
 INJECTED = "neighbour_0"
@@ -201,6 +210,7 @@ def main(argv) -> int:
         hostile = sorted(FIX.glob("*.py")) + [FIX / "malformed.ipynb"] + sorted(THREATS.glob("*.py"))
         hostile = [p for p in hostile if p.name != "honest_simple.py"]
         hostile += sorted(HARM.glob("*.py")) + sorted(MULTI.glob("lab2_*.py"))
+        hostile += lab_fixtures(resolve("lab2"))   # its bounds fixtures and its control
         st = grade(work, "hostile", "lab2", subs_n + hostile, "--gpus", gpus,
                    env={"AUTOGRADER_INJECT_FAULT": f"cuda_init:{INJECTED}"})
         time.sleep(2)

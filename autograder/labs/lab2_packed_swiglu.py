@@ -37,9 +37,24 @@ def describe(case):
     return f"x [{case['M']}, {2 * case['F']}] float32 (M={case['M']}, F={case['F']})"
 
 
+# The largest block the lab allows: 1024 threads (CUDA's most), EPT = 4 columns each (the
+# notebook's given cell), one row per block of a 2D grid: 4096 columns by 1 row. A tile row
+# stored past the end: up to 32 rows of a (32, 32) block, or 1024 threads x 8 columns.
+LARGEST_BLOCK = (4096, 1)           # (columns, rows) one block covers
+GUARD_TILE = (32, 8192)
+
+
+def sim_blocks(case):
+    """Blocks along x (columns) and y (rows) of the master's grid at the largest block."""
+    cols, rows = LARGEST_BLOCK
+    return (-(-case["F"] // cols), -(-case["M"] // rows))
+
+
 def hidden_cases(rng, simulated: bool, n: int = 3):
-    if simulated:
-        shapes = [(int(rng.integers(1, 5)), int(rng.integers(17, 200))) for _ in range(n)]
+    if simulated:  # two blocks of the largest size along x and y: about a second each
+        cols, rows = LARGEST_BLOCK
+        shapes = [(int(rng.integers(2 * rows, 5)), cols + int(rng.integers(1, 900)))
+                  for _ in range(n)]
     else:
         shapes = [(1, 18944), (int(rng.integers(100, 200)), 12288 + int(rng.integers(1, 64))),
                   (int(rng.integers(2, 40)), int(rng.integers(1000, 20000)))][:n]
@@ -107,4 +122,5 @@ LAB = KernelLab(
                   {"name": "public M=1 F=257", "M": 1, "F": 257, "seed": 2}),
     hidden_cases=hidden_cases, input_specs=input_specs, out_spec=out_spec, reference=reference,
     describe=describe, timing_case=timing_case, min_bytes=min_bytes, flops=flops,
-    make_reference_runner=make_reference_runner, reference_name="torch's reference", steps=STEPS)
+    make_reference_runner=make_reference_runner, reference_name="torch's reference", steps=STEPS,
+    guard_tile=GUARD_TILE, sim_blocks=sim_blocks)

@@ -40,9 +40,24 @@ def describe(case):
     return f"gate/up [{case['M']}, {case['F']}] float16"
 
 
+# The largest block the lab allows: 1024 threads (CUDA's most) of 16 elements each (the
+# master's two packed 16-byte accesses per input): 16384 consecutive elements of the flat
+# arrays. A tile row stored past the end: up to 32 rows of a (32, 32) block, or one such block.
+LARGEST_BLOCK = 16384               # elements of the flat arrays one block covers
+GUARD_TILE = (32, 16384)
+
+
+def sim_blocks(case):
+    """Blocks of the master's 1D grid over the flat arrays, at the largest block."""
+    return (-(-case["M"] * case["F"] // LARGEST_BLOCK),)
+
+
 def hidden_cases(rng, simulated: bool, n: int = 3):
-    if simulated:
-        shapes = [(int(rng.integers(1, 4)), int(rng.integers(9, 150))) for _ in range(n)]
+    if simulated:  # two blocks of the largest size, and M >= 2 rows; about a second each
+        shapes = []
+        for _ in range(n):
+            M = int(rng.integers(2, 4))
+            shapes.append((M, -(-(LARGEST_BLOCK + 1) // M) + int(rng.integers(0, 1500 // M))))
     else:
         shapes = [(1, 12288 + 2 * int(rng.integers(0, 8)) + 1), (int(rng.integers(60, 130)), 18944),
                   (int(rng.integers(3, 50)), int(rng.integers(1000, 11008)))][:n]
@@ -105,4 +120,5 @@ LAB = KernelLab(
                   {"name": "public M=1 F=129", "M": 1, "F": 129, "seed": 4}),
     hidden_cases=hidden_cases, input_specs=input_specs, out_spec=out_spec, reference=reference,
     describe=describe, timing_case=timing_case, min_bytes=min_bytes, flops=flops,
-    make_reference_runner=make_reference_runner, reference_name="torch's reference", steps=STEPS)
+    make_reference_runner=make_reference_runner, reference_name="torch's reference", steps=STEPS,
+    guard_tile=GUARD_TILE, sim_blocks=sim_blocks)

@@ -43,10 +43,25 @@ BK = 32  # the k depth the lab asks the kernel to handle: d is a multiple of it,
 
 # Shapes: d a multiple of BK (16-byte copies of whole k-slabs), h even (pairs of halves are
 # stored as one 4-byte word), T anything (1 at decode). Off the block tile in T and h.
+# In the simulator the lab's notebook sets the block tile (its first code cell: 2 warps, BM = 16
+# rows of T by BN = 32 of h, where a GPU's is 128 x 128): the mma is simulated lane by lane,
+# about two seconds per block, so that is the largest block the lab allows there. A tile row
+# stored past the end on a GPU (the last tile's rows past T): up to 256 rows.
+SIM_TILE = (32, 16)                 # (columns of h, rows of T) one block covers, simulated
+GUARD_TILE = (256, 256)
+
+
+def sim_blocks(case):
+    """Blocks along x (h) and y (T) of the master's grid in the simulator."""
+    cols, rows = SIM_TILE
+    return (-(-case["h"] // cols), -(-case["T"] // rows))
+
+
 def hidden_cases(rng, simulated: bool, n: int = 3):
-    if simulated:  # ~64-thread blocks, a few of them: seconds each in the simulator
-        shapes = [(int(rng.integers(1, 20)), BK * int(rng.integers(1, 3)), 2 * int(rng.integers(1, 25)))
-                  for _ in range(n)]
+    if simulated:  # two block tiles along T and h, one or two k-slabs: 5-10 s each
+        cols, rows = SIM_TILE
+        shapes = [(rows + int(rng.integers(1, 9)), BK * int(rng.integers(1, 3)),
+                   cols + 2 * int(rng.integers(1, 9))) for _ in range(n)]
     else:
         shapes = [(1, 4096, 2048 + 2 * int(rng.integers(1, 32))),
                   (int(rng.integers(60, 200)), BK * int(rng.integers(16, 48)), 2 * int(rng.integers(250, 1500))),
@@ -157,6 +172,7 @@ LAB = KernelLab(
     min_bytes=partial(layer.min_bytes, dtype=DTYPE), flops=layer.flops,
     make_reference_runner=make_reference_runner,
     reference_name="cuBLAS float16 + compiled SwiGLU", steps=STEPS,
+    guard_tile=GUARD_TILE, sim_blocks=sim_blocks,
     untraced=("the access tracer does not model cp.async's 16-byte copies, ldmatrix's "
               "warp-wide loads or the paired half stores; on a GPU, check(linear_swiglu_tc, "
               "sanitize=True) runs compute-sanitizer"))

@@ -193,8 +193,8 @@ class NumericLab(LabSpec):
     def function_of(self, case) -> str:
         return case["function"]
 
-    def args(self, case) -> list[dict]:
-        """The call as the sandboxed child builds it: the values."""
+    def args(self, case, guard: bool = True) -> list[dict]:
+        """The call as the sandboxed child builds it: the values (no arrays, no guards)."""
         return [{"role": "value", "value": v} for v in case["args"]]
 
     def expected(self, case):
@@ -211,9 +211,9 @@ class NumericLab(LabSpec):
     def show(self, case) -> str:
         return case["name"]
 
-    def call_here(self, fn, case):
+    def call_here(self, fn, case, guard: bool = True):
         """Call the student's function in THIS process (``check()`` in their own notebook):
-        (what it returned, ""). Not used by the grader."""
+        (what it returned, ""). Not used by the grader (``guard``: a kernel lab's)."""
         return fn(*case["args"]), ""
 
     def out_size(self, case) -> int:
@@ -260,6 +260,17 @@ class KernelLab(LabSpec):
     reference_name: str
     """The performance reference in a few words, as feedback names it ("torch's reference",
     "strict-f32 cuBLAS")."""
+    guard_tile: tuple[int, int] = (64, 4096)
+    """The largest tile, (rows, columns), one block of a kernel for this lab may cover: every
+    array the grader hands a submission sits between two guard zones of ``rows`` of its rows
+    plus ``cols`` elements (``autograder.inputs.guard_elems``), so that a whole tile row
+    stored past the end of ``out`` (a dropped bounds test in the last tile) lands in a guard
+    zone and is reported, on a GPU and in the simulator alike."""
+    sim_blocks: Callable[[Case], tuple[int, ...]] | None = None
+    """``sim_blocks(case)``: for each grid dimension of the master's launch, the blocks it
+    would take on ``case`` if every block were the largest the lab allows (in the simulator).
+    Every hidden case drawn for the simulator gives at least 2 in each dimension, so a kernel
+    that forgets ``blockIdx`` in any dimension fails there (tests/grader/test_block_crossing.py)."""
     untraced: str = ""
     """Why ``check()``'s access-pattern trace cannot judge this lab's kernels, in words ("": it
     can). Where set, ``check()`` says this instead of tracing: the tracer records element
@@ -302,8 +313,10 @@ class KernelLab(LabSpec):
     def function_of(self, case) -> str:
         return self.function
 
-    def args(self, case) -> list[dict]:
-        """The call as the sandboxed child builds it: input specs and the output."""
+    def args(self, case, guard: bool = True) -> list[dict]:
+        """The call as the sandboxed child builds it: input specs and the output, each with
+        the elements of its guard zones (``guard=False``: none, for compute-sanitizer, whose
+        memcheck sees a store past an allocation's end, not past a guard's)."""
         specs, out = self.input_specs(case), []
         for p in self.params:
             if p == self.output:
@@ -311,7 +324,17 @@ class KernelLab(LabSpec):
                 out.append({"role": "out", "name": p, "shape": o["shape"], "dtype": o["dtype"]})
             else:
                 out.append({"role": "in", "name": p, "spec": specs[p]})
+        for a in out:
+            shape, dtype = (a["shape"], a["dtype"]) if a["role"] == "out" else \
+                (a["spec"]["shape"], a["spec"].get("dtype", "float32"))
+            a["guard"] = self.guard(shape, dtype) if guard else 0
         return out
+
+    def guard(self, shape, dtype) -> int:
+        """Elements of each guard zone of an array of ``shape`` and ``dtype`` in this lab."""
+        from ..inputs import guard_elems
+
+        return guard_elems(shape, dtype, self.guard_tile)
 
     def expected(self, case):
         """The float64 output array for ``case``."""
@@ -344,22 +367,42 @@ class KernelLab(LabSpec):
     def all_steps(self) -> list[Step]:
         return list(self.steps) + [self.final]
 
-    def run_step(self, fn, step: Step, case):
-        """Call ``fn`` on one of ``step``'s cases in this process: (output, note, inputs)."""
+    def run_step(self, fn, step: Step, case, guard: bool = True):
+        """Call ``fn`` on one of ``step``'s cases in this process: (output, note, inputs).
+        Every array sits between guard zones, as the grader hands them (``guard=False``:
+        exact allocations, for compute-sanitizer); in the simulator the kernels' arrays are
+        addressed as on a GPU (book.sim_addressing), so a store past the end of ``out`` is
+        found in its guard zone here as on a GPU, and the note says so in the grader's words."""
         import numpy as np
         from numba import cuda
 
-        from ..inputs import generate
+        from book.sim_addressing import installed
+
+        from ..compare import guard_notes
+        from ..inputs import generate, guard_damage, guarded, unguarded
 
         ins = {n: generate(s) for n, s in step.input_specs(case).items()}
         o = step.out_spec(case)
-        dev = {n: cuda.to_device(a) for n, a in ins.items()}
-        dev[step.output] = cuda.to_device(np.full(o["shape"], np.nan, dtype=o["dtype"]))
-        fn(*[dev[p] if p in dev else case[p] for p in step.params])
-        cuda.synchronize()
-        note = "".join(f"\n`{n}` was modified: inputs must stay as they were"
-                       for n, a in ins.items() if not np.array_equal(dev[n].copy_to_host(), a))
-        return dev[step.output].copy_to_host(), note, ins
+        bodies = dict(ins, **{step.output: np.full(o["shape"], np.nan, dtype=o["dtype"])})
+        flats, dev = {}, {}
+        for n, a in bodies.items():
+            g = self.guard(a.shape, a.dtype) if guard else 0
+            flats[n] = (cuda.to_device(guarded(a, g, "out" if n == step.output else "in")), g)
+            dev[n] = flats[n][0][g:g + a.size].reshape(a.shape)
+        with installed():
+            fn(*[dev[p] if p in dev else case[p] for p in step.params])
+            cuda.synchronize()
+        found, got, note = [], None, ""
+        for n, (d, g) in flats.items():
+            host = d.copy_to_host()
+            body = unguarded(host, bodies[n].shape, g)
+            found.append((n, guard_damage(host, g, "out" if n == step.output else "in"),
+                          body.size))
+            if n == step.output:
+                got = body
+            elif not np.array_equal(body, ins[n], equal_nan=True):
+                note += f"\n`{n}` was modified: inputs must stay as they were"
+        return got, guard_notes(found) + note, ins
 
     def check_step(self, got, step: Step, case, inputs) -> tuple[bool, str]:
         """(ok, message): the same words as check() and the grader (compare_array)."""
@@ -369,10 +412,11 @@ class KernelLab(LabSpec):
                              dtype_name=step.dtype, what=step.output,
                              shape_hint=step.describe(case))
 
-    def call_here(self, fn, case):
+    def call_here(self, fn, case, guard: bool = True):
         """Call the student's function in THIS process (``check()`` in their own notebook):
-        (what it wrote, a note if it changed its inputs). Not used by the grader."""
-        got, note, _ = self.run_step(fn, self.final, case)
+        (what it wrote, a note if it stored outside its arrays or changed its inputs). Not
+        used by the grader."""
+        got, note, _ = self.run_step(fn, self.final, case, guard=guard)
         return got, note
 
     def out_size(self, case) -> int:

@@ -157,7 +157,8 @@ def targets(rows, peak):
                    f"<= {lim * 1e3:.3f}", dual["seconds"] <= lim,
                    f"unfused {unf['seconds'] * 1e3:.3f} ms, SwiGLU {sw['seconds'] * 1e3:.3f} ms",
                    dual, unf, sw)
+    from .decode import targets as decode_targets
     from .hopper import targets as hopper_targets
     from .tensorcore import targets as tensorcore_targets
 
-    return out + tensorcore_targets(rows) + hopper_targets(rows)
+    return out + tensorcore_targets(rows) + hopper_targets(rows) + decode_targets(rows)

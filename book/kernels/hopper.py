@@ -74,27 +74,31 @@ WGMMA_N = (64, 128, 256)
 
 
 def swizzle(addr, mode: str = "128B"):
-    """The shared byte address that logical byte ``addr`` is stored at under ``mode``.
+    """The shared byte address that logical byte ``addr`` is stored at under
+    ``mode``.
 
-    Bits 4-6 of the address (the 16-byte chunk within a 128-byte row) are XORed with bits
-    7-9 (the row within 1024 bytes): for 128B all three, for 64B two, for 32B one. Works on
-    ints and on NumPy integer arrays. The pattern is of absolute addresses, so a swizzled
-    tile must start on a multiple of 1024 bytes (8 rows of 128) for TMA and wgmma to agree
-    on it."""
+    Bits 4-6 of the address (the 16-byte chunk within a 128-byte row) are XORed
+    with bits 7-9 (the row within 1024 bytes): for 128B all three, for 64B two,
+    for 32B one. Works on ints and on NumPy integer arrays. The pattern is of
+    absolute addresses, so a swizzled tile must start on a multiple of 1024
+    bytes (8 rows of 128) for TMA and wgmma to agree on it."""
     bits = _SWIZZLE_BITS[mode]
     if not bits:
         return addr
     return addr ^ (((addr >> 7) & ((1 << bits) - 1)) << 4)
 
 
-def descriptor(addr: int, lbo: int, sbo: int, mode: str = "128B", base_offset: int = 0) -> int:
-    """The 64-bit shared-memory matrix descriptor of wgmma (PTX ISA, "Matrix Descriptor
-    Format"): bits 0-13 start address >> 4, 16-29 leading-dimension byte offset >> 4,
-    32-45 stride-dimension byte offset >> 4, 49-51 base offset, 62-63 swizzle mode."""
+def descriptor(addr: int, lbo: int, sbo: int, mode: str = "128B",
+               base_offset: int = 0) -> int:
+    """The 64-bit shared-memory matrix descriptor of wgmma (PTX ISA, "Matrix
+    Descriptor Format"): bits 0-13 start address >> 4, 16-29 leading-dimension
+    byte offset >> 4, 32-45 stride-dimension byte offset >> 4, 49-51 base
+    offset, 62-63 swizzle mode."""
     for what, v in (("start address", addr), ("leading byte offset", lbo),
                     ("stride byte offset", sbo)):
         if v % 16:
-            raise ValueError(f"descriptor: {what} {v} is not a multiple of 16 bytes")
+            raise ValueError(
+                f"descriptor: {what} {v} is not a multiple of 16 bytes")
     return (((addr & 0x3FFFF) >> 4) | (((lbo >> 4) & 0x3FFF) << 16)
             | (((sbo >> 4) & 0x3FFF) << 32) | ((base_offset & 7) << 49)
             | (SWIZZLE_CODE[mode] << 62))
@@ -190,12 +194,13 @@ def tma_box(tensor: np.ndarray, c0: int, c1: int, box: tuple[int, int],
 
 
 class MbarrierModel:
-    """An mbarrier's state (PTX ISA, "mbarrier"): the current phase, arrivals still
-    expected in it, and transaction bytes still expected. A phase completes when both
-    reach zero; the counts then reset for the next phase. ``try_wait(parity)`` is true
-    once the phase with that parity has completed, i.e. the current phase's parity differs:
-    so on a fresh barrier (phase 0) a wait for parity 1 passes at once, which is why a
-    producer's first waits on the "empty" barriers use parity 1."""
+    """An mbarrier's state (PTX ISA, "mbarrier"): the current phase, arrivals
+    still expected in it, and transaction bytes still expected. A phase
+    completes when both reach zero; the counts then reset for the next phase.
+    ``try_wait(parity)`` is true once the phase with that parity has completed,
+    i.e. the current phase's parity differs: so on a fresh barrier (phase 0) a
+    wait for parity 1 passes at once, which is why a producer's first waits on
+    the "empty" barriers use parity 1."""
 
     def __init__(self, count: int):
         if count < 1:
@@ -214,7 +219,8 @@ class MbarrierModel:
         self.tx += expect_tx
         self.pending -= 1
         if self.pending < 0:
-            raise RuntimeError("more arrivals than the barrier's count in one phase")
+            raise RuntimeError(
+                "more arrivals than the barrier's count in one phase")
         self._maybe_complete()
 
     def complete_tx(self, nbytes: int):

@@ -205,18 +205,21 @@ def build_kernel(tile: HopperTile = TILE, epilogue: str = "swiglu", kind: str = 
 def make_wgmma_gemm(tile, epilogue, kind="bf16"):
     """The kernel factory (the source the chapter shows); call build_kernel."""
     if epilogue not in EPILOGUES:
-        raise ValueError(f"epilogue must be one of {EPILOGUES}, got {epilogue!r}")
+        raise ValueError(
+            f"epilogue must be one of {EPILOGUES}, got {epilogue!r}")
     if kind not in ("bf16", "f16"):
         raise ValueError(f"kind must be bf16 or f16, got {kind!r}")
     if SIMULATED:
-        raise RuntimeError("the wgmma kernels need a Hopper GPU: Numba's simulator has no "
-                           "wgmma or TMA (run the models of book.kernels.hopper instead)")
+        raise RuntimeError(
+            "the wgmma kernels need a Hopper GPU: Numba's simulator has no "
+            "wgmma or TMA (run the models of book.kernels.hopper instead)")
     from .hopper import (
         bulk_commit, bulk_wait, bulk_wait_read, cluster_ctarank, cluster_sync,
-        fence_mbarrier_init, fence_proxy_async, global_address, make_wgmma, mbar_arrive,
-        mbar_arrive_cluster, mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier,
-        setmaxnreg_dec, setmaxnreg_inc, shared_address, st_shared_bf16x2, st_shared_f16x2,
-        tma_load_2d, tma_load_2d_multicast, tma_store_2d, wgmma_commit, wgmma_fence,
+        fence_mbarrier_init, fence_proxy_async, global_address, make_wgmma,
+        mbar_arrive, mbar_arrive_cluster, mbar_arrive_expect_tx, mbar_init,
+        mbar_wait, named_barrier, setmaxnreg_dec, setmaxnreg_inc,
+        shared_address, st_shared_bf16x2, st_shared_f16x2, tma_load_2d,
+        tma_load_2d_multicast, tma_store_2d, wgmma_commit, wgmma_fence,
         wgmma_wait,
     )
 
@@ -228,23 +231,29 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
     LAY = tile.layout
     A_OFF, B_OFF, C_OFF = LAY["a"], LAY["b"], LAY["c"]
     FULL, EMPTY = LAY["full"], LAY["empty"]
-    A_BYTES, B_BYTES, B_HALF, C_BYTES = tile.a_bytes, tile.b_bytes, tile.b_half_bytes, tile.c_bytes
+    A_BYTES, B_BYTES, B_HALF, C_BYTES = (
+        tile.a_bytes, tile.b_bytes, tile.b_half_bytes, tile.c_bytes)
     STAGE_TX = tile.stage_bytes
     CONSUMER_A = 64 * BK * 2  # bytes of one consumer's 64 rows of the x tile
     NC = tile.consumers
     KSTEPS = BK // 16
-    # descriptor bits above the address: K-major, 128B swizzle, 8-row groups 1024 bytes
-    # apart (SBO); LBO is unused by the swizzled K-major layout (16 by convention)
+    # descriptor bits above the address: K-major, 128B swizzle, 8-row groups
+    # 1024 bytes apart (SBO); LBO is unused by the swizzled K-major layout (16
+    # by convention)
     DESC = np.uint64(descriptor(0, 16, 1024, "128B"))
-    STEP = np.uint64(32 >> 4)  # the next k16: 32 bytes further along the swizzled row
+    # the next k16: 32 bytes further along the swizzled row
+    STEP = np.uint64(32 >> 4)
     DUAL = epilogue in ("swiglu", "identity", "store2")
     LOADS = epilogue != "ceiling"
     EPI = epilogue
-    # the output leaves in rounds of BN columns through the consumer's staging tile:
-    # one round for swiglu and identity, two for store2 (gate, then up) and gemm
-    ROUNDS = 0 if epilogue == "ceiling" else (1 if epilogue in ("swiglu", "identity") else 2)
+    # the output leaves in rounds of BN columns through the consumer's staging
+    # tile: one round for swiglu and identity, two for store2 (gate, then up)
+    # and gemm
+    ROUNDS = (0 if epilogue == "ceiling"
+              else 1 if epilogue in ("swiglu", "identity") else 2)
     COLS = BN if DUAL else 2 * BN  # output columns per tile
-    B2_ROW = 0 if DUAL else BN  # second B box: wu's same rows, or w's next BN rows
+    # second B box: wu's same rows, or w's next BN rows
+    B2_ROW = 0 if DUAL else BN
     BOXES = BN // 64  # 64-column boxes (128 swizzled bytes a row) per round
     INFLIGHT = tile.inflight
     PREGS, CREGS = tile.producer_regs, tile.consumer_regs
@@ -254,8 +263,9 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
 
     @cuda.jit(device=True, inline="always")
     def release(bar, lt):
-        # a consumer warpgroup is done reading a stage: one arrive on the stage's empty
-        # barrier in every CTA whose producer copies into it (thread lt arrives at CTA lt)
+        # a consumer warpgroup is done reading a stage: one arrive on the
+        # stage's empty barrier in every CTA whose producer copies into it
+        # (thread lt arrives at CTA lt)
         if MC == 1:
             if lt == 0:
                 mbar_arrive(bar)
@@ -270,12 +280,15 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
         rank = cluster_ctarank() if CL == 2 else uint32(0)
         if tid == 0:
             for s in range(ST):
-                mbar_init(base + FULL + 8 * s, 1)  # the producer's arrive (+ the bytes)
-                # one arrive per consumer warpgroup of every CTA its stage is copied to
+                # the producer's arrive (+ the bytes)
+                mbar_init(base + FULL + 8 * s, 1)
+                # one arrive per consumer warpgroup of every CTA its stage is
+                # copied to
                 mbar_init(base + EMPTY + 8 * s, NC * MC)
             fence_mbarrier_init()
         if CL == 2:
-            cluster_sync()  # the partner's barriers exist before anything arrives on them
+            # the partner's barriers exist before anything arrives on them
+            cluster_sync()
         else:
             cuda.syncthreads()
         nk = (K + BK - 1) // BK  # TMA reads zeros past K
@@ -288,25 +301,31 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                 map_b1 = global_address(maps, 32)
                 s = 0
                 ph = 0
-                i = cuda.blockIdx.x // CL  # both CTAs of a cluster take the same entry
+                # both CTAs of a cluster take the same entry
+                i = cuda.blockIdx.x // CL
                 while i < ntiles:
                     t = sched[i]
                     row = ((t >> 16) * CL + rank) * BM
                     col = (t & 0xFFFF) * COLS
                     for kb in range(nk):
-                        mbar_wait(base + EMPTY + 8 * s, ph ^ 1)  # the consumers are done
+                        # the consumers are done
+                        mbar_wait(base + EMPTY + 8 * s, ph ^ 1)
                         full = base + FULL + 8 * s
                         mbar_arrive_expect_tx(full, STAGE_TX)
                         kc = kb * BK
-                        tma_load_2d(base + A_OFF + s * A_BYTES, map_x, kc, row, full)
+                        tma_load_2d(base + A_OFF + s * A_BYTES, map_x, kc,
+                                    row, full)
                         bs = base + B_OFF + s * B_BYTES
                         if MC == 1:
                             tma_load_2d(bs, map_b0, kc, col, full)
-                            tma_load_2d(bs + B_HALF, map_b1, kc, col + B2_ROW, full)
-                        elif rank == 0:  # gate's half of the weights, for both CTAs
+                            tma_load_2d(bs + B_HALF, map_b1, kc, col + B2_ROW,
+                                        full)
+                        elif rank == 0:
+                            # gate's half of the weights, for both CTAs
                             tma_load_2d_multicast(bs, map_b0, kc, col, full, 3)
                         else:  # up's half, for both
-                            tma_load_2d_multicast(bs + B_HALF, map_b1, kc, col + B2_ROW, full, 3)
+                            tma_load_2d_multicast(bs + B_HALF, map_b1, kc,
+                                                  col + B2_ROW, full, 3)
                         s += 1
                         if s == ST:
                             s = 0
@@ -319,9 +338,11 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
             acc = cuda.local.array(NACC, float32)
             warp = lt >> 5
             g = (lt & 31) >> 2
-            t4 = (lt & 3) * 4  # byte of this thread's column pair within 8 columns
-            # this thread's rows of the staging tile (r and r + 8), and its swizzle: the
-            # 16-byte chunk j of row r lives at chunk j ^ (r % 8), and r % 8 = g
+            # byte of this thread's column pair within 8 columns
+            t4 = (lt & 3) * 4
+            # this thread's rows of the staging tile (r and r + 8), and its
+            # swizzle: the 16-byte chunk j of row r lives at chunk j ^ (r % 8),
+            # and r % 8 = g
             ctile = base + C_OFF + c * C_BYTES
             cbase = ctile + (16 * warp + g) * 128 + t4
             map_o0 = global_address(maps, 48)
@@ -334,18 +355,22 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                 t = sched[i]
                 for kb in range(nk):
                     if LOADS:
-                        mbar_wait(base + FULL + 8 * s, ph)  # the stage's bytes have landed
-                    da = DESC | uint64((base + A_OFF + s * A_BYTES + c * CONSUMER_A) >> 4)
+                        # the stage's bytes have landed
+                        mbar_wait(base + FULL + 8 * s, ph)
+                    da = DESC | uint64(
+                        (base + A_OFF + s * A_BYTES + c * CONSUMER_A) >> 4)
                     db = DESC | uint64((base + B_OFF + s * B_BYTES) >> 4)
                     wgmma_fence()
                     for ks in range(KSTEPS):
-                        WGMMA(acc, da + STEP * uint64(ks), db + STEP * uint64(ks),
-                              uint32(kb + ks > 0))
+                        WGMMA(acc, da + STEP * uint64(ks),
+                              db + STEP * uint64(ks), uint32(kb + ks > 0))
                     wgmma_commit()
                     if INFLIGHT:
-                        wgmma_wait(1)  # the previous k-block's wgmma are done ...
+                        # the previous k-block's wgmma are done, so its stage
+                        # is free
+                        wgmma_wait(1)
                         if LOADS and kb > 0:
-                            release(base + EMPTY + 8 * prev, lt)  # ... so its stage is free
+                            release(base + EMPTY + 8 * prev, lt)
                     else:
                         wgmma_wait(0)
                         if LOADS:
@@ -359,13 +384,15 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                     wgmma_wait(0)
                     if LOADS:
                         release(base + EMPTY + 8 * prev, lt)
-                # The epilogue. Accumulator 4j + 2h + e is row g + 8h (+ 16 warp), column
-                # 8j + t2 + e: gate chunk j and its up partner j + CHUNKS meet here. Each
-                # round: wait until the last TMA store has read the staging tile, write
-                # 16-bit pairs into it (swizzled: conflict-free), hand it to TMA.
+                # The epilogue. Accumulator 4j + 2h + e is row g + 8h
+                # (+ 16 warp), column 8j + 2(lane & 3) + e (byte t4 of the
+                # chunk): gate chunk j and its up partner j + CHUNKS meet here. Each round: wait until the last
+                # TMA store has read the staging tile, write 16-bit pairs into
+                # it (swizzled: conflict-free), hand it to TMA.
                 row = ((t >> 16) * CL + rank) * BM + 64 * c
                 col = (t & 0xFFFF) * COLS
-                if ROUNDS == 0:  # the ceiling: one word per tile, so ptxas keeps the wgmma
+                if ROUNDS == 0:
+                    # the ceiling: one word per tile, so ptxas keeps the wgmma
                     ST_PAIR(cbase, acc[0], acc[NACC - 1])
                 for rnd in range(ROUNDS):
                     if lt == 0:
@@ -373,32 +400,40 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
                     named_barrier(1 + c, 128)
                     for h in range(2):
                         for j in range(CHUNKS):
-                            a = cbase + (j >> 3) * 8192 + h * 1024 + (((j & 7) ^ g) << 4)
-                            q = 4 * (j + rnd * CHUNKS) + 2 * h  # this round's accumulators
+                            a = (cbase + (j >> 3) * 8192 + h * 1024
+                                 + (((j & 7) ^ g) << 4))
+                            # this round's accumulators
+                            q = 4 * (j + rnd * CHUNKS) + 2 * h
                             lo = acc[q]
                             hi = acc[q + 1]
                             if EPI == "swiglu" or EPI == "identity":
                                 ulo = acc[q + 4 * CHUNKS]
                                 uhi = acc[q + 4 * CHUNKS + 1]
                                 if EPI == "swiglu":
-                                    ST_PAIR(a, silu_mul(lo, ulo), silu_mul(hi, uhi))
+                                    ST_PAIR(a, silu_mul(lo, ulo),
+                                            silu_mul(hi, uhi))
                                 else:
                                     ST_PAIR(a, lo + ulo, hi + uhi)
                             else:
                                 ST_PAIR(a, lo, hi)
-                    fence_proxy_async()  # the generic-proxy writes, read next by TMA
+                    # the generic-proxy writes, read next by TMA
+                    fence_proxy_async()
                     named_barrier(1 + c, 128)
                     if lt == 0:
-                        m_out = map_o1 if (EPI == "store2" and rnd == 1) else map_o0
+                        m_out = (map_o1 if (EPI == "store2" and rnd == 1)
+                                 else map_o0)
                         c0 = col + (BN * rnd if EPI == "gemm" else 0)
                         for b in range(BOXES):
-                            tma_store_2d(m_out, c0 + 64 * b, row, ctile + b * 8192)
+                            tma_store_2d(m_out, c0 + 64 * b, row,
+                                         ctile + b * 8192)
                         bulk_commit()
                 i += cuda.gridDim.x // CL
             if lt == 0:
-                bulk_wait(0)  # the last stores are complete before the block's memory goes
+                # the last stores are complete before the block's memory goes
+                bulk_wait(0)
         if CL == 2:
-            cluster_sync()  # nothing arrives on, or is copied into, a CTA that has left
+            # nothing arrives on, or is copied into, a CTA that has left
+            cluster_sync()
 
     return cuda.jit(fastmath=True, launch_bounds=(tile.threads, 1))(wgmma_gemm)
 

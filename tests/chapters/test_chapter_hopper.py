@@ -68,12 +68,13 @@ def test_chapter_8s_kernel_lost_to_the_practitioners_path(rec):
         assert s(rec, "tc_dual_gemm", shape) > s(rec, "cublas_linear_mlp_up_compiled", shape)
 
 
-def test_mma_sync_stops_far_short_and_wgmma_is_level_with_cublas(rec):
-    # "The mma.sync ceiling sits far below cuBLAS ... The wgmma ceiling is level with cuBLAS."
+def test_mma_sync_stops_far_short_and_wgmma_reaches_cublas(rec):
+    # "The mma.sync ceiling sits far below cuBLAS ... The wgmma ceiling reaches cuBLAS's rate
+    # (within a few percent) or passes it."
     for shape in SHAPES:
         cublas = s(rec, "cublas_linear_gemm", shape)
         assert cublas / s(rec, "tc_ceiling", shape) < 0.8
-        assert cublas / s(rec, "wgmma_ceiling", shape) == pytest.approx(1, abs=0.05)
+        assert cublas / s(rec, "wgmma_ceiling", shape) >= 0.95  # rates: ceiling / cuBLAS
 
 
 def test_the_fused_kernel_beats_the_practitioners_paths(rec):

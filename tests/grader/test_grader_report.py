@@ -92,7 +92,11 @@ def test_the_labs_step_grades_a_labs_own_fixtures_and_reports_them():
     lab = "lab5_tensor_core_dual_gemm"
     assert {p.stem for p in grader_report.lab_fixtures(lab)} >= {
         "cublas_ctypes", "float32_cuda_cores", "missing_cp_async_wait", "transposed_fragments"}
-    assert grader_report.lab_fixtures("lab3_half_precision") == []
+    # and every lab's bounds fixtures and lesson control (issue 28)
+    assert {p.stem for p in grader_report.lab_fixtures("lab3_half_precision")} == {
+        "lab3_writes_past_end", "lab3_forgets_blockidx_x", "lab3_two_byte_loads"}
+    assert {p.stem for p in grader_report.lab_fixtures(lab)} >= {
+        "lab5_writes_past_end", "lab5_forgets_blockidx_x", "lab5_forgets_blockidx_y", "lab5_two_pass"}
     summaries = sorted((REPO / "records" / "grader").rglob("summary.json"))
     s = next(json.loads(p.read_text()) for p in summaries if "labs" in json.loads(p.read_text()))
     said = [("public", 0, 1, "`out` wrong for x [5, 64]: first bad index (0, 0)")]

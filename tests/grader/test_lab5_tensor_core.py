@@ -245,16 +245,20 @@ def test_derived_fixtures_follow_the_master():
 def test_the_full_marks_line_is_the_one_the_h100_measurement_suggests():
     """The rubric's full_at comes from the master measured on a GPU against cuBLAS float16 +
     a compiled SwiGLU (benchmarks/lab5_master_probe.py), not from a guess: the record holds
-    the line, measured with the master correct at the grader's timing shape."""
+    the line, measured with the master correct at the grader's timing shape. That line (the
+    master 1.25x above full marks, issue 23) is the floor of the rule every rubric's lines
+    now follow (issue 28: rubric.lines_from_control), which raises it where the lab's control
+    is fast (tests/grader/test_lesson_controls.py holds the rubric to that record)."""
     import json
 
-    from autograder.rubric import load_rubric
+    from autograder.rubric import FULL_AT_FLOOR, load_rubric
 
     rec = json.loads((REPO / "records" / "labs" / "lab5_master_h100.json").read_text())
     perf = load_rubric(LAB)["performance"]
     assert rec["timing_case_correct"]["ok"] and "H100" in rec["gpu"]
     assert perf["basis"] == "master"
-    assert perf["full_at"] == pytest.approx(rec["suggested"]["full_at_master_units"])
+    assert FULL_AT_FLOOR == pytest.approx(rec["suggested"]["full_at_master_units"])
+    assert FULL_AT_FLOOR <= perf["full_at"] <= 0.9
     assert rec["suggested"]["full_at_reference_units"] == pytest.approx(
         rec["suggested"]["fraction_of_reference"] / rec["margin"])
     assert perf["zero_at"] < perf["full_at"]

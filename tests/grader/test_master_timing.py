@@ -154,17 +154,19 @@ def test_the_replay_process_alternates_master_and_submission_windows_and_verifie
         def load(self):
             return [], {}
 
-        def fresh_scratch(self, _torch):
+        def fresh_scratch(self, _torch, _guard_bytes=0):
             return {}
 
         @staticmethod
         def unload(_mods):
             pass
 
-        def run(self, _funcs, bufs, _stream):
+        def run(self, _funcs, bufs, _stream, _extents=None):
             for _ in range(50 if self.folder == "master" else 100):
                 sum(range(2000))
             bufs["out"].copy_(bufs["x"] * (2 if self.folder != "wrong" else 3))
+            if self.folder == "past":   # right values, and one store past the end of `out`
+                bufs["out"].as_strided((65,), (1,))[64] = 0.0
 
     class Torch:
         cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None, _sleep=spins.append)
@@ -177,8 +179,17 @@ def test_the_replay_process_alternates_master_and_submission_windows_and_verifie
     srv.torch, srv.nvml_gpu, srv.discarded, srv.stream = Torch(), None, [], lambda: None
     srv.lab = types.SimpleNamespace(output="out", atol=1e-6, rtol=1e-6)
     x = torch.randn(64)
-    srv.sets = [{"bufs": {"x": x.clone(), "out": torch.empty(64)}, "ref": (2 * x).double()}
-                for _ in range(4)]
+
+    def one_set():   # the output between guard zones, as Server.build_set makes it
+        import numpy as np
+
+        from autograder.inputs import guarded
+
+        flat = torch.from_numpy(guarded(np.full(64, np.nan, np.float32), 64, "out"))
+        return {"bufs": {"x": x.clone(), "out": flat[64:128]}, "ref": (2 * x).double(),
+                "whole": {"out": (flat, 64)}, "extents": {}, "guard_bytes": 256}
+
+    srv.sets = [one_set() for _ in range(4)]
     r = srv.time({"dir": "sub", "pair": "master", "windows": 6, "start": 1})
     assert r["verified"] and r["master_verified"]
     assert len(r["windows"]) == len(r["master_windows"]) == 6
@@ -188,11 +199,16 @@ def test_the_replay_process_alternates_master_and_submission_windows_and_verifie
     assert r["master_per_call_s"] / r["per_call_s"] < 0.9    # half the work (a noisy host clock)
     wrong = srv.time({"dir": "wrong", "pair": "master", "windows": 2})
     assert not wrong["verified"] and wrong["master_verified"] and wrong["bad_windows"]
+    # a store past the end of `out` (into its guard zone): the window is not verified
+    past = srv.time({"dir": "past", "pair": "master", "windows": 2})
+    assert not past["verified"] and past["master_verified"]
+    assert past["bad_windows"][0]["wrong_elements"] == [0, 0, 0, 0]   # the values were right
+    assert past["bad_windows"][0]["guard_hits"] == [1, 1, 1, 1]
     alone = srv.time({"dir": "sub", "windows": 3})
     assert alone["verified"] and len(alone["windows"]) == 3 and "master_windows" not in alone
     # every window queued behind a spin; a start event the GPU reached before the host had
     # enqueued the window (host slower than the spin) is said so, and the next spin is longer
-    assert len(spins) == 12 + 4 + 3 and all(w["primed"] for w in r["windows"] + alone["windows"])
+    assert len(spins) == 12 + 4 + 4 + 3 and all(w["primed"] for w in r["windows"] + alone["windows"])
     reached[0] = True
     late = srv.time({"dir": "sub", "windows": 2})
     assert [w["primed"] for w in late["windows"]] == [False, False]

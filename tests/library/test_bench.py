@@ -386,3 +386,33 @@ def test_pass_share_agrees_with_the_measurement_table_where_it_has_its_rows():
     assert n["timed"] == "apart" and n["gemm"]["variant"] == "cublas_bf16_gemm_share"
     assert n["compiled"]["share"] == pytest.approx(0.233 / (2.561 + 0.233))
     assert n["eager"]["share"] == pytest.approx(0.72 / (2.561 + 0.72))
+
+
+def test_decode_mlp_up_targets_are_issue_31s_ratios():
+    from book.bench import decode
+    from book.bench.targets import targets
+    from book.specs import GPU_SPECS
+
+    def row(variant, T, seconds, dtype="bfloat16", kind="decode"):
+        wb = decode.weight_bytes()
+        return {"kind": kind, "variant": variant, "dtype": dtype, "shape": [T, decode.D, decode.H],
+                "seconds": seconds, "bandwidth": wb / seconds}
+
+    rows = [row("decode_mlp_up", 1, 80e-6), row("cublas_linear_silu_compiled", 1, 142e-6),
+            row("decode_mlp_up", 64, 95e-6), row("cublas_linear_silu_compiled", 64, 93e-6),
+            row("host_decode_planned", 1, 9e-6, kind="launch"),
+            row("host_torch_matmul", 1, 6e-6, kind="launch")]
+    got = {t["target"]: t for t in decode.targets(rows)}
+    t1 = got["decode MLP-up bfloat16 T=1: time / (cuBLAS + compiled SiLU*up)"]
+    assert t1["value"] == pytest.approx(80 / 142) and t1["met"]
+    t64 = got["decode MLP-up bfloat16 T=64: time / (cuBLAS + compiled SiLU*up)"]
+    assert t64["value"] == pytest.approx(95 / 93) and not t64["met"]
+    bw = got["decode MLP-up bfloat16 T=1: weight bandwidth / HBM peak"]
+    peak = GPU_SPECS["H100-SXM"].memory_bandwidth
+    assert bw["value"] == pytest.approx(decode.weight_bytes() / 80e-6 / peak)
+    assert bw["met"] == (bw["value"] >= 0.85)
+    assert "decode MLP-up bfloat16 T=64: weight bandwidth / HBM peak" not in got  # T <= 16 only
+    host = got["host_decode_planned: host time per call (us)"]
+    assert host["value"] == pytest.approx(9.0) and host["met"] and "torch.matmul 6.0 us" in host["detail"]
+    # the suite's and the merge's targets include them
+    assert t1["target"] in {t["target"] for t in targets(rows, peak)}

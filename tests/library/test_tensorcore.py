@@ -235,15 +235,57 @@ def test_float16_paths(kind):
         mg.kind_for("bfloat16", (7, 5))
 
 
+# Any T, d and h multiples of 8 (issue 31): edge tiles in every direction, against float64.
+# T = 1 (decode), 64 and 200 (ragged prefill batches, not a multiple of any block tile); d
+# and h off the block tile and the k-slab, so the last block-row, block-column and k-slab
+# are all partial and their predicated copies must read zeros.
+@pytest.mark.parametrize("T,d,h", [(1, 40, 24), (64, 8, 8), (200, 16, 8)])
+def test_any_t_and_multiples_of_8_match_float64(T, d, h):
+    (x, wg, wu), g, u = inputs(T, d, h, seed=T)
+    dev = [cuda.to_device(a) for a in (x, wg, wu)]
+    out = cuda.to_device(np.full((T, h), 0x7FC0, np.uint16))  # NaN: every element must be written
+    mg.swiglu_mma(*dev, out)
+    close(out.copy_to_host(), g / (1 + np.exp(-g)) * u)
+
+
+def test_edge_tiles_of_every_epilogue_and_the_t4_path():
+    # the plain GEMM's second half of a block (HALF columns on) is partial on its own; the
+    # gate|up store; the sm_75 path's predicated register copies (copy16_zfill_at)
+    T, d, h = 3, 24, 40
+    (x, wg, wu), g, u = inputs(T, d, h, seed=5)
+    dev = [cuda.to_device(a) for a in (x, wg, wu)]
+    G, U = mg.gate_up_mma(*dev)
+    close(G.copy_to_host(), g)
+    close(U.copy_to_host(), u)
+    close(mg.swiglu_mma_identity(*dev).copy_to_host(), g + u)
+    w = np.concatenate([wg, wu], axis=1)  # [d, 80]: the second block-column's up half is empty
+    close(mg.matmul_mma(dev[0], cuda.to_device(w)).copy_to_host(), np.concatenate([g, u], 1))
+    t = mg.MmaTile(**{**mg.default_tile().__dict__, "stages": 2}).validate()
+    xf = f32(x).astype(np.float16)
+    wgf, wuf = f32(wg).astype(np.float16), f32(wu).astype(np.float16)
+    out = cuda.to_device(np.full((T, h), np.nan, np.float16))
+    kern = mg.build_kernel(t, "swiglu", "f16_sm75")
+    flat = [cuda.to_device(a.reshape(-1)) for a in (xf, wgf, wuf)] + [out.reshape(T * h)] * 2
+    kern[mg.grid_size(t, T, h, True), t.threads](*flat, T, h, d)
+    ref = g / (1 + np.exp(-g)) * u
+    np.testing.assert_allclose(out.copy_to_host().astype(np.float64), ref, rtol=2 ** -9,
+                               atol=2 ** -9 * np.abs(ref).max())
+
+
+def test_nothing_to_compute_is_an_empty_result():
+    z = lambda *s: cuda.to_device(np.zeros(s, np.uint16))  # noqa: E731
+    assert mg.swiglu_mma(z(0, 16), z(16, 8), z(16, 8)).shape == (0, 8)
+
+
 def test_bad_input_is_refused_with_the_fix():
     t = mg.TILE  # the checks run before any launch: the H100 tile's numbers
     z = lambda *s: cuda.to_device(np.zeros(s, np.uint16))  # noqa: E731
-    with pytest.raises(ValueError, match=r"T \(rows of x\) = 100 is not a multiple of 128"):
-        mg.swiglu_mma(z(100, 64), z(64, 64), z(64, 64), tile=t)
-    with pytest.raises(ValueError, match=r"d \(columns of x\) = 40 is not a multiple of 32"):
-        mg.swiglu_mma(z(128, 40), z(40, 64), z(40, 64), tile=t)
-    with pytest.raises(ValueError, match=r"h \(columns of the weights\) = 96 is not a multiple of 64"):
-        mg.swiglu_mma(z(128, 64), z(64, 96), z(64, 96), tile=t)
+    with pytest.raises(ValueError, match=r"d \(columns of x\) = 36 is not a multiple of 8"):
+        mg.swiglu_mma(z(100, 36), z(36, 64), z(36, 64), tile=t)
+    with pytest.raises(ValueError, match=r"h \(columns of the weights\) = 100 is not a multiple of 8"):
+        mg.swiglu_mma(z(128, 64), z(64, 100), z(64, 100), tile=t)
+    with pytest.raises(ValueError, match=r"d \(columns of x\) = 0: there is nothing"):
+        mg.swiglu_mma(z(4, 0), z(0, 64), z(0, 64), tile=t)
     with pytest.raises(ValueError, match=r"wu is \(64, 32\); expected \[d, h\] = \[64, 64\]"):
         mg.swiglu_mma(z(128, 64), z(64, 64), z(64, 32), tile=t)
     with pytest.raises(TypeError, match="bfloat16"):
