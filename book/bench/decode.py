@@ -296,10 +296,11 @@ def run_host(suite, T=1, dtype="bfloat16", d=D, h=H, calls=300, reps=15):
 def targets(rows):
     """Issue 31's goals as measured ratios: time against cuBLAS + compiled SiLU*up (<= 1.0x)
     at every T of :data:`ROW_T`, the weight bandwidth at T <= 16 (>= 85% of the record's
-    peak, or the H100's), the planned call's host time (<= 15 us)."""
+    peak, or the H100's), the planned call's host time (<= 15 us). Each lists the rows it was
+    computed from (``rows``: which runs a page's figure draws on, book/data/lineage.py)."""
     from book.specs import GPU_SPECS
 
-    from .targets import find
+    from .targets import find, keys
 
     peak = GPU_SPECS["H100-SXM"].memory_bandwidth
     out = []
@@ -312,17 +313,19 @@ def targets(rows):
                 out.append({"target": f"decode MLP-up {dtype} T={T}: time / (cuBLAS + compiled SiLU*up)",
                             "value": r, "goal": f"<= {TIME_GOAL}", "met": r <= TIME_GOAL,
                             "detail": f"ours {ours['seconds'] * 1e6:.1f} us, cuBLAS + compile "
-                                      f"{ref['seconds'] * 1e6:.1f} us"})
+                                      f"{ref['seconds'] * 1e6:.1f} us", "rows": keys(ours, ref)})
             if ours and T <= 16:
                 f = ours["bandwidth"] / peak
                 out.append({"target": f"decode MLP-up {dtype} T={T}: weight bandwidth / HBM peak",
                             "value": f, "goal": f">= {BANDWIDTH_GOAL}", "met": f >= BANDWIDTH_GOAL,
-                            "detail": f"{ours['bandwidth'] / 1e12:.2f} TB/s of {peak / 1e12:.2f}"})
+                            "detail": f"{ours['bandwidth'] / 1e12:.2f} TB/s of {peak / 1e12:.2f}",
+                            "rows": keys(ours)})
     for name in ("host_decode_planned", "host_swiglu_mma_planned"):
         r = next((x for x in rows if x["variant"] == name), None)
         if r:
             mm = next((x for x in rows if x["variant"] == "host_torch_matmul"), None)
             out.append({"target": f"{name}: host time per call (us)", "value": r["seconds"] * 1e6,
                         "goal": f"<= {HOST_GOAL_S * 1e6:.0f}", "met": r["seconds"] <= HOST_GOAL_S,
-                        "detail": (f"torch.matmul {mm['seconds'] * 1e6:.1f} us" if mm else "")})
+                        "detail": (f"torch.matmul {mm['seconds'] * 1e6:.1f} us" if mm else ""),
+                        "rows": keys(r, mm)})
     return out

@@ -2,9 +2,10 @@
 
 ``out = silu(x @ wg) * (x @ wu)`` for bfloat16 x[T, d], wg[d, h], wu[d, h] (row-major,
 bfloat16 as uint16 bits or torch bfloat16 tensors), float32 accumulation, one bfloat16
-store per output. float16 inputs work too, and choose their instructions by GPU
-(:func:`kind_for`): ``mma.m16n8k16`` with ``cp.async`` on sm_80+, and on sm_75 (the T4, no
-bf16 ``mma``, no ``cp.async``) each 16-deep step as two ``mma.m16n8k8`` with the tiles
+store per output. float16 inputs work too, and choose their instructions by the target
+(:func:`kind_for` of :func:`book.kernels.tensorcore.target_cc`: the GPU, or what the switch
+``COURSE_TARGET_CC`` names): ``mma.m16n8k16`` with ``cp.async`` on sm_80+, and on sm_75 (the
+T4, no bf16 ``mma``, no ``cp.async``) each 16-deep step as two ``mma.m16n8k8`` with the tiles
 copied through registers. The kernel is built by :func:`build_kernel` from a :class:`MmaTile`
 (compile-time constants, so every loop over the warp tile unrolls and the 128
 accumulators a lane holds stay in registers) and an ``epilogue``:
@@ -25,8 +26,9 @@ left four n-tiles are gate and its right four the matching up: gate and up for o
 land in the same lane. k advances 32 at a time through a ring of 4 shared-memory stages (64 KiB, dynamic)
 filled by 16-byte ``cp.async`` copies (global -> shared without registers) while the warps
 multiply out of the stage that arrived: per 16-deep step a warp issues 4 ``ldmatrix.x4``
-for its A fragments, 4 ``ldmatrix.x4.trans`` for B (the weights are k-major, the
-``.trans`` hands each lane the "col" fragment ``mma`` wants) and 32 ``mma``.
+for its A fragments, 4 ``ldmatrix.x4.trans`` for B (the weights [d, h] are row-major: n is
+the contiguous dimension, "N-major" in PTX's and CUTLASS's words, and ``.trans`` hands each
+lane the two consecutive k of one column that the "col" B operand wants) and 32 ``mma``.
 Shared rows are stored with their 16-byte chunks permuted (``swizzle``) so that the 8 rows
 one ``ldmatrix`` phase reads fall in 8 different bank groups. Blocks walk the output in
 groups of ``group_m`` block-rows, so the tiles of x and of the weights a wave of blocks
@@ -56,7 +58,7 @@ from .tensorcore import (
     SIMULATED, check_capability, copy16_zfill_at, cp_async16_zfill_at, cp_async_commit,
     cp_async_wait,
     ldmatrix_x4_at, ldmatrix_x4_trans_at, mma_bf16_16816, mma_f16_1688, mma_f16_16816,
-    shared_address, store_bf16x2, store_f16x2,
+    shared_address, store_bf16x2, store_f16x2, target_cc,
 )
 
 __all__ = ["MmaTile", "TILE", "SIM_TILE", "EPILOGUES", "build_kernel", "default_tile",
@@ -288,7 +290,7 @@ def make_mma_gemm(tile, epilogue, kind="bf16"):
                     acc[i, j, v] = float32(0.0)
 
         # Addresses, once. ldmatrix: lanes 0-15 give rows 0-15 of a 16 x 16 A piece at k 0,
-        # lanes 16-31 the same rows at k 8; for B (k-major, read with .trans) lanes 0-15
+        # lanes 16-31 the same rows at k 8; for B (N-major, read with .trans) lanes 0-15
         # give k rows 0-15 of n-tile 2jp, lanes 16-31 those of n-tile 2jp+1.
         l15, lhi = lane & 15, lane >> 4
         for ks in range(KSTEPS):
@@ -389,12 +391,6 @@ def flops(T: int, d: int, h: int) -> int:
 # host side
 
 
-def _device_cc():
-    if SIMULATED:
-        return None
-    return cuda.get_current_device().compute_capability
-
-
 def address(a):
     """Start address of a device array; in the simulator, of the host memory behind it (so
     the alignment checks below refuse there what they refuse on a GPU)."""
@@ -415,7 +411,8 @@ def half_dtype(d):
 
 def kind_for(dtype, cc):
     """The instruction path for ``dtype`` on a GPU of compute capability ``cc`` (None: the
-    simulator): bf16 needs sm_80; fp16 takes m16n8k16 on sm_80+ and m16n8k8 on sm_75."""
+    simulator): bf16 needs sm_80; fp16 takes m16n8k16 on sm_80+ and m16n8k8 on sm_75. The
+    wrappers ask it for :func:`book.kernels.tensorcore.target_cc` (the T4 switch included)."""
     check_capability(cc, dtype)
     if dtype == "bfloat16":
         return "bf16"
@@ -521,7 +518,7 @@ def prepare(epilogue, x, wg, wu=None, out=None, out2=None, *, tile=None, stream_
     ws = [half_matrix(wg, "wg" if dual else "w")] + ([half_matrix(wu, "wu")] if dual else [])
     T, d, h = check_inputs(tile, xd, ws, dual)
     dtype = half_dtype(xd)
-    kind = kind_for(dtype, _device_cc())
+    kind = kind_for(dtype, target_cc())
     if kind == "f16_sm75" and tile.dynamic:
         tile = MmaTile(**{**tile.__dict__, "stages": 2}).validate()  # no cp.async to overlap
     res, o = half_out(out, x, (T, h), dtype)

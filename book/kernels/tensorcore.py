@@ -54,15 +54,17 @@ from __future__ import annotations
 import numpy as np
 from numba import config
 
+from ..target import TARGET_CC_ENV, describe, forced_cc
+
 SIMULATED = bool(config.ENABLE_CUDASIM)
 
 __all__ = [
     "SIMULATED", "a_coords", "b_coords", "c_coords", "a_coords_1688", "b_coords_1688",
     "ldmatrix_coords", "mma_bf16_16816", "mma_f16_16816", "mma_f16_1688", "ldmatrix_x4",
     "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at", "cp_async16", "cp_async16_at",
-    "copy16_at", "cp_async16_zfill_at", "copy16_zfill_at", "cp_async_commit", "cp_async_wait", "shared_address",
-    "store_bf16x2", "store_f16x2", "shfl_xor", "MIN_CC", "check_capability", "target_cc", "TARGET_CC_ENV",
-    "pack", "unpack",
+    "copy16_at", "cp_async16_zfill_at", "copy16_zfill_at", "cp_async_commit", "cp_async_wait",
+    "shared_address", "store_bf16x2", "store_f16x2", "shfl_xor", "MIN_CC", "check_capability",
+    "cannot_run", "target_cc", "target_description", "TARGET_CC_ENV", "pack", "unpack",
 ]
 
 # ---------------------------------------------------------------------------------------
@@ -115,47 +117,79 @@ MIN_CC = {"mma_bf16_16816": (8, 0), "mma_f16_16816": (8, 0), "mma_f16_1688": (7,
           "ldmatrix": (7, 5), "cp_async": (8, 0)}
 
 
+def _gpu_name(cc) -> str:
+    if forced_cc() == tuple(cc):
+        return (f"the target is sm_{cc[0]}{cc[1]} (compute capability {cc[0]}.{cc[1]}, "
+                f"chosen by {TARGET_CC_ENV}):")
+    return f"this GPU is sm_{cc[0]}{cc[1]} (compute capability {cc[0]}.{cc[1]}):"
+
+
 def check_capability(cc, dtype: str = "bfloat16") -> None:
     """Refuse a GPU that lacks the instructions, saying what it can run instead.
 
-    ``dtype``: "bfloat16" needs sm_80; "float16" runs from sm_75 (m16n8k8, no cp.async)."""
-    if cc is None:  # the simulator: every instruction is simulated
+    ``dtype``: "bfloat16" needs sm_80; "float16" runs from sm_75 (m16n8k8, no cp.async).
+    ``cc`` None: the simulator, where every instruction is simulated."""
+    if cc is None:
         return
     cc = tuple(cc)
-    name = f"sm_{cc[0]}{cc[1]} (compute capability {cc[0]}.{cc[1]})"
+    name = _gpu_name(cc)
     if cc < (7, 5):
         raise RuntimeError(
-            f"this GPU is {name}: mma.sync m16n8k8/m16n8k16 and ldmatrix need compute "
+            f"{name} mma.sync m16n8k8/m16n8k16 and ldmatrix need compute "
             "capability 7.5 (Turing, e.g. a T4) or newer. It can run the course's CUDA-core "
             "kernels (book.kernels.gemm, book.kernels.dual_gemm) but no tensor-core kernel.")
     if cc < (8, 0) and dtype != "float16":
         raise RuntimeError(
-            f"this GPU is {name}: {dtype} mma.sync m16n8k16 and cp.async need compute "
+            f"{name} {dtype} mma.sync m16n8k16 and cp.async need compute "
             "capability 8.0 (Ampere) or newer. It can run the fp16 m16n8k8 instruction "
             "(mma_f16_1688, what a T4 has) and the course's CUDA-core kernels.")
 
 
-#: With no GPU and the simulator off (compiling PTX on a CPU machine: tools/lab_ptx.py),
-#: the compute capability to compile for, as "major.minor"
-TARGET_CC_ENV = "COURSE_PTX_CC"
+def cannot_run(dtype: str = "bfloat16", cc="target"):
+    """Why the target cannot run ``dtype``'s tensor-core instructions (the message of
+    :func:`check_capability`), or None when it can: for a cell that skips rather than
+    raises. ``cc``: default :func:`target_cc`."""
+    try:
+        check_capability(target_cc() if cc == "target" else cc, dtype)
+    except RuntimeError as e:
+        return str(e)
+    return None
 
 
 def target_cc():
-    """The compute capability a kernel is built for: None in the simulator, else the current
-    GPU's; on a machine with no GPU where the simulator is off (PTX compiled for a GPU that is
-    not there), the one named by ``COURSE_PTX_CC`` (e.g. "7.5"), so a notebook that picks its
-    instructions by GPU picks those of the target."""
+    """The compute capability a kernel is built for: the current GPU's, or None in the
+    simulator, unless the switch ``COURSE_TARGET_CC`` (:mod:`book.target`) names one: then
+    that one (on a GPU it must not be newer than the GPU). With no GPU and the simulator off
+    (PTX compiled for a GPU that is not there), the one the switch names."""
+    want = forced_cc()
     if SIMULATED:
-        return None
-    import os
-
-    want = os.environ.get(TARGET_CC_ENV)
-    if want:
-        major, _, minor = want.partition(".")
-        return int(major), int(minor or 0)
+        return want
     from numba import cuda
 
-    return tuple(cuda.get_current_device().compute_capability)
+    if want and not cuda.is_available():
+        return want
+    real = tuple(cuda.get_current_device().compute_capability)
+    if want is None:
+        return real
+    if want > real:
+        raise RuntimeError(
+            f"{TARGET_CC_ENV}={want[0]}.{want[1]} names a newer GPU than this one "
+            f"(sm_{real[0]}{real[1]}): its instructions would not run here. Unset it, or "
+            f"name {real[0]}.{real[1]} or older (7.5: the T4's paths).")
+    return want
+
+
+def target_description() -> str:
+    """The target in words, for a notebook to print: "sm_90", "Numba's CUDA simulator", or
+    "sm_75 (COURSE_TARGET_CC=7.5, on an sm_90 GPU)"."""
+    cc = target_cc()
+    real = None
+    if not SIMULATED and cc is not None:
+        from numba import cuda
+
+        if cuda.is_available():
+            real = tuple(cuda.get_current_device().compute_capability)
+    return describe(cc, real, SIMULATED)
 
 
 def pack(lo, hi) -> int:
