@@ -17,6 +17,11 @@ wrapper here, the driver on a GPU). On the GPU, ``benchmarks/fastcall_probe.py``
 suite's ``launch_layer_fastcall`` rows time the real call.
 
     PYTHONPATH=. python benchmarks/fastcall_host_profile.py [--calls 20000] [--reps 9] [--profile]
+    PYTHONPATH=. python benchmarks/fastcall_host_profile.py --planned decode   # or swiglu_mma
+
+``--planned NAME`` times a :class:`book.kernels.fastcall.PlannedCall` instead (the decode
+entry point: x, wg, wu, bg, bu, out, six tensors in its key; ``swiglu_mma``: four), its
+planning stubbed as the launch is: the per-call path up to ``cuLaunchKernel``.
 """
 
 import argparse
@@ -68,7 +73,11 @@ def main():
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--variant", default="half8", help="vec4 (float32) or half8 (bfloat16)")
     ap.add_argument("--profile", action="store_true", help="also print a cProfile of the calls")
+    ap.add_argument("--planned", metavar="NAME",
+                    help="time planned(NAME) (decode, swiglu_mma, ...) instead of a FastCall")
     args = ap.parse_args()
+    if args.planned:
+        return planned_main(args)
 
     import book  # noqa: F401  (first: decides GPU or simulator)
     import torch
@@ -129,6 +138,55 @@ def main():
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(12)
         print(s.getvalue())
+
+
+def planned_main(args):
+    import book  # noqa: F401  (first: decides GPU or simulator)
+    import torch
+
+    from book.kernels import fastcall
+
+    if args.planned not in fastcall.PLANNED:
+        raise SystemExit(f"--planned: one of {sorted(fastcall.PLANNED)}")
+    bf = torch.bfloat16
+    if args.planned.startswith(("decode", "gemv")):  # x, wg, wu, bg, bu, out (nn.Linear)
+        call_args = (torch.ones(1, 4096, dtype=bf), torch.ones(8, 4096, dtype=bf),
+                     torch.ones(8, 4096, dtype=bf), torch.ones(8, dtype=bf),
+                     torch.ones(8, dtype=bf), torch.ones(1, 8, dtype=bf))
+    elif args.planned == "matmul_mma":
+        call_args = (torch.ones(1, 4096, dtype=bf), torch.ones(4096, 8, dtype=bf),
+                     torch.ones(1, 8, dtype=bf))
+    else:  # x, wg, wu, out ([d, h] weights)
+        call_args = (torch.ones(1, 4096, dtype=bf), torch.ones(4096, 8, dtype=bf),
+                     torch.ones(4096, 8, dtype=bf), torch.ones(1, 8, dtype=bf))
+    pc = fastcall.PlannedCall(args.planned, prepare=None)
+    pc._cu, pc.fast, pc._multi_gpu = StubDriver, True, False
+    pc._launch = StubDriver.cuLaunchKernel
+    pc._tensor, pc._raw_stream = torch.Tensor, (lambda device: 0)
+    plan = fastcall.Plan(StubDriver.CUstream(1), 896, 128, fastcall.PackedParams([0] * 40),
+                         -1, shared=0)
+
+    def plan_it(key, *_rest):  # what _plan stores, without the ordinary GPU launch
+        pc._plans.put(key, plan)
+
+    pc._plan = plan_it
+    pc(*call_args)
+    pc(*call_args)
+    if pc.stats["fast"] != 1:
+        raise SystemExit(f"the stubbed path did not take the fast branch: {pc.stats}")
+    launch_args = (plan.function, plan.grid, 1, 1, plan.block, 1, 1, 0, 0, plan.address, 0)
+    rows = {"call": (pc, call_args), "launch_stub": (StubDriver.cuLaunchKernel, launch_args),
+            "key": (lambda *a: (0, *map(fastcall._tensor_key, a)), call_args)}
+    print(f"planned({args.planned!r}) with the launch stubbed, {len(call_args)} arguments, torch "
+          f"{torch.__version__}, Python {sys.version.split()[0]}: ns per call, median (p10-p90) "
+          f"of {args.reps} rounds of {args.calls} calls, CPU time of this thread")
+    result = {}
+    for name, (fn, a) in rows.items():
+        med, lo, hi = per_call(fn, a, args.calls, args.reps)
+        result[name] = med
+        print(f"  {name:12s} {med:8.0f} ({lo:.0f}-{hi:.0f})")
+    print(f"  the path's own Python work (call - launch_stub): "
+          f"{result['call'] - result['launch_stub']:.0f} ns")
 
 
 if __name__ == "__main__":

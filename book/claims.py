@@ -62,6 +62,47 @@ def _best(res, dtype, shape, kinds=("kernel",)):
     return min(rows, key=lambda r: r["seconds"]) if rows else None
 
 
+def _run_of(row):
+    """The run a row was measured in (a merged row carries its own provenance; None: the
+    record's own run)."""
+    p = row.get("provenance") or {}
+    return p.get("date"), p.get("commit")
+
+
+def _date(row, record_prov) -> str:
+    return str((row.get("provenance") or record_prov or {}).get("date"))[:10]
+
+
+def _two_runs(a, b, record_prov) -> str:
+    """"" for rows of one run; else "rows of two runs: <date> and <date>" (a merged row is
+    another run's: book/data/lineage.py)."""
+    if _run_of(a) == _run_of(b):
+        return ""
+    return f"rows of two runs: {_date(a, record_prov)} and {_date(b, record_prov)}"
+
+
+def _ratio(a, b, record_prov) -> str:
+    """a / b of two rows' times, "1.70x"; rows of two benchmark runs say so and name both."""
+    two = _two_runs(a, b, record_prov)
+    return f"{a['seconds'] / b['seconds']:.2f}x" + (f" ({two})" if two else "")
+
+
+def _decode_ratio(before, after, after_v, same, record_prov) -> str:
+    """What the decode row's own ratio says, in words right at either sign; rows of two
+    runs are not divided (each run's GPU clocks and state are its own)."""
+    if not same:
+        return (f"Here the two rows come from two benchmark runs (fused "
+                f"{_date(before, record_prov)}, {after_v} {_date(after, record_prov)}): a "
+                "difference this small is within what separates two runs.")
+    r = before["seconds"] / after["seconds"]
+    if r < 0.95:
+        return (f"Here the {after_v} kernel is slower, {r:.2f}x: with so few elements it runs "
+                "fewer threads, each doing more in sequence, and no access width pays.")
+    if r > 1.05:
+        return f"Here the {after_v} kernel is a little faster, {r:.2f}x: still a fixed cost, not bytes."
+    return f"Here {r:.2f}x: a kernel's fixed cost, not its bytes."
+
+
 def _us(s):
     return f"{s * 1e6:.2f} us"
 
@@ -75,8 +116,9 @@ def _compiled(res, dtype, shape, best):
     c = res.select(variant="torch_compile", dtype=dtype, shape=shape)
     if not c:
         return ""
+    two = _two_runs(c[0], best, res.provenance)
     return (f"; torch.compile'd {_us(c[0]['seconds'])} ({c[0]['seconds'] / best['seconds']:.2f}x "
-            f"{best['variant']}'s time)")
+            f"{best['variant']}'s time" + (f", {two})" if two else ")"))
 
 
 def table(results=None):
@@ -95,7 +137,7 @@ def table(results=None):
     n1, f1 = res.find("naive", "float32", LARGE), res.find("fused", "float32", LARGE)
     row("vizuara", "fused over unfused (two kernels): ~1.7x, the 5/3 byte ratio", "float32",
         "8192x14336", f"~{VIZUARA_SPEEDUP}x",
-        f"{nv['seconds'] / fu['seconds']:.2f}x",
+        _ratio(nv, fu, res.provenance),
         f"naive_vec {_us(nv['seconds'])} vs vec4 {_us(fu['seconds'])}; one element per thread: "
         f"naive {_us(n1['seconds'])} vs fused {_us(f1['seconds'])} = {n1['seconds'] / f1['seconds']:.2f}x",
         "Agrees when both versions saturate memory (same 16-byte style): time follows bytes. "
@@ -127,14 +169,14 @@ def table(results=None):
         f"the tail cost a little: the same kernel reaches {_tbs(_best(res, 'float32', LARGE)['bandwidth'])} "
         "at 8192x14336. Rotating inputs beyond L2 or not makes no difference here.")
     row("ptx-dsl", "1.6x faster than F.silu(gate) * up (torch eager)", "float32", "2048x8192",
-        f"{PTX_DSL_SPEEDUP}x", f"{eager['seconds'] / b['seconds']:.2f}x",
+        f"{PTX_DSL_SPEEDUP}x", _ratio(eager, b, res.provenance),
         f"eager {_us(eager['seconds'])} vs {b['variant']} {_us(b['seconds'])}"
         + _compiled(res, "float32", PREFILL, b),
         "Agrees: eager runs two kernels (5 transfers per element against 3).")
     bl = _best(res, "float32", LARGE)
     el = res.find("torch_eager", "float32", LARGE)
     row("ptx-dsl", "1.6x faster than torch eager (at our large shape)", "float32", "8192x14336",
-        f"{PTX_DSL_SPEEDUP}x", f"{el['seconds'] / bl['seconds']:.2f}x",
+        f"{PTX_DSL_SPEEDUP}x", _ratio(el, bl, res.provenance),
         f"eager {_us(el['seconds'])} vs {bl['variant']} {_us(bl['seconds'])}"
         + _compiled(res, "float32", LARGE, bl),
         "Same move, larger tensor: the ratio tends to 5/3.")
@@ -165,6 +207,7 @@ def table(results=None):
                 detail += f", the cheap path (book.kernels.fastcall) {_us(fast[0]['seconds'])}"
             if graph:
                 detail += f"; in a CUDA graph {_us(graph[0]['seconds'])} per SwiGLU"
+            same = _run_of(ob) == _run_of(oa)
             if regime not in explained:
                 f32 = ORIN_NCU[("float32", "decode")]
                 f16 = ORIN_NCU[("float16", "decode")]
@@ -174,12 +217,12 @@ def table(results=None):
                        "average, so its 17-20 us are not host launch overhead. (Its summary blames "
                        "launch overhead; by its own profile that means the fixed cost of running a "
                        "grid at all.) The data are a few hundred kB, far too few for the access "
-                       "width to matter: neither version changes the time. On the H100 that fixed "
-                       f"cost is {_us(min(ob['seconds'], oa['seconds']))} of GPU time, and from "
-                       "Python the host's launch dominates instead: a CUDA graph removes it.")
+                       "width to pay: neither GPU gets faster from the wider kernel. On the H100 "
+                       f"that fixed cost is {_us(min(ob['seconds'], oa['seconds']))} of GPU time, "
+                       "and from Python the host's launch dominates instead: a CUDA graph "
+                       "removes it. " + _decode_ratio(ob, oa, after_v, same, res.provenance))
             else:
-                why = (f"As for the first decode row: about {ob['seconds'] / oa['seconds']:.2f}x "
-                       "here, a kernel's fixed cost, not its bytes.")
+                why = "As for the first decode row. " + _decode_ratio(ob, oa, after_v, same, res.provenance)
         else:
             big_b, big_a = res.find("fused", dtype, LARGE), res.find(after_v, dtype, LARGE)
             if regime not in explained:
@@ -197,7 +240,7 @@ def table(results=None):
         row("orin", f"{dtype} {regime} F={F}: {before} -> {after} us ({speedup}x)", dtype,
             "x".join(map(str, shape)), f"{before} -> {after} us, {speedup}x",
             f"{ob['seconds'] * 1e6:.2f} -> {oa['seconds'] * 1e6:.2f} us, "
-            f"{ob['seconds'] / oa['seconds']:.2f}x", detail, why)
+            f"{_ratio(ob, oa, res.provenance)}", detail, why)
     for r in rows:
         r["gpu"] = gpu
     return rows

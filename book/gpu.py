@@ -25,7 +25,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from . import simfidelity
+from . import simfidelity, target
 
 # The error mapping lives in a module with no imports from book or numba, so it
 # can be loaded (and tested) next to a real, un-simulated numba.cuda.
@@ -217,7 +217,38 @@ def _init() -> tuple[bool, str]:
         # Someone imported numba.cuda in simulator mode first: respect it.
         simfidelity.apply()
         return True, "numba.cuda was already imported in simulator mode"
+    _compile_for_the_target()
     return False, reason
+
+
+def _first_device_cc() -> tuple[int, int] | None:
+    """Device 0's compute capability, from the driver (no Numba); None if it cannot say."""
+    lib = _driver()
+    dev, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+    try:
+        if (lib is None or lib.cuDeviceGet(ctypes.byref(dev), 0) != CUDA_SUCCESS
+                or lib.cuDeviceGetAttribute(ctypes.byref(major), _ATTR["cc_major"], dev)
+                or lib.cuDeviceGetAttribute(ctypes.byref(minor), _ATTR["cc_minor"], dev)):
+            return None
+    except AttributeError:
+        return None
+    return major.value, minor.value
+
+
+def _compile_for_the_target() -> None:
+    """With the T4 switch on a GPU (``COURSE_TARGET_CC``, :mod:`book.target`), Numba emits PTX
+    for that capability: ptxas then refuses what the target lacks (sm_80's ``cp.async`` and
+    bf16 ``mma`` for 7.5), and the driver compiles the rest for the GPU that is here. Numba
+    reads its setting when ``numba.cuda`` loads, which is why this runs now."""
+    want = target.forced_cc()
+    if want is None or want > (_first_device_cc() or want):
+        return  # (newer than the GPU: book.kernels.tensorcore.target_cc() says so)
+    value = f"{want[0]}.{want[1]}"
+    os.environ[target.NUMBA_ENV] = value
+    for name in ("numba.cuda.core.config", "numba.core.config"):
+        cfg = sys.modules.get(name)
+        if cfg is not None and hasattr(cfg, "FORCE_CUDA_CC"):
+            cfg.FORCE_CUDA_CC = want
 
 
 SIMULATED, REASON = _init()

@@ -85,6 +85,10 @@ def provenance(command: str | None = None) -> dict:
                      if getattr(sys.modules.get("__main__"), "__spec__", None) else sys.argv[:1]),
          *sys.argv[1:]])
     rec["commit"] = commit()
+    from book import target
+
+    if target.forced_cc():  # the T4 switch was on: the run took another GPU's paths
+        rec["target_cc"] = ".".join(map(str, target.forced_cc()))
     return rec
 
 

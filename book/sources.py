@@ -19,21 +19,27 @@ class Source:
     author: str  # author or publisher, as the document gives it
     what: str  # what kind of document it is
     label: str  # its MyST label on the sources page
+    address: str  # where it is published (the sources page links it)
+    where: str = ""  # what to open there, when the address is a repository
 
 
 SOURCES: dict[str, Source] = {s.key: s for s in (
     Source("vizuara", "Vizuara article", "The SwiGLU kernel",
            "Vizuara Kernel Engineering (series 04, Kernels for Inference)",
-           "an article", "source-vizuara"),
+           "an article", "source-vizuara",
+           "https://kernelengineering.vizuara.ai/a/swiglu-kernel.html"),
     Source("akunu", "akunu chapter", "Embedding and Activation Kernels",
            "a book on the akunu inference engine (Apple Metal)",
-           "a book chapter", "source-akunu"),
+           "a book chapter", "source-akunu",
+           "https://akunu.prabod.rathnayaka.me/part6/ch39-embedding-activation.html"),
     Source("orin", "Jetson Orin report", "SwiGLU CUDA Kernel 优化报告 "
            "(SwiGLU CUDA kernel optimisation report)", "an optimisation report for NVIDIA "
-           "Jetson Orin (SM 8.7), in Chinese", "a report", "source-orin"),
+           "Jetson Orin (SM 8.7), in Chinese", "a report", "source-orin",
+           "https://github.com/yhwang-hub/OrinMLLM",
+           "cuda_kernel_optimized/swiglu_kernel/swiglu_kernel_optimization_report.md"),
     Source("ptx-dsl", "PTX-DSL page", "SwiGLU",
            "the documentation of a Python DSL for writing PTX (examples/hopper/swiglu.py)",
-           "a documentation page", "source-ptx-dsl"),
+           "a documentation page", "source-ptx-dsl", "https://pyptx.dev/guides/swiglu/"),
 )}
 
 

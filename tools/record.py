@@ -73,8 +73,15 @@ def _execute_one(src: str, to: Path, cell_timeout: int) -> int:
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
+    from book.data.lineage import LOG_ENV
+
     path = ROOT / src
     nb = nbformat.read(path, as_version=4)
+    # the kernel logs the measurement runs each cell reads (book/data/lineage.py)
+    runs_log = Path(str(to) + ".runs.jsonl")
+    runs_log.parent.mkdir(parents=True, exist_ok=True)
+    runs_log.unlink(missing_ok=True)
+    os.environ[LOG_ENV] = str(runs_log)
     client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3",
                             store_widget_state=True,
                             # the kernel's "running over TCP without encryption" warning, once
@@ -93,10 +100,25 @@ def _execute_one(src: str, to: Path, cell_timeout: int) -> int:
                     if c.get("execution_count") is not None or c.get("outputs")]
         status["cell"] = executed[-1] if executed else 1
     status["seconds"] = round(time.perf_counter() - t0, 1)
+    _attach_runs(nb, runs_log)
     to.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, to)
     Path(str(to) + ".json").write_text(json.dumps(status))
     return 0 if status["ok"] else 1
+
+
+def _attach_runs(nb, log: Path) -> None:
+    """Each executed code cell's measurement runs (the kernel's log, matched by execution
+    count) in its metadata, for recordings.stamp to keep with the recording."""
+    by_count = {}
+    if log.is_file():
+        for line in log.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            by_count[entry.get("execution_count")] = entry["runs"]
+    for c in recordings.code_cells(nb):
+        n = c.get("execution_count")
+        if n is not None:
+            c.metadata[recordings.RUNS_KEY] = by_count.get(n, [])
 
 
 def _kill_tree(pid: int) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import copy
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,8 @@ RECORDS = ROOT / "records" / "chapters"
 PUBLISHED_GPU = "h100"
 # Where the recording's metadata lives inside a recorded notebook.
 META_KEY = "course_recording"
+# Where a recorded code cell keeps the measurement runs its numbers came from (book/data/lineage.py)
+RUNS_KEY = "course_runs"
 RECORD_COMMAND = "python -m tools.record --out DIR"
 INSTALL_COMMAND = "python -m tools.record --install DIR/chapters-<gpu>.tar.gz"
 
@@ -173,6 +176,73 @@ def all_recordings(root: Path = ROOT, gpu: str = PUBLISHED_GPU) -> list[Path]:
     return sorted(folder.glob("*.ipynb")) if folder.is_dir() else []
 
 
+# ---------------------------------------------------------------- what recorded outputs say
+
+# An absolute path on the recording machine (/root/out/h100.json, /usr/local/cuda/bin/ncu,
+# ~/...): a slash after a space, quote, bracket or "~" and before a name; a URL's "//" and a
+# ratio like "TB/s" do not start one.
+MACHINE_PATH = re.compile(r"(?:(?<=[\s\"'(\[=,])|^|~)/(?:[\w.+-]+/)+[\w.+-]*", re.M)
+
+
+def _widget_text(nb, outputs) -> str:
+    """The data traits (not the front-end code) of the widgets these outputs display."""
+    state = (nb.metadata.get("widgets") or {}).get(
+        "application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    texts = []
+    for o in outputs:
+        view = (o.get("data") or {}).get("application/vnd.jupyter.widget-view+json")
+        if view and view.get("model_id") in state:
+            st = state[view["model_id"]].get("state", {})
+            texts.append(" ".join(str(v) for k, v in st.items() if not k.startswith("_")))
+    return "\n".join(texts)
+
+
+def output_text(nb, cell) -> str:
+    """Everything a reader can read in a recorded cell's outputs: streams, text and Markdown
+    and HTML results, tracebacks, and the data of the widgets it shows."""
+    parts = []
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream":
+            parts.append("".join(o.get("text", "")))
+        elif o.get("output_type") == "error":
+            parts.append("\n".join(o.get("traceback", [])))
+        for mime, value in (o.get("data") or {}).items():
+            if mime.startswith("text/"):
+                parts.append("".join(value) if isinstance(value, list) else str(value))
+    parts.append(_widget_text(nb, cell.get("outputs", [])))
+    return "\n".join(parts)
+
+
+def machine_paths(nb) -> list[str]:
+    """'code cell N: /path' for every absolute path a recorded notebook's outputs show."""
+    found = []
+    for i, cell in enumerate(code_cells(nb), 1):
+        for m in MACHINE_PATH.finditer(output_text(nb, cell)):
+            found.append(f"code cell {i} ({cell.get('id')}): {m.group(0)}")
+    return found
+
+
+def unnamed_runs(nb) -> list[str]:
+    """For a recording made with lineage (``META_KEY``'s ``lineage``): each code cell whose
+    numbers came from several benchmark runs but whose outputs do not name every one of them
+    (its date and its commit)."""
+    meta = nb.metadata.get(META_KEY) or {}
+    cells = code_cells(nb)
+    problems = []
+    for entry in meta.get("cells", []):
+        runs = entry.get("runs") or []
+        if len(runs) < 2:
+            continue
+        text = output_text(nb, cells[entry["index"]])
+        for run in runs:
+            date, commit = str(run.get("date") or "")[:10], str(run.get("commit") or "")[:7]
+            if date not in text or commit not in text:
+                problems.append(f"code cell {entry['index'] + 1} ({entry.get('id')}) mixes "
+                                f"{len(runs)} runs but does not name the run of {date}, "
+                                f"commit {commit}")
+    return problems
+
+
 def with_recorded_outputs(src_nb, rec: Recording):
     """The chapter's source with the recorded outputs (and saved widget state) in its cells.
 
@@ -219,12 +289,18 @@ def current_widget_code(widgets: dict) -> dict:
 
 def stamp(executed_nb, provenance: dict, src: str, seconds: float) -> None:
     """Write the recording's metadata (provenance, cell hashes) into an executed notebook."""
+    cells = []
+    for i, c in enumerate(code_cells(executed_nb)):
+        entry = {"index": i, "id": c.get("id"), "sha256": cell_key(c)}
+        if RUNS_KEY in c.metadata:  # the runs the cell read (absent: not executed)
+            entry["runs"] = c.metadata.pop(RUNS_KEY)
+        cells.append(entry)
     executed_nb.metadata[META_KEY] = {
         "source": src,
         "provenance": provenance,
         "seconds": round(seconds, 1),
-        "cells": [{"index": i, "id": c.get("id"), "sha256": cell_key(c)}
-                  for i, c in enumerate(code_cells(executed_nb))],
+        "lineage": True,  # each executed cell lists the measurement runs it read
+        "cells": cells,
     }
 
 

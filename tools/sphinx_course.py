@@ -61,7 +61,10 @@ def _recorded_note(rec: recordings.Recording, repo_url: str,
         "CUDA simulator, as a check that the code shown here still runs, and published these "
         "recorded outputs because the code is the code that was recorded. Running the notebook "
         "shows your own outputs: your GPU's timings, or, with no GPU, the CUDA simulator's "
-        "(correct results, nothing timed).")
+        "(correct results, nothing timed). Figures loaded from the course's measurement records "
+        "(book/data) were measured earlier, by benchmark runs whose own GPU, date and commit are "
+        "printed beside them (\"Measured ... commit ...\"), so they differ from this recording's; "
+        "a cell whose numbers come from several runs names each one under its output.")
     if repo_url and rec.path is not None:
         rel = f"records/chapters/{rec.path.parent.name}/{rec.path.name}"
         note += _para("The recording, with its full provenance: ", nodes.reference(

@@ -89,4 +89,11 @@ def scrubbed_env(workdir: Path, simulated: bool, gpu: int | None) -> dict:
     for k in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "NUMBA_CUDA_DRIVER"):
         if k in os.environ and not simulated:
             env[k] = os.environ[k]
+    # the T4 switch (book/target.py) is the grader's setting, never the student's: a class
+    # graded with COURSE_TARGET_CC=7.5 runs every submission on the T4's instructions. (Imported
+    # here: importing book decides GPU or simulator, which the grader does first.)
+    from book.target import TARGET_CC_ENV
+
+    if os.environ.get(TARGET_CC_ENV):
+        env[TARGET_CC_ENV] = os.environ[TARGET_CC_ENV]
     return env

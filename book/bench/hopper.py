@@ -246,8 +246,9 @@ def predicted_share(gemm_flops_per_s, bandwidth, d):
 
 
 def targets(rows):
-    """The issue's goals as measured ratios."""
-    from .targets import find
+    """The issue's goals as measured ratios, each with the keys of the rows it was computed
+    from (``rows``: which runs a page's figure draws on, book/data/lineage.py)."""
+    from .targets import find, keys
 
     out = []
     for T, d, h in SHAPES:
@@ -261,16 +262,18 @@ def targets(rows):
             out.append({"target": f"wgmma dual GEMM {T}x{d}x{h}: speed / cuBLAS + compiled SwiGLU",
                         "value": r, "goal": ">= 1.0 (stretch 1.05)", "met": r >= 1.0,
                         "detail": f"fused {dual['seconds'] * 1e6:.0f} us, cuBLAS + compile "
-                                  f"{comp['seconds'] * 1e6:.0f} us"})
+                                  f"{comp['seconds'] * 1e6:.0f} us", "rows": keys(dual, comp)})
         if dual and gemm:
             r = gemm["seconds"] / dual["seconds"]
             out.append({"target": f"wgmma dual GEMM {T}x{d}x{h}: speed / cuBLAS GEMM alone",
                         "value": r, "goal": ">= 0.89", "met": r >= 0.89,
                         "detail": f"fused {dual['flops_per_s'] / 1e12:.0f} TFLOP/s, cuBLAS "
-                                  f"{gemm['flops_per_s'] / 1e12:.0f} TFLOP/s"})
+                                  f"{gemm['flops_per_s'] / 1e12:.0f} TFLOP/s",
+                        "rows": keys(dual, gemm)})
         if dual and ceil:
             r = ceil["seconds"] / dual["seconds"]
             out.append({"target": f"wgmma dual GEMM {T}x{d}x{h}: fraction of the wgmma ceiling",
                         "value": r, "goal": "(reported)", "met": True,
-                        "detail": f"ceiling {ceil['flops_per_s'] / 1e12:.0f} TFLOP/s"})
+                        "detail": f"ceiling {ceil['flops_per_s'] / 1e12:.0f} TFLOP/s",
+                        "rows": keys(dual, ceil)})
     return out

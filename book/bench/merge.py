@@ -12,7 +12,8 @@ writes them with that run's provenance. This merges FILE into ``book/data/<gpu>.
   rows it contributed); the record's own ``provenance`` stays that of its full run;
 * the targets are recomputed from the merged rows.
 
-Nothing is measured here, so it runs anywhere (no GPU, no torch).
+``--retarget`` (no FILE) only recomputes the record's targets from its rows, after a change to
+how a target is computed or described (``book/bench/targets.py``). Nothing is measured here, so it runs anywhere (no GPU, no torch).
 """
 
 from __future__ import annotations
@@ -97,9 +98,23 @@ def merge(record: dict, part: dict) -> dict:
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m book.bench.merge",
                                  description=__doc__.split("\n\n")[0].strip("`: "))
-    ap.add_argument("files", nargs="+", metavar="FILE", help="written by --rows-out")
+    ap.add_argument("files", nargs="*", metavar="FILE", help="written by --rows-out")
     ap.add_argument("--into", help="the record to merge into (default book/data/<gpu>.json)")
+    ap.add_argument("--retarget", action="store_true",
+                    help="recompute the targets of --into (default book/data/h100.json) from its "
+                         "rows; nothing merged")
     args = ap.parse_args(argv)
+    if args.retarget:
+        if args.files:
+            raise SystemExit("--retarget merges nothing: give no FILE")
+        into = Path(args.into) if args.into else DATA / "h100.json"
+        record = _load(into, "record")
+        peak = record["provenance"].get("peak_bandwidth") or HBM3_PEAK
+        write(into, dict(record, targets=targets(record["rows"], peak)))
+        print(f"recomputed the {len(record.get('targets', []))} targets of {into}")
+        return 0
+    if not args.files:
+        raise SystemExit("give a FILE written by --rows-out (or --retarget)")
     for f in args.files:
         part = _load(f, "rows file")
         into = Path(args.into) if args.into else DATA / f"{slug(part['provenance'].get('gpu'))}.json"

@@ -4,8 +4,8 @@
 (output poisoned with NaN first), times it with :func:`book.bench.measure`, times the
 references (torch eager ``F.silu(g) * u``, ``torch.add(g, u, out=o)``, a device copy,
 ``torch.matmul`` in strict float32 and TF32) and the GEMMs of :mod:`book.kernels.gemm`
-and :mod:`book.kernels.dual_gemm` and the bf16 tensor-core rows of :mod:`book.bench.tensorcore`,
-prints a table and the target ratios, and writes
+and :mod:`book.kernels.dual_gemm`, the bf16 tensor-core rows of :mod:`book.bench.tensorcore`
+and the decode MLP-up rows of :mod:`book.bench.decode`, prints a table and the target ratios, and writes
 ``book/data/<gpu>.json`` (provenance + rows). ``--quick`` runs fewer shapes and reps;
 ``--out PATH`` writes elsewhere (a file, or a folder for ``<gpu>.json``).
 
@@ -676,6 +676,10 @@ def main(argv=None):
     ap.add_argument("--no-tensorcore", action="store_true",
                     help="skip the bf16 tensor-core rows (book.bench.tensorcore, and on sm_90 "
                          "book.bench.hopper)")
+    ap.add_argument("--no-decode", action="store_true",
+                    help="skip the decode MLP-up rows, T sweep and host rows (book.bench.decode)")
+    ap.add_argument("--no-elementwise", action="store_true",
+                    help="skip the elementwise rows and checks (e.g. with --only for the GEMMs)")
     ap.add_argument("--tune", action="store_true", help="also sweep block size and grid size")
     ap.add_argument("--reps", type=int, help="timed samples per row (default 50, 15 with --quick)")
     ap.add_argument("--only", metavar="REGEX",
@@ -757,9 +761,9 @@ def main(argv=None):
         save()
 
     shapes = args.shapes or (QUICK_SHAPES if args.quick else SHAPES)
-    for dtype in args.dtypes:
+    for dtype in [] if args.no_elementwise else args.dtypes:
         phase(f"checks {dtype}", suite.run_checks, dtype)
-    for dtype in args.dtypes:
+    for dtype in [] if args.no_elementwise else args.dtypes:
         for shape in shapes:
             phase(f"{dtype} {shape}", suite.run_elementwise, tuple(shape), dtype)
     if args.tune:
@@ -781,6 +785,15 @@ def main(argv=None):
                                f"capability 9.0, this GPU has {cc}")
         if not (cc and tuple(cc) >= (8, 0)):
             suite.notes.append(f"tensor-core rows not measured: bf16 mma.sync needs compute "
+                               f"capability 8.0, this GPU has {cc}")
+    if not args.no_decode:
+        from . import decode
+
+        cc = suite.info.compute_capability
+        if cc and tuple(cc) >= (8, 0):
+            phase("decode", decode.run, suite)
+        else:
+            suite.notes.append(f"decode rows not measured: their bf16 paths need compute "
                                f"capability 8.0, this GPU has {cc}")
     path, targets = save()
     print("\nTargets (measured ratios):")

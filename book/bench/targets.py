@@ -11,7 +11,7 @@ from __future__ import annotations
 from book.dtypes import DTYPES
 from book.specs import GPU_SPECS
 
-__all__ = ["find", "best", "targets", "LARGE", "PREFILL", "DECODE_SHAPES", "GEMM_SHAPES",
+__all__ = ["find", "best", "keys", "targets", "LARGE", "PREFILL", "DECODE_SHAPES", "GEMM_SHAPES",
            "HBM3_PEAK"]
 
 LARGE = (8192, 14336)
@@ -30,6 +30,12 @@ def find(rows, variant, dtype, shape):
     return None
 
 
+def keys(*rows):
+    """[[kind, variant, dtype, shape], ...] of the rows a target was computed from (None
+    skipped): a reader of the target finds each row, and so the run that measured it."""
+    return [[r.get("kind"), r["variant"], r["dtype"], list(r["shape"])] for r in rows if r]
+
+
 def best(rows, dtype, shape):
     """The fastest correct kernel row at ``dtype`` and ``shape`` (graph replays aside)."""
     cands = [r for r in rows if r["kind"] == "kernel" and r["dtype"] == dtype
@@ -42,8 +48,9 @@ def targets(rows, peak):
     """The course's goals as measured ratios, from a run's rows (also after a merge)."""
     out = []
 
-    def target(name, value, goal, ok, detail):
-        out.append({"target": name, "value": value, "goal": goal, "met": bool(ok), "detail": detail})
+    def target(name, value, goal, ok, detail, *used):
+        out.append({"target": name, "value": value, "goal": goal, "met": bool(ok), "detail": detail,
+                    "rows": keys(*used)})
 
     for dtype in DTYPES:
         b = best(rows, dtype, LARGE)
@@ -54,21 +61,23 @@ def targets(rows, peak):
             goal = 1.0 if dtype == "float32" else 0.95
             target(f"{dtype} {LARGE}: best kernel / torch.add bandwidth", r, f">= {goal}",
                    r >= goal, f"{b['variant']} {b['bandwidth'] / 1e12:.3f} TB/s vs torch.add "
-                              f"{add['bandwidth'] / 1e12:.3f} TB/s")
+                              f"{add['bandwidth'] / 1e12:.3f} TB/s", b, add)
         if b and dtype == "float32":
             frac = b["bandwidth"] / peak
             target(f"float32 {LARGE}: fraction of peak bandwidth", frac, ">= 0.90", frac >= 0.90,
-                   f"{b['bandwidth'] / 1e12:.3f} of {peak / 1e12:.3f} TB/s")
+                   f"{b['bandwidth'] / 1e12:.3f} of {peak / 1e12:.3f} TB/s", b)
         if b and eager and dtype in ("float32", "float16"):
             r = eager["seconds"] / b["seconds"]
             target(f"{dtype} {LARGE}: speed-up over torch eager", r, ">= 1.6", r >= 1.6,
-                   f"{b['variant']} {b['seconds'] * 1e6:.1f} us vs eager {eager['seconds'] * 1e6:.1f} us")
+                   f"{b['variant']} {b['seconds'] * 1e6:.1f} us vs eager {eager['seconds'] * 1e6:.1f} us",
+                   b, eager)
     b = best(rows, "float32", PREFILL)
     if b:
         target(f"float32 {PREFILL}: effective bandwidth (TB/s)", b["bandwidth"] / 1e12, ">= 2.8",
                b["bandwidth"] >= 2.8e12, f"{b['variant']}; torch.add there: "
                + (f"{find(rows, 'torch_add', 'float32', PREFILL)['bandwidth'] / 1e12:.3f} TB/s"
-                  if find(rows, 'torch_add', 'float32', PREFILL) else "n/a"))
+                  if find(rows, 'torch_add', 'float32', PREFILL) else "n/a"),
+               b, find(rows, "torch_add", "float32", PREFILL))
     for dtype in DTYPES:
         best_fused = "vec4" if dtype == "float32" else "half8"
         nv, fu = find(rows, "naive_vec", dtype, LARGE), find(rows, best_fused, dtype, LARGE)
@@ -79,14 +88,14 @@ def targets(rows, peak):
                    r, "~1.67 (within 0.15)", abs(r - 5 / 3) <= 0.15,
                    f"naive_vec {nv['seconds'] * 1e6:.1f} us / {best_fused} {fu['seconds'] * 1e6:.1f} us"
                    + (f"; one element per thread: naive / fused = {n1['seconds'] / f1['seconds']:.2f}"
-                      if n1 and f1 else ""))
+                      if n1 and f1 else ""), nv, fu, n1 if n1 and f1 else None, f1 if n1 else None)
     for dtype in DTYPES:
         g = [r for r in rows if r["variant"].endswith("_graph") and r["kind"] == "kernel"
              and r["dtype"] == dtype and tuple(r["shape"]) == (1, 18944)]
         if g:
             s = g[0]["seconds"]
             target(f"{dtype} decode 1x18944: graph replay per SwiGLU (us)", s * 1e6, "<= 2", s <= 2e-6,
-                   g[0]["variant"])
+                   g[0]["variant"], g[0])
     from book.kernels import best_variant
 
     for dtype in DTYPES:
@@ -98,7 +107,7 @@ def targets(rows, peak):
             target(f"{dtype} decode {DECODE_SHAPES[-1]}: host time per call from torch tensors / "
                    "raw Numba launch", r, "<= 1.3", r <= 1.3,
                    f"swiglu_{v} from torch {tc['seconds'] * 1e6:.1f} us vs "
-                   f"kernel[grid, block] on Numba arrays {raw['seconds'] * 1e6:.1f} us")
+                   f"kernel[grid, block] on Numba arrays {raw['seconds'] * 1e6:.1f} us", tc, raw)
         fc = find(rows, "launch_layer_fastcall", dtype, DECODE_SHAPES[-1])
         add = find(rows, "launch_layer_torch_add", dtype, DECODE_SHAPES[-1])
         if fc:
@@ -106,13 +115,13 @@ def targets(rows, peak):
                    "tensors (us)", fc["seconds"] * 1e6, "<= 10", fc["seconds"] <= 10e-6,
                    f"FastCall({v!r}) median {fc['seconds'] * 1e6:.1f} us"
                    + (f" (p10 {fc['p10_s'] * 1e6:.1f}, p90 {fc['p90_s'] * 1e6:.1f})"
-                      if fc.get("p10_s") else ""))
+                      if fc.get("p10_s") else ""), fc)
         if fc and add:
             r = fc["seconds"] / add["seconds"]
             target(f"{dtype} decode {DECODE_SHAPES[-1]}: cheap path / torch.add, host time per call",
                    r, "<= 1.2", r <= 1.2,
                    f"FastCall({v!r}) {fc['seconds'] * 1e6:.1f} us vs torch.add "
-                   f"{add['seconds'] * 1e6:.1f} us, same run, rows taking turns")
+                   f"{add['seconds'] * 1e6:.1f} us, same run, rows taking turns", fc, add)
         tt = find(rows, f"{v}_torch_tensors", dtype, LARGE)
         ref = find(rows, "torch_add_back_to_back", dtype, LARGE)
         if tt and ref:
@@ -121,7 +130,7 @@ def targets(rows, peak):
             target(f"{dtype} {LARGE}: called with torch tensors / torch.add bandwidth (back to back)",
                    r, ">= 0.95", r >= 0.95,
                    f"{v} {tt['bandwidth'] / 1e12:.3f} TB/s vs torch.add {ref['bandwidth'] / 1e12:.3f}"
-                   + (f"; with Numba arrays {ctl['bandwidth'] / 1e12:.3f}" if ctl else ""))
+                   + (f"; with Numba arrays {ctl['bandwidth'] / 1e12:.3f}" if ctl else ""), tt, ref, ctl)
     for T, d, h in GEMM_SHAPES:
         dual = find(rows, "numba_dual_gemm", "float32", (T, d, h))
         cub = find(rows, "torch_matmul_float32", "float32", (T, d, h))
@@ -132,7 +141,8 @@ def targets(rows, peak):
             # same matrix work: two strict-f32 cuBLAS GEMMs x @ Wg against the one dual kernel
             r = 2 * cub["seconds"] / dual["seconds"]
             target(f"dual GEMM {T}x{d}x{h}: throughput / strict-f32 cuBLAS", r, ">= 0.80", r >= 0.8,
-                   f"dual {dual['seconds'] * 1e3:.3f} ms vs 2 x cuBLAS {cub['seconds'] * 1e3:.3f} ms")
+                   f"dual {dual['seconds'] * 1e3:.3f} ms vs 2 x cuBLAS {cub['seconds'] * 1e3:.3f} ms",
+                   dual, cub)
         if dual and ident:
             # the control: what the SiLU*mul itself costs inside the epilogue
             cost = dual["seconds"] - ident["seconds"]
@@ -140,13 +150,15 @@ def targets(rows, peak):
             target(f"dual GEMM {T}x{d}x{h}: SwiGLU epilogue - identity epilogue (ms)", cost * 1e3,
                    "<= standalone SwiGLU" + (f" {lim * 1e3:.3f}" if sw else ""), cost <= lim,
                    f"dual {dual['seconds'] * 1e3:.3f} ms, identity-epilogue control "
-                   f"{ident['seconds'] * 1e3:.3f} ms")
+                   f"{ident['seconds'] * 1e3:.3f} ms", dual, ident, sw)
         if dual and unf and sw:
             lim = unf["seconds"] - sw["seconds"]
             target(f"dual GEMM {T}x{d}x{h}: fused time <= unfused - SwiGLU (ms)", dual["seconds"] * 1e3,
                    f"<= {lim * 1e3:.3f}", dual["seconds"] <= lim,
-                   f"unfused {unf['seconds'] * 1e3:.3f} ms, SwiGLU {sw['seconds'] * 1e3:.3f} ms")
+                   f"unfused {unf['seconds'] * 1e3:.3f} ms, SwiGLU {sw['seconds'] * 1e3:.3f} ms",
+                   dual, unf, sw)
+    from .decode import targets as decode_targets
     from .hopper import targets as hopper_targets
     from .tensorcore import targets as tensorcore_targets
 
-    return out + tensorcore_targets(rows) + hopper_targets(rows)
+    return out + tensorcore_targets(rows) + hopper_targets(rows) + decode_targets(rows)

@@ -5,6 +5,10 @@ CUDA, library versions, date, command), its ``rows`` (one per variant x dtype x 
 seconds, bytes, bandwidth, flops, flops_per_s, method, ...), the correctness ``checks``,
 the ``targets`` (measured ratios against the course's goals) and the block/grid
 ``tuning`` sweep. Chapters plot these; nothing measured is typed by hand.
+
+Rows, tuning entries and targets note the run that measured them when a number is read, and
+:func:`record` notes each run a record holds (:mod:`book.data.lineage`): in a notebook, a cell
+whose numbers come from several runs names each of them under its output.
 """
 
 from __future__ import annotations
@@ -80,12 +84,18 @@ class Results:
         return sorted({r["variant"] for r in self.rows})
 
     def caption(self):
-        """One line naming where the numbers come from, for under a plot or table (printed:
-        plain text, no Markdown backticks)."""
+        """One line naming where the record's own run's numbers come from, for under a plot or
+        table (printed: plain text, no Markdown backticks; the command without the paths of
+        the machine that ran it)."""
+        from book.provenance import without_paths
+
+        from .lineage import note
+
         p = self.provenance
+        note(p)
         return (f"Measured on {p.get('gpu')} (driver {p.get('driver')}, CUDA {p.get('cuda')}, "
-                f"numba-cuda {p.get('numba_cuda')}, torch {p.get('torch')}) on {p.get('date')} "
-                f"with: {p.get('command')}")
+                f"numba-cuda {p.get('numba_cuda')}, torch {p.get('torch')}) on {p.get('date')}, "
+                f"commit {str(p.get('commit') or '?')[:7]}, with: {without_paths(p.get('command'))}")
 
 
 def ncu(gpu: str = "h100") -> dict:
@@ -93,7 +103,16 @@ def ncu(gpu: str = "h100") -> dict:
     path = HERE / "ncu" / f"{gpu.lower()}.json"
     if not path.exists():
         raise FileNotFoundError(f"no ncu cross-check recorded for {gpu!r} ({path})")
-    return json.loads(path.read_text())
+    return _noted(json.loads(path.read_text()))
+
+
+def _noted(doc: dict) -> dict:
+    """A loaded record, each run it holds noted for the cell that loads it."""
+    from .lineage import note, runs_of
+
+    for p in runs_of(doc):
+        note(p)
+    return doc
 
 
 def record(name: str) -> dict:
@@ -107,7 +126,7 @@ def record(name: str) -> dict:
     if HERE not in path.parents or not path.exists():
         have = sorted(str(p.relative_to(HERE).with_suffix("")) for p in HERE.glob("*/*.json"))
         raise FileNotFoundError(f"no record {name!r} under {HERE}; recorded: {have}")
-    return json.loads(path.read_text())
+    return _noted(json.loads(path.read_text()))
 
 
 def sass(kernel: str, dtype: str = "float32") -> str:
@@ -135,5 +154,15 @@ def load(gpu: str = "h100") -> Results:
     for key in ("provenance", "rows"):
         if key not in doc:
             raise ValueError(f"{path} is not a benchmark result: it has no {key!r}")
-    return Results(doc["provenance"], doc["rows"], doc.get("checks", []), doc.get("targets", []),
-                   doc.get("tuning", []), doc.get("notes", []), path)
+    from .lineage import Row, Target
+
+    top = doc["provenance"]
+    rows = [Row(r, r.get("provenance") or top) for r in doc["rows"]]
+    run = {(r.get("kind"), r["variant"], r["dtype"], tuple(r["shape"] or ())): r.run for r in rows}
+    # a target notes the runs of the rows it was computed from (book.bench.targets.keys); one
+    # recorded before targets listed their rows stands for the record's own run
+    targets = [Target(t, [run[k] for k in ((a, b, c, tuple(d or ())) for a, b, c, d in t["rows"])
+                          if k in run] if "rows" in t else [top])
+               for t in doc.get("targets", [])]
+    tuning = [Row(t, t.get("provenance") or top) for t in doc.get("tuning", [])]
+    return Results(top, rows, doc.get("checks", []), targets, tuning, doc.get("notes", []), path)

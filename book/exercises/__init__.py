@@ -32,8 +32,9 @@ from __future__ import annotations
 
 from .chapters import (activation_time_share, add_rmsnorm_bytes, attainable_tflops,
                        descriptor_address, fix_fragment_index, fix_fused_kernel,
-                       fusion_speedup, naive_pair_bytes, producer_first_parity, rule_share,
-                       separate_pass_share, stage_tx_bytes, uncoalesced_counter)
+                       fusion_speedup, moved_accumulators, naive_pair_bytes,
+                       producer_first_parity, rule_share, separate_pass_share, stage_tx_bytes,
+                       uncoalesced_counter)
 from .choice import Choice
 from .core import PLACEHOLDER, Exercise, Feedback, Text
 from .fragment import FragmentExercise
@@ -44,4 +45,5 @@ __all__ = ["Feedback", "Exercise", "Text", "Number", "Choice", "KernelExercise",
            "FragmentExercise", "PLACEHOLDER", "naive_pair_bytes", "attainable_tflops",
            "activation_time_share", "fusion_speedup", "fix_fused_kernel", "uncoalesced_counter",
            "add_rmsnorm_bytes", "separate_pass_share", "fix_fragment_index",
-           "descriptor_address", "stage_tx_bytes", "producer_first_parity", "rule_share"]
+           "moved_accumulators", "descriptor_address", "stage_tx_bytes", "producer_first_parity",
+           "rule_share"]

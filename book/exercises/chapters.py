@@ -11,7 +11,7 @@ from .number import Number
 
 __all__ = ["naive_pair_bytes", "attainable_tflops", "activation_time_share", "fusion_speedup",
            "fix_fused_kernel", "uncoalesced_counter", "add_rmsnorm_bytes", "separate_pass_share",
-           "fix_fragment_index", "descriptor_address", "stage_tx_bytes",
+           "fix_fragment_index", "moved_accumulators", "descriptor_address", "stage_tx_bytes",
            "producer_first_parity", "rule_share"]
 
 def naive_pair_bytes(T: int = 4, h: int = 8, dtype: str = "float32") -> Number:
@@ -267,9 +267,9 @@ def separate_pass_share(T: int = 2048, d: int = 4096, h: int = 14336,
                 or rec.provenance).get("gpu")
     return Number(
         f"On the {gpu_name}, the course's `mma.sync` GEMM writing gate and up in bf16 took "
-        f"{gemm * 1e6:,.0f} µs at T = {T}, d = {d}, h = {h} (the record's `tc_gate_up` row: "
-        "the GEMM of the measurement table's \"control: same GEMM + half8\" path, timed "
-        "without its pass). Then the separate SwiGLU pass "
+        f"{gemm * 1e6:,.0f} µs at T = {T}, d = {d}, h = {h} (the measurement table below, "
+        "row \"its GEMM alone (gate, up stored)\": the GEMM of the \"control: same GEMM + "
+        "half8\" path, timed without its pass). Then the separate SwiGLU pass "
         f"(the `half8` kernel) reads gate and up, [{T}, {h}] bf16 each, and writes `out`, "
         f"streaming at about {bw / 1e12:.2f} TB/s (the compiled pass's measured rate). "
         "Predict the pass's share of the unfused MLP-up time, pass / (GEMM + pass), in %.",
@@ -315,6 +315,49 @@ def fix_fragment_index(name: str = "ex") -> FragmentExercise:
                     "and 3 columns 8-15: the row offset comes from bit 1 of `e`, the "
                     "column offset from bit 2. `ldmatrix.x4` loads the four 8 × 8 "
                     "quarters in that order.")
+
+
+def moved_accumulators(A, B, shift: int = 4, name: str = "ex4") -> Choice:
+    """Chapter 8: what the one-warp cell does when ``c_coords`` puts accumulators 2 and 3 in
+    rows ``g + shift``. The answer is the run itself (:mod:`book.accumulator_table`: the
+    chapter's A and B, one warp in Numba's simulator with the table changed), and the GPU's
+    option comes from the two tables; no outcome is typed here."""
+    from .. import accumulator_table as at
+
+    sim, on_gpu = at.in_simulator(A, B, shift), at.on_a_gpu(shift)
+    every = at.Rows(tuple(range(16)), (), (), ())
+    options, why = {}, {}
+    for key, rows, reason in (
+            ("a", sim, None),
+            ("b", on_gpu, "that is what a GPU would do: its mma keeps the hardware's layout and "
+                          "only your store moves. In the simulator the mma itself reads "
+                          "c_coords."),
+            ("c", every, "the simulated mma and the store both follow the table, but the "
+                         "table now leaves some rows of D without an owner.")):
+        text = rows.text()
+        if text in options.values():
+            continue  # an outcome the run shares with another option is said once
+        options[key] = text[:1].upper() + text[1:]
+        if reason:
+            why[key] = reason
+    return Choice(
+        f"In `book/kernels/tensorcore.py`, change `c_coords` so that accumulators 2 and 3 sit "
+        f"in rows `g + {shift}` instead of `g + 8`, and run the one-warp cell above in the "
+        "simulator. Which rows of D come out right? (And why does "
+        "`tests/library/test_tensorcore.py` catch the change twice?)",
+        options, "a", why=why, name=name,
+        hints=["In the simulator, `mma_bf16_16816` hands each lane the elements of D that "
+               "`c_coords` says it holds; the cell's store puts them where `c_coords` says.",
+               f"Which rows does `g + 8 * (e >> 1)` reach for g = 0-7, and which does "
+               f"`g + {shift} * (e >> 1)`?"],
+        explanation=(
+            f"Run in the simulator: {sim.text()}. The simulated mma follows c_coords: it hands "
+            "each lane D's elements by the changed table, and the store puts them back by the "
+            "same table, so every value lands where it belongs, but no lane owns the rows the "
+            f"table no longer reaches. On a GPU the instruction's layout is fixed and only the "
+            f"store moves: {on_gpu.text()}. The test catches it twice: "
+            "test_fragment_tables_match_the_isa compares c_coords with the ISA's formula, and "
+            "test_one_warp_mma_registers_and_product compares D with NumPy's A @ B."))
 
 
 def descriptor_address(row: int = 10, k: int = 37, start: int = 2048,

@@ -17,8 +17,8 @@ class FragmentExercise(Exercise):
     ``mma.sync``; on the GPU, or in Numba's CUDA simulator where there is none) on an A whose
     every element is distinct (A[r, c] = 16 r + c, exact in 16 bits), reads each lane's A
     registers back, and compares where each value came from with what ``fn`` says. On an sm_75
-    GPU (a T4: no bf16 ``mma``) it runs the fp16 m16n8k8 instruction instead, whose A fragment
-    is the first four elements of the same table."""
+    target (a T4, or ``COURSE_TARGET_CC=7.5``: no bf16 ``mma``) it runs the fp16 m16n8k8
+    instruction instead, whose A fragment is the first four elements of the same table."""
 
     kind = "fragment"
 
@@ -42,14 +42,9 @@ class FragmentExercise(Exercise):
             from .. import gpu  # noqa: F401  (GPU or simulator is decided before numba.cuda)
             from ..kernels import fragments, tensorcore
 
-            if tensorcore.SIMULATED:
-                kind = "bf16_16816"
-            else:
-                from numba import cuda
-
-                cc = cuda.get_current_device().compute_capability
-                tensorcore.check_capability(cc, "float16")  # below sm_75: says what runs
-                kind = "bf16_16816" if tuple(cc) >= (8, 0) else "f16_1688"
+            cc = tensorcore.target_cc()  # the GPU (or the simulator: None), or the switch's
+            tensorcore.check_capability(cc, "float16")  # below sm_75: says what runs
+            kind = "bf16_16816" if cc is None or tuple(cc) >= (8, 0) else "f16_1688"
             K = fragments.K_OF[kind]
             a = (16 * np.arange(16)[:, None] + np.arange(K)[None, :]).astype(np.float32)
             b = ((np.arange(K * 8).reshape(K, 8) * 5) % 11 - 5).astype(np.float32)
@@ -79,7 +74,9 @@ class FragmentExercise(Exercise):
             kind, n, a, vals = self.registers()
         except RuntimeError as err:  # a GPU without the instruction: say what it can run
             return Feedback(False, str(err))
-        rows, cols = a.shape
+        # the question's tile, m16n8k16's A (16 x 16); m16n8k8's A is its first 8 columns, so a
+        # column past 7 there is a wrong answer, not an out-of-range one
+        rows, cols = 16, 16
         wrong, owners = [], {}
         for lane in range(32):
             for e in range(n):
@@ -97,7 +94,7 @@ class FragmentExercise(Exercise):
                 truth = divmod(held, 16)
                 if (r, c) != truth:
                     wrong.append((lane, e, (r, c), truth))
-        what = "m16n8k16 (bf16)" if n == 8 else "m16n8k8 (fp16, this GPU's instruction)"
+        what = "m16n8k16 (bf16)" if n == 8 else "m16n8k8 (fp16, the sm_75 instruction)"
         if wrong:
             shown = "; ".join(f"lane {ln} element {e} (register {e >> 1}, "
                               f"{'high' if e & 1 else 'low'} half) holds A[{t[0]}, {t[1]}] but "

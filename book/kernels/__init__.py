@@ -14,7 +14,9 @@ access, chapter 6), ``decode`` (CUDA graphs for one-token sizes),
 ``wide`` (the vector load/store intrinsics), ``ptx`` (compile to PTX, even with no GPU),
 ``gemm``/``dual_gemm`` (epilogue fusion), ``tensorcore`` (``mma.sync``, ``ldmatrix``,
 ``cp.async`` through inline PTX, with simulator versions), ``mma_gemm`` (the bf16/fp16
-tensor-core GEMM and dual GEMM), ``fragments`` (one warp, one ``mma``: who holds what).
+tensor-core GEMM and dual GEMM), ``fragments`` (one warp, one ``mma``: who holds what),
+``decode_mlp`` (the MLP-up at decode: GEMVs on CUDA cores and on tensor cores, chosen by T),
+``splitk`` (split-K met in the kernel), ``fastcall`` (the cheap launch from torch tensors).
 """
 
 from dataclasses import dataclass

@@ -27,7 +27,7 @@ Variants (registered in :mod:`book.kernels`, timed by ``python -m book.bench``):
 from numba import cuda
 
 from .fused import silu_mul
-from .launch import cdiv, prepare
+from .launch import cdiv, launch, prepare
 from .wide import load_f32, store_f32
 
 #: the chapter that teaches these kernels
@@ -63,7 +63,7 @@ def swiglu_strided(gate, up, out=None, stride=1, block=256, stream=0):
         return p.result
     per_pass = p.n // stride
     blocks_x = max(1, cdiv(per_pass + stride, block))  # the pass, plus room for the tail
-    strided_kernel[(blocks_x, stride), block, stream](p.gate, p.up, p.out, stride)
+    launch(strided_kernel, (blocks_x, stride), block, stream, p.gate, p.up, p.out, stride)
     return p.result
 
 

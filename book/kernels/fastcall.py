@@ -32,6 +32,15 @@ stream); :class:`FastCall` launches on torch's *current* stream, as ``torch.add`
 it is ordered with the torch work around it and is captured by ``torch.cuda.graph``.
 (torch's current stream is the legacy default stream unless a ``torch.cuda.stream``
 context says otherwise, so the two agree by default.)
+
+:class:`PlannedCall` is the same idea for any wrapper whose host side is a ``prepare``
+function returning a :class:`book.kernels.launch.KernelLaunch` (the tensor-core GEMM,
+:func:`book.kernels.mma_gemm.prepare`; the decode GEMVs, :func:`book.kernels.decode_mlp.prepare`):
+the launch is validated and its arguments packed once per tensors and stream, then replayed
+with ``cuLaunchKernel``. :func:`planned` gives the process's one per entry point
+(``planned("decode")(x, wg, wu, bg, bu, out)``, ``planned("swiglu_mma")(x, wg, wu, out)``).
+A first call with new tensors runs the ordinary launch (it may compile and allocate a
+split-K workspace): make it before ``torch.cuda.graph`` captures, as one warms up cuBLAS.
 """
 
 from __future__ import annotations
@@ -119,14 +128,17 @@ def current_raw_stream():
 
 class Plan:
     """What one key launches: the CUDA function, grid, block and packed parameters
-    (``address``: their pointer array, as cuLaunchKernel takes it)."""
+    (``address``: their pointer array, as cuLaunchKernel takes it), dynamic shared memory,
+    and ``keep``: the device arrays whose addresses the parameters hold (a workspace the
+    plan alone still uses must stay allocated)."""
 
-    __slots__ = ("function", "grid", "block", "params", "device", "address")
+    __slots__ = ("function", "grid", "block", "params", "device", "address", "shared", "keep")
 
-    def __init__(self, function, grid, block, params, device):
+    def __init__(self, function, grid, block, params, device, shared=0, keep=()):
         self.function, self.grid, self.block = function, grid, block
         self.params, self.device = params, device
         self.address = params.address
+        self.shared, self.keep = shared, keep
 
 
 class BoundedCache(dict):
@@ -256,6 +268,150 @@ class FastCall:
 
 
 _NEW = object()  # marks a key not seen yet
+
+
+def pack_args(args):
+    """The kernel parameters Numba passes for ``args`` (device arrays and Python ints, in
+    order): :func:`pack_array` for an array, one int64 for an integer."""
+    values = []
+    for a in args:
+        if isinstance(a, int):
+            values.append(int(a))
+        else:
+            values.extend(pack_array(_address(a), a.shape, a.strides, a.dtype.itemsize))
+    return values
+
+
+def _tensor_key(a):
+    """What a check or a packed parameter depends on, for one argument (None: absent). The
+    device is the data pointer's: CUDA's unified addressing gives every allocation of the
+    process, on any device, its own addresses."""
+    if a is None:
+        return None
+    return a.data_ptr(), a.shape, a.dtype, a.is_contiguous()
+
+
+class PlannedCall:
+    """``PlannedCall(name, prepare)(*args)``: the launch ``prepare(*args, stream_key=...)``
+    builds (a :class:`book.kernels.launch.KernelLaunch`), validated and packed once per
+    tensors and stream, then made with ``cuLaunchKernel`` on torch's current stream.
+
+    ``args`` are the wrapper's positional arguments, the output last (None entries are
+    optional arguments left out: they are part of the key). With torch CUDA tensors and an
+    output the call is planned; anything else (Numba arrays, ``out=None``) takes the
+    ordinary launch on the default stream, as the wrapper would. A key whose launch is not
+    one plain kernel (``grid`` 0: nothing to launch, or a launch that calls a function)
+    takes the ordinary launch every time. ``stats`` counts "fast", "planned" and "ordinary"
+    calls, as :class:`FastCall`'s."""
+
+    MAX_PLANS = 1024
+    MAX_STREAMS = 64
+
+    def __init__(self, name, prepare):
+        self.name, self.prepare = name, prepare
+        self._cu = _driver()
+        self.fast = self._cu is not None
+        self._plans = BoundedCache(self.MAX_PLANS)  # (raw stream, keys...) -> Plan or None
+        self._streams = BoundedCache(self.MAX_STREAMS)
+        self._tensor = None
+        self._multi_gpu = self.fast and _device_count() > 1
+        self._launch = self._cu.cuLaunchKernel if self.fast else None
+        self._raw_stream = None
+        self.stats = {"fast": 0, "planned": 0, "ordinary": 0}
+        self.__name__ = f"planned_{name}"
+
+    def __repr__(self):
+        return f"PlannedCall({self.name!r}, fast={self.fast})"
+
+    # ---------------------------------------------------------------- the per-call path
+    def __call__(self, *args):
+        T = self._tensor
+        if T is None:
+            T = self._tensor = _torch_tensor_type()
+            if self.fast and T is not type(None):
+                self._raw_stream = current_raw_stream()
+        out = args[-1]
+        if not self.fast or out is None or not all(
+                a is None or type(a) is T or isinstance(a, T) for a in args):  # nn.Parameter too
+            self.stats["ordinary"] += 1
+            return self.prepare(*args).launch(0)
+        device = out.get_device()
+        raw = self._raw_stream(device)
+        key = (raw, *map(_tensor_key, args))
+        plan = self._plans.get(key, _NEW)
+        if plan is _NEW:  # first call with these tensors on this stream: checked, launched, planned
+            self._plan(key, args, device, raw)
+            self.stats["planned"] += 1
+            return out
+        if plan is None or (self._multi_gpu and _current_device() != plan.device):
+            self.stats["ordinary"] += 1
+            return self.prepare(*args, stream_key=raw).launch(_numba_stream(device))
+        stream = self._streams.get(raw)
+        if stream is None:
+            stream = self._cu.CUstream(raw)
+            self._streams.put(raw, stream)
+        err, = self._launch(plan.function, plan.grid, 1, 1, plan.block, 1, 1, plan.shared,
+                            stream, plan.address, 0)
+        if err:
+            raise RuntimeError(f"cuLaunchKernel failed for {self.name}: {_error_name(self._cu, err)}")
+        self.stats["fast"] += 1
+        return out
+
+    # ---------------------------------------------------------------- once per key
+    def _plan(self, key, args, device, raw):
+        """Validate with the wrapper's own checks (they raise what it raises), launch this
+        call the ordinary way on torch's stream (compiling the kernel if needed) and keep
+        what later calls with the same key launch."""
+        launch = self.prepare(*args, stream_key=raw)
+        launch.launch(_numba_stream(device))
+        plan = None
+        if launch.grid and getattr(launch, "kernel", None) is not None:
+            plan = self._launch_plan(launch, device)
+        self._plans.put(key, plan)
+
+    def _launch_plan(self, launch, device):
+        kernel = launch.kernel
+        types = tuple(kernel.typeof_pyval(a) for a in launch.args)
+        kern = kernel.overloads.get(types)
+        if kern is None or kern.debug or kern.cooperative or kern.extensions:
+            return None  # not a plain compiled kernel: the ordinary launch every time
+        return Plan(cufunction(self._cu, kern), launch.grid, launch.block,
+                    PackedParams(pack_args(launch.args)), device, launch.shared,
+                    keep=launch.args)
+
+    def clear(self):
+        self._plans.clear()
+
+
+#: the entry points :func:`planned` serves: name -> (module, prepare function's name, the
+#: leading argument it takes, if any)
+PLANNED = {
+    "swiglu_mma": ("mma_gemm", "prepare", "swiglu"),
+    "swiglu_mma_identity": ("mma_gemm", "prepare", "identity"),
+    "matmul_mma": ("mma_gemm", "prepare", "gemm"),
+    "decode": ("decode_mlp", "prepare_decode", None),
+    "gemv": ("decode_mlp", "prepare", "cuda_cores"),
+    "gemv_tc": ("decode_mlp", "prepare", "tensor_cores"),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def planned(name):
+    """The process's :class:`PlannedCall` for ``name`` (:data:`PLANNED`): ``planned("decode")(x,
+    wg, wu, bg, bu, out)`` is :func:`book.kernels.decode_mlp.swiglu_decode`,
+    ``planned("swiglu_mma")(x, wg, wu, out)`` is :func:`book.kernels.mma_gemm.swiglu_mma`
+    (``matmul_mma``: ``(x, w, out)``; ``gemv``/``gemv_tc``: one decode path, forced)."""
+    if name not in PLANNED:
+        raise ValueError(f"planned() serves {sorted(PLANNED)}; got {name!r}")
+    import importlib
+
+    module, fn, first = PLANNED[name]
+    prep = getattr(importlib.import_module(f"{__package__}.{module}"), fn)
+    if name == "matmul_mma":
+        def prep_gemm(x, w, out, stream_key=0):
+            return prep("gemm", x, w, None, out, stream_key=stream_key)
+        return PlannedCall(name, prep_gemm)
+    return PlannedCall(name, functools.partial(prep, first) if first else prep)
 
 
 def _device_count():

@@ -2,8 +2,9 @@
 
 ``tile_mma_kernel(kind)`` is a one-warp kernel ``k(a, b, d, regs)``: it stages A (16 x K)
 and B (K x 8, both row-major 16-bit bit patterns: bfloat16 or float16 viewed as uint16) in
-shared memory, loads the fragments with ``ldmatrix`` (B with ``.trans``: it is stored k-major,
-the instruction wants each lane's two k of one column), runs one ``mma.sync`` from zero
+shared memory, loads the fragments with ``ldmatrix`` (B with ``.trans``: it is stored row-major,
+n contiguous, "N-major" in PTX's words, and the instruction wants each lane's two consecutive k
+of one column), runs one ``mma.sync`` from zero
 accumulators, and writes D (16 x 8 float32, row-major) and every lane's registers
 (``regs[lane, 0:4]`` A, ``regs[lane, 4:6]`` B) so a reader can compare them with the PTX ISA's
 tables (:func:`book.kernels.tensorcore.a_coords` and friends).
@@ -18,9 +19,10 @@ import functools
 
 from numba import cuda, float32, uint16
 
+from . import tensorcore
 from .tensorcore import (
-    SIMULATED, c_coords, check_capability, cp_async16, cp_async_commit, cp_async_wait, ldmatrix_x4,
-    ldmatrix_x4_trans, mma_bf16_16816, mma_f16_1688, mma_f16_16816,
+    SIMULATED, check_capability, cp_async16, cp_async_commit, cp_async_wait, ldmatrix_x4,
+    ldmatrix_x4_trans, mma_bf16_16816, mma_f16_1688, mma_f16_16816, target_cc,
 )
 
 KINDS = ("bf16_16816", "f16_16816", "f16_1688")
@@ -36,7 +38,9 @@ def tile_mma_kernel(kind: str):
     ASYNC = kind != "f16_1688"  # cp.async needs sm_80
     BF16 = kind == "bf16_16816"
     ALIGN = None if SIMULATED else 16
-    c_row_col = cuda.jit(device=True, inline="always")(c_coords)
+    # the store of D follows the accumulator table (read at build time: an experiment that
+    # changes tensorcore.c_coords rebuilds this kernel, see book.table_experiment)
+    c_row_col = cuda.jit(device=True, inline="always")(tensorcore.c_coords)
 
     def tile_mma(a, b, d, regs):
         lane = cuda.threadIdx.x
@@ -84,9 +88,9 @@ def run_tile_mma(kind, a_bits, b_bits):
     """Host helper: (D float32 [16, 8], regs uint32 [32, 6]) for 16-bit A, B bit patterns."""
     import numpy as np
 
-    if not SIMULATED:  # bf16/f16 m16n8k16 and cp.async need sm_80; m16n8k8 runs from sm_75
-        check_capability(cuda.get_current_device().compute_capability,
-                         "float16" if kind == "f16_1688" else "bfloat16")
+    # bf16/f16 m16n8k16 and cp.async need sm_80; m16n8k8 runs from sm_75 (the target: the
+    # GPU, or what COURSE_TARGET_CC names; the simulator runs them all)
+    check_capability(target_cc(), "float16" if kind == "f16_1688" else "bfloat16")
     K = K_OF[kind]
     a_bits = np.ascontiguousarray(a_bits, dtype=np.uint16).reshape(16 * K)
     b_bits = np.ascontiguousarray(b_bits, dtype=np.uint16).reshape(K * 8)

@@ -20,15 +20,16 @@ import functools
 import numpy as np
 from numba import cuda, float32, uint8, uint32, uint64
 
-from .hopper import SIMULATED, check_capability, tensor_map
+from .hopper import check_capability, tensor_map
 from .launch import allow_shared
+from .tensorcore import target_cc
 
 ALIGN = 1024
 MASK = uint32(0xFFFFFC00)
 
 
 def _gpu():
-    check_capability(None if SIMULATED else cuda.get_current_device().compute_capability)
+    check_capability(target_cc())  # the GPU, or what the T4 switch names (book/target.py)
 
 
 @functools.lru_cache(maxsize=None)

@@ -11,8 +11,10 @@ Host time matters here (chapter 6): a torch tensor's Numba view is made once and
 from torch tensors costs about what a call with Numba arrays does.
 """
 
+import contextlib
 import functools
 import math
+import warnings
 import weakref
 
 import numpy as np
@@ -357,6 +359,54 @@ def _kernel_args(a, kern, ty):
         return frag
 
 
+#: numba-cuda's warning for a grid under 128 blocks (``_LaunchConfiguration``). The course
+#: launches small grids on purpose (a decode-size call: one token, a few dozen blocks), so
+#: its own launches silence it; a student's kernel launched by the student still warns.
+SMALL_GRID_WARNING = r"Grid size \d+ will likely result in GPU under-utilization"
+
+
+@contextlib.contextmanager
+def deliberate_grid():
+    """Around one of the course's own launches whose grid size is chosen on purpose: no
+    "Grid size N will likely result in GPU under-utilization" warning (any other warning is
+    still shown). Only first calls and fallbacks come here: the prepared launch below and
+    :mod:`book.kernels.fastcall` never build a Numba launch configuration."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=SMALL_GRID_WARNING)
+        yield
+
+
+def launch(kernel, grid, block, stream, *args, shared=0):
+    """``kernel[grid, block, stream, shared](*args)``, Numba's own launch, for a grid the
+    course chose: a grid under 128 blocks is launched inside :func:`deliberate_grid` (the
+    only size numba-cuda warns about), a larger one as it is."""
+    n = grid if type(grid) is int else math.prod(grid)
+    if n < 128:
+        with deliberate_grid():
+            kernel[grid, block, stream, shared](*args)
+    else:
+        kernel[grid, block, stream, shared](*args)
+
+
+class KernelLaunch:
+    """One validated launch, worked out once: ``kernel[grid, block, stream, shared](*args)``
+    (``args``: Numba device arrays and integers) and what the wrapper returns (``result``).
+    A wrapper's ``prepare`` builds it; ``launch(stream)`` makes it through Numba, and
+    :class:`book.kernels.fastcall.PlannedCall` packs the same ``args`` once and replays them
+    with ``cuLaunchKernel``. ``grid`` 0: nothing to launch."""
+
+    __slots__ = ("kernel", "grid", "block", "args", "result", "shared")
+
+    def __init__(self, kernel, grid, block, args, result, shared=0):
+        self.kernel, self.grid, self.block, self.args = kernel, grid, block, tuple(args)
+        self.result, self.shared = result, shared
+
+    def launch(self, stream=0):
+        if self.grid:
+            launch(self.kernel, self.grid, self.block, stream, *self.args, shared=self.shared)
+        return self.result
+
+
 def launch_kernel(kernel, grid, block, stream, *arrays):
     """``kernel[grid, block, stream](*arrays)`` for device arrays, with the argument work
     done once per array (see the comment above); Numba's own launch when that cannot be."""
@@ -380,4 +430,5 @@ def launch_kernel(kernel, grid, block, stream, *arrays):
                 return
         except (AttributeError, TypeError):
             pass  # not what this path expects: Numba's launch below says what is wrong
-    kernel[grid, block, stream](*arrays)
+    with deliberate_grid():
+        kernel[grid, block, stream](*arrays)

@@ -2,9 +2,10 @@
 
 ``out = silu(x @ wg) * (x @ wu)`` for bfloat16 x[T, d], wg[d, h], wu[d, h] (row-major,
 bfloat16 as uint16 bits or torch bfloat16 tensors), float32 accumulation, one bfloat16
-store per output. float16 inputs work too, and choose their instructions by GPU
-(:func:`kind_for`): ``mma.m16n8k16`` with ``cp.async`` on sm_80+, and on sm_75 (the T4, no
-bf16 ``mma``, no ``cp.async``) each 16-deep step as two ``mma.m16n8k8`` with the tiles
+store per output. float16 inputs work too, and choose their instructions by the target
+(:func:`kind_for` of :func:`book.kernels.tensorcore.target_cc`: the GPU, or what the switch
+``COURSE_TARGET_CC`` names): ``mma.m16n8k16`` with ``cp.async`` on sm_80+, and on sm_75 (the
+T4, no bf16 ``mma``, no ``cp.async``) each 16-deep step as two ``mma.m16n8k8`` with the tiles
 copied through registers. The kernel is built by :func:`build_kernel` from a :class:`MmaTile`
 (compile-time constants, so every loop over the warp tile unrolls and the 128
 accumulators a lane holds stay in registers) and an ``epilogue``:
@@ -25,15 +26,22 @@ left four n-tiles are gate and its right four the matching up: gate and up for o
 land in the same lane. k advances 32 at a time through a ring of 4 shared-memory stages (64 KiB, dynamic)
 filled by 16-byte ``cp.async`` copies (global -> shared without registers) while the warps
 multiply out of the stage that arrived: per 16-deep step a warp issues 4 ``ldmatrix.x4``
-for its A fragments, 4 ``ldmatrix.x4.trans`` for B (the weights are k-major, the
-``.trans`` hands each lane the "col" fragment ``mma`` wants) and 32 ``mma``.
+for its A fragments, 4 ``ldmatrix.x4.trans`` for B (the weights [d, h] are row-major: n is
+the contiguous dimension, "N-major" in PTX's and CUTLASS's words, and ``.trans`` hands each
+lane the two consecutive k of one column that the "col" B operand wants) and 32 ``mma``.
 Shared rows are stored with their 16-byte chunks permuted (``swizzle``) so that the 8 rows
 one ``ldmatrix`` phase reads fall in 8 different bank groups. Blocks walk the output in
 groups of ``group_m`` block-rows, so the tiles of x and of the weights a wave of blocks
 reads stay in L2.
 
-Shapes must be tile multiples (T of 128, h of 64 for the dual GEMM, d of 32): the wrappers
-refuse others, naming the multiple. Taught in chapter 8 (``chapters/08_tensor_cores.ipynb``).
+Any T (rows of x, 1 at decode), and any d and h that are multiples of 8: the last block-row,
+block-column and k-slab may be partial. Their 16-byte copies are predicated
+(``cp_async16_zfill_at``: a piece past the matrix reads nothing and lands as zeros, so it adds
+nothing to the products) and the epilogue stores only inside ``out``; no padded copy is made.
+d and h must be multiples of 8 because a 16-byte piece (8 halves) is then all inside or all
+outside a row, and every row of x and of the weights starts 16-byte aligned, as ``cp.async``
+needs; the wrappers refuse other shapes, saying so. Taught in chapter 8
+(``chapters/08_tensor_cores.ipynb``).
 """
 
 from __future__ import annotations
@@ -45,16 +53,17 @@ import numpy as np
 from numba import cuda, float32, int32, uint16, uint32
 
 from .fused import silu_mul
-from .launch import allow_shared, as_device, flat, is_c_contiguous, pointer
+from .launch import KernelLaunch, allow_shared, as_device, flat, is_c_contiguous, pointer
 from .tensorcore import (
-    SIMULATED, check_capability, copy16_at, cp_async16_at, cp_async_commit, cp_async_wait,
+    SIMULATED, check_capability, copy16_zfill_at, cp_async16_zfill_at, cp_async_commit,
+    cp_async_wait,
     ldmatrix_x4_at, ldmatrix_x4_trans_at, mma_bf16_16816, mma_f16_1688, mma_f16_16816,
-    shared_address, store_bf16x2, store_f16x2,
+    shared_address, store_bf16x2, store_f16x2, target_cc,
 )
 
 __all__ = ["MmaTile", "TILE", "SIM_TILE", "EPILOGUES", "build_kernel", "default_tile",
            "swiglu_mma", "swiglu_mma_identity", "gate_up_mma", "matmul_mma", "ceiling_mma",
-           "flops", "check_inputs"]
+           "grid_size", "flops", "check_inputs", "PIECE", "prepare", "MmaLaunch"]
 
 EPILOGUES = ("swiglu", "identity", "store2", "gemm", "ceiling")
 STATIC_SHARED = 48 * 1024  # the most shared memory a kernel may declare statically
@@ -160,7 +169,7 @@ def make_mma_gemm(tile, epilogue, kind="bf16"):
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     K8 = kind == "f16_sm75"  # two m16n8k8 per 16-deep step
     MMA = mma_bf16_16816 if kind == "bf16" else mma_f16_16816
-    COPY = copy16_at if K8 else cp_async16_at
+    COPY = copy16_zfill_at if K8 else cp_async16_zfill_at  # predicated: edge tiles read zeros
     STORE = store_bf16x2 if kind == "bf16" else store_f16x2
     WN = tile.warps_n
     MT, NT, NH = tile.mt, tile.nt, tile.nt // 2  # NH: n-tiles per half (gate or up)
@@ -202,16 +211,22 @@ def make_mma_gemm(tile, epilogue, kind="bf16"):
         return (k * BN + (((n >> 3) ^ ((k >> B_SH) & B_MK)) << 3) + (n & 7)) * 2
 
     @cuda.jit(device=True, inline="always")
-    def load_stage(x, b0, b1, sa, sb, a_dst, a_src, b_dst0, b_dst1, b_src, b1_off, kt, K, N):
+    def load_stage(x, b0, b1, sa, sb, a_dst, a_src, a_rows, a_k, b_dst0, b_dst1, b_src, b_k,
+                   b_ok0, b_ok1, b1_off, kt, K, N):
         # this thread's 16-byte pieces of stage ``kt``: global -> shared, no registers.
         # The offsets were computed once; the swizzle repeats every 8 rows, so the i-th
-        # copy is the first moved by whole rows.
+        # copy is the first moved by whole rows. A piece past the matrix (row >= T, k >= d,
+        # column >= h: a multiple of 8 each, so a piece is all in or all out) reads nothing
+        # and lands as zeros: an edge tile multiplies zeros, no padded copy needed.
+        ka = kt * BK + a_k < K
         for i in range(A_COPIES):
-            COPY(sa + a_dst + i * A_RSTEP * A_ROWB, x, a_src + i * A_RSTEP * K + kt * BK)
+            COPY(sa + a_dst + i * A_RSTEP * A_ROWB, x, a_src + i * A_RSTEP * K + kt * BK,
+                 (i * A_RSTEP < a_rows) & ka)
         for i in range(B_COPIES):
+            kb = kt * BK + b_k + i * B_RSTEP
             src = b_src + (kt * BK + i * B_RSTEP) * N
-            COPY(sb + b_dst0 + i * B_RSTEP * B_ROWB, b0, src)
-            COPY(sb + b_dst1 + i * B_RSTEP * B_ROWB, b1, src + b1_off)
+            COPY(sb + b_dst0 + i * B_RSTEP * B_ROWB, b0, src, b_ok0 & (kb < K))
+            COPY(sb + b_dst1 + i * B_RSTEP * B_ROWB, b1, src + b1_off, b_ok1 & (kb < K))
 
     @cuda.jit(device=True, inline="always")
     def mma_step(acc, af, bf, sa, sb, a_ld, b_ld, ks):
@@ -240,8 +255,8 @@ def make_mma_gemm(tile, epilogue, kind="bf16"):
         lane = tid & 31
         warp = tid >> 5
         # block order: groups of GM block-rows, down each column of the group first
-        nb_n = N // (HALF if DUAL else BN)
-        nb_m = M // BM
+        nb_n = (N + (HALF if DUAL else BN) - 1) // (HALF if DUAL else BN)
+        nb_m = (M + BM - 1) // BM  # the last block-row and -column may be partial
         pid = cuda.blockIdx.x
         per_group = GM * nb_n
         first_m = (pid // per_group) * GM
@@ -275,7 +290,7 @@ def make_mma_gemm(tile, epilogue, kind="bf16"):
                     acc[i, j, v] = float32(0.0)
 
         # Addresses, once. ldmatrix: lanes 0-15 give rows 0-15 of a 16 x 16 A piece at k 0,
-        # lanes 16-31 the same rows at k 8; for B (k-major, read with .trans) lanes 0-15
+        # lanes 16-31 the same rows at k 8; for B (N-major, read with .trans) lanes 0-15
         # give k rows 0-15 of n-tile 2jp, lanes 16-31 those of n-tile 2jp+1.
         l15, lhi = lane & 15, lane >> 4
         for ks in range(KSTEPS):
@@ -293,13 +308,17 @@ def make_mma_gemm(tile, epilogue, kind="bf16"):
         b_dst0 = b_offset(rb, cb * 8)
         b_dst1 = b_offset(rb, HALF + cb * 8)
         b_src = rb * N + n0 + cb * 8
+        a_rows = M - (m0 + ra)  # rows of x left from this thread's first A row
+        b_ok0 = n0 + cb * 8 < N  # this thread's B columns lie inside the weights
+        b_ok1 = n0 + b1_off + cb * 8 < N
 
-        nk = K // BK
+        nk = (K + BK - 1) // BK  # the last k-slab may be partial
         if LOADS:
             for s in range(ST - 1):  # prologue: the first stages in flight
                 if s < nk:
                     load_stage(x, b0, b1, sa0 + s * A_STAGEB, sb0 + s * B_STAGEB, a_dst, a_src,
-                               b_dst0, b_dst1, b_src, b1_off, s, K, N)
+                               a_rows, ca * 8, b_dst0, b_dst1, b_src, rb, b_ok0, b_ok1, b1_off,
+                               s, K, N)
                 if not K8:
                     cp_async_commit()
         rd = 0  # the stage read in this step, and the one refilled
@@ -311,7 +330,8 @@ def make_mma_gemm(tile, epilogue, kind="bf16"):
             if LOADS:
                 if kt + ST - 1 < nk:
                     load_stage(x, b0, b1, sa0 + wt * A_STAGEB, sb0 + wt * B_STAGEB, a_dst, a_src,
-                               b_dst0, b_dst1, b_src, b1_off, kt + ST - 1, K, N)
+                               a_rows, ca * 8, b_dst0, b_dst1, b_src, rb, b_ok0, b_ok1, b1_off,
+                               kt + ST - 1, K, N)
                 if not K8:
                     cp_async_commit()  # (an empty group near the end keeps the count uniform)
                 wt = wt + 1 if wt + 1 < ST else 0
@@ -327,25 +347,34 @@ def make_mma_gemm(tile, epilogue, kind="bf16"):
             if LOADS:
                 rd = rd + 1 if rd + 1 < ST else 0
 
-        # epilogue: lane holds rows g, g+8 and columns 2t, 2t+1 of every tile
+        # epilogue: lane holds rows g, g+8 and columns 2t, 2t+1 of every tile; an edge
+        # tile stores only what lies inside out (a column pair is all in or all out: h is
+        # a multiple of 8)
         g, t2 = lane >> 2, (lane & 3) * 2
         for i in range(MT):
             for h in range(2):
                 r = m0 + wr + 16 * i + g + 8 * h
+                if r >= M:
+                    continue
                 for j in range(NH):
                     col = n0 + wc + 8 * j + t2
                     gl, gh = acc[i, j, 2 * h], acc[i, j, 2 * h + 1]
                     ul, uh = acc[i, j + NH, 2 * h], acc[i, j + NH, 2 * h + 1]
                     if EPI == "swiglu":
-                        STORE(out, r * N + col, silu_mul(gl, ul), silu_mul(gh, uh))
+                        if col < N:
+                            STORE(out, r * N + col, silu_mul(gl, ul), silu_mul(gh, uh))
                     elif EPI == "identity":
-                        STORE(out, r * N + col, gl + ul, gh + uh)
+                        if col < N:
+                            STORE(out, r * N + col, gl + ul, gh + uh)
                     elif EPI == "store2":
-                        STORE(out, r * N + col, gl, gh)
-                        STORE(out2, r * N + col, ul, uh)
+                        if col < N:
+                            STORE(out, r * N + col, gl, gh)
+                            STORE(out2, r * N + col, ul, uh)
                     else:  # gemm, ceiling: both halves, HALF columns apart
-                        STORE(out, r * N + col, gl, gh)
-                        STORE(out, r * N + col + HALF, ul, uh)
+                        if col < N:
+                            STORE(out, r * N + col, gl, gh)
+                        if col + HALF < N:
+                            STORE(out, r * N + col + HALF, ul, uh)
 
     options = {"fastmath": True}
     if tile.min_blocks and not SIMULATED:
@@ -360,12 +389,6 @@ def flops(T: int, d: int, h: int) -> int:
 
 # ---------------------------------------------------------------------------------------
 # host side
-
-
-def _device_cc():
-    if SIMULATED:
-        return None
-    return cuda.get_current_device().compute_capability
 
 
 def address(a):
@@ -388,7 +411,8 @@ def half_dtype(d):
 
 def kind_for(dtype, cc):
     """The instruction path for ``dtype`` on a GPU of compute capability ``cc`` (None: the
-    simulator): bf16 needs sm_80; fp16 takes m16n8k16 on sm_80+ and m16n8k8 on sm_75."""
+    simulator): bf16 needs sm_80; fp16 takes m16n8k16 on sm_80+ and m16n8k8 on sm_75. The
+    wrappers ask it for :func:`book.kernels.tensorcore.target_cc` (the T4 switch included)."""
     check_capability(cc, dtype)
     if dtype == "bfloat16":
         return "bf16"
@@ -409,8 +433,12 @@ def half_matrix(a, name):
     return d
 
 
+#: d and h must be multiples of this: 8 halves are one 16-byte copy (module doc)
+PIECE = 8
+
+
 def check_inputs(tile, x, ws, dual):
-    """Shapes a tile multiple, arrays 16-byte aligned, one dtype: or a clear error."""
+    """d and h multiples of 8, arrays 16-byte aligned, one dtype: or a clear error."""
     T, d = x.shape
     h = ws[0].shape[1]
     for name, w in zip(("wg", "wu") if dual else ("w",), ws):
@@ -418,17 +446,18 @@ def check_inputs(tile, x, ws, dual):
             raise ValueError(f"{name} is {tuple(w.shape)}; expected [d, h] = [{d}, {h}] "
                              f"(x is {tuple(x.shape)}; a torch nn.Linear weight is [h, d]: "
                              "pass weight.t().contiguous())")
-    cols = tile.bn // 2 if dual else tile.bn
-    bad = [f"{what} = {v} is not a multiple of {m}" for what, v, m in
-           (("T (rows of x)", T, tile.bm), ("d (columns of x)", d, tile.bk),
-            ("h (columns of the weights)", h, cols)) if v % m or v == 0]
+    bad = [f"{what} = {v} is not a multiple of {PIECE}" for what, v in
+           (("d (columns of x)", d), ("h (columns of the weights)", h)) if v % PIECE]
+    if d == 0:
+        bad.append("d (columns of x) = 0: there is nothing to multiply")
     kinds = {half_dtype(a) for a in [x] + list(ws)}
     if len(kinds) > 1:
         raise TypeError(f"x and the weights must share one dtype, got {sorted(kinds)}")
     if bad:
-        raise ValueError("the tensor-core GEMM runs whole tiles only: " + "; ".join(bad)
-                         + f" (tile {tile.bm} x {cols} outputs, k in steps of {tile.bk}); pad "
-                         "the matrices to those multiples")
+        raise ValueError("the tensor-core GEMM copies 16 bytes (8 halves) at a time, so d and "
+                         "h must be multiples of 8 (T may be anything): " + "; ".join(bad)
+                         + ". Pad d or h to a multiple of 8 (zero columns of x and zero "
+                         "weight rows add nothing)")
     for name, a in [("x", x)] + list(zip(("wg", "wu") if dual else ("w",), ws)):
         p = address(a)
         if p % 16:
@@ -460,33 +489,53 @@ def half_out(out, like, shape, dtype, name="out"):
     return out, o
 
 
-def _grid(tile, T, h, dual):
-    return (T // tile.bm) * (h // (tile.bn // 2 if dual else tile.bn))
+def grid_size(tile, T, h, dual):
+    """Blocks of a launch over out [T, h]: the last row and column of blocks may be partial."""
+    cols = tile.bn // 2 if dual else tile.bn
+    return -(-T // tile.bm) * -(-h // cols)  # partial edge tiles included
 
 
-def _run(epilogue, x, wg, wu, out, out2, tile, stream):
+class MmaLaunch(KernelLaunch):
+    """A launch of the tensor-core GEMM: beyond 48 KiB of dynamic shared memory the kernel
+    is allowed its share first (:func:`book.kernels.launch.allow_shared`, once per compiled
+    kernel)."""
+
+    __slots__ = ()
+
+    def launch(self, stream=0):
+        if self.grid and self.shared > STATIC_SHARED:
+            allow_shared(self.kernel, self.args, self.shared)
+        return super().launch(stream)
+
+
+def prepare(epilogue, x, wg, wu=None, out=None, out2=None, *, tile=None, stream_key=0):
+    """Validate and build one launch of the GEMM with ``epilogue`` (module doc): what every
+    wrapper below launches, and what :class:`book.kernels.fastcall.PlannedCall` plans once
+    per tensors (``stream_key`` is unused: the GEMM has no workspace)."""
     tile = (tile or default_tile()).validate()
     dual = epilogue in ("swiglu", "identity", "store2")
     xd = half_matrix(x, "x")
     ws = [half_matrix(wg, "wg" if dual else "w")] + ([half_matrix(wu, "wu")] if dual else [])
     T, d, h = check_inputs(tile, xd, ws, dual)
     dtype = half_dtype(xd)
-    kind = kind_for(dtype, _device_cc())
+    kind = kind_for(dtype, target_cc())
     if kind == "f16_sm75" and tile.dynamic:
         tile = MmaTile(**{**tile.__dict__, "stages": 2}).validate()  # no cp.async to overlap
     res, o = half_out(out, x, (T, h), dtype)
     o2 = o
-    res2 = None
+    result = res
     if epilogue == "store2":
         res2, o2 = half_out(out2, x, (T, h), dtype, "out2")
+        result = (res, res2)
     kern = build_kernel(tile, epilogue, kind)
     args = [flat(a, n) for a, n in zip((xd, ws[0], ws[-1], o, o2), ("x", "wg", "wu", "out", "out2"))]
-    smem = 0
-    if tile.dynamic:
-        smem = tile.shared_bytes
-        allow_shared(kern, args + [T, h, d], smem)
-    kern[_grid(tile, T, h, dual), tile.threads, stream, smem](*args, T, h, d)
-    return (res, res2) if epilogue == "store2" else res
+    grid = grid_size(tile, T, h, dual) if T and h else 0  # nothing to compute: no launch
+    return MmaLaunch(kern, grid, tile.threads, (*args, T, h, d), result,
+                     tile.shared_bytes if tile.dynamic else 0)
+
+
+def _run(epilogue, x, wg, wu, out, out2, tile, stream):
+    return prepare(epilogue, x, wg, wu, out, out2, tile=tile).launch(stream)
 
 
 def swiglu_mma(x, wg, wu, out=None, *, tile=None, stream=0):

@@ -18,7 +18,7 @@ import math
 from numba import cuda, float32
 
 from ..dtypes import DTYPES  # the three dtypes every elementwise kernel takes
-from .launch import aligned, cdiv, prepare
+from .launch import aligned, cdiv, launch, prepare
 from .vectorized import make_vector_kernel
 from .wide import load4, load_f32, load_half8, store4, store_f32, store_half8
 
@@ -68,8 +68,8 @@ def swiglu_naive(gate, up, out=None, tmp=None, block=256, stream=0):
     elif getattr(tmp, "size", None) != p.n or tmp.dtype != p.gate.dtype:
         raise ValueError(f"tmp must hold {p.n} elements of {p.gate.dtype}")
     grid = cdiv(p.n, block)
-    silu_kernel[grid, block, stream](p.gate, tmp)
-    mul_kernel[grid, block, stream](tmp, p.up, p.out)
+    launch(silu_kernel, grid, block, stream, p.gate, tmp)
+    launch(mul_kernel, grid, block, stream, tmp, p.up, p.out)
     return p.result
 
 
@@ -162,6 +162,6 @@ def swiglu_naive_vec(gate, up, out=None, tmp=None, block=256, stream=0):
     nvec = p.n // width
     b = choose_block(max(nvec, 1), block)
     grid = max(1, cdiv(nvec, 2 * b))
-    silu_k[grid, b, stream](p.gate, tmp)
-    mul_k[grid, b, stream](tmp, p.up, p.out)
+    launch(silu_k, grid, b, stream, p.gate, tmp)
+    launch(mul_k, grid, b, stream, tmp, p.up, p.out)
     return p.result

@@ -15,7 +15,7 @@ of the vector width (4 for float32, 8 for halves); other F take the scalar kerne
 from numba import cuda
 
 from .fused import silu_mul
-from .launch import aligned, as_device, array_dtype, cdiv, flat, sm_count
+from .launch import aligned, as_device, array_dtype, cdiv, flat, launch, sm_count
 from .vectorized import silu_mul4, silu_mul8
 from .wide import load4, load_f32, load_half8, store4, store_f32, store_half8
 
@@ -102,5 +102,5 @@ def swiglu_packed(gate_up, out=None, block=256, stream=0):
     else:
         kernel, b = packed_scalar_kernel, block
         grid = (cdiv(F, b), min(M, MAX_GRID_Y))
-    kernel[grid, b, stream](g1, o1, F)
+    launch(kernel, grid, b, stream, g1, o1, F)
     return result

@@ -66,6 +66,33 @@ def tensorcore_kernels():
     return table
 
 
+#: argument types of the decode GEMVs (book.kernels.decode_mlp): six half arrays (x, wg, wu,
+#: bg, bu, out), the split-K workspace and counters, T, d, h, S
+DECODE_SIGNATURE = ("void(" + ", ".join(["uint16[::1]"] * 6)
+                    + ", float32[::1], int32[::1], int64, int64, int64, int64)")
+
+
+def decode_kernels():
+    """name -> (dispatcher, signature) of the decode GEMVs at the token counts they are
+    built for (compile with ``ptx_many([(name, "bfloat16")], cc)``; the ``_f16`` ones take
+    float16, the ``_sm75`` one is the T4's m16n8k8 path)."""
+    from . import decode_mlp as dm
+
+    f16 = DECODE_SIGNATURE.replace("uint16", "float16")
+    table = {}
+    for T in (1, 2, 4, 8):
+        tile = dm.gemv_tile(T, 4096)
+        table[f"decode_gemv_t{T}"] = (dm.make_gemv(tile, True), DECODE_SIGNATURE)
+        table[f"decode_gemv_t{T}_f16"] = (dm.make_gemv(tile, True), f16)
+    for T in (16, 64, 256):
+        tile = dm.mma_gemv_tile(T)
+        table[f"decode_mma_t{T}"] = (dm.make_mma_gemv(tile, True, "bf16"), DECODE_SIGNATURE)
+        table[f"decode_mma_t{T}_f16"] = (dm.make_mma_gemv(tile, True, "f16"), f16)
+    table["decode_mma_t64_sm75"] = (dm.make_mma_gemv(dm.mma_gemv_tile(64), True, "f16_sm75"), f16)
+    table["decode_gemv_t4_nobias"] = (dm.make_gemv(dm.gemv_tile(4, 4096), False), DECODE_SIGNATURE)
+    return table
+
+
 #: argument types of the wgmma kernels and of the Hopper probes
 WGMMA_SIGNATURE = "void(uint64[::1], int32[::1], int64)"
 
@@ -130,7 +157,12 @@ def _compile_here(name, dtype, cc):
 
     table = kernels()
     if name not in table:
-        table = tensorcore_kernels() if not name.startswith(("wgmma_", "probe_")) else hopper_kernels()
+        if name.startswith("decode_"):
+            table = decode_kernels()
+        elif name.startswith(("wgmma_", "probe_")):
+            table = hopper_kernels()
+        else:
+            table = tensorcore_kernels()
     kernel, kind = table[name]
     opts = {"fastmath": bool(kernel.targetoptions.get("fastmath", False))}
     if kernel.targetoptions.get("launch_bounds"):  # the register cap setmaxnreg needs

@@ -18,6 +18,11 @@ These are the warp-level instructions a tensor-core GEMM needs:
   registers (``cp.async.cg``); ``cp_async_commit()`` closes a group, ``cp_async_wait(n)``
   (n a literal) waits until at most n groups are in flight. ``copy16_at(addr, src, j)``: the
   same 16 bytes through registers (``ld.global.v4`` + ``st.shared.v4``), for sm_75.
+  ``cp_async16_zfill_at(addr, src, j, valid)`` / ``copy16_zfill_at``: the same copies,
+  predicated: where ``valid`` is 0 nothing is read (the source index is clamped to 0) and the
+  16 shared bytes are zeros (``cp.async``'s source size 0; on sm_75 a predicated load). An
+  edge tile of a GEMM loads this way: rows past T and k past d contribute zeros, with no
+  padded copy of the matrices.
 - ``shared_address(arr, i)``: the 32-bit shared-window address of ``arr[i]``
   (``cvta.to.shared``), what ``ldmatrix`` and ``cp.async`` take. ``ldmatrix_x4_at(addr)``,
   ``ldmatrix_x4_trans_at(addr)`` and ``cp_async16_at(addr, src, j)`` take such an address
@@ -25,6 +30,9 @@ These are the warp-level instructions a tensor-core GEMM needs:
   and adds constants (what the GEMM does; the array forms recompute them at every call).
 - ``store_bf16x2(arr, i, lo, hi)`` / ``store_f16x2``: round two float32 to half and store
   them as one 4-byte word at ``arr[i]`` (uint16 bits for bfloat16, float16 for fp16).
+- ``shfl_xor(value, mask)``: the value lane ``lane ^ mask`` holds (``shfl.sync.bfly`` over
+  the full warp): a warp's sum in five steps. Numba's simulator has no warp shuffles; here
+  it has one, built like the simulated ``mma``.
 
 Half values travel packed two per uint32, the lower index in the low 16 bits.
 
@@ -46,15 +54,17 @@ from __future__ import annotations
 import numpy as np
 from numba import config
 
+from ..target import TARGET_CC_ENV, describe, forced_cc
+
 SIMULATED = bool(config.ENABLE_CUDASIM)
 
 __all__ = [
     "SIMULATED", "a_coords", "b_coords", "c_coords", "a_coords_1688", "b_coords_1688",
     "ldmatrix_coords", "mma_bf16_16816", "mma_f16_16816", "mma_f16_1688", "ldmatrix_x4",
     "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at", "cp_async16", "cp_async16_at",
-    "copy16_at", "cp_async_commit", "cp_async_wait", "shared_address",
-    "store_bf16x2", "store_f16x2", "MIN_CC", "check_capability", "target_cc", "TARGET_CC_ENV",
-    "pack", "unpack",
+    "copy16_at", "cp_async16_zfill_at", "copy16_zfill_at", "cp_async_commit", "cp_async_wait",
+    "shared_address", "store_bf16x2", "store_f16x2", "shfl_xor", "MIN_CC", "check_capability",
+    "cannot_run", "target_cc", "target_description", "TARGET_CC_ENV", "pack", "unpack",
 ]
 
 # ---------------------------------------------------------------------------------------
@@ -107,47 +117,79 @@ MIN_CC = {"mma_bf16_16816": (8, 0), "mma_f16_16816": (8, 0), "mma_f16_1688": (7,
           "ldmatrix": (7, 5), "cp_async": (8, 0)}
 
 
+def _gpu_name(cc) -> str:
+    if forced_cc() == tuple(cc):
+        return (f"the target is sm_{cc[0]}{cc[1]} (compute capability {cc[0]}.{cc[1]}, "
+                f"chosen by {TARGET_CC_ENV}):")
+    return f"this GPU is sm_{cc[0]}{cc[1]} (compute capability {cc[0]}.{cc[1]}):"
+
+
 def check_capability(cc, dtype: str = "bfloat16") -> None:
     """Refuse a GPU that lacks the instructions, saying what it can run instead.
 
-    ``dtype``: "bfloat16" needs sm_80; "float16" runs from sm_75 (m16n8k8, no cp.async)."""
-    if cc is None:  # the simulator: every instruction is simulated
+    ``dtype``: "bfloat16" needs sm_80; "float16" runs from sm_75 (m16n8k8, no cp.async).
+    ``cc`` None: the simulator, where every instruction is simulated."""
+    if cc is None:
         return
     cc = tuple(cc)
-    name = f"sm_{cc[0]}{cc[1]} (compute capability {cc[0]}.{cc[1]})"
+    name = _gpu_name(cc)
     if cc < (7, 5):
         raise RuntimeError(
-            f"this GPU is {name}: mma.sync m16n8k8/m16n8k16 and ldmatrix need compute "
+            f"{name} mma.sync m16n8k8/m16n8k16 and ldmatrix need compute "
             "capability 7.5 (Turing, e.g. a T4) or newer. It can run the course's CUDA-core "
             "kernels (book.kernels.gemm, book.kernels.dual_gemm) but no tensor-core kernel.")
     if cc < (8, 0) and dtype != "float16":
         raise RuntimeError(
-            f"this GPU is {name}: {dtype} mma.sync m16n8k16 and cp.async need compute "
+            f"{name} {dtype} mma.sync m16n8k16 and cp.async need compute "
             "capability 8.0 (Ampere) or newer. It can run the fp16 m16n8k8 instruction "
             "(mma_f16_1688, what a T4 has) and the course's CUDA-core kernels.")
 
 
-#: With no GPU and the simulator off (compiling PTX on a CPU machine: tools/lab_ptx.py),
-#: the compute capability to compile for, as "major.minor"
-TARGET_CC_ENV = "COURSE_PTX_CC"
+def cannot_run(dtype: str = "bfloat16", cc="target"):
+    """Why the target cannot run ``dtype``'s tensor-core instructions (the message of
+    :func:`check_capability`), or None when it can: for a cell that skips rather than
+    raises. ``cc``: default :func:`target_cc`."""
+    try:
+        check_capability(target_cc() if cc == "target" else cc, dtype)
+    except RuntimeError as e:
+        return str(e)
+    return None
 
 
 def target_cc():
-    """The compute capability a kernel is built for: None in the simulator, else the current
-    GPU's; on a machine with no GPU where the simulator is off (PTX compiled for a GPU that is
-    not there), the one named by ``COURSE_PTX_CC`` (e.g. "7.5"), so a notebook that picks its
-    instructions by GPU picks those of the target."""
+    """The compute capability a kernel is built for: the current GPU's, or None in the
+    simulator, unless the switch ``COURSE_TARGET_CC`` (:mod:`book.target`) names one: then
+    that one (on a GPU it must not be newer than the GPU). With no GPU and the simulator off
+    (PTX compiled for a GPU that is not there), the one the switch names."""
+    want = forced_cc()
     if SIMULATED:
-        return None
-    import os
-
-    want = os.environ.get(TARGET_CC_ENV)
-    if want:
-        major, _, minor = want.partition(".")
-        return int(major), int(minor or 0)
+        return want
     from numba import cuda
 
-    return tuple(cuda.get_current_device().compute_capability)
+    if want and not cuda.is_available():
+        return want
+    real = tuple(cuda.get_current_device().compute_capability)
+    if want is None:
+        return real
+    if want > real:
+        raise RuntimeError(
+            f"{TARGET_CC_ENV}={want[0]}.{want[1]} names a newer GPU than this one "
+            f"(sm_{real[0]}{real[1]}): its instructions would not run here. Unset it, or "
+            f"name {real[0]}.{real[1]} or older (7.5: the T4's paths).")
+    return want
+
+
+def target_description() -> str:
+    """The target in words, for a notebook to print: "sm_90", "Numba's CUDA simulator", or
+    "sm_75 (COURSE_TARGET_CC=7.5, on an sm_90 GPU)"."""
+    cc = target_cc()
+    real = None
+    if not SIMULATED and cc is not None:
+        from numba import cuda
+
+        if cuda.is_available():
+            real = tuple(cuda.get_current_device().compute_capability)
+    return describe(cc, real, SIMULATED)
 
 
 def pack(lo, hi) -> int:
@@ -262,6 +304,41 @@ if not SIMULATED:
         fn = ir.FunctionType(ir.VoidType(), [_i32, _i64])
         builder.asm(fn, text, "r,l,~{memory}", [saddr, gptr], True)
 
+    # the predicated forms: $2 is 16 (copy) or 0 (nothing read, 16 zero bytes written)
+    _CP_ASYNC16_ZFILL = ("{ .reg .u64 g; cvta.to.global.u64 g, $1; "
+                         "cp.async.cg.shared.global [$0], [g], 16, $2; }")
+    _COPY16_ZFILL_THROUGH_REGISTERS = (
+        "{ .reg .u64 g; .reg .b32 v<4>; .reg .pred p; setp.ne.u32 p, $2, 0; "
+        "mov.b32 v0, 0; mov.b32 v1, 0; mov.b32 v2, 0; mov.b32 v3, 0; "
+        "cvta.to.global.u64 g, $1; @p ld.global.v4.b32 {v0,v1,v2,v3}, [g]; "
+        "st.shared.v4.b32 [$0], {v0,v1,v2,v3}; }")
+
+    def _make_copy16_zfill(text, what):
+        @intrinsic
+        def copy(typingctx, addr, src, si, valid):
+            _need_shared_address(addr, what)
+            _check_array(src, f"{what} (global source)")
+            if not isinstance(valid, (types.Integer, types.Boolean)):
+                raise TypingError(f"{what}: valid must be an integer or a boolean, got {valid}")
+            sig = types.void(addr, src, si, valid)
+
+            def codegen(context, builder, signature, args):
+                aty, sty, ity, vty = signature.args
+                saddr = context.cast(builder, args[0], aty, types.uint32)
+                ok = context.cast(builder, args[3], vty, types.boolean)
+                ok = builder.icmp_unsigned("!=", ok, ir.Constant(ok.type, 0))
+                # an invalid piece reads nothing, but its address stays inside the array
+                idx = builder.select(ok, args[2], ir.Constant(args[2].type, 0))
+                gptr = builder.ptrtoint(_item_pointer(context, builder, sty, args[1], idx), _i64)
+                size = builder.select(ok, _i32(16), _i32(0))
+                fn = ir.FunctionType(ir.VoidType(), [_i32, _i64, _i32])
+                builder.asm(fn, text, "r,l,r,~{memory}", [saddr, gptr, size], True)
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return copy
+
     def _ldmatrix_regs(context, builder, signature, text, addr):
         """The four 32-bit registers an ``ldmatrix .x4`` loads from the 32-bit shared address
         ``addr``. Side effect + memory clobber: it reads shared memory, so it must stay between
@@ -360,6 +437,9 @@ if not SIMULATED:
 
         return sig, codegen
 
+    cp_async16_zfill_at = _make_copy16_zfill(_CP_ASYNC16_ZFILL, "cp_async16_zfill_at")
+    copy16_zfill_at = _make_copy16_zfill(_COPY16_ZFILL_THROUGH_REGISTERS, "copy16_zfill_at")
+
     @intrinsic
     def cp_async_commit(typingctx):
         sig = types.void()
@@ -422,6 +502,12 @@ if not SIMULATED:
     store_bf16x2 = _make_store_pair(True)
     store_f16x2 = _make_store_pair(False)
 
+    from numba import cuda as _cuda
+
+    @_cuda.jit(device=True, inline="always")
+    def shfl_xor(value, mask):
+        return _cuda.shfl_xor_sync(0xFFFFFFFF, value, mask)
+
 else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a barrier.
     import threading
 
@@ -429,7 +515,8 @@ else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a b
     _TIMEOUT = 120.0  # seconds a lane waits for its warp (a diverged warp would hang)
 
     def _warp():
-        """(barrier, slots, lane) of the calling simulated thread's warp."""
+        """(barrier, two sets of slots, each lane's next set, lane) of the calling simulated
+        thread's warp."""
         t = threading.current_thread()
         mgr = t._manager
         with _LOCK:
@@ -441,18 +528,26 @@ else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a b
                     f"block has {nthreads} threads; launch a multiple of 32")
             w = t.thread_id // 32
             if w not in warps:
-                warps[w] = (threading.Barrier(32), [None] * 32)
-        bar, slots = warps[w]
-        return bar, slots, t.thread_id % 32
+                warps[w] = (threading.Barrier(32), ([None] * 32, [None] * 32), [0] * 32)
+        bar, slots, turn = warps[w]
+        return bar, slots, turn, t.thread_id % 32
 
     def _exchange(value):
-        """Every lane's ``value``, as a list indexed by lane (all 32 lanes must call)."""
-        bar, slots, lane = _warp()
-        slots[lane] = value
+        """Every lane's ``value``, as a list indexed by lane (all 32 lanes must call).
+
+        One barrier per exchange: successive exchanges alternate between two sets of slots,
+        so a lane refills a set only two exchanges later, after a barrier that every lane
+        reached once it had read that set."""
+        bar, slots, turn, lane = _warp()
+        mine = slots[turn[lane]]
+        turn[lane] ^= 1
+        mine[lane] = value
         bar.wait(_TIMEOUT)
-        everyone = list(slots)
-        bar.wait(_TIMEOUT)  # nobody refills the slots before all have read them
-        return lane, everyone
+        return lane, list(mine)
+
+    def shfl_xor(value, mask):
+        lane, every = _exchange(value)
+        return every[lane ^ int(mask)]
 
     def _bf16(bits):
         return float(np.uint32(int(bits) << 16).view(np.float32))
@@ -547,6 +642,16 @@ else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a b
 
     def copy16_at(addr, src, si):
         cp_async16(addr.arr, addr.element("copy16_at"), src, si)
+
+    def cp_async16_zfill_at(addr, src, si, valid):
+        if valid:
+            cp_async16(addr.arr, addr.element("cp_async16_zfill_at"), src, si)
+        else:
+            e = addr.element("cp_async16_zfill_at")
+            addr.arr[e:e + 8] = 0  # nothing read: the index may lie past the array
+
+    def copy16_zfill_at(addr, src, si, valid):
+        cp_async16_zfill_at(addr, src, si, valid)
 
     def cp_async16(dst, di, src, si):
         _check16(di, "cp_async16 (shared destination)")

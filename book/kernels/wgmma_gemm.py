@@ -60,6 +60,7 @@ from .hopper import SIMULATED, check_capability, descriptor, tensor_map
 from .fastcall import BoundedCache, PackedParams, cufunction, current_raw_stream, pack_array
 from .launch import allow_shared, sm_count
 from .mma_gemm import half_dtype, half_matrix, half_out
+from .tensorcore import target_cc
 
 __all__ = ["HopperTile", "TILE", "EPILOGUES", "build_kernel", "schedule", "pairs",
            "swiglu_wgmma", "swiglu_wgmma_identity", "gate_up_wgmma", "matmul_wgmma",
@@ -618,7 +619,7 @@ def _run(epilogue, x, wg, wu, out, out2, tile, stream):
             _launch(plan, _stream(stream, x))
             return (out, out2) if epilogue == "store2" else out
     tile = tile.validate()
-    check_capability(None if SIMULATED else cuda.get_current_device().compute_capability)
+    check_capability(target_cc())  # the GPU, or what the T4 switch names (book/target.py)
     dual = epilogue in ("swiglu", "identity", "store2")
     names = ("wg", "wu") if dual else ("w",)
     xd = half_matrix(x, "x")

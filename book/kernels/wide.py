@@ -17,6 +17,9 @@ pointer and hand them back as a tuple.
   split an 8 x half vector into two 8-byte loads).
 - ``store_half4/store_half8(a, i, values)`` round float32 values to the array's
   half type (round to nearest even) and store them in one access.
+- ``load_words4(a, i)`` -> the 8 halves ``a[i:i+8]`` as they are, 4 x uint32 (two halves
+  per word, the lower index in the low 16 bits) in one 16-byte access: what a tensor-core
+  fragment register holds, with no conversion (book.kernels.decode_mlp).
 - ``load_f32(a, i)`` / ``store_f32(a, i, x)``: one element as float32 whatever the
   array's type (float32, float16, or bfloat16 bits in uint16), so one kernel body
   serves all three dtypes.
@@ -248,6 +251,20 @@ if not SIMULATED:
 
         return sig, codegen
 
+    @intrinsic
+    def load_words4(typingctx, arr, idx):
+        _check(arr, 8, "load_words4")
+        _half_kind(arr, "load_words4")
+        sig = types.UniTuple(types.uint32, 4)(arr, idx)
+
+        def codegen(context, builder, signature, args):
+            ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
+            vec = builder.load(builder.bitcast(ptr, ir.VectorType(i32, 4).as_pointer()), align=16)
+            vals = [builder.extract_element(vec, i32(w)) for w in range(4)]
+            return context.make_tuple(builder, signature.return_type, vals)
+
+        return sig, codegen
+
     load2, load4 = _make_load(2), _make_load(4)
     store2, store4 = _make_store(2), _make_store(4)
     load_half4, load_half8 = _make_load_half(4), _make_load_half(8)
@@ -300,6 +317,13 @@ else:  # Numba's CUDA simulator runs kernels as Python: same results, no vectors
 
     def store_f32(a, i, x):
         a[i] = np.float32(x) if a.dtype == np.float32 else _from_f32(a, x)
+
+    def _bits16(a, v):
+        return int(np.asarray(v, dtype=a.dtype).view(np.uint16))
+
+    def load_words4(a, i):
+        return tuple(np.uint32(_bits16(a, a[i + 2 * w]) | (_bits16(a, a[i + 2 * w + 1]) << 16))
+                     for w in range(4))
 
     def load_half4(a, i):
         return tuple(_to_f32(a, a[i + k]) for k in range(4))

@@ -97,18 +97,38 @@ _LABELS = {"naive": "naive SwiGLU", "fused": "fused SwiGLU", "unfused": "2 GEMMs
            "epilogue": "dual GEMM + epilogue"}
 
 
-def _source(slug, prov) -> str:
-    gpu = _get(prov, "gpu") or slug
+def _run(prov) -> str:
+    """A run as a caption names it: "2026-11-24, commit f8dbf62"."""
     date = str(_get(prov, "date") or "")[:10]
-    return f"{gpu}, {date}, book/data/{slug}.json" if date else f"{gpu}, book/data/{slug}.json"
+    commit = str(_get(prov, "commit") or "")[:7]
+    return ", ".join(x for x in (date, f"commit {commit}" if commit else "") if x)
+
+
+def _source(slug, prov) -> str:
+    """Where a point or preset comes from: the GPU, the run that measured it (a merged row's
+    own run, not the record's), the file."""
+    gpu = _get(prov, "gpu") or slug
+    run = _run(prov)
+    return f"{gpu}, {run}, book/data/{slug}.json" if run else f"{gpu}, book/data/{slug}.json"
+
+
+def _row_prov(row, prov):
+    return _get(row, "provenance") or prov
 
 
 def summary(data=None) -> str:
-    """A line naming where the measured points come from, or NO_DATA."""
+    """A line naming where the measured points come from (each run of each record), or
+    NO_DATA."""
     sets = _load_all(data)
     if not sets:
         return NO_DATA
-    parts = [f"{_source(slug, _get(ds, 'provenance', {}))}" for slug, ds in sets]
+    parts = []
+    for slug, ds in sets:
+        prov = _get(ds, "provenance", {}) or {}
+        runs = dict.fromkeys([_run(prov)] + sorted(
+            {_run(_row_prov(r, prov)) for r in _get(ds, "rows", []) or []}))
+        gpu = _get(prov, "gpu") or slug
+        parts.append(f"{gpu}, " + "; ".join(r for r in runs if r) + f" (book/data/{slug}.json)")
     return "Measured points: " + "; ".join(parts) + "."
 
 
@@ -120,10 +140,12 @@ def roofline_points(data=None) -> list[dict]:
         key = gpu_key(_get(prov, "gpu"))
         for row in _get(ds, "rows", []) or []:
             fam = variant_family(_get(row, "variant", ""), _get(row, "kind"))
-            seconds = _get(row, "seconds")
             dtype = _get(row, "dtype")
             shape = parse_shape(_get(row, "shape"))
-            if fam is None or not seconds or dtype not in ITEMSIZE or "h" not in shape:
+            if fam is None or dtype not in ITEMSIZE or "h" not in shape:
+                continue
+            seconds = _get(row, "seconds")  # (read only for a point: book/data/lineage.py)
+            if not seconds:
                 continue
             T, H = shape.get("T", 1), shape["h"]
             if fam in ("naive", "fused"):
@@ -142,7 +164,7 @@ def roofline_points(data=None) -> list[dict]:
                 "bytes": float(byts), "flops": float(flops),
                 "label": f"{_get(row, 'variant')} {dtype} {T}x{H}" + (f" d={shape['d']}" if "d" in shape else "")
                 + (" (inputs fit in L2)" if any("L2" in str(x) for x in _get(row, "notes", []) or []) else ""),
-                "source": _source(slug, prov),
+                "source": _source(slug, _row_prov(row, prov)),
             })
     return points
 
@@ -162,10 +184,9 @@ def launch_points(data=None) -> list[dict]:
         for row in _get(ds, "rows", []) or []:
             name = str(_get(row, "variant", ""))
             kind = _get(row, "kind")
-            seconds = _get(row, "seconds")
             dtype = _get(row, "dtype")
             shape = parse_shape(_get(row, "shape"))
-            if not seconds or dtype not in ITEMSIZE or "h" not in shape or "d" in shape:
+            if dtype not in ITEMSIZE or "h" not in shape or "d" in shape:
                 continue
             if _is_python_launch(name, kind):
                 how = "python"
@@ -175,8 +196,12 @@ def launch_points(data=None) -> list[dict]:
                 how = "gpu"
             else:
                 continue
+            seconds = _get(row, "seconds")
+            if not seconds:
+                continue
             points.append({"elements": shape.get("T", 1) * shape["h"], "seconds": float(seconds),
-                           "dtype": dtype, "how": how, "source": _source(slug, prov),
+                           "dtype": dtype, "how": how,
+                           "source": _source(slug, _row_prov(row, prov)),
                            "gpu": gpu_key(_get(prov, "gpu")),
                            "label": f"{name} {dtype} {shape.get('T', 1)}x{shape['h']}"})
     return points
@@ -201,9 +226,9 @@ def launch_presets(data=None) -> list[dict]:
         for row in _get(ds, "rows", []) or []:
             name = str(_get(row, "variant", ""))
             kind = _get(row, "kind")
-            seconds, dtype = _get(row, "seconds"), _get(row, "dtype")
+            dtype = _get(row, "dtype")
             shape = parse_shape(_get(row, "shape"))
-            if not seconds or "d" in shape or "h" not in shape:
+            if "d" in shape or "h" not in shape:
                 continue
             n = shape.get("T", 1) * shape["h"]
             how = None
@@ -217,35 +242,41 @@ def launch_presets(data=None) -> list[dict]:
                 how = "the cheap path from torch (book.kernels.fastcall)"
             elif (name.endswith("_graph") and "torch" not in name) or name == "launch_layer_graph_replay":
                 how = "CUDA graph replay, per SwiGLU"
-            date = str(_get(_get(row, "provenance") or prov, "date") or "")
+            run = _row_prov(row, prov)
+            date = str(_get(run, "date") or "")
             # newest run first; within one run the row chapter 6's decode table prints
             # (launch_layer_*, book.decode_cost) before another of the same kind
             rank = (n, date, name.startswith("launch_layer_"))
-            if how and rank > overheads.get((how, dtype), (0, "", False))[:3]:
-                overheads[(how, dtype)] = (*rank, float(seconds), name, shape)
+            seconds = _get(row, "seconds") if how else None  # read only where used (lineage)
+            if how and seconds and rank > overheads.get((how, dtype), (0, "", False))[:3]:
+                overheads[(how, dtype)] = (*rank, float(seconds), name, shape, run)
+            if kind == "launch" or name.endswith("_graph") or not (
+                    variant_family(name, kind) == "fused" or name == "torch_add"):
+                continue
             bw = _get(row, "bandwidth")
-            if not bw or kind == "launch" or name.endswith("_graph"):
+            if not bw:
                 continue
             if variant_family(name, kind) == "fused" and bw > best_bw.get(dtype, (0,))[0]:
-                best_bw[dtype] = (float(bw), name, shape)
+                best_bw[dtype] = (float(bw), name, shape, run)
             if name == "torch_add" and bw > ref_bw.get(dtype, (0,))[0]:
-                ref_bw[dtype] = (float(bw), name, shape)
+                ref_bw[dtype] = (float(bw), name, shape, run)
         order = ["one call from Python", "bare Numba launch from Python",
                  "the cheap path from torch (book.kernels.fastcall)",
                  "CUDA graph replay, per SwiGLU", "torch eager call from Python"]
-        for (how, dtype), (n, _date, _table, seconds, name, shape) in sorted(
+        for (how, dtype), (n, _date, _table, seconds, name, shape, run) in sorted(
                 overheads.items(), key=lambda kv: order.index(kv[0][0])):
-            # label: the whole provenance (notes, the option's tooltip); short: the option's text,
-            # short enough that a dropdown at laptop width shows it whole
+            # label: the whole provenance, the run included (notes, the option's tooltip); short:
+            # the option's text, short enough that a dropdown at laptop width shows it whole
             presets.append({"kind": "overhead", "value": seconds, "dtype": dtype, "how": how, "gpu": key,
                             "label": f"overhead {fmt_time(seconds)}: {how} ({name}, "
-                                     f"{shape.get('T', 1)}x{shape['h']}, {where})",
+                                     f"{shape.get('T', 1)}x{shape['h']}, run of {_run(run)}, {where})",
                             "short": f"overhead {fmt_time(seconds)}: {how}"})
         for table, what in ((best_bw, "best measured"), (ref_bw, "torch.add reference")):
-            for dtype, (bw, name, shape) in table.items():
+            for dtype, (bw, name, shape, run) in table.items():
                 presets.append({"kind": "bandwidth", "value": bw, "dtype": dtype, "how": what, "gpu": key,
                                 "label": f"bandwidth {bw / 1e12:.3g} TB/s: {what} ({name}, "
-                                         f"{shape.get('T', 1)}x{shape['h']}, {where})",
+                                         f"{shape.get('T', 1)}x{shape['h']}, run of {_run(run)}, "
+                                         f"{where})",
                                 "short": f"bandwidth {bw / 1e12:.3g} TB/s: {what}"})
     return presets
 

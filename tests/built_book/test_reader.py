@@ -56,6 +56,16 @@ def test_chapter_sources_use_the_sources_names():
     assert not found, found
 
 
+def test_the_sources_page_links_where_each_document_is_published():
+    """Issue 30: the sources appendix named the four documents and linked none."""
+    page = (ROOT / "chapters" / "appendix_sources.md").read_text(encoding="utf-8")
+    for s in SOURCES.values():
+        assert s.address.startswith("https://"), s.key
+        assert f"<{s.address}>" in page, f"the sources page does not link {s.key}: {s.address}"
+        if s.where:  # a file in a repository: the page names it
+            assert f"`{s.where}`" in page, s.where
+
+
 # ---------------------------------------------------------------- labs -> chapters
 
 def _labels() -> dict[str, str]:

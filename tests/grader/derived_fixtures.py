@@ -66,7 +66,7 @@ def source(name: str) -> str:
     return head + "\n" + "\n\n\n".join(parts) + "\n"
 
 
-L2, L3, L4, L5 = (labs.resolve(n) for n in ("lab2", "lab3", "lab4", "lab5"))
+L2, L3, L4, L5, L6 = (labs.resolve(n) for n in ("lab2", "lab3", "lab4", "lab5", "lab6"))
 
 DERIVED = {
     # ------------------------------------------------------------------ stores outside `out`
@@ -276,6 +276,83 @@ def linear_swiglu_tc(x, wg, bg, wu, bu, out):
     gemm_pipelined(x, wg, a)
     gemm_pipelined(x, wu, b)
     _epilogue[((h + 127) // 128, T), 128](a, b, bg, bu, out, T, h)
+    return out
+'''),
+    # ------------------------------------------------------------------ lab 6 (issue 31)
+    "bounds/lab6_writes_past_end.py": Derived(L6, """\
+writes past the end of `out`: the master launching one block more than there are rows of the
+weights ((h + 1) * splits, a grid rounded up) with no test of the row j against h (its scratch
+sized for that grid). The extra block reads past the end of wg, wu and the biases (their guard
+zones: NaN) and stores out[t, h] for every token: the first element of the next token's row
+(where it races block 0; the simulator runs it last, so NaN stays), and for the last token
+one element past the end of `out`. Every case fails with "wrote 1 element past the end of
+`out`, the first at flat index T*h".""",
+        {"lab6-02": [("np.zeros(h * splits * 2 * T_MAX, np.float32)",
+                      "np.zeros((h + 1) * splits * 2 * T_MAX, np.float32)"),
+                     ("cuda.to_device(np.zeros(h, np.int32))",
+                      "cuda.to_device(np.zeros(h + 1, np.int32))")],
+         "lab6-03": [("KERNELS[T][h * splits, THREADS]",
+                      "KERNELS[T][(h + 1) * splits, THREADS]")]}),
+    "bounds/lab6_forgets_blockidx_x.py": Derived(L6, """\
+forgets blockIdx.x (the master's grid is 1D: a block per row of the weights): every block
+takes row 0, each a share of d that is empty but for the first. Fails every case with more than
+one row (the simulator's hidden cases have h >= 2: two blocks at least).""",
+        {"lab6-03": [("        j = cuda.blockIdx.x // splits\n",
+                      "        j = 0 // splits  # blockIdx.x forgotten\n")]}),
+    "controls/lab6_one_thread_per_output.py": Derived(L6, """\
+lab 6's "lesson not learned" control: correct, the GEMV a first try writes: one thread per
+output out[t, j], reading its two weight rows whole, 2 bytes at a time; the 32 threads of a
+warp read 32 rows d halves apart (no coalescing, no 16-byte loads) and every token re-reads
+the weights. Named by autograder/rubrics/lab6_decode_mlp_up.toml; timed against the master by
+benchmarks/lesson_controls_probe.py.""", append='''
+# the control: one thread per output, each reading its weight rows whole
+@cuda.jit(fastmath=True)
+def _one_thread_per_output(x, wg, bg, wu, bu, out, T, d, h):
+    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    t = cuda.blockIdx.y
+    if j < h:
+        a = float32(bg[j])
+        b = float32(bu[j])
+        for k in range(d):
+            xk = float32(x[t, k])
+            a += float32(wg[j, k]) * xk
+            b += float32(wu[j, k]) * xk
+        out[t, j] = a / (float32(1.0) + math.exp(-a)) * b
+
+
+def decode_swiglu(x, wg, bg, wu, bu, out):
+    T, d = x.shape
+    h = wg.shape[0]
+    grid = ((h + THREADS - 1) // THREADS, T)
+    _one_thread_per_output[grid, THREADS](x, wg, bg, wu, bu, out, T, d, h)
+    return out
+'''),
+    "controls/lab6_two_pass.py": Derived(L6, """\
+(measured for the record, not the rubric's) lab 6's hint 1 of step 3: the two projections by
+step 2's split-K GEMV into float32 scratch, then an elementwise kernel for the biases, SiLU and
+the product. Each weight is still read once, by whole warps, 16 bytes at a time: at decode the
+fused epilogue saves a launch and a little traffic, not a pass over the weights.""",
+        append='''
+# the control: two GEMVs into float32, then the epilogue in a kernel of its own
+@cuda.jit(fastmath=True)
+def _epilogue(a, b, bg, bu, out, T, h):
+    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    t = cuda.blockIdx.y
+    if j < h:
+        g = a[t, j] + float32(bg[j])
+        u = b[t, j] + float32(bu[j])
+        out[t, j] = g / (float32(1.0) + math.exp(-g)) * u
+
+
+def decode_swiglu(x, wg, bg, wu, bu, out):
+    T, d = x.shape
+    h = wg.shape[0]
+    a = cuda.device_array((T, h), dtype=np.float32)
+    b = cuda.device_array((T, h), dtype=np.float32)
+    splits = choose_splits(h, d)
+    gemv_splitk(x, wg, a, splits)
+    gemv_splitk(x, wu, b, splits)
+    _epilogue[((h + THREADS - 1) // THREADS, T), THREADS](a, b, bg, bu, out, T, h)
     return out
 '''),
 }

@@ -145,7 +145,9 @@ def test_on_a_gpu_a_store_past_the_end_is_caught_in_the_same_words(lab, tmp_path
         f"{k} = {json.dumps(v)}\n" for k, v in rub["correctness"].items())
     text += "[limits]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in rub["limits"].items())
     (tmp_path / "rubric.toml").write_text(text)
-    same_launch = lab != labs.resolve("lab5")
+    # not lab 5 (the notebook shrinks its tile in the simulator), nor lab 6 (its fixture's
+    # extra block races block 0 for out[t + 1, 0] on a GPU; the simulator runs blocks in order)
+    same_launch = lab not in (labs.resolve("lab5"), labs.resolve("lab6"))
     if same_launch:   # the simulator's run of the same files, meanwhile
         _start(lab)
     gpu = graded(lab, simulated=False, rubric=tmp_path / "rubric.toml")

@@ -346,23 +346,73 @@ def test_recorded_merges_list_their_rows_and_keep_their_provenance():
         assert listed == stamped, path.name
 
 
-def test_pass_share_divides_by_the_measurement_tables_cublas_row_where_there_is_one():
-    from book.bench.tensorcore import pass_share
+def test_pass_share_agrees_with_the_measurement_table_where_it_has_its_rows():
+    """Issue 30: the share table gave GEMM 2,477 us + eager pass 721.8 us (the pass timed alone)
+    beside a one-call "cuBLAS + eager SwiGLU" of 3,496 us: a table that did not add up. Where the
+    record has the one-call rows and what the pass adds is beyond their spread, the share is what
+    the pass adds inside the call; where the spread swallows it (a noisy GEMM row slower than the
+    call that contains it) or there is no one-call row, the two timed apart, said so."""
+    from book.bench.tensorcore import pass_share, pass_shares
     from book.data import Results
 
-    def row(variant, shape, seconds):
+    def row(variant, shape, seconds, spread=1e-6):
         return {"kind": "tensorcore", "variant": variant, "dtype": "bfloat16",
-                "shape": list(shape), "seconds": seconds}
+                "shape": list(shape), "seconds": seconds, "p10_s": seconds - spread / 2,
+                "p90_s": seconds + spread / 2}
 
     big, small = (8192, 4096, 14336), (1, 4096, 14336)
+    apart = [row("cublas_bf16_gemm_share", big, 2.561e-3), row("separate_pass_eager", big, 0.72e-3),
+             row("separate_pass_compiled", big, 0.233e-3),
+             row("cublas_bf16_gemm_share", small, 85e-6), row("separate_pass_eager", small, 5e-6),
+             row("separate_pass_compiled", small, 2e-6)]
     res = Results({}, [row("cublas_bf16_gemm", big, 2.477e-3),
-                       row("cublas_bf16_gemm_share", big, 2.561e-3),
-                       row("separate_pass_eager", big, 0.72e-3),
-                       row("cublas_bf16_gemm_share", small, 85e-6),
-                       row("separate_pass_eager", small, 5e-6)])
+                       row("cublas_mlp_up_eager", big, 3.496e-3),
+                       row("cublas_mlp_up_compiled", big, 2.715e-3)] + apart)
     s = pass_share(res, *big, "eager")
-    assert s["gemm"]["variant"] == "cublas_bf16_gemm"  # one cuBLAS time on the page
-    assert s["share"] == pytest.approx(0.72 / (0.72 + 2.477))
-    t = pass_share(res, *small, "eager")  # T = 1: only the share's own GEMM row
-    assert t["gemm"]["variant"] == "cublas_bf16_gemm_share"
-    assert t["share"] == pytest.approx(5 / 90)
+    assert s["gemm"]["variant"] == "cublas_bf16_gemm" and s["timed"] == "one call"
+    assert s["total"] == pytest.approx(3.496e-3)  # the measurement table's row, exactly
+    assert s["pass_s"] == pytest.approx(3.496e-3 - 2.477e-3)
+    assert s["share"] == pytest.approx((3.496 - 2.477) / 3.496)
+    assert [r["variant"] for r in s["rows"]] == ["cublas_bf16_gemm", "cublas_mlp_up_eager"]
+    t = pass_share(res, *small, "eager")  # T = 1: no one-call row, the two timed apart
+    assert t["gemm"]["variant"] == "cublas_bf16_gemm_share" and t["timed"] == "apart"
+    assert t["total"] == pytest.approx(90e-6) and t["share"] == pytest.approx(5 / 90)
+    # a GEMM row whose spread is wider than what the compiled pass adds (here it came out
+    # slower than GEMM + pass): both passes read apart, never a negative share
+    noisy = Results({}, [row("cublas_bf16_gemm", big, 3.181e-3, spread=0.715e-3),
+                         row("cublas_mlp_up_eager", big, 3.855e-3, spread=0.44e-3),
+                         row("cublas_mlp_up_compiled", big, 2.639e-3, spread=0.18e-3)] + apart)
+    n = pass_shares(noisy, *big)
+    assert n["timed"] == "apart" and n["gemm"]["variant"] == "cublas_bf16_gemm_share"
+    assert n["compiled"]["share"] == pytest.approx(0.233 / (2.561 + 0.233))
+    assert n["eager"]["share"] == pytest.approx(0.72 / (2.561 + 0.72))
+
+
+def test_decode_mlp_up_targets_are_issue_31s_ratios():
+    from book.bench import decode
+    from book.bench.targets import targets
+    from book.specs import GPU_SPECS
+
+    def row(variant, T, seconds, dtype="bfloat16", kind="decode"):
+        wb = decode.weight_bytes()
+        return {"kind": kind, "variant": variant, "dtype": dtype, "shape": [T, decode.D, decode.H],
+                "seconds": seconds, "bandwidth": wb / seconds}
+
+    rows = [row("decode_mlp_up", 1, 80e-6), row("cublas_linear_silu_compiled", 1, 142e-6),
+            row("decode_mlp_up", 64, 95e-6), row("cublas_linear_silu_compiled", 64, 93e-6),
+            row("host_decode_planned", 1, 9e-6, kind="launch"),
+            row("host_torch_matmul", 1, 6e-6, kind="launch")]
+    got = {t["target"]: t for t in decode.targets(rows)}
+    t1 = got["decode MLP-up bfloat16 T=1: time / (cuBLAS + compiled SiLU*up)"]
+    assert t1["value"] == pytest.approx(80 / 142) and t1["met"]
+    t64 = got["decode MLP-up bfloat16 T=64: time / (cuBLAS + compiled SiLU*up)"]
+    assert t64["value"] == pytest.approx(95 / 93) and not t64["met"]
+    bw = got["decode MLP-up bfloat16 T=1: weight bandwidth / HBM peak"]
+    peak = GPU_SPECS["H100-SXM"].memory_bandwidth
+    assert bw["value"] == pytest.approx(decode.weight_bytes() / 80e-6 / peak)
+    assert bw["met"] == (bw["value"] >= 0.85)
+    assert "decode MLP-up bfloat16 T=64: weight bandwidth / HBM peak" not in got  # T <= 16 only
+    host = got["host_decode_planned: host time per call (us)"]
+    assert host["value"] == pytest.approx(9.0) and host["met"] and "torch.matmul 6.0 us" in host["detail"]
+    # the suite's and the merge's targets include them
+    assert t1["target"] in {t["target"] for t in targets(rows, peak)}

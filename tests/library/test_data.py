@@ -180,3 +180,22 @@ def test_benchmark_refuses_to_time_in_the_simulator(capsys):
         pytest.skip("a GPU is present")
     assert suite.main(["--quick"]) == 2
     assert "not measured" in capsys.readouterr().out
+
+
+def test_a_claims_ratio_of_rows_from_two_runs_names_both(h100):
+    """Issue 30: "2.44 -> 2.52 us" divided rows of two benchmark runs under one date."""
+    from book import claims
+
+    def row_run(variant, dtype, shape):
+        r = h100.find(variant, dtype, shape)
+        return (r.get("provenance") or h100.provenance)["date"][:10]
+
+    rows = {r["claim"]: r for r in claims.table(h100)}
+    [decode] = [r for c, r in rows.items() if c.startswith("float32 decode F=18944")]
+    fused, vec4 = row_run("fused", "float32", (1, 18944)), row_run("vec4", "float32", (1, 18944))
+    if fused != vec4:
+        assert f"rows of two runs: {fused} and {vec4}" in decode["ours"]
+        assert "two benchmark runs" in decode["why"]
+    for c, r in rows.items():  # a ratio below 1 is never told as "does not move the time"
+        if "decode" in c and ", 0." in r["ours"] and "two runs" not in r["ours"]:
+            assert "slower" in r["why"], (c, r["why"])

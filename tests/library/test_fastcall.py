@@ -142,3 +142,127 @@ def test_plan_and_stream_caches_are_bounded_and_drop_the_oldest():
     assert isinstance(fc._plans, fastcall.BoundedCache) and fc._plans.limit == fc.MAX_PLANS
     assert isinstance(fc._streams, fastcall.BoundedCache) and fc._streams.limit == fc.MAX_STREAMS
 
+
+
+# ---------------------------------------------------------------------------------------
+# PlannedCall: the plan cache of the tensor-core and decode entry points. No driver here:
+# the per-call path runs with a stand-in cuLaunchKernel that records its arguments (as
+# benchmarks/fastcall_host_profile.py times it), on CPU tensors (the key reads only their
+# pointer, shape, dtype, layout and device); planning, which needs a GPU, is replaced by
+# one that records what it was asked. The real launch is checked on the H100 by
+# benchmarks/decode_probe.py (bit-equal outputs, graph replay).
+
+
+class RecordingDriver:
+    class CUstream(int):
+        pass
+
+    def __init__(self):
+        self.launches = []
+
+    def cuLaunchKernel(self, *args):
+        self.launches.append(args)
+        return (0,)
+
+    @staticmethod
+    def cuGetErrorName(err):
+        return (0, b"CUDA_ERROR_INVALID_VALUE")
+
+
+def _stubbed(name="decode"):
+    torch = pytest.importorskip("torch")
+    pc = fastcall.PlannedCall(name, prepare=None)
+    drv = RecordingDriver()
+    pc._cu, pc.fast, pc._multi_gpu, pc._launch = drv, True, False, drv.cuLaunchKernel
+    pc._tensor, pc._raw_stream = torch.Tensor, lambda device: 7
+    planned = []
+
+    def plan(key, args, device, raw):  # what _plan stores, without the GPU launch
+        planned.append((key, raw))
+        pc._plans.put(key, fastcall.Plan(drv.CUstream(99), 12, 128,
+                                         fastcall.PackedParams([len(planned)] * 3), device,
+                                         shared=4096))
+
+    pc._plan = plan
+    return torch, pc, drv, planned
+
+
+def test_planned_call_plans_once_per_tensors_and_replays_the_plan():
+    torch, pc, drv, planned = _stubbed()
+    x, wg, wu, out = torch.ones(1, 16), torch.ones(8, 16), torch.ones(8, 16), torch.ones(1, 8)
+    assert pc(x, wg, wu, None, None, out) is out  # planned (and launched the ordinary way)
+    for _ in range(3):
+        assert pc(x, wg, wu, None, None, out) is out
+    assert len(planned) == 1 and pc.stats == {"fast": 3, "planned": 1, "ordinary": 0}
+    fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra = drv.launches[-1]
+    assert (gx, gy, gz, bx, by, bz, shared, stream, extra) == (12, 1, 1, 128, 1, 1, 4096, 7, 0)
+    assert params == pc._plans[planned[0][0]].address and planned[0][1] == 7
+    # anything a check or a parameter depends on is a new key: planned (validated) again
+    pc(x, wg, wu, None, None, torch.ones(1, 8))          # another output
+    pc(x, wg, wu, torch.ones(8), torch.ones(8), out)     # with biases
+    pc(torch.ones(2, 16), wg, wu, None, None, torch.ones(2, 8))  # another T
+    pc(x.half(), wg, wu, None, None, out)                # another dtype
+    pc(torch.ones(16, 1).t(), wg, wu, None, None, out)   # same shape, not contiguous
+    assert len(planned) == 6 and pc.stats["fast"] == 3
+    pc._raw_stream = lambda device: 8                    # another stream: its own plan
+    pc(x, wg, wu, None, None, out)
+    assert len(planned) == 7 and planned[-1][1] == 8
+
+
+def test_planned_call_takes_the_ordinary_launch_where_it_cannot_plan(monkeypatch):
+    torch, pc, drv, planned = _stubbed()
+    monkeypatch.setattr(fastcall, "_numba_stream", lambda device: 0)  # torch's stream: none here
+    calls = []
+
+    class Launch:
+        grid = 0
+        result = "ordinary result"
+
+        def launch(self, stream=0):
+            calls.append(stream)
+            return self.result
+
+    pc.prepare = lambda *args, **kw: Launch()
+    x, w = torch.ones(1, 16), torch.ones(8, 16)
+    assert pc(x, w, w, None, None, None) == "ordinary result"  # out=None: no plan
+    assert pc(np.ones((1, 16)), w, w, None, None, torch.ones(1, 8)) == "ordinary result"
+    assert not planned and not drv.launches and pc.stats["ordinary"] == 2
+    out = torch.ones(1, 8)
+    pc._plans.put((7, *map(fastcall._tensor_key, (x, w, w, None, None, out))), None)
+    assert pc(x, w, w, None, None, out) == "ordinary result"  # a key planned as "not plannable"
+    assert calls == [0, 0, 0] and not drv.launches
+
+
+def test_planned_calls_refuse_an_unknown_entry_point_and_serve_the_known_ones():
+    with pytest.raises(ValueError, match="planned\\(\\) serves"):
+        fastcall.planned("swiglu_half8")
+    assert fastcall.planned("decode") is fastcall.planned("decode")
+    assert fastcall.planned("decode").fast is False  # the simulator: ordinary launches
+
+
+@pytest.mark.parametrize("name,make", [
+    ("decode", lambda: [np.ones((2, 16), np.float16), np.ones((4, 16), np.float16) / 16,
+                        np.ones((4, 16), np.float16) / 16, None, None]),
+    ("swiglu_mma", lambda: [np.zeros((3, 8), np.float16), np.ones((8, 8), np.float16),
+                            np.ones((8, 8), np.float16)]),
+])
+def test_planned_calls_compute_what_the_wrappers_do(name, make):
+    from book.kernels import decode_mlp, mma_gemm
+
+    host = make()
+    dev = [cuda.to_device(a) if a is not None else None for a in host]
+    T, h = host[0].shape[0], (host[1].shape[0] if name == "decode" else host[1].shape[1])
+    o1, o2 = cuda.device_array((T, h), np.float16), cuda.device_array((T, h), np.float16)
+    fastcall.planned(name)(*dev, o1)
+    (decode_mlp.swiglu_decode if name == "decode" else mma_gemm.swiglu_mma)(*dev, out=o2)
+    assert np.array_equal(o1.copy_to_host(), o2.copy_to_host())
+
+
+def test_pack_args_packs_arrays_as_numba_does_and_integers_as_one_int64():
+    class DeviceView:  # what pack_args reads of a device array (the simulator's have no address)
+        shape, strides, dtype = (3, 4), (8, 2), np.dtype(np.float16)
+        __cuda_array_interface__ = {"data": (0x7F0000001000, False)}
+
+    packed = fastcall.pack_args([DeviceView(), 5, 7])
+    assert packed == [*fastcall.pack_array(0x7F0000001000, (3, 4), (8, 2), 2), 5, 7]
+    assert packed[:5] == [0, 0, 12, 2, 0x7F0000001000]  # meminfo, parent, nitems, itemsize, data

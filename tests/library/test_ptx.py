@@ -126,3 +126,47 @@ def test_no_local_memory(texts, name, dtype):
 
 def test_ptx_targets_hopper(texts):
     assert ".target sm_90" in texts["vec4/float32"]
+
+
+# ---------------------------------------------------------------------------------------
+# the decode GEMVs (book.kernels.decode_mlp), compiled for sm_90 (and the T4's path for sm_75)
+
+DECODE_ITEMS = [n for n in ptx.decode_kernels() if not n.endswith("_sm75")]
+
+
+@pytest.fixture(scope="module")
+def decode_texts():
+    out = {k.split("/")[0]: v for k, v in ptx.ptx_many([(n, "bfloat16") for n in DECODE_ITEMS]).items()}
+    out.update({k.split("/")[0]: v for k, v in ptx.ptx_many(
+        [("decode_mma_t64_sm75", "bfloat16")], cc=(7, 5)).items()})
+    return out
+
+
+@pytest.mark.parametrize("name", DECODE_ITEMS + ["decode_mma_t64_sm75"])
+def test_decode_gemvs_read_weights_16_bytes_at_a_time_and_keep_registers(decode_texts, name):
+    text = decode_texts[name]
+    o = ptx.opcodes(text)
+    local = sorted(x for x in o if ".local" in x)
+    assert not local, f"{name} keeps something in local memory: {local}"
+    assert "ld.global.v4.u32" in o, f"{name}: no 16-byte loads: {sorted(o)}"
+    assert not [x for x in o if ".f64" in x], f"{name} does float64 arithmetic"
+    assert any(x.startswith("ex2.approx") for x in o)  # the SiLU, fast math, in the epilogue
+    if "_mma_" in name:
+        want = ("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32" if name.endswith("sm75") else
+                "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" if name.endswith("_f16") else
+                "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
+        assert want in text, f"{name}: no {want}"
+        assert "ldmatrix" not in text and "cp.async" not in text  # straight to registers
+    else:
+        assert "shfl.sync.bfly.b32" in o  # the warp's sums by shuffles
+
+
+@pytest.mark.parametrize("T", [1, 2, 4, 8])
+def test_the_cuda_core_gemv_unrolls_a_whole_piece(decode_texts, T):
+    # every FMA of one 16-byte piece (rows x (gate, up) x tokens x 8) is in the straight-line
+    # body: nothing of the accumulators is indexed at run time
+    from book.kernels import decode_mlp as dm
+
+    tile = dm.gemv_tile(T, 4096)
+    fma = sum(line.startswith("fma.rn") for line in ptx.instructions(decode_texts[f"decode_gemv_t{T}"]))
+    assert fma >= 2 * 8 * tile.rows * tile.tokens, (fma, tile)

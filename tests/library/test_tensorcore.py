@@ -14,10 +14,16 @@
   to sm_75) with mma/ldmatrix/cp.async in it and no local memory.
 """
 
+import json as _json
+import os as _os
 import re
+import shutil as _shutil
+import subprocess as _subprocess
+import sys as _sys
 
 import numpy as np
 import pytest
+from repo import ROOT as _ROOT
 
 import book
 from numba import cuda  # after book: it picks GPU or simulator
@@ -229,15 +235,57 @@ def test_float16_paths(kind):
         mg.kind_for("bfloat16", (7, 5))
 
 
+# Any T, d and h multiples of 8 (issue 31): edge tiles in every direction, against float64.
+# T = 1 (decode), 64 and 200 (ragged prefill batches, not a multiple of any block tile); d
+# and h off the block tile and the k-slab, so the last block-row, block-column and k-slab
+# are all partial and their predicated copies must read zeros.
+@pytest.mark.parametrize("T,d,h", [(1, 40, 24), (64, 8, 8), (200, 16, 8)])
+def test_any_t_and_multiples_of_8_match_float64(T, d, h):
+    (x, wg, wu), g, u = inputs(T, d, h, seed=T)
+    dev = [cuda.to_device(a) for a in (x, wg, wu)]
+    out = cuda.to_device(np.full((T, h), 0x7FC0, np.uint16))  # NaN: every element must be written
+    mg.swiglu_mma(*dev, out)
+    close(out.copy_to_host(), g / (1 + np.exp(-g)) * u)
+
+
+def test_edge_tiles_of_every_epilogue_and_the_t4_path():
+    # the plain GEMM's second half of a block (HALF columns on) is partial on its own; the
+    # gate|up store; the sm_75 path's predicated register copies (copy16_zfill_at)
+    T, d, h = 3, 24, 40
+    (x, wg, wu), g, u = inputs(T, d, h, seed=5)
+    dev = [cuda.to_device(a) for a in (x, wg, wu)]
+    G, U = mg.gate_up_mma(*dev)
+    close(G.copy_to_host(), g)
+    close(U.copy_to_host(), u)
+    close(mg.swiglu_mma_identity(*dev).copy_to_host(), g + u)
+    w = np.concatenate([wg, wu], axis=1)  # [d, 80]: the second block-column's up half is empty
+    close(mg.matmul_mma(dev[0], cuda.to_device(w)).copy_to_host(), np.concatenate([g, u], 1))
+    t = mg.MmaTile(**{**mg.default_tile().__dict__, "stages": 2}).validate()
+    xf = f32(x).astype(np.float16)
+    wgf, wuf = f32(wg).astype(np.float16), f32(wu).astype(np.float16)
+    out = cuda.to_device(np.full((T, h), np.nan, np.float16))
+    kern = mg.build_kernel(t, "swiglu", "f16_sm75")
+    flat = [cuda.to_device(a.reshape(-1)) for a in (xf, wgf, wuf)] + [out.reshape(T * h)] * 2
+    kern[mg.grid_size(t, T, h, True), t.threads](*flat, T, h, d)
+    ref = g / (1 + np.exp(-g)) * u
+    np.testing.assert_allclose(out.copy_to_host().astype(np.float64), ref, rtol=2 ** -9,
+                               atol=2 ** -9 * np.abs(ref).max())
+
+
+def test_nothing_to_compute_is_an_empty_result():
+    z = lambda *s: cuda.to_device(np.zeros(s, np.uint16))  # noqa: E731
+    assert mg.swiglu_mma(z(0, 16), z(16, 8), z(16, 8)).shape == (0, 8)
+
+
 def test_bad_input_is_refused_with_the_fix():
     t = mg.TILE  # the checks run before any launch: the H100 tile's numbers
     z = lambda *s: cuda.to_device(np.zeros(s, np.uint16))  # noqa: E731
-    with pytest.raises(ValueError, match=r"T \(rows of x\) = 100 is not a multiple of 128"):
-        mg.swiglu_mma(z(100, 64), z(64, 64), z(64, 64), tile=t)
-    with pytest.raises(ValueError, match=r"d \(columns of x\) = 40 is not a multiple of 32"):
-        mg.swiglu_mma(z(128, 40), z(40, 64), z(40, 64), tile=t)
-    with pytest.raises(ValueError, match=r"h \(columns of the weights\) = 96 is not a multiple of 64"):
-        mg.swiglu_mma(z(128, 64), z(64, 96), z(64, 96), tile=t)
+    with pytest.raises(ValueError, match=r"d \(columns of x\) = 36 is not a multiple of 8"):
+        mg.swiglu_mma(z(100, 36), z(36, 64), z(36, 64), tile=t)
+    with pytest.raises(ValueError, match=r"h \(columns of the weights\) = 100 is not a multiple of 8"):
+        mg.swiglu_mma(z(128, 64), z(64, 100), z(64, 100), tile=t)
+    with pytest.raises(ValueError, match=r"d \(columns of x\) = 0: there is nothing"):
+        mg.swiglu_mma(z(4, 0), z(0, 64), z(0, 64), tile=t)
     with pytest.raises(ValueError, match=r"wu is \(64, 32\); expected \[d, h\] = \[64, 64\]"):
         mg.swiglu_mma(z(128, 64), z(64, 64), z(64, 32), tile=t)
     with pytest.raises(TypeError, match="bfloat16"):
@@ -305,3 +353,170 @@ def test_gemm_main_loop_is_all_tensor_work(texts):
     text = texts[("mma_swiglu", (9, 0))]
     assert text.count(MMA["bf16"]) >= 2 * mg.TILE.mt * mg.TILE.nt
     assert "cvt.rn.bf16x2.f32" in text and "st.global.u32" in text  # one packed store
+
+
+# ---------------------------------------------------------------------------------------
+# The T4 switch (book/target.py): COURSE_TARGET_CC=7.5 makes the simulator or any newer GPU
+# take the sm_75 paths. Each case runs in a fresh process: the switch is read before kernels
+# compile (and, on a GPU, before numba.cuda loads).
+
+
+def test_the_switch_is_read_and_a_malformed_one_refused(monkeypatch):
+    from book import target
+
+    monkeypatch.delenv(target.TARGET_CC_ENV, raising=False)
+    assert target.forced_cc() is None
+    monkeypatch.setenv(target.TARGET_CC_ENV, "7.5")
+    assert target.forced_cc() == (7, 5)
+    assert target.describe((7, 5), (9, 0)) == "sm_75 (COURSE_TARGET_CC=7.5, on an sm_90 GPU)"
+    assert target.describe((7, 5), simulated=True).endswith("in Numba's CUDA simulator)")
+    assert target.describe((7, 5)).endswith("compiled with no GPU here)")  # tools/lab_ptx.py
+    assert target.describe((9, 0)) == "sm_90"  # not the switch's: no reason given
+    with pytest.raises(RuntimeError, match=r"target is sm_75 .*chosen by COURSE_TARGET_CC"):
+        tc.check_capability((7, 5), "bfloat16")
+    monkeypatch.setenv(target.TARGET_CC_ENV, "sm_75")
+    with pytest.raises(ValueError, match=r"COURSE_TARGET_CC='sm_75'.*major\.minor, e\.g\. 7\.5"):
+        target.forced_cc()
+
+
+def _run_with_switch(script: str, cc: str = "7.5", simulator: bool = True, timeout=600) -> dict:
+    """Run ``script`` (it prints one JSON object last) in a fresh process with the switch."""
+    env = {k: v for k, v in _os.environ.items() if k not in ("BOOK_SIMULATOR",
+                                                            "NUMBA_ENABLE_CUDASIM")}
+    env.update(COURSE_TARGET_CC=cc, BOOK_QUIET="1", PYTHONPATH=_os.pathsep.join(
+        p for p in (str(_ROOT), _os.environ.get("PYTHONPATH")) if p))
+    if simulator:
+        env["BOOK_SIMULATOR"] = "1"
+    p = _subprocess.run([_sys.executable, "-c", script], cwd=_ROOT, env=env, capture_output=True,
+                        text=True, timeout=timeout)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return _json.loads(p.stdout.strip().splitlines()[-1])
+
+
+# The T4 branches, on whatever the process runs on (simulator or GPU): the target, the kernel
+# path chosen for float16, its four epilogues against float64, bfloat16 refused with the reason,
+# the one-warp m16n8k8, and on a GPU the PTX the switch had Numba emit.
+T4_SCRIPT = r'''
+import json, re, sys
+import numpy as np
+import book
+from numba import cuda
+from book import exercises
+from book.kernels import fragments, mma_gemm as mg, tensorcore as tc
+
+out = {"target": list(tc.target_cc()), "described": tc.target_description(),
+       "kind": mg.kind_for("float16", tc.target_cc())}
+t = mg.default_tile()
+T, d, h = (t.bm * 2, t.bk * 4, t.bn) if not tc.SIMULATED else (t.bm, t.bk * 2, t.bn // 2)
+rng = np.random.default_rng(5)
+x = rng.standard_normal((T, d)).astype(np.float16)
+wg, wu = ((rng.standard_normal((d, h)) / 8).astype(np.float16) for _ in range(2))
+G, U = (x.astype(np.float64) @ w.astype(np.float64) for w in (wg, wu))
+dev = [cuda.to_device(a) for a in (x, wg, wu)]
+got = {"swiglu": (mg.swiglu_mma(*dev), G / (1 + np.exp(-G)) * U),
+       "identity": (mg.swiglu_mma_identity(*dev), G + U)}
+gate, up = mg.gate_up_mma(*dev)
+got["gate"], got["up"] = (gate, G), (up, U)
+if not tc.SIMULATED:  # (the plain GEMM's two blocks across are slow in the simulator)
+    w = np.concatenate([wg, wu], axis=1)
+    got["gemm"] = (mg.matmul_mma(dev[0], cuda.to_device(w)), np.concatenate([G, U], 1))
+out["error_over_bound"] = {
+    k: float(np.abs(o.copy_to_host().astype(np.float64) - r).max() / (2.0 ** -10 * np.abs(r).max()))
+    for k, (o, r) in got.items()}
+try:
+    mg.swiglu_mma(*(cuda.to_device(a.view(np.uint16)) for a in (x, wg, wu)))
+    out["bf16"] = "ran"
+except RuntimeError as e:
+    out["bf16"] = str(e)
+out["bf16_cannot_run"] = tc.cannot_run("bfloat16")
+A = ((np.arange(128).reshape(16, 8) * 7) % 61 - 30).astype(np.float32)
+B = ((np.arange(64).reshape(8, 8) * 5) % 53 - 26).astype(np.float32)
+D, _ = fragments.run_tile_mma("f16_1688", A.astype(np.float16).view(np.uint16),
+                              B.astype(np.float16).view(np.uint16))
+out["m16n8k8_exact"] = bool(np.array_equal(D, A @ B))
+out["fragment_kind"] = exercises.fix_fragment_index().registers()[0]
+if not tc.SIMULATED:
+    from numba.cuda.core import config
+    out["numba_force_cc"] = list(config.FORCE_CUDA_CC or ())
+    tile = mg.MmaTile(**{**t.__dict__, "stages": 2})  # the T4 path's tile (mma_gemm._run)
+    ptx = "\n".join(mg.build_kernel(tile, "swiglu", "f16_sm75").inspect_asm().values())
+    out["ptx_target"] = re.search(r"\.target\s+(\w+)", ptx).group(1)
+    out["ptx_cp_async"] = "cp.async" in ptx
+    out["ptx_m16n8k8"] = "mma.sync.aligned.m16n8k8" in ptx
+print(json.dumps(out))
+'''
+
+
+def _check_t4_paths(out, on_gpu):
+    assert out["target"] == [7, 5] and out["kind"] == "f16_sm75"
+    assert out["described"].startswith("sm_75 (COURSE_TARGET_CC=7.5, ")
+    assert ("on an sm_" in out["described"]) == on_gpu
+    # a float16 output rounds to 11 bits: within 2^-10 of the largest value, every epilogue
+    assert all(v <= 1.0 for v in out["error_over_bound"].values()), out["error_over_bound"]
+    assert "chosen by COURSE_TARGET_CC" in out["bf16"] and "8.0" in out["bf16"]
+    assert out["bf16_cannot_run"] == out["bf16"]
+    assert out["m16n8k8_exact"] and out["fragment_kind"] == "f16_1688"
+
+
+def test_under_the_switch_the_simulator_takes_the_t4_paths():
+    if not book.gpu.SIMULATED:
+        pytest.skip("the GPU's own run: test_the_t4_branches_of_mma_gemm_run_on_the_gpu")
+    _check_t4_paths(_run_with_switch(T4_SCRIPT), on_gpu=False)
+
+
+@pytest.mark.gpu
+def test_the_t4_branches_of_mma_gemm_run_on_the_gpu():
+    """The forced sm_75 path on a real, newer GPU: Numba emitted PTX for sm_75 (so ptxas would
+    have refused any sm_80 instruction), m16n8k8 and no cp.async in it, every epilogue right."""
+    out = _run_with_switch(T4_SCRIPT, simulator=False)
+    _check_t4_paths(out, on_gpu=True)
+    assert out["numba_force_cc"] == [7, 5] and out["ptx_target"] == "sm_75"
+    assert out["ptx_m16n8k8"] and not out["ptx_cp_async"]
+    assert set(out["error_over_bound"]) == {"swiglu", "identity", "gate", "up", "gemm"}
+
+
+@pytest.mark.gpu
+def test_the_switch_refuses_a_target_newer_than_the_gpu():
+    script = ("import json, book\nfrom book.kernels import tensorcore as tc\n"
+              "try:\n    tc.target_cc(); print(json.dumps('accepted'))\n"
+              "except RuntimeError as e:\n    print(json.dumps(str(e)))")
+    said = _run_with_switch(script, cc="99.0", simulator=False)
+    assert said.startswith("COURSE_TARGET_CC=99.0 names a newer GPU than this one"), said
+
+
+def _ptxas_for(text: str, arch: str):
+    """Assemble PTX for ``arch`` with the ptxas on PATH: (return code, messages). A ptxas older
+    than the NVVM that wrote the PTX refuses its .version; the text is then given the newest
+    version this ptxas knows (the instructions used here are all older than it)."""
+    import tempfile
+
+    def run(t):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = _os.path.join(tmp, "k.ptx")
+            with open(src, "w") as f:
+                f.write(t)
+            p = _subprocess.run(["ptxas", f"-arch={arch}", src, "-o", _os.path.join(tmp, "k.o")],
+                                capture_output=True, text=True, timeout=300)
+            return p.returncode, p.stdout + p.stderr
+
+    rc, msg = run(text)
+    old = re.search(r"Unsupported \.version \S+; current version is '([\d.]+)'", msg)
+    if old:
+        rc, msg = run(re.sub(r"^\.version \S+", f".version {old.group(1)}", text, flags=re.M))
+    return rc, msg
+
+
+@pytest.mark.skipif(_shutil.which("ptxas") is None, reason="no ptxas on PATH (the CUDA toolkit)")
+def test_the_t4_ptx_assembles_for_sm75_and_a_newer_gpu_and_the_bf16_kernel_is_refused():
+    """What the switch relies on, with no GPU: PTX compiled for sm_75 assembles for sm_75 and
+    for sm_90a (the driver's JIT on an H100 does the same), and ptxas refuses the bf16 kernel's
+    cp.async in sm_75 PTX even when it assembles for sm_90a."""
+    texts = ptx.ptx_many([("mma_swiglu_f16_sm75", "bfloat16"), ("fragments_f16_1688", "bfloat16"),
+                          ("mma_swiglu", "bfloat16")], (7, 5))
+    for name in ("mma_swiglu_f16_sm75", "fragments_f16_1688"):
+        for arch in ("sm_75", "sm_90a"):
+            rc, msg = _ptxas_for(texts[f"{name}/bfloat16"], arch)
+            assert rc == 0, (name, arch, msg[-2000:])
+    for arch in ("sm_75", "sm_90a"):
+        rc, msg = _ptxas_for(texts["mma_swiglu/bfloat16"], arch)
+        assert rc != 0 and "Feature 'cp.async' requires .target sm_80" in msg, (arch, msg[-2000:])

@@ -45,3 +45,24 @@ def test_every_committed_gpu_summary_has_provenance_and_no_failure():
         assert s["counts"].get("passed", 0) > 0, f
         assert not s["counts"].get("failed") and not s["counts"].get("error"), \
             (f, [t for t in s["tests"] if t["outcome"] in ("failed", "error")])
+
+
+# the T4 path run for real (issue 30): the lane under COURSE_TARGET_CC=7.5 on a newer GPU
+T4_TESTS = ("test_chapter_8_runs_on_sm75_on_the_gpu",
+            "test_the_master_passes_check_and_grade_on_sm75_on_the_gpu",
+            "test_the_t4_branches_of_mma_gemm_run_on_the_gpu")
+
+
+def test_the_t4_path_has_run_on_a_gpu_under_the_switch():
+    """Chapter 8 and the instructors' appendix say the T4's paths run in the GPU lane under the
+    switch: a committed summary of that lane (benchmarks/t4_path_session.sh) says so, made with
+    the switch on (its provenance's target_cc), with the T4 tests passed."""
+    found = sorted((REPO / "records" / "tests").glob("gpu_*_sm75.json"))
+    assert found, ("no summary of the GPU lane under COURSE_TARGET_CC=7.5 in records/tests/: run "
+                   "COURSE_COMMIT=<sha> bash benchmarks/t4_path_session.sh $OUT on a GPU and "
+                   "commit $OUT/gpu_h100_sm75.json")
+    for f in found:
+        s = json.loads(f.read_text())
+        assert s["provenance"].get("target_cc") == "7.5", f
+        passed = {t["test"].rsplit("::", 1)[-1] for t in s["tests"] if t["outcome"] == "passed"}
+        assert set(T4_TESTS) <= passed, (f, sorted(set(T4_TESTS) - passed))

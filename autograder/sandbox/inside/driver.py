@@ -22,6 +22,7 @@ import ctypes
 import io
 import os
 import sys
+import threading
 
 from .channel import Channel
 from .isolation import isolate
@@ -46,6 +47,12 @@ def drive(cfg_path: str) -> None:
     sys.path[:] = [cfg.trusted_dir] + extra + [p for p in sys.path if p not in extra]
     if cfg.simulated:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        # The simulator runs a Python thread per simulated CUDA thread: a 256-thread block is
+        # 256 threads. At the default 8 MiB of stack each they reserve 2 GiB of the child's
+        # address space (RLIMIT_AS, Limits.mem_bytes), which beside a process that has mapped
+        # CUDA's libraries ran out on the H100 ("can't start new thread"). 1 MiB holds
+        # Python's default recursion depth; it applies to the threads started from here on.
+        threading.stack_size(1 << 20)
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # its one-line announcement is not the student's output
             import book  # noqa: F401  (decides GPU or simulator before numba.cuda is imported)

@@ -1,0 +1,161 @@
+"""Time the decode MLP-up (book.kernels.decode_mlp) beside cuBLAS, on a GPU.
+
+    python3 benchmarks/decode_bench.py --out $OUT/decode_h100.json            # rows, sweep, host
+    python3 benchmarks/decode_bench.py --out $OUT/decode_h100.json --only 'decode_|cublas_linear'
+    python3 benchmarks/decode_bench.py --tune-out $OUT/decode_tune_h100.json  # tiles and splits
+
+Checks every path against float64 at full size first (outputs poisoned with NaN; the
+plan-cached call bit-equal to the wrapper; a CUDA-graph replay), then measures the rows of
+:mod:`book.bench.decode` with :func:`book.bench.measure` (CUDA events, warm-up, median, two
+input sets in turn), prints them with issue 31's targets and writes JSON (provenance, rows,
+checks, targets) that ``python -m book.bench.merge FILE`` merges into book/data/<gpu>.json.
+
+``--tune-out FILE`` instead times each path at a few tiles and split-K counts per T (the
+GEMVs alone, weights d = 4096, h = 14336, bfloat16), prints the fastest per T beside the
+default the dispatcher uses, and writes every row: the data to set the defaults of
+``gemv_tile``, ``mma_gemv_tile``, ``CUDA_CORE_MAX_T`` and ``BLOCKS_PER_SM`` from (a record
+for records/bench/, not book/data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TUNE_T = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def tune(args):
+    import torch
+
+    from book import bench, gpu
+    from book.bench.decode import D, H, weight_bytes
+    from book.data import write
+    from book.kernels import decode_mlp as dm
+    from book.provenance import provenance
+
+    prov = provenance("python3 benchmarks/decode_bench.py " + " ".join(sys.argv[1:]))
+    print(f"{prov['gpu']}: decode GEMV tiles and splits, d={D} h={H} bfloat16", flush=True)
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    wg = (torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
+    wu = (torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
+    rows, t0 = [], time.time()
+    for T in [int(v) for v in args.tune_t.split(",")]:
+        xs = [torch.randn(T, D, device="cuda", generator=gen).bfloat16() for _ in range(2)]
+        outs = [torch.empty(T, H, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+        configs = []
+        if T <= dm.CUDA_CORE_MAX_T:
+            base = dm.gemv_tile(T, D)
+            for rows_, threads in {(base.rows, base.threads), (base.rows, 128),
+                                   (max(1, base.rows // 2), 256), (base.rows, 512)}:
+                tile = dm.GemvTile(base.tokens, rows_, threads)
+                for split in (None, 1, 2, 4):
+                    configs.append(("cuda_cores", tile, split))
+        base = dm.mma_gemv_tile(T)
+        for mt, warps in {(base.mt, base.warps), (1, 4), (base.mt, 2), (base.mt, 8), (1, 8)}:
+            try:
+                tile = dm.MmaGemvTile(base.nt, mt, warps).validate()
+            except ValueError:
+                continue
+            for split in (None, 1, 2, 4):
+                configs.append(("tensor_cores", tile, split))
+        for path, tile, split in configs:
+            sets = [(xs[i], wg, wu, None, None, outs[i]) for i in range(2)]
+            launches = [dm.prepare(path, *s, tile=tile, split=split) for s in sets]
+
+            def call(i, launches=launches):
+                launches[i].launch()
+
+            try:
+                tm = bench.measure(call, [(0,), (1,)], bytes_moved=weight_bytes(), reps=args.reps)
+            except Exception as e:  # a configuration that does not run: say so, go on
+                print(f"  T={T:4d} {path:12s} {tile} split={split}: FAILED {e!r}", flush=True)
+                continue
+            default = (tile == (dm.gemv_tile(T, D) if path == "cuda_cores" else dm.mma_gemv_tile(T))
+                       and split is None)
+            row = {"T": T, "path": path, "tile": repr(tile), "split": split,
+                   "splits_used": launches[0].splits, "grid": launches[0].grid,
+                   "seconds": tm.median_s, "p10_s": tm.p10_s, "p90_s": tm.p90_s,
+                   "weight_bandwidth": tm.bandwidth, "default": default}
+            rows.append(row)
+            print(f"  T={T:4d} {path:12s} {tile!r:48s} split={str(split):4s} (S={row['splits_used']},"
+                  f" grid {row['grid']:5d}) {tm.median_s * 1e6:8.1f} us "
+                  f"{tm.bandwidth / 1e12:5.2f} TB/s{'  (default)' if default else ''}", flush=True)
+        del xs, outs
+    print("\nfastest per T (and the default):")
+    for T in sorted({r["T"] for r in rows}):
+        rs = [r for r in rows if r["T"] == T]
+        best, dflt = min(rs, key=lambda r: r["seconds"]), [r for r in rs if r["default"]]
+        print(f"  T={T:4d} best {best['path']} {best['tile']} split={best['split']} "
+              f"{best['seconds'] * 1e6:.1f} us; defaults "
+              + ", ".join(f"{r['path']} {r['seconds'] * 1e6:.1f} us" for r in dflt))
+    prov["elapsed_s"] = round(time.time() - t0, 1)
+    write(args.tune_out, {"provenance": prov, "gpu": gpu.device_info().name, "rows": rows})
+    print(f"wrote {args.tune_out}")
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", help="JSON file of the rows (mergeable into book/data)")
+    ap.add_argument("--reps", type=int, default=20, help="timed samples per row")
+    ap.add_argument("--only", help="rows whose name matches this regex (re.search)")
+    ap.add_argument("--dtypes", default="bfloat16,float16")
+    ap.add_argument("--ts", default="1,4,16,64,256", help="T of the decode rows")
+    ap.add_argument("--sweep", default="1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192",
+                    help="T of the sweep rows")
+    ap.add_argument("--tune-out", help="time tiles and splits instead; write them here")
+    ap.add_argument("--tune-t", default=",".join(map(str, TUNE_T)))
+    args = ap.parse_args(argv)
+    os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+    import book
+
+    if book.gpu.SIMULATED:
+        print("not measured: no CUDA GPU here")
+        return 2
+    if args.tune_out:
+        return tune(args)
+    if not args.out:
+        ap.error("give --out FILE (or --tune-out FILE)")
+    from book.bench import decode
+    from book.bench.suite import Suite
+    from book.data import write
+    from book.provenance import provenance
+
+    sargs = argparse.Namespace(variants=None, only=args.only, reps=args.reps, quick=False,
+                               verbose=False)
+    suite = Suite(sargs)
+    prov = provenance("python3 benchmarks/decode_bench.py " + " ".join(argv or sys.argv[1:]))
+    print(f"{prov['gpu']}; torch {prov['torch']}, numba-cuda {prov['numba_cuda']}", flush=True)
+    t0 = time.time()
+    ts = tuple(int(v) for v in args.ts.split(",") if v)
+    sweep = tuple(int(v) for v in args.sweep.split(",") if v)
+    dtypes = tuple(d for d in args.dtypes.split(",") if d)
+    try:
+        decode.run(suite, ts, dtypes, sweep, reps=args.reps)
+    finally:
+        prov["elapsed_s"] = round(time.time() - t0, 1)
+        doc = {"provenance": prov, "rows": suite.rows, "checks": suite.checks,
+               "targets": decode.targets(suite.rows), "notes": suite.notes}
+        if args.only:
+            doc["only"] = args.only
+        write(args.out, doc)
+    print("\nTargets:")
+    for tg in doc["targets"]:
+        print(f"  [{'met' if tg['met'] else 'MISS'}] {tg['target']}: {tg['value']:.3f} "
+              f"(goal {tg['goal']}); {tg['detail']}")
+    bad = [c for c in suite.checks if not c["ok"]]
+    print(f"correctness: {len(suite.checks) - len(bad)}/{len(suite.checks)} checks passed; "
+          f"wrote {args.out} in {prov['elapsed_s']} s")
+    for c in bad:
+        print(f"  FAILED {c['variant']} {c['dtype']} {c['shape']}: {c['error']}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

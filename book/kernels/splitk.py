@@ -1,0 +1,120 @@
+"""Split-K with the reduction inside the kernel: the last block to arrive finishes the tile.
+
+A GEMV at decode has few outputs (one token: h of them) and a long k-loop (d). When the
+output tiles alone are too few blocks to fill the GPU, each tile's k-range is split over
+``S`` blocks. Their partial sums must meet before the epilogue (bias, SiLU, the product):
+a nonlinear epilogue cannot be applied to partial sums, and a second kernel for it would
+cost a launch and a round trip of the partials. So the blocks of a tile meet in the kernel
+(the pattern of the CUDA samples' ``threadFenceReduction``):
+
+1. each block writes its partial sums to a workspace ``part`` (float32, its own slot);
+2. ``cuda.threadfence()`` makes them visible to every block, then one thread counts the
+   arrival on the tile's counter (``cuda.atomic.add``, which returns the count before);
+3. the block that sees ``S - 1`` arrivals before its own is the last: it reads the ``S``
+   partials back in a fixed order (the same sum on every run: deterministic), resets the
+   counter to 0 for the next launch, and runs the epilogue; the others return.
+
+The reads in step 3 go around the L1 cache (``load_f32_cg``: ``ld.global.cg``, L2 only): L1
+is not coherent between SMs, and a line another block wrote may sit stale in this SM's L1.
+The counters start at zero (:func:`workspace` allocates them zeroed) and every launch leaves
+them at zero, so the launch needs no memset: it can be replayed from a CUDA graph as is.
+One workspace per launch stream: two launches sharing one at the same time would mix their
+partials.
+
+With ``S = 1`` none of this runs (the kernels take a branch on ``S``): the tile's block
+finishes alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import config, cuda
+
+SIMULATED = bool(config.ENABLE_CUDASIM)
+
+__all__ = ["last_to_arrive", "load_f32_cg", "workspace", "splits", "Workspace"]
+
+
+if not SIMULATED:
+    from llvmlite import ir
+    from numba import types
+    from numba.core.errors import TypingError
+    from numba.cuda import cgutils
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def load_f32_cg(typingctx, arr, idx):
+        """``arr[idx]`` (float32) read from L2, never from this SM's L1 (``ld.global.cg``)."""
+        if not isinstance(arr, types.Array) or arr.dtype != types.float32:
+            raise TypingError(f"load_f32_cg: expected a float32 array, got {arr}")
+        sig = types.float32(arr, idx)
+
+        def codegen(context, builder, signature, args):
+            arrty = signature.args[0]
+            array = context.make_array(arrty)(context, builder, value=args[0])
+            ptr = cgutils.get_item_pointer(context, builder, arrty, array, [args[1]],
+                                           wraparound=False)
+            gen = builder.ptrtoint(ptr, ir.IntType(64))
+            fn = ir.FunctionType(ir.FloatType(), [ir.IntType(64)])
+            return builder.asm(fn, "{ .reg .u64 g; cvta.to.global.u64 g, $1; "
+                                   "ld.global.cg.f32 $0, [g]; }", "=f,l,~{memory}", [gen], True)
+
+        return sig, codegen
+
+else:
+    def load_f32_cg(arr, idx):
+        return arr[idx]
+
+
+@cuda.jit(device=True, inline="always")
+def last_to_arrive(count, tile, splits, flag):
+    """Steps 2 and 3's decision, for every thread of the block: True in the block that
+    arrives last on ``count[tile]`` (which it then resets to 0). Call it after this block's
+    partials are written, from every thread (it holds two barriers); ``flag``: a 1-element
+    int32 shared array of the block."""
+    cuda.threadfence()  # this block's partials are visible before its arrival is counted
+    cuda.syncthreads()  # ... every thread's
+    if cuda.threadIdx.x == 0:
+        before = cuda.atomic.add(count, tile, 1)
+        last = before == splits - 1
+        flag[0] = 1 if last else 0
+        if last:
+            count[tile] = 0  # every block of this tile has arrived: ready for the next launch
+    cuda.syncthreads()
+    return flag[0] != 0
+
+
+def splits(tiles: int, k_pieces: int, want_blocks: int) -> int:
+    """How many blocks share one tile's k-range: enough that ``tiles * S`` reaches
+    ``want_blocks`` (a few per SM), never more than the ``k_pieces`` there are to share."""
+    if tiles <= 0 or k_pieces <= 1 or tiles >= want_blocks:
+        return 1
+    return max(1, min(k_pieces, -(-want_blocks // tiles)))
+
+
+class Workspace:
+    """A launch's partial-sum slots and arrival counters (zeroed once, left zero by every
+    launch). ``part`` holds float32, ``count`` int32."""
+
+    __slots__ = ("part", "count")
+
+    def __init__(self, part_floats: int, counters: int):
+        self.part = cuda.device_array(max(1, part_floats), dtype=np.float32)
+        self.count = cuda.to_device(np.zeros(max(1, counters), dtype=np.int32))
+
+    def fits(self, part_floats: int, counters: int) -> bool:
+        return self.part.size >= part_floats and self.count.size >= counters
+
+
+_WORKSPACES: dict = {}  # (what, stream key) -> Workspace, grown when a launch needs more
+
+
+def workspace(what: str, stream_key, part_floats: int, counters: int) -> Workspace:
+    """The workspace of launches of ``what`` on one stream (``stream_key``), at least this
+    large: made once, grown (a new, zeroed one) when a launch needs more."""
+    key = (what, stream_key)
+    ws = _WORKSPACES.get(key)
+    if ws is None or not ws.fits(part_floats, counters):
+        ws = _WORKSPACES[key] = Workspace(part_floats, counters)
+    return ws
+

@@ -1,0 +1,319 @@
+"""The MLP-up at decode (book.kernels.decode_mlp), in Numba's CUDA simulator against float64.
+
+- the CUDA-core GEMV and the tensor-core GEMV (weights on the M side), float16 and bfloat16,
+  with and without biases, at token counts on and off their tiles (T = 1, 3, 8; 1, 9, 20,
+  70: beyond 64 the tokens come in groups), h off every tile, d off the 32-deep step;
+- split-K over blocks (forced): the same answer as one block per tile, the arrival
+  counters back at zero after every launch (so the next launch and a graph replay need no
+  memset), the same bits on a second run (the last block adds the partials in order);
+- the T4's path (m16n8k8) of the tensor-core GEMV;
+- the dispatcher: which path each T takes, the large-T hook, token groups where there are no
+  tensor cores;
+- every output written (poisoned with NaN first), inputs untouched, bad input refused with
+  the fix. PTX (no local memory, 16-byte loads, the mma) is in tests/library/test_ptx.py.
+"""
+
+import numpy as np
+import pytest
+
+import book  # GPU or simulator, decided before numba.cuda is imported
+from numba import cuda
+
+from book.kernels import decode_mlp as dm
+from book.kernels import splitk
+
+
+def bf16(a):
+    b = np.asarray(a, np.float32).view(np.uint32)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def f32(bits):
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def case(T, d, h, dtype, bias=True, seed=0):
+    """Host arrays (x, wg, wu, bg, bu) in ``dtype`` and the float64 answer from the values
+    they hold."""
+    rng = np.random.default_rng(seed)
+    raw = [rng.standard_normal((T, d)), rng.standard_normal((h, d)) / np.sqrt(d),
+           rng.standard_normal((h, d)) / np.sqrt(d), rng.standard_normal(h) * 0.5,
+           rng.standard_normal(h) * 0.5]
+    if dtype == "float16":
+        arrs = [a.astype(np.float16) for a in raw]
+        vals = [a.astype(np.float64) for a in arrs]
+    else:
+        arrs = [bf16(a) for a in raw]
+        vals = [f32(a).astype(np.float64) for a in arrs]
+    x, wg, wu, bg, bu = vals
+    g = x @ wg.T + (bg if bias else 0)
+    u = x @ wu.T + (bu if bias else 0)
+    if not bias:
+        arrs[3] = arrs[4] = None
+    return arrs, g / (1 + np.exp(-g)) * u
+
+
+def values(out, dtype):
+    return out.astype(np.float64) if dtype == "float16" else f32(out).astype(np.float64)
+
+
+def close(got, ref, dtype):
+    # float32 accumulation, one rounding to half on the store (2^-11 fp16, 2^-8 bf16)
+    tol = 2 ** -9 if dtype == "float16" else 2 ** -7
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+def run(fn, arrs, dtype, **kw):
+    T, h = arrs[0].shape[0], arrs[1].shape[0]
+    dev = [cuda.to_device(a) if a is not None else None for a in arrs]
+    nan = np.full((T, h), np.nan, np.float16) if dtype == "float16" else \
+        np.full((T, h), 0x7FC0, np.uint16)
+    out = cuda.to_device(nan)
+    assert fn(*dev, out=out, **kw) is out
+    for a, d in zip(arrs, dev):
+        if a is not None:
+            np.testing.assert_array_equal(d.copy_to_host(), a)  # inputs untouched
+    return values(out.copy_to_host(), dtype)
+
+
+@pytest.mark.parametrize("T,d,h,dtype,bias", [
+    (1, 64, 7, "bfloat16", True), (3, 72, 10, "float16", True), (8, 40, 5, "float16", False),
+])
+def test_cuda_core_gemv_matches_float64(T, d, h, dtype, bias):
+    arrs, ref = case(T, d, h, dtype, bias, seed=T)
+    close(run(dm.swiglu_gemv, arrs, dtype), ref, dtype)
+
+
+@pytest.mark.parametrize("T,d,h,dtype,bias", [
+    (1, 40, 18, "bfloat16", True), (9, 72, 20, "float16", True), (20, 32, 40, "bfloat16", False),
+    (70, 8, 18, "float16", True),
+])
+def test_tensor_core_gemv_matches_float64(T, d, h, dtype, bias):
+    arrs, ref = case(T, d, h, dtype, bias, seed=T)
+    close(run(dm.swiglu_gemv_tc, arrs, dtype), ref, dtype)
+
+
+@pytest.mark.parametrize("fn,d,split", [(dm.swiglu_gemv, 88, 3), (dm.swiglu_gemv_tc, 136, 2)])
+def test_split_k_meets_in_the_kernel(fn, d, split):
+    T, h, dtype = 2, 12, "float16"
+    arrs, ref = case(T, d, h, dtype, seed=4)
+    one = run(fn, arrs, dtype, split=1)
+    close(one, ref, dtype)
+    path = "cuda_cores" if fn is dm.swiglu_gemv else "tensor_cores"
+    launch = dm.prepare(path, *(cuda.to_device(a) for a in arrs), split=split)
+    assert launch.splits == split and launch.grid % split == 0
+    got = [run(fn, arrs, dtype, split=split) for _ in range(2)]
+    close(got[0], ref, dtype)
+    np.testing.assert_array_equal(got[0], got[1])  # the partials added in the same order
+    ws = splitk.workspace(path, 0, 1, 1)
+    assert not ws.count.copy_to_host().any(), "a launch left an arrival counter non-zero"
+
+
+def test_the_t4_path_of_the_tensor_core_gemv():
+    # m16n8k8, four per 32-deep step, on the same loaded words (what kind_for picks on sm_75)
+    T, d, h = 3, 48, 20
+    arrs, ref = case(T, d, h, "float16", seed=9)
+    dev = [cuda.to_device(a) for a in arrs]
+    out = cuda.to_device(np.full((T, h), np.nan, np.float16))
+    launch = dm.prepare("tensor_cores", *dev, out)
+    kern = dm.make_mma_gemv(launch.tile, True, "f16_sm75")
+    kern[launch.grid, launch.block](*launch.args)
+    close(values(out.copy_to_host(), "float16"), ref, "float16")
+
+
+def test_the_dispatcher_picks_by_t_and_calls_the_hook():
+    assert dm.path_for(1) == dm.path_for(dm.CUDA_CORE_MAX_T) == "cuda_cores"
+    assert dm.path_for(dm.CUDA_CORE_MAX_T + 1) == dm.path_for(256) == "tensor_cores"
+    assert dm.path_for(64, cc=(7, 0)) == "cuda_cores"  # no tensor cores below sm_75
+    assert dm.path_for(512, cc=(9, 0)) == "hopper"  # the wgmma dual GEMM beyond the GEMVs
+    assert dm.path_for(dm.HOPPER_MIN_T, cc=(9, 0)) == "hopper"
+    assert dm.path_for(dm.HOPPER_MIN_T - 1, cc=(9, 0)) == "tensor_cores"
+    assert dm.path_for(512, cc=(9, 0), bias=True) == "tensor_cores"  # it has no biases
+    assert dm.path_for(256, cc=(8, 0)) == dm.path_for(512, cc=(8, 0)) == "tensor_cores"
+    arrs, ref = case(9, 16, 6, "float16", seed=2)
+    calls = []
+
+    def hook(x, wg, wu, bg, bu, out, stream):
+        calls.append(x.shape)
+        return dm.swiglu_gemv_tc(x, wg, wu, bg, bu, out, stream=stream)
+
+    prev = dm.register_large_t(hook, min_T=9)
+    try:
+        assert dm.path_for(9) == "large_t" and dm.path_for(4) == "cuda_cores"
+        close(run(dm.swiglu_decode, arrs, "float16"), ref, "float16")
+        assert calls == [(9, 16)]
+    finally:
+        dm.register_large_t(prev)
+    assert dm.path_for(9) == "tensor_cores"
+
+
+def test_without_tensor_cores_the_gemv_takes_tokens_in_groups(monkeypatch):
+    monkeypatch.setattr(dm, "_device_cc", lambda: (7, 0))  # a GPU below sm_75
+    arrs, ref = case(11, 16, 6, "float16", seed=3)
+    close(run(dm.swiglu_decode, arrs, "float16"), ref, "float16")
+
+
+def test_dispatch_and_default_tiles():
+    assert dm.gemv_tile(1, 4096) == dm.GemvTile(tokens=1, rows=2, threads=256)  # the H100 tune
+    assert dm.gemv_tile(4, 4096).threads == 128 and dm.mma_gemv_tile(32).mt == 2
+    assert dm.gemv_tile(5, 64).tokens == 8 and dm.gemv_tile(5, 64).threads == 32
+    assert dm.mma_gemv_tile(1).tokens == 8 and dm.mma_gemv_tile(64).tokens == 64
+    assert dm.mma_gemv_tile(256).tokens == 64  # beyond: token groups
+    assert splitk.splits(tiles=1000, k_pieces=8, want_blocks=528) == 1
+    assert splitk.splits(tiles=64, k_pieces=8, want_blocks=528) == 8
+    assert splitk.splits(tiles=200, k_pieces=8, want_blocks=528) == 3
+    with pytest.raises(ValueError, match="at most 8"):
+        dm.GemvTile(tokens=16, rows=1).validate()
+    with pytest.raises(ValueError, match="at most 64"):
+        dm.MmaGemvTile(nt=8, mt=2).validate()
+    with pytest.raises(ValueError, match="at most 48 KiB"):
+        dm.MmaGemvTile(nt=8, mt=1, warps=8).validate()
+    assert dm.MmaGemvTile(nt=8, mt=1, warps=4).shared_bytes == 32 * 1024
+
+
+def test_bad_input_is_refused_with_the_fix():
+    z = lambda *s: cuda.to_device(np.zeros(s, np.float16))  # noqa: E731
+    with pytest.raises(ValueError, match=r"d \(columns of x\) = 36.*multiple of 8"):
+        dm.swiglu_decode(z(1, 36), z(8, 36), z(8, 36))
+    with pytest.raises(ValueError, match=r"wu is \(8, 4\); expected \[h, d\] = \[4, 8\]"):
+        dm.swiglu_decode(z(1, 8), z(4, 8), z(8, 4))  # wu stored [d, h]
+    with pytest.raises(ValueError, match="both biases"):
+        dm.swiglu_decode(z(1, 8), z(4, 8), z(4, 8), z(4), None)
+    with pytest.raises(ValueError, match=r"bg has shape \(5,\); expected \[h\] = \[4\]"):
+        dm.swiglu_decode(z(1, 8), z(4, 8), z(4, 8), z(5), z(4))
+    with pytest.raises(TypeError, match="share one dtype"):
+        dm.swiglu_decode(z(1, 8), cuda.to_device(np.zeros((4, 8), np.uint16)), z(4, 8))
+    with pytest.raises(TypeError, match="bfloat16.*or float16"):
+        dm.swiglu_decode(cuda.to_device(np.zeros((1, 8), np.float32)), z(4, 8), z(4, 8))
+    buf = cuda.to_device(np.zeros(2 * 8 + 1, np.float16))
+    with pytest.raises(ValueError, match="not a multiple of 16 bytes"):
+        dm.swiglu_decode(buf[1:].reshape(2, 8), z(4, 8), z(4, 8))
+    with pytest.raises(ValueError, match=r"out must have shape \[T, h\] = \[1, 4\]"):
+        dm.swiglu_decode(z(1, 8), z(4, 8), z(4, 8), out=z(4, 1))
+    with pytest.raises(ValueError, match="takes at most 1 tokens"):
+        dm.swiglu_gemv(z(2, 8), z(4, 8), z(4, 8), tile=dm.GemvTile(tokens=1, rows=1, threads=32))
+
+
+def test_nothing_to_compute_launches_nothing():
+    z = lambda *s: cuda.to_device(np.zeros(s, np.float16))  # noqa: E731
+    assert dm.swiglu_decode(z(0, 8), z(4, 8), z(4, 8)).shape == (0, 4)
+    assert dm.prepare("cuda_cores", z(0, 8), z(4, 8), z(4, 8)).grid == 0
+
+
+# ---------------------------------------------------------------------------------------
+# on a GPU (`make test-gpu`; skipped in the simulator): full-size correctness, the plan-cached
+# calls bit-equal to the wrappers and replayed from a CUDA graph, and no small-grid warning
+
+
+def _torch_case(T, d, h, dtype, seed=0):
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    tdt = getattr(torch, dtype)
+    x = torch.randn(T, d, device="cuda", generator=gen).to(tdt)
+    wg = (torch.randn(h, d, device="cuda", generator=gen) / d ** 0.5).to(tdt)
+    wu = (torch.randn(h, d, device="cuda", generator=gen) / d ** 0.5).to(tdt)
+    g, u = x.double() @ wg.double().T, x.double() @ wu.double().T
+    return torch, (x, wg, wu), torch.nn.functional.silu(g) * u
+
+
+def _close_torch(got, ref, dtype):
+    tol = 2 ** -9 if dtype == "float16" else 2 ** -7
+    err = ((got.double() - ref).abs() - tol * ref.abs() - tol * ref.abs().max()).max().item()
+    assert err <= 0, f"{err} beyond tolerance"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("T", [1, 5, 16, 64, 200, 300])
+def test_on_a_gpu_every_path_and_the_planned_call(T, dtype):
+    from book.kernels.fastcall import planned
+
+    torch, (x, wg, wu), ref = _torch_case(T, 4096, 2048, dtype, seed=T)
+    nan = lambda: torch.full((T, 2048), float("nan"), device="cuda", dtype=x.dtype)  # noqa: E731
+    # T = 300 on an H100: the dispatcher's Hopper path (book.kernels.wgmma_gemm)
+    for name, wrapper in (("decode", dm.swiglu_decode), ("gemv_tc", dm.swiglu_gemv_tc),
+                          ("gemv", dm.swiglu_gemv)):
+        if name == "gemv" and T > dm.CUDA_CORE_MAX_T:
+            continue
+        o1, o2 = nan(), nan()
+        for _ in range(3):  # plan, then the plan replayed
+            planned(name)(x, wg, wu, None, None, o1)
+        wrapper(x, wg, wu, None, None, o2)
+        torch.cuda.synchronize()
+        _close_torch(o1, ref, dtype)
+        assert torch.equal(o1, o2), f"planned({name!r}) differs from its wrapper"
+    if dm.path_for(T, book.gpu.device_info().compute_capability) != "hopper":
+        assert planned("decode").stats["fast"] > 0  # (the Hopper kernel has its own plans)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_planned_calls_replay_from_a_cuda_graph():
+    from book.kernels import mma_gemm as mg
+    from book.kernels.fastcall import planned
+
+    torch, (x, wg, wu), ref = _torch_case(3, 4096, 1024, "bfloat16", seed=1)
+    wgt, wut = wg.t().contiguous(), wu.t().contiguous()
+    o_dec, o_mma = (torch.empty(3, 1024, device="cuda", dtype=x.dtype) for _ in range(2))
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # planned on the capture stream, outside the capture
+        planned("decode")(x, wg, wu, None, None, o_dec)
+        planned("swiglu_mma")(x, wgt, wut, o_mma)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        planned("decode")(x, wg, wu, None, None, o_dec)
+        planned("swiglu_mma")(x, wgt, wut, o_mma)
+    torch.cuda.current_stream().wait_stream(stream)
+    o_dec.fill_(float("nan"))
+    o_mma.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _close_torch(o_dec, ref, "bfloat16")
+    _close_torch(o_mma, ref, "bfloat16")
+    assert torch.equal(o_mma, mg.swiglu_mma(x, wgt, wut))
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_courses_small_launches_do_not_warn(monkeypatch):
+    import warnings
+
+    from numba.cuda.core import config
+
+    from book.kernels.fastcall import fast, planned
+
+    monkeypatch.setattr(config, "CUDA_LOW_OCCUPANCY_WARNINGS", 1)  # numba-cuda's default
+    monkeypatch.setattr(config, "DISABLE_PERFORMANCE_WARNINGS", 0)
+    torch, (x, wg, wu), _ = _torch_case(1, 256, 64, "bfloat16", seed=2)
+    g, u = (torch.randn(1, 18944, device="cuda") for _ in range(2))
+
+    @cuda.jit
+    def student(a):  # the control: a small grid launched by hand still warns
+        a[cuda.grid(1)] = 1
+
+    with warnings.catch_warnings(record=True) as control:
+        warnings.simplefilter("always")
+        student[1, 32](cuda.device_array(32, np.float32))
+    assert any("Grid size 1" in str(w.message) for w in control), "the control did not warn"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fast("vec4")(g, u, torch.empty_like(g))  # its first call: Numba's launch, 74 blocks
+        fast("vec4")(g, u, torch.empty_like(g))
+        planned("decode")(x, wg, wu, None, None, torch.empty(1, 64, device="cuda", dtype=x.dtype))
+        dm.swiglu_gemv_tc(x, wg, wu)
+        from book.kernels import mma_gemm as mg
+        mg.swiglu_mma(x, wg.t().contiguous(), wu.t().contiguous())
+        torch.cuda.synchronize()
+    small = [str(w.message) for w in caught if "Grid size" in str(w.message)]
+    assert not small, small
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [1, 64, 200])
+def test_on_a_gpu_swiglu_mma_runs_any_t(T):
+    from book.kernels import mma_gemm as mg
+
+    torch, (x, wg, wu), ref = _torch_case(T, 4096, 1032, "bfloat16", seed=T)  # h = 1032: 8 x 129
+    out = torch.full((T, 1032), float("nan"), device="cuda", dtype=x.dtype)
+    mg.swiglu_mma(x, wg.t().contiguous(), wu.t().contiguous(), out)
+    torch.cuda.synchronize()
+    _close_torch(out, ref, "bfloat16")
