@@ -12,7 +12,7 @@ from functools import partial
 
 from . import linear_layer as layer
 from .linear_layer import INPUTS, OUTPUT
-from .spec import KernelLab, PlantedBug, Step
+from .spec import KernelLab, PlantedBug
 
 DTYPE = "float32"
 RTOL, ATOL = 1e-3, 1e-4
@@ -74,13 +74,8 @@ def make_reference_runner(case):
 
 
 def _step(name, function, teaches, shapes, seed, bug):
-    cases = tuple({"name": f"step {name} T={T} d={d} h={h}", "T": T, "d": d, "h": h,
-                   "seed": seed + i} for i, (T, d, h) in enumerate(shapes))
-    return Step(name=name, function=function, params=("x", "w", "out"), inputs=("x", "w"),
-                output=OUTPUT, dtype=DTYPE, rtol=RTOL, atol=ATOL, cases=cases,
-                input_specs=partial(layer.projection_specs, dtype=DTYPE),
-                out_spec=partial(layer.out_spec, dtype=DTYPE), reference=layer.projection_reference,
-                describe=partial(layer.projection_describe, dtype=DTYPE), teaches=teaches, bug=bug)
+    return layer.projection_step(name, function, teaches, shapes, seed, bug, dtype=DTYPE,
+                                 rtol=RTOL, atol=ATOL, out_dtype=DTYPE)
 
 
 # The shapes are off every tile (16 for step 2, 64 for step 3) and d spans several slabs of

@@ -24,7 +24,7 @@ import numpy as np
 from . import linear_layer as layer
 from .seeds import seeds
 from .linear_layer import INPUTS, OUTPUT
-from .spec import KernelLab, PlantedBug, Step
+from .spec import KernelLab, PlantedBug
 
 DTYPE = "float16"
 # Tolerances. The inputs are float16 values (the reference reads the same values, widened
@@ -123,15 +123,8 @@ def _explain_fragments(fn):
 
 
 def _step(name, function, teaches, shapes, seed, bug, **kw):
-    cases = tuple({"name": f"step {name} T={T} d={d} h={h}", "T": T, "d": d, "h": h,
-                   "seed": seed + i} for i, (T, d, h) in enumerate(shapes))
-    args = dict(params=("x", "w", "out"), inputs=("x", "w"),
-                input_specs=partial(layer.projection_specs, dtype=DTYPE),
-                reference=layer.projection_reference,
-                describe=partial(layer.projection_describe, dtype=DTYPE))
-    args.update(kw)
-    return Step(name=name, function=function, output=OUTPUT, dtype="float32", rtol=STEP_RTOL,
-                atol=STEP_ATOL, cases=cases, out_spec=partial(layer.out_spec, dtype="float32"), teaches=teaches, bug=bug, **args)
+    return layer.projection_step(name, function, teaches, shapes, seed, bug, dtype=DTYPE,
+                                 rtol=STEP_RTOL, atol=STEP_ATOL, **kw)
 
 
 # Step 2 and 3's shapes are off the block tile in T and h, and d spans several k-slabs, so the

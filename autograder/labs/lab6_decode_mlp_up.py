@@ -19,7 +19,7 @@ from functools import partial
 
 from . import linear_layer as layer
 from .linear_layer import INPUTS, OUTPUT
-from .spec import KernelLab, PlantedBug, Step
+from .spec import KernelLab, PlantedBug
 
 DTYPE = "float16"
 # Tolerances as lab 5's: float16 inputs widened exactly, float32 accumulation (order-dependent,
@@ -99,14 +99,8 @@ def make_reference_runner(case):
 # off the block in d (a ragged last piece per thread) and h (a few rows), with T > 1, so a
 # token loop or a reduction that drops a thread's share shows.
 def _step(name, function, teaches, shapes, seed, bug, params=("x", "w", "out"), **extra):
-    cases = tuple(dict({"name": f"step {name} T={T} d={d} h={h}", "T": T, "d": d, "h": h,
-                        "seed": seed + i}, **extra) for i, (T, d, h) in enumerate(shapes))
-    return Step(name=name, function=function, params=params, inputs=("x", "w"), output=OUTPUT,
-                dtype="float32", rtol=STEP_RTOL, atol=STEP_ATOL, cases=cases,
-                input_specs=partial(layer.projection_specs, dtype=DTYPE),
-                out_spec=partial(layer.out_spec, dtype="float32"),
-                reference=layer.projection_reference,
-                describe=partial(layer.projection_describe, dtype=DTYPE), teaches=teaches, bug=bug)
+    return layer.projection_step(name, function, teaches, shapes, seed, bug, dtype=DTYPE,
+                                 rtol=STEP_RTOL, atol=STEP_ATOL, extra=extra, params=params)
 
 
 STEPS = (

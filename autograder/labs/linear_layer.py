@@ -1,16 +1,19 @@
-"""The problem labs 4 and 5 share, in whichever dtype a lab stores it: one MLP-up layer with
+"""The problem labs 4, 5 and 6 share, in whichever dtype a lab stores it: one MLP-up layer with
 nn.Linear weights and biases, ``out = silu(x @ wg.T + bg) * (x @ wu.T + bu)`` (weights
 ``[h, d]``, out_features by in_features), and the single projection ``out = x @ w.T`` their
 first steps build (no bias). Here are the inputs a case generates, the float64 truth, the
-words a message names a case by, and the work and bytes the graded layer does; each lab
-binds its dtype (``functools.partial``) and keeps what is its own: tolerances, shapes, steps,
-the reference it is timed against."""
+words a message names a case by, the work and bytes the graded layer does, and the steps that
+build one projection (``projection_step``); each lab binds its dtype (``functools.partial``)
+and keeps what is its own: tolerances, shapes, steps, the reference it is timed against."""
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
 from .seeds import seeds
+from .spec import Step
 
 INPUTS = ("x", "wg", "bg", "wu", "bu")
 OUTPUT = "out"
@@ -73,3 +76,22 @@ def projection_reference(inputs):
 
 def projection_describe(case, dtype):
     return f"x [{case['T']}, {case['d']}], w [{case['h']}, {case['d']}] {dtype}"
+
+
+def projection_step(name, function, teaches, shapes, seed, bug, *, dtype, rtol, atol,
+                    out_dtype="float32", extra=None, **fields) -> Step:
+    """A step of a GEMM lab that computes one projection, ``out = x @ w.T`` (``dtype`` inputs,
+    an ``out_dtype`` output: the steps of labs 5 and 6 store their float32 accumulators): its
+    cases from ``shapes`` [(T, d, h), ...] with seeds from ``seed`` (and ``extra`` keys, a
+    launch size the step's ``params`` take from the case); ``fields``: Step's fields that
+    differ (a step on other arrays: its params, inputs, specs, reference, words)."""
+    cases = tuple(dict({"name": f"step {name} T={T} d={d} h={h}", "T": T, "d": d, "h": h,
+                        "seed": seed + i}, **(extra or {}))
+                  for i, (T, d, h) in enumerate(shapes))
+    args = dict(params=("x", "w", OUTPUT), inputs=("x", "w"),
+                input_specs=partial(projection_specs, dtype=dtype), reference=projection_reference,
+                describe=partial(projection_describe, dtype=dtype))
+    args.update(fields)
+    return Step(name=name, function=function, output=OUTPUT, dtype=out_dtype, rtol=rtol,
+                atol=atol, cases=cases, out_spec=partial(out_spec, dtype=out_dtype),
+                teaches=teaches, bug=bug, **args)
