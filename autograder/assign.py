@@ -7,7 +7,7 @@ Markers (otter-grader / nbgrader conventions):
 - ``### BEGIN HIDDEN TESTS`` ... ``### END HIDDEN TESTS``: removed (the instructor's own
   checks when running the master).
 - Cells tagged ``remove_cell``, ``solution`` or ``instructor``: dropped.
-- The setup cell (autograder/setup_cell.py, one template) follows the lab's title cell; a master
+- The setup cell (autograder/setup_template.py, one template) follows the lab's title cell; a master
   without one (nor its placeholder, a bare `import book`) is refused.
 - A kernel lab built in steps (the ``steps`` of its spec, autograder/labs/): each step's
   function is defined in a cell of its own, with its solution between markers like the final
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import setup_cell
+from . import setup_template
 
 REPO = Path(__file__).resolve().parent.parent
 DROP_TAGS = {"remove_cell", "solution", "instructor"}
@@ -97,7 +97,7 @@ def strip_source(src: str, where: str = "") -> str:
 
 def setup_source() -> str | None:
     try:
-        return setup_cell.render()
+        return setup_template.render()
     except Exception:  # no checkout's _config.yml (an installed package): keep the master's cell
         return None
 
@@ -146,7 +146,7 @@ def check_steps(nb, name: str) -> None:
 
 def make_lab(master_nb, name: str):
     check_steps(master_nb, name)
-    if setup_cell.setup_index(master_nb) is None:
+    if setup_template.setup_index(master_nb) is None:
         raise MarkerError(f"{name}: no setup cell: the first code cell after the title must be the "
                           "course's setup cell (a bare `import book` is its placeholder; "
                           f"`python -m tools.setup_cell --write solutions/{name}` writes it). "
@@ -167,7 +167,7 @@ def make_lab(master_nb, name: str):
         cells.append(cell)
     nb.cells = cells
     if setup_source() is not None:
-        setup_cell.fix(nb)  # the template (or the master's placeholder made one), after the title
+        setup_template.fix(nb)  # the template (or the master's placeholder made one), after the title
     nb.metadata.pop("widgets", None)
     return nb
 

@@ -51,8 +51,7 @@ def provenance(command: str | None = None) -> dict:
 
     ``command`` defaults to this process's own command line.
     """
-    import book  # noqa: F401  (decides GPU or simulator before numba.cuda is imported)
-    from book import gpu
+    from . import gpu   # (its package, book, decided GPU or simulator on import)
 
     rec: dict = {"simulated": gpu.SIMULATED}
     try:
@@ -85,7 +84,7 @@ def provenance(command: str | None = None) -> dict:
                      if getattr(sys.modules.get("__main__"), "__spec__", None) else sys.argv[:1]),
          *sys.argv[1:]])
     rec["commit"] = commit()
-    from book import target
+    from . import target
 
     if target.forced_cc():  # the T4 switch was on: the run took another GPU's paths
         rec["target_cc"] = ".".join(map(str, target.forced_cc()))

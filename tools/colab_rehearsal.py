@@ -12,7 +12,7 @@ would add on top of them (learned with `pip install --dry-run --report` in a mir
 
 `run` (no network) is the rehearsal, one small step at a time:
 1. a fresh venv gets the mirror (MIRROR at Colab's versions, the whole freeze as constraints);
-2. the setup cell, rendered from autograder/setup_cell.py and unchanged, runs in it as on Colab
+2. the setup cell, rendered from autograder/setup_template.py and unchanged, runs in it as on Colab
    (COLAB_RELEASE_TAG set): its pip reads the wheel folder as its package index
    (PIP_NO_INDEX, PIP_FIND_LINKS) and its `git+<repository>@<pin>` clones this checkout's git
    history instead of GitHub (git's url.<this checkout>.insteadOf), so the pinned commit is

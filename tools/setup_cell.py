@@ -27,7 +27,7 @@ what the course wheel installs (LIBRARY_PATHS), and tests/tooling/test_setup_cel
 pinned commit's LIBRARY_PATHS differ from HEAD's. Committing the pin itself (and the notebooks
 regenerated with it) does not move it, since those files are not LIBRARY_PATHS.
 
-The cell's template and where it goes in a notebook: autograder/setup_cell.py (shipped, since
+The cell's template and where it goes in a notebook: autograder/setup_template.py (shipped, since
 `python -m autograder assign` writes it into the labs); this module is the build tool around it.
 tests/tooling/test_setup_cell.py runs --check.
 """
@@ -42,7 +42,7 @@ from pathlib import Path
 
 # The cell itself (template, rendering, its place in a notebook) is shipped with the grader,
 # whose `assign` writes it into the labs.
-from autograder.setup_cell import ROOT, fix, render, status
+from autograder.setup_template import ROOT, fix, render, status
 
 NOTEBOOK_GLOBS = ("chapters/*.ipynb", "labs/*.ipynb", "solutions/*.ipynb")
 #: What `pip install git+<repository>@<pin>` installs: the pin must equal HEAD on these paths.

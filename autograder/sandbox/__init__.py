@@ -14,7 +14,8 @@ The package, by concept:
 - ``children``: ``Child``, one sandboxed child speaking that protocol (working folder,
   limits, capped output, deadlines, the budgets' watchdog), and the grader's open children
   (``open_children_pids``, ``kill_open_children``); ``trusted``: what a child is given (the
-  copy of the trusted code, the entry point's command line, the scrubbed environment).
+  copy of the trusted code, the entry point's command line, the scrubbed environment);
+  ``protections``: what a child got and, said, what it lacked.
 - ``containment``: how a submission's processes are held so that they die with it (a PID
   namespace, else a cgroup killed whole, else (as root, Docker's default limits) the child's
   own uid; else refused unless allowed), and cgroups.
@@ -34,7 +35,7 @@ For the grader:
   SystemExit with cause and fix) where student code cannot be contained; ``Child`` raises it too.
 - ``Child(..., limits={"mem_bytes": .., "gpu_mem_bytes": ..})``: the budgets (GPU default:
   GPU_BUDGET_FRACTION of the device; the names are ``Limits``' fields). Over budget:
-  ChildError("memory", message). ``child.isolation(driver_report)``: what the child got and
+  ChildError("memory", message). ``child.isolation(driver_report)`` (protections.py): what the child got and
   ``missing``, each protection it did not get with why (results' ``extra_data.isolation``).
 - ``child.pids()`` (host PIDs now), ``child.pids_seen``, ``child.init_pid()``.
 - after ``child.close()``: ``child.survivors()`` ([] when containment held) and, where

@@ -31,17 +31,16 @@ from pathlib import Path
 from .budgets import default_budgets
 from .containment import (ContainmentUnavailable, containment_support, new_cgroup, remove_cgroup,
                           resolve_containment, root_refusal)
-from .paths import AUTOGRADER, grader_paths, hide_list, needed_paths
-from .inside.permissions import reachable
 from .inside.process import (all_pids, alive, descendants, kill_cgroup, kill_tree, kill_uid, parent_pid,
-                      pid_namespace, pids_in_namespace, pids_of_uid, process_info, uid_of)
+                             pid_namespace, pids_in_namespace, pids_of_uid, process_info, uid_of)
 from .inside.settings import DriverSettings, LaunchSettings, Limits, Storage
+from .paths import grader_paths, hide_list, needed_paths
+from .protections import protections
 from .storage import PLACES, mount_storage, storage_use, sweep_stale_storage, unmount
 from .tasks import new_pids_cgroup, tasks_refused
 from .trusted import child_command, copy_trusted, entry_point, scrubbed_env
 from .uid import new_child_uid
 
-HERE = Path(__file__).resolve().parent
 OUTPUT_CAP = 64 * 1024          # bytes of stdout+stderr kept per submission (head)
 
 class ChildError(Exception):
@@ -573,42 +572,9 @@ class Child:
         return gpuwatch.held_by(self.pids_seen, max_age=0)
 
     def isolation(self, achieved: dict | None) -> dict:
-        """What this child got, for its result (``extra_data.isolation``): the driver's account
-        (``achieved``: namespaces, hidden paths, the uid drop, the network) joined with the
-        grader's (containment, storage, the count of processes), and ``missing``: every
-        protection it did not get, each with why, so that nothing fails silently."""
-        iso = dict(achieved or {})
-        sup = containment_support()
-        iso.update(containment=self.containment, pid_namespace=self.containment == "pidns",
-                   own_file_system=self.storage_private, uid=self.uid)
-        missing = []
-        if self.containment != "pidns":
-            how = {"cgroup": "its processes are killed as one cgroup",
-                   "uid": "its processes are found and killed by its uid",
-                   "none": "the launcher kills the tree it holds"}[self.containment]
-            why = sup["why_not_pidns"] or f"containment {self.containment!r} was asked for"
-            missing.append(f"PID namespace ({why}): containment '{self.containment}', {how}; it "
-                           "can see the machine's other processes in /proc")
-        if not self.storage_private:
-            missing.append(f"a file system of its own ({self.storage_note}): its working folder is "
-                           "on the host's disk, limited per file only")
-        if not iso.get("uid_drop"):
-            notes = [n for n in iso.get("notes", []) if "privileges" in n]
-            missing.append(f"a uid of its own ({'; '.join(notes) or self.uid_note or 'not asked'})")
-        if not iso.get("net"):
-            missing.append(f"network namespace: {iso.get('network') or 'not made'}")
-        if not iso.get("mount"):
-            # what a mount namespace would have hidden and its uid may read anyway
-            open_ = [p for p in [str(AUTOGRADER), *self.hide_asked] if os.path.exists(p) and not reachable(p)]
-            missing.append("mount namespace: /tmp, /dev/shm and the file system are the host's; what "
-                           "it may read is what its uid's permissions allow"
-                           + (f" (readable by it: {', '.join(open_)})" if open_ else
-                              " (the grader's package and folders are closed to it)"))
-        if self.pids_cgroup is None and self.mode_untrusted:
-            missing.append(f"a pids cgroup ({self.pids_note}): its processes and threads are "
-                           "counted by RLIMIT_NPROC of its uid")
-        iso["missing"] = missing
-        return iso
+        """What this child got, for its result (``extra_data.isolation``), and ``missing``:
+        every protection it did not get, each with why (protections.py)."""
+        return protections(self, achieved)
 
     def report(self) -> dict:
         """What the sandbox knows about this submission, for measurements.jsonl."""

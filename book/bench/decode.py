@@ -300,7 +300,7 @@ def targets(rows):
     computed from (``rows``: which runs a page's figure draws on, book/data/lineage.py)."""
     from book.specs import GPU_SPECS
 
-    from .targets import find, keys
+    from .rows import find, keys
 
     peak = GPU_SPECS["H100-SXM"].memory_bandwidth
     out = []

@@ -248,7 +248,7 @@ def predicted_share(gemm_flops_per_s, bandwidth, d):
 def targets(rows):
     """The issue's goals as measured ratios, each with the keys of the rows it was computed
     from (``rows``: which runs a page's figure draws on, book/data/lineage.py)."""
-    from .targets import find, keys
+    from .rows import find, keys
 
     out = []
     for T, d, h in SHAPES:

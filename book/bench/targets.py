@@ -11,6 +11,11 @@ from __future__ import annotations
 from book.dtypes import DTYPES
 from book.specs import GPU_SPECS
 
+from .decode import targets as decode_targets
+from .hopper import targets as hopper_targets
+from .rows import find, keys
+from .tensorcore import targets as tensorcore_targets
+
 __all__ = ["find", "best", "keys", "targets", "LARGE", "PREFILL", "DECODE_SHAPES", "GEMM_SHAPES",
            "HBM3_PEAK"]
 
@@ -20,20 +25,6 @@ DECODE_SHAPES = [(1, 12288), (1, 18944)]
 GEMM_SHAPES = [(2048, 4096, 8192), (512, 4096, 14336)]  # (T, d, h)
 # H100 SXM datasheet, used when the device does not report its own figure
 HBM3_PEAK = GPU_SPECS["H100-SXM"].memory_bandwidth
-
-
-def find(rows, variant, dtype, shape):
-    """The row of ``variant`` at ``dtype`` and ``shape``, or None."""
-    for r in rows:
-        if r["variant"] == variant and r["dtype"] == dtype and tuple(r["shape"]) == tuple(shape):
-            return r
-    return None
-
-
-def keys(*rows):
-    """[[kind, variant, dtype, shape], ...] of the rows a target was computed from (None
-    skipped): a reader of the target finds each row, and so the run that measured it."""
-    return [[r.get("kind"), r["variant"], r["dtype"], list(r["shape"])] for r in rows if r]
 
 
 def best(rows, dtype, shape):
@@ -157,8 +148,4 @@ def targets(rows, peak):
                    f"<= {lim * 1e3:.3f}", dual["seconds"] <= lim,
                    f"unfused {unf['seconds'] * 1e3:.3f} ms, SwiGLU {sw['seconds'] * 1e3:.3f} ms",
                    dual, unf, sw)
-    from .decode import targets as decode_targets
-    from .hopper import targets as hopper_targets
-    from .tensorcore import targets as tensorcore_targets
-
     return out + tensorcore_targets(rows) + hopper_targets(rows) + decode_targets(rows)

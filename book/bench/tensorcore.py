@@ -242,7 +242,7 @@ def pass_share(results, T, d, h, how):
 def targets(rows):
     """The issue's goals as measured ratios (see the module doc), each with the keys of the
     rows it was computed from (``rows``: which runs a page's figure draws on)."""
-    from .targets import find, keys as _keys
+    from .rows import find, keys as _keys
 
     out = []
     for T, d, h in SHAPES:

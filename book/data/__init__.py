@@ -159,7 +159,7 @@ def load(gpu: str = "h100") -> Results:
     top = doc["provenance"]
     rows = [Row(r, r.get("provenance") or top) for r in doc["rows"]]
     run = {(r.get("kind"), r["variant"], r["dtype"], tuple(r["shape"] or ())): r.run for r in rows}
-    # a target notes the runs of the rows it was computed from (book.bench.targets.keys); one
+    # a target notes the runs of the rows it was computed from (book.bench.rows.keys); one
     # recorded before targets listed their rows stands for the record's own run
     targets = [Target(t, [run[k] for k in ((a, b, c, tuple(d or ())) for a, b, c, d in t["rows"])
                           if k in run] if "rows" in t else [top])

@@ -40,7 +40,8 @@ from __future__ import annotations
 from .advice import advice
 from .course import COURSE_VARIANTS, agreement, course_launch, gemm_block
 from .model import BANKS, LINE, MAX_THREADS, SECTOR, WARP, Access, Request, Trace, TracerError
-from .recorder import importable_name, trace, trace_call
+from .child import importable_name
+from .recorder import trace, trace_call
 
 __all__ = ["trace", "trace_call", "advice", "course_launch", "gemm_block", "agreement", "Trace",
            "Access", "Request", "TracerError", "MAX_THREADS", "SECTOR", "LINE", "WARP", "BANKS",

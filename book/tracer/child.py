@@ -1,5 +1,7 @@
 """A GPU session cannot switch Numba to its simulator, so the tracer re-imports the kernel (or
-host function) by name in a fresh ``BOOK_SIMULATOR=1`` process: ``python -m book.tracer``."""
+host function) by name in a fresh ``BOOK_SIMULATOR=1`` process: ``python -m book.tracer``
+(book/tracer/__main__.py, which traces it with the recorder). This is the GPU session's side:
+the job, the process, the result brought back."""
 
 from __future__ import annotations
 
@@ -10,9 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from .model import Trace, TracerError
-from .recorder import importable_name, trace, trace_call
 
-__all__ = ["in_simulator_process", "trace_in_subprocess", "main"]
+__all__ = ["in_simulator_process", "trace_in_subprocess", "importable_name"]
 
 def in_simulator_process(job: dict, args, timeout_s: float) -> Trace:
     """Run one tracing job in a child process that uses the simulator (BOOK_SIMULATOR=1).
@@ -60,25 +61,11 @@ def trace_in_subprocess(kernel, grid, block, args, names, shared_bytes, max_thre
     return in_simulator_process(job, args, timeout_s)
 
 
-def main() -> int:
-    """``python -m book.tracer RESULT``: run the pickled job on stdin, write its trace to RESULT."""
-    import importlib
-    import pickle
-
-    job = pickle.loads(sys.stdin.buffer.read())
-    try:
-        if job["what"] == "kernel":
-            kernel = getattr(importlib.import_module(job["module"]), job["attr"])
-            t = trace(kernel, job["grid"], job["block"], *job["args"],
-                      names=job["names"], shared_bytes=job["shared_bytes"],
-                      max_threads=job["max_threads"], timeout_s=job["timeout_s"],
-                      max_accesses=job["max_accesses"])
-        else:
-            t = trace_call(job["fn"], *job["args"], names=job["names"],
-                           max_threads=job["max_threads"], timeout_s=job["timeout_s"],
-                           max_accesses=job["max_accesses"], **job["kwargs"])
-    except TracerError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    Path(sys.argv[1]).write_bytes(pickle.dumps({"trace": t, "args": job["args"]}))
-    return 0
+def importable_name(obj) -> tuple[str, str] | None:
+    """(module, attribute) that names ``obj`` (a kernel or function) at module level, or None:
+    how a simulator subprocess finds it again (here, and in :mod:`book.bounds`)."""
+    py = getattr(obj, "py_func", obj)
+    mod = getattr(py, "__module__", None)
+    attr = next((k for k, v in vars(sys.modules.get(mod, object())).items() if v is obj),
+                None) if mod else None
+    return (mod, attr) if attr else None

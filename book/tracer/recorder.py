@@ -1,7 +1,8 @@
 """Recording: launch a kernel (or call a host function) in Numba's CUDA simulator with every
 array wrapped in a recorder, and return the :class:`~book.tracer.model.Trace` of its accesses.
 
-In a GPU session the same calls run in a simulator subprocess (:mod:`book.tracer.child`).
+In a GPU session the same calls run in a simulator subprocess (:mod:`book.tracer.child`, whose
+process, ``python -m book.tracer``, calls back into this module).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import gpu
+from .child import importable_name, in_simulator_process, trace_in_subprocess
 from .model import MAX_THREADS, Access, Trace, TracerError
 
-__all__ = ["trace", "trace_call", "importable_name", "resolve"]
+__all__ = ["trace", "trace_call", "resolve"]
 
 # The vector loads of book.kernels.wide are loops in the simulator: an access made inside that
 # file is folded into the one 8- or 16-byte access of the kernel line that called it
@@ -262,8 +264,6 @@ def trace(kernel, grid, block, *args, names=None, shared_bytes: int = 0,
     if py is None:
         raise TracerError(f"{kernel!r} is not a Numba CUDA kernel (made with @cuda.jit)")
     if not gpu.SIMULATED:
-        from .child import trace_in_subprocess
-
         return trace_in_subprocess(kernel, grid, block, args, names, shared_bytes,
                                    max_threads, timeout_s, max_accesses)
 
@@ -313,8 +313,6 @@ def trace_call(fn, *args, names=None, max_threads: int = MAX_THREADS,
                               "BOOK_SIMULATOR=1 (set before `import book`)")
         job = {"what": "call", "fn": name, "names": names, "max_threads": max_threads,
                "timeout_s": timeout_s, "max_accesses": max_accesses, "kwargs": kwargs}
-        from .child import in_simulator_process
-
         return in_simulator_process(job, tuple(args), timeout_s)
     if isinstance(fn, str):  # a named function takes device arrays: give it the simulator's
         from numba import cuda
@@ -381,16 +379,6 @@ def trace_call(fn, *args, names=None, max_threads: int = MAX_THREADS,
                           "memory traffic to show (is the work done on the host?)")
     accesses = [a for per in rec.per_thread.values() for a in per]
     return Trace(accesses, arrays, launches[0][0], launches[0][1], _source_lines(accesses))
-
-
-def importable_name(obj) -> tuple[str, str] | None:
-    """(module, attribute) that names ``obj`` (a kernel or function) at module level, or None:
-    how a simulator subprocess finds it again (here, and in :mod:`book.bounds`)."""
-    py = getattr(obj, "py_func", obj)
-    mod = getattr(py, "__module__", None)
-    attr = next((k for k, v in vars(sys.modules.get(mod, object())).items() if v is obj),
-                None) if mod else None
-    return (mod, attr) if attr else None
 
 
 def resolve(fn):

@@ -199,7 +199,7 @@ def test_setup_cells_match_the_template():
 
 
 def test_setup_cell_names_the_configured_repository_and_runs_here(tmp_path):
-    from autograder import setup_cell
+    from autograder import setup_template as setup_cell
 
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
     cell = setup_cell.render()
@@ -215,7 +215,7 @@ def test_setup_cell_names_the_configured_repository_and_runs_here(tmp_path):
 
 
 def test_setup_cell_write_fixes_a_stale_notebook(tmp_path):
-    from autograder.setup_cell import render
+    from autograder.setup_template import render
     from tools import setup_cell
 
     nb = nbformat.v4.new_notebook()

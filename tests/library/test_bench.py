@@ -261,7 +261,7 @@ def test_only_needs_rows_out_and_a_valid_pattern(capsys):
 
 
 def test_a_host_row_making_another_rows_call_is_measured_once():
-    from book.bench.suite import group_jobs
+    from book.bench.elementwise_rows import group_jobs
 
     host = {"vec4_python_launch": (len, [()], "d", "launch_layer_wrapper_numba_arrays"),
             "torch_eager_python_launch": (len, [()], "d", "launch_layer_torch_eager"),

@@ -33,7 +33,7 @@ def _tool(*args, timeout):
 def _pinned_commit_present() -> bool:
     """The cell clones this checkout at the pin: a shallow clone may not hold it (fetch it)."""
     sys.path.insert(0, str(ROOT))
-    from autograder.setup_cell import config
+    from autograder.setup_template import config
 
     has = lambda: subprocess.run(["git", "cat-file", "-e", config()["pin"] + "^{commit}"],  # noqa: E731
                                  cwd=ROOT, capture_output=True).returncode == 0

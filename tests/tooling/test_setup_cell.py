@@ -13,7 +13,7 @@ import nbformat
 import pytest
 import yaml
 
-from autograder import setup_cell as template
+from autograder import setup_template as template
 from tools import setup_cell
 from repo import ROOT
 

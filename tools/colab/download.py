@@ -23,7 +23,7 @@ def download(wheels: Path, python: str, extras: list[str], source: Path) -> None
               "--only-binary=:all:", "--python-version", pyver, "-d", wheels, "-c", cons,
               *mirror_requirements()])
         py = make_venv(Path(tmp) / "venv", python, wheels, cons)
-        from autograder.setup_cell import config, numba_cuda_pin
+        from autograder.setup_template import config, numba_cuda_pin
 
         cfg = config()
         for extra in extras:

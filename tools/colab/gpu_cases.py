@@ -9,7 +9,7 @@ import json
 import os
 import tempfile
 
-from autograder.setup_cell import render
+from autograder.setup_template import render
 from tools.colab.mirror import run
 
 _ERR_PRELUDE = """

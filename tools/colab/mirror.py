@@ -128,7 +128,7 @@ def versions(py: Path) -> dict[str, str]:
 
 def course_git_env(source: Path) -> dict[str, str]:
     """Environment that makes git (and so pip's git+ URL) clone ``source`` instead of GitHub."""
-    from autograder.setup_cell import config
+    from autograder.setup_template import config
 
     return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{source}.insteadOf",
             "GIT_CONFIG_VALUE_0": config()["url"]}

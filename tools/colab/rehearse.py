@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder.setup_cell import fix, render
+from autograder.setup_template import fix, render
 from tools.colab.mirror import (MIRROR, MUST_NOT_CHANGE, ROOT, SYSTEM_SITE, cell_env,
                                 colab_pins, constraints, make_venv, norm, run, versions)
 

@@ -21,7 +21,7 @@ def stage_set(wheels: Path, python: str, extras: list[str], source: Path) -> lis
     (less what --system-site borrows from ``python``), what the setup cell's install adds for
     each extra (pip's own dry run, as in the cell), and the build backend the course's sdist
     build takes from the folder (the newest setuptools there, as pip's isolated build picks)."""
-    from autograder.setup_cell import config, numba_cuda_pin
+    from autograder.setup_template import config, numba_cuda_pin
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
