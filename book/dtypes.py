@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["DTYPES", "ITEMSIZE", "ALIASES", "STORAGE", "STORAGE_NAMES", "name", "itemsize"]
+__all__ = ["DTYPES", "ITEMSIZE", "ALIASES", "STORAGE", "STORAGE_NAMES", "name", "itemsize",
+           "bf16_bits", "bf16_value", "BF16_NAN"]
 
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -61,3 +62,26 @@ def name(dtype) -> str:
 def itemsize(dtype) -> int:
     """Bytes per element of ``dtype`` (a name, an alias, a NumPy or a torch dtype)."""
     return ITEMSIZE[name(dtype)]
+
+
+#: The bits every NaN rounds to in bfloat16: a quiet NaN (its sign and payload are not kept).
+BF16_NAN = 0x7FC0
+
+
+def bf16_bits(x):
+    """float32 value(s) -> bfloat16 bits (uint16): the top 16 bits, rounded to nearest even on
+    the 16 dropped (``cvt.rn.bf16.f32``, torch's rounding); a NaN becomes ``BF16_NAN``. An
+    array gives an array, a number a ``numpy.uint16``: the host's reference, the simulator's
+    stores (book.kernels.wide, book.kernels.tensorcore) and the checks all round here."""
+    a = np.asarray(x, dtype=np.float32)   # (ascontiguousarray would make a number 1-D)
+    b = (a if a.ndim == 0 else np.ascontiguousarray(a)).view(np.uint32).astype(np.uint64)
+    bits = np.where(np.isnan(a), np.uint16(BF16_NAN),
+                    ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16))
+    return bits if bits.ndim else np.uint16(bits)
+
+
+def bf16_value(bits):
+    """bfloat16 bits (uint16) -> float32 value(s), exactly (an array gives an array)."""
+    a = np.asarray(bits, dtype=np.uint16)
+    v = (a.astype(np.uint32) << 16).view(np.float32)
+    return v if v.ndim else np.float32(v)

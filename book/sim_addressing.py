@@ -66,12 +66,12 @@ def _flat_over_root(a: np.ndarray):
 def gpu_addressed(args):
     """``args`` of a launch, each device array (a simulator ``FakeCUDAArray``) replaced by one
     that indexes as the GPU would; everything else as it was."""
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    from .numba_compat import host_array, sim_array_class
 
     out = []
     for a in args:
-        if type(a) is FakeCUDAArray and isinstance(a._ary, np.ndarray):
-            made = _Addressed.of(a._ary, a.stream)
+        if type(a) is sim_array_class() and isinstance(host_array(a), np.ndarray):
+            made = _Addressed.of(host_array(a), a.stream)
             out.append(a if made is None else made)
         else:
             out.append(a)
@@ -79,7 +79,9 @@ def gpu_addressed(args):
 
 
 def _addressed_class():
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    from .numba_compat import host_array, sim_array_class
+
+    FakeCUDAArray = sim_array_class()
 
     class Addressed(FakeCUDAArray):
         """A simulated device array whose integer indexing computes an address in its
@@ -151,7 +153,7 @@ def _addressed_class():
             if off is None:
                 part = self._slice(idx)
                 if part is not None:
-                    part._ary[...] = val
+                    host_array(part)[...] = val
                     return None
                 return super().__setitem__(idx, val)
             if 0 <= off < self._flat.size:
@@ -186,17 +188,17 @@ def installed():
     if not gpu.SIMULATED:
         yield
         return
-    from numba.cuda.simulator import kernel as simk
+    from .numba_compat import is_launch, patch_sim_call
 
-    orig = simk.FakeCUDAKernel.__call__
+    def wrap(orig):
+        def call(self, *args):
+            if is_launch(self):
+                args = gpu_addressed(args)
+            return orig(self, *args)
+        return call
 
-    def call(self, *args):
-        if not self._device and simk._kernel_context is None:
-            args = gpu_addressed(args)
-        return orig(self, *args)
-
-    simk.FakeCUDAKernel.__call__ = call
+    undo = patch_sim_call(wrap)
     try:
         yield
     finally:
-        simk.FakeCUDAKernel.__call__ = orig
+        undo()

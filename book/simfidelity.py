@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib.machinery
 import sys
 
-TARGET = "numba.cuda.simulator.cudadrv.devicearray"
+from .numba_compat import SIM_ARRAY_MODULE as TARGET, host_array
 
 
 def transpose_as_on_gpu(self, axes=None):
@@ -34,7 +34,7 @@ def transpose_as_on_gpu(self, axes=None):
         raise NotImplementedError("transposing a non-2D DeviceNDArray isn't supported")
     if axes is not None and set(axes) != set(range(self.ndim)):
         raise ValueError("invalid axes list %r" % (axes,))
-    return type(self)(np.ascontiguousarray(np.transpose(self._ary)))
+    return type(self)(np.ascontiguousarray(np.transpose(host_array(self))))
 
 
 def patch(module) -> None:

@@ -106,9 +106,10 @@ def _cell_of(fn, lab: str) -> str:
 def _arg_type(value, kernel: str, pos: int):
     """The Numba type a GPU launch gives this argument (what the simulator got)."""
     import numba
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-    host = value._ary if isinstance(value, FakeCUDAArray) else value
+    from book.numba_compat import host_array
+
+    host = host_array(value)
     try:
         return numba.typeof(host)
     except (ValueError, TypeError) as e:
@@ -122,7 +123,8 @@ def record(lab: str, cells, only=None) -> dict[str, list[dict]]:
     step (or the steps named in ``only``) on its cases right after the cell defining its
     function, as the notebook's check cells do."""
     from numba import config
-    from numba.cuda.simulator import kernel as simkernel
+
+    from book.numba_compat import is_launch, patch_sim_call
 
     if not config.ENABLE_CUDASIM:
         raise RuntimeError("tools.lab_ptx.record needs Numba's CUDA simulator (import book "
@@ -132,10 +134,13 @@ def record(lab: str, cells, only=None) -> dict[str, list[dict]]:
     ns = {"__name__": "__main__", "check": lambda *a, **k: None}
     launches: dict[str, list[dict]] = {}
     current = {}
-    original = simkernel.FakeCUDAKernel.__call__
+    def recording(original):
+        def call(self, *args):
+            return recording_call(original, self, *args)
+        return call
 
-    def recording_call(self, *args):
-        if not (self._device or simkernel._get_kernel_context()):
+    def recording_call(original, self, *args):
+        if is_launch(self):
             names = sorted(k for k, v in ns.items() if v is self)
             kname = names[0] if names else self.fn.__name__
             if not names:
@@ -152,7 +157,7 @@ def record(lab: str, cells, only=None) -> dict[str, list[dict]]:
                      "cell": _cell_of(self.fn, lab), "types": pickle.dumps(tys)})
         return original(self, *args)
 
-    simkernel.FakeCUDAKernel.__call__ = recording_call
+    undo = patch_sim_call(recording)
     try:
         for cid, src in cells:
             _exec(ns, lab, cid, src)
@@ -164,7 +169,7 @@ def record(lab: str, cells, only=None) -> dict[str, list[dict]]:
                     raise RuntimeError(f"{lab}, step {st.name!r}: {st.function} launched "
                                        "no kernel, so there is nothing to compile")
     finally:
-        simkernel.FakeCUDAKernel.__call__ = original
+        undo()
     missing = [s.name for s in steps
                if not any(ln["step"] == s.name for v in launches.values() for ln in v)]
     if missing:

@@ -60,8 +60,8 @@ import numpy as np
 from numba import cuda, float32, int64, uint32
 
 from .fused import silu_mul
-from .launch import KernelLaunch, as_device, flat, is_c_contiguous, sm_count
-from .mma_gemm import address, half_dtype, kind_for
+from .launch import KernelLaunch, address, as_device, flat, is_c_contiguous, sm_count
+from .mma_gemm import half_dtype, kind_for
 from .splitk import last_to_arrive, load_f32_cg, splits, workspace
 from .tensorcore import (mma_bf16_16816, mma_f16_1688, mma_f16_16816, shfl_xor,
                          target_cc)

@@ -50,8 +50,9 @@ import functools
 
 from numba import config as _numba_config
 
+from ..numba_compat import compiled_for, cufunc, is_plain
 from . import halfprec, vectorized
-from .launch import aligned, prepare
+from .launch import aligned, pointer, prepare
 
 # The vector wrappers this path serves: name -> (kernel, elements per access, dtypes,
 # the ordinary wrapper). Each computes what the wrapper computes: the same kernel, the
@@ -252,15 +253,14 @@ class FastCall:
     def _launch_plan(self, p, device):
         kernel = self.kernel
         arrays = (p.gate, p.up, p.out)
-        types = tuple(kernel.typeof_pyval(a) for a in arrays)
-        kern = kernel.overloads.get(types)
-        if kern is None or kern.debug or kern.cooperative or kern.extensions:
+        kern = compiled_for(kernel, arrays)
+        if kern is None or not is_plain(kern):
             return None  # not a plain compiled kernel: the ordinary wrapper every time
         function = cufunction(self._cu, kern)
         grid, block = vectorized.vector_config(p.n, self.width, self.block)
         values = []
         for a in arrays:
-            values.extend(pack_array(_address(a), a.shape, a.strides, a.dtype.itemsize))
+            values.extend(pack_array(pointer(a), a.shape, a.strides, a.dtype.itemsize))
         return Plan(function, grid, block, PackedParams(values), device)
 
     def clear(self):
@@ -278,7 +278,7 @@ def pack_args(args):
         if isinstance(a, int):
             values.append(int(a))
         else:
-            values.extend(pack_array(_address(a), a.shape, a.strides, a.dtype.itemsize))
+            values.extend(pack_array(pointer(a), a.shape, a.strides, a.dtype.itemsize))
     return values
 
 
@@ -371,9 +371,8 @@ class PlannedCall:
 
     def _launch_plan(self, launch, device):
         kernel = launch.kernel
-        types = tuple(kernel.typeof_pyval(a) for a in launch.args)
-        kern = kernel.overloads.get(types)
-        if kern is None or kern.debug or kern.cooperative or kern.extensions:
+        kern = compiled_for(kernel, launch.args)
+        if kern is None or not is_plain(kern):
             return None  # not a plain compiled kernel: the ordinary launch every time
         return Plan(cufunction(self._cu, kern), launch.grid, launch.block,
                     PackedParams(pack_args(launch.args)), device, launch.shared,
@@ -446,11 +445,6 @@ def _torch_tensor_type():
     return torch.Tensor
 
 
-def _address(a):
-    """Device address of a Numba device array."""
-    return int(a.__cuda_array_interface__["data"][0] or 0)
-
-
 def cufunction(cu, kern):
     """The handle cuLaunchKernel takes for a Numba-compiled kernel.
 
@@ -458,7 +452,7 @@ def cufunction(cu, kern):
     kernel, which cuLaunchKernel accepts in place of a CUfunction: the driver API documents
     the cast) or a CUfunction. Either is returned as a CUfunction of the same address, made
     once: the type cuda-bindings' cuLaunchKernel declares, so no call needs to convert it."""
-    handle = kern.library.get_cufunc().handle
+    handle = cufunc(kern).handle
     if isinstance(handle, cu.CUfunction):
         return handle
     return cu.CUfunction(int(handle))

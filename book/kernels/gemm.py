@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda, float32, uint64
 
-from .launch import as_device, cdiv, is_c_contiguous, pointer
+from .launch import address, as_device, cdiv, is_c_contiguous
 
 __all__ = [
     "CHAPTER", "Tile", "TILE", "TILE_VARIANTS", "SIM_TILE", "BM", "BN", "BK", "TM", "TN", "PAD", "THREADS", "MIN_BLOCKS",
@@ -472,9 +472,7 @@ def check_matrix(x, name):
 
 def _span(d):
     """[start, end) byte addresses of a device array; None where unknown."""
-    p = pointer(d)
-    if p == 0 and hasattr(d, "_ary"):  # simulator: the host array behind the fake device one
-        p = int(d._ary.__array_interface__["data"][0])
+    p = address(d)   # in the simulator, of the host array behind the device one
     return (p, p + d.size * d.dtype.itemsize) if p else None
 
 

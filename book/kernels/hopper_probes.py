@@ -67,7 +67,8 @@ def tma_tile(tensor, c0: int, c1: int, box: tuple[int, int], mode: str = "128B")
     16-bit elements) at column ``c0``, row ``c1`` with ``box = (columns, rows)`` leaves in
     shared memory, starting from a 1024-aligned address."""
     _gpu()
-    from .mma_gemm import address, half_matrix
+    from .launch import address
+    from .mma_gemm import half_matrix
 
     t = half_matrix(tensor, "tensor")
     raw = tensor_map(address(t), t.shape[0], t.shape[1], t.strides[0], box, mode=mode)

@@ -21,6 +21,7 @@ import numpy as np
 from numba import cuda
 
 from ..dtypes import STORAGE_NAMES, name as dtype_name
+from ..numba_compat import host_array
 
 
 class Prepared:
@@ -237,9 +238,20 @@ def pointer(a):
     except AttributeError:
         pass
     try:
-        return int(a.__cuda_array_interface__["data"][0])
+        return int(a.__cuda_array_interface__["data"][0] or 0)
     except Exception:
         return 0
+
+
+def address(a):
+    """Start address of a device array; in the simulator, of the host memory behind it (so an
+    alignment or overlap check refuses there what it refuses on a GPU)."""
+    p = pointer(a)
+    if p == 0:
+        host = host_array(a)
+        if host is not a:
+            p = int(host.__array_interface__["data"][0])
+    return p
 
 
 def aligned(*arrays, to=16):
@@ -285,16 +297,16 @@ def allow_shared(kern, args, nbytes):
     if config.ENABLE_CUDASIM:
         return
     from cuda.bindings import driver as binding
-    from numba.cuda.cudadrv.driver import driver
     from numba.cuda.typing.typeof import Purpose, typeof
 
-    types = tuple(typeof(a, Purpose.argument) for a in args)
-    compiled = kern.overloads.get(types) or kern.compile(types)
+    from ..numba_compat import compile_for, cufunc, driver
+
+    compiled = compile_for(kern, tuple(typeof(a, Purpose.argument) for a in args))
     if _ALLOWED.get(compiled, 0) >= nbytes:
         return
-    fn = compiled._codelibrary.get_cufunc()
+    fn = cufunc(compiled)
     attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    driver.cuKernelSetAttribute(attr, nbytes, fn.handle, fn.device.id)
+    driver().cuKernelSetAttribute(attr, nbytes, fn.handle, fn.device.id)
     _ALLOWED[compiled] = nbytes
 
 
@@ -327,10 +339,11 @@ try:
     if _config.ENABLE_CUDASIM:
         raise ImportError("the simulator launches through Numba")
     from cuda.core import LaunchConfig as _LaunchConfig, launch as _core_launch
-    from numba.cuda.cudadrv import driver as _driver
     from numba.cuda.typing.typeof import Purpose as _Purpose, typeof as _typeof
 
-    _STREAM0 = _driver._to_core_stream(0)
+    from ..numba_compat import core_stream, cufunc, is_plain, kernel_args
+
+    _STREAM0 = core_stream(0)
     PREPARED_LAUNCH = True
 except Exception:  # any failure here: Numba's own launch
     PREPARED_LAUNCH = False
@@ -350,12 +363,8 @@ def _argtype(a):
 def _kernel_args(a, kern, ty):
     try:
         return a._course_kernel_args
-    except AttributeError:
-        frag, retr = [], []
-        kern._prepare_args(ty, a, 0, retr, frag)  # Numba's own marshalling, done once
-        if retr:  # a copy to write back: not a device array; never cached
-            raise TypeError("not a device array")
-        a._course_kernel_args = frag = tuple(frag)
+    except AttributeError:   # Numba's own marshalling, done once (never for a host array)
+        a._course_kernel_args = frag = kernel_args(kern, ty, a)
         return frag
 
 
@@ -414,10 +423,10 @@ def launch_kernel(kernel, grid, block, stream, *arrays):
         try:
             types = tuple(_argtype(a) for a in arrays)
             kern = kernel.overloads.get(types)
-            if kern is not None and not (kern.debug or kern.cooperative or kern.extensions):
+            if kern is not None and is_plain(kern):
                 fn = _CUFUNCS.get(kern)
                 if fn is None:
-                    fn = _CUFUNCS[kern] = kern._codelibrary.get_cufunc().kernel
+                    fn = _CUFUNCS[kern] = cufunc(kern).kernel
                 cfg = _CONFIGS.get((grid, block))
                 if cfg is None:
                     cfg = _CONFIGS[(grid, block)] = _LaunchConfig(
@@ -425,7 +434,7 @@ def launch_kernel(kernel, grid, block, stream, *arrays):
                 args = []
                 for a, ty in zip(arrays, types):
                     args.extend(_kernel_args(a, kern, ty))
-                _core_launch(_STREAM0 if not stream else _driver._to_core_stream(stream),
+                _core_launch(_STREAM0 if not stream else core_stream(stream),
                              cfg, fn, *args)
                 return
         except (AttributeError, TypeError):

@@ -47,13 +47,13 @@ needs; the wrappers refuse other shapes, saying so. Taught in chapter 8
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import cuda, float32, int32, uint16, uint32
 
 from .fused import silu_mul
-from .launch import KernelLaunch, allow_shared, as_device, flat, is_c_contiguous, pointer
+from .launch import KernelLaunch, address, allow_shared, as_device, flat, is_c_contiguous
 from .tensorcore import (
     SIMULATED, check_capability, copy16_zfill_at, cp_async16_zfill_at, cp_async_commit,
     cp_async_wait,
@@ -104,6 +104,11 @@ class MmaTile:
         """Beyond 48 KiB shared memory must be dynamic (and the kernel allowed to use it)."""
         return self.shared_bytes > STATIC_SHARED
 
+    @property
+    def geometry(self) -> "MmaGeometry":
+        """Every size the kernel is built from, named: what ``make_mma_gemm`` reads."""
+        return MmaGeometry.of(self)
+
     def validate(self) -> "MmaTile":
         p = []
         if self.bk % 16 or self.bk < 16:
@@ -128,6 +133,64 @@ class MmaTile:
         if p:
             raise ValueError(f"invalid {self}: " + "; ".join(p))
         return self
+
+
+@dataclass(frozen=True)
+class MmaGeometry:
+    """The sizes of one :class:`MmaTile`'s kernel, derived once and named (``print`` shows
+    them, one a line, with what each is): the kernel factory reads its constants from here.
+    Elements are 16-bit; a *chunk* is 16 bytes (8 elements: one ``cp.async`` or one
+    ``ldmatrix`` row); A is the stage's tile of x (``bm`` rows by ``bk``), B its tile of the
+    weights (``bk`` rows by ``bn`` columns: two halves of ``half`` columns, gate and up)."""
+
+    half: int = field(metadata={"is": "columns of one B half (gate's or up's)"})
+    n_half_tiles: int = field(metadata={"is": "n8-tiles of a warp in one half"})
+    n_pairs: int = field(metadata={"is": "n8-tile pairs one ldmatrix.x4.trans reads"})
+    ksteps: int = field(metadata={"is": "16-deep mma steps per stage"})
+    a_chunks: int = field(metadata={"is": "16-byte chunks per A row"})
+    b_chunks: int = field(metadata={"is": "16-byte chunks per B row"})
+    b_half_chunks: int = field(metadata={"is": "16-byte chunks per B row of one half"})
+    a_swizzle: tuple = field(metadata={"is": "(shift, mask) of A's chunk swizzle"})
+    b_swizzle: tuple = field(metadata={"is": "(shift, mask) of B's chunk swizzle"})
+    a_stage: int = field(metadata={"is": "elements of one A stage"})
+    b_stage: int = field(metadata={"is": "elements of one B stage"})
+    a_ring: int = field(metadata={"is": "elements of the A ring"})
+    b_ring: int = field(metadata={"is": "elements of the B ring"})
+    b_base: int = field(metadata={"is": "element where the B ring starts"})
+    a_row_bytes: int = field(metadata={"is": "bytes of one A row in shared memory"})
+    b_row_bytes: int = field(metadata={"is": "bytes of one B row"})
+    a_stage_bytes: int = field(metadata={"is": "bytes of one A stage"})
+    b_stage_bytes: int = field(metadata={"is": "bytes of one B stage"})
+    a_copies: int = field(metadata={"is": "A chunks each thread copies per stage"})
+    b_copies: int = field(metadata={"is": "chunks of each B half each thread copies"})
+    a_row_step: int = field(metadata={"is": "rows between one thread's A copies"})
+    b_row_step: int = field(metadata={"is": "k rows between one thread's B copies"})
+    wait: int = field(metadata={"is": "cp.async groups left in flight (stages - 2)"})
+
+    @classmethod
+    def of(cls, t: "MmaTile") -> "MmaGeometry":
+        half = t.bn // 2
+        a_chunks, b_chunks = t.bk // 8, t.bn // 8
+        a_stage, b_stage = t.bm * t.bk, t.bk * t.bn
+        return cls(
+            half=half, n_half_tiles=t.nt // 2, n_pairs=t.nt // 2, ksteps=t.bk // 16,
+            a_chunks=a_chunks, b_chunks=b_chunks, b_half_chunks=b_chunks // 2,
+            a_swizzle=_swizzle_mask(a_chunks), b_swizzle=_swizzle_mask(b_chunks),
+            a_stage=a_stage, b_stage=b_stage, a_ring=t.stages * a_stage,
+            b_ring=t.stages * b_stage, b_base=t.stages * a_stage if t.dynamic else 0,
+            a_row_bytes=2 * t.bk, b_row_bytes=2 * t.bn, a_stage_bytes=2 * a_stage,
+            b_stage_bytes=2 * b_stage, a_copies=t.bm * a_chunks // t.threads,
+            b_copies=t.bk * (b_chunks // 2) // t.threads,
+            a_row_step=t.threads // a_chunks, b_row_step=t.threads // (b_chunks // 2),
+            wait=t.stages - 2)
+
+    def __str__(self) -> str:
+        import dataclasses
+
+        fields = dataclasses.fields(self)
+        width = max(len(f.name) for f in fields)
+        return "\n".join(f"{f.name:<{width}} = {getattr(self, f.name)!s:<8} {f.metadata['is']}"
+                         for f in fields)
 
 
 #: The configuration measured on the H100: the fastest dual GEMM of the sweep in
@@ -171,34 +234,26 @@ def make_mma_gemm(tile, epilogue, kind="bf16"):
     MMA = mma_bf16_16816 if kind == "bf16" else mma_f16_16816
     COPY = copy16_zfill_at if K8 else cp_async16_zfill_at  # predicated: edge tiles read zeros
     STORE = store_bf16x2 if kind == "bf16" else store_f16x2
-    WN = tile.warps_n
-    MT, NT, NH = tile.mt, tile.nt, tile.nt // 2  # NH: n-tiles per half (gate or up)
+    # compile-time constants from the tile and its geometry (print(tile.geometry)
+    # says what each is); closure variables, so every loop over them unrolls
+    geo = tile.geometry
+    WN, MT, NT = tile.warps_n, tile.mt, tile.nt
     BM, BN, BK, ST = tile.bm, tile.bn, tile.bk, tile.stages
-    HALF = BN // 2  # columns of one B half
-    THREADS = tile.threads
-    CA, CB = BK // 8, HALF // 8 * 2  # 16-byte chunks per A row, per B row
-    CBH = CB // 2
-    A_SH, A_MK = _swizzle_mask(CA)
-    B_SH, B_MK = _swizzle_mask(CB)
-    A_STAGE, B_STAGE = BM * BK, BK * BN  # elements
-    A_SIZE, B_SIZE = ST * A_STAGE, ST * B_STAGE
-    DYN = tile.dynamic
-    B_BASE = A_SIZE if DYN else 0  # dynamic: one array, A's stages then B's
-    A_COPIES = BM * CA // THREADS  # 16-byte copies per thread per stage
-    B_COPIES = BK * CBH // THREADS  # per half
-    KSTEPS = BK // 16
-    NP = NT // 2  # pairs of n-tiles (one ldmatrix.x4.trans each)
-    GM = tile.group_m
+    THREADS, GM, DYN = tile.threads, tile.group_m, tile.dynamic
+    HALF, N_HALF, N_PAIRS = geo.half, geo.n_half_tiles, geo.n_pairs
+    KSTEPS = geo.ksteps
+    A_CHUNKS, B_HALF_CHUNKS = geo.a_chunks, geo.b_half_chunks
+    A_SH, A_MK = geo.a_swizzle
+    B_SH, B_MK = geo.b_swizzle
+    A_SIZE, B_SIZE, B_BASE = geo.a_ring, geo.b_ring, geo.b_base
+    A_COPIES, B_COPIES, WAIT = geo.a_copies, geo.b_copies, geo.wait
+    A_ROWB, B_ROWB = geo.a_row_bytes, geo.b_row_bytes
+    A_STAGEB, B_STAGEB = geo.a_stage_bytes, geo.b_stage_bytes
+    A_RSTEP, B_RSTEP = geo.a_row_step, geo.b_row_step
     DUAL = epilogue in ("swiglu", "identity", "store2")
     LOADS = epilogue != "ceiling"
     EPI = epilogue
-    WAIT = ST - 2
     ALIGN = None if SIMULATED else 16
-
-    A_ROWB, B_ROWB = 2 * BK, 2 * BN  # bytes per shared row
-    A_STAGEB, B_STAGEB = 2 * A_STAGE, 2 * B_STAGE
-    A_RSTEP = THREADS // CA  # rows between one thread's A copies (a multiple of 8)
-    B_RSTEP = THREADS // CBH  # k rows between one thread's B copies (a multiple of 8)
 
     @cuda.jit(device=True, inline="always")
     def a_offset(r, k):
@@ -283,7 +338,7 @@ def make_mma_gemm(tile, epilogue, kind="bf16"):
         af = cuda.local.array((MT, 4), uint32)
         bf = cuda.local.array((NT, 2), uint32)
         a_ld = cuda.local.array(KSTEPS, int32)
-        b_ld = cuda.local.array(NP, int32)
+        b_ld = cuda.local.array(N_PAIRS, int32)
         for i in range(MT):
             for j in range(NT):
                 for v in range(4):
@@ -297,12 +352,12 @@ def make_mma_gemm(tile, epilogue, kind="bf16"):
             a_ld[ks] = a_offset(wr + l15, ks * 16 + lhi * 8)
         for jp in range(NT // 2):
             j = 2 * jp
-            col = wc + 8 * j if j < NH else HALF + wc + 8 * (j - NH)
+            col = wc + 8 * j if j < N_HALF else HALF + wc + 8 * (j - N_HALF)
             b_ld[jp] = b_offset(l15, col + lhi * 8)
         # cp.async: this thread's first A piece (row ra, chunk ca) and B pieces (k row rb,
         # chunk cb of each half); 8 neighbouring threads copy 128 contiguous bytes of B
-        ra, ca = tid // CA, tid % CA
-        rb, cb = tid // CBH, tid % CBH
+        ra, ca = tid // A_CHUNKS, tid % A_CHUNKS
+        rb, cb = tid // B_HALF_CHUNKS, tid % B_HALF_CHUNKS
         a_dst = a_offset(ra, ca * 8)
         a_src = (m0 + ra) * K + ca * 8
         b_dst0 = b_offset(rb, cb * 8)
@@ -356,10 +411,10 @@ def make_mma_gemm(tile, epilogue, kind="bf16"):
                 r = m0 + wr + 16 * i + g + 8 * h
                 if r >= M:
                     continue
-                for j in range(NH):
+                for j in range(N_HALF):
                     col = n0 + wc + 8 * j + t2
                     gl, gh = acc[i, j, 2 * h], acc[i, j, 2 * h + 1]
-                    ul, uh = acc[i, j + NH, 2 * h], acc[i, j + NH, 2 * h + 1]
+                    ul, uh = acc[i, j + N_HALF, 2 * h], acc[i, j + N_HALF, 2 * h + 1]
                     if EPI == "swiglu":
                         if col < N:
                             STORE(out, r * N + col, silu_mul(gl, ul), silu_mul(gh, uh))
@@ -389,15 +444,6 @@ def flops(T: int, d: int, h: int) -> int:
 
 # ---------------------------------------------------------------------------------------
 # host side
-
-
-def address(a):
-    """Start address of a device array; in the simulator, of the host memory behind it (so
-    the alignment checks below refuse there what they refuse on a GPU)."""
-    p = pointer(a)
-    if p == 0 and hasattr(a, "_ary"):
-        p = int(a._ary.__array_interface__["data"][0])
-    return p
 
 
 _HALF = {np.dtype(np.uint16): "bfloat16", np.dtype(np.int16): "bfloat16",

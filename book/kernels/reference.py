@@ -11,6 +11,7 @@ import numpy as np
 
 # STORAGE is used here; ITEMSIZE stays reachable as reference.ITEMSIZE for chapter 4's cells
 # (and DTYPES beside it); the library reads both from book.dtypes
+from .. import dtypes
 from ..dtypes import DTYPES, ITEMSIZE, STORAGE  # noqa: F401
 from ..dtypes import name as dtype_name
 
@@ -27,18 +28,10 @@ TOLERANCE = {
 }
 
 
-def bf16_bits_to_float32(bits):
-    """uint16 bfloat16 bits -> float32 values (exact)."""
-    bits = np.asarray(bits, dtype=np.uint16)
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
-def float32_to_bf16_bits(x):
-    """float32 values -> uint16 bfloat16 bits, rounding to nearest even (NaN stays NaN)."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    b = x.view(np.uint32).astype(np.uint64)
-    rounded = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-    return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
+# bfloat16 bits <-> float32, rounding to nearest even (NaN stays NaN): book.dtypes, the one
+# definition the simulator's stores use too
+bf16_bits_to_float32 = dtypes.bf16_value
+float32_to_bf16_bits = dtypes.bf16_bits
 
 
 def to_float64(a, dtype):

@@ -215,11 +215,15 @@ if not SIMULATED:
         array = context.make_array(arrty)(context, builder, value=ary)
         return cgutils.get_item_pointer(context, builder, arrty, array, [idx], wraparound=False)
 
-    item_pointer = _item_pointer  # public: book.kernels.hopper builds on it
+    item_pointer = _item_pointer  # public: book.kernels.hopper and book.kernels.wide build on it
 
-    def _check_array(arrty, what, itemsize=2):
+    def check_1d(arrty, what):
+        """Refuse, at typing, an argument an intrinsic addresses that is not a 1-D array."""
         if not isinstance(arrty, types.Array) or arrty.ndim != 1:
             raise TypingError(f"{what}: expected a 1-D array, got {arrty}")
+
+    def _check_array(arrty, what, itemsize=2):
+        check_1d(arrty, what)
         if arrty.dtype.bitwidth != 8 * itemsize:
             raise TypingError(f"{what}: expected {itemsize}-byte elements, got {arrty.dtype}")
 
@@ -511,26 +515,28 @@ if not SIMULATED:
 else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a barrier.
     import threading
 
+    from ..dtypes import bf16_bits, bf16_value
+    from ..numba_compat import sim_thread
+
     _LOCK = threading.Lock()
     _TIMEOUT = 120.0  # seconds a lane waits for its warp (a diverged warp would hang)
 
     def _warp():
         """(barrier, two sets of slots, each lane's next set, lane) of the calling simulated
         thread's warp."""
-        t = threading.current_thread()
-        mgr = t._manager
+        tid, mgr, block = sim_thread()
         with _LOCK:
             warps = mgr.__dict__.setdefault("_course_warps", {})
-            nthreads = int(np.prod(mgr._block_dim))
+            nthreads = int(np.prod(block))
             if nthreads % 32:
                 raise RuntimeError(
                     f"warp-level instructions (mma.sync, ldmatrix) need whole warps: this "
                     f"block has {nthreads} threads; launch a multiple of 32")
-            w = t.thread_id // 32
+            w = tid // 32
             if w not in warps:
                 warps[w] = (threading.Barrier(32), ([None] * 32, [None] * 32), [0] * 32)
         bar, slots, turn = warps[w]
-        return bar, slots, turn, t.thread_id % 32
+        return bar, slots, turn, tid % 32
 
     def _exchange(value):
         """Every lane's ``value``, as a list indexed by lane (all 32 lanes must call).
@@ -550,7 +556,7 @@ else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a b
         return every[lane ^ int(mask)]
 
     def _bf16(bits):
-        return float(np.uint32(int(bits) << 16).view(np.float32))
+        return float(bf16_value(int(bits)))
 
     def _f16(bits):
         return float(np.uint16(bits).view(np.float16))
@@ -668,17 +674,10 @@ else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a b
     def cp_async_wait(n):
         pass
 
-    def _bf16_bits(x):
-        x = np.float32(x)
-        if np.isnan(x):
-            return 0x7FC0
-        b = int(x.view(np.uint32))
-        return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
-
     def store_bf16x2(arr, idx, lo, hi):
         _check_pair(idx)
-        arr[int(idx)] = _bf16_bits(lo)
-        arr[int(idx) + 1] = _bf16_bits(hi)
+        arr[int(idx)] = bf16_bits(lo)
+        arr[int(idx) + 1] = bf16_bits(hi)
 
     def store_f16x2(arr, idx, lo, hi):
         _check_pair(idx)

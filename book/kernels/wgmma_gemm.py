@@ -55,10 +55,11 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda, float32, uint8, uint32, uint64
 
+from ..numba_compat import compiled_for
 from .fused import silu_mul
 from .hopper import SIMULATED, check_capability, descriptor, tensor_map
 from .fastcall import BoundedCache, PackedParams, cufunction, current_raw_stream, pack_array
-from .launch import allow_shared, sm_count
+from .launch import allow_shared, pointer, sm_count
 from .mma_gemm import half_dtype, half_matrix, half_out
 from .tensorcore import target_cc
 
@@ -454,7 +455,7 @@ def _maps(arrays, boxes):
     """A device array of the tensor maps of ``arrays`` (2-D, row-major), 16 uint64 each.
     Cached by everything a map encodes (address, sizes, stride, box): the same key gives
     the same 128 bytes, so the cache can never hand out a stale map."""
-    from .mma_gemm import address
+    from .launch import address
 
     key = tuple((address(a), *a.shape, a.strides[0], box) for a, box in zip(arrays, boxes))
     dev = _MAPS.get(key)
@@ -556,11 +557,11 @@ def _plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h):
     kern = build_kernel(tile, epilogue, kind)
     args = [maps, sched, d]
     allow_shared(kern, args, tile.shared_bytes)  # compiles for these types
-    compiled = kern.overloads[tuple(kern.typeof_pyval(a) for a in args)]
+    compiled = compiled_for(kern, args)
     function = cufunction(cu, compiled)
     params = []
     for a in (maps, sched):
-        params.extend(pack_array(int(a.device_ctypes_pointer.value), a.shape, a.strides,
+        params.extend(pack_array(pointer(a), a.shape, a.strides,
                                  a.dtype.itemsize))
     params.append(d)
     if tile.cluster == 1:

@@ -42,20 +42,15 @@ SIMULATED = bool(config.ENABLE_CUDASIM)
 if not SIMULATED:
     from llvmlite import ir
     from numba import types
-    from numba.cuda import cgutils
     from numba.cuda.extending import intrinsic
     from numba.core.errors import TypingError
 
-    def _element_pointer(context, builder, arrty, ary, idx):
-        array = context.make_array(arrty)(context, builder, value=ary)
-        # No wraparound and no bounds check: the kernel owns its index arithmetic.
-        return cgutils.get_item_pointer(
-            context, builder, arrty, array, [idx], wraparound=False
-        )
+    # an element's address with no wraparound and no bounds check (the kernel owns its index
+    # arithmetic), and the 1-D test: the tensor-core intrinsics' own
+    from .tensorcore import check_1d, item_pointer as _element_pointer
 
     def _check(arrty, n, what):
-        if not isinstance(arrty, types.Array) or arrty.ndim != 1:
-            raise TypingError(f"{what}: expected a 1-D array, got {arrty}")
+        check_1d(arrty, what)
         width = n * arrty.dtype.bitwidth // 8
         if width not in (8, 16):
             raise TypingError(
@@ -291,14 +286,7 @@ else:  # Numba's CUDA simulator runs kernels as Python: same results, no vectors
     def store4(a, i, v):
         _store(a, i, v, 4)
 
-    def bf16_to_f32(bits):
-        return (np.uint32(bits) << np.uint32(16)).view(np.float32)
-
-    def f32_to_bf16(x):
-        b = int(np.float32(x).view(np.uint32))
-        if np.isnan(np.float32(x)):
-            return np.uint16(0x7FC0)
-        return np.uint16(((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF)
+    from ..dtypes import bf16_bits as f32_to_bf16, bf16_value as bf16_to_f32
 
     def _to_f32(a, v):
         if a.dtype == np.float16:

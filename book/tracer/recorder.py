@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import gpu
+from ..numba_compat import host_array, is_launch, patch_sim_call, sim_shared_class
 from .child import importable_name, in_simulator_process, trace_in_subprocess
 from .model import MAX_THREADS, Access, Trace, TracerError
 
@@ -210,9 +211,8 @@ def _explained(what="this kernel"):
 @contextmanager
 def _shared_recorded(rec, arrays):
     """While active, every ``cuda.shared.array`` a simulated kernel makes is recorded too."""
-    from numba.cuda.simulator import kernelapi
-
-    original = kernelapi.FakeCUDAShared.array
+    shared = sim_shared_class()
+    original = shared.array
     made = {}
 
     def shared_array(self, shape, dtype, alignment=None):
@@ -236,11 +236,11 @@ def _shared_recorded(rec, arrays):
                 got = made[k] = _Traced(ary, name, "shared", rec)
         return got
 
-    kernelapi.FakeCUDAShared.array = shared_array
+    shared.array = shared_array
     try:
         yield
     finally:
-        kernelapi.FakeCUDAShared.array = original
+        shared.array = original
 
 
 def trace(kernel, grid, block, *args, names=None, shared_bytes: int = 0,
@@ -326,23 +326,23 @@ def trace_call(fn, *args, names=None, max_threads: int = MAX_THREADS,
         return t
     import inspect
 
-    from numba.cuda.simulator import kernel as simkernel
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
     params = list(inspect.signature(fn).parameters)
     by_memory = []                      # (ndarray, name) of fn's own array arguments
     for pos, a in enumerate(args):
-        base = a._ary if isinstance(a, FakeCUDAArray) else a
+        base = host_array(a)
         if isinstance(base, np.ndarray) and base.ndim > 0:
             nm = names[pos] if names and pos < len(names) else (
                 params[pos] if pos < len(params) else f"arg{pos}")
             by_memory.append((base, nm))
     rec = _Recorder(time.monotonic() + timeout_s, max_accesses)
     arrays, launches, budget = {}, [], [max_threads]
-    original_call = simkernel.FakeCUDAKernel.__call__
+    def traced(original_call):
+        def call(self, *kargs):
+            return traced_call(original_call, self, *kargs)
+        return call
 
-    def traced_call(self, *kargs):
-        if self._device or simkernel._get_kernel_context():
+    def traced_call(original_call, self, *kargs):
+        if not is_launch(self):
             return original_call(self, *kargs)
         grid, block = tuple(self.grid_dim), tuple(self.block_dim)
         threads = int(np.prod(grid)) * int(np.prod(block))
@@ -355,7 +355,7 @@ def trace_call(fn, *args, names=None, max_threads: int = MAX_THREADS,
         kparams = list(inspect.signature(self.py_func).parameters)
         wrapped = []
         for pos, a in enumerate(kargs):
-            base = a._ary if isinstance(a, FakeCUDAArray) else a
+            base = host_array(a)
             if isinstance(base, np.ndarray) and base.ndim > 0:
                 nm = next((n for b, n in by_memory if np.shares_memory(b, base)), None) or (
                     kparams[pos] if pos < len(kparams) else f"arg{pos}")
@@ -368,12 +368,12 @@ def trace_call(fn, *args, names=None, max_threads: int = MAX_THREADS,
                 wrapped.append(a)
         return original_call(self, *wrapped)
 
-    simkernel.FakeCUDAKernel.__call__ = traced_call
+    undo = patch_sim_call(traced)
     try:
         with _shared_recorded(rec, arrays), _explained(f"{getattr(fn, '__name__', fn)}()"):
             fn(*args, **kwargs)
     finally:
-        simkernel.FakeCUDAKernel.__call__ = original_call
+        undo()
     if not launches:
         raise TracerError(f"{getattr(fn, '__name__', fn)!r} launched no kernel: there is no "
                           "memory traffic to show (is the work done on the host?)")

@@ -21,6 +21,9 @@ import numpy as np
 from numba import cuda
 
 from book import gpu
+from book.numba_compat import (cubin, cufunc, host_array, intercept_gpu_launches, is_launch,
+                               on_sim_kernel_made, patch_sim_call)
+from book.sim_addressing import gpu_addressed
 
 from .settings import SIM_MAX_THREADS
 
@@ -105,9 +108,7 @@ def _record_gpu(launch, args):
 
     kernel, griddim, blockdim, sharedmem = launch
 
-    lib = kernel._codelibrary
-    image = lib.get_cubin()
-    image = bytes(getattr(image, "code", image))
+    image = cubin(kernel)
     key = hashlib.sha256(image).hexdigest()[:20]
     if key not in REC["images"]:
         fn = f"img_{key}.cubin"
@@ -129,12 +130,13 @@ def _record_gpu(launch, args):
         d = tuple(d) if isinstance(d, (tuple, list)) else (d,)
         return [int(x) for x in d] + [1] * (3 - len(d))
 
-    REC["launches"].append({"image": key, "entry": lib.get_cufunc().name, "grid": dims(griddim),
+    REC["launches"].append({"image": key, "entry": cufunc(kernel).name, "grid": dims(griddim),
                             "block": dims(blockdim), "shmem": int(sharedmem or 0), "params": params})
 
 
 def array_of(a):
-    return getattr(a, "_ary", a) if not isinstance(a, np.ndarray) else a
+    """The NumPy array behind a simulated device array (a NumPy array as it is)."""
+    return host_array(a)
 
 
 def _byte_bounds(a):
@@ -218,56 +220,41 @@ def install(channel) -> None:
     launch's threads on ``channel`` (the grader's deadline grows with them) and refuse one too
     large to simulate."""
     if gpu.SIMULATED:
-        from numba.cuda.simulator import kernel as simk
-
-        from book.sim_addressing import gpu_addressed
-
-        orig = simk.FakeCUDAKernel.__call__
-        orig_init = simk.FakeCUDAKernel.__init__
-
-        def registered(self, fn, *a, **k):
-            orig_init(self, fn, *a, **k)
+        def registered(kernel, fn):
             c = fn.__code__
-            SIM_KERNELS.setdefault((c.co_filename, c.co_firstlineno, c.co_name), []).append(self)
+            SIM_KERNELS.setdefault((c.co_filename, c.co_firstlineno, c.co_name), []).append(kernel)
 
-        def counted(self, *args):
-            if not self._device and simk._kernel_context is None:
-                LAUNCHES[0] += 1
-                threads = int(np.prod(self.grid_dim)) * int(np.prod(self.block_dim))
-                if threads > SIM_MAX_THREADS:
-                    raise LaunchTooLargeToSimulate(
-                        f"a launch of {tuple(self.grid_dim)} blocks x {tuple(self.block_dim)} threads "
-                        f"= {threads:,} threads")
-                channel.reply(event="launch", threads=threads)  # the grader scales its deadline with it
-                _record(_record_sim, self, args)
-                # arrays addressed as on a GPU: a store past the end of `out` lands in its guard
-                # zone (autograder.inputs.guarded) instead of raising, and is found there, as on a GPU
-                args = gpu_addressed(args)
-            return orig(self, *args)
+        def counting(orig):
+            def counted(self, *args):
+                if is_launch(self):
+                    LAUNCHES[0] += 1
+                    threads = int(np.prod(self.grid_dim)) * int(np.prod(self.block_dim))
+                    if threads > SIM_MAX_THREADS:
+                        raise LaunchTooLargeToSimulate(
+                            f"a launch of {tuple(self.grid_dim)} blocks x {tuple(self.block_dim)} "
+                            f"threads = {threads:,} threads")
+                    channel.reply(event="launch", threads=threads)  # the grader's deadline grows
+                    _record(_record_sim, self, args)
+                    # arrays addressed as on a GPU: a store past the end of `out` lands in its
+                    # guard zone (autograder.inputs.guarded) instead of raising, and is found
+                    # there, as on a GPU
+                    args = gpu_addressed(args)
+                return orig(self, *args)
+            return counted
 
-        simk.FakeCUDAKernel.__init__ = registered
-        simk.FakeCUDAKernel.__call__ = counted
+        on_sim_kernel_made(registered)
+        patch_sim_call(counting)
     else:
-        from numba.cuda import dispatcher as disp
+        def on_kernel(launch):
+            if launch is not None:
+                LAUNCHES[0] += 1
+            REC["kernel"] = launch
 
-        orig_kernel_launch = disp._Kernel.launch
-        orig_launch = disp.launch
-
-        def kernel_launch(self, args, griddim, blockdim, stream=0, sharedmem=0):
-            LAUNCHES[0] += 1
-            REC["kernel"] = (self, griddim, blockdim, sharedmem)
-            try:
-                return orig_kernel_launch(self, args, griddim, blockdim, stream, sharedmem)
-            finally:
-                REC["kernel"] = None
-
-        def launch(stream, config, kernel, *args):
+        def on_launch(args):
             if REC["kernel"] is not None:
                 _record(_record_gpu, REC["kernel"], args)
-            return orig_launch(stream, config, kernel, *args)
 
-        disp._Kernel.launch = kernel_launch
-        disp.launch = launch
+        intercept_gpu_launches(on_kernel, on_launch)
 
 
 def buffer_extent(d, flat, guard):

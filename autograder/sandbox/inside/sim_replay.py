@@ -13,6 +13,8 @@ import time
 import numpy as np
 from numba import cuda
 
+from book.numba_compat import sim_array_class
+
 from ...inputs import generate, guarded
 from . import launches
 from .launches import array_of
@@ -75,6 +77,4 @@ def replay_sim(msg, workdir: str) -> dict:
 
 
 def _wrap_sim(view):
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
-    return FakeCUDAArray(view)
+    return sim_array_class()(view)

@@ -1,0 +1,178 @@
+"""Every place the course reaches past numba-cuda's public API, in one module.
+
+The course launches compiled kernels itself (the prepared launch, ``fastcall``, the Hopper
+GEMM's plan), gives a kernel more dynamic shared memory, records what a submission launches
+(the grader's child) and, in Numba's CUDA simulator, watches and re-addresses launches (the
+grader, ``check()``, the access tracer, ``tools/lab_ptx.py``) and lets a simulated warp meet
+(the tensor-core intrinsics). Each of these needs a name numba-cuda does not promise to keep;
+here each is reached once, by a function named after what it gives, written against the
+numba-cuda that requirements.txt pins (``PINNED``). ``tests/library/test_numba_compat.py``
+checks every one of them against the installed numba-cuda, so an upgrade that moves one fails
+there, naming the function to fix, instead of in several modules at once.
+
+Nothing here decides GPU or simulator: callers import it after ``import book``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+#: the numba-cuda these reaches were written against (requirements.txt)
+PINNED = "0.30.4"
+
+
+# ------------------------------------------------------------------ compiled kernels (GPU)
+def compiled_for(kernel, args):
+    """The kernel of dispatcher ``kernel`` compiled for the types of ``args`` (Numba's own
+    typing of launch arguments), or None when it has not been compiled for them."""
+    return kernel.overloads.get(tuple(kernel.typeof_pyval(a) for a in args))
+
+
+def compile_for(kernel, types):
+    """The kernel compiled for ``types`` (compiling it now if it was not)."""
+    return kernel.overloads.get(types) or kernel.compile(types)
+
+
+def is_plain(compiled) -> bool:
+    """A compiled kernel the course may launch itself: not built for debugging, not
+    cooperative, no extensions (anything else keeps Numba's own launch)."""
+    return not (compiled.debug or compiled.cooperative or compiled.extensions)
+
+
+def cufunc(compiled):
+    """numba-cuda's CUDA function object of a compiled kernel (``.handle``, ``.name``,
+    ``.device``; ``.kernel``: cuda.core's kernel)."""
+    return compiled.library.get_cufunc()
+
+
+def cubin(compiled) -> bytes:
+    """The compiled image (cubin) numba-cuda loaded for a compiled kernel."""
+    image = compiled.library.get_cubin()
+    return bytes(getattr(image, "code", image))
+
+
+def kernel_args(compiled, ty, value) -> tuple:
+    """The launch parameters Numba passes for one argument ``value`` of Numba type ``ty``:
+    numba-cuda's own marshalling (``_Kernel._prepare_args``), done here once per array.
+    Raises TypeError for a value that needs a copy written back (not a device array)."""
+    frag, retr = [], []
+    compiled._prepare_args(ty, value, 0, retr, frag)
+    if retr:
+        raise TypeError("not a device array")
+    return tuple(frag)
+
+
+def core_stream(stream):
+    """cuda.core's stream for a Numba stream, or for 0 (the default stream)."""
+    from numba.cuda.cudadrv import driver
+
+    return driver._to_core_stream(stream)
+
+
+def driver():
+    """numba-cuda's driver object (its ``cuKernelSetAttribute``, ``cuFuncGetAttribute``, ...)."""
+    from numba.cuda.cudadrv.driver import driver as the_driver
+
+    return the_driver
+
+
+def intercept_gpu_launches(on_kernel, on_launch) -> None:
+    """Watch every launch of a compiled kernel, for good (the grader's child):
+    ``on_kernel(compiled, griddim, blockdim, sharedmem)`` before it and None after, and
+    ``on_launch(args)`` with the launch's flattened parameters as numba-cuda passes them."""
+    from numba.cuda import dispatcher as disp
+
+    kernel_launch, launch = disp._Kernel.launch, disp.launch
+
+    def watched_kernel_launch(self, args, griddim, blockdim, stream=0, sharedmem=0):
+        on_kernel((self, griddim, blockdim, sharedmem))
+        try:
+            return kernel_launch(self, args, griddim, blockdim, stream, sharedmem)
+        finally:
+            on_kernel(None)
+
+    def watched_launch(stream, config, kernel, *args):
+        on_launch(args)
+        return launch(stream, config, kernel, *args)
+
+    disp._Kernel.launch = watched_kernel_launch
+    disp.launch = watched_launch
+
+
+# ------------------------------------------------------------------ the simulator
+def sim_kernel_class():
+    """The simulator's kernel class (``FakeCUDAKernel``): what its ``__call__`` launches;
+    its ``fn``, ``grid_dim``, ``block_dim``, ``dynshared_size`` and ``_device`` (a device
+    function, never launched itself)."""
+    from numba.cuda.simulator import kernel as simk
+
+    return simk.FakeCUDAKernel
+
+
+def in_sim_kernel() -> bool:
+    """Is a simulated kernel running now (a call from inside it is no launch)?"""
+    from numba.cuda.simulator import kernel as simk
+
+    return simk._get_kernel_context() is not None
+
+
+def is_launch(kernel) -> bool:
+    """Is this call of a simulator kernel a launch (not a device function, not from inside a
+    running kernel)?"""
+    return not kernel._device and not in_sim_kernel()
+
+
+def patch_sim_call(wrap):
+    """Replace the simulator's kernel call by ``wrap(original)`` (``original(self, *args)``);
+    returns the function that undoes it."""
+    cls = sim_kernel_class()
+    original = cls.__call__
+    cls.__call__ = wrap(original)
+
+    def undo():
+        cls.__call__ = original
+    return undo
+
+
+def on_sim_kernel_made(callback) -> None:
+    """For good: ``callback(kernel, fn)`` after the simulator makes each kernel object from the
+    Python function ``fn`` (a factory makes several from one function)."""
+    cls = sim_kernel_class()
+    init = cls.__init__
+
+    def made(self, fn, *a, **k):
+        init(self, fn, *a, **k)
+        callback(self, fn)
+
+    cls.__init__ = made
+
+
+def sim_shared_class():
+    """The simulator's ``cuda.shared`` (``FakeCUDAShared``): its ``array`` makes a block's
+    shared array."""
+    from numba.cuda.simulator import kernelapi
+
+    return kernelapi.FakeCUDAShared
+
+
+#: the simulator's device array module (book/simfidelity.py patches it when it is imported)
+SIM_ARRAY_MODULE = "numba.cuda.simulator.cudadrv.devicearray"
+
+
+def sim_array_class():
+    """The simulator's device array class (``FakeCUDAArray``), of ``SIM_ARRAY_MODULE``."""
+    import importlib
+
+    return importlib.import_module(SIM_ARRAY_MODULE).FakeCUDAArray
+
+
+def host_array(a):
+    """The NumPy array behind a simulator device array (``a`` itself for anything else)."""
+    return a._ary if isinstance(a, sim_array_class()) else a
+
+
+def sim_thread():
+    """(the calling simulated thread's number in its block, the block's manager (the one
+    object its threads share), the block's dimensions): what lets a warp's lanes meet."""
+    t = threading.current_thread()
+    return t.thread_id, t._manager, tuple(t._manager._block_dim)
