@@ -106,12 +106,19 @@ def from_report(summary: Path, lab: str) -> dict:
     if lab in (s.get("labs") or {}):
         d = s["labs"][lab]
         rows = {lab: _row(d.get("solution"))}
-        rows.update({p.stem: _row((d.get("fixtures") or {}).get(p.stem)) for p in controls_of(lab)})
+        rows.update({p.stem: _row(_found(d.get("fixtures"), p)) for p in controls_of(lab)})
         return rows
     h = s.get("hostile") or {}
     rows = {lab: _row((h.get("neighbours") or {}).get(lab))}
-    rows.update({p.stem: _row((h.get("hostile") or {}).get(p.stem)) for p in controls_of(lab)})
+    rows.update({p.stem: _row(_found(h.get("hostile"), p)) for p in controls_of(lab)})
     return rows
+
+
+def _found(results, path):
+    """A fixture's result in a report: under its stem, or, where another graded file had the
+    same stem, under its folder's name and stem (tools.grader_report.by_id)."""
+    results = results or {}
+    return results.get(f"{path.parent.name}_{path.stem}") or results.get(path.stem)
 
 
 def suggest(lab: str, rows: dict, rubric_dir: Path | None = None) -> dict:

@@ -49,6 +49,20 @@ HARM = REPO / "tests" / "fixtures" / "neighbours"        # storage, threads, a f
 MULTI = REPO / "tests" / "fixtures" / "multikernel"      # honest and hostile multi-kernel lab-2 files
 
 
+
+def by_id(out, graded, paths):
+    """{key: result} of ``paths`` among the files ``graded`` in one run, each found under the id
+    the grader gave it (autograder.grade.collect: the file's stem, or, where two graded files
+    share a stem, the folder's name and the stem); the key is the stem where it is unique,
+    else that id (two fixtures named alike, e.g. multikernel/ and controls/
+    lab2_two_kernels.py, once left both without a result)."""
+    from autograder.grade import collect
+
+    ids = {Path(p): sid for sid, p in collect(graded)}
+    stems = [Path(p).stem for p in graded]
+    return {(p.stem if stems.count(p.stem) == 1 else ids[Path(p)]): result(out, ids[Path(p)])
+            for p in map(Path, paths)}
+
 def lab_fixtures(lab: str) -> list:
     """A lab's own hostile and unusual submissions: tests/fixtures/labN/*.py (N its number),
     its bounds fixtures (tests/fixtures/bounds/labN_*.py: a store past the end of `out`, a
@@ -220,7 +234,7 @@ def main(argv) -> int:
                    faults=f"cuda_init:{INJECTED}")
         time.sleep(2)
         summary["hostile"] = {"neighbours": {sid: result(st["out"], sid) for sid in ids_n},
-                              "hostile": {p.stem: result(st["out"], p.stem) for p in hostile},
+                              "hostile": by_id(st["out"], subs_n + hostile, hostile),
                               "leftovers": leftovers(),
                               "discarded": log_records(st["out"], {"window_discarded"}),
                               "injected": INJECTED,
@@ -237,7 +251,9 @@ def main(argv) -> int:
                        + extra, "--gpus", gpus)
             summary["labs"][lab] = {"solution": result(st["out"], "solutions_" + lab) or result(st["out"], lab),
                                     "untouched": result(st["out"], "labs_" + lab),
-                                    "fixtures": {p.stem: result(st["out"], p.stem) for p in extra},
+                                    "fixtures": by_id(st["out"], [REPO / "solutions" / f"{lab}.ipynb",
+                                                                  REPO / "labs" / f"{lab}.ipynb"] + extra,
+                                                      extra),
                                     "references": log_records(st["out"], {"reference"})}
             summary["steps"].append(st)
             save(base, summary)

@@ -10,7 +10,8 @@ Rows (``kind`` "tensorcore", dtype bfloat16, shape [T, d, h]; flops count x @ [W
 - ``tc_dual_gemm_identity``: the control, same kernel storing gate + up;
 - ``tc_unfused``: the same kernel storing gate and up, then the ``half8`` SwiGLU kernel;
   ``tc_half8_only``: that separate pass alone (shape [T, h]);
-- ``cublas_bf16_gemm``: torch ``x @ [Wg|Wu]`` (cuBLAS); ``cublas_mlp_up_eager`` and
+- ``cublas_bf16_gemm``: torch ``x @ [Wg|Wu]`` (cuBLAS) (every row of a shape measured
+  interleaved with the others: :func:`book.bench.measure_interleaved`); ``cublas_mlp_up_eager`` and
   ``cublas_mlp_up_compiled``: that GEMM then ``F.silu(g) * u`` on its halves, eager or
   ``torch.compile``d (what a PyTorch user gets);
 - ``separate_pass_eager`` / ``separate_pass_compiled`` at T = 1, 64, 2048, 8192 with
@@ -113,9 +114,14 @@ def run(suite, shapes=SHAPES, share_t=SHARE_T, reps=None, tile=None):
             _check(suite, "tc_dual_gemm_vs_cublas", outs[0], ref.double(), shape)
             del ref
 
+        group, meta = {}, {}
+
         def rows(name, fn, sets, desc, flops=fl, shp=shape):
-            suite.add("tensorcore", name, "bfloat16", shp,
-                      suite.later(fn, sets, flops=flops, reps=reps), description=desc)
+            # measured below, every row of the shape interleaved with the others
+            # (book.bench.measure_interleaved): a drift of the clocks falls on all alike
+            if suite.wants(name):
+                group[name] = (fn, sets, {"flops": flops})
+                meta[name] = (shp, desc)
 
         rows("tc_ceiling", lambda a, b, c: mg.ceiling_mma(a, b, c, tile=tile),
              [(xv[i], wcv, guv[i]) for i in range(nsets)],
@@ -153,6 +159,11 @@ def run(suite, shapes=SHAPES, share_t=SHARE_T, reps=None, tile=None):
         rows("cublas_mlp_up_compiled", lambda a, w, o: compiled(t.matmul(a, w, out=o)),
              [(xs[i], wcat, gus[i]) for i in range(nsets)],
              "cuBLAS x @ [Wg|Wu], then a torch.compile'd F.silu(g) * u on its halves")
+        if group:
+            timings = suite.bench.measure_interleaved(group, rounds=6, reps=max(3, reps // 6))
+            for name, tm in timings.items():
+                shp, desc = meta[name]
+                suite.add("tensorcore", name, "bfloat16", shp, tm, description=desc)
         del xs, wg, wu, wcat, outs, gus, Gs, Us, xv, ov, guv, Gv, Uv, wgv, wuv, wcv
         t.cuda.empty_cache()
     if suite.wants("separate_pass"):
