@@ -1,5 +1,7 @@
 """Chapter 6's measurements in one GPU run: coalescing, the IEEE-math controls, launch spread.
 
+Record: `book/data/ncu/coalescing_h100.json`, `book/data/h100.json` (its rows), `records/bench/coalescing_rows_h100.json`, `records/bench/coalescing_h100.log`.
+
 1. **Coalescing** (``book/data/ncu/coalescing_h100.json``): the ``coalesced``, ``strided2``
    and ``uncoalesced`` kernels of :mod:`book.kernels.coalescing`, with ``vec4`` and
    ``fused_fastmath`` beside them, at 8192 x 14336 float32: time and effective bandwidth from

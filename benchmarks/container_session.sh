@@ -1,4 +1,5 @@
 #!/bin/bash
+# Record: `records/grader/container_h100/` (the summary, the CSV and the GPU tests' log).
 # Issue 28, part B, on one H100 (one device call, under 10 minutes): the sandbox as it now is
 # on a GPU. Student code never runs as root (a uid of its own always, the grader's Python
 # shared read-only in the child's mount namespace, the driver's own check), the trusted

@@ -1,5 +1,7 @@
 """Time the decode MLP-up (book.kernels.decode_mlp) beside cuBLAS, on a GPU.
 
+Record: `book/data/h100.json` (its rows, through `python -m book.bench.merge`), `records/bench/decode_rows_h100.json`, `records/bench/decode_tune_h100.json`.
+
     python3 benchmarks/decode_bench.py --out $OUT/decode_h100.json            # rows, sweep, host
     python3 benchmarks/decode_bench.py --out $OUT/decode_h100.json --only 'decode_|cublas_linear'
     python3 benchmarks/decode_bench.py --tune-out $OUT/decode_tune_h100.json  # tiles and splits

@@ -1,4 +1,5 @@
 #!/bin/bash
+# Record: `records/bench/` (`decode_rows_h100.json`, `decode_sweep_h100.json`, `decode_tune_h100.json`), `records/labs/` (`lab6_master_h100.json`), `book/data/h100.json`.
 # Issue 31 on the H100, in one device session: the decode MLP-up rows, the T sweep for the
 # book's figure, the host rows of the cheap call, the decode tiles, lab 6's master probe and
 # the GPU-lane tests of the decode paths.

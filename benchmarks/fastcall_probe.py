@@ -1,5 +1,7 @@
 """The cheap launch path (book.kernels.fastcall) on a GPU: correct, packed as Numba packs, and how cheap.
 
+Record: `records/launch/fastcall_probe_h100.json`.
+
 For f32 ``vec4`` and bf16 ``half8`` at decode size (1 x 18944) and one prefill size:
 
 * the fast path's output equals the ordinary wrapper's bit for bit (output poisoned with

@@ -1,5 +1,7 @@
 """GEMM and epilogue-fused dual GEMM on a GPU: correctness at full size, then timings.
 
+Record: `records/bench/gemm_h100.json`.
+
 Run on a CUDA GPU (the course ran it on the lent H100 through the device tool):
 
     COURSE_COMMIT=$(git rev-parse HEAD) python benchmarks/gemm_bench.py --out DIR \

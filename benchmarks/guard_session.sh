@@ -1,4 +1,5 @@
 #!/bin/bash
+# Record: `records/grader/h100-guard/`, `records/labs/lesson_controls_h100.json`, `records/tests/gpu_h100.json`.
 # Issue 28 (part A) on the H100: guard zones, bounds fixtures and "lesson not learned" controls,
 # in device calls of under 10 minutes each (device tool: carry .whl, numpy < 2.5 for
 # numba-cuda 0.30.4; no Jupyter needed):

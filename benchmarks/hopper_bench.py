@@ -1,4 +1,6 @@
 """The Hopper rows of book/data on an H100 (or H200), with chapter 8's tensor-core rows of the
+
+Record: `records/hopper/hopper_bench_h100.json`, `book/data/h100.json` (its rows).
 same run, so every cuBLAS figure the two chapters compare with comes from one run.
 
     python3 benchmarks/hopper_bench.py --out $OUT/hopper_h100.json [--no-tensorcore]

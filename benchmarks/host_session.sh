@@ -1,4 +1,5 @@
 #!/bin/bash
+# Record: `records/launch/host_rows_h100.json`, `book/data/h100.json`, `records/chapters/h100/`.
 # One device session for the decode section's host rows, the compiled MLP-up rows and the
 # chapters that show them, inside 9 minutes on the H100 (bench capped at 200 s, expected ~90;
 # recording budget 300 s, expected ~240: ch6 54 s, ch7 169 s, ch8 10 s when last recorded):

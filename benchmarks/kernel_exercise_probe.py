@@ -1,5 +1,7 @@
 """Chapter 5's fix-the-kernel exercise on a real GPU (the simulator cannot show this path).
 
+Record: `records/labs/kernel_exercise_h100.json`.
+
 On a GPU a missing bounds check does not fault here: `book.exercises` runs the reader's kernel
 on views of padded arrays, so the stray stores land in padding and the check reports them.
 

@@ -1,4 +1,6 @@
 """Where does lab 2's master stand against torch.add on this GPU, and which of its launch
+
+Record: `records/labs/lab2_master_ceiling_h100.json` (and `_h200`).
 constants put it at the ceiling? (issue 18: the master should stand at the ceiling on every GPU
 it is measured on; on an H200 it stood well below its H100 fraction of torch.add.)
 

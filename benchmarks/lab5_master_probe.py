@@ -1,4 +1,6 @@
 """Where does lab 5's master stand against cuBLAS in float16 plus a compiled SwiGLU on this GPU?
+
+Record: `records/labs/lab5_master_h100.json`.
 The number the full-marks line of autograder/rubrics/lab5_tensor_core_dual_gemm.toml is set
 from (issue 23: the master at or above 1.25x the full-marks line).
 

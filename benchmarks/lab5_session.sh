@@ -1,4 +1,5 @@
 #!/bin/bash
+# Record: `records/labs/lab5_master_h100.json`, `records/sanitizer/lab5_grade_sanitize_h100.csv`, `records/tests/gpu_h100.json`.
 # One device session (under 10 minutes on the H100) for what lab 5 and the merged grader need
 # from a GPU:
 #

@@ -1,4 +1,6 @@
 """Where does lab 6's master stand against cuBLAS in float16 plus a compiled SwiGLU, and where
+
+Record: `records/labs/` (`lab6_master_h100.json`).
 do its fixtures stand against the master, on this GPU? The numbers the rubric's lines of
 autograder/rubrics/lab6_decode_mlp_up.toml are set from (issue 31).
 

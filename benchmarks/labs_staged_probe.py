@@ -1,5 +1,7 @@
 """The staged labs' masters on a GPU: every step's check and the final check (timed).
 
+Record: `records/labs/labs_staged_h100.json`.
+
     python benchmarks/labs_staged_probe.py --out DIR     # writes DIR/labs_staged_gpu.json
 """
 

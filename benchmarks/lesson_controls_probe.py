@@ -1,4 +1,6 @@
 """Each lab's master against its "lesson not learned" control, timed by the grader on a GPU:
+
+Record: `records/labs/lesson_controls_h100.json`.
 the figures every rubric's performance lines are set from (issue 28).
 
 A control is a correct solution that misses what the lab teaches (lab 2's two kernels, lab 3's

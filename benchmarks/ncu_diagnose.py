@@ -1,5 +1,7 @@
 """Diagnosis profiles for chapter 10: what Nsight Compute's counters say about three kernels.
 
+Record: `book/data/ncu/diagnosis_h100.json`.
+
 One command on a GPU machine with ``ncu`` records ``book/data/ncu/diagnosis_<gpu>.json``:
 
     python benchmarks/ncu_diagnose.py --out book/data/ncu/diagnosis_h100.json

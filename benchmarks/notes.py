@@ -1,4 +1,6 @@
-"""Write benchmarks/NOTES.md: predictions (reasoned before measuring) beside outcomes.
+"""Write records/bench/NOTES.md: predictions (reasoned before measuring) beside outcomes.
+
+Record: `records/bench/NOTES.md` (from `book/data/h100.json` and `book/data/ncu/h100.json`; no GPU).
 
 The predictions are arithmetic from first principles and are written here; every
 outcome is read from book/data/h100.json and book/data/ncu/h100.json (recorded by
@@ -124,8 +126,8 @@ def main():
       + f"; the four differ by {best_bw / worst_bw - 1:.1%} in bandwidth, so they sit at the same "
         "ceiling and their order can change from run to run.")
     decode_host(r, w)
-    (ROOT / "benchmarks" / "NOTES.md").write_text("\n".join(L) + "\n")
-    print("wrote benchmarks/NOTES.md")
+    (ROOT / "records" / "bench" / "NOTES.md").write_text("\n".join(L) + "\n")
+    print("wrote records/bench/NOTES.md")
 
 
 def decode_host(r, w):

@@ -1,5 +1,7 @@
 """A decode-step timeline for chapter 10: a Python loop of launches against a CUDA-graph replay.
 
+Record: `book/data/profile/decode_timeline_h100.json`.
+
 One command on a GPU machine records ``book/data/profile/decode_timeline_<gpu>.json``:
 
     python benchmarks/profile_decode.py --out book/data/profile/decode_timeline_h100.json

@@ -1,5 +1,7 @@
 """Record what compute-sanitizer says about planted bugs, for book.sanitizer's parser and tests.
 
+Record: `records/sanitizer/h100.json`, `records/sanitizer/grade_h100.json` (`--grade`).
+
 Three small Numba programs, each run under memcheck and racecheck through book.sanitizer.run:
 an off-by-one store past the end of an array, a shared-memory tile read with no
 cuda.syncthreads() after it is filled (the values usually come out right), and the same tile
@@ -229,8 +231,7 @@ def _collect_fixtures(rec: dict, work: Path) -> None:
 def run_grader(args: list, timeout: float) -> dict:
     """``python -m autograder grade ARGS`` from the repository, stopped after ``timeout``
     seconds (SIGTERM first: the grader kills its children whole and logs the stop); what it
-    printed, how it ended, and what it left running (none expected: its sandbox's duty). Used
-    by benchmarks/sanitize_hostile_probe.py too."""
+    printed, how it ended, and what it left running (none expected: its sandbox's duty)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     env.pop("BOOK_SIMULATOR", None)

@@ -1,5 +1,7 @@
 """Dump the SASS (the GPU's machine code) of the course's kernels, for chapter 5's reading.
 
+Record: `book/data/sass/`.
+
 PTX is compiled anywhere (``book.kernels.ptx``); SASS needs the driver's assembler and
 ``nvdisasm``, i.e. a GPU machine. Writes ``<name>_<dtype>.sass`` files into a folder and
 a tarball of them (``--tar``), plus the registers and local memory per kernel.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# Record: `records/tests/gpu_h100_sm75.json`.
 # The T4 path run for real (issue 30): the GPU test lane on an H100 (or any newer GPU) held to
 # the T4's instructions by the switch COURSE_TARGET_CC=7.5 (book/target.py): Numba compiles
 # every kernel for sm_75 (ptxas refuses cp.async and bf16 mma there), chapter 8 is recorded

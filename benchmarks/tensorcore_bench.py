@@ -1,5 +1,7 @@
 """Time the bf16 tensor-core (mma.sync) dual GEMM beside its controls and cuBLAS, on a GPU.
 
+Record: `records/tensorcore/tensorcore_h100.json`, `book/data/h100.json` (its rows).
+
     python3 benchmarks/tensorcore_bench.py --out $OUT/tensorcore_h100.json
 
 Checks every kernel against a float64 reference first (small shape) and the dual GEMM

@@ -1,4 +1,5 @@
 #!/bin/bash
+# Record: `records/tensorcore/` (the sweep, the rows, ncu's reports).
 # The tensor-core measurements on a GPU machine, in one go (the device tool's copy of the tree,
 # numpy < 2.5 for numba-cuda 0.30.4 unpacked from a carried wheel when there is one):
 #   bash benchmarks/tensorcore_h100.sh $OUT

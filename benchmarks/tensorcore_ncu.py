@@ -1,5 +1,7 @@
 """Launch each tensor-core kernel once at T x 4096 x 14336, for ncu to profile.
 
+Record: `records/tensorcore/tensorcore_ncu_h100.txt` (ncu's text report of its launches).
+
     ncu --clock-control none --kernel-name regex:mma_gemm --section SpeedOfLight \
         --section WarpStateStats --metrics <see tensorcore_ncu.METRICS> \
         python3 benchmarks/tensorcore_ncu.py [--T 2048] [--config NAME]

@@ -1,5 +1,7 @@
 """The tensor-core ncu profiles as data: parse records/tensorcore's ncu text into book/data.
 
+Record: `book/data/ncu/tensorcore_h100.json` (parsed from `records/tensorcore/`; no GPU).
+
     python benchmarks/tensorcore_ncu_record.py   # writes book/data/ncu/tensorcore_h100.json
 
 `benchmarks/tensorcore_ncu.py` launches the ceiling, the dual GEMM (SwiGLU), the identity

@@ -1,5 +1,7 @@
 """Sweep tile shapes of the tensor-core GEMM on a GPU: main-loop ceiling and dual GEMM.
 
+Record: `records/tensorcore/tensorcore_tune_h100.json`.
+
     python3 benchmarks/tensorcore_tune.py --out $OUT/tensorcore_tune.json [--T 2048]
 
 For each :class:`book.kernels.mma_gemm.MmaTile` in ``CONFIGS`` (or ``--configs`` names):

@@ -1,5 +1,7 @@
 """Where the host time of a SwiGLU call from torch tensors goes (issue 11), on a GPU.
 
+Record: `records/launch/torch_call_profile_h100.json`.
+
 Times each layer of one call on a decode-size input (1 x 18944, where the kernel takes
 about 2 us and the host is the bottleneck) with ``book.bench.host_overhead`` (perf_counter
 over many calls, GPU drained before and after), profiles the call with cProfile, and

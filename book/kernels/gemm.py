@@ -22,7 +22,7 @@ arrays live in registers). The design, for ``TILE`` (the configuration we time):
   constant (BK for x, BK rows of the weights): a pointer increment per stage, where a
   2-D index costs a 64-bit multiply-add per load. With the peeled loop, the two-step
   unroll, the flat offsets and the B loads below, 88% of the hot loop's instructions are
-  FFMAs (75% before); see ``benchmarks/gemm_tuning.md``.
+  FFMAs (75% before); see ``records/bench/gemm_tuning.md``.
 - Launch bounds ``(256, MIN_BLOCKS=2)``: at most 128 registers a thread, so two blocks
   (16 warps) share an SM; ptxas left to itself picked more registers or sank the loads.
 - Every thread loads its share of both halves of the B tile (``b0``'s columns, then

@@ -146,11 +146,11 @@ def test_plan_and_stream_caches_are_bounded_and_drop_the_oldest():
 
 # ---------------------------------------------------------------------------------------
 # PlannedCall: the plan cache of the tensor-core and decode entry points. No driver here:
-# the per-call path runs with a stand-in cuLaunchKernel that records its arguments (as
-# benchmarks/fastcall_host_profile.py times it), on CPU tensors (the key reads only their
+# the per-call path runs with a stand-in cuLaunchKernel that records its arguments (as the
+# retired fastcall_host_profile timed it: records/launch/README.md), on CPU tensors (the key reads only their
 # pointer, shape, dtype, layout and device); planning, which needs a GPU, is replaced by
 # one that records what it was asked. The real launch is checked on the H100 by
-# benchmarks/decode_probe.py (bit-equal outputs, graph replay).
+# the GPU lane (tests/library/test_decode_mlp.py: every path, the planned call, graph replay).
 
 
 class RecordingDriver:
