@@ -117,9 +117,7 @@ def _load(tmp_path, name, src):
 # ----------------------------------------------------------------------------- advice
 def test_strided_access_is_named_with_sectors_and_line(tmp_path):
     fn = _load(tmp_path, "strided", STRIDED)["swiglu_interleaved"]
-    t0 = time.monotonic()
     lines = feedback.access_advice(get("lab2"), fn)
-    assert time.monotonic() - t0 < 20
     assert len(lines) == 1, lines
     # the public case's warp 0 reads 32 floats 8 bytes apart: 8 sectors for 4 sectors' worth
     assert "warp 0's loads of x touch 8 sectors where 4 would do" in lines[0]
@@ -166,15 +164,14 @@ def test_a_thread_walking_its_own_run_is_named_as_scattered(tmp_path):
     assert lines[1].startswith("warp 0's stores of out touch 17 sectors")
 
 
-def test_kernels_the_tracer_cannot_run_get_one_line_quickly(tmp_path):
+def test_kernels_the_tracer_cannot_run_get_one_line_naming_the_limit(tmp_path):
+    # (an endless kernel stopped at the tracer's limit, which the line names: no hang)
     fn = _load(tmp_path, "shfl", SHFL)["swiglu_interleaved"]
-    t0 = time.monotonic()
     lines = feedback.access_advice(get("lab2"), fn)
     assert len(lines) == 1 and "shfl_xor_sync" in lines[0] and "simulator" in lines[0], lines
     fn = _load(tmp_path, "forever", FOREVER)["swiglu_interleaved"]
     lines = feedback.access_advice(get("lab2"), fn, timeout_s=2)
     assert len(lines) == 1 and "time limit" in lines[0] and "2 s" in lines[0], lines
-    assert time.monotonic() - t0 < 20
 
 
 def test_a_gpu_session_traces_the_rerun_code_in_a_simulator_process():
@@ -183,9 +180,7 @@ def test_a_gpu_session_traces_the_rerun_code_in_a_simulator_process():
     cells = [{"index": "In [1]", "source": "# autograder: setup\nfrom autograder import check"},
              {"index": "In [2]", "source": textwrap.dedent(STRIDED)},
              {"index": "In [3]", "source": "check(swiglu_interleaved)"}]
-    t0 = time.monotonic()
     lines = feedback._advice_in_child(get("lab2"), None, None, 60, cells=cells)
-    assert time.monotonic() - t0 < 60
     assert len(lines) == 1 and "touch 8 sectors where 4 would do" in lines[0], lines
     # line 10 of the cell (STRIDED starts with a blank line): "g = x[i, 2 * j]"
     assert "(In [2], line 10: `g = x[i, 2 * j]`;" in lines[0]
@@ -367,9 +362,7 @@ def test_calibration_finds_a_working_sandbox_or_turns_sanitize_off(tmp_path, mon
     bad = _stand_in(tmp_path, "echo 'refused' > \"$1\"\nexit 1\n")
     monkeypatch.setattr(sanitize, "wrapper_argv", lambda tool, log: [str(bad), log])
     run = Run("lab2", tmp_path / "out2", simulated=True, quiet=True, sanitize=True)
-    t0 = time.monotonic()
     assert not run.sanitizer.calibrate() and not run.sanitizer.enabled
-    assert time.monotonic() - t0 < 120
     logged = [json.loads(ln) for ln in (tmp_path / "out2" / "measurements.jsonl").read_text()
               .splitlines()]
     tried = [e for e in logged if "calibrate" in e]

@@ -211,11 +211,9 @@ def test_host_memory_budget_counts_every_process_and_stops_the_submission():
     load, with the budget, the amount over it and what to do; none of its processes left."""
     child = start([{"index": 1, "source": HOLD_IN_HELPERS}], limits={"mem_bytes": 400 * MiB})
     folder = str(child.workdir)
-    t0 = time.monotonic()
     try:
-        with pytest.raises(ChildError) as err:
+        with pytest.raises(ChildError) as err:   # during the load (its helpers sleep 120 s)
             load(child, timeout=60)
-        assert time.monotonic() - t0 < 30, "the budget was not enforced during the load"
         assert err.value.reason == "memory", (err.value.reason, err.value.detail)
         assert "host memory budget exceeded" in err.value.detail
         assert "MiB over its budget of 400 MiB" in err.value.detail
