@@ -1,7 +1,7 @@
 """The suite's GPU lane: run the tests marked ``gpu`` on a GPU machine and write a summary
 with provenance that is committed whenever kernels or the grader change.
 
-    python -m tools.gpu_tests [--out records/tests/gpu_<gpu>.json] [PYTEST_ARGS...]
+    python -m tools.gpu_tests [--out records/tests/gpu_<gpu>.json] [--under tests/DIR ...] [PYTEST_ARGS...]
     make test-gpu                      (the same, with the default --out)
 
 The ``gpu`` marker (pyproject.toml) is on every test that needs a CUDA GPU; in the simulator
@@ -40,11 +40,12 @@ def outcomes(junit: Path) -> list[dict]:
     return out
 
 
-def gpu_test_files() -> list[str]:
-    """The test files that hold a ``gpu`` test. Only these are collected: the others import the
-    book's build and browser stack (anywidget, nbformat, playwright), which a GPU machine's image
-    need not have, and a collection error there would stop the lane before any GPU test ran."""
-    return [str(p.relative_to(REPO)) for p in sorted((REPO / "tests").rglob("test_*.py"))
+def gpu_test_files(under=("tests",)) -> list[str]:
+    """The test files that hold a ``gpu`` test (under the folders ``under``: a device call of
+    ten minutes runs the lane in parts). Only these are collected: the others import the book's
+    build and browser stack (anywidget, nbformat, playwright), which a GPU machine's image need
+    not have, and a collection error there would stop the lane before any GPU test ran."""
+    return [str(p.relative_to(REPO)) for d in under for p in sorted((REPO / d).rglob("test_*.py"))
             if "mark.gpu" in p.read_text()]
 
 
@@ -71,13 +72,18 @@ def main(argv: list[str]) -> int:
     if "--out" in argv:
         i = argv.index("--out")
         out, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
+    under = []
+    while "--under" in argv:
+        i = argv.index("--under")
+        under.append(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
     out = out or REPO / "records" / "tests" / f"gpu_{slug(gpu.device_info().name)}.json"
     # One pytest process per file: a file whose tests make a CUDA context in pytest's own process
     # (the kernels' tests) would otherwise leave that process on the GPU while the isolation and
     # grader tests check that no process but the submission's is there (seen on the H100).
     tmp = Path(tempfile.mkdtemp(prefix="gpu-tests-"))
     rc, junits = 0, []
-    for i, f in enumerate(gpu_test_files()):
+    for i, f in enumerate(gpu_test_files(under or ("tests",))):
         junit = tmp / f"junit-{i}.xml"
         cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rfEs", f"--junitxml={junit}", f, *argv]
         r = subprocess.run(cmd, cwd=REPO).returncode
@@ -87,7 +93,7 @@ def main(argv: list[str]) -> int:
         else:
             print(f"pytest wrote no report for {f} (exit status {r})", file=sys.stderr)
             rc = rc or 1
-    command = "python -m tools.gpu_tests " + " ".join(argv)
+    command = "python -m tools.gpu_tests " + " ".join([f"--under {d}" for d in under] + argv)
     if not junits:
         return rc or 1
     s = summary(junits, rc, command, provenance(command))

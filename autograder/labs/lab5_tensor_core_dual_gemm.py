@@ -155,7 +155,7 @@ LAB = KernelLab(
     name="lab5_tensor_core_dual_gemm",
     title="Lab 5: a tensor-core dual GEMM with a SwiGLU epilogue, in half precision",
     chapters="chapter 8",
-    asks=("lab 4's layer on **tensor cores**: float16 `mma.sync` fed by `ldmatrix` and a "
+    asks=("lab 4's layer on tensor cores: float16 `mma.sync` fed by `ldmatrix` and a "
           "`cp.async` double buffer, built in four checked steps (one tile, a block tile, the "
           "pipeline, the fused layer); graded code may import `book.kernels.tensorcore`, the "
           "instructions"),

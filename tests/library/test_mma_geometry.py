@@ -1,4 +1,4 @@
-"""The tensor-core GEMM's geometry (book.kernels.mma_gemm.MmaGeometry): every size its kernel is
+"""The tensor-core GEMM's geometry (book.kernels.mma_tile.MmaGeometry): every size its kernel is
 built from, derived once from an MmaTile, named and printable; the kernel factory reads it."""
 
 from __future__ import annotations
