@@ -69,12 +69,12 @@ def test_chapter_8s_kernel_lost_to_the_practitioners_path(rec):
 
 
 def test_mma_sync_stops_far_short_and_wgmma_reaches_cublas(rec):
-    # "The mma.sync ceiling sits far below cuBLAS ... The wgmma ceiling reaches cuBLAS's rate
-    # (within a few percent) or passes it."
+    # "The mma.sync ceiling sits far below cuBLAS ... The wgmma ceiling sits close to cuBLAS's
+    # rate, within about a tenth of it either way."
     for shape in SHAPES:
         cublas = s(rec, "cublas_linear_gemm", shape)
         assert cublas / s(rec, "tc_ceiling", shape) < 0.8
-        assert cublas / s(rec, "wgmma_ceiling", shape) >= 0.95  # rates: ceiling / cuBLAS
+        assert 0.88 <= cublas / s(rec, "wgmma_ceiling", shape) <= 1.12  # rates: ceiling / cuBLAS
 
 
 def test_the_fused_kernel_beats_the_practitioners_paths(rec):
