@@ -375,15 +375,22 @@ if not SIMULATED:
     setmaxnreg_inc = _setmaxnreg("inc")
     setmaxnreg_dec = _setmaxnreg("dec")
 
-    @intrinsic
-    def named_barrier(typingctx, bar_id, nthreads):
-        def codegen(context, builder, signature, args):
-            b = _u32(context, builder, signature.args[0], args[0])
-            n = _u32(context, builder, signature.args[1], args[1])
-            _asm(builder, "bar.sync $0, $1;", "r,r,~{memory}", (b, n))
-            return context.get_dummy_value()
+    def _two_u32(text):
+        """An instruction of two 32-bit operands ($0, $1) and no result, kept in place
+        (side effect, memory clobber): the barriers below."""
+        @intrinsic
+        def op(typingctx, a, b):
+            def codegen(context, builder, signature, args):
+                ops = [_u32(context, builder, t, v) for t, v in zip(signature.args, args)]
+                _asm(builder, text, "r,r,~{memory}", ops)
+                return context.get_dummy_value()
 
-        return types.void(bar_id, nthreads), codegen
+            return types.void(a, b), codegen
+
+        return op
+
+    #: named_barrier(id, threads): bar.sync among ``threads`` threads of the block
+    named_barrier = _two_u32("bar.sync $0, $1;")
 
     @intrinsic
     def global_address(typingctx, arr, idx):
@@ -398,15 +405,10 @@ if not SIMULATED:
 
     # -- mbarrier (64-bit objects in shared memory, addressed by 32-bit shared addresses)
 
-    @intrinsic
-    def mbar_init(typingctx, bar, count):
-        def codegen(context, builder, signature, args):
-            b = _u32(context, builder, signature.args[0], args[0])
-            c = _u32(context, builder, signature.args[1], args[1])
-            _asm(builder, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}", (b, c))
-            return context.get_dummy_value()
-
-        return types.void(bar, count), codegen
+    #: mbar_init(bar, count): a fresh barrier in phase 0 expecting ``count`` arrivals
+    mbar_init = _two_u32("mbarrier.init.shared::cta.b64 [$0], $1;")
+    #: mbar_arrive_expect_tx(bar, nbytes): arrive, and expect ``nbytes`` more in this phase
+    mbar_arrive_expect_tx = _two_u32("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;")
 
     @intrinsic
     def mbar_arrive(typingctx, bar):
@@ -417,32 +419,13 @@ if not SIMULATED:
 
         return types.void(bar), codegen
 
-    @intrinsic
-    def mbar_arrive_expect_tx(typingctx, bar, nbytes):
-        def codegen(context, builder, signature, args):
-            b = _u32(context, builder, signature.args[0], args[0])
-            n = _u32(context, builder, signature.args[1], args[1])
-            _asm(builder, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
-                 "r,r,~{memory}", (b, n))
-            return context.get_dummy_value()
-
-        return types.void(bar, nbytes), codegen
-
     # Spin on try_wait (which itself suspends for a while) until the phase of this parity
     # has completed. Labels inside { } are local to the block, so the text can be inlined
     # any number of times.
     _WAIT = ("{ .reg .pred p; WAIT_%=: mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1; "
              "@!p bra WAIT_%=; }")
-
-    @intrinsic
-    def mbar_wait(typingctx, bar, parity):
-        def codegen(context, builder, signature, args):
-            b = _u32(context, builder, signature.args[0], args[0])
-            p = _u32(context, builder, signature.args[1], args[1])
-            _asm(builder, _WAIT.replace("%=", ""), "r,r,~{memory}", (b, p))
-            return context.get_dummy_value()
-
-        return types.void(bar, parity), codegen
+    #: mbar_wait(bar, parity): spin until the phase of this parity has completed
+    mbar_wait = _two_u32(_WAIT.replace("%=", ""))
 
     @intrinsic
     def mbar_try_wait(typingctx, bar, parity):
@@ -470,19 +453,11 @@ if not SIMULATED:
     # not .aligned: a warp may reach it diverged (the producer's lone thread comes later)
     cluster_sync = _no_operand("barrier.cluster.arrive; barrier.cluster.wait;")
 
-    @intrinsic
-    def mbar_arrive_cluster(typingctx, bar, cta):
-        """Arrive on the mbarrier at the same shared address in CTA ``cta`` of the cluster
-        (``mapa`` turns the local address into that CTA's)."""
-        def codegen(context, builder, signature, args):
-            b = _u32(context, builder, signature.args[0], args[0])
-            r = _u32(context, builder, signature.args[1], args[1])
-            _asm(builder, "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, $0, $1; "
-                          "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }",
-                 "r,r,~{memory}", (b, r))
-            return context.get_dummy_value()
-
-        return types.void(bar, cta), codegen
+    #: mbar_arrive_cluster(bar, cta): arrive on the mbarrier at the same shared address in
+    #: CTA ``cta`` of the cluster (``mapa`` turns the local address into that CTA's)
+    mbar_arrive_cluster = _two_u32(
+        "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, $0, $1; "
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }")
 
     # -- TMA
 
