@@ -126,6 +126,7 @@ def main(argv=None):
         ap.error("give --out FILE (or --tune-out FILE)")
     from book.bench import decode
     from book.bench.suite import Suite
+    from book.bench.targets import print_outcome
     from book.data import write
     from book.provenance import provenance
 
@@ -147,16 +148,7 @@ def main(argv=None):
         if args.only:
             doc["only"] = args.only
         write(args.out, doc)
-    print("\nTargets:")
-    for tg in doc["targets"]:
-        print(f"  [{'met' if tg['met'] else 'MISS'}] {tg['target']}: {tg['value']:.3f} "
-              f"(goal {tg['goal']}); {tg['detail']}")
-    bad = [c for c in suite.checks if not c["ok"]]
-    print(f"correctness: {len(suite.checks) - len(bad)}/{len(suite.checks)} checks passed; "
-          f"wrote {args.out} in {prov['elapsed_s']} s")
-    for c in bad:
-        print(f"  FAILED {c['variant']} {c['dtype']} {c['shape']}: {c['error']}")
-    return 1 if bad else 0
+    return print_outcome(doc, args.out)
 
 
 if __name__ == "__main__":

@@ -69,6 +69,7 @@ def main(argv=None):
     import book
     from book.bench import hopper, tensorcore
     from book.bench.suite import Suite
+    from book.bench.targets import print_outcome
     from book.data import write
     from book.provenance import provenance
 
@@ -95,14 +96,7 @@ def main(argv=None):
         doc.update(rows=suite.rows, checks=suite.checks, notes=suite.notes,
                    targets=hopper.targets(suite.rows) + tensorcore.targets(suite.rows))
         write(args.out, doc)
-    print("\nTargets:")
-    for tg in doc["targets"]:
-        print(f"  [{'met' if tg['met'] else 'MISS'}] {tg['target']}: {tg['value']:.3f} "
-              f"(goal {tg['goal']}); {tg['detail']}")
-    bad = [c for c in suite.checks if not c["ok"]]
-    print(f"correctness: {len(suite.checks) - len(bad)}/{len(suite.checks)} checks passed; "
-          f"wrote {args.out} in {prov['elapsed_s']} s")
-    return 1 if bad else 0
+    return print_outcome(doc, args.out)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,7 @@ def main(argv=None):
     import book
     from book.bench import tensorcore
     from book.bench.suite import Suite
+    from book.bench.targets import print_outcome
     from book.data import write
     from book.provenance import provenance
 
@@ -97,17 +98,10 @@ def main(argv=None):
                "targets": tensorcore.targets(suite.rows), "notes": suite.notes,
                "kernels": kernel_resources(tile)}
         write(args.out, doc)
-    print("\nTargets:")
-    for tg in doc["targets"]:
-        print(f"  [{'met' if tg['met'] else 'MISS'}] {tg['target']}: {tg['value']:.3f} "
-              f"(goal {tg['goal']}); {tg['detail']}")
     for r in suite.rows:
         if "share" in r:
             print(f"  share {r['variant']:<26} T={r['shape'][0]:<5} {r['share']:.1%}")
-    bad = [c for c in suite.checks if not c["ok"]]
-    print(f"correctness: {len(suite.checks) - len(bad)}/{len(suite.checks)} checks passed; "
-          f"wrote {args.out} in {prov['elapsed_s']} s")
-    return 1 if bad else 0
+    return print_outcome(doc, args.out)
 
 
 if __name__ == "__main__":

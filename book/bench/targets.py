@@ -149,3 +149,19 @@ def targets(rows, peak):
                    f"unfused {unf['seconds'] * 1e3:.3f} ms, SwiGLU {sw['seconds'] * 1e3:.3f} ms",
                    dual, unf, sw)
     return out + tensorcore_targets(rows) + hopper_targets(rows) + decode_targets(rows)
+
+
+def print_outcome(doc, out) -> int:
+    """Print a benchmark run's targets and correctness checks (``doc``: its record, written
+    to ``out``); the exit status the benchmark scripts return: 1 if a check failed."""
+    print("\nTargets:")
+    for tg in doc["targets"]:
+        print(f"  [{'met' if tg['met'] else 'MISS'}] {tg['target']}: {tg['value']:.3f} "
+              f"(goal {tg['goal']}); {tg['detail']}")
+    checks = doc["checks"]
+    bad = [c for c in checks if not c["ok"]]
+    print(f"correctness: {len(checks) - len(bad)}/{len(checks)} checks passed; "
+          f"wrote {out} in {doc['provenance']['elapsed_s']} s")
+    for c in bad:
+        print(f"  FAILED {c['variant']} {c['dtype']} {c['shape']}: {c['error']}")
+    return 1 if bad else 0
