@@ -92,7 +92,8 @@ class Number(Exercise):
     """A number to predict: right within ``rel`` (relative) or ``abs_tol`` of ``truth``.
 
     ``mistakes``: (value, message) pairs for the usual wrong answers; an answer within the
-    tolerance of one gets that message ("too high: you counted the write twice").
+    tolerance of one gets that message ("too high: you counted the write twice"); where several
+    lie that close, each is named, the nearest first.
     Any other wrong answer is told whether it is too high or too low, and by how much: in
     percent when it is close (within a factor of 1.5), else by what factor.
 
@@ -199,9 +200,16 @@ class Number(Exercise):
             return Feedback(True, f"{shown} is within {self._tolerance_text()} of "
                                   f"{self._u(self.truth)}.")
         side = "too high" if a > self.truth else "too low"
-        for value, message in self.mistakes:
-            if self._close(a, value):
-                return Feedback(False, f"{shown} is {side}: {message}")
+        # every usual mistake within the tolerance of the answer, nearest first: two mistakes
+        # can land close together (chapter 8: the cuBLAS share and the 4-byte count), and the
+        # checker cannot tell which one the reader made, so it names each
+        near = sorted((abs(a - value) / max(abs(value), 1e-300), message)
+                      for value, message in self.mistakes if self._close(a, value))
+        if near:
+            text = f"{shown} is {side}: {near[0][1]}"
+            if len(near) > 1:
+                text += " Or: " + " Or: ".join(m for _, m in near[1:])
+            return Feedback(False, text)
         if self.truth == 0 or a == 0 or (a > 0) != (self.truth > 0):
             return Feedback(False, f"{shown} is {side} (check the sign and the units). "
                                    f"{self._try_hint()}")

@@ -676,3 +676,14 @@ def test_pages_show_code_spans_not_backticks_and_still_escape():
     page = risky._repr_html_()
     assert "<code>x &lt; y</code>" in page and "&lt;b&gt;bold&lt;/b&gt;" in page
     assert "<code>&lt;script&gt;</code>" in page and "<script>" not in page and "`" not in page
+
+
+def test_number_two_close_mistakes_are_both_named_the_nearest_first():
+    # two usual mistakes 3% apart (as chapter 8's cuBLAS share and its 4-byte count are):
+    # an answer between them gets both, the nearer one first
+    ex = Number("q", 5.0, rel=0.15, mistakes=[(9.0, "cublas"), (9.2, "four bytes")])
+    fb = str(ex.check(9.9))
+    assert fb.index("four bytes") < fb.index("cublas")
+    fb = str(ex.check(8.2))
+    assert fb.index("cublas") < fb.index("four bytes")
+    assert "four bytes" not in str(ex.check(7.7))  # 7.7 is within 15% of 9.0 only
