@@ -15,6 +15,8 @@ Nothing here decides GPU or simulator: callers import it after ``import book``.
 
 from __future__ import annotations
 
+import importlib.machinery
+import sys
 import threading
 
 #: the numba-cuda these reaches were written against (requirements.txt)
@@ -169,6 +171,63 @@ def sim_array_class():
 def host_array(a):
     """The NumPy array behind a simulator device array (``a`` itself for anything else)."""
     return a._ary if isinstance(a, sim_array_class()) else a
+
+
+#: the simulator's kernel module: its ``BlockManager`` runs a block's threads
+#: (book/simscheduler.py replaces its ``run`` when the module is imported)
+SIM_KERNEL_MODULE = "numba.cuda.simulator.kernel"
+
+
+def sim_block_manager_class():
+    """The simulator's ``BlockManager``: ``run(grid_point, *args)`` starts one ``BlockThread``
+    per thread of the block (``BlockThread(target, manager, grid_point, block_point, debug)``,
+    with ``syncthreads_blocked``, ``syncthreads_event``, ``exception`` and ``abort``) and
+    releases them at each ``syncthreads``; its ``_f``, ``_block_dim`` and ``_debug``."""
+    import importlib
+
+    return importlib.import_module(SIM_KERNEL_MODULE).BlockManager
+
+
+def sim_block_thread_class():
+    """The simulator's ``BlockThread`` (a ``threading.Thread`` per simulated CUDA thread)."""
+    import importlib
+
+    return importlib.import_module(SIM_KERNEL_MODULE).BlockThread
+
+
+class _PatchOnImport:
+    """A meta-path finder that lets the real finder load ``name``, then calls ``fn(module)``,
+    once."""
+
+    def __init__(self, name, fn):
+        self.name, self.fn = name, fn
+
+    def find_spec(self, name, path, target=None):
+        if name != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            self.fn(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def when_imported(name: str, fn) -> None:
+    """``fn(module)`` now if the module ``name`` is loaded, else right after it is first
+    imported (a one-shot import hook: nothing of numba.cuda is imported here, so ``import book``
+    stays cheap and Numba still decides GPU or simulator when numba.cuda is first imported)."""
+    mod = sys.modules.get(name)
+    if mod is not None:
+        fn(mod)
+    elif not any(isinstance(f, _PatchOnImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport(name, fn))
 
 
 def sim_thread():

@@ -17,10 +17,7 @@ is first imported, by a one-shot import hook, or at once if it is already loaded
 
 from __future__ import annotations
 
-import importlib.machinery
-import sys
-
-from .numba_compat import SIM_ARRAY_MODULE as TARGET, host_array
+from .numba_compat import SIM_ARRAY_MODULE as TARGET, host_array, when_imported
 
 
 def transpose_as_on_gpu(self, axes=None):
@@ -47,30 +44,6 @@ def patch(module) -> None:
     cls._book_as_on_gpu = True
 
 
-class _PatchOnImport:
-    """A meta-path finder that lets the real finder load TARGET, then patches it, once."""
-
-    def find_spec(self, name, path, target=None):
-        if name != TARGET:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        load = spec.loader.exec_module
-
-        def exec_module(module):
-            load(module)
-            patch(module)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def apply() -> None:
     """Patch the simulator now if its array module is loaded, else when it is first imported."""
-    mod = sys.modules.get(TARGET)
-    if mod is not None:
-        patch(mod)
-    elif not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PatchOnImport())
+    when_imported(TARGET, patch)
