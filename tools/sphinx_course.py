@@ -141,11 +141,8 @@ def printed_links_stay_text(app, doctree, docname) -> None:
 
 # A figure at least this wide (its display width, in CSS pixels) keeps MIN_PHONE_WIDTH on a
 # phone and scrolls sideways in its output box (tools/theme/course.css, .scroll-wide): shrunk
-# to a 375-pixel screen, a 750-pixel figure's 9-point labels were about 5 pixels tall. A phone's
-# column is about 330 px, and a figure is not shrunk below 65% of its width
-# (tests/built_book/test_site.py): every figure wider than 330 / 0.65 = 508 px scrolls
-# (chapter 8's fragment grids, 526 px, and chapter 9's swizzle grids, 544 px, were at 61-63%).
-WIDE_FIGURE_PX = 500
+# to a 375-pixel screen, a 750-pixel figure's 9-point labels were about 5 pixels tall.
+WIDE_FIGURE_PX = 560
 
 
 def _png_width(path: Path) -> int | None:

@@ -459,7 +459,7 @@ def test_exercises_show_the_question_with_hints_and_answer_folded(built_book, si
 
 def test_dense_figures_keep_a_legible_width_on_phones(built_book, site_page):
     """Chapter 7's store drawn bank by bank (32 columns of lane numbers) was about 3 px a label
-    shrunk to a phone's column. A figure marked scroll-wide (500 px or wider, or its cell's
+    shrunk to a phone's column. A figure marked scroll-wide (560 px or wider, or its cell's
     mystnb.image.classes) keeps at least 600 px at 375 px and scrolls inside its own output box,
     not the page; at 1280 px it fits the column with no scrolling."""
     page = "chapters/07_epilogue_fusion.html"

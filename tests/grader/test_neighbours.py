@@ -104,8 +104,13 @@ def test_injected_cuda_initialisation_failure_ends_in_a_regrade_not_a_zero(grade
     assert "failed in CUDA initialisation before any of its code ran beside other submissions; " \
            "regraded alone: alone it ran normally" in fb, fb[:1500]
     assert "GRADED AGAIN" in r["output"] and r["extra_data"]["regraded"]["outcome"]
-    # nothing else was regraded: the hostile neighbours' failures are their own
-    assert {x["id"] for x in log if x["kind"] == "regrade_alone"} == {sid, "broken_machine", "fakes_init_failure"}
+    # the hostile neighbours' failures are their own: never regraded. An honest copy of the
+    # master may be, where a neighbour's threads starved its start (a loaded CI machine): the
+    # regrade alone is what keeps its grade its own (test_honest_neighbour_keeps_its_score)
+    regraded = {x["id"] for x in log if x["kind"] == "regrade_alone"}
+    assert {sid, "broken_machine", "fakes_init_failure"} <= regraded, regraded
+    assert not regraded & {"many_threads", "fills_storage"}, regraded
+    assert regraded <= {sid, "broken_machine", "fakes_init_failure", "lab2_packed_swiglu"}, regraded
 
 
 @pytest.mark.slow
