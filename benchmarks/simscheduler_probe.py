@@ -22,8 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 ONE = r'''
-import contextlib, io, json, re, sys, time
-import nbformat
+import contextlib, io, json, sys, time
 import book
 from book import numba_compat
 if sys.argv[2] == "numba":
@@ -31,15 +30,11 @@ if sys.argv[2] == "numba":
     cls.run = cls._numba_run
 from autograder import labs
 from autograder.check import check
+from tools.lab_ptx import master_cells
 spec = labs.get(sys.argv[1])
-nb = nbformat.read(f"solutions/{sys.argv[1]}.ipynb", as_version=4)
 ns = {"__name__": "__main__"}
-for c in nb.cells:
-    s = c.source
-    if (c.cell_type != "code" or c.get("id") == "course-setup" or re.match(r"\s*check\(", s)
-            or s.lstrip().startswith("# autograder: setup") or "BEGIN HIDDEN TESTS" in s):
-        continue
-    exec(compile(s, sys.argv[1], "exec"), ns)
+for cid, src in master_cells(sys.argv[1]):  # the master's code, without setup, checks, hidden tests
+    exec(compile(src, f"<{sys.argv[1]} {cid}>", "exec"), ns)
 t0 = time.perf_counter()
 with contextlib.redirect_stdout(io.StringIO()):
     ok = check(ns[spec.function], perf=False, access=False)

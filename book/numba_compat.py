@@ -15,6 +15,7 @@ Nothing here decides GPU or simulator: callers import it after ``import book``.
 
 from __future__ import annotations
 
+import importlib
 import importlib.machinery
 import sys
 import threading
@@ -163,8 +164,6 @@ SIM_ARRAY_MODULE = "numba.cuda.simulator.cudadrv.devicearray"
 
 def sim_array_class():
     """The simulator's device array class (``FakeCUDAArray``), of ``SIM_ARRAY_MODULE``."""
-    import importlib
-
     return importlib.import_module(SIM_ARRAY_MODULE).FakeCUDAArray
 
 
@@ -183,15 +182,11 @@ def sim_block_manager_class():
     per thread of the block (``BlockThread(target, manager, grid_point, block_point, debug)``,
     with ``syncthreads_blocked``, ``syncthreads_event``, ``exception`` and ``abort``) and
     releases them at each ``syncthreads``; its ``_f``, ``_block_dim`` and ``_debug``."""
-    import importlib
-
     return importlib.import_module(SIM_KERNEL_MODULE).BlockManager
 
 
 def sim_block_thread_class():
     """The simulator's ``BlockThread`` (a ``threading.Thread`` per simulated CUDA thread)."""
-    import importlib
-
     return importlib.import_module(SIM_KERNEL_MODULE).BlockThread
 
 
