@@ -167,8 +167,10 @@ class HopperTile:
         return (f"tile {self.bm} x {self.bn} outputs ({self.consumers} consumer warpgroups of "
                 f"64 rows, wgmma m64n{self.wgmma_n}k16), k {self.bk} per stage, "
                 f"{self.stages} stages of {self.stage_bytes // 1024} KiB (x {self.a_bytes // 1024}"
-                f" + weights {self.b_bytes // 1024}), barriers at {lay['full']}, "
-                f"{self.shared_bytes} bytes of shared memory, {self.threads} threads")
+                f" + weights {self.b_bytes // 1024}); full barriers from byte {lay['full']:,},"
+                f" empty barriers from byte {lay['empty']:,}; {self.shared_bytes:,} bytes of"
+                f" dynamic shared memory asked for (the layout's {lay['end']:,} and {ALIGN:,}"
+                f" to align its start); {self.threads} threads")
 
 
 TILE = HopperTile()

@@ -157,6 +157,20 @@ def test_tile_geometry_is_named_and_fits_the_sm():
         W.HopperTile(stages=6).validate()
 
 
+def test_tile_description_names_the_barriers_as_the_layout_places_them():
+    """Reader QA: chapter 9 printed "barriers at 229376, 230464 bytes of shared memory" above a
+    table of the layout whose empty barriers start at 229,408: the second number was the
+    dynamic shared memory asked for. Each byte the description names is the layout's, said
+    as what it is, in the table's format."""
+    t = W.TILE
+    lay, text = t.layout, t.describe()
+    assert f"full barriers from byte {lay['full']:,}" in text
+    assert f"empty barriers from byte {lay['empty']:,}" in text
+    assert f"{t.shared_bytes:,} bytes of dynamic shared memory asked for" in text
+    assert f"the layout's {lay['end']:,} and {W.ALIGN:,} to align its start" in text
+    assert "barriers at" not in text
+
+
 def test_schedule_covers_every_tile_once_in_column_groups():
     s = W.schedule(5, 11, 4)
     tiles = [(int(v) >> 16, int(v) & 0xFFFF) for v in s]
