@@ -56,15 +56,19 @@ def tune(args):
             for rows_, threads in {(base.rows, base.threads), (base.rows, 128),
                                    (max(1, base.rows // 2), 256), (base.rows, 512)}:
                 tile = dm.GemvTile(base.tokens, rows_, threads)
-                for split in (None, 1, 2, 4):
+                for split in args.tune_splits:
                     configs.append(("cuda_cores", tile, split))
         base = dm.mma_gemv_tile(T)
-        for mt, warps in {(base.mt, base.warps), (1, 4), (base.mt, 2), (base.mt, 8), (1, 8)}:
+        shapes = {(base.mt, base.warps, base.unroll), (1, 4, 1), (base.mt, 2, base.unroll),
+                  (base.mt, 8, base.unroll), (1, 8, 1)}
+        # the unroll: 32-deep steps a warp loads before it multiplies (bytes in flight)
+        shapes |= {(mt, w, u) for mt in (1, 2) for w in (2, 4, 8) for u in (2, 4)}
+        for mt, warps, unroll in sorted(shapes):
             try:
-                tile = dm.MmaGemvTile(base.nt, mt, warps).validate()
+                tile = dm.MmaGemvTile(base.nt, mt, warps, unroll).validate()
             except ValueError:
                 continue
-            for split in (None, 1, 2, 4):
+            for split in args.tune_splits:
                 configs.append(("tensor_cores", tile, split))
         for path, tile, split in configs:
             sets = [(xs[i], wg, wu, None, None, outs[i]) for i in range(2)]
@@ -113,7 +117,10 @@ def main(argv=None):
                     help="T of the sweep rows")
     ap.add_argument("--tune-out", help="time tiles and splits instead; write them here")
     ap.add_argument("--tune-t", default=",".join(map(str, TUNE_T)))
+    ap.add_argument("--tune-splits", default="None,1,2,4",
+                    help="split-K counts the tune tries (None: the dispatcher's choice)")
     args = ap.parse_args(argv)
+    args.tune_splits = [None if v == "None" else int(v) for v in args.tune_splits.split(",") if v]
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import book
 

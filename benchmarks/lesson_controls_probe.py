@@ -180,6 +180,10 @@ def main(argv=None) -> int:
     ap.add_argument("--from-report", type=Path, help="a grader report's summary.json (no GPU time)")
     ap.add_argument("--apply", type=Path, help="a committed record: write the rubrics' lines from it")
     ap.add_argument("--gpus", default="1")
+    ap.add_argument("--labs", help="comma-separated labs to grade (default: every kernel lab)")
+    ap.add_argument("--merge", type=Path,
+                    help="a committed record: keep its other labs' entries (each names the run "
+                         "that measured it) and replace the labs graded now")
     args = ap.parse_args(argv)
     if args.apply:
         for line in apply(args.apply, ROOT / "autograder" / "rubrics"):
@@ -199,11 +203,21 @@ def main(argv=None) -> int:
                                                   "control_max": CONTROL_MAX,
                                                   "full_at_floor": FULL_AT_FLOOR},
            "source": str(args.from_report) if args.from_report else "grade", "labs": {}}
+    if args.merge:   # the other labs as that record measured them, each with its run's provenance
+        old = json.loads(args.merge.read_text())
+        for lab, entry in old["labs"].items():
+            entry.setdefault("provenance", old["provenance"])
+            rec["labs"][lab] = entry
+    from autograder import labs as lab_registry
+
+    wanted = ([lab_registry.resolve(x.strip()) for x in args.labs.split(",") if x.strip()]
+              if args.labs else kernel_labs())
     work = Path(tempfile.mkdtemp(prefix="lesson-controls-"))
     ok = True
-    for lab in kernel_labs():
+    for lab in wanted:
         rows = from_report(args.from_report, lab) if args.from_report else grade_lab(lab, work, args.gpus)
         entry = rec["labs"][lab] = suggest(lab, rows)
+        entry["provenance"] = rec["provenance"]
         m = entry["master"] or {}
         print(f"{lab}: master {m.get('score')}/{m.get('max')} at {m.get('fraction') or 0:.3f} of itself")
         for stem, r in entry["controls"].items():

@@ -53,6 +53,14 @@ class Suite(ElementwiseRows, GemmRows):
         from book import bench, gpu
         from book.kernels import VARIANTS, reference
 
+        # A torch.compile'd function keeps compiled code for at most recompile_limit (8)
+        # shapes; past it TorchDynamo runs each new shape eagerly, with only a log line. The
+        # rows compile one function for many shapes (issue 31's fc1b152 record: its float16
+        # T = 64 and 256 "compiled" rows ran eagerly), so the suite allows plenty.
+        dyn = torch._dynamo.config
+        for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit"):
+            if hasattr(dyn, name):
+                setattr(dyn, name, max(getattr(dyn, name), 1024))
         self.args, self.torch, self.cuda = args, torch, cuda
         self.bench, self.gpu, self.reference = bench, gpu, reference
         self.variants = {k: v for k, v in VARIANTS.items()

@@ -127,16 +127,22 @@ class GemvTile:
 @dataclass(frozen=True)
 class MmaGemvTile:
     """The tensor-core GEMV's compile-time shape: ``nt`` n-tiles of 8 tokens, ``mt``
-    m-tiles of 16 weight rows (of both weights), ``warps`` sharing the k-range."""
+    m-tiles of 16 weight rows (of both weights), ``warps`` sharing the k-range, ``unroll``
+    32-deep steps a warp loads before it multiplies (its weight bytes in flight: a warp
+    waits on one memory latency per step group, so more steps a group, fewer waits)."""
 
     nt: int = 1
     mt: int = 2
     warps: int = 4
+    unroll: int = 1
 
     def validate(self) -> "MmaGemvTile":
         p = []
-        if self.nt < 1 or self.mt < 1 or self.warps < 1:
-            p.append("nt, mt and warps must be at least 1")
+        if self.nt < 1 or self.mt < 1 or self.warps < 1 or self.unroll < 1:
+            p.append("nt, mt, warps and unroll must be at least 1")
+        if self.weight_words > 64:
+            p.append(f"unroll x mt x 16 = {self.weight_words} weight registers per lane: at "
+                     "most 64")
         if self.values > 64:
             p.append(f"mt x 2 x nt x 4 = {self.values} accumulators per lane: at most 64 "
                      "(registers, and the warps' shared-memory reduction)")
@@ -151,6 +157,10 @@ class MmaGemvTile:
     @property
     def values(self):  # accumulators a lane holds
         return self.mt * 2 * self.nt * 4
+
+    @property
+    def weight_words(self):  # 32-bit registers of weights a lane holds between its loads and mmas
+        return self.unroll * self.mt * 16
 
     @property
     def shared_bytes(self):  # the reduction's array: every warp's accumulators, lane by lane
@@ -315,7 +325,7 @@ def make_mma_gemv(tile: MmaGemvTile, bias: bool, kind: str = "bf16"):
     (16 ``mt`` rows, token group of 8 ``nt``, split) (module doc). ``kind`` as
     :func:`book.kernels.mma_gemm.kind_for` names it."""
     tile.validate()
-    NT, MT, WK = tile.nt, tile.mt, tile.warps
+    NT, MT, WK, U = tile.nt, tile.mt, tile.warps, tile.unroll
     ROWS, TOK = tile.rows, tile.tokens
     V = tile.values
     K8 = kind == "f16_sm75"  # m16n8k8: four per 32-deep step
@@ -356,37 +366,48 @@ def make_mma_gemv(tile: MmaGemvTile, bias: bool, kind: str = "bf16"):
         xrow = cuda.local.array(NT, int64)
         for n in range(NT):
             xrow[n] = min(n0 + 8 * n + g, T - 1) * d
-        wa = cuda.local.array((MT, 2, 2, 4), uint32)  # [m-tile][gate, up][row g, g+8][word]
+        # [step of the group][m-tile][gate, up][row g, g+8][word]
+        wa = cuda.local.array((U, MT, 2, 2, 4), uint32)
         xb = cuda.local.array(4, uint32)
 
-        for ks in range(ks0 + warp, ks1, WK):
-            k = (ks << 5) + (t4 << 3)  # this lane's 8 consecutive k
-            ok = k < d  # the last step of a d that is no multiple of 32: zeros past it
-            kk = k if ok else 0
-            for i in range(MT):  # the weights first: 4 mt 16-byte loads in flight
-                for hh in range(2):
-                    a = load_words4(wg, wrow[i, hh] + kk)
-                    b = load_words4(wu, wrow[i, hh] + kk)
-                    for q in range(4):
-                        wa[i, 0, hh, q] = a[q] if ok else ZERO
-                        wa[i, 1, hh, q] = b[q] if ok else ZERO
-            for n in range(NT):
-                xv = load_words4(x, xrow[n] + kk)
-                for q in range(4):
-                    xb[q] = xv[q] if ok else ZERO
+        # a warp takes U neighbouring 32-deep steps at a time (its group), the warps' groups
+        # interleaved; every weight load of the group is issued before the first mma
+        for kg in range(ks0 + warp * U, ks1, WK * U):
+            for u in range(U):  # the weights first: 4 U mt 16-byte loads in flight
+                k = ((kg + u) << 5) + (t4 << 3)  # this lane's 8 consecutive k
+                # past the group's share (ks1) or past d (a d that is no multiple of 32): zeros
+                ok = kg + u < ks1 and k < d
+                kk = k if ok else 0
                 for i in range(MT):
-                    for w in range(2):
-                        c = (acc[i, w, n, 0], acc[i, w, n, 1], acc[i, w, n, 2], acc[i, w, n, 3])
-                        if K8:  # word q of rows g and g+8, word q of token g
-                            for q in range(4):
-                                c = mma_f16_1688((wa[i, w, 0, q], wa[i, w, 1, q]), (xb[q],), c)
-                        else:  # words 0, 1 as k-columns (2t, 2t+1), (2t+8, 2t+9); then 2, 3
-                            c = MMA((wa[i, w, 0, 0], wa[i, w, 1, 0], wa[i, w, 0, 1],
-                                     wa[i, w, 1, 1]), (xb[0], xb[1]), c)
-                            c = MMA((wa[i, w, 0, 2], wa[i, w, 1, 2], wa[i, w, 0, 3],
-                                     wa[i, w, 1, 3]), (xb[2], xb[3]), c)
-                        for v in range(4):
-                            acc[i, w, n, v] = c[v]
+                    for hh in range(2):
+                        a = load_words4(wg, wrow[i, hh] + kk)
+                        b = load_words4(wu, wrow[i, hh] + kk)
+                        for q in range(4):
+                            wa[u, i, 0, hh, q] = a[q] if ok else ZERO
+                            wa[u, i, 1, hh, q] = b[q] if ok else ZERO
+            for u in range(U):
+                k = ((kg + u) << 5) + (t4 << 3)
+                ok = kg + u < ks1 and k < d
+                kk = k if ok else 0
+                for n in range(NT):
+                    xv = load_words4(x, xrow[n] + kk)
+                    for q in range(4):
+                        xb[q] = xv[q] if ok else ZERO
+                    for i in range(MT):
+                        for w in range(2):
+                            c = (acc[i, w, n, 0], acc[i, w, n, 1], acc[i, w, n, 2],
+                                 acc[i, w, n, 3])
+                            if K8:  # word q of rows g and g+8, word q of token g
+                                for q in range(4):
+                                    c = mma_f16_1688((wa[u, i, w, 0, q], wa[u, i, w, 1, q]),
+                                                     (xb[q],), c)
+                            else:  # words 0, 1 as k-columns (2t, 2t+1), (2t+8, 2t+9); then 2, 3
+                                c = MMA((wa[u, i, w, 0, 0], wa[u, i, w, 1, 0], wa[u, i, w, 0, 1],
+                                         wa[u, i, w, 1, 1]), (xb[0], xb[1]), c)
+                                c = MMA((wa[u, i, w, 0, 2], wa[u, i, w, 1, 2], wa[u, i, w, 0, 3],
+                                         wa[u, i, w, 1, 3]), (xb[2], xb[3]), c)
+                            for v in range(4):
+                                acc[i, w, n, v] = c[v]
 
         # The warps' k-shares meet in shared memory: each warp stores its accumulators
         # (fragment order: value v of lane l at [v, l]), then every thread adds up a share
@@ -587,7 +608,7 @@ def prepare(path, x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=Non
         tile = (tile or mma_gemv_tile(T)).validate()
         kern = make_mma_gemv(tile, bias, kind)
         tiles = -(-h // tile.rows) * -(-T // tile.tokens)
-        pieces = max(1, -(-d // 32) // tile.warps)
+        pieces = max(1, -(-d // 32) // (tile.warps * tile.unroll))
         S = split or splits(tiles, pieces, _want_blocks())
         part_floats, block = tiles * S * tile.values * 32, 32 * tile.warps
     else:

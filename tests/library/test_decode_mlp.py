@@ -109,6 +109,23 @@ def test_split_k_meets_in_the_kernel(fn, d, split):
     assert not ws.count.copy_to_host().any(), "a launch left an arrival counter non-zero"
 
 
+@pytest.mark.parametrize("tile,d,split", [
+    (dm.MmaGemvTile(nt=1, mt=1, warps=2, unroll=2), 200, None),  # a partial last step
+    (dm.MmaGemvTile(nt=1, mt=1, warps=2, unroll=4), 136, 2),     # groups past a split's end
+    (dm.MmaGemvTile(nt=2, mt=2, warps=1, unroll=2), 264, 3),
+])
+def test_an_unrolled_tensor_core_gemv_adds_every_step_once(tile, d, split):
+    # U steps loaded before their mmas: a group that runs past its split's share or past d
+    # must add zeros there, not the next split's steps (counted twice) or rows past d
+    T, h, dtype = 9 if tile.nt == 2 else 5, 40, "float16"
+    arrs, ref = case(T, d, h, dtype, seed=d)
+    launch = dm.prepare("tensor_cores", *(cuda.to_device(a) for a in arrs), tile=tile, split=split)
+    assert launch.tile.unroll == tile.unroll
+    close(run(dm.swiglu_gemv_tc, arrs, dtype, tile=tile, split=split), ref, dtype)
+    with pytest.raises(ValueError, match="weight registers"):
+        dm.MmaGemvTile(nt=1, mt=2, warps=1, unroll=4).validate()
+
+
 def test_the_t4_path_of_the_tensor_core_gemv():
     # m16n8k8, four per 32-deep step, on the same loaded words (what kind_for picks on sm_75)
     T, d, h = 3, 48, 20

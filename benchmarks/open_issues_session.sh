@@ -1,0 +1,93 @@
+#!/bin/bash
+# Record: `records/hopper/hopper_default_h100.json`, `records/bench/decode_tune_h100.json`, `records/labs/lesson_controls_h100.json`, `records/tests/`.
+# The open issues' GPU steps that no other session script holds, on the H100, each under its
+# own timeout (a failing step is reported and the next one runs):
+#
+#   COURSE_COMMIT=$(git rev-parse --short HEAD) bash benchmarks/open_issues_session.sh $OUT STEP...
+#   (device tool: carry .whl, numpy < 2.5 for numba-cuda 0.30.4)
+#
+#   machine    what bounds processes and threads here (pids.max, ulimit -u, threads-max)
+#   hopper     issue 27's open question, the cluster default: the wgmma variants and cuBLAS at
+#              T = 2048 and 8192, three runs in three processes (about 40 s each)
+#              -> $OUT/hopper_default_{1,2,3}.json, then a table of the three
+#   tune       issue 31: the decode GEMVs at T = 4, 8, 16 over tiles, unrolls and splits
+#              (benchmarks/decode_bench.py --tune-out)          -> $OUT/decode_tune_h100.json
+#   dtests     issue 31: pytest -m gpu tests/library/test_decode_mlp.py -> $OUT/gpu_decode_tests.*
+#   lab2       issue 28: lab 2's master and its "lesson not learned" control graded on their own
+#              (benchmarks/lesson_controls_probe.py --labs lab2 --merge the committed record)
+#              -> $OUT/lesson_controls_h100.json
+#   bounds4    issue 28: the GPU lane of test_bounds_grading for lab 4 (the GPU's grade and the
+#              simulator's run beside it), with the machine's thread limits before and after
+#              -> $OUT/gpu_bounds_lab4.{xml,log}
+#
+# Back here: records/hopper/README.md and records/bench/README.md say where each file goes.
+set -u
+OUT=${1:?usage: COURSE_COMMIT=<sha> bash benchmarks/open_issues_session.sh OUTDIR STEP...}
+shift
+. "$(dirname "$0")/device_env.sh"
+mkdir -p "$OUT"
+
+limits() {
+  echo "pids.max $(cat /sys/fs/cgroup/pids.max 2>/dev/null || echo '?')" \
+       "pids.current $(cat /sys/fs/cgroup/pids.current 2>/dev/null || echo '?')" \
+       "ulimit -u $(ulimit -u) threads-max $(cat /proc/sys/kernel/threads-max)" \
+       "cpus $(nproc)"
+}
+
+for step in "$@"; do
+  echo "[$step] ($SECONDS s)"
+  case $step in
+    machine) limits | tee "$OUT/machine_limits.txt" ;;
+    hopper)
+      for i in 1 2 3; do
+        timeout 150 python3 benchmarks/hopper_bench.py --no-tensorcore \
+          --only "^(wgmma_dual_gemm(_single)?|cublas_linear_(gemm|mlp_up_compiled))$" --out "$OUT/hopper_default_$i.json" \
+          > "$OUT/hopper_default_$i.log" 2>&1
+        echo "  run $i exit $? ($SECONDS s)"
+      done
+      python3 - "$OUT" <<'EOF'
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+runs = [json.loads(p.read_text()) for p in sorted(out.glob("hopper_default_*.json"))]
+names = sorted({r["variant"] for d in runs for r in d["rows"]})
+for T in sorted({r["shape"][0] for d in runs for r in d["rows"]}):
+    print(f"T={T}: median us (p10-p90) per run")
+    for n in names:
+        cells = []
+        for d in runs:
+            r = next((r for r in d["rows"] if r["variant"] == n and r["shape"][0] == T
+                      and r["dtype"] == "bfloat16"), None)
+            cells.append(f"{r['seconds'] * 1e6:7.1f} ({r.get('p10_s', 0) * 1e6:6.1f}-"
+                         f"{r.get('p90_s', 0) * 1e6:6.1f})" if r else " " * 23)
+        print(f"  {n:34s} " + "  ".join(cells))
+EOF
+      ;;
+    tune)
+      timeout 300 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_h100.json" \
+        --tune-t 4,8,16 --tune-splits None,1 --reps 10 > "$OUT/decode_tune_h100.log" 2>&1
+      echo "tune exit $?"; sed -n '/fastest per T/,$p' "$OUT/decode_tune_h100.log"
+    dtests)
+      timeout 300 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
+        tests/library/test_decode_mlp.py --junitxml="$OUT/gpu_decode_tests.xml" \
+        > "$OUT/gpu_decode_tests.log" 2>&1
+      echo "dtests exit $?"; tail -8 "$OUT/gpu_decode_tests.log" ;;
+    lab2)
+      timeout 400 python3 benchmarks/lesson_controls_probe.py --labs lab2 \
+        --merge records/labs/lesson_controls_h100.json --out "$OUT/lesson_controls_h100.json" \
+        > "$OUT/lesson_controls_h100.log" 2>&1
+      echo "lab2 exit $?"; tail -8 "$OUT/lesson_controls_h100.log" ;;
+    bounds4)
+      limits
+      ( while sleep 5; do limits; done ) > "$OUT/bounds_limits.log" 2>&1 &
+      watcher=$!
+      timeout 420 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
+        "tests/grader/test_bounds_grading.py::test_on_a_gpu_a_store_past_the_end_is_caught_in_the_same_words[lab4_dual_gemm]" \
+        --junitxml="$OUT/gpu_bounds_lab4.xml" > "$OUT/gpu_bounds_lab4.log" 2>&1
+      echo "bounds4 exit $?"; kill $watcher 2>/dev/null
+      tail -5 "$OUT/gpu_bounds_lab4.log"; grep -n "start new thread" "$OUT/gpu_bounds_lab4.log" | head -3
+      sort -k4 -n "$OUT/bounds_limits.log" | tail -1 ;;
+    *) echo "unknown step $step" ;;
+  esac
+done
+echo "done in $SECONDS s"
