@@ -244,10 +244,16 @@ def check_capability(cc) -> None:
             "and the mma.sync kernels of book.kernels.mma_gemm instead.")
     cc = tuple(cc)[:2]
     if cc != (9, 0):
+        from .tensorcore import runs_here
+
+        name, instead = ((f"this GPU is sm_{cc[0]}{cc[1]}:", "Use")
+                         if runs_here(cc) else
+                         (f"on sm_{cc[0]}{cc[1]} the course would refuse this kernel:",
+                          "On such a GPU, use"))
         raise RuntimeError(
-            f"this GPU is sm_{cc[0]}{cc[1]}: wgmma and setmaxnreg exist on sm_90a (H100, "
-            "H200) only (Blackwell replaced wgmma with tcgen05). Use the mma.sync kernels "
-            "of book.kernels.mma_gemm (sm_80+, fp16 from sm_75).")
+            f"{name} wgmma and setmaxnreg exist on sm_90a (H100, H200) only (Blackwell "
+            f"replaced wgmma with tcgen05). {instead} the mma.sync kernels of "
+            "book.kernels.mma_gemm (sm_80+, fp16 from sm_75).")
 
 
 # ---------------------------------------------------------------------------------------

@@ -117,31 +117,50 @@ MIN_CC = {"mma_bf16_16816": (8, 0), "mma_f16_16816": (8, 0), "mma_f16_1688": (7,
           "ldmatrix": (7, 5), "cp_async": (8, 0)}
 
 
-def _gpu_name(cc) -> str:
+def runs_here(cc) -> bool:
+    """Whether ``cc`` is the capability this process builds for (:func:`target_cc`: the GPU's,
+    or the one ``COURSE_TARGET_CC`` names), rather than one asked about: chapter 8 shows what
+    the course does on a T4 from a page recorded on an H100, and must not say the H100 is one."""
+    try:
+        here = target_cc()
+    except Exception:  # no GPU and no switch (PTX compiled on a CPU), or a switch refused
+        return False
+    return here is not None and tuple(here)[:2] == tuple(cc)[:2]
+
+
+def _gpu_name(cc, refused: str) -> tuple[str, str]:
+    """How a refusal names ``cc`` (and, for one asked about, what the course ``refused``
+    there), and how it says what runs there instead."""
+    where = f"sm_{cc[0]}{cc[1]} (compute capability {cc[0]}.{cc[1]})"
     if forced_cc() == tuple(cc):
         return (f"the target is sm_{cc[0]}{cc[1]} (compute capability {cc[0]}.{cc[1]}, "
-                f"chosen by {TARGET_CC_ENV}):")
-    return f"this GPU is sm_{cc[0]}{cc[1]} (compute capability {cc[0]}.{cc[1]}):"
+                f"chosen by {TARGET_CC_ENV}):", "It can run")
+    if runs_here(cc):
+        return f"this GPU is {where}:", "It can run"
+    return f"on {where} the course would refuse {refused}:", "Such a GPU can run"
 
 
 def check_capability(cc, dtype: str = "bfloat16") -> None:
     """Refuse a GPU that lacks the instructions, saying what it can run instead.
 
     ``dtype``: "bfloat16" needs sm_80; "float16" runs from sm_75 (m16n8k8, no cp.async).
-    ``cc`` None: the simulator, where every instruction is simulated."""
+    ``cc`` None: the simulator, where every instruction is simulated. A ``cc`` that is not
+    the one this process runs for (:func:`runs_here`) is spoken of as one asked about ("on
+    sm_75 ... the course would refuse bfloat16 tensor-core kernels"), never as "this GPU"."""
     if cc is None:
         return
     cc = tuple(cc)
-    name = _gpu_name(cc)
     if cc < (7, 5):
+        name, instead = _gpu_name(cc, "every tensor-core kernel")
         raise RuntimeError(
             f"{name} mma.sync m16n8k8/m16n8k16 and ldmatrix need compute "
-            "capability 7.5 (Turing, e.g. a T4) or newer. It can run the course's CUDA-core "
+            f"capability 7.5 (Turing, e.g. a T4) or newer. {instead} the course's CUDA-core "
             "kernels (book.kernels.gemm, book.kernels.dual_gemm) but no tensor-core kernel.")
     if cc < (8, 0) and dtype != "float16":
+        name, instead = _gpu_name(cc, f"{dtype} tensor-core kernels")
         raise RuntimeError(
             f"{name} {dtype} mma.sync m16n8k16 and cp.async need compute "
-            "capability 8.0 (Ampere) or newer. It can run the fp16 m16n8k8 instruction "
+            f"capability 8.0 (Ampere) or newer. {instead} the fp16 m16n8k8 instruction "
             "(mma_f16_1688, what a T4 has) and the course's CUDA-core kernels.")
 
 
