@@ -15,6 +15,9 @@ Each function draws one picture on a matplotlib ``Axes`` from a
 
 The geometry comes from :func:`thread_cells` and :func:`schedule`, which restate the
 kernel's index arithmetic (``make_tiled_gemm``) and are checked against it in the tests.
+
+And chapter 8's :func:`fragment_grids`: which lane of a warp holds each element of an
+``mma.sync`` fragment, from the tables of :mod:`book.kernels.tensorcore`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 from .roofline import OKABE_ITO as OI
 
 __all__ = ["thread_cells", "schedule", "block_tile", "k_slab", "register_block",
-           "double_buffer"]
+           "double_buffer", "fragment_grids", "FRAGMENT_FIGSIZE"]
 
 GATE, UP = OI["blue"], OI["orange"]
 
@@ -275,3 +278,44 @@ def double_buffer(tile=None, ax=None, nk=5):
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return ax
+
+
+# ---------------------------------------------------------------------------------------
+# chapter 8: which lane holds each element of an mma.sync fragment
+
+#: the figure :func:`fragment_grids` draws on by default (chapter 8)
+FRAGMENT_FIGSIZE = (10, 4.4)
+
+
+def fragment_grids(axes=None, fontsize: float = 9):
+    """The three fragments of ``mma.sync`` m16n8k16 (A 16 x 16, B 16 x 8, C and D 16 x 8) as
+    grids: each element's cell holds the lane that owns it, coloured by the lane's group
+    (``lane >> 2``), rows and columns numbered. Drawn from the PTX ISA's tables as
+    :mod:`book.kernels.tensorcore` states them (``a_coords``, ``b_coords``, ``c_coords``).
+    ``fontsize``: of every label, in points (lane numbers, ticks, axis names, titles)."""
+    import numpy as np
+
+    from .kernels import tensorcore as tc
+
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        _, axes = plt.subplots(1, 3, figsize=FRAGMENT_FIGSIZE,
+                               gridspec_kw={"width_ratios": [16, 8, 8]})
+    panels = ((tc.a_coords, (16, 16), 8, "A (16 × 16): 8 per lane", "row m", "column k"),
+              (tc.b_coords, (16, 8), 4, "B (16 × 8): 4 per lane", "row k", "column n"),
+              (tc.c_coords, (16, 8), 4, "C, D (16 × 8, float32): 4 per lane", "row m",
+               "column n"))
+    for ax, (coords, shape, n, title, rows, cols) in zip(axes, panels):
+        owner = np.zeros(shape, int)
+        for lane in range(32):
+            for e in range(n):
+                owner[coords(lane, e)] = lane
+        ax.imshow(owner >> 2, cmap="tab10", vmin=0, vmax=9)  # colour: the group g
+        for (r, c), lane in np.ndenumerate(owner):
+            ax.text(c, r, lane, ha="center", va="center", fontsize=fontsize)
+        ax.set_title(title, fontsize=fontsize + 1)
+        ax.set_xticks(range(shape[1])), ax.set_yticks(range(shape[0]))
+        ax.tick_params(labelsize=fontsize, length=0)
+        ax.set_xlabel(cols, fontsize=fontsize), ax.set_ylabel(rows, fontsize=fontsize)
+    return axes

@@ -116,18 +116,20 @@ def conflict_ways(layout: str, rows: int = 8, k: int = 64) -> list[int]:
     return ways
 
 
-def descriptor_figure(axes=None, layouts=("128B", "none", "rows")):
+def descriptor_figure(axes=None, layouts=("128B", "none", "rows"), fontsize: float = 9):
     """The 1024 bytes of an 8 x 64 bf16 tile in each layout, one cell per 16-byte chunk
     (a line of 128 bytes per row of cells, one bank group per column): the colour says
     which k16 step's wgmma reads the chunk, the text which operand row it belongs to; the
     chunks holding k 0-7 of the 8 rows are outlined, and the title says how many passes
-    they take read together."""
+    they take read together. ``fontsize``: of every label, in points (chapter 9 draws it 10
+    inches wide, shown at three quarters of that in a 1280-pixel window: 9 points are read
+    there at about 9 pixels, book.figures.MIN_TEXT_PX)."""
     import matplotlib.patches as mp
 
     if axes is None:
         import matplotlib.pyplot as plt
 
-        _, axes = plt.subplots(1, len(layouts), figsize=(3.3 * len(layouts), 3.6))
+        _, axes = plt.subplots(1, len(layouts), figsize=(10 / 3 * len(layouts), 4.2))
     axes = np.atleast_1d(axes)
     for ax, layout in zip(axes, layouts):
         own = chunk_owners(layout)
@@ -139,29 +141,30 @@ def descriptor_figure(axes=None, layouts=("128B", "none", "rows")):
                 y = lines - 1 - ln
                 ax.add_patch(mp.Rectangle((c, y), 1, 1, facecolor=STEP_COLOURS[step],
                                           edgecolor="white", lw=0.8))
-                ax.text(c + 0.5, y + 0.5, f"r{row}", ha="center", va="center", fontsize=6.5)
+                ax.text(c + 0.5, y + 0.5, f"r{row}", ha="center", va="center",
+                        fontsize=fontsize)
                 if piece == 0:
                     ax.add_patch(mp.Rectangle((c + 0.06, y + 0.06), 0.88, 0.88,
                                               facecolor="none", edgecolor=OI["black"],
                                               lw=1.6))
         w = ways[0]
-        said = "1 pass, conflict-free" if w == 1 else f"{w} passes, a {w}-way conflict"
-        ax.set_title(f"{LAYOUTS[layout]}\nk 0-7 of rows 0-7: {said}", fontsize=8)
+        said = "1 pass, conflict-free" if w == 1 else f"{w} passes ({w}-way conflict)"
+        ax.set_title(f"{LAYOUTS[layout]}\nk 0-7 of rows 0-7: {said}", fontsize=fontsize)
         ax.set_xlim(0, cols)
         ax.set_ylim(0, lines)
         ax.set_aspect("equal")
         ax.set_xticks([c + 0.5 for c in range(cols)], [str(c) for c in range(cols)],
-                      fontsize=7)
+                      fontsize=fontsize)
         ax.set_yticks([lines - 0.5 - ln for ln in range(lines)],
-                      [f"{LINE * ln}" for ln in range(lines)], fontsize=7)
-        ax.set_xlabel("bank group (16 bytes = 4 banks)", fontsize=7)
+                      [f"{LINE * ln}" for ln in range(lines)], fontsize=fontsize)
+        ax.set_xlabel("bank group (16 bytes = 4 banks)", fontsize=fontsize)
         ax.tick_params(length=0)
         for side in ax.spines.values():
             side.set_visible(False)
-    axes[0].set_ylabel("byte offset of the 128-byte line", fontsize=7)
+    axes[0].set_ylabel("byte offset of the 128-byte line", fontsize=fontsize)
     handles = [mp.Patch(color=STEP_COLOURS[s], label=f"k16 step {s} (k {16 * s}-{16 * s + 15})")
                for s in range(len(STEP_COLOURS))]
-    axes[-1].figure.legend(handles=handles, loc="lower center", ncol=4, fontsize=7,
+    axes[-1].figure.legend(handles=handles, loc="lower center", ncol=4, fontsize=fontsize,
                            frameon=False)
     return axes
 

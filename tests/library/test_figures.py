@@ -38,3 +38,46 @@ def test_a_script_that_imports_book_imports_no_matplotlib():
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                        env={**os.environ, "BOOK_SIMULATOR": "1"})
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("draw", ["fragment_grids", "descriptor_figure"])
+def test_dense_figures_keep_their_labels_readable_on_a_laptop(draw):
+    """Reader QA: chapter 8's lane grids (lane numbers at 6 points in a 956-pixel figure that a
+    1280-pixel window shrinks to its 736-pixel column) and chapter 9's swizzle figure (row
+    labels at 6.5 points) showed their labels 6 to 7 pixels tall. Drawn as the chapters draw
+    them, their smallest text is shown at MIN_TEXT_PX or more."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from book import diagrams, figures
+    from book import hopper_figures as hf
+
+    axes = {"fragment_grids": diagrams.fragment_grids,
+            "descriptor_figure": hf.descriptor_figure}[draw]()
+    fig = axes[0].figure
+    fig.tight_layout()
+    px, text = figures.smallest_text_px(fig)
+    plt.close(fig)
+    assert px >= figures.MIN_TEXT_PX, f"{draw}: {text!r} shown {px:.1f} px tall"
+
+
+def test_the_readable_size_counts_the_shrinking():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from book import figures
+
+    for width_in, expect in ((6, 8 * 100 / 72), (20, 8 * 100 / 72 * figures.COLUMN_PX / 2020)):
+        fig, ax = plt.subplots(figsize=(width_in, 2), dpi=100)
+        ax.set_axis_off()
+        ax.text(0, 0, "x", fontsize=8)
+        ax.text(1, 1, "wide", fontsize=12)
+        ax.set_xlim(0, 1), ax.set_ylim(0, 1)
+        ax.set_position([0, 0, 1, 1])
+        px, text = figures.smallest_text_px(fig)
+        plt.close(fig)
+        assert text == "x" and px == pytest.approx(expect, rel=0.03), (width_in, px)
