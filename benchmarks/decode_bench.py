@@ -53,9 +53,14 @@ def tune(args):
         configs = []
         if T <= dm.CUDA_CORE_MAX_T:
             base = dm.gemv_tile(T, D)
-            for rows_, threads in {(base.rows, base.threads), (base.rows, 128),
-                                   (max(1, base.rows // 2), 256), (base.rows, 512)}:
-                tile = dm.GemvTile(base.tokens, rows_, threads)
+            for rows_, threads in sorted({(base.rows, base.threads), (base.rows, 128),
+                                          (max(1, base.rows // 2), 256), (base.rows, 512),
+                                          (base.rows, 64), (max(1, base.rows // 2), 128),
+                                          (max(1, base.rows // 2), 64)}):
+                try:
+                    tile = dm.GemvTile(base.tokens, rows_, threads).validate()
+                except ValueError:
+                    continue
                 for split in args.tune_splits:
                     configs.append(("cuda_cores", tile, split))
         base = dm.mma_gemv_tile(T)

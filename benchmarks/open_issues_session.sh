@@ -66,7 +66,14 @@ EOF
     tune)
       timeout 300 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_h100.json" \
         --tune-t 4,8,16 --tune-splits None,1 --reps 10 > "$OUT/decode_tune_h100.log" 2>&1
-      echo "tune exit $?"; sed -n '/fastest per T/,$p' "$OUT/decode_tune_h100.log"
+      echo "tune exit $?"; sed -n '/fastest per T/,$p' "$OUT/decode_tune_h100.log" ;;
+    tune4)   # the CUDA-core GEMV at T = 4 over threads and rows (its HBM line)
+      timeout 200 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune4_h100.json" \
+        --tune-t 4 --tune-splits None --reps 10 > "$OUT/decode_tune4_h100.log" 2>&1
+      echo "tune4 exit $?"; grep "cuda_cores" "$OUT/decode_tune4_h100.log"
+      sed -n '/fastest per T/,$p' "$OUT/decode_tune4_h100.log" ;;
+    rows)    # issue 31's rows and targets, the sweep and the host rows (decode_session.sh)
+      bash benchmarks/decode_session.sh "$OUT" rows sweep 2>&1 | grep -v "^WARNING: no Jupyter" ;;
     dtests)
       timeout 300 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
         tests/library/test_decode_mlp.py --junitxml="$OUT/gpu_decode_tests.xml" \
@@ -81,7 +88,7 @@ EOF
       limits
       ( while sleep 5; do limits; done ) > "$OUT/bounds_limits.log" 2>&1 &
       watcher=$!
-      timeout 420 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
+      timeout 300 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
         "tests/grader/test_bounds_grading.py::test_on_a_gpu_a_store_past_the_end_is_caught_in_the_same_words[lab4_dual_gemm]" \
         --junitxml="$OUT/gpu_bounds_lab4.xml" > "$OUT/gpu_bounds_lab4.log" 2>&1
       echo "bounds4 exit $?"; kill $watcher 2>/dev/null
@@ -91,3 +98,6 @@ EOF
   esac
 done
 echo "done in $SECONDS s"
+# the device tool brings back a few files a call: everything in one archive
+( cd "$OUT" && tar -czf /tmp/results.tgz --exclude=results.tgz . && rm -rf ./* \
+  && mv /tmp/results.tgz results.tgz )

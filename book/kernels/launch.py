@@ -371,7 +371,10 @@ def _kernel_args(a, kern, ty):
 #: numba-cuda's warning for a grid under 128 blocks (``_LaunchConfiguration``). The course
 #: launches small grids on purpose (a decode-size call: one token, a few dozen blocks), so
 #: its own launches silence it; a student's kernel launched by the student still warns.
-SMALL_GRID_WARNING = r"Grid size \d+ will likely result in GPU under-utilization"
+#: Where Numba can colour its messages (a terminal colour scheme is installed, as on the
+#: H100 machine) the text starts with an ANSI escape ("\x1b[1mGrid size 74 ..."), and a
+#: warnings filter matches from the message's first character: the escape is allowed for.
+SMALL_GRID_WARNING = r"(?:\x1b\[[0-9;]*m)*Grid size \d+ will likely result in GPU under-utilization"
 
 
 @contextlib.contextmanager

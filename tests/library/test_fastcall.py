@@ -266,3 +266,28 @@ def test_pack_args_packs_arrays_as_numba_does_and_integers_as_one_int64():
     packed = fastcall.pack_args([DeviceView(), 5, 7])
     assert packed == [*fastcall.pack_array(0x7F0000001000, (3, 4), (8, 2), 2), 5, 7]
     assert packed[:5] == [0, 0, 12, 2, 0x7F0000001000]  # meminfo, parent, nitems, itemsize, data
+
+
+def test_the_courses_small_grids_are_silenced_in_numbas_own_words():
+    """Numba words its small-grid warning with a terminal colour when it can (on the H100:
+    '\\x1b[1mGrid size 74 will likely result in GPU under-utilization due to low
+    occupancy.\\x1b[0m'); a warnings filter matches from the first character, so the course's
+    filter must allow the escape. Any other warning still shows, and outside the course's
+    launches the small-grid warning still shows."""
+    import warnings
+
+    from numba.cuda.core.errors import NumbaPerformanceWarning
+
+    from book.kernels.launch import deliberate_grid
+
+    said = "Grid size 74 will likely result in GPU under-utilization due to low occupancy."
+    for text in (said, f"\x1b[1m{said}\x1b[0m"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with deliberate_grid():
+                warnings.warn(NumbaPerformanceWarning(text, highlighting=False))
+                warnings.warn(NumbaPerformanceWarning("\x1b[1mHost array used in CUDA kernel"
+                                                      "\x1b[0m", highlighting=False))
+            warnings.warn(NumbaPerformanceWarning(text, highlighting=False))
+        shown = [str(w.message) for w in caught]
+        assert shown == ["\x1b[1mHost array used in CUDA kernel\x1b[0m", text], shown
