@@ -14,10 +14,16 @@
    console error.
 4. Wide figures in cell outputs keep a legible width on phones and scroll in their own box
    (``scroll-wide``; tools/theme/course.css).
+5. Printed tables keep their rows whole on phones: the column-aligned lines of a cell's printed
+   output become a block of their own (``printed-table``) that scrolls sideways in its box,
+   while the output's prose lines still wrap; and a table cell of prose (``prose-cell``) keeps
+   a readable width on a phone, its table scrolling in its box, instead of a column squeezed
+   to a few characters.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from docutils import nodes
@@ -179,6 +185,77 @@ def wide_figures_scroll_on_phones(app, doctree, docname) -> None:
             img["classes"] = [*img.get("classes", []), "scroll-wide"]
 
 
+# A printed line is a table row where two columns stand apart: a run of 2 or more spaces
+# between two printed characters (a leading indent is not one), or a Markdown-style row.
+_COLUMN_GAP = re.compile(r"\S {2,}\S")
+_RULE = re.compile(r"^\s*[-=|+: ]{3,}\s*$")
+
+
+def _is_table_line(line: str) -> bool:
+    return bool(_COLUMN_GAP.search(line) or _RULE.match(line)
+                or (line.lstrip().startswith("|") and line.count("|") >= 2))
+
+
+def table_runs(text: str) -> list[tuple[bool, str]]:
+    """``text`` cut into runs of lines, each ``(is_table, lines)``: two or more table lines
+    in a row are a table, anything else (a status line, a sentence) is prose."""
+    lines = text.split("\n")
+    runs: list[tuple[bool, list[str]]] = []
+    for line in lines:
+        table = _is_table_line(line)
+        if runs and runs[-1][0] == table:
+            runs[-1][1].append(line)
+        else:
+            runs.append((table, [line]))
+    merged: list[tuple[bool, list[str]]] = []
+    for table, chunk in runs:
+        table = table and len(chunk) >= 2
+        if merged and merged[-1][0] == table:
+            merged[-1][1].extend(chunk)
+        else:
+            merged.append((table, chunk))
+    return [(table, "\n".join(chunk)) for table, chunk in merged]
+
+
+def printed_tables_keep_their_rows(app, doctree, docname) -> None:
+    """Split each printed output (stdout, text/plain) whose lines hold a table into blocks: the
+    table's lines ``printed-table`` (on a phone they keep whole rows and scroll sideways in
+    their box, tools/theme/course.css), the prose around them as it was (it wraps)."""
+    for block in list(doctree.findall(nodes.literal_block)):
+        classes = block.get("classes", [])
+        if "output" not in classes or not {"stream", "text_plain"} & set(classes):
+            continue
+        if not any("cell_output" in (a.get("classes") or []) for a in _ancestors(block)):
+            continue
+        text = block.astext()
+        if "\x1b" in text:  # coloured output: leave its escapes to the lexer, whole
+            continue
+        runs = [(t, chunk.strip("\n")) for t, chunk in table_runs(text) if chunk.strip()]
+        if not any(t for t, _ in runs):
+            continue
+        parts = []
+        for table, chunk in runs:
+            part = nodes.literal_block(chunk, chunk)
+            for key, value in block.attributes.items():
+                if key not in ("ids", "names", "dupnames", "backrefs"):
+                    part[key] = list(value) if isinstance(value, list) else value
+            if table:
+                part["classes"] = [*part["classes"], "printed-table"]
+            parts.append(part)
+        block.replace_self(parts)
+
+
+# A table cell with more text than this is prose: on a phone it keeps a readable width.
+PROSE_CELL_CHARS = 24
+
+
+def prose_cells_keep_a_width(app, doctree, docname) -> None:
+    """Mark a table cell of more than PROSE_CELL_CHARS characters ``prose-cell``."""
+    for entry in doctree.findall(nodes.entry):
+        if len(" ".join(entry.astext().split())) > PROSE_CELL_CHARS:
+            entry["classes"] = [*entry.get("classes", []), "prose-cell"]
+
+
 def _ancestors(node):
     node = node.parent
     while node is not None:
@@ -190,5 +267,7 @@ def setup(app):
     app.connect("doctree-read", add_outputs_note)
     app.connect("doctree-resolved", printed_links_stay_text)
     app.connect("doctree-resolved", wide_figures_scroll_on_phones)
+    app.connect("doctree-resolved", printed_tables_keep_their_rows)
+    app.connect("doctree-resolved", prose_cells_keep_a_width)
     app.connect("html-page-context", one_copy_of_each_script)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}

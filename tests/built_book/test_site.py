@@ -392,8 +392,9 @@ def test_blocks_fit_the_column_at_laptop_width(built_book, site_page):
 
 
 def test_printed_output_wraps_at_phone_width(built_book, site_page):
-    """At 375 px printed output (the simulator or GPU status line, tables printed by cells)
-    wraps inside its block rather than scrolling sideways; code may scroll inside its block."""
+    """At 375 px printed prose (the simulator or GPU status line, a sentence a cell prints)
+    wraps inside its block rather than scrolling sideways; code may scroll inside its block,
+    and so may a printed table (the next test)."""
     site_page.page.set_viewport_size({"width": 375, "height": 812})
     hidden = []
     for src in _executed_pages(built_book):
@@ -402,9 +403,80 @@ def test_printed_output_wraps_at_phone_width(built_book, site_page):
             [...document.querySelectorAll(
                 '.cell_output .output.stream pre, .cell_output .output.stderr pre, '
                 + '.cell_output .output.text_plain pre')]
+            .filter(e => !e.closest('.printed-table'))
             .filter(e => e.scrollWidth > e.clientWidth + 1)
             .map(e => e.textContent.trim().slice(0, 80))""")]
     assert not hidden, "printed output scrolls sideways at 375 px:\n" + "\n".join(hidden)
+
+
+# each printed table's rows as the phone lays them out: how many lines its text has, how many
+# it is drawn on, and whether what does not fit scrolls inside its own block
+PRINTED_TABLES = """() => [...document.querySelectorAll('.cell_output .printed-table pre')]
+    .map(e => {
+      const range = document.createRange();
+      range.selectNodeContents(e);
+      const tops = new Set([...range.getClientRects()].filter(r => r.width > 0)
+                           .map(r => Math.round(r.top)));
+      return {text: e.textContent.trim().slice(0, 60),
+              lines: e.textContent.replace(/\\n+$/, '').split('\\n').length,
+              drawn: tops.size, wide: e.scrollWidth > e.clientWidth + 1,
+              overflow: getComputedStyle(e).overflowX};
+    })"""
+
+
+def test_printed_tables_keep_their_rows_at_phone_width(built_book, site_page):
+    """Reader QA: at 375 px the column tables cells print (chapter 10's counters and cases,
+    chapter 8's roofline points) wrapped mid-row, a row's last columns under its first. A
+    printed table keeps each row on one line and scrolls sideways inside its own block
+    (tools/sphinx_course.py marks its lines printed-table; tools/theme/course.css), never the
+    page; the prose printed around it still wraps (the test above)."""
+    site_page.page.set_viewport_size({"width": 375, "height": 812})
+    broken, seen = [], {}
+    for src in _executed_pages(built_book):
+        site_page.goto(str(Path(src).with_suffix(".html")))
+        tables = site_page.page.evaluate(PRINTED_TABLES)
+        seen[src] = [t["text"] for t in tables]
+        broken += [f"{src}: {t}" for t in tables
+                   if t["drawn"] != t["lines"] or (t["wide"] and t["overflow"] != "auto")]
+    assert any(t.startswith("case") and "read GB" in t
+               for t in seen.get("chapters/10_profiling.ipynb", [])), seen
+    assert not broken, "printed tables wrapped at 375 px:\n" + "\n".join(broken)
+
+
+def test_wide_tables_scroll_instead_of_squeezing_on_a_phone(built_book, site_page):
+    """Reader QA: at 375 px the instructors' lab table and chapter 10's counters table squeezed
+    their prose columns to a few characters a line. A table cell of prose keeps a readable
+    width (prose-cell, tools/sphinx_course.py) and the table scrolls in its own box; the page
+    does not scroll."""
+    site_page.page.set_viewport_size({"width": 375, "height": 812})
+    for path in ("chapters/appendix_instructors.html", "chapters/10_profiling.html"):
+        site_page.goto(path)
+        tables = site_page.page.evaluate("""() =>
+            [...document.querySelectorAll('article.bd-article table')].map(t => ({
+              narrowest: Math.min(...[...t.querySelectorAll('td.prose-cell')]
+                                  .map(c => c.getBoundingClientRect().width)),
+              prose: t.querySelectorAll('td.prose-cell').length,
+              scrolls: t.scrollWidth > t.clientWidth + 1,
+              overflow: getComputedStyle(t).overflowX}))""")
+        prose = [t for t in tables if t["prose"]]
+        assert prose, f"{path}: no table with cells of prose"
+        for t in prose:
+            assert t["narrowest"] >= 150, f"{path}: a prose column {t['narrowest']} px wide"
+            assert not t["scrolls"] or t["overflow"] == "auto", f"{path}: {t}"
+        assert site_page.page.evaluate("document.documentElement.scrollWidth") <= 376, path
+
+
+def test_the_figures_column_is_the_one_book_figures_assumes(built_book, site_page):
+    """book.figures.COLUMN_PX, the width a figure is shrunk to in a 1280-px window, from which
+    the figures' smallest text is held readable (tests/library/test_figures.py)."""
+    from book import figures
+
+    site_page.page.set_viewport_size({"width": 1280, "height": 900})
+    site_page.goto("chapters/08_tensor_cores.html")
+    width = site_page.page.evaluate(
+        "document.querySelector('article.bd-article div.cell_output img')"
+        ".getBoundingClientRect().width")
+    assert abs(width - figures.COLUMN_PX) <= 4, width
 
 
 def test_math_stays_in_the_column_at_phone_width(built_book, site_page):
@@ -421,8 +493,13 @@ def test_math_stays_in_the_column_at_phone_width(built_book, site_page):
         site_page.page.wait_for_timeout(300)  # MathJax typesets after load
         out += [f"{path}: {t}" for t in site_page.page.evaluate("""() => {
             const col = document.querySelector('article.bd-article').getBoundingClientRect();
+            // a formula inside a table that scrolls in its own box is reached by scrolling
+            // it, not cut off
+            const scrolled = e => { const t = e.closest('table');
+                return t && getComputedStyle(t).overflowX === 'auto'
+                    && t.getBoundingClientRect().right <= col.right + 1; };
             return [...document.querySelectorAll('article.bd-article mjx-container')]
-              .filter(e => e.getBoundingClientRect().right > col.right + 1)
+              .filter(e => e.getBoundingClientRect().right > col.right + 1 && !scrolled(e))
               .map(e => e.textContent.slice(0, 60));
         }""")]
     assert not out, "math sticks out of the column at 375 px:\n" + "\n".join(out)
