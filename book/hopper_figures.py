@@ -17,6 +17,9 @@ tile of :mod:`book.kernels.wgmma_gemm` and the records in ``book/data``.
   as the record names them (the multicast variant was ``wgmma_dual_gemm_cluster2`` before
   clusters of two became the kernel's default, and a record of the default has
   ``wgmma_dual_gemm_single`` beside it).
+- :func:`cluster_repeats`: the cluster default measured again, runs of only the default, the
+  unclustered variant and cuBLAS (``book/data/hopper/cluster_repeats_h100.json``), per run
+  and T: both kernels' times, spreads, and which is ahead.
 - :func:`rule_rows`: the epilogue rule of :func:`book.bench.hopper.predicted_share`,
   predicted beside measured at each recorded width d, and what fusing bought there.
 """
@@ -429,6 +432,25 @@ def measurement_rows(rec, shape) -> list[tuple[str, str, dict]]:
              row("cublas_linear_mlp_up_compiled")),
             ("cublas_linear_mlp_up_eager", "cuBLAS + eager SwiGLU",
              row("cublas_linear_mlp_up_eager"))]
+    return out
+
+
+def cluster_repeats(doc) -> list[dict]:
+    """Per run and T of a repeats record (``data.record("hopper/cluster_repeats_h100")``):
+    ``run`` (1, 2, ...), ``T``, the default's and the unclustered kernel's rows
+    (``clustered``, ``single``), ``speedup`` (the unclustered time over the default's: above
+    1, the clusters are ahead), ``overlap`` (whether the two p10-p90 spreads overlap) and
+    ``vs_compiled`` (cuBLAS + compiled SwiGLU's time over the default's)."""
+    out = []
+    for i, run in enumerate(doc["runs"], 1):
+        rows = {(r["variant"], r["shape"][0]): r for r in run["rows"] if r["dtype"] == "bfloat16"}
+        for T in sorted({t for _, t in rows}):
+            c, s = rows[("wgmma_dual_gemm", T)], rows[("wgmma_dual_gemm_single", T)]
+            comp = rows.get(("cublas_linear_mlp_up_compiled", T))
+            out.append({"run": i, "T": T, "clustered": c, "single": s,
+                        "speedup": s["seconds"] / c["seconds"],
+                        "overlap": c["p10_s"] <= s["p90_s"] and s["p10_s"] <= c["p90_s"],
+                        "vs_compiled": comp["seconds"] / c["seconds"] if comp else None})
     return out
 
 
