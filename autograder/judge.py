@@ -17,6 +17,7 @@ from .inputs import guard_damage, unguarded
 from .recording import RecordingError, copy_recording, recording_summary
 from .results import PERFORMANCE, TestRecord
 from .sandbox import SIM_MAX_THREADS, ChildError
+from .sandbox.inside.threads import describe as describe_threads
 
 NOT_REPRODUCED = ("the kernels your function launched, replayed by the grader on fresh inputs without "
                   "calling your function, did not compute the answer. Correctness points need the work "
@@ -38,6 +39,14 @@ def too_large_message(what: str) -> str:
             f"few thousand threads a second; the grader simulates at most {SIM_MAX_THREADS:,} threads per launch). "
             "This says nothing about your code: grade this submission on a GPU (or size the grid "
             "to the data when you test in the simulator)")
+
+
+def thread_failure_message(facts: dict) -> str:
+    return ("not graded in the simulator: the grader's simulator could not start the threads of "
+            "a block (Numba's CUDA simulator runs one Python thread per CUDA thread, and the "
+            "grading sandbox refused another: RuntimeError: can't start new thread). This is the "
+            "grader's limit, not an error in your code: grade this submission on a GPU. What the "
+            f"grading process had: {describe_threads(facts)[:600]}")
 
 
 class Judge:
@@ -77,6 +86,17 @@ class Judge:
                 result.flags.append({"level": "review", "what": "needs a GPU regrade: too large to simulate",
                                      "where": r["too_large"][:200]})
                 dead = "the simulator cannot run this submission's launches (see above)"
+                continue
+            if r.get("thread_failure") and not r.get("ok"):
+                t.output = thread_failure_message(r["thread_failure"])
+                result.status = "needs a GPU"
+                result.problems["simulator"] = t.output
+                result.flags.append({"level": "review", "what": "needs a GPU regrade: the simulator "
+                                     "could not start a block's threads",
+                                     "where": thread_failure_message(r["thread_failure"])[-300:]})
+                ctx.log(kind="test", id=result.id, test=case["name"], ok=False, hidden=hidden,
+                        thread_failure=r["thread_failure"])
+                dead = "the simulator could not start a block's threads (see above)"
                 continue
             ok, msg = verdict(ctx, case, r, child)
             if not ok and "OUT_OF_MEMORY" in msg.upper().replace(" ", "_") and ctx.crowded():

@@ -21,6 +21,7 @@ from .channel import cuda_init_failure
 from .import_blocker import Blocker
 from .privilege import privileged
 from .sim_replay import replay_sim
+from .threads import is_thread_failure, thread_failure
 
 
 def init_cuda() -> None:
@@ -86,5 +87,7 @@ def serve(cfg, iso: dict, channel) -> None:
                  "cuda_error": "Cuda" in type(e).__name__ or "CUDA" in str(e)[:400]}
             if isinstance(e, launches.LaunchTooLargeToSimulate):
                 r["too_large"] = str(e)
+            if simulated and is_thread_failure(e):   # the sandbox's limit, not the student's code
+                r["thread_failure"] = thread_failure()
         channel.reply(event="reply", cmd=cmd, **r)
     os._exit(0)
