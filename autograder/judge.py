@@ -93,7 +93,7 @@ class Judge:
                 result.problems["simulator"] = t.output
                 result.flags.append({"level": "review", "what": "needs a GPU regrade: the simulator "
                                      "could not start a block's threads",
-                                     "where": thread_failure_message(r["thread_failure"])[-300:]})
+                                     "where": describe_threads(r["thread_failure"])[:300]})
                 ctx.log(kind="test", id=result.id, test=case["name"], ok=False, hidden=hidden,
                         thread_failure=r["thread_failure"])
                 dead = "the simulator could not start a block's threads (see above)"

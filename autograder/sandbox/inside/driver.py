@@ -28,6 +28,7 @@ from .channel import Channel
 from .isolation import isolate
 from .linux import PR_SET_PDEATHSIG
 from .settings import DriverSettings
+from .threads import limit_malloc_arenas
 
 
 def drive(cfg_path: str) -> None:
@@ -48,11 +49,12 @@ def drive(cfg_path: str) -> None:
     if cfg.simulated:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         # The simulator runs a Python thread per simulated CUDA thread: a 256-thread block is
-        # 256 threads. At the default 8 MiB of stack each they reserve 2 GiB of the child's
-        # address space (RLIMIT_AS, Limits.mem_bytes), which beside a process that has mapped
-        # CUDA's libraries ran out on the H100 ("can't start new thread"). 1 MiB holds
-        # Python's default recursion depth; it applies to the threads started from here on.
+        # 256 threads, each taking address space under RLIMIT_AS (Limits.mem_bytes): its stack
+        # (8 MiB by default; 1 MiB holds Python's default recursion depth, for the threads
+        # started from here on) and, where malloc is busy, an arena of 64 MiB, up to 8 per
+        # CPU (threads.py: on the 16-CPU H100 machine a block died at 105 threads, 6.29 GB).
         threading.stack_size(1 << 20)
+        limit_malloc_arenas()
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # its one-line announcement is not the student's output
             import book  # noqa: F401  (decides GPU or simulator before numba.cuda is imported)

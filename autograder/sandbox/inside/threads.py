@@ -1,9 +1,19 @@
-"""When the simulator cannot start a thread: what the grader's own process had, in facts.
+"""The simulator's threads in a sandbox with an address-space limit, and what to say when one
+cannot start.
 
-Numba's CUDA simulator starts a Python thread per simulated CUDA thread. A block it cannot
-start (``RuntimeError: can't start new thread``) is the grading sandbox's limit, not an error
-in the submission's code, so the reply carries :func:`thread_failure` (what this process had
-and what bounds it) and the grader reports it as its own problem (autograder/judge.py)."""
+Numba's CUDA simulator starts a Python thread per simulated CUDA thread, all of a block's at
+once where the kernel waits at a barrier. Under RLIMIT_AS (the rubric's memory: 6 GiB) two
+things take address space per thread: its stack (1 MiB here, driver.py) and glibc's malloc
+arenas: a thread that finds the arenas busy makes one of its own, 64 MiB of address space
+reserved each, up to 8 per CPU. On the 16-CPU H100 machine a lab-4 block died at 105 threads
+with VmSize 6.29 GB and 135 MB resident ("can't start new thread"); a 2-CPU machine, at 16
+arenas, never got there. :func:`limit_malloc_arenas` caps them (glibc's M_ARENA_MAX, and
+MALLOC_ARENA_MAX for any process started from here), so the room a block needs no longer grows
+with the host's CPUs.
+
+A block that still cannot start is the grading sandbox's limit, not an error in the
+submission's code, so the reply carries :func:`thread_failure` (what this process had and what
+bounds it) and the grader reports it as its own problem (autograder/judge.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +24,27 @@ import threading
 #: what CPython raises when pthread_create fails (any errno: EAGAIN for a process or pid
 #: limit, ENOMEM for stack or address space)
 MESSAGE = "can't start new thread"
+
+
+#: malloc arenas a simulated child may have (glibc's default: 8 per CPU)
+ARENAS = 2
+#: mallopt's parameter number for the arena cap (glibc malloc.h)
+M_ARENA_MAX = -8
+
+
+def limit_malloc_arenas(n: int = ARENAS) -> bool:
+    """Cap glibc's malloc arenas in this process at ``n`` (before the simulator starts
+    threads) and in processes started from it. False where the C library has no mallopt
+    (not glibc): nothing changes there."""
+    import ctypes
+    import ctypes.util
+
+    os.environ["MALLOC_ARENA_MAX"] = str(n)
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(M_ARENA_MAX, n))
+    except (OSError, AttributeError):
+        return False
 
 
 def is_thread_failure(e: BaseException) -> bool:
