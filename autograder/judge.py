@@ -17,7 +17,7 @@ from .inputs import guard_damage, unguarded
 from .recording import RecordingError, copy_recording, recording_summary
 from .results import PERFORMANCE, TestRecord
 from .sandbox import SIM_MAX_THREADS, ChildError
-from .sandbox.inside.threads import describe as describe_threads
+from .sandbox import describe_thread_failure as describe_threads
 
 NOT_REPRODUCED = ("the kernels your function launched, replayed by the grader on fresh inputs without "
                   "calling your function, did not compute the answer. Correctness points need the work "

@@ -24,6 +24,9 @@ The package, by concept:
   (student code never runs as root), the size-limited file system it writes to, the count of
   its processes and threads.
 - ``budgets``: host and GPU memory summed over a submission's processes, watched while it runs.
+- ``threads`` (inside/threads.py): a simulated child's room for the simulator's threads under
+  its address-space limit (``limit_malloc_arenas``, ``ARENAS``), and the facts reported when a
+  block's threads still cannot start (``describe_thread_failure``).
 
 ``python -m autograder grade`` stopped by SIGTERM, SIGINT or SIGHUP kills every open child
 itself first (``kill_open_children``); a launcher whose grader died tears its child down
@@ -56,6 +59,7 @@ from .inside.permissions import reachable, writable_by_others
 from .inside.process import (alive, descendants, kill_tree, kill_uid, pids_in_namespace, pids_of_uid,
                              process_info)
 from .inside.settings import SIM_MAX_THREADS, DriverSettings, LaunchSettings, Limits, Storage
+from .inside.threads import ARENAS, describe as describe_thread_failure, limit_malloc_arenas
 from .storage import PLACES, storage_message, storage_use, sweep_stale_storage
 from .tasks import pids_cgroup_base, tasks_message, tasks_refused
 from .trusted import (CHILD_MARK, CHILD_PACKAGE, GRADED_KERNEL_MODULES, child_command, copy_trusted, entry_point,
@@ -64,7 +68,7 @@ from .uid import CHILD_UID_BASE, CHILD_UID_SPAN, NOBODY, can_drop_uid, uid_drop_
 
 __all__ = [
     "CHILD_UID_BASE", "CHILD_UID_SPAN", "GPU_BUDGET_FRACTION", "NOBODY", "PLACES",
-    "SIM_MAX_THREADS", "TRUSTED_BOOT", "CHILD_MARK", "CHILD_PACKAGE", "CUDA_INIT_FAILED", "GRADED_KERNEL_MODULES",
+    "SIM_MAX_THREADS", "ARENAS", "describe_thread_failure", "limit_malloc_arenas", "TRUSTED_BOOT", "CHILD_MARK", "CHILD_PACKAGE", "CUDA_INIT_FAILED", "GRADED_KERNEL_MODULES",
     "Budget", "Child", "child_command", "copy_trusted", "cuda_init_failure", "entry_point",
     "ChildError", "ContainmentUnavailable", "DriverSettings", "LaunchSettings", "Limits", "Storage",
     "alive", "can_drop_uid",

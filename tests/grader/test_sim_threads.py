@@ -28,7 +28,7 @@ ARENA_COUNT = textwrap.dedent(r"""
     import ctypes, ctypes.util, os, re, sys, tempfile, threading
     sys.path.insert(0, sys.argv[2])
     if sys.argv[1] == "capped":
-        from autograder.sandbox.inside.threads import limit_malloc_arenas
+        from autograder.sandbox import limit_malloc_arenas
         assert limit_malloc_arenas(), "mallopt refused"
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     libc.malloc.restype = ctypes.c_void_p
@@ -65,7 +65,7 @@ def arenas(mode: str) -> int:
 
 
 def test_a_simulated_child_caps_malloc_arenas():
-    from autograder.sandbox.inside.threads import ARENAS
+    from autograder.sandbox import ARENAS
 
     assert arenas("uncapped") > ARENAS   # the control: glibc's own count on this machine
     assert arenas("capped") <= ARENAS
