@@ -17,6 +17,7 @@
 #              (benchmarks/lesson_controls_probe.py --labs lab2 --merge the committed record)
 #              -> $OUT/lesson_controls_h100.json
 #   sim        issue 28: a simulated grading child's address space (benchmarks/sim_threads_probe.py)
+#   lane       the GPU lane (tools.gpu_tests): tests/grader, then tests/library and tests/chapters
 #   record     issue 30: chapters 8, 9 and 11 recorded again (tools.record; carry .whl-nb too)
 #   bounds4    issue 28: the GPU lane of test_bounds_grading for lab 4 (the GPU's grade and the
 #              simulator's run beside it), with the machine's thread limits before and after
@@ -84,6 +85,13 @@ EOF
       timeout 480 python3 -m tools.record --out "$OUT" --budget 460 chapters/08_tensor_cores.ipynb \
         chapters/09_hopper.ipynb chapters/11_same_move_everywhere.ipynb > "$OUT/record.log" 2>&1
       echo "record exit $?"; tail -12 "$OUT/record.log" ;;
+    lane)    # the whole GPU lane, in two records: the grader's tests, then the library's and chapters'
+      timeout 330 python3 -m tools.gpu_tests --out "$OUT/gpu_h100_grader.json" --under tests/grader \
+        > "$OUT/gpu_lane_grader.log" 2>&1
+      echo "grader lane exit $?"; tail -4 "$OUT/gpu_lane_grader.log"
+      timeout 240 python3 -m tools.gpu_tests --out "$OUT/gpu_h100.json" --under tests/library \
+        --under tests/chapters > "$OUT/gpu_lane_library.log" 2>&1
+      echo "library lane exit $?"; tail -4 "$OUT/gpu_lane_library.log" ;;
     dtests)
       timeout 300 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
         tests/library/test_decode_mlp.py --junitxml="$OUT/gpu_decode_tests.xml" \
