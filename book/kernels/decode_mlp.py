@@ -29,7 +29,13 @@ kernels are GEMVs whose job is to keep HBM busy; which one is best depends on T
   (8 consecutive k) of weight row ``g`` and of row ``g + 8`` (``load_words4``, the halves as
   they are) and 16 bytes of token ``g``, and feeds them to two ``mma`` as if they were the
   k-columns the fragment table names (``2t, 2t+1, 2t+8, 2t+9`` of a 16-deep step): the same
-  permutation of k on both operands leaves the product unchanged.
+  permutation of k on both operands leaves the product unchanged. With ``stages`` >= 2
+  (:class:`MmaGemvTile`) the weights go through shared memory instead: each warp keeps a
+  ring of that many stages (one 32-deep step of its rows each, ``2048 mt`` bytes) that
+  ``cp.async`` fills without registers (sm_80+); a lane copies exactly the 16-byte pieces it
+  later reads back (``ld.shared.v4``) for its own fragment, so it waits for its own copies
+  (``cp.async.wait_group``) and no barrier is needed. More weight bytes in flight per warp
+  without the registers an ``unroll`` holds.
 - on sm_90 with no biases, from ``HOPPER_MIN_T`` tokens: the Hopper dual GEMM
   (:func:`book.kernels.wgmma_gemm.swiglu_wgmma`: the same nn.Linear weights, any T; its
   128-row tile reads each weight once whatever T, where the GEMV reads them again per group
@@ -57,13 +63,14 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda, float32, int64, uint32
+from numba import cuda, float32, int64, uint16, uint32
 
 from .fused import silu_mul
 from .launch import KernelLaunch, address, as_device, flat, is_c_contiguous, sm_count
 from .mma_gemm import half_dtype, kind_for
 from .splitk import last_to_arrive, load_f32_cg, splits, workspace
-from .tensorcore import (mma_bf16_16816, mma_f16_1688, mma_f16_16816, shfl_xor,
+from .tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
+                         mma_bf16_16816, mma_f16_1688, mma_f16_16816, shared_address, shfl_xor,
                          target_cc)
 from .wide import load_f32, load_half8, load_words4, store_f32
 
@@ -87,6 +94,8 @@ TENSOR_CORE_MAX_T = 256
 HOPPER_MIN_T = 17
 #: blocks per SM a launch aims for (split-K adds blocks until the grid reaches it)
 BLOCKS_PER_SM = 4
+#: the deepest cp.async ring of the tensor-core GEMV (``MmaGemvTile.stages``)
+MAX_STAGES = 8
 
 
 # ---------------------------------------------------------------------------------------
@@ -129,17 +138,30 @@ class MmaGemvTile:
     """The tensor-core GEMV's compile-time shape: ``nt`` n-tiles of 8 tokens, ``mt``
     m-tiles of 16 weight rows (of both weights), ``warps`` sharing the k-range, ``unroll``
     32-deep steps a warp loads before it multiplies (its weight bytes in flight: a warp
-    waits on one memory latency per step group, so more steps a group, fewer waits)."""
+    waits on one memory latency per step group, so more steps a group, fewer waits).
+
+    ``stages``: 0, the weights go straight to registers (``unroll`` steps at a time); 2 or
+    more, they go through a ring of that many shared-memory stages per warp with
+    ``cp.async`` (sm_80+), so ``stages`` steps are in flight without holding registers
+    (a stage: ``mt`` x 16 rows x 2 weights x 64 bytes, ``stage_bytes``)."""
 
     nt: int = 1
     mt: int = 2
     warps: int = 4
     unroll: int = 1
+    stages: int = 0
 
     def validate(self) -> "MmaGemvTile":
         p = []
         if self.nt < 1 or self.mt < 1 or self.warps < 1 or self.unroll < 1:
             p.append("nt, mt, warps and unroll must be at least 1")
+        if self.stages not in (0,) + tuple(range(2, MAX_STAGES + 1)):
+            p.append(f"stages = {self.stages}: 0 (weights straight to registers) or 2 to "
+                     f"{MAX_STAGES} (a cp.async ring; one stage would wait for each copy as it "
+                     "is issued)")
+        if self.stages and self.unroll != 1:
+            p.append(f"unroll = {self.unroll} with stages = {self.stages}: the ring keeps the "
+                     "steps in flight in shared memory, so a staged tile takes unroll 1")
         if self.weight_words > 64:
             p.append(f"unroll x mt x 16 = {self.weight_words} weight registers per lane: at "
                      "most 64")
@@ -147,9 +169,11 @@ class MmaGemvTile:
             p.append(f"mt x 2 x nt x 4 = {self.values} accumulators per lane: at most 64 "
                      "(registers, and the warps' shared-memory reduction)")
         if self.shared_bytes > 48 * 1024:
-            p.append(f"the warps' reduction needs {self.shared_bytes} bytes of shared memory "
-                     "(warps x accumulators x 32 lanes x 4): at most 48 KiB of static shared "
-                     "memory; fewer warps or accumulators")
+            ring = (f" + the cp.async ring's {self.ring_bytes} (warps x stages x "
+                    f"{self.stage_bytes})" if self.stages else "")
+            p.append(f"the warps' reduction needs {self.reduction_bytes} bytes of shared memory "
+                     f"(warps x accumulators x 32 lanes x 4){ring}: at most 48 KiB of static "
+                     "shared memory; fewer warps, stages or accumulators")
         if p:
             raise ValueError(f"invalid {self}: " + "; ".join(p))
         return self
@@ -163,8 +187,20 @@ class MmaGemvTile:
         return self.unroll * self.mt * 16
 
     @property
-    def shared_bytes(self):  # the reduction's array: every warp's accumulators, lane by lane
+    def reduction_bytes(self):  # the reduction's array: every warp's accumulators, lane by lane
         return self.warps * self.values * 32 * 4
+
+    @property
+    def stage_bytes(self):  # one 32-deep step of a warp's rows: 16 mt rows x (gate, up) x 64 B
+        return self.mt * 16 * 2 * 64
+
+    @property
+    def ring_bytes(self):  # every warp's ring of stages (0 on the register path)
+        return self.warps * self.stages * self.stage_bytes
+
+    @property
+    def shared_bytes(self):  # static shared memory a block declares
+        return self.reduction_bytes + self.ring_bytes
 
     @property
     def rows(self):
@@ -333,6 +369,27 @@ def make_mma_gemv(tile: MmaGemvTile, bias: bool, kind: str = "bf16"):
     BIAS = bias
     THREADS = 32 * WK
     ZERO = uint32(0)
+    # the cp.async ring (tile.stages >= 2): per warp ST stages of one 32-deep step each; in a
+    # stage, chunk c = (m-tile i, weight w, row half hh) is 512 bytes, lane l's 16 at 16 l
+    ST = tile.stages
+    if ST and K8:
+        raise ValueError(f"{tile}: stages = {ST} needs cp.async (sm_80+); the T4's path "
+                         "(f16_sm75, sm_75) has none: use stages = 0 there")
+    WAIT = max(ST - 1, 0)  # groups left in flight when the oldest step must have landed
+    STAGE_B = tile.stage_bytes
+    RING_HALVES = max(8, tile.ring_bytes // 2)  # (a placeholder on the register path)
+    ALIGN = None if SIMULATED else 16
+
+    @cuda.jit(device=True, inline="always")
+    def ring_load(wg, wu, wrow, dst, kg, t4, d):
+        # step kg of this lane's rows into the stage at shared address dst (this lane's slot
+        # of chunk 0): 4 mt copies of 16 bytes, no registers; k past d lands as zeros
+        k = (kg << 5) + (t4 << 3)
+        ok = k < d
+        for i in range(MT):
+            for hh in range(2):
+                cp_async16_zfill_at(dst + ((i * 2) * 2 + hh) * 512, wg, wrow[i, hh] + k, ok)
+                cp_async16_zfill_at(dst + ((i * 2 + 1) * 2 + hh) * 512, wu, wrow[i, hh] + k, ok)
 
     def mma_gemv(x, wg, wu, bg, bu, out, part, count, T, d, h, S):
         tid = cuda.threadIdx.x
@@ -370,44 +427,100 @@ def make_mma_gemv(tile: MmaGemvTile, bias: bool, kind: str = "bf16"):
         wa = cuda.local.array((U, MT, 2, 2, 4), uint32)
         xb = cuda.local.array(4, uint32)
 
-        # a warp takes U neighbouring 32-deep steps at a time (its group), the warps' groups
-        # interleaved; every weight load of the group is issued before the first mma
-        for kg in range(ks0 + warp * U, ks1, WK * U):
-            for u in range(U):  # the weights first: 4 U mt 16-byte loads in flight
-                k = ((kg + u) << 5) + (t4 << 3)  # this lane's 8 consecutive k
-                # past the group's share (ks1) or past d (a d that is no multiple of 32): zeros
-                ok = kg + u < ks1 and k < d
+        if ST:
+            # The ring: this warp's steps are ks0 + warp + WK j (interleaved as below). Each
+            # lane copies the 16-byte pieces it will itself feed to the mma (rows g, g+8 of
+            # every m-tile, its 8 k), so it waits only for its own copies: no barrier. The
+            # copies of step j + ST - 1 are issued before the mmas of step j, ST steps in
+            # flight; the slot they fill held step j - 1, already in this lane's registers.
+            ring = cuda.shared.array(RING_HALVES, uint16, alignment=ALIGN)
+            mine = warp * (ST * STAGE_B) + (lane << 4)  # byte offset of my slot of chunk 0
+            sbase = shared_address(ring, 0) + mine
+            nmy = max(0, (ks1 - ks0 - warp + WK - 1) // WK)  # steps of this warp
+            for q in range(WAIT):  # prologue: the first ST - 1 steps in flight
+                if q < nmy:
+                    ring_load(wg, wu, wrow, sbase + q * STAGE_B, ks0 + warp + q * WK, t4, d)
+                cp_async_commit()
+            rd = 0  # the slot read in this step
+            wt = WAIT  # the slot refilled in this step
+            fa = cuda.local.array((MT, 2, 2, 4), uint32)  # [m-tile][gate, up][row g, g+8][word]
+            xr = cuda.local.array((NT, 4), uint32)  # [n-tile][word] of token g
+            for j in range(nmy):
+                if j + WAIT < nmy:
+                    ring_load(wg, wu, wrow, sbase + wt * STAGE_B, ks0 + warp + (j + WAIT) * WK,
+                              t4, d)
+                cp_async_commit()  # (an empty group near the end keeps the count uniform)
+                k = ((ks0 + warp + j * WK) << 5) + (t4 << 3)
+                ok = k < d  # a partial last step: zeros in the stage, zeros for x
                 kk = k if ok else 0
-                for i in range(MT):
-                    for hh in range(2):
-                        a = load_words4(wg, wrow[i, hh] + kk)
-                        b = load_words4(wu, wrow[i, hh] + kk)
-                        for q in range(4):
-                            wa[u, i, 0, hh, q] = a[q] if ok else ZERO
-                            wa[u, i, 1, hh, q] = b[q] if ok else ZERO
-            for u in range(U):
-                k = ((kg + u) << 5) + (t4 << 3)
-                ok = kg + u < ks1 and k < d
-                kk = k if ok else 0
-                for n in range(NT):
+                for n in range(NT):  # the tokens before the wait, which no load may cross
                     xv = load_words4(x, xrow[n] + kk)
                     for q in range(4):
-                        xb[q] = xv[q] if ok else ZERO
+                        xr[n, q] = xv[q] if ok else ZERO
+                cp_async_wait(WAIT)  # my copies of step j have landed
+                e0 = ((warp * ST + rd) * STAGE_B + (lane << 4)) >> 1  # my slot, in halves
+                for i in range(MT):
+                    for w in range(2):
+                        for hh in range(2):
+                            a = load_words4(ring, e0 + ((i * 2 + w) * 2 + hh) * 256)
+                            for q in range(4):
+                                fa[i, w, hh, q] = a[q]
+                for n in range(NT):
+                    for q in range(4):
+                        xb[q] = xr[n, q]
                     for i in range(MT):
                         for w in range(2):
                             c = (acc[i, w, n, 0], acc[i, w, n, 1], acc[i, w, n, 2],
                                  acc[i, w, n, 3])
-                            if K8:  # word q of rows g and g+8, word q of token g
-                                for q in range(4):
-                                    c = mma_f16_1688((wa[u, i, w, 0, q], wa[u, i, w, 1, q]),
-                                                     (xb[q],), c)
-                            else:  # words 0, 1 as k-columns (2t, 2t+1), (2t+8, 2t+9); then 2, 3
-                                c = MMA((wa[u, i, w, 0, 0], wa[u, i, w, 1, 0], wa[u, i, w, 0, 1],
-                                         wa[u, i, w, 1, 1]), (xb[0], xb[1]), c)
-                                c = MMA((wa[u, i, w, 0, 2], wa[u, i, w, 1, 2], wa[u, i, w, 0, 3],
-                                         wa[u, i, w, 1, 3]), (xb[2], xb[3]), c)
+                            c = MMA((fa[i, w, 0, 0], fa[i, w, 1, 0], fa[i, w, 0, 1],
+                                     fa[i, w, 1, 1]), (xb[0], xb[1]), c)
+                            c = MMA((fa[i, w, 0, 2], fa[i, w, 1, 2], fa[i, w, 0, 3],
+                                     fa[i, w, 1, 3]), (xb[2], xb[3]), c)
                             for v in range(4):
                                 acc[i, w, n, v] = c[v]
+                rd = rd + 1 if rd + 1 < ST else 0
+                wt = wt + 1 if wt + 1 < ST else 0
+        else:
+            # a warp takes U neighbouring 32-deep steps at a time (its group), the warps' groups
+            # interleaved; every weight load of the group is issued before the first mma
+            for kg in range(ks0 + warp * U, ks1, WK * U):
+                for u in range(U):  # the weights first: 4 U mt 16-byte loads in flight
+                    k = ((kg + u) << 5) + (t4 << 3)  # this lane's 8 consecutive k
+                    # past the group's share (ks1) or past d (a d that is no multiple of 32): zeros
+                    ok = kg + u < ks1 and k < d
+                    kk = k if ok else 0
+                    for i in range(MT):
+                        for hh in range(2):
+                            a = load_words4(wg, wrow[i, hh] + kk)
+                            b = load_words4(wu, wrow[i, hh] + kk)
+                            for q in range(4):
+                                wa[u, i, 0, hh, q] = a[q] if ok else ZERO
+                                wa[u, i, 1, hh, q] = b[q] if ok else ZERO
+                for u in range(U):
+                    k = ((kg + u) << 5) + (t4 << 3)
+                    ok = kg + u < ks1 and k < d
+                    kk = k if ok else 0
+                    for n in range(NT):
+                        xv = load_words4(x, xrow[n] + kk)
+                        for q in range(4):
+                            xb[q] = xv[q] if ok else ZERO
+                        for i in range(MT):
+                            for w in range(2):
+                                c = (acc[i, w, n, 0], acc[i, w, n, 1], acc[i, w, n, 2],
+                                     acc[i, w, n, 3])
+                                if K8:  # word q of rows g and g+8, word q of token g
+                                    for q in range(4):
+                                        c = mma_f16_1688((wa[u, i, w, 0, q], wa[u, i, w, 1, q]),
+                                                         (xb[q],), c)
+                                else:  # words 0, 1 as k-columns (2t, 2t+1), (2t+8, 2t+9); then 2, 3
+                                    c = MMA((wa[u, i, w, 0, 0], wa[u, i, w, 1, 0],
+                                             wa[u, i, w, 0, 1], wa[u, i, w, 1, 1]),
+                                            (xb[0], xb[1]), c)
+                                    c = MMA((wa[u, i, w, 0, 2], wa[u, i, w, 1, 2],
+                                             wa[u, i, w, 0, 3], wa[u, i, w, 1, 3]),
+                                            (xb[2], xb[3]), c)
+                                for v in range(4):
+                                    acc[i, w, n, v] = c[v]
 
         # The warps' k-shares meet in shared memory: each warp stores its accumulators
         # (fragment order: value v of lane l at [v, l]), then every thread adds up a share

@@ -75,7 +75,8 @@ DECODE_SIGNATURE = ("void(" + ", ".join(["uint16[::1]"] * 6)
 def decode_kernels():
     """name -> (dispatcher, signature) of the decode GEMVs at the token counts they are
     built for (compile with ``ptx_many([(name, "bfloat16")], cc)``; the ``_f16`` ones take
-    float16, the ``_sm75`` one is the T4's m16n8k8 path)."""
+    float16, the ``_sm75`` one is the T4's m16n8k8 path, the ``_ring`` one takes the weights
+    through a cp.async ring, ``MmaGemvTile.stages``)."""
     from . import decode_mlp as dm
 
     f16 = DECODE_SIGNATURE.replace("uint16", "float16")
@@ -89,6 +90,9 @@ def decode_kernels():
         table[f"decode_mma_t{T}"] = (dm.make_mma_gemv(tile, True, "bf16"), DECODE_SIGNATURE)
         table[f"decode_mma_t{T}_f16"] = (dm.make_mma_gemv(tile, True, "f16"), f16)
     table["decode_mma_t64_sm75"] = (dm.make_mma_gemv(dm.mma_gemv_tile(64), True, "f16_sm75"), f16)
+    # the weights through a cp.async ring of 3 shared-memory stages per warp (T = 16)
+    ring = dm.MmaGemvTile(nt=2, mt=1, warps=4, stages=3)
+    table["decode_mma_t16_ring"] = (dm.make_mma_gemv(ring, True, "bf16"), DECODE_SIGNATURE)
     table["decode_gemv_t4_nobias"] = (dm.make_gemv(dm.gemv_tile(4, 4096), False), DECODE_SIGNATURE)
     return table
 

@@ -7,6 +7,9 @@
   counters back at zero after every launch (so the next launch and a graph replay need no
   memset), the same bits on a second run (the last block adds the partials in order);
 - the T4's path (m16n8k8) of the tensor-core GEMV;
+- the tensor-core GEMV's cp.async ring (``stages``): shares that end mid-ring, d off the step,
+  fp16 and bf16, nt = 2; with a model of cp.async whose copies land only at their wait (the
+  simulated one lands at once); refused on sm_75;
 - the dispatcher: which path each T takes, the large-T hook, token groups where there are no
   tensor cores;
 - every output written (poisoned with NaN first), inputs untouched, bad input refused with
@@ -124,6 +127,99 @@ def test_an_unrolled_tensor_core_gemv_adds_every_step_once(tile, d, split):
     close(run(dm.swiglu_gemv_tc, arrs, dtype, tile=tile, split=split), ref, dtype)
     with pytest.raises(ValueError, match="weight registers"):
         dm.MmaGemvTile(nt=1, mt=2, warps=1, unroll=4).validate()
+
+
+# the cp.async ring (MmaGemvTile.stages): a share that ends mid-ring, d off the 32-deep step,
+# warps with no steps at all, rows past h and tokens past T, nt = 2 and two m-tiles
+RING_CASES = [
+    # tile, T, d, h, dtype, bias, split
+    (dm.MmaGemvTile(nt=1, mt=1, warps=2, stages=2), 5, 200, 20, "float16", True, None),
+    (dm.MmaGemvTile(nt=1, mt=1, warps=2, stages=3), 7, 264, 18, "bfloat16", True, 3),
+    (dm.MmaGemvTile(nt=2, mt=1, warps=1, stages=4), 12, 136, 20, "float16", False, 2),
+    (dm.MmaGemvTile(nt=2, mt=2, warps=2, stages=2), 9, 96, 40, "bfloat16", True, None),
+    (dm.MmaGemvTile(nt=1, mt=1, warps=4, stages=4), 3, 40, 17, "bfloat16", False, 2),
+]
+
+
+@pytest.mark.parametrize("tile,T,d,h,dtype,bias,split", RING_CASES)
+def test_the_cp_async_ring_adds_every_step_once(tile, T, d, h, dtype, bias, split):
+    # each warp's steps go through its ring of shared-memory stages; where a warp's share
+    # (or a split's) ends before the ring is full, the copies stop and the empty groups keep
+    # the wait count; k past d lands as zeros
+    arrs, ref = case(T, d, h, dtype, bias, seed=d + T)
+    launch = dm.prepare("tensor_cores", *(cuda.to_device(a) for a in arrs if a is not None),
+                        tile=tile, split=split) if bias else None
+    if launch is not None:
+        assert launch.tile.stages == tile.stages
+    close(run(dm.swiglu_gemv_tc, arrs, dtype, tile=tile, split=split), ref, dtype)
+
+
+class _DeferredCopies:
+    """cp.async as a GPU may do it, for the simulator: a thread's copies land only when a
+    ``cp_async_wait(n)`` leaves at most n of its committed groups in flight (the course's
+    simulated cp.async lands at once, which would hide a missing or short wait)."""
+
+    def __init__(self, real_copy, wait=True):
+        import threading
+
+        self.real, self.local, self.honour_wait = real_copy, threading.local(), wait
+
+    def _state(self):
+        if not hasattr(self.local, "open"):
+            self.local.open, self.local.groups = [], []
+        return self.local
+
+    def copy(self, addr, src, si, valid):
+        self._state().open.append((addr, src, si, valid))
+
+    def commit(self):
+        st = self._state()
+        st.groups.append(st.open)
+        st.open = []
+
+    def wait(self, n):
+        st = self._state()
+        while self.honour_wait and len(st.groups) > n:
+            for args in st.groups.pop(0):
+                self.real(*args)
+
+
+@pytest.mark.skipif(not book.gpu.SIMULATED, reason="a model of cp.async for the simulator")
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the control's garbage
+@pytest.mark.parametrize("honour_wait", [True, False])
+def test_the_ring_waits_for_each_stage_before_reading_it(monkeypatch, honour_wait):
+    # with copies that land only at the wait that covers them the ring still adds up; with
+    # waits that land nothing (the control) it does not, so the model can catch a short wait
+    model = _DeferredCopies(dm.cp_async16_zfill_at, wait=honour_wait)
+    monkeypatch.setattr(dm, "cp_async16_zfill_at", model.copy)
+    monkeypatch.setattr(dm, "cp_async_commit", model.commit)
+    monkeypatch.setattr(dm, "cp_async_wait", model.wait)
+    tile = dm.MmaGemvTile(nt=1, mt=1, warps=2, stages=3)
+    arrs, ref = case(4, 232, 16, "float16", seed=11)
+    if honour_wait:
+        close(run(dm.swiglu_gemv_tc, arrs, "float16", tile=tile, split=1), ref, "float16")
+        return
+    try:  # the stages read before they land hold whatever shared memory held
+        got = run(dm.swiglu_gemv_tc, arrs, "float16", tile=tile, split=1)
+    except (OverflowError, FloatingPointError, ValueError):
+        return  # garbage the epilogue could not even round to fp16
+    assert not np.allclose(got, ref, rtol=2 ** -9, atol=2 ** -9 * np.abs(ref).max())
+
+
+def test_a_ring_tile_is_validated_and_refused_on_sm75():
+    t = dm.MmaGemvTile(nt=2, mt=1, warps=4, stages=4).validate()
+    assert t.stage_bytes == 2048 and t.ring_bytes == 4 * 4 * 2048
+    assert t.shared_bytes == t.ring_bytes + 4 * 16 * 32 * 4 == 40 * 1024
+    assert dm.MmaGemvTile(nt=2, mt=1, warps=8, stages=2).validate().shared_bytes == 48 * 1024
+    with pytest.raises(ValueError, match="at most 48 KiB"):
+        dm.MmaGemvTile(nt=2, mt=1, warps=8, stages=3).validate()
+    with pytest.raises(ValueError, match="stages = 1"):
+        dm.MmaGemvTile(stages=1).validate()
+    with pytest.raises(ValueError, match="takes unroll 1"):
+        dm.MmaGemvTile(mt=1, unroll=2, stages=2).validate()
+    with pytest.raises(ValueError, match=r"needs cp.async \(sm_80\+\).*f16_sm75"):
+        dm.make_mma_gemv(dm.MmaGemvTile(nt=1, mt=1, stages=2), True, "f16_sm75")
+    assert dm.MmaGemvTile().stages == 0  # the default: straight to registers
 
 
 def test_the_t4_path_of_the_tensor_core_gemv():

@@ -156,7 +156,13 @@ def test_decode_gemvs_read_weights_16_bytes_at_a_time_and_keep_registers(decode_
                 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" if name.endswith("_f16") else
                 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
         assert want in text, f"{name}: no {want}"
-        assert "ldmatrix" not in text and "cp.async" not in text  # straight to registers
+        assert "ldmatrix" not in text
+        if name.endswith("_ring"):  # the weights through a cp.async ring (stages >= 2)
+            assert "cp.async.cg.shared.global" in text and "cp.async.commit_group" in o
+            assert "cp.async.wait_group" in o
+            assert "ld.shared.v4.u32" in o, f"{name}: fragments not read 16 bytes at a time"
+        else:
+            assert "cp.async" not in text  # straight to registers
     else:
         assert "shfl.sync.bfly.b32" in o  # the warp's sums by shuffles
 
