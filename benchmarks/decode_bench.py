@@ -14,9 +14,13 @@ checks, targets) that ``python -m book.bench.merge FILE`` merges into book/data/
 
 ``--tune-out FILE`` instead times each path at a few tiles and split-K counts per T (the
 GEMVs alone, weights d = 4096, h = 14336, bfloat16), prints the fastest per T beside the
-default the dispatcher uses, and writes every row: the data to set the defaults of
+default the dispatcher uses (and the fastest of the tensor-core GEMV's register path and of
+its cp.async ring, ``--tune-stages``), and writes every row: the data to set the defaults of
 ``gemv_tile``, ``mma_gemv_tile``, ``CUDA_CORE_MAX_T`` and ``BLOCKS_PER_SM`` from (a record
-for records/bench/, not book/data).
+for records/bench/, not book/data). The ring alone at the decode sizes it is meant for:
+
+    python3 benchmarks/decode_bench.py --tune-out $OUT/decode_tune_ring_h100.json \
+        --tune-t 4,8,16 --tune-paths tensor_cores
 """
 
 from __future__ import annotations
@@ -30,6 +34,31 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TUNE_T = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def tensor_core_tiles(T, stages=(0, 2, 3, 4), unrolls=(1,)):
+    """The tensor-core GEMV tiles the tune times at T tokens: the default, one m-tile at 4 and
+    8 warps, the default's m-tiles at 2 and 8 warps (the weights straight to registers);
+    ``unrolls`` beyond 1 add the unrolled shapes (measured slower on the H100: more
+    registers, less occupancy); each of ``stages`` beyond 0 adds the cp.async ring at one
+    m-tile and 4 and 8 warps. Tiles that do not validate (48 KiB of shared memory) are left
+    out."""
+    from book.kernels import decode_mlp as dm
+
+    base = dm.mma_gemv_tile(T)
+    shapes = {(base.mt, base.warps, base.unroll, 0), (1, 4, 1, 0), (1, 8, 1, 0),
+              (base.mt, 2, base.unroll, 0), (base.mt, 8, base.unroll, 0)}
+    # the unroll: 32-deep steps a warp loads before it multiplies (bytes in registers)
+    shapes |= {(mt, w, u, 0) for mt in (1, 2) for w in (2, 4, 8) for u in unrolls if u > 1}
+    # the ring: stages of one 32-deep step per warp in shared memory, filled by cp.async
+    shapes |= {(1, w, 1, st) for w in (4, 8) for st in stages if st}
+    tiles = []
+    for mt, warps, unroll, st in sorted(shapes):
+        try:
+            tiles.append(dm.MmaGemvTile(base.nt, mt, warps, unroll, st).validate())
+        except ValueError:
+            continue
+    return tiles
 
 
 def tune(args):
@@ -51,7 +80,7 @@ def tune(args):
         xs = [torch.randn(T, D, device="cuda", generator=gen).bfloat16() for _ in range(2)]
         outs = [torch.empty(T, H, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
         configs = []
-        if T <= dm.CUDA_CORE_MAX_T:
+        if T <= dm.CUDA_CORE_MAX_T and "cuda_cores" in args.tune_paths:
             base = dm.gemv_tile(T, D)
             for rows_, threads in sorted({(base.rows, base.threads), (base.rows, 128),
                                           (max(1, base.rows // 2), 256), (base.rows, 512),
@@ -63,18 +92,10 @@ def tune(args):
                     continue
                 for split in args.tune_splits:
                     configs.append(("cuda_cores", tile, split))
-        base = dm.mma_gemv_tile(T)
-        shapes = {(base.mt, base.warps, base.unroll), (1, 4, 1), (base.mt, 2, base.unroll),
-                  (base.mt, 8, base.unroll), (1, 8, 1)}
-        # the unroll: 32-deep steps a warp loads before it multiplies (bytes in flight)
-        shapes |= {(mt, w, u) for mt in (1, 2) for w in (2, 4, 8) for u in (2, 4)}
-        for mt, warps, unroll in sorted(shapes):
-            try:
-                tile = dm.MmaGemvTile(base.nt, mt, warps, unroll).validate()
-            except ValueError:
-                continue
-            for split in args.tune_splits:
-                configs.append(("tensor_cores", tile, split))
+        if "tensor_cores" in args.tune_paths:
+            for tile in tensor_core_tiles(T, args.tune_stages, args.tune_unroll):
+                for split in args.tune_splits:
+                    configs.append(("tensor_cores", tile, split))
         for path, tile, split in configs:
             sets = [(xs[i], wg, wu, None, None, outs[i]) for i in range(2)]
             launches = [dm.prepare(path, *s, tile=tile, split=split) for s in sets]
@@ -90,11 +111,12 @@ def tune(args):
             default = (tile == (dm.gemv_tile(T, D) if path == "cuda_cores" else dm.mma_gemv_tile(T))
                        and split is None)
             row = {"T": T, "path": path, "tile": repr(tile), "split": split,
+                   "stages": getattr(tile, "stages", 0),
                    "splits_used": launches[0].splits, "grid": launches[0].grid,
                    "seconds": tm.median_s, "p10_s": tm.p10_s, "p90_s": tm.p90_s,
                    "weight_bandwidth": tm.bandwidth, "default": default}
             rows.append(row)
-            print(f"  T={T:4d} {path:12s} {tile!r:48s} split={str(split):4s} (S={row['splits_used']},"
+            print(f"  T={T:4d} {path:12s} {tile!r:56s} split={str(split):4s} (S={row['splits_used']},"
                   f" grid {row['grid']:5d}) {tm.median_s * 1e6:8.1f} us "
                   f"{tm.bandwidth / 1e12:5.2f} TB/s{'  (default)' if default else ''}", flush=True)
         del xs, outs
@@ -105,6 +127,13 @@ def tune(args):
         print(f"  T={T:4d} best {best['path']} {best['tile']} split={best['split']} "
               f"{best['seconds'] * 1e6:.1f} us; defaults "
               + ", ".join(f"{r['path']} {r['seconds'] * 1e6:.1f} us" for r in dflt))
+        for label, sel in (("registers", [r for r in rs if r["path"] == "tensor_cores"
+                                          and not r["stages"]]),
+                           ("cp.async ring", [r for r in rs if r["stages"]])):
+            if sel:
+                b = min(sel, key=lambda r: r["seconds"])
+                print(f"         best {label}: {b['tile']} split={b['split']} "
+                      f"{b['seconds'] * 1e6:.1f} us {b['weight_bandwidth'] / 1e12:.2f} TB/s")
     prov["elapsed_s"] = round(time.time() - t0, 1)
     write(args.tune_out, {"provenance": prov, "gpu": gpu.device_info().name, "rows": rows})
     print(f"wrote {args.tune_out}")
@@ -124,8 +153,18 @@ def main(argv=None):
     ap.add_argument("--tune-t", default=",".join(map(str, TUNE_T)))
     ap.add_argument("--tune-splits", default="None,1,2,4",
                     help="split-K counts the tune tries (None: the dispatcher's choice)")
+    ap.add_argument("--tune-stages", default="0,2,3,4",
+                    help="cp.async ring depths of the tensor-core GEMV the tune tries (0: the "
+                         "weights straight to registers)")
+    ap.add_argument("--tune-unroll", default="1",
+                    help="unrolls of the register path the tune tries (2,4 measured slower)")
+    ap.add_argument("--tune-paths", default="cuda_cores,tensor_cores",
+                    help="which GEMVs the tune times")
     args = ap.parse_args(argv)
     args.tune_splits = [None if v == "None" else int(v) for v in args.tune_splits.split(",") if v]
+    args.tune_stages = tuple(int(v) for v in args.tune_stages.split(",") if v)
+    args.tune_unroll = tuple(int(v) for v in args.tune_unroll.split(",") if v)
+    args.tune_paths = tuple(v for v in args.tune_paths.split(",") if v)
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import book
 
