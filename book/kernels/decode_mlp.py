@@ -171,9 +171,10 @@ class MmaGemvTile:
         if self.shared_bytes > 48 * 1024:
             ring = (f" + the cp.async ring's {self.ring_bytes} (warps x stages x "
                     f"{self.stage_bytes})" if self.stages else "")
-            p.append(f"the warps' reduction needs {self.reduction_bytes} bytes of shared memory "
-                     f"(warps x accumulators x 32 lanes x 4){ring}: at most 48 KiB of static "
-                     "shared memory; fewer warps, stages or accumulators")
+            p.append(f"{self.shared_bytes} bytes of shared memory: the warps' reduction's "
+                     f"{self.reduction_bytes} (warps x accumulators x 32 lanes x 4){ring} + 8 "
+                     "(the split-K flag): at most 48 KiB of static shared memory (ptxas "
+                     "refuses more); fewer warps, stages or accumulators")
         if p:
             raise ValueError(f"invalid {self}: " + "; ".join(p))
         return self
@@ -199,8 +200,8 @@ class MmaGemvTile:
         return self.warps * self.stages * self.stage_bytes
 
     @property
-    def shared_bytes(self):  # static shared memory a block declares
-        return self.reduction_bytes + self.ring_bytes
+    def shared_bytes(self):  # static shared memory a block declares (8: the split-K flag)
+        return self.reduction_bytes + self.ring_bytes + 8
 
     @property
     def rows(self):

@@ -167,6 +167,22 @@ def test_decode_gemvs_read_weights_16_bytes_at_a_time_and_keep_registers(decode_
         assert "shfl.sync.bfly.b32" in o  # the warp's sums by shuffles
 
 
+def test_the_ring_assembles_with_the_shared_memory_its_tile_counts(decode_texts):
+    # ptxas (nvJitLink, no GPU) takes the staged kernel for sm_90: no spills, and the static
+    # shared memory it reports is what MmaGemvTile.shared_bytes validates (+ 1 KiB that sm_90
+    # reserves per block), so the 48 KiB check refuses what ptxas would
+    import re
+
+    from book.kernels import decode_mlp as dm
+
+    ok, log = ptx.ptxas_log(decode_texts["decode_mma_t16_ring"], arch="sm_90")
+    assert ok, log
+    m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    assert m and m.groups() == ("0", "0"), log
+    smem = int(re.search(r"(\d+) bytes smem", log).group(1))
+    assert smem == dm.MmaGemvTile(nt=2, mt=1, warps=4, stages=3).shared_bytes + 1024, log
+
+
 @pytest.mark.parametrize("T", [1, 2, 4, 8])
 def test_the_cuda_core_gemv_unrolls_a_whole_piece(decode_texts, T):
     # every FMA of one 16-byte piece (rows x (gate, up) x tokens x 8) is in the straight-line
