@@ -92,6 +92,15 @@ EOF
       timeout 240 python3 -m tools.gpu_tests --out "$OUT/gpu_h100.json" --under tests/library \
         --under tests/chapters > "$OUT/gpu_lane_library.log" 2>&1
       echo "library lane exit $?"; tail -4 "$OUT/gpu_lane_library.log" ;;
+    ring)    # issue 31: the tensor-core GEMV's cp.async ring against its register path, T = 4, 8, 16;
+             # then the CUDA-core GEMV at T = 4 over threads and rows
+      timeout 330 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_ring_h100.json" \
+        --tune-t 4,8,16 --tune-paths tensor_cores --reps 10 > "$OUT/decode_tune_ring_h100.log" 2>&1
+      echo "ring exit $?"; grep -E "best|fastest" "$OUT/decode_tune_ring_h100.log"
+      timeout 120 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune4_h100.json" \
+        --tune-t 4 --tune-paths cuda_cores --tune-splits None --reps 10 \
+        > "$OUT/decode_tune4_h100.log" 2>&1
+      echo "tune4 exit $?"; grep "cuda_cores" "$OUT/decode_tune4_h100.log" ;;
     dtests)
       timeout 300 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
         tests/library/test_decode_mlp.py --junitxml="$OUT/gpu_decode_tests.xml" \
