@@ -327,11 +327,15 @@ def ring_summary(events: list[RingEvent]) -> dict:
     return {"end": end, "consumer_busy": busy, "waiting": waiting, "ready": ready}
 
 
-def ring_figure(events: list[RingEvent], ax=None, title: str | None = None):
+def ring_figure(events: list[RingEvent], ax=None, title: str | None = None,
+                fontsize: float = 9):
     """The timeline of :func:`ring_model`: one lane per agent, bars coloured by ring stage,
     the consumers' labelled tile.k-block; the producer's issues as markers (stacked when
     several fall at one instant), the TMA boxes (x, wg, wu) of each stage as the copy
-    engine moves them, the epilogue hatched, waits as thin grey lines."""
+    engine moves them, the epilogue hatched, waits as thin grey lines. ``fontsize``: of
+    every label, in points (chapter 9 draws it 9 inches wide, shown at about four fifths of
+    that in a 1280-pixel window: 9 points are read there at about 10 pixels,
+    book.figures.MIN_TEXT_PX)."""
     import matplotlib.patches as mp
 
     if ax is None:
@@ -357,29 +361,31 @@ def ring_figure(events: list[RingEvent], ax=None, title: str | None = None):
                                       facecolor="white", edgecolor="black", hatch="///",
                                       lw=0.6))
             ax.text((e.start + e.end) / 2, y0 + 0.5, "epilogue", ha="center", va="center",
-                    fontsize=7, bbox=dict(facecolor="white", edgecolor="none", pad=0.5))
+                    fontsize=fontsize, bbox=dict(facecolor="white", edgecolor="none", pad=0.5))
         else:
             colour = STAGE_COLOURS[e.stage % len(STAGE_COLOURS)]
             ax.add_patch(mp.Rectangle((e.start, y0 + 0.15), e.end - e.start, 0.7,
                                       facecolor=colour, edgecolor="black", lw=0.5))
             if e.what == "wgmma":  # tile.k-block; a TMA box is too short for a label
                 ax.text((e.start + e.end) / 2, y0 + 0.5, f"{e.tile}.{e.kb}", ha="center",
-                        va="center", fontsize=6.5)
+                        va="center", fontsize=fontsize)
     end = max(e.end for e in events)
     ax.set_xlim(-0.02 * end, end * 1.01)
     ax.set_ylim(0, len(lanes))
     ax.set_yticks([y[ln] + 0.5 for ln in lanes], [names.get(ln, ln) for ln in lanes],
-                  fontsize=8)
-    ax.set_xlabel("time (model units)", fontsize=8)
-    ax.tick_params(axis="x", labelsize=7)
+                  fontsize=fontsize)
+    ax.set_xlabel("time (model units)", fontsize=fontsize)
+    ax.tick_params(axis="x", labelsize=fontsize)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     handles = [mp.Patch(color=STAGE_COLOURS[s % len(STAGE_COLOURS)], label=f"stage {s}")
                for s in range(stages)]
-    ax.legend(handles=handles, loc="upper right", fontsize=7, ncol=stages, frameon=False,
-              bbox_to_anchor=(1, 1.18))
+    # the legend under the time axis: above the lanes it ran into a long title
+    ax.legend(handles=handles, loc="upper right", fontsize=fontsize, ncol=stages,
+              frameon=False, bbox_to_anchor=(1, -0.22), handlelength=1.2,
+              columnspacing=1.0)
     if title:
-        ax.set_title(title, fontsize=8, loc="left")
+        ax.set_title(title, fontsize=fontsize, loc="left")
     return ax
 
 

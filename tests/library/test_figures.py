@@ -63,6 +63,32 @@ def test_dense_figures_keep_their_labels_readable_on_a_laptop(draw):
     assert px >= figures.MIN_TEXT_PX, f"{draw}: {text!r} shown {px:.1f} px tall"
 
 
+def test_the_ring_timeline_keeps_its_labels_readable_on_a_laptop():
+    """Reader QA: chapter 9's ring timeline (Fig. 21; k-block labels at 6.5 points, legend at
+    7, in a 9-inch figure that a 1280-pixel window shrinks to its column) showed its labels 4
+    to 7 pixels tall. Drawn as chapter 9 draws it, two timelines one above the other, its
+    smallest text is shown at MIN_TEXT_PX or more."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from book import figures
+    from book import hopper_figures as hf
+    from book.kernels import wgmma_gemm
+
+    fig, axes = plt.subplots(2, 1, figsize=(9, 6.2))
+    for ax, copy in zip(axes, (2.0, 4.0)):
+        events = hf.ring_model(wgmma_gemm.TILE, k_blocks=6, tiles=2, copy=copy, mma=3.0,
+                               epilogue=5.0)
+        hf.ring_figure(events, ax, title="A model, not a measurement: copies faster than "
+                                         "wgmma (copy 2, wgmma 3, epilogue 5)")
+    fig.tight_layout()
+    px, text = figures.smallest_text_px(fig)
+    plt.close(fig)
+    assert px >= figures.MIN_TEXT_PX, f"ring_figure: {text!r} shown {px:.1f} px tall"
+
+
 def test_the_readable_size_counts_the_shrinking():
     import matplotlib
 
