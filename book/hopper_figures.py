@@ -445,8 +445,9 @@ def cluster_repeats(doc) -> list[dict]:
     """Per run and T of a repeats record (``data.record("hopper/cluster_repeats_h100")``):
     ``run`` (1, 2, ...), ``T``, the default's and the unclustered kernel's rows
     (``clustered``, ``single``), ``speedup`` (the unclustered time over the default's: above
-    1, the clusters are ahead), ``overlap`` (whether the two p10-p90 spreads overlap) and
-    ``vs_compiled`` (cuBLAS + compiled SwiGLU's time over the default's)."""
+    1, the clusters are ahead), ``overlap`` (whether the two p10-p90 spreads overlap),
+    ``vs_compiled`` (cuBLAS + compiled SwiGLU's time over the default's) and ``gemm`` (cuBLAS's
+    GEMM alone, the row, or None)."""
     out = []
     for i, run in enumerate(doc["runs"], 1):
         rows = {(r["variant"], r["shape"][0]): r for r in run["rows"] if r["dtype"] == "bfloat16"}
@@ -454,6 +455,7 @@ def cluster_repeats(doc) -> list[dict]:
             c, s = rows[("wgmma_dual_gemm", T)], rows[("wgmma_dual_gemm_single", T)]
             comp = rows.get(("cublas_linear_mlp_up_compiled", T))
             out.append({"run": i, "T": T, "clustered": c, "single": s,
+                        "gemm": rows.get(("cublas_linear_gemm", T)),
                         "speedup": s["seconds"] / c["seconds"],
                         "overlap": c["p10_s"] <= s["p90_s"] and s["p10_s"] <= c["p90_s"],
                         "vs_compiled": comp["seconds"] / c["seconds"] if comp else None})
