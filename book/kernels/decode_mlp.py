@@ -225,8 +225,9 @@ def gemv_tile(T: int, d: int) -> GemvTile:
     16-byte pieces each)."""
     tokens = _pow2_at_least(max(T, 1))
     # the H100 tune (records/bench/decode_tune_h100.json): two rows a block where they fit, 256
-    # threads up to 2 tokens and 128 from 4
-    cap = 256 if tokens <= 2 else 128
+    # threads up to 2 tokens; from 4 tokens 64 (records/bench/decode_tune4_h100.json: 83.1 us
+    # against 83.7 at 128 on the H100, 65.3 against 68.5 on the H200, decode_tune4_h200.json)
+    cap = 256 if tokens <= 2 else 64
     threads = min(cap, max(32, _pow2_at_least(-(-d // PIECE) // 2)))
     return GemvTile(tokens=tokens, rows=max(1, min(2, 8 // tokens)), threads=threads).validate()
 

@@ -412,6 +412,12 @@ def test_decode_mlp_up_targets_are_issue_31s_ratios():
     assert bw["value"] == pytest.approx(decode.weight_bytes() / 80e-6 / peak)
     assert bw["met"] == (bw["value"] >= 0.85)
     assert "decode MLP-up bfloat16 T=64: weight bandwidth / HBM peak" not in got  # T <= 16 only
+    # an H200's rows are held to the H200's peak, not the H100's
+    h200 = {t["target"]: t for t in decode.targets(rows, "NVIDIA H200")}
+    bw200 = h200["decode MLP-up bfloat16 T=1: weight bandwidth / HBM peak"]
+    assert bw200["value"] == pytest.approx(decode.weight_bytes() / 80e-6
+                                           / GPU_SPECS["H200"].memory_bandwidth)
+    assert bw200["value"] < bw["value"]
     host = got["host_decode_planned: host time per call (us)"]
     assert host["value"] == pytest.approx(9.0) and host["met"] and "torch.matmul 6.0 us" in host["detail"]
     # the suite's and the merge's targets include them
