@@ -101,6 +101,16 @@ EOF
         --tune-t 4 --tune-paths cuda_cores --tune-splits None --reps 10 \
         > "$OUT/decode_tune4_h100.log" 2>&1
       echo "tune4 exit $?"; grep "cuda_cores" "$OUT/decode_tune4_h100.log" ;;
+    final)   # issue 31's rows and sweep on the H100, merged into book/data here, then chapters 8, 9
+             # and 11 recorded on them (carry .whl-nb too); back here the same merge of the same
+             # files gives the same book/data/h100.json
+      bash benchmarks/decode_session.sh "$OUT" rows sweep 2>&1 | grep -v "^WARNING: no Jupyter" \
+        | grep -E "MISS|met|host|exit|correctness" | head -30
+      python3 -m book.bench.merge "$OUT/decode_rows_h100.json" "$OUT/decode_sweep_h100.json" \
+        > "$OUT/merge.log" 2>&1; echo "merge exit $?"; tail -3 "$OUT/merge.log"
+      timeout 300 python3 -m tools.record --out "$OUT" --budget 280 chapters/08_tensor_cores.ipynb \
+        chapters/09_hopper.ipynb chapters/11_same_move_everywhere.ipynb > "$OUT/record.log" 2>&1
+      echo "record exit $?"; tail -8 "$OUT/record.log" ;;
     dtests)
       timeout 300 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
         tests/library/test_decode_mlp.py --junitxml="$OUT/gpu_decode_tests.xml" \
