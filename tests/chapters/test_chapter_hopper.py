@@ -170,3 +170,35 @@ def test_the_repeats_beat_cublas_compile_and_the_gemm_varied_by_a_tenth(rec):
     gemm = [r["gemm"]["seconds"] for r in rows if r["T"] == 8192]
     gemm.append(rec.find("cublas_linear_gemm", "bfloat16", (8192, 4096, 14336))["seconds"])
     assert len(gemm) == 3 and max(gemm) / min(gemm) > 1.10, gemm
+
+
+def test_the_sweep_is_said_as_the_record_has_it(rec):
+    """The paragraph after the T sweep's table, sentence by sentence, against its rows."""
+    from book import decode_sweep as ds
+    from book import specs
+
+    prose = " ".join(" ".join(cells("markdown")).split())
+    assert "In this run ours is faster than cuBLAS + compile at every T but one, T = 512" in prose
+    assert "is met at one and two tokens only" in prose
+    cs = ds.curves(rec)
+    peak = specs.get("H100-SXM").memory_bandwidth
+    ours = {r["shape"][0]: r for r in cs["sweep_ours"]}
+    comp = {r["shape"][0]: r for r in cs["sweep_cublas_compiled"]}
+    alone = {r["shape"][0]: r for r in cs["sweep_cublas"]}
+    frac = {T: r["bandwidth"] / peak for T, r in ours.items()}
+    # "hardly move with T" up to about a hundred tokens, ours and cuBLAS's GEMM alone
+    for series in (ours, alone):
+        low = [r["bandwidth"] for T, r in series.items() if T <= 128]
+        assert max(low) / min(low) < 1.15, low
+    assert all(r["flops_per_s"] < 400e12 for T, r in ours.items() if T <= 128)
+    assert 0.87 <= frac[1] <= 0.93 and 0.87 <= frac[2] <= 0.93              # about nine tenths
+    for T in (8, 16, 32, 64, 128):                                          # about four fifths
+        assert 0.75 <= frac[T] <= 0.85 and 0.75 <= alone[T]["bandwidth"] / peak <= 0.85, T
+    big = sorted(T for T in ours if T >= 128)
+    assert all(ours[a]["bandwidth"] > ours[b]["bandwidth"] for a, b in zip(big, big[1:]))
+    assert ours[8192]["flops_per_s"] > 0.9 * max(r["flops_per_s"] for r in ours.values())
+    slower = [T for T in ours if comp[T]["seconds"] < ours[T]["seconds"]]
+    assert slower == [512], slower
+    off = [T for T in ours if abs(alone[T]["seconds"] / ours[T]["seconds"] - 1) > 0.10]
+    assert off == [512], off
+    assert [T for T in ours if T <= 16 and frac[T] >= 0.85] == [1, 2]
