@@ -61,7 +61,8 @@ def plot(results, dtype="bfloat16", peak_bandwidth=None):
 
     cs = curves(results, dtype)
     if peak_bandwidth is None:
-        spec = specs.match(results.provenance.get("gpu", ""))
+        run = cs["sweep_ours"][0].get("provenance") or results.provenance
+        spec = specs.match(run.get("gpu", ""))
         peak_bandwidth = spec.memory_bandwidth if spec else None
     fig, (bw, fl) = plt.subplots(2, 1, figsize=(7.5, 6.5), sharex=True)
     shades = ("#f2f2f2", "#e4e4e4", "#d6d6d6")
@@ -84,7 +85,8 @@ def plot(results, dtype="bfloat16", peak_bandwidth=None):
     fl.set_xlabel("T (tokens in the call)")
     fl.set_xscale("log", base=2)
     bw.legend(fontsize=8, loc="upper right")
-    prov = results.provenance
+    # the sweep's own run (a merged row carries it) rather than the record's first full run
+    prov = cs["sweep_ours"][0].get("provenance") or results.provenance
     fig.suptitle(f"MLP-up, d = 4096, h = 14336, {dtype}: {prov.get('gpu', '?')}, "
                  f"{str(prov.get('date', ''))[:10]}", fontsize=10)
     fig.tight_layout()

@@ -49,3 +49,17 @@ def test_plot_draws_both_measures_with_the_peak():
     assert list(ours.get_xdata()) == [1, 8, 64, 4096]
     assert ours.get_ydata()[0] == pytest.approx(2 * 2 * 4096 * 14336 / 80e-6 / 1e9)
     assert fl.get_xscale() == "log" and "GB/s of weights" in bw.get_ylabel()
+
+
+def test_the_figure_names_the_sweep_s_own_run():
+    """Reader QA: the figure's title gave the record's first run's date (2026-11-22) above a
+    sweep merged in from a later run: it names the sweep rows' own run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    rec = record()
+    for r in rec.rows:
+        r["provenance"] = {"gpu": "NVIDIA H100 80GB HBM3", "date": "2026-11-26T20:30:00+00:00"}
+    rec.provenance["date"] = "2026-11-22"
+    title = ds.plot(rec)._suptitle.get_text()
+    assert "2026-11-26" in title and "2026-11-22" not in title, title
