@@ -393,6 +393,24 @@ def make_mma_gemv(tile: MmaGemvTile, bias: bool, kind: str = "bf16"):
                 cp_async16_zfill_at(dst + ((i * 2) * 2 + hh) * 512, wg, wrow[i, hh] + k, ok)
                 cp_async16_zfill_at(dst + ((i * 2 + 1) * 2 + hh) * 512, wu, wrow[i, hh] + k, ok)
 
+    @cuda.jit(device=True, inline="always")
+    def mma_step(acc, wa, u, xb, n):
+        # the mmas of one 32-deep step for n-tile n: every m-tile's gate and up rows (their
+        # words in wa[u], the step's slot) times token g's words xb, into the accumulators
+        for i in range(MT):
+            for w in range(2):
+                c = (acc[i, w, n, 0], acc[i, w, n, 1], acc[i, w, n, 2], acc[i, w, n, 3])
+                if K8:  # word q of rows g and g+8, word q of token g
+                    for q in range(4):
+                        c = mma_f16_1688((wa[u, i, w, 0, q], wa[u, i, w, 1, q]), (xb[q],), c)
+                else:  # words 0, 1 as k-columns (2t, 2t+1), (2t+8, 2t+9); then 2, 3
+                    c = MMA((wa[u, i, w, 0, 0], wa[u, i, w, 1, 0], wa[u, i, w, 0, 1],
+                             wa[u, i, w, 1, 1]), (xb[0], xb[1]), c)
+                    c = MMA((wa[u, i, w, 0, 2], wa[u, i, w, 1, 2], wa[u, i, w, 0, 3],
+                             wa[u, i, w, 1, 3]), (xb[2], xb[3]), c)
+                for v in range(4):
+                    acc[i, w, n, v] = c[v]
+
     def mma_gemv(x, wg, wu, bg, bu, out, part, count, T, d, h, S):
         tid = cuda.threadIdx.x
         lane = tid & 31
@@ -445,7 +463,8 @@ def make_mma_gemv(tile: MmaGemvTile, bias: bool, kind: str = "bf16"):
                 cp_async_commit()
             rd = 0  # the slot read in this step
             wt = WAIT  # the slot refilled in this step
-            fa = cuda.local.array((MT, 2, 2, 4), uint32)  # [m-tile][gate, up][row g, g+8][word]
+            # [one slot][m-tile][gate, up][row g, g+8][word]: the register path's layout
+            fa = cuda.local.array((1, MT, 2, 2, 4), uint32)
             xr = cuda.local.array((NT, 4), uint32)  # [n-tile][word] of token g
             for j in range(nmy):
                 if j + WAIT < nmy:
@@ -466,20 +485,11 @@ def make_mma_gemv(tile: MmaGemvTile, bias: bool, kind: str = "bf16"):
                         for hh in range(2):
                             a = load_words4(ring, e0 + ((i * 2 + w) * 2 + hh) * 256)
                             for q in range(4):
-                                fa[i, w, hh, q] = a[q]
+                                fa[0, i, w, hh, q] = a[q]
                 for n in range(NT):
                     for q in range(4):
                         xb[q] = xr[n, q]
-                    for i in range(MT):
-                        for w in range(2):
-                            c = (acc[i, w, n, 0], acc[i, w, n, 1], acc[i, w, n, 2],
-                                 acc[i, w, n, 3])
-                            c = MMA((fa[i, w, 0, 0], fa[i, w, 1, 0], fa[i, w, 0, 1],
-                                     fa[i, w, 1, 1]), (xb[0], xb[1]), c)
-                            c = MMA((fa[i, w, 0, 2], fa[i, w, 1, 2], fa[i, w, 0, 3],
-                                     fa[i, w, 1, 3]), (xb[2], xb[3]), c)
-                            for v in range(4):
-                                acc[i, w, n, v] = c[v]
+                    mma_step(acc, fa, 0, xb, n)
                 rd = rd + 1 if rd + 1 < ST else 0
                 wt = wt + 1 if wt + 1 < ST else 0
         else:
@@ -506,23 +516,7 @@ def make_mma_gemv(tile: MmaGemvTile, bias: bool, kind: str = "bf16"):
                         xv = load_words4(x, xrow[n] + kk)
                         for q in range(4):
                             xb[q] = xv[q] if ok else ZERO
-                        for i in range(MT):
-                            for w in range(2):
-                                c = (acc[i, w, n, 0], acc[i, w, n, 1], acc[i, w, n, 2],
-                                     acc[i, w, n, 3])
-                                if K8:  # word q of rows g and g+8, word q of token g
-                                    for q in range(4):
-                                        c = mma_f16_1688((wa[u, i, w, 0, q], wa[u, i, w, 1, q]),
-                                                         (xb[q],), c)
-                                else:  # words 0, 1 as k-columns (2t, 2t+1), (2t+8, 2t+9); then 2, 3
-                                    c = MMA((wa[u, i, w, 0, 0], wa[u, i, w, 1, 0],
-                                             wa[u, i, w, 0, 1], wa[u, i, w, 1, 1]),
-                                            (xb[0], xb[1]), c)
-                                    c = MMA((wa[u, i, w, 0, 2], wa[u, i, w, 1, 2],
-                                             wa[u, i, w, 0, 3], wa[u, i, w, 1, 3]),
-                                            (xb[2], xb[3]), c)
-                                for v in range(4):
-                                    acc[i, w, n, v] = c[v]
+                        mma_step(acc, wa, u, xb, n)
 
         # The warps' k-shares meet in shared memory: each warp stores its accumulators
         # (fragment order: value v of lane l at [v, l]), then every thread adds up a share
