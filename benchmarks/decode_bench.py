@@ -195,7 +195,7 @@ def main(argv=None):
     finally:
         prov["elapsed_s"] = round(time.time() - t0, 1)
         doc = {"provenance": prov, "rows": suite.rows, "checks": suite.checks,
-               "targets": decode.targets(suite.rows, prov["gpu"]), "notes": suite.notes}
+               "targets": decode.targets(suite.rows, suite.peak), "notes": suite.notes}
         if args.only:
             doc["only"] = args.only
         write(args.out, doc)

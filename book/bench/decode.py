@@ -295,19 +295,18 @@ def run_host(suite, T=1, dtype="bfloat16", d=D, h=H, calls=300, reps=15):
     t.cuda.empty_cache()
 
 
-def targets(rows, gpu: str | None = None):
+def targets(rows, peak: float | None = None):
     """Issue 31's goals as measured ratios: time against cuBLAS + compiled SiLU*up (<= 1.0x)
-    at every T of :data:`ROW_T`, the weight bandwidth at T <= 16 (>= 85% of the HBM peak of
-    ``gpu``, the record's device name, or the H100's where it names none the table knows: an
-    H200's rows were held to the H100's 3.35 TB/s before), the planned call's host time
-    (<= 15 us). Each lists the rows it was computed from (``rows``: which runs a page's figure
-    draws on, book/data/lineage.py)."""
-    from book.specs import GPU_SPECS, match
+    at every T of :data:`ROW_T`, the weight bandwidth at T <= 16 (>= 85% of ``peak``, the run's
+    or the record's HBM peak as the suite's other targets take it, book/bench/targets.py; the
+    H100's where none is given: an H200's rows were held to the H100's 3.35 TB/s before), the
+    planned call's host time (<= 15 us). Each lists the rows it was computed from (``rows``:
+    which runs a page's figure draws on, book/data/lineage.py)."""
+    from book.specs import GPU_SPECS
 
     from .rows import find, keys
 
-    spec = match(gpu or "") or GPU_SPECS["H100-SXM"]
-    peak = spec.memory_bandwidth
+    peak = peak or GPU_SPECS["H100-SXM"].memory_bandwidth
     out = []
     for dtype in DTYPES:
         for T in ROW_T:

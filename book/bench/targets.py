@@ -148,7 +148,7 @@ def targets(rows, peak):
                    f"<= {lim * 1e3:.3f}", dual["seconds"] <= lim,
                    f"unfused {unf['seconds'] * 1e3:.3f} ms, SwiGLU {sw['seconds'] * 1e3:.3f} ms",
                    dual, unf, sw)
-    return out + tensorcore_targets(rows) + hopper_targets(rows) + decode_targets(rows)
+    return out + tensorcore_targets(rows) + hopper_targets(rows) + decode_targets(rows, peak)
 
 
 def print_outcome(doc, out) -> int:

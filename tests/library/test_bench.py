@@ -413,7 +413,7 @@ def test_decode_mlp_up_targets_are_issue_31s_ratios():
     assert bw["met"] == (bw["value"] >= 0.85)
     assert "decode MLP-up bfloat16 T=64: weight bandwidth / HBM peak" not in got  # T <= 16 only
     # an H200's rows are held to the H200's peak, not the H100's
-    h200 = {t["target"]: t for t in decode.targets(rows, "NVIDIA H200")}
+    h200 = {t["target"]: t for t in decode.targets(rows, GPU_SPECS["H200"].memory_bandwidth)}
     bw200 = h200["decode MLP-up bfloat16 T=1: weight bandwidth / HBM peak"]
     assert bw200["value"] == pytest.approx(decode.weight_bytes() / 80e-6
                                            / GPU_SPECS["H200"].memory_bandwidth)
@@ -422,3 +422,6 @@ def test_decode_mlp_up_targets_are_issue_31s_ratios():
     assert host["value"] == pytest.approx(9.0) and host["met"] and "torch.matmul 6.0 us" in host["detail"]
     # the suite's and the merge's targets include them
     assert t1["target"] in {t["target"] for t in targets(rows, peak)}
+    # and they take the peak the suite and the merge pass (an H200 record's, here)
+    merged = {t["target"]: t for t in targets(rows, GPU_SPECS["H200"].memory_bandwidth)}
+    assert merged[bw200["target"]]["value"] == pytest.approx(bw200["value"])
