@@ -49,6 +49,15 @@ def thread_failure_message(facts: dict) -> str:
             f"grading process had: {describe_threads(facts)[:600]}")
 
 
+def needs_gpu(test, result, output: str, what: str, where: str) -> None:
+    """A test the simulator could not carry out, for a reason that is not the submission's: it
+    says so, the submission waits for a GPU regrade and is flagged for review."""
+    test.output = output
+    result.status = "needs a GPU"
+    result.problems["simulator"] = output
+    result.flags.append({"level": "review", "what": f"needs a GPU regrade: {what}", "where": where})
+
+
 class Judge:
     """The tests of one submission and the proof that its kernels did the work."""
 
@@ -80,20 +89,14 @@ class Judge:
                 dead = f"an earlier test ('{case['name']}') stopped the process"
                 continue
             if r.get("too_large"):
-                t.output = too_large_message(r["too_large"])
-                result.status = "needs a GPU"
-                result.problems["simulator"] = t.output
-                result.flags.append({"level": "review", "what": "needs a GPU regrade: too large to simulate",
-                                     "where": r["too_large"][:200]})
+                needs_gpu(t, result, too_large_message(r["too_large"]), "too large to simulate",
+                          r["too_large"][:200])
                 dead = "the simulator cannot run this submission's launches (see above)"
                 continue
             if r.get("thread_failure") and not r.get("ok"):
-                t.output = thread_failure_message(r["thread_failure"])
-                result.status = "needs a GPU"
-                result.problems["simulator"] = t.output
-                result.flags.append({"level": "review", "what": "needs a GPU regrade: the simulator "
-                                     "could not start a block's threads",
-                                     "where": describe_threads(r["thread_failure"])[:300]})
+                needs_gpu(t, result, thread_failure_message(r["thread_failure"]),
+                          "the simulator could not start a block's threads",
+                          describe_threads(r["thread_failure"])[:300])
                 ctx.log(kind="test", id=result.id, test=case["name"], ok=False, hidden=hidden,
                         thread_failure=r["thread_failure"])
                 dead = "the simulator could not start a block's threads (see above)"
