@@ -25,32 +25,46 @@ def _code(marker):
     return src
 
 
+def _printed(marker, names):
+    """What the chapter's code cell holding ``marker`` prints, run with ``names`` as its
+    globals."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(_code(marker), names)
+    return out.getvalue()
+
+
+def _gf_with(**replaced):
+    """book.kernels.glu_family's names, the kernels in ``replaced`` swapped for stand-ins."""
+    fake = types.SimpleNamespace(**{k: getattr(gf, k) for k in dir(gf) if not k.startswith("__")})
+    for name, fn in replaced.items():
+        setattr(fake, name, fn)
+    return fake
+
+
+class _Host:
+    """A host array standing in for a device array: what the cells call on one."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def copy_to_host(self):
+        return self.a
+
+
 def _run_check(plant):
     """The chapter's quantize check, its kernel replaced by the reference with ``plant``
     applied: what the cell prints."""
 
-    class Host:
-        def __init__(self, a):
-            self.a = a
-
-        def copy_to_host(self):
-            return self.a
-
     def fake_int8(g, u, scale):
         q = gf.swiglu_int8_reference(g.copy_to_host(), u.copy_to_host(), scale).copy()
         plant(q)
-        return Host(q)
+        return _Host(q)
 
-    fake_gf = types.SimpleNamespace(**{k: getattr(gf, k) for k in dir(gf)
-                                       if not k.startswith("__")})
-    fake_gf.swiglu_int8 = fake_int8
     from numba import cuda
 
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(_code("gf.swiglu_int8_reference(g, u, scale)"),
-             {"np": np, "gpu": gpu, "gf": fake_gf, "cuda": cuda})
-    return out.getvalue()
+    return _printed("gf.swiglu_int8_reference(g, u, scale)",
+                    {"np": np, "gpu": gpu, "gf": _gf_with(swiglu_int8=fake_int8), "cuda": cuda})
 
 
 def test_the_quantize_check_counts_the_elements_that_differ():
@@ -118,10 +132,7 @@ def test_gelus_float32_errors_above_half_an_ulp_are_the_cancellation_of_1_plus_t
 def test_the_ulp_printout_is_one_table_and_names_the_cause():
     import textwrap
 
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(_code("summary[(act, how)]"), {"np": np, "gf": gf, "textwrap": textwrap})
-    said = out.getvalue()
+    said = _printed("summary[(act, how)]", {"np": np, "gf": gf, "textwrap": textwrap})
     [table] = _table_blocks(said)
     for act in ("silu", "gelu"):
         for how in ("float16 throughout", "float32 inside"):
@@ -137,14 +148,6 @@ def test_the_ulp_printout_is_one_table_and_names_the_cause():
     assert "SiLU" in caption and "cancels" in caption
 
 
-class _Host:
-    def __init__(self, a):
-        self.a = a
-
-    def copy_to_host(self):
-        return self.a
-
-
 def _run_geglu_check(plant):
     """The chapter's GeGLU check, its kernel replaced by the float32 arithmetic on the CPU with
     ``plant`` applied to the float32 result: what the cell prints."""
@@ -155,16 +158,11 @@ def _run_geglu_check(plant):
         r = np.float32(0.5) * g * (1 + np.tanh(c * (g + np.float32(gf.GELU_COEF) * g**3))) * u
         out.a[...] = plant(g, r).astype(np.float16)
 
-    fake_gf = types.SimpleNamespace(**{k: getattr(gf, k) for k in dir(gf)
-                                       if not k.startswith("__")})
-    fake_gf.geglu = fake_geglu
     fake_cuda = types.SimpleNamespace(to_device=lambda a: _Host(np.array(a)))
     fake_gpu = types.SimpleNamespace(pick=lambda on_gpu, sim: (64, 1000))
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(_code("gf.geglu_reference(gate, up)"),
-             {"np": np, "gpu": fake_gpu, "gf": fake_gf, "cuda": fake_cuda})
-    return out.getvalue()
+    return _printed("gf.geglu_reference(gate, up)",
+                    {"np": np, "gpu": fake_gpu, "gf": _gf_with(geglu=fake_geglu),
+                     "cuda": fake_cuda})
 
 
 def test_the_geglu_check_measures_what_a_reader_can_judge():
@@ -196,14 +194,11 @@ def test_the_quantize_timing_prints_one_table_of_whole_rows():
     rng = types.SimpleNamespace(standard_normal=lambda n: np.zeros(1))
     import textwrap
 
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(_code("bytes predict"),
-             {"np": np, "gpu": fake_gpu, "gf": gf, "cuda": fake_cuda, "rng": rng,
-              "scale": 1.0, "textwrap": textwrap,
-              "bench": types.SimpleNamespace(measure=measure),
-              "fused": types.SimpleNamespace(swiglu_fused_fastmath=None)})
-    said = out.getvalue()
+    said = _printed("bytes predict",
+                    {"np": np, "gpu": fake_gpu, "gf": gf, "cuda": fake_cuda, "rng": rng,
+                     "scale": 1.0, "textwrap": textwrap,
+                     "bench": types.SimpleNamespace(measure=measure),
+                     "fused": types.SimpleNamespace(swiglu_fused_fastmath=None)})
     [table] = _table_blocks(said)
     lines = table.splitlines()
     assert len(lines) == 5 and "median us" in lines[0], table
