@@ -16,7 +16,6 @@
 #   lab2       issue 28: lab 2's master and its "lesson not learned" control graded on their own
 #              (benchmarks/lesson_controls_probe.py --labs lab2 --merge the committed record)
 #              -> $OUT/lesson_controls_h100.json
-#   sim        issue 28: a simulated grading child's address space (benchmarks/sim_threads_probe.py)
 #   lane       the GPU lane (tools.gpu_tests): tests/grader, then tests/library and tests/chapters
 #   record     issue 30: chapters 8, 9 and 11 recorded again (tools.record; carry .whl-nb too)
 #   bounds4    issue 28: the GPU lane of test_bounds_grading for lab 4 (the GPU's grade and the
@@ -77,10 +76,6 @@ EOF
       sed -n '/fastest per T/,$p' "$OUT/decode_tune4_h100.log" ;;
     rows)    # issue 31's rows and targets, the sweep and the host rows (decode_session.sh)
       bash benchmarks/decode_session.sh "$OUT" rows sweep 2>&1 | grep -v "^WARNING: no Jupyter" ;;
-    sim)     # issue 28: a simulated grading child's address space on this machine
-      timeout 200 python3 benchmarks/sim_threads_probe.py --out "$OUT/sim_threads.json" \
-        > "$OUT/sim_threads.log" 2>&1
-      echo "sim exit $?"; cat "$OUT/sim_threads.log" ;;
     record)  # issue 30: chapters 8, 9 and 11 recorded again (carry .whl-nb too)
       timeout 480 python3 -m tools.record --out "$OUT" --budget 460 chapters/08_tensor_cores.ipynb \
         chapters/09_hopper.ipynb chapters/11_same_move_everywhere.ipynb > "$OUT/record.log" 2>&1
