@@ -60,8 +60,9 @@ def plot(results, dtype="bfloat16", peak_bandwidth=None):
     from . import specs
 
     cs = curves(results, dtype)
+    # the sweep's own run (a merged row carries it) rather than the record's first full run
+    run = cs["sweep_ours"][0].get("provenance") or results.provenance
     if peak_bandwidth is None:
-        run = cs["sweep_ours"][0].get("provenance") or results.provenance
         spec = specs.match(run.get("gpu", ""))
         peak_bandwidth = spec.memory_bandwidth if spec else None
     fig, (bw, fl) = plt.subplots(2, 1, figsize=(7.5, 6.5), sharex=True)
@@ -85,9 +86,7 @@ def plot(results, dtype="bfloat16", peak_bandwidth=None):
     fl.set_xlabel("T (tokens in the call)")
     fl.set_xscale("log", base=2)
     bw.legend(fontsize=8, loc="upper right")
-    # the sweep's own run (a merged row carries it) rather than the record's first full run
-    prov = cs["sweep_ours"][0].get("provenance") or results.provenance
-    fig.suptitle(f"MLP-up, d = 4096, h = 14336, {dtype}: {prov.get('gpu', '?')}, "
-                 f"{str(prov.get('date', ''))[:10]}", fontsize=10)
+    fig.suptitle(f"MLP-up, d = 4096, h = 14336, {dtype}: {run.get('gpu', '?')}, "
+                 f"{str(run.get('date', ''))[:10]}", fontsize=10)
     fig.tight_layout()
     return fig
