@@ -61,6 +61,26 @@ def tensor_core_tiles(T, stages=(0, 2, 3, 4), unrolls=(1,)):
     return tiles
 
 
+def staged_tiles(T, stages=(0, 2, 3)):
+    """The staged GEMV's tiles (book.kernels.staged_gemv) the tune times at T tokens: 4 and 8
+    warps, chunks of 256, 512 and 1024 halves, each of ``stages`` (0: registers), two m-tiles
+    at the default, and the default capped to 3 blocks an SM; tiles that do not validate are
+    left out."""
+    from book.kernels.staged_gemv import StagedTile, staged_tile
+
+    base = staged_tile(T)
+    shapes = {(1, w, c, 0, st) for w in (4, 8) for c in (256, 512, 1024) for st in stages}
+    shapes |= {(2, 8, 512, 0, st) for st in stages}
+    shapes |= {(1, 8, 512, 3, st) for st in stages}
+    tiles = []
+    for mp, warps, chunk, mb, st in sorted(shapes):
+        try:
+            tiles.append(StagedTile(base.nt, mp, warps, chunk, mb, st).validate())
+        except ValueError:
+            continue
+    return tiles
+
+
 def tune(args):
     import torch
 
@@ -96,6 +116,10 @@ def tune(args):
             for tile in tensor_core_tiles(T, args.tune_stages, args.tune_unroll):
                 for split in args.tune_splits:
                     configs.append(("tensor_cores", tile, split))
+        if "staged" in args.tune_paths:
+            for tile in staged_tiles(T, args.tune_stages):
+                for split in args.tune_splits:
+                    configs.append(("staged", tile, split))
         for path, tile, split in configs:
             sets = [(xs[i], wg, wu, None, None, outs[i]) for i in range(2)]
             launches = [dm.prepare(path, *s, tile=tile, split=split) for s in sets]
@@ -108,8 +132,8 @@ def tune(args):
             except Exception as e:  # a configuration that does not run: say so, go on
                 print(f"  T={T:4d} {path:12s} {tile} split={split}: FAILED {e!r}", flush=True)
                 continue
-            default = (tile == (dm.gemv_tile(T, D) if path == "cuda_cores" else dm.mma_gemv_tile(T))
-                       and split is None)
+            default = (split is None and tile == {"cuda_cores": dm.gemv_tile(T, D),
+                                                  "tensor_cores": dm.mma_gemv_tile(T)}.get(path))
             row = {"T": T, "path": path, "tile": repr(tile), "split": split,
                    "stages": getattr(tile, "stages", 0),
                    "splits_used": launches[0].splits, "grid": launches[0].grid,
@@ -129,7 +153,9 @@ def tune(args):
               + ", ".join(f"{r['path']} {r['seconds'] * 1e6:.1f} us" for r in dflt))
         for label, sel in (("registers", [r for r in rs if r["path"] == "tensor_cores"
                                           and not r["stages"]]),
-                           ("cp.async ring", [r for r in rs if r["stages"]])):
+                           ("cp.async ring", [r for r in rs if r["path"] == "tensor_cores"
+                                              and r["stages"]]),
+                           ("staged", [r for r in rs if r["path"] == "staged"])):
             if sel:
                 b = min(sel, key=lambda r: r["seconds"])
                 print(f"         best {label}: {b['tile']} split={b['split']} "
@@ -159,7 +185,7 @@ def main(argv=None):
     ap.add_argument("--tune-unroll", default="1",
                     help="unrolls of the register path the tune tries (2,4 measured slower)")
     ap.add_argument("--tune-paths", default="cuda_cores,tensor_cores",
-                    help="which GEMVs the tune times")
+                    help="which GEMVs the tune times (cuda_cores, tensor_cores, staged)")
     args = ap.parse_args(argv)
     args.tune_splits = [None if v == "None" else int(v) for v in args.tune_splits.split(",") if v]
     args.tune_stages = tuple(int(v) for v in args.tune_stages.split(",") if v)

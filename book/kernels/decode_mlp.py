@@ -720,8 +720,17 @@ def prepare(path, x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=Non
         pieces = max(1, -(-d // 32) // (tile.warps * tile.unroll))
         S = split or splits(tiles, pieces, _want_blocks())
         part_floats, block = tiles * S * tile.values * 32, 32 * tile.warps
+    elif path == "staged":
+        from .staged_gemv import make_staged_gemv, staged_tile
+
+        kind = kind_for(dtype, _device_cc())
+        tile = (tile or staged_tile(T)).validate()
+        kern = make_staged_gemv(tile, bias, kind)
+        tiles = -(-h // tile.rows) * -(-T // tile.tokens)
+        S = split or splits(tiles, -(-d // tile.chunk), _want_blocks())
+        part_floats, block = tiles * S * tile.values * 32, tile.threads
     else:
-        raise ValueError(f"path must be 'cuda_cores' or 'tensor_cores', got {path!r}")
+        raise ValueError(f"path must be 'cuda_cores', 'tensor_cores' or 'staged', got {path!r}")
     if S < 1:
         raise ValueError(f"split must be at least 1, got {S}")
     if S > 1:

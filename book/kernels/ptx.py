@@ -94,6 +94,15 @@ def decode_kernels():
     ring = dm.MmaGemvTile(nt=2, mt=1, warps=4, stages=3)
     table["decode_mma_t16_ring"] = (dm.make_mma_gemv(ring, True, "bf16"), DECODE_SIGNATURE)
     table["decode_gemv_t4_nobias"] = (dm.make_gemv(dm.gemv_tile(4, 4096), False), DECODE_SIGNATURE)
+    # the weights staged through shared memory by whole-row chunks (book.kernels.staged_gemv)
+    from .staged_gemv import StagedTile, make_staged_gemv, staged_tile
+
+    for T in (4, 16):
+        tile = staged_tile(T)
+        table[f"decode_mma_t{T}_staged"] = (make_staged_gemv(tile, True, "bf16"), DECODE_SIGNATURE)
+    table["decode_mma_t16_staged_f16"] = (make_staged_gemv(staged_tile(16), True, "f16"), f16)
+    ring = StagedTile(nt=2, stages=2)
+    table["decode_mma_t16_staged_ring"] = (make_staged_gemv(ring, True, "bf16"), DECODE_SIGNATURE)
     return table
 
 

@@ -19,7 +19,9 @@ pointer and hand them back as a tuple.
   half type (round to nearest even) and store them in one access.
 - ``load_words4(a, i)`` -> the 8 halves ``a[i:i+8]`` as they are, 4 x uint32 (two halves
   per word, the lower index in the low 16 bits) in one 16-byte access: what a tensor-core
-  fragment register holds, with no conversion (book.kernels.decode_mlp).
+  fragment register holds, with no conversion (book.kernels.decode_mlp);
+  ``store_words4(a, i, words)`` puts such 4 words back as the 8 halves ``a[i:i+8]`` in one
+  16-byte access (book.kernels.staged_gemv: a stage in shared memory).
 - ``load_f32(a, i)`` / ``store_f32(a, i, x)``: one element as float32 whatever the
   array's type (float32, float16, or bfloat16 bits in uint16), so one kernel body
   serves all three dtypes.
@@ -260,6 +262,26 @@ if not SIMULATED:
 
         return sig, codegen
 
+    @intrinsic
+    def store_words4(typingctx, arr, idx, words):
+        _check(arr, 8, "store_words4")
+        _half_kind(arr, "store_words4")
+        if not isinstance(words, types.BaseTuple) or len(words) != 4:
+            raise TypingError(f"store_words4: expected a tuple of 4 uint32 words, got {words}")
+        sig = types.void(arr, idx, words)
+
+        def codegen(context, builder, signature, args):
+            arrty, _, wty = signature.args
+            ptr = _element_pointer(context, builder, arrty, args[0], args[1])
+            vec = ir.Constant(ir.VectorType(i32, 4), ir.Undefined)
+            for w in range(4):
+                v = context.cast(builder, builder.extract_value(args[2], w), wty[w], types.uint32)
+                vec = builder.insert_element(vec, v, i32(w))
+            builder.store(vec, builder.bitcast(ptr, ir.VectorType(i32, 4).as_pointer()), align=16)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
     load2, load4 = _make_load(2), _make_load(4)
     store2, store4 = _make_store(2), _make_store(4)
     load_half4, load_half8 = _make_load_half(4), _make_load_half(8)
@@ -312,6 +334,12 @@ else:  # Numba's CUDA simulator runs kernels as Python: same results, no vectors
     def load_words4(a, i):
         return tuple(np.uint32(_bits16(a, a[i + 2 * w]) | (_bits16(a, a[i + 2 * w + 1]) << 16))
                      for w in range(4))
+
+    def store_words4(a, i, words):
+        for w in range(4):
+            v = int(words[w])
+            a[i + 2 * w: i + 2 * w + 2] = np.array([v & 0xFFFF, v >> 16],
+                                                   dtype=np.uint16).view(a.dtype)
 
     def load_half4(a, i):
         return tuple(_to_f32(a, a[i + k]) for k in range(4))
