@@ -62,20 +62,27 @@ def tensor_core_tiles(T, stages=(0, 2, 3, 4), unrolls=(1,)):
 
 
 def staged_tiles(T, stages=(0, 2, 3)):
-    """The staged GEMV's tiles (book.kernels.staged_gemv) the tune times at T tokens: 4 and 8
-    warps, chunks of 256, 512 and 1024 halves, each of ``stages`` (0: registers), two m-tiles
-    at the default, and the default capped to 3 blocks an SM; tiles that do not validate are
-    left out."""
+    """The staged GEMV's tiles (book.kernels.staged_gemv) the tune times at T tokens: 4, 8
+    and 16 warps, chunks of 256 to 1024 halves, the register path (stages 0) and cp.async
+    rings 2 to 8 deep (``stages`` beyond 0 turn the rings on), two m-tiles at 8 warps; tiles
+    that do not validate are left out."""
     from book.kernels.staged_gemv import StagedTile, staged_tile
 
     base = staged_tile(T)
-    shapes = {(1, w, c, 0, st) for w in (4, 8) for c in (256, 512, 1024) for st in stages}
-    shapes |= {(2, 8, 512, 0, st) for st in stages}
-    shapes |= {(1, 8, 512, 3, st) for st in stages}
+    ring = any(stages)
+    shapes = {(1, 8, 512, 0)} if 0 in stages else set()
+    if ring:
+        shapes |= {(1, 8, 256, st) for st in (2, 4, 6)}
+        shapes |= {(1, 8, 512, st) for st in (2, 3, 4, 6)}
+        shapes |= {(1, 8, 1024, st) for st in (2, 3, 4)}
+        shapes |= {(1, 4, 256, st) for st in (2, 4, 6, 8)}
+        shapes |= {(1, 4, 512, st) for st in (2, 3, 4)}
+        shapes |= {(1, 16, 1024, st) for st in (2, 3)}
+        shapes |= {(2, 8, 512, st) for st in (2, 3)}
     tiles = []
-    for mp, warps, chunk, mb, st in sorted(shapes):
+    for mp, warps, chunk, st in sorted(shapes):
         try:
-            tiles.append(StagedTile(base.nt, mp, warps, chunk, mb, st).validate())
+            tiles.append(StagedTile(base.nt, mp, warps, chunk, 0, st).validate())
         except ValueError:
             continue
     return tiles
@@ -132,8 +139,9 @@ def tune(args):
             except Exception as e:  # a configuration that does not run: say so, go on
                 print(f"  T={T:4d} {path:12s} {tile} split={split}: FAILED {e!r}", flush=True)
                 continue
-            default = (split is None and tile == {"cuda_cores": dm.gemv_tile(T, D),
-                                                  "tensor_cores": dm.mma_gemv_tile(T)}.get(path))
+            default = split is None and (
+                (path == "cuda_cores" and tile == dm.gemv_tile(T, D))
+                or (path == "tensor_cores" and tile == dm.mma_gemv_tile(T)))
             row = {"T": T, "path": path, "tile": repr(tile), "split": split,
                    "stages": getattr(tile, "stages", 0),
                    "splits_used": launches[0].splits, "grid": launches[0].grid,

@@ -12,8 +12,9 @@
 #              -> $OUT/hopper_default_{1,2,3}.json, then a table of the three
 #   tune       issue 31: the decode GEMVs at T = 4, 8, 16 over tiles, unrolls and splits
 #              (benchmarks/decode_bench.py --tune-out)          -> $OUT/decode_tune_h100.json
-#   staged     issue 31: the staged tensor-core GEMV over warps, chunks, stages and splits at
+#   staged     issue 31: the staged tensor-core GEMV over warps, chunks and ring depths at
 #              T = 1, 4, 16 beside both GEMVs       -> $OUT/decode_tune_staged_h100.json
+#   ncu        issue 31: Nsight Compute on the decode GEMVs -> $OUT/decode_ncu_h100.json
 #   dtests     issue 31: pytest -m gpu tests/library/test_decode_mlp.py -> $OUT/gpu_decode_tests.*
 #   lab2       issue 28: lab 2's master and its "lesson not learned" control graded on their own
 #              (benchmarks/lesson_controls_probe.py --labs lab2 --merge the committed record)
@@ -72,10 +73,14 @@ EOF
         --tune-t 4,8,16 --tune-splits None,1 --reps 10 > "$OUT/decode_tune_h100.log" 2>&1
       echo "tune exit $?"; sed -n '/fastest per T/,$p' "$OUT/decode_tune_h100.log" ;;
     staged)  # issue 31: the staged tensor-core GEMV (book.kernels.staged_gemv) beside both GEMVs
-      timeout 420 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_staged_h100.json" \
-        --tune-t 1,4,16 --tune-paths cuda_cores,tensor_cores,staged --tune-splits None,2 \
-        --tune-stages 0,2,3 --reps 10 > "$OUT/decode_tune_staged_h100.log" 2>&1
+      timeout 330 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_staged_h100.json" \
+        --tune-t 1,4,16 --tune-paths cuda_cores,tensor_cores,staged --tune-splits None \
+        --tune-stages 0,2 --reps 10 > "$OUT/decode_tune_staged_h100.log" 2>&1
       echo "staged exit $?"; sed -n '/fastest per T/,$p' "$OUT/decode_tune_staged_h100.log" ;;
+    ncu)     # issue 31: Nsight Compute's counters on the decode GEMVs (benchmarks/decode_ncu.py)
+      timeout 240 python3 benchmarks/decode_ncu.py --out "$OUT/decode_ncu_h100.json" \
+        > "$OUT/decode_ncu_h100.log" 2>&1
+      echo "ncu exit $?"; cat "$OUT/decode_ncu_h100.log" | cut -c1-400 ;;
     tune4)   # the CUDA-core GEMV at T = 4 over threads and rows (its HBM line)
       timeout 200 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune4_h100.json" \
         --tune-t 4 --tune-splits None --reps 10 > "$OUT/decode_tune4_h100.log" 2>&1

@@ -66,8 +66,10 @@ import numpy as np
 from numba import cuda, float32, int64, uint16, uint32
 
 from .fused import silu_mul
-from .launch import KernelLaunch, address, as_device, flat, is_c_contiguous, sm_count
+from .launch import (KernelLaunch, address, allow_shared, as_device, flat, is_c_contiguous,
+                     sm_count)
 from .mma_gemm import half_dtype, kind_for
+from .mma_tile import STATIC_SHARED
 from .splitk import last_to_arrive, load_f32_cg, splits, workspace
 from .tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
                          mma_bf16_16816, mma_f16_1688, mma_f16_16816, shared_address, shfl_xor,
@@ -584,9 +586,14 @@ class DecodeLaunch(KernelLaunch):
 
     __slots__ = ("path", "splits", "tile")
 
-    def __init__(self, kernel, grid, block, args, result, path, splits, tile):
-        super().__init__(kernel, grid, block, args, result)
+    def __init__(self, kernel, grid, block, args, result, path, splits, tile, shared=0):
+        super().__init__(kernel, grid, block, args, result, shared)
         self.path, self.splits, self.tile = path, splits, tile
+
+    def launch(self, stream=0):
+        if self.grid and self.shared > STATIC_SHARED:  # beyond 48 KiB a kernel opts in first
+            allow_shared(self.kernel, self.args, self.shared)
+        return super().launch(stream)
 
 
 class CallLaunch:
@@ -702,6 +709,7 @@ def prepare(path, x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=Non
     names = ("x", "wg", "wu", "out")
     fx, fwg, fwu, fo = (flat(a, n) for a, n in zip((xd, wgd, wud, o), names))
     fbg, fbu = (flat(bgd, "bg"), flat(bud, "bu")) if bias else (fx, fx)  # unread when no bias
+    dyn = 0  # dynamic shared memory (the staged GEMV's cp.async ring)
     if path == "cuda_cores":
         tile = (tile or gemv_tile(T, d)).validate()
         if T > tile.tokens:
@@ -729,6 +737,7 @@ def prepare(path, x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=Non
         tiles = -(-h // tile.rows) * -(-T // tile.tokens)
         S = split or splits(tiles, -(-d // tile.chunk), _want_blocks())
         part_floats, block = tiles * S * tile.values * 32, tile.threads
+        dyn = tile.ring_bytes
     else:
         raise ValueError(f"path must be 'cuda_cores', 'tensor_cores' or 'staged', got {path!r}")
     if S < 1:
@@ -740,7 +749,7 @@ def prepare(path, x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=Non
         part, count = _placeholders()
     grid = tiles * S if T and h else 0
     args = (fx, fwg, fwu, fbg, fbu, fo, part, count, T, d, h, S)
-    return DecodeLaunch(kern, grid, block, args, res, path, S, tile)
+    return DecodeLaunch(kern, grid, block, args, res, path, S, tile, dyn)
 
 
 @functools.lru_cache(maxsize=None)

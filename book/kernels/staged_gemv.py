@@ -43,7 +43,10 @@ from .tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_asy
                          mma_bf16_16816, mma_f16_1688, mma_f16_16816, shared_address)
 from .wide import load_f32, load_words4, store_f32, store_words4
 
-__all__ = ["StagedTile", "staged_tile", "make_staged_gemv", "row_stride"]
+__all__ = ["StagedTile", "staged_tile", "make_staged_gemv", "row_stride", "MAX_SHARED"]
+
+#: the most shared memory a block may take (sm_90: 227 KiB, dynamic beyond 48 KiB opted in)
+MAX_SHARED = 227 * 1024
 
 
 def row_stride(chunk: int) -> int:
@@ -87,9 +90,13 @@ class StagedTile:
                      "prefetch)")
         if self.values > 64:
             p.append(f"mp x nt x 4 = {self.values} accumulators per lane: at most 64")
-        if self.shared_bytes > 48 * 1024:
-            p.append(f"{self.shared_bytes} bytes of shared memory (stage {self.stage_bytes} + "
-                     f"reduction {self.reduction_bytes}): at most 48 KiB of static shared memory")
+        if self.static_bytes > 48 * 1024:
+            p.append(f"{self.static_bytes} bytes of static shared memory (the reduction's "
+                     f"{self.reduction_bytes}, the register path's stage): at most 48 KiB")
+        if self.shared_bytes > MAX_SHARED:
+            p.append(f"{self.shared_bytes} bytes of shared memory (the ring's "
+                     f"{self.ring_bytes}): at most {MAX_SHARED} a block (sm_90's 227 KiB; "
+                     "sm_80 takes 163 KiB, sm_86 99 KiB)")
         if p:
             raise ValueError(f"invalid {self}: " + "; ".join(p))
         return self
@@ -119,16 +126,24 @@ class StagedTile:
         return self.mp * self.nt * 4
 
     @property
-    def stage_bytes(self):  # every stage of the ring (one on the register path)
-        return 16 * self.mp * row_stride(self.chunk) * 2 * max(self.stages, 1)
+    def slot_bytes(self):  # one staged chunk: 16 mp rows of row_stride(chunk) halves
+        return 16 * self.mp * row_stride(self.chunk) * 2
+
+    @property
+    def ring_bytes(self):  # the cp.async ring, in dynamic shared memory (0 on the register path)
+        return self.slot_bytes * self.stages
+
+    @property
+    def static_bytes(self):  # static shared memory: the register path's stage, the reduction, the flag
+        return (0 if self.stages else self.slot_bytes) + self.reduction_bytes + 8
 
     @property
     def reduction_bytes(self):
         return self.warps * self.values * 32 * 4
 
     @property
-    def shared_bytes(self):
-        return self.stage_bytes + self.reduction_bytes + 8
+    def shared_bytes(self):  # all of a block's shared memory
+        return self.static_bytes + self.ring_bytes
 
 
 def staged_tile(T: int) -> StagedTile:
@@ -153,7 +168,6 @@ def make_staged_gemv(tile: StagedTile, bias: bool, kind: str = "bf16"):
     RS = row_stride(CH)  # halves per staged row
     STEPS = CH // 32  # 32-deep steps per stage, shared by the warps
     SLOT = 16 * MP * RS  # halves per stage
-    RING = SLOT * max(ST, 1)  # (a constant: the shape of a shared array)
     K8 = kind == "f16_sm75"
     if ST and K8:
         raise ValueError(f"{tile}: stages = {ST} needs cp.async (sm_80+); the T4's path "
@@ -218,7 +232,10 @@ def make_staged_gemv(tile: StagedTile, bias: bool, kind: str = "bf16"):
         c0 = s * per
         c1 = min(nch, c0 + per)
 
-        stage = cuda.shared.array(RING, uint16, alignment=ALIGN)
+        if ST:  # the ring: dynamic shared memory (the launch's ``shared``, tile.ring_bytes)
+            stage = cuda.shared.array(0, uint16, alignment=ALIGN)
+        else:
+            stage = cuda.shared.array(SLOT, uint16, alignment=ALIGN)
         pre = cuda.local.array((P, 4), uint32)
         acc = cuda.local.array((MP, NT, 4), float32)
         for i in range(MP):
