@@ -36,7 +36,9 @@ CASES = {
     "tc16": ("tensor_cores", None, 16),
     "st4": ("staged", "StagedTile(nt=1, warps=8, chunk=512, stages=2)", 4),
     "st4r4": ("staged", "StagedTile(nt=1, warps=8, chunk=512, stages=4)", 4),
+    "st1": ("staged", "StagedTile(nt=1, warps=8, chunk=512, stages=2)", 1),
     "st16": ("staged", "StagedTile(nt=2, warps=8, chunk=512, stages=2)", 16),
+    "st16r4": ("staged", "StagedTile(nt=2, warps=4, chunk=256, stages=2)", 16),
 }
 
 METRICS = [
@@ -46,7 +48,7 @@ METRICS = [
     "launch__occupancy_limit_registers", "launch__occupancy_limit_shared_mem",
     "launch__occupancy_limit_warps", "launch__occupancy_limit_blocks", "launch__grid_size",
     "launch__block_size", "lts__t_sector_hit_rate.pct", "lts__t_sectors_srcunit_tex_op_read.sum",
-    "smsp__inst_executed.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "smsp__inst_executed.sum", "l1tex__t_sector_hit_rate.pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
     "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
 ]
@@ -97,6 +99,7 @@ def main(argv=None):
            "cases": {}}
     for name in args.cases.split(","):
         cmd = [ncu, "--clock-control", "none", "--csv", "--metrics", ",".join(METRICS + [STALL_REGEX]),
+               "--kernel-name-base", "demangled", "--kernel-name", "regex:cudapy",
                "--launch-skip", str(CALLS - 1), "--launch-count", "1",
                sys.executable, str(Path(__file__).resolve()), "--profile", name]
         res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), timeout=300)
@@ -118,6 +121,8 @@ def main(argv=None):
               f"{m.get('launch__occupancy_limit_warps', 0):.0f}/"
               f"{m.get('launch__occupancy_limit_blocks', 0):.0f} "
               f"L2 hit {m.get('lts__t_sector_hit_rate.pct', 0):4.1f}% "
+              f"L1->L2 {m.get('lts__t_sectors_srcunit_tex_op_read.sum', 0) * 32 / 1e6:6.1f} MB "
+              f"L1 hit {m.get('l1tex__t_sector_hit_rate.pct', 0):4.1f}% "
               f"stalls {', '.join(f'{k} {v:.1f}' for k, v in sorted(st.items(), key=lambda kv: -kv[1]))}",
               flush=True)
     if args.out:

@@ -737,7 +737,7 @@ def prepare(path, x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=Non
         tiles = -(-h // tile.rows) * -(-T // tile.tokens)
         S = split or splits(tiles, -(-d // tile.chunk), _want_blocks())
         part_floats, block = tiles * S * tile.values * 32, tile.threads
-        dyn = tile.ring_bytes
+        dyn = tile.dynamic_bytes
     else:
         raise ValueError(f"path must be 'cuda_cores', 'tensor_cores' or 'staged', got {path!r}")
     if S < 1:

@@ -130,12 +130,17 @@ class StagedTile:
         return 16 * self.mp * row_stride(self.chunk) * 2
 
     @property
-    def ring_bytes(self):  # the cp.async ring, in dynamic shared memory (0 on the register path)
-        return self.slot_bytes * self.stages
+    def ring_bytes(self):  # the staged chunks: the cp.async ring, or the register path's one
+        return self.slot_bytes * max(self.stages, 1)
 
     @property
-    def static_bytes(self):  # static shared memory: the register path's stage, the reduction, the flag
-        return (0 if self.stages else self.slot_bytes) + self.reduction_bytes + 8
+    def dynamic_bytes(self):  # the ring when static shared memory cannot hold it (> 48 KiB)
+        fixed = self.reduction_bytes + 8
+        return self.ring_bytes if fixed + self.ring_bytes > 48 * 1024 else 0
+
+    @property
+    def static_bytes(self):  # static: the reduction, the flag and a ring that fits
+        return self.reduction_bytes + 8 + (0 if self.dynamic_bytes else self.ring_bytes)
 
     @property
     def reduction_bytes(self):
@@ -143,7 +148,7 @@ class StagedTile:
 
     @property
     def shared_bytes(self):  # all of a block's shared memory
-        return self.static_bytes + self.ring_bytes
+        return self.static_bytes + self.dynamic_bytes
 
 
 def staged_tile(T: int) -> StagedTile:
@@ -173,6 +178,7 @@ def make_staged_gemv(tile: StagedTile, bias: bool, kind: str = "bf16"):
         raise ValueError(f"{tile}: stages = {ST} needs cp.async (sm_80+); the T4's path "
                          "(f16_sm75, sm_75) has none: use stages = 0 there")
     WAIT = max(ST - 1, 0)
+    DYN = tile.dynamic_bytes > 0
     MMA = mma_bf16_16816 if kind == "bf16" else mma_f16_16816
     BIAS = bias
     ZERO = uint32(0)
@@ -232,10 +238,10 @@ def make_staged_gemv(tile: StagedTile, bias: bool, kind: str = "bf16"):
         c0 = s * per
         c1 = min(nch, c0 + per)
 
-        if ST:  # the ring: dynamic shared memory (the launch's ``shared``, tile.ring_bytes)
+        if DYN:  # a ring beyond 48 KiB: dynamic shared memory (the launch's ``shared``)
             stage = cuda.shared.array(0, uint16, alignment=ALIGN)
         else:
-            stage = cuda.shared.array(SLOT, uint16, alignment=ALIGN)
+            stage = cuda.shared.array(SLOT * max(ST, 1), uint16, alignment=ALIGN)
         pre = cuda.local.array((P, 4), uint32)
         acc = cuda.local.array((MP, NT, 4), float32)
         for i in range(MP):
