@@ -5,7 +5,8 @@ Record: `records/bench/decode_ncu_h100.json`.
     python3 benchmarks/decode_ncu.py --out $OUT/decode_ncu_h100.json [--cases cc1,tc4,...]
 
 Each case (a path, a tile, T; d = 4096, h = 14336, bfloat16, no biases) runs in its own
-process under ``ncu --clock-control none``, which profiles the last of ``CALLS`` launches:
+process under ``ncu --clock-control none``, which profiles the last of ``CALLS`` launches
+(the only one between ``cudaProfilerStart`` and ``Stop``):
 DRAM bytes and throughput, achieved occupancy and what limits it, bytes in flight (the
 loads and cp.async copies a warp has issued and not yet used), and the stall reasons per
 issued instruction (as ``benchmarks/ncu_diagnose.py`` reads them). The question: why the
@@ -70,9 +71,13 @@ def profile_target(name):
     x = torch.randn(T, D, device="cuda", generator=gen).bfloat16()
     out = torch.empty(T, H, device="cuda", dtype=torch.bfloat16)
     launch = dm.prepare(path, x, wg, wu, None, None, out, tile=tile)
-    for _ in range(CALLS):
+    for _ in range(CALLS - 1):  # compiled and warm
         launch.launch()
     torch.cuda.synchronize()
+    torch.cuda.profiler.start()  # ncu --profile-from-start off: only this launch
+    launch.launch()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
 
 
 def main(argv=None):
@@ -99,8 +104,7 @@ def main(argv=None):
            "cases": {}}
     for name in args.cases.split(","):
         cmd = [ncu, "--clock-control", "none", "--csv", "--metrics", ",".join(METRICS + [STALL_REGEX]),
-               "--kernel-name-base", "demangled", "--kernel-name", "regex:cudapy",
-               "--launch-skip", str(CALLS - 1), "--launch-count", "1",
+               "--profile-from-start", "off",
                sys.executable, str(Path(__file__).resolve()), "--profile", name]
         res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), timeout=300)
         launches = parse_ncu(res.stdout)

@@ -101,8 +101,10 @@ def decode_kernels():
         tile = staged_tile(T)
         table[f"decode_mma_t{T}_staged"] = (make_staged_gemv(tile, True, "bf16"), DECODE_SIGNATURE)
     table["decode_mma_t16_staged_f16"] = (make_staged_gemv(staged_tile(16), True, "f16"), f16)
-    ring = StagedTile(nt=2, stages=2)
-    table["decode_mma_t16_staged_ring"] = (make_staged_gemv(ring, True, "bf16"), DECODE_SIGNATURE)
+    for st in (2, 4):  # a ring in static shared memory, and one beyond 48 KiB (dynamic)
+        ring = StagedTile(nt=2, stages=st)
+        table[f"decode_mma_t16_staged{st}_ring"] = (make_staged_gemv(ring, True, "bf16"),
+                                                    DECODE_SIGNATURE)
     return table
 
 

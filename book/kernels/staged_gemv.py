@@ -179,6 +179,7 @@ def make_staged_gemv(tile: StagedTile, bias: bool, kind: str = "bf16"):
                          "(f16_sm75, sm_75) has none: use stages = 0 there")
     WAIT = max(ST - 1, 0)
     DYN = tile.dynamic_bytes > 0
+    RING = SLOT * max(ST, 1)  # halves of a static ring (a constant: a shared array's shape)
     MMA = mma_bf16_16816 if kind == "bf16" else mma_f16_16816
     BIAS = bias
     ZERO = uint32(0)
@@ -241,7 +242,7 @@ def make_staged_gemv(tile: StagedTile, bias: bool, kind: str = "bf16"):
         if DYN:  # a ring beyond 48 KiB: dynamic shared memory (the launch's ``shared``)
             stage = cuda.shared.array(0, uint16, alignment=ALIGN)
         else:
-            stage = cuda.shared.array(SLOT * max(ST, 1), uint16, alignment=ALIGN)
+            stage = cuda.shared.array(RING, uint16, alignment=ALIGN)
         pre = cuda.local.array((P, 4), uint32)
         acc = cuda.local.array((MP, NT, 4), float32)
         for i in range(MP):
