@@ -123,6 +123,18 @@ def tune(args):
             for tile in tensor_core_tiles(T, args.tune_stages, args.tune_unroll):
                 for split in args.tune_splits:
                     configs.append(("tensor_cores", tile, split))
+        for mb in args.tune_min_blocks:  # the defaults (and neighbours) under a register cap
+            if T <= dm.CUDA_CORE_MAX_T and "cuda_cores" in args.tune_paths:
+                base = dm.gemv_tile(T, D)
+                for threads in sorted({base.threads, 2 * base.threads}):
+                    configs.append(("cuda_cores", dm.GemvTile(base.tokens, base.rows, threads,
+                                                              mb).validate(), None))
+            if T > dm.CUDA_CORE_MAX_T and "tensor_cores" in args.tune_paths:
+                base = dm.mma_gemv_tile(T)
+                for split in args.tune_splits:
+                    configs.append(("tensor_cores", dm.MmaGemvTile(
+                        base.nt, base.mt, base.warps, base.unroll, base.stages, mb).validate(),
+                        split))
         if "staged" in args.tune_paths:
             for tile in staged_tiles(T, args.tune_stages):
                 for split in args.tune_splits:
@@ -192,6 +204,8 @@ def main(argv=None):
                          "weights straight to registers)")
     ap.add_argument("--tune-unroll", default="1",
                     help="unrolls of the register path the tune tries (2,4 measured slower)")
+    ap.add_argument("--tune-min-blocks", default="",
+                    help="register caps (blocks an SM holds) tried on the default tiles, e.g. 8,12")
     ap.add_argument("--tune-paths", default="cuda_cores,tensor_cores",
                     help="which GEMVs the tune times (cuda_cores, tensor_cores, staged)")
     args = ap.parse_args(argv)
@@ -199,6 +213,7 @@ def main(argv=None):
     args.tune_stages = tuple(int(v) for v in args.tune_stages.split(",") if v)
     args.tune_unroll = tuple(int(v) for v in args.tune_unroll.split(",") if v)
     args.tune_paths = tuple(v for v in args.tune_paths.split(",") if v)
+    args.tune_min_blocks = tuple(int(v) for v in args.tune_min_blocks.split(",") if v)
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import book
 

@@ -14,6 +14,7 @@
 #              (benchmarks/decode_bench.py --tune-out)          -> $OUT/decode_tune_h100.json
 #   staged     issue 31: the staged tensor-core GEMV over warps, chunks and ring depths at
 #              T = 1, 4, 16 beside both GEMVs       -> $OUT/decode_tune_staged_h100.json
+#   caps       issue 31: the default GEMVs at T = 4, 16 under register caps -> decode_tune_caps_h100.json
 #   ncu        issue 31: Nsight Compute on the decode GEMVs -> $OUT/decode_ncu_h100.json
 #   dtests     issue 31: pytest -m gpu tests/library/test_decode_mlp.py -> $OUT/gpu_decode_tests.*
 #   lab2       issue 28: lab 2's master and its "lesson not learned" control graded on their own
@@ -77,6 +78,11 @@ EOF
         --tune-t 1,4,16 --tune-paths cuda_cores,tensor_cores,staged --tune-splits None \
         --tune-stages 0,2 --reps 10 > "$OUT/decode_tune_staged_h100.log" 2>&1
       echo "staged exit $?"; sed -n '/fastest per T/,$p' "$OUT/decode_tune_staged_h100.log" ;;
+    caps)    # issue 31: the default GEMVs at T = 4 and 16 under register caps (launch_bounds)
+      timeout 240 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_caps_h100.json" \
+        --tune-t 4,16 --tune-paths cuda_cores,tensor_cores --tune-min-blocks 8,10,12,16,20,24 \
+        --tune-splits None,2 --tune-stages 0 --reps 10 > "$OUT/decode_tune_caps_h100.log" 2>&1
+      echo "caps exit $?"; grep -E "min_blocks=[1-9]|default" "$OUT/decode_tune_caps_h100.log" | cut -c1-160 ;;
     ncu)     # issue 31: Nsight Compute's counters on the decode GEMVs (benchmarks/decode_ncu.py)
       timeout 240 python3 benchmarks/decode_ncu.py --out "$OUT/decode_ncu_h100.json" \
         > "$OUT/decode_ncu_h100.log" 2>&1

@@ -107,11 +107,14 @@ MAX_STAGES = 8
 @dataclass(frozen=True)
 class GemvTile:
     """The CUDA-core GEMV's compile-time shape: ``tokens`` (at most this many, accumulators
-    per row), ``rows`` output rows of both weights per block, ``threads`` per block."""
+    per row), ``rows`` output rows of both weights per block, ``threads`` per block;
+    ``min_blocks``, if not 0, the blocks an SM must hold at once (``launch_bounds``: a
+    register cap for ptxas)."""
 
     tokens: int = 1
     rows: int = 2
     threads: int = 256
+    min_blocks: int = 0
 
     def validate(self) -> "GemvTile":
         p = []
@@ -145,13 +148,15 @@ class MmaGemvTile:
     ``stages``: 0, the weights go straight to registers (``unroll`` steps at a time); 2 or
     more, they go through a ring of that many shared-memory stages per warp with
     ``cp.async`` (sm_80+), so ``stages`` steps are in flight without holding registers
-    (a stage: ``mt`` x 16 rows x 2 weights x 64 bytes, ``stage_bytes``)."""
+    (a stage: ``mt`` x 16 rows x 2 weights x 64 bytes, ``stage_bytes``). ``min_blocks``, if
+    not 0: the blocks an SM must hold at once (``launch_bounds``, a register cap)."""
 
     nt: int = 1
     mt: int = 2
     warps: int = 4
     unroll: int = 1
     stages: int = 0
+    min_blocks: int = 0
 
     def validate(self) -> "MmaGemvTile":
         p = []
@@ -212,6 +217,12 @@ class MmaGemvTile:
     @property
     def tokens(self):
         return 8 * self.nt
+
+
+def _bounds(threads, min_blocks):
+    """``cuda.jit`` options for a tile's ``min_blocks``: 0, none; else ``launch_bounds``, the
+    register cap at which an SM holds that many blocks of ``threads`` (ptxas spills beyond)."""
+    return {"launch_bounds": (threads, min_blocks)} if min_blocks and not SIMULATED else {}
 
 
 def _pow2_at_least(n):
@@ -352,7 +363,7 @@ def make_gemv(tile: GemvTile, bias: bool):
                     up += load_f32(bu, j)
                 store_f32(out, t * h + j, silu_mul(gate, up))
 
-    return cuda.jit(fastmath=True)(gemv)
+    return cuda.jit(fastmath=True, **_bounds(NTH, tile.min_blocks))(gemv)
 
 
 # ---------------------------------------------------------------------------------------
@@ -572,7 +583,7 @@ def make_mma_gemv(tile: MmaGemvTile, bias: bool, kind: str = "bf16"):
                     up += load_f32(bu, j)
                 store_f32(out, tok * h + j, silu_mul(gate, up))
 
-    return cuda.jit(fastmath=True)(mma_gemv)
+    return cuda.jit(fastmath=True, **_bounds(THREADS, tile.min_blocks))(mma_gemv)
 
 
 # ---------------------------------------------------------------------------------------
