@@ -16,7 +16,6 @@ T = 1 CUDA-core GEMV reads the weights at 3.0 TB/s and the tensor-core GEMVs at 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess

@@ -16,7 +16,8 @@
 #              T = 1, 4, 16 beside both GEMVs       -> $OUT/decode_tune_staged_h100.json
 #   caps       issue 31: the default GEMVs at T = 4, 16 under register caps -> decode_tune_caps_h100.json
 #   ncu        issue 31: Nsight Compute on the decode GEMVs -> $OUT/decode_ncu_h100.json
-#   dtests     issue 31: pytest -m gpu tests/library/test_decode_mlp.py -> $OUT/gpu_decode_tests.*
+#   dtests     issue 31: pytest -m gpu tests/library/test_decode_mlp.py test_staged_gemv.py
+#              -> $OUT/gpu_decode_tests.*
 #   lab2       issue 28: lab 2's master and its "lesson not learned" control graded on their own
 #              (benchmarks/lesson_controls_probe.py --labs lab2 --merge the committed record)
 #              -> $OUT/lesson_controls_h100.json
@@ -126,7 +127,8 @@ EOF
       echo "record exit $?"; tail -8 "$OUT/record.log" ;;
     dtests)
       timeout 300 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
-        tests/library/test_decode_mlp.py --junitxml="$OUT/gpu_decode_tests.xml" \
+        tests/library/test_decode_mlp.py tests/library/test_staged_gemv.py \
+        --junitxml="$OUT/gpu_decode_tests.xml" \
         > "$OUT/gpu_decode_tests.log" 2>&1
       echo "dtests exit $?"; tail -8 "$OUT/gpu_decode_tests.log" ;;
     lab2)

@@ -24,59 +24,7 @@ from numba import cuda
 
 from book.kernels import decode_mlp as dm
 from book.kernels import splitk
-
-
-def bf16(a):
-    b = np.asarray(a, np.float32).view(np.uint32)
-    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def f32(bits):
-    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
-
-
-def case(T, d, h, dtype, bias=True, seed=0):
-    """Host arrays (x, wg, wu, bg, bu) in ``dtype`` and the float64 answer from the values
-    they hold."""
-    rng = np.random.default_rng(seed)
-    raw = [rng.standard_normal((T, d)), rng.standard_normal((h, d)) / np.sqrt(d),
-           rng.standard_normal((h, d)) / np.sqrt(d), rng.standard_normal(h) * 0.5,
-           rng.standard_normal(h) * 0.5]
-    if dtype == "float16":
-        arrs = [a.astype(np.float16) for a in raw]
-        vals = [a.astype(np.float64) for a in arrs]
-    else:
-        arrs = [bf16(a) for a in raw]
-        vals = [f32(a).astype(np.float64) for a in arrs]
-    x, wg, wu, bg, bu = vals
-    g = x @ wg.T + (bg if bias else 0)
-    u = x @ wu.T + (bu if bias else 0)
-    if not bias:
-        arrs[3] = arrs[4] = None
-    return arrs, g / (1 + np.exp(-g)) * u
-
-
-def values(out, dtype):
-    return out.astype(np.float64) if dtype == "float16" else f32(out).astype(np.float64)
-
-
-def close(got, ref, dtype):
-    # float32 accumulation, one rounding to half on the store (2^-11 fp16, 2^-8 bf16)
-    tol = 2 ** -9 if dtype == "float16" else 2 ** -7
-    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
-
-
-def run(fn, arrs, dtype, **kw):
-    T, h = arrs[0].shape[0], arrs[1].shape[0]
-    dev = [cuda.to_device(a) if a is not None else None for a in arrs]
-    nan = np.full((T, h), np.nan, np.float16) if dtype == "float16" else \
-        np.full((T, h), 0x7FC0, np.uint16)
-    out = cuda.to_device(nan)
-    assert fn(*dev, out=out, **kw) is out
-    for a, d in zip(arrs, dev):
-        if a is not None:
-            np.testing.assert_array_equal(d.copy_to_host(), a)  # inputs untouched
-    return values(out.copy_to_host(), dtype)
+from decode_cases import case, close, close_torch, run, torch_case, values
 
 
 @pytest.mark.parametrize("T,d,h,dtype,bias", [
@@ -320,30 +268,13 @@ def test_nothing_to_compute_launches_nothing():
 # calls bit-equal to the wrappers and replayed from a CUDA graph, and no small-grid warning
 
 
-def _torch_case(T, d, h, dtype, seed=0):
-    torch = pytest.importorskip("torch")
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    tdt = getattr(torch, dtype)
-    x = torch.randn(T, d, device="cuda", generator=gen).to(tdt)
-    wg = (torch.randn(h, d, device="cuda", generator=gen) / d ** 0.5).to(tdt)
-    wu = (torch.randn(h, d, device="cuda", generator=gen) / d ** 0.5).to(tdt)
-    g, u = x.double() @ wg.double().T, x.double() @ wu.double().T
-    return torch, (x, wg, wu), torch.nn.functional.silu(g) * u
-
-
-def _close_torch(got, ref, dtype):
-    tol = 2 ** -9 if dtype == "float16" else 2 ** -7
-    err = ((got.double() - ref).abs() - tol * ref.abs() - tol * ref.abs().max()).max().item()
-    assert err <= 0, f"{err} beyond tolerance"
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("T", [1, 5, 16, 64, 200, 300])
 def test_on_a_gpu_every_path_and_the_planned_call(T, dtype):
     from book.kernels.fastcall import planned
 
-    torch, (x, wg, wu), ref = _torch_case(T, 4096, 2048, dtype, seed=T)
+    torch, (x, wg, wu), ref = torch_case(T, 4096, 2048, dtype, seed=T)
     nan = lambda: torch.full((T, 2048), float("nan"), device="cuda", dtype=x.dtype)  # noqa: E731
     # T = 300 on an H100: the dispatcher's Hopper path (book.kernels.wgmma_gemm)
     for name, wrapper in (("decode", dm.swiglu_decode), ("gemv_tc", dm.swiglu_gemv_tc),
@@ -355,7 +286,7 @@ def test_on_a_gpu_every_path_and_the_planned_call(T, dtype):
             planned(name)(x, wg, wu, None, None, o1)
         wrapper(x, wg, wu, None, None, o2)
         torch.cuda.synchronize()
-        _close_torch(o1, ref, dtype)
+        close_torch(o1, ref, dtype)
         assert torch.equal(o1, o2), f"planned({name!r}) differs from its wrapper"
     if dm.path_for(T, book.gpu.device_info().compute_capability) != "hopper":
         assert planned("decode").stats["fast"] > 0  # (the Hopper kernel has its own plans)
@@ -366,7 +297,7 @@ def test_on_a_gpu_the_planned_calls_replay_from_a_cuda_graph():
     from book.kernels import mma_gemm as mg
     from book.kernels.fastcall import planned
 
-    torch, (x, wg, wu), ref = _torch_case(3, 4096, 1024, "bfloat16", seed=1)
+    torch, (x, wg, wu), ref = torch_case(3, 4096, 1024, "bfloat16", seed=1)
     wgt, wut = wg.t().contiguous(), wu.t().contiguous()
     o_dec, o_mma = (torch.empty(3, 1024, device="cuda", dtype=x.dtype) for _ in range(2))
     stream = torch.cuda.Stream()
@@ -383,8 +314,8 @@ def test_on_a_gpu_the_planned_calls_replay_from_a_cuda_graph():
     o_mma.fill_(float("nan"))
     graph.replay()
     torch.cuda.synchronize()
-    _close_torch(o_dec, ref, "bfloat16")
-    _close_torch(o_mma, ref, "bfloat16")
+    close_torch(o_dec, ref, "bfloat16")
+    close_torch(o_mma, ref, "bfloat16")
     assert torch.equal(o_mma, mg.swiglu_mma(x, wgt, wut))
 
 
@@ -398,7 +329,7 @@ def test_on_a_gpu_the_courses_small_launches_do_not_warn(monkeypatch):
 
     monkeypatch.setattr(config, "CUDA_LOW_OCCUPANCY_WARNINGS", 1)  # numba-cuda's default
     monkeypatch.setattr(config, "DISABLE_PERFORMANCE_WARNINGS", 0)
-    torch, (x, wg, wu), _ = _torch_case(1, 256, 64, "bfloat16", seed=2)
+    torch, (x, wg, wu), _ = torch_case(1, 256, 64, "bfloat16", seed=2)
     g, u = (torch.randn(1, 18944, device="cuda") for _ in range(2))
 
     @cuda.jit
@@ -427,8 +358,8 @@ def test_on_a_gpu_the_courses_small_launches_do_not_warn(monkeypatch):
 def test_on_a_gpu_swiglu_mma_runs_any_t(T):
     from book.kernels import mma_gemm as mg
 
-    torch, (x, wg, wu), ref = _torch_case(T, 4096, 1032, "bfloat16", seed=T)  # h = 1032: 8 x 129
+    torch, (x, wg, wu), ref = torch_case(T, 4096, 1032, "bfloat16", seed=T)  # h = 1032: 8 x 129
     out = torch.full((T, 1032), float("nan"), device="cuda", dtype=x.dtype)
     mg.swiglu_mma(x, wg.t().contiguous(), wu.t().contiguous(), out)
     torch.cuda.synchronize()
-    _close_torch(out, ref, "bfloat16")
+    close_torch(out, ref, "bfloat16")
