@@ -44,6 +44,11 @@ kernels are GEMVs whose job is to keep HBM busy; which one is best depends on T
   there (e.g. :func:`book.kernels.mma_gemm.swiglu_mma` where the weights are also kept
   ``[d, h]``).
 
+Measured and not picked: :mod:`book.kernels.staged_gemv` (``prepare("staged", ...)``), the
+tensor-core GEMV with its weights copied through shared memory in whole-row chunks, the
+way the T = 1 CUDA-core GEMV reads them; and register caps on both GEMVs (a tile's
+``min_blocks``). Neither beat the defaults on the H100 (records/bench/README.md).
+
 Both kernels split k over the warps of a block, and, when the output tiles alone are too
 few blocks to fill the GPU, over several blocks: those meet in the kernel, the last to
 arrive finishing the tile (:mod:`book.kernels.splitk`), so the epilogue stays fused.
@@ -711,8 +716,8 @@ def _want_blocks():
 
 def prepare(path, x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=None,
             stream_key=0) -> DecodeLaunch:
-    """Validate and build one launch of ``path`` ("cuda_cores" or "tensor_cores"); ``tile``
-    and ``split`` override the defaults (:func:`gemv_tile`, :func:`mma_gemv_tile`,
+    """Validate and build one launch of ``path`` ("cuda_cores", "tensor_cores", or "staged":
+    :mod:`book.kernels.staged_gemv`, a control); ``tile`` and ``split`` override the defaults (:func:`gemv_tile`, :func:`mma_gemv_tile`,
     :func:`book.kernels.splitk.splits`); ``stream_key`` picks the split-K workspace."""
     xd, wgd, wud, bgd, bud, T, d, h, dtype = check_inputs(x, wg, wu, bg, bu)
     res, o = _output(out, x, T, h, dtype)

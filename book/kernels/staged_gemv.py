@@ -28,6 +28,13 @@ A row of the stage is ``chunk + 32`` halves long: 64 bytes past a multiple of 12
 16-byte bank groups (:func:`row_stride`).
 
 Shapes as the other GEMVs: any T and h, d a multiple of 8; k past d is staged as zeros.
+
+What it showed on the H100 (records/bench/README.md: the tune, and Nsight Compute's
+counters): whole-row chunks keep far fewer warps waiting on memory than the register
+path's 64-byte pieces, yet the kernel reads the weights no faster than the register path
+at T = 1 and 4 and slower at T = 16, and never as fast as the T = 1 CUDA-core GEMV; deeper
+rings (more bytes in flight) made it slower. So it is a control, reached only through
+``prepare("staged", ...)``, not a path the dispatcher picks.
 """
 
 from __future__ import annotations
