@@ -120,7 +120,8 @@ def tune(args):
                 for split in args.tune_splits:
                     configs.append(("cuda_cores", tile, split))
         if "tensor_cores" in args.tune_paths:
-            for tile in tensor_core_tiles(T, args.tune_stages, args.tune_unroll):
+            for tile in ([] if args.tune_warps else
+                         tensor_core_tiles(T, args.tune_stages, args.tune_unroll)):
                 for split in args.tune_splits:
                     configs.append(("tensor_cores", tile, split))
         for mb in args.tune_min_blocks:  # the defaults (and neighbours) under a register cap
@@ -135,6 +136,13 @@ def tune(args):
                     configs.append(("tensor_cores", dm.MmaGemvTile(
                         base.nt, base.mt, base.warps, base.unroll, base.stages, mb).validate(),
                         split))
+        if args.tune_warps and "tensor_cores" in args.tune_paths:  # warps a block, one m-tile
+            base = dm.mma_gemv_tile(T)
+            for mt in (1, 2):
+                for warps in args.tune_warps:
+                    for split in args.tune_splits:
+                        configs.append(("tensor_cores", dm.MmaGemvTile(base.nt, mt, warps)
+                                        .validate(), split))
         if "staged" in args.tune_paths:
             for tile in staged_tiles(T, args.tune_stages):
                 for split in args.tune_splits:
@@ -204,6 +212,10 @@ def main(argv=None):
                          "weights straight to registers)")
     ap.add_argument("--tune-unroll", default="1",
                     help="unrolls of the register path the tune tries (2,4 measured slower)")
+    ap.add_argument("--tune-warps", default="",
+                    help="instead of the tensor-core GEMV's usual tiles: one and two m-tiles at "
+                         "these warps a block (e.g. 3,4,5,6; a block's warps set how many of "
+                         "the grid's blocks an SM holds at once)")
     ap.add_argument("--tune-min-blocks", default="",
                     help="register caps (blocks an SM holds) tried on the default tiles, e.g. 8,12")
     ap.add_argument("--tune-paths", default="cuda_cores,tensor_cores",
@@ -214,6 +226,7 @@ def main(argv=None):
     args.tune_unroll = tuple(int(v) for v in args.tune_unroll.split(",") if v)
     args.tune_paths = tuple(v for v in args.tune_paths.split(",") if v)
     args.tune_min_blocks = tuple(int(v) for v in args.tune_min_blocks.split(",") if v)
+    args.tune_warps = tuple(int(v) for v in args.tune_warps.split(",") if v)
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import book
 
