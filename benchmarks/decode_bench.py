@@ -136,6 +136,12 @@ def tune(args):
                     configs.append(("tensor_cores", dm.MmaGemvTile(
                         base.nt, base.mt, base.warps, base.unroll, base.stages, mb).validate(),
                         split))
+        if args.tune_prefetch and T <= dm.CUDA_CORE_MAX_T and "cuda_cores" in args.tune_paths:
+            base = dm.gemv_tile(T, D)  # each thread's next piece loaded before its FMAs
+            for rows_ in sorted({base.rows, max(1, base.rows // 2)}):
+                for threads in (64, 128, 256):
+                    configs.append(("cuda_cores", dm.GemvTile(base.tokens, rows_, threads, 0,
+                                                              True).validate(), None))
         if args.tune_warps and "tensor_cores" in args.tune_paths:  # warps a block, one m-tile
             base = dm.mma_gemv_tile(T)
             for mt in (1, 2):
@@ -216,6 +222,8 @@ def main(argv=None):
                     help="instead of the tensor-core GEMV's usual tiles: one and two m-tiles at "
                          "these warps a block (e.g. 3,4,5,6; a block's warps set how many of "
                          "the grid's blocks an SM holds at once)")
+    ap.add_argument("--tune-prefetch", action="store_true",
+                    help="add the CUDA-core GEMV with its next piece loaded ahead (prefetch)")
     ap.add_argument("--tune-min-blocks", default="",
                     help="register caps (blocks an SM holds) tried on the default tiles, e.g. 8,12")
     ap.add_argument("--tune-paths", default="cuda_cores,tensor_cores",

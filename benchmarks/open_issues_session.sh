@@ -16,6 +16,7 @@
 #              T = 1, 4, 16 beside both GEMVs       -> $OUT/decode_tune_staged_h100.json
 #   caps       issue 31: the default GEMVs at T = 4, 16 under register caps -> decode_tune_caps_h100.json
 #   warps      issue 31: the tensor-core GEMV at 3-7 warps a block -> decode_tune_warps_h100.json
+#   prefetch   issue 31: the CUDA-core GEMV loading its next piece ahead -> decode_tune_prefetch_h100.json
 #   ncu        issue 31: Nsight Compute on the decode GEMVs -> $OUT/decode_ncu_h100.json
 #   dtests     issue 31: pytest -m gpu tests/library/test_decode_mlp.py test_staged_gemv.py
 #              -> $OUT/gpu_decode_tests.*
@@ -90,6 +91,11 @@ EOF
         --tune-t 1,4,8,16 --tune-paths tensor_cores --tune-warps 3,4,5,6,7 \
         --tune-splits None,2 --reps 10 > "$OUT/decode_tune_warps_h100.log" 2>&1
       echo "warps exit $?"; grep -E "tensor_cores" "$OUT/decode_tune_warps_h100.log" | cut -c1-160 ;;
+    prefetch)  # issue 31: the CUDA-core GEMV loading its next piece ahead, T = 1, 2, 4
+      timeout 200 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_prefetch_h100.json" \
+        --tune-t 1,2,4 --tune-paths cuda_cores --tune-prefetch --tune-splits None --reps 10 \
+        > "$OUT/decode_tune_prefetch_h100.log" 2>&1
+      echo "prefetch exit $?"; grep -E "cuda_cores" "$OUT/decode_tune_prefetch_h100.log" | cut -c1-160 ;;
     ncu)     # issue 31: Nsight Compute's counters on the decode GEMVs (benchmarks/decode_ncu.py)
       timeout 240 python3 benchmarks/decode_ncu.py --out "$OUT/decode_ncu_h100.json" \
         > "$OUT/decode_ncu_h100.log" 2>&1

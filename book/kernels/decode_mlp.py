@@ -79,7 +79,7 @@ from .splitk import last_to_arrive, load_f32_cg, splits, workspace
 from .tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
                          mma_bf16_16816, mma_f16_1688, mma_f16_16816, shared_address, shfl_xor,
                          target_cc)
-from .wide import load_f32, load_half8, load_words4, store_f32
+from .wide import load_f32, load_half8, load_words4, store_f32, unpack_half8
 
 __all__ = ["GemvTile", "MmaGemvTile", "CUDA_CORE_MAX_T", "TENSOR_CORE_MAX_T", "PIECE",
            "gemv_tile", "mma_gemv_tile", "make_gemv", "make_mma_gemv", "prepare",
@@ -114,12 +114,15 @@ class GemvTile:
     """The CUDA-core GEMV's compile-time shape: ``tokens`` (at most this many, accumulators
     per row), ``rows`` output rows of both weights per block, ``threads`` per block;
     ``min_blocks``, if not 0, the blocks an SM must hold at once (``launch_bounds``: a
-    register cap for ptxas)."""
+    register cap for ptxas); ``prefetch``: each thread loads its next piece (as raw words,
+    ``2 rows`` x 16 bytes) before the FMAs of this one, so its loads are in flight while it
+    computes."""
 
     tokens: int = 1
     rows: int = 2
     threads: int = 256
     min_blocks: int = 0
+    prefetch: bool = False
 
     def validate(self) -> "GemvTile":
         p = []
@@ -289,6 +292,18 @@ def make_gemv(tile: GemvTile, bias: bool):
     V = tile.values
     WV = R * 16  # a thread's weight values of one piece: rows x (gate, up) x 8
     BIAS = bias
+    PF = tile.prefetch
+
+    @cuda.jit(device=True, inline="always")
+    def fetch(wg, wu, pw, j0, k, d, h):
+        # the piece at k of this block's rows, both weights, as raw words (4 registers each)
+        for r in range(R):
+            row = min(j0 + r, h - 1) * d + k
+            a = load_words4(wg, row)
+            b = load_words4(wu, row)
+            for q in range(4):
+                pw[r, 0, q] = a[q]
+                pw[r, 1, q] = b[q]
 
     def gemv(x, wg, wu, bg, bu, out, part, count, T, d, h, S):
         tid = cuda.threadIdx.x
@@ -305,17 +320,30 @@ def make_gemv(tile: GemvTile, bias: bool):
         for v in range(V):
             acc[v] = float32(0.0)
         wv = cuda.local.array(WV, float32)
+        pw = cuda.local.array((R, 2, 4), uint32)  # the next piece's raw words (prefetch)
         # rows past h (the last tile) read row h - 1 and are never stored; tokens past T
         # read token T - 1 (in range, finite) and are never stored either
+        if PF and c0 + tid < c1:
+            fetch(wg, wu, pw, j0, (c0 + tid) << 3, d, h)
         for c in range(c0 + tid, c1, NTH):
             k = c << 3
-            for r in range(R):  # every weight load first: 2 R x 16 bytes in flight
-                row = min(j0 + r, h - 1) * d + k
-                a = load_half8(wg, row)
-                b = load_half8(wu, row)
-                for e in range(8):
-                    wv[r * 16 + e] = a[e]
-                    wv[r * 16 + 8 + e] = b[e]
+            if PF:  # this piece from the words loaded ahead, then the next piece's loads
+                for r in range(R):
+                    a = unpack_half8(wg, (pw[r, 0, 0], pw[r, 0, 1], pw[r, 0, 2], pw[r, 0, 3]))
+                    b = unpack_half8(wu, (pw[r, 1, 0], pw[r, 1, 1], pw[r, 1, 2], pw[r, 1, 3]))
+                    for e in range(8):
+                        wv[r * 16 + e] = a[e]
+                        wv[r * 16 + 8 + e] = b[e]
+                if c + NTH < c1:
+                    fetch(wg, wu, pw, j0, k + (NTH << 3), d, h)
+            else:
+                for r in range(R):  # every weight load first: 2 R x 16 bytes in flight
+                    row = min(j0 + r, h - 1) * d + k
+                    a = load_half8(wg, row)
+                    b = load_half8(wu, row)
+                    for e in range(8):
+                        wv[r * 16 + e] = a[e]
+                        wv[r * 16 + 8 + e] = b[e]
             for t in range(TB):
                 xt = load_half8(x, min(t, T - 1) * d + k)
                 for r in range(R):

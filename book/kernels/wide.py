@@ -21,7 +21,9 @@ pointer and hand them back as a tuple.
   per word, the lower index in the low 16 bits) in one 16-byte access: what a tensor-core
   fragment register holds, with no conversion (book.kernels.decode_mlp);
   ``store_words4(a, i, words)`` puts such 4 words back as the 8 halves ``a[i:i+8]`` in one
-  16-byte access (book.kernels.staged_gemv: a stage in shared memory).
+  16-byte access (book.kernels.staged_gemv: a stage in shared memory);
+  ``unpack_half8(a, words)``: those 4 words widened to 8 float32 later, read as ``a``'s half
+  type (a GEMV that loads a piece ahead keeps it in 4 registers, not 8).
 - ``load_f32(a, i)`` / ``store_f32(a, i, x)``: one element as float32 whatever the
   array's type (float32, float16, or bfloat16 bits in uint16), so one kernel body
   serves all three dtypes.
@@ -282,6 +284,25 @@ if not SIMULATED:
 
         return sig, codegen
 
+    @intrinsic
+    def unpack_half8(typingctx, like, words):
+        is_bf16 = _half_kind(like, "unpack_half8")
+        if not isinstance(words, types.BaseTuple) or len(words) != 4:
+            raise TypingError(f"unpack_half8: expected a tuple of 4 uint32 words, got {words}")
+        sig = types.UniTuple(types.float32, 8)(like, words)
+
+        def codegen(context, builder, signature, args):
+            wty = signature.args[1]
+            vals = []
+            for w in range(4):
+                word = context.cast(builder, builder.extract_value(args[1], w), wty[w], types.uint32)
+                lo = builder.trunc(word, i16)
+                hi = builder.trunc(builder.lshr(word, i32(16)), i16)
+                vals += [_half_to_f32(builder, lo, is_bf16), _half_to_f32(builder, hi, is_bf16)]
+            return context.make_tuple(builder, signature.return_type, vals)
+
+        return sig, codegen
+
     load2, load4 = _make_load(2), _make_load(4)
     store2, store4 = _make_store(2), _make_store(4)
     load_half4, load_half8 = _make_load_half(4), _make_load_half(8)
@@ -340,6 +361,10 @@ else:  # Numba's CUDA simulator runs kernels as Python: same results, no vectors
             v = int(words[w])
             a[i + 2 * w: i + 2 * w + 2] = np.array([v & 0xFFFF, v >> 16],
                                                    dtype=np.uint16).view(a.dtype)
+
+    def unpack_half8(a, words):
+        halves = np.array([[int(w) & 0xFFFF, int(w) >> 16] for w in words], dtype=np.uint16)
+        return tuple(_to_f32(a, v) for v in halves.ravel().view(a.dtype))
 
     def load_half4(a, i):
         return tuple(_to_f32(a, a[i + k]) for k in range(4))
