@@ -44,10 +44,12 @@ kernels are GEMVs whose job is to keep HBM busy; which one is best depends on T
   there (e.g. :func:`book.kernels.mma_gemm.swiglu_mma` where the weights are also kept
   ``[d, h]``).
 
-Measured and not picked: :mod:`book.kernels.staged_gemv` (``prepare("staged", ...)``), the
-tensor-core GEMV with its weights copied through shared memory in whole-row chunks, the
-way the T = 1 CUDA-core GEMV reads them; and register caps on both GEMVs (a tile's
-``min_blocks``). Neither beat the defaults on the H100 (records/bench/README.md).
+Measured and not picked (each slower than the defaults on the H100, records/bench/README.md):
+:mod:`book.kernels.staged_gemv` (``prepare("staged", ...)``), the tensor-core GEMV with its
+weights copied through shared memory in whole-row chunks, the way the T = 1 CUDA-core GEMV
+reads them; register caps on both GEMVs (a tile's ``min_blocks``); other warps a block for
+the tensor-core GEMV; and the CUDA-core GEMV loading its next piece ahead
+(``GemvTile.prefetch``).
 
 Both kernels split k over the warps of a block, and, when the output tiles alone are too
 few blocks to fill the GPU, over several blocks: those meet in the kernel, the last to

@@ -94,6 +94,11 @@ def decode_kernels():
     ring = dm.MmaGemvTile(nt=2, mt=1, warps=4, stages=3)
     table["decode_mma_t16_ring"] = (dm.make_mma_gemv(ring, True, "bf16"), DECODE_SIGNATURE)
     table["decode_gemv_t4_nobias"] = (dm.make_gemv(dm.gemv_tile(4, 4096), False), DECODE_SIGNATURE)
+    # the measured controls: the next piece loaded ahead, a register cap (launch_bounds)
+    table["decode_gemv_t4_prefetch"] = (dm.make_gemv(dm.GemvTile(4, 2, 64, prefetch=True), True),
+                                        DECODE_SIGNATURE)
+    table["decode_mma_t16_capped"] = (dm.make_mma_gemv(dm.MmaGemvTile(2, 1, 4, min_blocks=8),
+                                                       True, "bf16"), DECODE_SIGNATURE)
     # the weights staged through shared memory by whole-row chunks (book.kernels.staged_gemv)
     from .staged_gemv import StagedTile, make_staged_gemv, staged_tile
 

@@ -44,6 +44,17 @@ def test_tensor_core_gemv_matches_float64(T, d, h, dtype, bias):
     close(run(dm.swiglu_gemv_tc, arrs, dtype), ref, dtype)
 
 
+@pytest.mark.parametrize("T,d,h,dtype,tile,split", [
+    (1, 136, 7, "bfloat16", dm.GemvTile(1, 2, 32, prefetch=True), None),  # 17 pieces, 32 threads
+    (4, 520, 5, "float16", dm.GemvTile(4, 2, 32, prefetch=True), 3),      # a split's last piece
+    (3, 72, 9, "bfloat16", dm.GemvTile(4, 1, 64, prefetch=True), None),   # fewer pieces than threads
+])
+def test_the_cuda_core_gemv_that_loads_ahead_adds_every_piece_once(T, d, h, dtype, tile, split):
+    # GemvTile.prefetch, a measured control: the next piece's words loaded before this one's FMAs
+    arrs, ref = case(T, d, h, dtype, True, seed=T)
+    close(run(dm.swiglu_gemv, arrs, dtype, tile=tile, split=split), ref, dtype)
+
+
 @pytest.mark.parametrize("fn,d,split", [(dm.swiglu_gemv, 88, 3), (dm.swiglu_gemv_tc, 136, 2)])
 def test_split_k_meets_in_the_kernel(fn, d, split):
     T, h, dtype = 2, 12, "float16"
