@@ -77,7 +77,7 @@ from .launch import (KernelLaunch, address, allow_shared, as_device, flat, is_c_
                      sm_count)
 from .mma_gemm import half_dtype, kind_for
 from .mma_tile import STATIC_SHARED
-from .splitk import last_to_arrive, load_f32_cg, splits, workspace
+from .splitk import fragment_meeting, last_to_arrive, load_f32_cg, splits, workspace
 from .tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
                          mma_bf16_16816, mma_f16_1688, mma_f16_16816, shared_address, shfl_xor,
                          target_cc)
@@ -429,6 +429,7 @@ def make_mma_gemv(tile: MmaGemvTile, bias: bool, kind: str = "bf16"):
     STAGE_B = tile.stage_bytes
     RING_HALVES = max(8, tile.ring_bytes // 2)  # (a placeholder on the register path)
     ALIGN = None if SIMULATED else 16
+    meet = fragment_meeting(WK, V, THREADS)  # the warps' shares, then split-K's blocks
 
     @cuda.jit(device=True, inline="always")
     def ring_load(wg, wu, wrow, dst, kg, t4, d):
@@ -578,26 +579,10 @@ def make_mma_gemv(tile: MmaGemvTile, bias: bool, kind: str = "bf16"):
                 for n in range(NT):
                     for v in range(4):
                         red[warp, ((i * 2 + w) * NT + n) * 4 + v, lane] = acc[i, w, n, v]
+        if not meet(red, part, count, flag, tile_, s, S):
+            return
         cuda.syncthreads()
-        fin = red[0]  # the sums land in warp 0's slots
-        for e in range(tid, V * 32, THREADS):
-            v, ln = e >> 5, e & 31
-            sv = red[0, v, ln]
-            for q in range(1, WK):
-                sv += red[q, v, ln]
-            fin[v, ln] = sv
-        if S > 1:  # split-K over blocks: the last to arrive adds the S partials in order
-            base = (tile_ * S + s) * V * 32
-            for e in range(tid, V * 32, THREADS):
-                part[base + e] = fin[e >> 5, e & 31]
-            if not last_to_arrive(count, tile_, S, flag):
-                return
-            for e in range(tid, V * 32, THREADS):
-                sv = float32(0.0)
-                for q in range(S):
-                    sv += load_f32_cg(part, (tile_ * S + q) * V * 32 + e)
-                fin[e >> 5, e & 31] = sv
-        cuda.syncthreads()
+        fin = red[0]  # the tile's sums (fragment order)
         # The epilogue, by every thread: element (token tk, row rr) of the tile, rows
         # fastest, so neighbouring threads store neighbouring outputs. Lane g*4 + t holds
         # rows g, g+8 and tokens 2t, 2t+1 of each 16 x 8 accumulator tile.

@@ -28,11 +28,11 @@ finishes alone.
 from __future__ import annotations
 
 import numpy as np
-from numba import config, cuda
+from numba import config, cuda, float32
 
 SIMULATED = bool(config.ENABLE_CUDASIM)
 
-__all__ = ["last_to_arrive", "load_f32_cg", "workspace", "splits", "Workspace"]
+__all__ = ["last_to_arrive", "load_f32_cg", "fragment_meeting", "workspace", "splits", "Workspace"]
 
 
 if not SIMULATED:
@@ -82,6 +82,44 @@ def last_to_arrive(count, tile, splits, flag):
             count[tile] = 0  # every block of this tile has arrived: ready for the next launch
     cuda.syncthreads()
     return flag[0] != 0
+
+
+def fragment_meeting(warps: int, values: int, threads: int):
+    """``meet(red, part, count, flag, tile, s, S)``, an inline device function for the
+    tensor-core GEMVs, whose warps each hold ``values`` accumulators per lane (fragment
+    order) for one share of the k-range: called by every thread after each warp has stored
+    its accumulators at ``red[warp, v, lane]`` (a shared ``(warps, values, 32)`` float32
+    array), it adds the warps' shares into ``red[0]``, and with ``S`` > 1 blocks per tile
+    (this one ``s``) meets the tile's other blocks through ``part`` as the module says.
+    Returns False in a block that must stop there (not the last of its tile); after True,
+    ``red[0]`` holds the tile's sums (a barrier must come before they are read)."""
+    WK, V, THREADS = warps, values, threads
+
+    @cuda.jit(device=True, inline="always")
+    def meet(red, part, count, flag, tile, s, S):
+        tid = cuda.threadIdx.x
+        cuda.syncthreads()
+        fin = red[0]  # the sums land in warp 0's slots
+        for e in range(tid, V * 32, THREADS):
+            v, ln = e >> 5, e & 31
+            sv = red[0, v, ln]
+            for q in range(1, WK):
+                sv += red[q, v, ln]
+            fin[v, ln] = sv
+        if S > 1:  # the last block of the tile to arrive adds the S partials in order
+            base = (tile * S + s) * V * 32
+            for e in range(tid, V * 32, THREADS):
+                part[base + e] = fin[e >> 5, e & 31]
+            if not last_to_arrive(count, tile, S, flag):
+                return False
+            for e in range(tid, V * 32, THREADS):
+                sv = float32(0.0)
+                for q in range(S):
+                    sv += load_f32_cg(part, (tile * S + q) * V * 32 + e)
+                fin[e >> 5, e & 31] = sv
+        return True
+
+    return meet
 
 
 def splits(tiles: int, k_pieces: int, want_blocks: int) -> int:

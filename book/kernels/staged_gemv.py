@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from numba import cuda, float32, int64, uint16, uint32
 
 from .fused import silu_mul
-from .splitk import last_to_arrive, load_f32_cg
+from .splitk import fragment_meeting
 from .tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
                          mma_bf16_16816, mma_f16_1688, mma_f16_16816, shared_address)
 from .wide import load_f32, load_words4, store_f32, store_words4
@@ -191,6 +191,7 @@ def make_staged_gemv(tile: StagedTile, bias: bool, kind: str = "bf16"):
     BIAS = bias
     ZERO = uint32(0)
     ALIGN = None if SIMULATED else 16
+    meet = fragment_meeting(WK, V, THREADS)
 
     @cuda.jit(device=True, inline="always")
     def piece(tid, p, j0, kc, d, h):
@@ -315,26 +316,10 @@ def make_staged_gemv(tile: StagedTile, bias: bool, kind: str = "bf16"):
             for n in range(NT):
                 for v in range(4):
                     red[warp, (i * NT + n) * 4 + v, lane] = acc[i, n, v]
+        if not meet(red, part, count, flag, tile_, s, S):
+            return
         cuda.syncthreads()
         fin = red[0]
-        for e in range(tid, V * 32, THREADS):
-            v, ln = e >> 5, e & 31
-            sv = red[0, v, ln]
-            for q in range(1, WK):
-                sv += red[q, v, ln]
-            fin[v, ln] = sv
-        if S > 1:  # split-K over blocks: the last to arrive adds the S partials in order
-            base = (tile_ * S + s) * V * 32
-            for e in range(tid, V * 32, THREADS):
-                part[base + e] = fin[e >> 5, e & 31]
-            if not last_to_arrive(count, tile_, S, flag):
-                return
-            for e in range(tid, V * 32, THREADS):
-                sv = float32(0.0)
-                for q in range(S):
-                    sv += load_f32_cg(part, (tile_ * S + q) * V * 32 + e)
-                fin[e >> 5, e & 31] = sv
-        cuda.syncthreads()
         # the epilogue: lane g*4 + t of m-tile i, n-tile n holds gate (values 0, 1) and up
         # (2, 3) of output row j0 + 8 i + g, tokens 8 n + 2 t and 8 n + 2 t + 1
         for e in range(tid, MP * NT * 2 * 32, THREADS):
