@@ -74,7 +74,7 @@ from numba import cuda, float32, int64, uint16, uint32
 
 from .fused import silu_mul
 from .launch import (KernelLaunch, address, allow_shared, as_device, flat, is_c_contiguous,
-                     sm_count)
+                     jit_bounds, sm_count)
 from .mma_gemm import half_dtype, kind_for
 from .mma_tile import STATIC_SHARED
 from .splitk import fragment_meeting, last_to_arrive, load_f32_cg, splits, workspace
@@ -227,12 +227,6 @@ class MmaGemvTile:
     @property
     def tokens(self):
         return 8 * self.nt
-
-
-def _bounds(threads, min_blocks):
-    """``cuda.jit`` options for a tile's ``min_blocks``: 0, none; else ``launch_bounds``, the
-    register cap at which an SM holds that many blocks of ``threads`` (ptxas spills beyond)."""
-    return {"launch_bounds": (threads, min_blocks)} if min_blocks and not SIMULATED else {}
 
 
 def _pow2_at_least(n):
@@ -398,7 +392,7 @@ def make_gemv(tile: GemvTile, bias: bool):
                     up += load_f32(bu, j)
                 store_f32(out, t * h + j, silu_mul(gate, up))
 
-    return cuda.jit(fastmath=True, **_bounds(NTH, tile.min_blocks))(gemv)
+    return cuda.jit(fastmath=True, **jit_bounds(NTH, tile.min_blocks))(gemv)
 
 
 # ---------------------------------------------------------------------------------------
@@ -603,7 +597,7 @@ def make_mma_gemv(tile: MmaGemvTile, bias: bool, kind: str = "bf16"):
                     up += load_f32(bu, j)
                 store_f32(out, tok * h + j, silu_mul(gate, up))
 
-    return cuda.jit(fastmath=True, **_bounds(THREADS, tile.min_blocks))(mma_gemv)
+    return cuda.jit(fastmath=True, **jit_bounds(THREADS, tile.min_blocks))(mma_gemv)
 
 
 # ---------------------------------------------------------------------------------------

@@ -310,6 +310,16 @@ def allow_shared(kern, args, nbytes):
     _ALLOWED[compiled] = nbytes
 
 
+def jit_bounds(threads, min_blocks):
+    """``cuda.jit`` options for a kernel that must fit ``min_blocks`` blocks of ``threads`` on
+    an SM: ``launch_bounds`` (ptxas caps the registers to fit, spilling beyond); none for
+    ``min_blocks`` 0 and in the simulator."""
+    from numba import config
+
+    return ({"launch_bounds": (threads, min_blocks)}
+            if min_blocks and not config.ENABLE_CUDASIM else {})
+
+
 def cdiv(a, b):
     return -(-a // b)
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from numba import cuda, float32, int64, uint16, uint32
 
 from .fused import silu_mul
+from .launch import jit_bounds
 from .splitk import fragment_meeting
 from .tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
                          mma_bf16_16816, mma_f16_1688, mma_f16_16816, shared_address)
@@ -338,5 +339,4 @@ def make_staged_gemv(tile: StagedTile, bias: bool, kind: str = "bf16"):
                     up += load_f32(bu, j)
                 store_f32(out, tok * h + j, silu_mul(gate, up))
 
-    opts = {"launch_bounds": (THREADS, tile.min_blocks)} if tile.min_blocks and not SIMULATED else {}
-    return cuda.jit(fastmath=True, **opts)(staged)
+    return cuda.jit(fastmath=True, **jit_bounds(THREADS, tile.min_blocks))(staged)
