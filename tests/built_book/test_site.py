@@ -478,6 +478,35 @@ def test_wide_tables_scroll_instead_of_squeezing_on_a_phone(built_book, site_pag
         assert site_page.page.evaluate("document.documentElement.scrollWidth") <= 376, path
 
 
+SHORT_CELLS_ON_TWO_LINES = """() =>
+    [...document.querySelectorAll('article.bd-article table td:not(.prose-cell), '
+                                  + 'article.bd-article table th:not(.prose-cell)')]
+      .filter(c => c.textContent.trim())
+      .map(c => {
+        const r = document.createRange();
+        r.selectNodeContents(c);
+        const tops = [...r.getClientRects()].filter(x => x.width > 0).map(x => x.top)
+                                            .sort((a, b) => a - b);
+        let lines = tops.length ? 1 : 0;
+        for (let i = 1; i < tops.length; i++) if (tops[i] - tops[i - 1] > 6) lines++;
+        return {text: c.textContent.trim(), lines: lines};
+      })
+      .filter(c => c.lines > 1)"""
+
+
+def test_short_table_cells_stay_on_one_line(built_book, site_page):
+    """Reader QA: at 1280 px chapter 9's table broke "2,758 µs" after its comma, which read as
+    two numbers. A cell that is not prose (a number with its unit, a name: tools/sphinx_course.py)
+    keeps one line at 1280 and at 375 px; its table scrolls instead (the tests above)."""
+    for width in (1280, 375):
+        site_page.page.set_viewport_size({"width": width, "height": 900})
+        for path in ("chapters/09_hopper.html", "chapters/08_tensor_cores.html",
+                     "chapters/appendix_gpus.html"):
+            site_page.goto(path)
+            broken = site_page.page.evaluate(SHORT_CELLS_ON_TWO_LINES)
+            assert not broken, f"{path} at {width} px: {broken[:5]}"
+
+
 def test_the_figures_column_is_the_one_book_figures_assumes(built_book, site_page):
     """book.figures.COLUMN_PX, the width a figure is shrunk to in a 1280-px window, from which
     the figures' smallest text is held readable (tests/library/test_figures.py)."""
