@@ -362,7 +362,7 @@ def ring_figure(events: list[RingEvent], ax=None, title: str | None = None,
                                       facecolor="white", edgecolor="black", hatch="///",
                                       lw=0.6))
             ax.text((e.start + e.end) / 2, y0 + 0.5, "epilogue", ha="center", va="center",
-                    fontsize=fontsize, bbox=dict(facecolor="white", edgecolor="none", pad=0.5))
+                    fontsize=fontsize, bbox=dict(facecolor="white", edgecolor="none", pad=1.5))
         else:
             colour = STAGE_COLOURS[e.stage % len(STAGE_COLOURS)]
             ax.add_patch(mp.Rectangle((e.start, y0 + 0.15), e.end - e.start, 0.7,

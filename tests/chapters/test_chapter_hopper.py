@@ -225,3 +225,35 @@ def test_the_sweep_and_the_measurement_table_are_two_runs_said_so(rec):
     assert ours["seconds"] < ceil["seconds"]
     r_sweep, r_main = comp["seconds"] / ours["seconds"], main_comp["seconds"] / dual["seconds"]
     assert abs(r_sweep - r_main) < abs(k_ours - 1), (r_sweep, r_main)
+
+
+def test_the_two_layouts_of_cublas_gemm_are_compared_by_their_spreads(rec):
+    """Reader QA: chapters 8 and 9 printed cuBLAS's GEMM at T = 2048 as 613 and 622 µs with
+    nothing to say why. Chapter 9 prints every row of the run that times it, both layouts, and
+    says what their spreads allow: run here against the record, and against a record in which
+    the two tables' rows stand apart."""
+    import contextlib
+    import copy
+    import io
+
+    nb = json.loads(CHAPTER.read_text())
+    [code] = ["".join(c["source"]) for c in nb["cells"]
+              if c["cell_type"] == "code" and "gemm_rows = (" in "".join(c["source"])]
+
+    def said(record):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(code, {"rec": record, "SHAPES": {2048: SHAPES[0]},
+                        "spreads_overlap": spreads_overlap})
+        return out.getvalue()
+
+    text = said(rec)
+    lin = rec.find("cublas_linear_gemm", "bfloat16", SHAPES[0])
+    mm = rec.find("cublas_bf16_gemm", "bfloat16", SHAPES[0])
+    assert f"{lin['seconds'] * 1e6:5,.0f} µs" in text and f"{mm['seconds'] * 1e6:5,.0f} µs" in text
+    assert ("does not tell the layouts apart" in text) == spreads_overlap(lin, mm), text
+
+    apart = copy.deepcopy(rec)
+    row = apart.find("cublas_bf16_gemm", "bfloat16", SHAPES[0])
+    row.update(seconds=lin["p10_s"] * 0.8, p10_s=lin["p10_s"] * 0.79, p90_s=lin["p10_s"] * 0.81)
+    assert "the d x 2h layout is faster in this run" in said(apart)
