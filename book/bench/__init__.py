@@ -120,9 +120,9 @@ class Timing:
         }
 
     def __str__(self) -> str:
-        s = f"{self.median_s * 1e6:.2f} us (p10 {self.p10_s * 1e6:.2f}, p90 {self.p90_s * 1e6:.2f})"
+        s = f"{self.median_s * 1e6:,.2f} µs (p10 {self.p10_s * 1e6:,.2f}, p90 {self.p90_s * 1e6:,.2f})"
         if self.bandwidth is not None:
-            s += f", {self.bandwidth / 1e9:.0f} GB/s"
+            s += f", {self.bandwidth / 1e9:,.0f} GB/s"
         if self.flops_per_s is not None:
             s += f", {self.flops_per_s / 1e12:.2f} TFLOP/s"
         return s + f" [{self.method}]"
