@@ -108,14 +108,42 @@ def executed_notebooks() -> list[str]:
             and not any(fnmatch.fnmatch(s, p) for p in skip)]
 
 
+#: how many times a notebook's kernel is started before its build fails: a kernel that dies
+#: before it answers ``kernel_info`` has run none of the notebook. jupyter_client picks a
+#: kernel's ports before the kernel binds them, so kernels started side by side (one per core,
+#: here) can lose that race now and then; a clean CI build lost one that way.
+KERNEL_STARTS = 3
+
+
+def kernel_never_started(err: BaseException) -> bool:
+    """Whether an execution failed before the kernel ran anything (it died on start)."""
+    return isinstance(err, RuntimeError) and "died before replying to kernel_info" in str(err)
+
+
 def _run(rel: str, timeout: int, allow_errors: bool):
-    """In a worker process: execute one notebook where it lives (as myst-nb does)."""
+    """In a worker process: execute one notebook where it lives (as myst-nb does), starting
+    its kernel again when it dies on start (:data:`KERNEL_STARTS`)."""
     from jupyter_cache.executors.utils import single_nb_execution
 
     path = ROOT / rel
-    nb = nbformat.read(path, as_version=4)
-    result = single_nb_execution(nb, cwd=str(path.parent), timeout=timeout,
-                                 allow_errors=allow_errors, meta_override=True)
+    for start in range(1, KERNEL_STARTS + 1):
+        nb = nbformat.read(path, as_version=4)
+        try:
+            result = single_nb_execution(nb, cwd=str(path.parent), timeout=timeout,
+                                         allow_errors=allow_errors, meta_override=True)
+            break
+        except RuntimeError as e:
+            if not kernel_never_started(e):
+                raise
+            if start == KERNEL_STARTS:
+                return rel, None, 0.0, (
+                    f"RuntimeError: the Jupyter kernel for {rel} died before it started, "
+                    f"{KERNEL_STARTS} times ({e}); no cell ran, so this is not an error in the "
+                    "notebook: run `make book` again, and if it repeats, check that "
+                    "`python -m ipykernel_launcher` starts in this environment")
+            print(f"  kernel for {rel} died on start ({start} of {KERNEL_STARTS}); starting "
+                  "it again", flush=True)
+            time.sleep(start)
     if result.err is not None:
         return rel, None, result.time, result.exc_string or repr(result.err)
     return rel, nbformat.writes(nb), result.time, None
