@@ -73,10 +73,9 @@ import numpy as np
 from numba import cuda, float32, int64, uint16, uint32
 
 from .fused import silu_mul
-from .launch import (KernelLaunch, address, allow_shared, as_device, flat, is_c_contiguous,
-                     jit_bounds, sm_count)
+from .launch import (KernelLaunch, address, as_device, flat, is_c_contiguous, jit_bounds,
+                     sm_count)
 from .mma_gemm import half_dtype, kind_for
-from .mma_tile import STATIC_SHARED
 from .splitk import fragment_meeting, last_to_arrive, load_f32_cg, splits, workspace
 from .tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
                          mma_bf16_16816, mma_f16_1688, mma_f16_16816, shared_address, shfl_xor,
@@ -323,23 +322,19 @@ def make_gemv(tile: GemvTile, bias: bool):
             fetch(wg, wu, pw, j0, (c0 + tid) << 3, d, h)
         for c in range(c0 + tid, c1, NTH):
             k = c << 3
-            if PF:  # this piece from the words loaded ahead, then the next piece's loads
-                for r in range(R):
+            for r in range(R):  # every weight load first: 2 R x 16 bytes in flight
+                if PF:  # (prefetch: this piece from the words loaded ahead)
                     a = unpack_half8(wg, (pw[r, 0, 0], pw[r, 0, 1], pw[r, 0, 2], pw[r, 0, 3]))
                     b = unpack_half8(wu, (pw[r, 1, 0], pw[r, 1, 1], pw[r, 1, 2], pw[r, 1, 3]))
-                    for e in range(8):
-                        wv[r * 16 + e] = a[e]
-                        wv[r * 16 + 8 + e] = b[e]
-                if c + NTH < c1:
-                    fetch(wg, wu, pw, j0, k + (NTH << 3), d, h)
-            else:
-                for r in range(R):  # every weight load first: 2 R x 16 bytes in flight
+                else:
                     row = min(j0 + r, h - 1) * d + k
                     a = load_half8(wg, row)
                     b = load_half8(wu, row)
-                    for e in range(8):
-                        wv[r * 16 + e] = a[e]
-                        wv[r * 16 + 8 + e] = b[e]
+                for e in range(8):
+                    wv[r * 16 + e] = a[e]
+                    wv[r * 16 + 8 + e] = b[e]
+            if PF and c + NTH < c1:  # the next piece's loads, in flight during the FMAs
+                fetch(wg, wu, pw, j0, k + (NTH << 3), d, h)
             for t in range(TB):
                 xt = load_half8(x, min(t, T - 1) * d + k)
                 for r in range(R):
@@ -615,11 +610,6 @@ class DecodeLaunch(KernelLaunch):
         super().__init__(kernel, grid, block, args, result, shared)
         self.path, self.splits, self.tile = path, splits, tile
 
-    def launch(self, stream=0):
-        if self.grid and self.shared > STATIC_SHARED:  # beyond 48 KiB a kernel opts in first
-            allow_shared(self.kernel, self.args, self.shared)
-        return super().launch(stream)
-
 
 class CallLaunch:
     """A decode call that is not one kernel launch (the large-T hook, token groups on a GPU
@@ -726,8 +716,9 @@ def _want_blocks():
 def prepare(path, x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=None,
             stream_key=0) -> DecodeLaunch:
     """Validate and build one launch of ``path`` ("cuda_cores", "tensor_cores", or "staged":
-    :mod:`book.kernels.staged_gemv`, a control); ``tile`` and ``split`` override the defaults (:func:`gemv_tile`, :func:`mma_gemv_tile`,
-    :func:`book.kernels.splitk.splits`); ``stream_key`` picks the split-K workspace."""
+    :mod:`book.kernels.staged_gemv`, a control); ``tile`` and ``split`` override the defaults
+    (:func:`gemv_tile`, :func:`mma_gemv_tile`, :func:`book.kernels.splitk.splits`);
+    ``stream_key`` picks the split-K workspace."""
     xd, wgd, wud, bgd, bud, T, d, h, dtype = check_inputs(x, wg, wu, bg, bu)
     res, o = _output(out, x, T, h, dtype)
     bias = bgd is not None

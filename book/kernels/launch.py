@@ -285,6 +285,9 @@ def sm_count():
     return info.sm_count or 1
 
 
+#: the most shared memory a kernel may declare statically, and use dynamically without opting in
+STATIC_SHARED = 48 * 1024
+
 _ALLOWED = {}  # compiled kernel -> dynamic shared bytes it may use
 
 
@@ -413,7 +416,8 @@ def launch(kernel, grid, block, stream, *args, shared=0):
 class KernelLaunch:
     """One validated launch, worked out once: ``kernel[grid, block, stream, shared](*args)``
     (``args``: Numba device arrays and integers) and what the wrapper returns (``result``).
-    A wrapper's ``prepare`` builds it; ``launch(stream)`` makes it through Numba, and
+    A wrapper's ``prepare`` builds it; ``launch(stream)`` makes it through Numba (a kernel
+    given more than 48 KiB of dynamic shared memory is allowed it first, :func:`allow_shared`), and
     :class:`book.kernels.fastcall.PlannedCall` packs the same ``args`` once and replays them
     with ``cuLaunchKernel``. ``grid`` 0: nothing to launch."""
 
@@ -425,6 +429,8 @@ class KernelLaunch:
 
     def launch(self, stream=0):
         if self.grid:
+            if self.shared > STATIC_SHARED:  # beyond 48 KiB a kernel is allowed its share first
+                allow_shared(self.kernel, self.args, self.shared)
             launch(self.kernel, self.grid, self.block, stream, *self.args, shared=self.shared)
         return self.result
 

@@ -52,8 +52,8 @@ import numpy as np
 from numba import cuda, float32, int32, uint16, uint32
 
 from .fused import silu_mul
-from .launch import KernelLaunch, address, allow_shared, as_device, flat, is_c_contiguous
-from .mma_tile import STATIC_SHARED, SIM_TILE, TILE, MmaGeometry, MmaTile, default_tile
+from .launch import KernelLaunch, address, as_device, flat, is_c_contiguous
+from .mma_tile import SIM_TILE, TILE, MmaGeometry, MmaTile, default_tile
 from .tensorcore import (
     SIMULATED, check_capability, copy16_zfill_at, cp_async16_zfill_at, cp_async_commit,
     cp_async_wait,
@@ -63,7 +63,7 @@ from .tensorcore import (
 
 __all__ = ["MmaTile", "MmaGeometry", "TILE", "SIM_TILE", "EPILOGUES", "build_kernel", "default_tile",
            "swiglu_mma", "swiglu_mma_identity", "gate_up_mma", "matmul_mma", "ceiling_mma",
-           "grid_size", "flops", "check_inputs", "PIECE", "prepare", "MmaLaunch"]
+           "grid_size", "flops", "check_inputs", "PIECE", "prepare"]
 
 EPILOGUES = ("swiglu", "identity", "store2", "gemm", "ceiling")
 
@@ -396,19 +396,6 @@ def grid_size(tile, T, h, dual):
     return -(-T // tile.bm) * -(-h // cols)  # partial edge tiles included
 
 
-class MmaLaunch(KernelLaunch):
-    """A launch of the tensor-core GEMM: beyond 48 KiB of dynamic shared memory the kernel
-    is allowed its share first (:func:`book.kernels.launch.allow_shared`, once per compiled
-    kernel)."""
-
-    __slots__ = ()
-
-    def launch(self, stream=0):
-        if self.grid and self.shared > STATIC_SHARED:
-            allow_shared(self.kernel, self.args, self.shared)
-        return super().launch(stream)
-
-
 def prepare(epilogue, x, wg, wu=None, out=None, out2=None, *, tile=None, stream_key=0):
     """Validate and build one launch of the GEMM with ``epilogue`` (module doc): what every
     wrapper below launches, and what :class:`book.kernels.fastcall.PlannedCall` plans once
@@ -431,7 +418,7 @@ def prepare(epilogue, x, wg, wu=None, out=None, out2=None, *, tile=None, stream_
     kern = build_kernel(tile, epilogue, kind)
     args = [flat(a, n) for a, n in zip((xd, ws[0], ws[-1], o, o2), ("x", "wg", "wu", "out", "out2"))]
     grid = grid_size(tile, T, h, dual) if T and h else 0  # nothing to compute: no launch
-    return MmaLaunch(kern, grid, tile.threads, (*args, T, h, d), result,
+    return KernelLaunch(kern, grid, tile.threads, (*args, T, h, d), result,
                      tile.shared_bytes if tile.dynamic else 0)
 
 
