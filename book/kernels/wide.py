@@ -125,6 +125,13 @@ if not SIMULATED:
         isnan = builder.fcmp_unordered("uno", f, f)
         return builder.trunc(builder.select(isnan, i32(0x7FC0), rounded), i16)
 
+    def _word_to_f32s(builder, word, is_bf16):
+        """A 32-bit word of two halves -> [LLVM float of the lower, of the upper] (little-endian:
+        the lower index in the low 16 bits)."""
+        lo = builder.trunc(word, i16)
+        hi = builder.trunc(builder.lshr(word, i32(16)), i16)
+        return [_half_to_f32(builder, lo, is_bf16), _half_to_f32(builder, hi, is_bf16)]
+
     def _half_kind(arrty, what):
         dt = arrty.dtype if isinstance(arrty, types.Array) else arrty
         if dt == types.float16:
@@ -148,10 +155,7 @@ if not SIMULATED:
                 vec = builder.load(vptr, align=width)
                 vals = []
                 for w in range(words):
-                    word = builder.extract_element(vec, i32(w))
-                    lo = builder.trunc(word, i16)  # little-endian: element 2w
-                    hi = builder.trunc(builder.lshr(word, i32(16)), i16)
-                    vals += [_half_to_f32(builder, lo, is_bf16), _half_to_f32(builder, hi, is_bf16)]
+                    vals += _word_to_f32s(builder, builder.extract_element(vec, i32(w)), is_bf16)
                 return context.make_tuple(builder, signature.return_type, vals)
 
             return sig, codegen
@@ -296,9 +300,7 @@ if not SIMULATED:
             vals = []
             for w in range(4):
                 word = context.cast(builder, builder.extract_value(args[1], w), wty[w], types.uint32)
-                lo = builder.trunc(word, i16)
-                hi = builder.trunc(builder.lshr(word, i32(16)), i16)
-                vals += [_half_to_f32(builder, lo, is_bf16), _half_to_f32(builder, hi, is_bf16)]
+                vals += _word_to_f32s(builder, word, is_bf16)
             return context.make_tuple(builder, signature.return_type, vals)
 
         return sig, codegen
