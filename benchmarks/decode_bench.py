@@ -88,6 +88,25 @@ def staged_tiles(T, stages=(0, 2, 3)):
     return tiles
 
 
+def hopper_gemv_tiles(T, stages=(3, 4, 6, 8, 12)):
+    """The Hopper GEMV's tiles (book.kernels.wgmma_gemv) the tune times at T tokens: N the
+    tokens rounded up to 8, rings of ``stages``, one and two blocks an SM; tiles that do not
+    validate (shared memory) are left out."""
+    from book.kernels.wgmma_gemv import MAX_T, WgmmaGemvTile, gemv_tile
+
+    if T > MAX_T:
+        return []
+    n = gemv_tile(T).n
+    tiles = []
+    for st in stages:
+        for cps in (1, 2):
+            try:
+                tiles.append(WgmmaGemvTile(n, st, cps).validate())
+            except ValueError:
+                continue
+    return tiles
+
+
 def tune(args):
     import torch
 
@@ -95,6 +114,7 @@ def tune(args):
     from book.bench.decode import D, H, weight_bytes
     from book.data import write
     from book.kernels import decode_mlp as dm
+    from book.kernels.wgmma_gemv import gemv_tile as hopper_gemv_tile
     from book.provenance import provenance
 
     prov = provenance("python3 benchmarks/decode_bench.py " + " ".join(sys.argv[1:]))
@@ -153,6 +173,11 @@ def tune(args):
             for tile in staged_tiles(T, args.tune_stages):
                 for split in args.tune_splits:
                     configs.append(("staged", tile, split))
+        if "hopper_gemv" in args.tune_paths:  # split-K is its stream-K: no split to try
+            configs.extend(("hopper_gemv", tile, None) for tile in hopper_gemv_tiles(T))
+        if args.tune_gemv_defaults:  # the two GEMVs at their defaults only, as the controls
+            configs = [c for c in configs if c[0] == "hopper_gemv" or c[2] is None and (
+                c[1] == (dm.gemv_tile(T, D) if c[0] == "cuda_cores" else dm.mma_gemv_tile(T)))]
         for path, tile, split in configs:
             sets = [(xs[i], wg, wu, None, None, outs[i]) for i in range(2)]
             launches = [dm.prepare(path, *s, tile=tile, split=split) for s in sets]
@@ -167,7 +192,8 @@ def tune(args):
                 continue
             default = split is None and (
                 (path == "cuda_cores" and tile == dm.gemv_tile(T, D))
-                or (path == "tensor_cores" and tile == dm.mma_gemv_tile(T)))
+                or (path == "tensor_cores" and tile == dm.mma_gemv_tile(T))
+                or (path == "hopper_gemv" and tile == hopper_gemv_tile(T)))
             row = {"T": T, "path": path, "tile": repr(tile), "split": split,
                    "stages": getattr(tile, "stages", 0),
                    "splits_used": launches[0].splits, "grid": launches[0].grid,
@@ -189,7 +215,8 @@ def tune(args):
                                           and not r["stages"]]),
                            ("cp.async ring", [r for r in rs if r["path"] == "tensor_cores"
                                               and r["stages"]]),
-                           ("staged", [r for r in rs if r["path"] == "staged"])):
+                           ("staged", [r for r in rs if r["path"] == "staged"]),
+                           ("hopper_gemv", [r for r in rs if r["path"] == "hopper_gemv"])):
             if sel:
                 b = min(sel, key=lambda r: r["seconds"])
                 print(f"         best {label}: {b['tile']} split={b['split']} "
@@ -226,8 +253,11 @@ def main(argv=None):
                     help="add the CUDA-core GEMV with its next piece loaded ahead (prefetch)")
     ap.add_argument("--tune-min-blocks", default="",
                     help="register caps (blocks an SM holds) tried on the default tiles, e.g. 8,12")
+    ap.add_argument("--tune-gemv-defaults", action="store_true",
+                    help="the CUDA-core and tensor-core GEMVs at their default tiles only")
     ap.add_argument("--tune-paths", default="cuda_cores,tensor_cores",
-                    help="which GEMVs the tune times (cuda_cores, tensor_cores, staged)")
+                    help="which GEMVs the tune times (cuda_cores, tensor_cores, staged, "
+                         "hopper_gemv)")
     args = ap.parse_args(argv)
     args.tune_splits = [None if v == "None" else int(v) for v in args.tune_splits.split(",") if v]
     args.tune_stages = tuple(int(v) for v in args.tune_stages.split(",") if v)

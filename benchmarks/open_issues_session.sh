@@ -18,6 +18,9 @@
 #   warps      issue 31: the tensor-core GEMV at 3-7 warps a block -> decode_tune_warps_h100.json
 #   prefetch   issue 31: the CUDA-core GEMV loading its next piece ahead -> decode_tune_prefetch_h100.json
 #   ncu        issue 31: Nsight Compute on the decode GEMVs -> $OUT/decode_ncu_h100.json
+#   hgemv      issue 31: the Hopper decode GEMV over rings and blocks an SM, T = 1-64, beside
+#              both GEMVs           -> $OUT/decode_tune_hopper_gemv_h100.json
+#   htests     issue 31: pytest -m gpu tests/library/test_wgmma_gemv.py -> $OUT/gpu_wgmma_gemv_tests.*
 #   dtests     issue 31: pytest -m gpu tests/library/test_decode_mlp.py test_staged_gemv.py
 #              -> $OUT/gpu_decode_tests.*
 #   lab2       issue 28: lab 2's master and its "lesson not learned" control graded on their own
@@ -137,6 +140,23 @@ EOF
       timeout 300 python3 -m tools.record --out "$OUT" --budget 280 chapters/08_tensor_cores.ipynb \
         chapters/09_hopper.ipynb chapters/11_same_move_everywhere.ipynb > "$OUT/record.log" 2>&1
       echo "record exit $?"; tail -8 "$OUT/record.log" ;;
+    hgemv)   # issue 31: the Hopper decode GEMV (book.kernels.wgmma_gemv) over ring depths and
+             # blocks an SM at T = 1-64, beside both GEMVs' defaults
+      timeout 400 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_hopper_gemv_h100.json" \
+        --tune-t 1,2,4,8,16,32,64 --tune-paths cuda_cores,tensor_cores,hopper_gemv --tune-splits None \
+        --tune-gemv-defaults --reps 10 > "$OUT/decode_tune_hopper_gemv_h100.log" 2>&1
+      echo "hgemv exit $?"; grep -E "hopper_gemv|default" "$OUT/decode_tune_hopper_gemv_h100.log" | cut -c1-170
+      sed -n '/fastest per T/,$p' "$OUT/decode_tune_hopper_gemv_h100.log" | cut -c1-170
+      # cuBLAS alone and with a compiled SwiGLU at the same T, the same session
+      timeout 200 python3 benchmarks/decode_bench.py --out "$OUT/decode_cublas_h100.json" \
+        --only '^cublas_linear(_silu_compiled)?$' --ts 1,4,16,32,64 --dtypes bfloat16 --sweep '' \
+        --reps 10 > "$OUT/decode_cublas_h100.log" 2>&1
+      echo "cublas exit $?"; grep -E "cublas" "$OUT/decode_cublas_h100.log" | cut -c1-150 ;;
+    htests)  # issue 31: the Hopper decode GEMV's GPU tests
+      timeout 300 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider -x \
+        tests/library/test_wgmma_gemv.py --junitxml="$OUT/gpu_wgmma_gemv_tests.xml" \
+        > "$OUT/gpu_wgmma_gemv_tests.log" 2>&1
+      echo "htests exit $?"; tail -30 "$OUT/gpu_wgmma_gemv_tests.log" | cut -c1-300 ;;
     dtests)
       timeout 300 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
         tests/library/test_decode_mlp.py tests/library/test_staged_gemv.py \

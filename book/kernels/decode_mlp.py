@@ -754,8 +754,12 @@ def prepare(path, x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=Non
         S = split or splits(tiles, -(-d // tile.chunk), _want_blocks())
         part_floats, block = tiles * S * tile.values * 32, tile.threads
         dyn = tile.dynamic_bytes
+    elif path == "hopper_gemv":
+        return _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias,
+                                    tile, stream_key)
     else:
-        raise ValueError(f"path must be 'cuda_cores', 'tensor_cores' or 'staged', got {path!r}")
+        raise ValueError("path must be 'cuda_cores', 'tensor_cores', 'hopper_gemv' or 'staged', "
+                         f"got {path!r}")
     if S < 1:
         raise ValueError(f"split must be at least 1, got {S}")
     if S > 1:
@@ -766,6 +770,37 @@ def prepare(path, x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=Non
     grid = tiles * S if T and h else 0
     args = (fx, fwg, fwu, fbg, fbu, fo, part, count, T, d, h, S)
     return DecodeLaunch(kern, grid, block, args, res, path, S, tile, dyn)
+
+
+_STREAM_K = {}  # (row tiles, k-blocks, blocks) -> the device table of the Hopper GEMV
+
+
+def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, tile,
+                         stream_key):
+    """The launch of :mod:`book.kernels.wgmma_gemv` (sm_90a): its tensor maps, its stream-K
+    table (one per shape and grid, cached) and the seams' workspace."""
+    from .hopper import check_capability
+    from .wgmma_gemm import tensor_maps
+    from .wgmma_gemv import BK, BM, MAX_T, gemv_tile as hopper_gemv_tile, make_wgmma_gemv, stream_k
+
+    if T > MAX_T:
+        raise ValueError(f"the Hopper GEMV takes at most {MAX_T} tokens, got T = {T}")
+    check_capability(_device_cc())
+    tile = (tile or hopper_gemv_tile(max(T, 1))).validate()
+    if T > tile.n:
+        raise ValueError(f"{tile} takes at most {tile.n} tokens (its wgmma's N), got T = {T}")
+    kern = make_wgmma_gemv(tile, bias, "bf16" if dtype == "bfloat16" else "f16")
+    mt, nk = -(-h // BM), -(-d // BK)
+    # a persistent grid, no block without iterations (stream_k)
+    grid = min(sm_count() * tile.ctas_per_sm, mt * nk) if T and h else 0
+    key = (mt, nk, max(grid, 1))
+    sk = _STREAM_K.get(key)
+    if sk is None:
+        sk = _STREAM_K[key] = cuda.to_device(stream_k(mt, nk, max(grid, 1)))
+    ws = workspace("hopper_gemv", stream_key, 2 * max(grid, 1) * 128 * tile.n, mt)
+    maps = tensor_maps([wgd, wud, xd], [(BK, BM), (BK, BM), (BK, tile.n)]) if grid else sk
+    args = (maps, sk, fbg, fbu, fo, ws.part, ws.count, T, d, h)
+    return DecodeLaunch(kern, grid, 256, args, res, "hopper_gemv", 1, tile, tile.shared_bytes)
 
 
 @functools.lru_cache(maxsize=None)

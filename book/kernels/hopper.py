@@ -65,8 +65,9 @@ __all__ = [
     "MbarrierModel", "check_capability", "tensor_map", "make_wgmma", "WGMMA_N",
 ]
 
-#: the N of the m64nNk16 instructions this module builds
-WGMMA_N = (64, 128, 256)
+#: the N of the m64nNk16 instructions this module builds: every multiple of 8 to 256 (the
+#: dual GEMM uses 64-256, the decode GEMV 8-64)
+WGMMA_N = tuple(range(8, 257, 8))
 
 
 # ---------------------------------------------------------------------------------------

@@ -115,6 +115,9 @@ def decode_kernels():
 
 #: argument types of the wgmma kernels and of the Hopper probes
 WGMMA_SIGNATURE = "void(uint64[::1], int32[::1], int64)"
+#: argument types of the Hopper decode GEMV (bfloat16 as its bits)
+WGMMA_GEMV_SIGNATURE = ("void(uint64[::1], int32[::1], uint16[::1], uint16[::1], uint16[::1], "
+                        "float32[::1], int32[::1], int64, int64, int64)")
 
 
 def hopper_kernels():
@@ -129,6 +132,12 @@ def hopper_kernels():
                                     WGMMA_SIGNATURE)
     table["wgmma_swiglu_multicast"] = (wg.build_kernel(wg.HopperTile(multicast=True), "swiglu"),
                                        WGMMA_SIGNATURE)
+    # the decode GEMV on Hopper (book.kernels.wgmma_gemv): its own argument types
+    from .wgmma_gemv import gemv_tile, make_wgmma_gemv
+
+    table["wgmma_gemv_t16"] = (make_wgmma_gemv(gemv_tile(16), True, "bf16"), WGMMA_GEMV_SIGNATURE)
+    table["wgmma_gemv_t4_f16"] = (make_wgmma_gemv(gemv_tile(4), False, "f16"),
+                                  WGMMA_GEMV_SIGNATURE.replace("uint16", "float16"))
     table["probe_tma"] = (hp.tma_kernel(), "void(uint64[::1], int64, int64, int64, uint8[::1])")
     for n in (64, 256):
         table[f"probe_wgmma_n{n}"] = (hp.wgmma_kernel(n, "bf16"),

@@ -65,7 +65,7 @@ from .tensorcore import target_cc
 
 __all__ = ["HopperTile", "TILE", "EPILOGUES", "build_kernel", "schedule", "pairs",
            "swiglu_wgmma", "swiglu_wgmma_identity", "gate_up_wgmma", "matmul_wgmma",
-           "ceiling_wgmma", "flops", "check_shapes"]
+           "ceiling_wgmma", "flops", "check_shapes", "tensor_maps"]
 
 EPILOGUES = ("swiglu", "identity", "store2", "gemm", "ceiling")
 MAX_SHARED = 227 * 1024  # the most one block may opt in to on sm_90
@@ -453,7 +453,7 @@ _MAPS = {}  # (address, shape, box, ...) of each tensor map set -> device array 
 _SCHED = {}  # (row tiles, column tiles, group, cluster) -> device schedule
 
 
-def _maps(arrays, boxes):
+def tensor_maps(arrays, boxes):
     """A device array of the tensor maps of ``arrays`` (2-D, row-major), 16 uint64 each.
     Cached by everything a map encodes (address, sizes, stride, box): the same key gives
     the same 128 bytes, so the cache can never hand out a stale map."""
@@ -553,7 +553,7 @@ def _config(cu, tile, grid):
 def _plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h):
     cu = _driver()
     box_x, box_w, box_o = (tile.bk, tile.bm), (tile.bk, tile.bn), (64, 64)
-    maps = _maps([xd, ws[0], ws[-1], o, o2], [box_x, box_w, box_w, box_o, box_o])
+    maps = tensor_maps([xd, ws[0], ws[-1], o, o2], [box_x, box_w, box_w, box_o, box_o])
     cols = tile.bn if epilogue in ("swiglu", "identity", "store2") else 2 * tile.bn
     sched = _schedule(-(-T // tile.bm), -(-h // cols), tile)
     kern = build_kernel(tile, epilogue, kind)

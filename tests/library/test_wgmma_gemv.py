@@ -1,0 +1,172 @@
+"""The Hopper decode GEMV (book.kernels.wgmma_gemv): its stream-K table and tile on the CPU,
+its PTX through ptxas for sm_90a (tests/library/test_hopper.py), and on an H100 its results
+against float64, its seams, its counters left at zero, and the planned call."""
+
+import numpy as np
+import pytest
+
+import book
+from book.kernels import hopper as H
+from book.kernels import wgmma_gemv as W
+
+from decode_cases import close_torch, torch_case
+
+
+# ------------------------------------------------------------------ stream-K, on the CPU
+
+SHAPES = [(224, 64, 132), (224, 64, 264), (3, 5, 15), (3, 5, 14), (1, 1, 1), (16, 3, 7),
+          (7, 64, 132), (225, 63, 131)]
+
+
+@pytest.mark.parametrize("mt,nk,blocks", SHAPES)
+def test_every_iteration_is_read_by_exactly_one_block(mt, nk, blocks):
+    table = W.stream_k(mt, nk, blocks)
+    seen = np.zeros((mt, nk), dtype=int)
+    lengths = []
+    for b in range(blocks):
+        m, kb, n = table[3 * b: 3 * b + 3]
+        lengths.append(n)
+        for _ in range(n):
+            seen[m, kb] += 1
+            kb += 1
+            if kb == nk:
+                kb, m = 0, m + 1
+    assert (seen == 1).all()
+    assert max(lengths) - min(lengths) <= 1  # every SM reads the same bytes, +- one k-block
+
+
+@pytest.mark.parametrize("mt,nk,blocks", SHAPES)
+def test_a_tile_cut_at_a_seam_knows_its_pieces_and_each_has_its_own_slot(mt, nk, blocks):
+    table = W.stream_k(mt, nk, blocks)
+    iters = mt * nk
+    readers = {m: set() for m in range(mt)}
+    for b, (s, e) in enumerate(W.ranges(iters, blocks)):
+        for j in range(s, e):
+            readers[j // nk].add(b)
+    slots = {}
+    for m in range(mt):
+        p0, p1 = table[3 * blocks + 2 * m: 3 * blocks + 2 * m + 2]
+        assert list(range(p0, p1 + 1)) == sorted(readers[m]) == W.pieces(m, nk, iters, blocks)
+        if p1 > p0:  # a seam: each piece's slot is its own
+            for c in range(p0, p1 + 1):
+                slot = W.slot_of(c, m, table)
+                assert slot in (2 * c, 2 * c + 1)
+                assert slots.setdefault(slot, (c, m)) == (c, m)
+
+
+def test_a_grid_with_a_block_left_idle_is_refused():
+    with pytest.raises(ValueError, match="launch 1 to 15 blocks"):
+        W.stream_k(3, 5, 16)
+
+
+def test_the_epilogue_reads_the_accumulators_where_wgmma_puts_them():
+    # the kernel's formula for accumulator i of consumer thread lt against the PTX layout
+    for lt in range(128):
+        r0, c0 = 16 * (lt >> 5) + ((lt & 31) >> 2), 2 * (lt & 3)
+        for i in range(32):
+            assert H.d_coords(lt, i) == (r0 + 8 * ((i >> 1) & 1), 8 * (i >> 2) + c0 + (i & 1))
+
+
+def test_the_tile_is_validated_and_describes_itself():
+    assert W.gemv_tile(1).n == 8 and W.gemv_tile(16).n == 16 and W.gemv_tile(17).n == 24
+    t = W.gemv_tile(16)
+    assert t.tx_bytes == 2 * 8192 + 16 * 128 and t.stage_bytes == 2 * 8192 + 2048
+    assert t.shared_bytes <= 227 * 1024 and "m64n16k16" in t.describe()
+    for bad, why in ((W.WgmmaGemvTile(n=12), "multiple of 8"),
+                     (W.WgmmaGemvTile(n=72), "multiple of 8"),
+                     (W.WgmmaGemvTile(stages=1), "at least 2"),
+                     (W.WgmmaGemvTile(stages=12, ctas_per_sm=2), "do not fit")):
+        with pytest.raises(ValueError, match=why):
+            bad.validate()
+    with pytest.raises(ValueError, match="1 to 64 tokens"):
+        W.gemv_tile(65)
+
+
+@pytest.mark.skipif(not book.gpu.SIMULATED, reason="the simulator's refusal")
+def test_in_the_simulator_the_hopper_gemv_is_refused_with_what_runs_instead():
+    from numba import cuda
+
+    from book.kernels import decode_mlp as dm
+
+    from decode_cases import case
+
+    arrs, _ = case(2, 64, 64, "bfloat16")
+    with pytest.raises(RuntimeError, match="Hopper GPUs"):
+        dm.prepare("hopper_gemv", *[cuda.to_device(a) for a in arrs])
+
+
+# ------------------------------------------------------------------ PTX, through ptxas for sm_90a
+
+GEMVS = ["wgmma_gemv_t16", "wgmma_gemv_t4_f16"]
+
+
+@pytest.fixture(scope="module")
+def texts():
+    from book.kernels import ptx
+
+    names = ptx.ptx_many([(n, "bfloat16") for n in GEMVS], cc=H.ARCH)
+    return {n: names[f"{n}/bfloat16"] for n in GEMVS}
+
+
+@pytest.mark.parametrize("name,n,ptype", [("wgmma_gemv_t16", 16, "bf16"),
+                                          ("wgmma_gemv_t4_f16", 8, "f16")])
+def test_the_kernel_assembles_with_tma_and_unserialized_wgmma(texts, name, n, ptype):
+    import re
+
+    from book.kernels import ptx
+
+    text = texts[name]
+    ok, log = ptx.ptxas_log(text)
+    assert ok, log[-2000:]
+    # a division on the device would be a subroutine call, and a call serializes wgmma
+    assert not re.findall(r"\((C75(?:09|10|15|17))\)", log), log[-1500:]
+    assert re.findall(r"(\d+) bytes spill stores", log) == ["0"] and ".local" not in text
+    assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptype}.{ptype}" in text
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in text
+    assert "div.s64" not in text and "div.u64" not in text
+
+
+# ------------------------------------------------------------------ on an H100
+
+def _hopper():
+    info = book.gpu.device_info()
+    if info is None or tuple(info.compute_capability)[:2] != (9, 0):
+        pytest.skip("needs a Hopper GPU (sm_90)")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("T", [1, 3, 8, 16, 33, 64])
+def test_on_an_h100_it_matches_float64(T, dtype):
+    from book.kernels import decode_mlp as dm
+
+    _hopper()
+    torch, (x, wg, wu), ref = torch_case(T, 4096, 2048, dtype, seed=T)
+    out = torch.full((T, 2048), float("nan"), device="cuda", dtype=x.dtype)
+    launch = dm.prepare("hopper_gemv", x, wg, wu, None, None, out)
+    launch.launch()
+    torch.cuda.synchronize()
+    close_torch(out, ref, dtype)
+    first = out.clone()
+    for _ in range(3):  # the counters were left at zero: the same sums every launch
+        out.fill_(float("nan"))
+        launch.launch()
+    torch.cuda.synchronize()
+    assert torch.equal(out, first)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", [W.WgmmaGemvTile(8, 2, 1), W.WgmmaGemvTile(16, 4, 2),
+                                  W.WgmmaGemvTile(24, 12, 1)])
+@pytest.mark.parametrize("d,h,bias", [(200, 1000, True), (4096, 520, False), (64, 8, True)])
+def test_on_an_h100_edges_seams_and_biases(tile, d, h, bias):
+    from book.kernels import decode_mlp as dm
+
+    from decode_cases import case, run
+
+    _hopper()
+    T = min(tile.n, 5)
+    arrs, ref = case(T, d, h, "bfloat16", bias=bias, seed=d + h)
+    got = run(lambda *a, **kw: dm.prepare("hopper_gemv", *a, tile=tile, **kw).launch(),
+              arrs, "bfloat16")
+    np.testing.assert_allclose(got, ref, rtol=2 ** -7, atol=2 ** -7 * np.abs(ref).max())
