@@ -88,22 +88,26 @@ def staged_tiles(T, stages=(0, 2, 3)):
     return tiles
 
 
-def hopper_gemv_tiles(T, stages=(3, 4, 6, 8, 12)):
+def hopper_gemv_tiles(T):
     """The Hopper GEMV's tiles (book.kernels.wgmma_gemv) the tune times at T tokens: N the
-    tokens rounded up to 8, rings of ``stages``, one and two blocks an SM; tiles that do not
-    validate (shared memory) are left out."""
+    tokens rounded up to 8; a stage of one, two and four 64-column boxes of each operand
+    (a weight row read 128, 256, 512 contiguous bytes at a time) at ring depths that fit;
+    the L2 promotion of 256 bytes, none and 128; two blocks an SM at one box a stage."""
     from book.kernels.wgmma_gemv import MAX_T, WgmmaGemvTile, gemv_tile
 
     if T > MAX_T:
         return []
     n = gemv_tile(T).n
+    shapes = [(6, 1, 1, p) for p in ("256B", "none", "128B")]
+    shapes += [(8, 1, 1, "256B"), (4, 2, 1, "256B")]
+    shapes += [(st, 1, 2, p) for st in (3, 4, 6) for p in ("256B", "none")]
+    shapes += [(st, 1, 4, p) for st in (2, 3) for p in ("256B", "none")]
     tiles = []
-    for st in stages:
-        for cps in (1, 2):
-            try:
-                tiles.append(WgmmaGemvTile(n, st, cps).validate())
-            except ValueError:
-                continue
+    for st, cps, kb, prom in shapes:
+        try:
+            tiles.append(WgmmaGemvTile(n, st, cps, kb, prom).validate())
+        except ValueError:
+            continue
     return tiles
 
 

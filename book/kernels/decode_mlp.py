@@ -790,7 +790,7 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     if T > tile.n:
         raise ValueError(f"{tile} takes at most {tile.n} tokens (its wgmma's N), got T = {T}")
     kern = make_wgmma_gemv(tile, bias, "bf16" if dtype == "bfloat16" else "f16")
-    mt, nk = -(-h // BM), -(-d // BK)
+    mt, nk = -(-h // BM), -(-d // tile.stage_k)
     # a persistent grid, no block without iterations (stream_k)
     grid = min(sm_count() * tile.ctas_per_sm, mt * nk) if T and h else 0
     key = (mt, nk, max(grid, 1))
@@ -798,7 +798,8 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     if sk is None:
         sk = _STREAM_K[key] = cuda.to_device(stream_k(mt, nk, max(grid, 1)))
     ws = workspace("hopper_gemv", stream_key, 2 * max(grid, 1) * 128 * tile.n, mt)
-    maps = tensor_maps([wgd, wud, xd], [(BK, BM), (BK, BM), (BK, tile.n)]) if grid else sk
+    maps = (tensor_maps([wgd, wud, xd], [(BK, BM), (BK, BM), (BK, tile.n)], tile.promotion)
+            if grid else sk)
     args = (maps, sk, fbg, fbu, fo, ws.part, ws.count, T, d, h)
     return DecodeLaunch(kern, grid, 256, args, res, "hopper_gemv", 1, tile, tile.shared_bytes)
 

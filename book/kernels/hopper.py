@@ -262,11 +262,12 @@ def check_capability(cc) -> None:
 
 
 def tensor_map(ptr: int, rows: int, cols: int, row_bytes: int, box: tuple[int, int],
-               itemsize: int = 2, mode: str = "128B") -> bytes:
+               itemsize: int = 2, mode: str = "128B", promotion: str = "256B") -> bytes:
     """The 128-byte ``CUtensorMap`` of a row-major 2-D tensor of 16-bit elements at device
     address ``ptr`` (``rows`` x ``cols``, ``row_bytes`` between rows), for boxes of
     ``box = (columns, rows)`` elements, made by the driver's ``cuTensorMapEncodeTiled``.
-    Elements outside the tensor are read as zeros (``OOB_FILL_NONE`` fills zeros)."""
+    Elements outside the tensor are read as zeros (``OOB_FILL_NONE`` fills zeros).
+    ``promotion``: the L2 fill size the copies ask for ("none", "64B", "128B", "256B")."""
     from cuda.bindings import driver as cu
 
     if itemsize != 2:
@@ -293,7 +294,8 @@ def tensor_map(ptr: int, rows: int, cols: int, row_bytes: int, box: tuple[int, i
         [cu.cuuint64_t(row_bytes)], [cu.cuuint32_t(box[0]), cu.cuuint32_t(box[1])],
         [cu.cuuint32_t(1), cu.cuuint32_t(1)],
         cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swz,
-        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        getattr(cu.CUtensorMapL2promotion, "CU_TENSOR_MAP_L2_PROMOTION_"
+                + ("NONE" if promotion == "none" else "L2_" + promotion)),
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
     if err != cu.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed: {err} (rows {rows}, columns "

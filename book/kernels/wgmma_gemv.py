@@ -60,8 +60,9 @@ __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "ranges", "
            "cta_of", "slot_of", "BK", "BM"]
 
 BM = 64  # rows of each weight per row tile: wgmma's M
-BK = 64  # k per stage: 64 halves = one 128-byte swizzled row
+BK = 64  # k per box: 64 halves = one 128-byte swizzled row
 ALIGN = 1024  # a 128B-swizzled box starts on 1024 bytes (the swizzle's period)
+MAX_SHARED = 227 * 1024  # the most one block may opt in to on sm_90
 #: the most tokens: N = 64 keeps a thread's 64 accumulators (gate and up) in registers
 MAX_T = 64
 
@@ -69,11 +70,15 @@ MAX_T = 64
 @dataclass(frozen=True)
 class WgmmaGemvTile:
     """The kernel's geometry: ``n`` (wgmma's N: the tokens, rounded up to 8), ``stages`` (the
-    ring), ``ctas_per_sm`` (blocks per SM of the persistent grid)."""
+    ring), ``ctas_per_sm`` (blocks per SM of the persistent grid), ``kblocks`` (64-column
+    boxes of each operand a stage holds: a weight row is read ``128 kblocks`` contiguous
+    bytes at a time), ``promotion`` (the L2 fill size the TMA copies ask for)."""
 
     n: int = 16
     stages: int = 8
     ctas_per_sm: int = 1
+    kblocks: int = 1
+    promotion: str = "256B"
 
     @property
     def w_bytes(self):  # one weight's box: 64 rows x 64 halves
@@ -84,12 +89,20 @@ class WgmmaGemvTile:
         return self.n * BK * 2
 
     @property
-    def tx_bytes(self):  # what one stage's three copies deliver
-        return 2 * self.w_bytes + self.x_bytes
+    def x_slot(self):  # a tokens' box in shared memory, 1024-aligned
+        return -(-self.x_bytes // ALIGN) * ALIGN
 
     @property
-    def stage_bytes(self):  # a stage in shared memory, every box 1024-aligned
-        return 2 * self.w_bytes + -(-self.x_bytes // ALIGN) * ALIGN
+    def tx_bytes(self):  # what one stage's copies deliver
+        return self.kblocks * (2 * self.w_bytes + self.x_bytes)
+
+    @property
+    def stage_bytes(self):  # a stage in shared memory: wg's boxes, wu's, the tokens'
+        return self.kblocks * (2 * self.w_bytes + self.x_slot)
+
+    @property
+    def stage_k(self):  # k a stage covers
+        return self.kblocks * BK
 
     @property
     def layout(self) -> dict:
@@ -114,17 +127,24 @@ class WgmmaGemvTile:
             p.append("stages must be at least 2")
         if self.ctas_per_sm not in (1, 2):
             p.append("ctas_per_sm must be 1 or 2")
-        if self.ctas_per_sm * self.shared_bytes > 228 * 1024:
-            p.append(f"{self.ctas_per_sm} blocks of {self.shared_bytes} bytes of shared memory "
-                     "do not fit an SM's 228 KiB")
+        if self.kblocks not in (1, 2, 4):
+            p.append("kblocks must be 1, 2 or 4")
+        if self.promotion not in ("none", "64B", "128B", "256B"):
+            p.append("promotion must be none, 64B, 128B or 256B")
+        if self.shared_bytes > MAX_SHARED or (
+                self.ctas_per_sm * (self.shared_bytes + 1024) > 228 * 1024):
+            p.append(f"{self.ctas_per_sm} block(s) of {self.shared_bytes} bytes of shared memory"
+                     f" do not fit (a block gets at most {MAX_SHARED}, an SM 228 KiB with 1 KiB"
+                     " of each block's reserved)")
         if p:
             raise ValueError(f"invalid {self}: " + "; ".join(p))
         return self
 
     def describe(self) -> str:
         return (f"wgmma m64n{self.n}k16 twice a k16 (gate and up rows, the tokens shared), "
-                f"{self.stages} stages of {self.tx_bytes:,} bytes ({self.w_bytes // 1024} KiB "
-                f"of each weight + {self.x_bytes:,} of tokens), {self.ctas_per_sm} block(s) "
+                f"{self.stages} stages of {self.tx_bytes:,} bytes (k {self.stage_k}: "
+                f"{self.kblocks * self.w_bytes // 1024} KiB of each weight + "
+                f"{self.kblocks * self.x_bytes:,} of tokens), {self.ctas_per_sm} block(s) "
                 f"an SM, {self.shared_bytes:,} bytes of dynamic shared memory")
 
 
@@ -205,6 +225,9 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     WGMMA = make_wgmma(tile.n, kind)
     NA = tile.accumulators
     ST, SB, WB, TX = tile.stages, tile.stage_bytes, tile.w_bytes, tile.tx_bytes
+    KB, XS = tile.kblocks, tile.x_slot
+    U_OFF, X_OFF = KB * WB, 2 * KB * WB  # wu's boxes, then the tokens', in a stage
+    SHIFT = 6 + KB.bit_length() - 1  # log2 of the k a stage covers
     LAY = tile.layout
     FULL, EMPTY = LAY["full"], LAY["empty"]
     # K-major operands, 128B swizzle, 8-row groups 1024 bytes apart (as wgmma_gemm's)
@@ -226,7 +249,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                 mbar_init(base + EMPTY + 8 * s, 1)  # the consumer's release
             fence_mbarrier_init()
         cuda.syncthreads()
-        nk = (d + BK - 1) >> 6  # k-blocks of a row tile (TMA reads zeros past d)
+        nk = (d + (BK * KB - 1)) >> SHIFT  # stages of a row tile (TMA reads zeros past d)
         G = cuda.gridDim.x
         b = cuda.blockIdx.x
         m0 = sk[3 * b]  # this block's range (stream_k): first tile, its k-block, length
@@ -246,10 +269,11 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     full = base + FULL + 8 * s
                     mbar_arrive_expect_tx(full, TX)
                     st = base + s * SB
-                    kc = kb * BK
-                    tma_load_2d(st, map_g, kc, m * BM, full)
-                    tma_load_2d(st + WB, map_u, kc, m * BM, full)
-                    tma_load_2d(st + 2 * WB, map_x, kc, 0, full)
+                    for kk in range(KB):  # a row's 128 KB bytes asked for back to back
+                        kc = (kb * KB + kk) * BK
+                        tma_load_2d(st + kk * WB, map_g, kc, m * BM, full)
+                        tma_load_2d(st + U_OFF + kk * WB, map_u, kc, m * BM, full)
+                        tma_load_2d(st + X_OFF + kk * XS, map_x, kc, 0, full)
                     kb += 1
                     if kb == nk:
                         kb = 0
@@ -276,14 +300,15 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                 for q in range(nb):
                     mbar_wait(base + FULL + 8 * s, ph)  # the stage's bytes have landed
                     st = base + s * SB
-                    da = DESC | uint64(st >> 4)
-                    du = DESC | uint64((st + WB) >> 4)
-                    dx = DESC | uint64((st + 2 * WB) >> 4)
                     wgmma_fence()
-                    for ks in range(KSTEPS):
-                        acc_on = uint32(q + ks > 0)
-                        WGMMA(accg, da + STEP * uint64(ks), dx + STEP * uint64(ks), acc_on)
-                        WGMMA(accu, du + STEP * uint64(ks), dx + STEP * uint64(ks), acc_on)
+                    for kk in range(KB):
+                        da = DESC | uint64((st + kk * WB) >> 4)
+                        du = DESC | uint64((st + U_OFF + kk * WB) >> 4)
+                        dx = DESC | uint64((st + X_OFF + kk * XS) >> 4)
+                        for ks in range(KSTEPS):
+                            acc_on = uint32(q + kk + ks > 0)
+                            WGMMA(accg, da + STEP * uint64(ks), dx + STEP * uint64(ks), acc_on)
+                            WGMMA(accu, du + STEP * uint64(ks), dx + STEP * uint64(ks), acc_on)
                     wgmma_commit()
                     wgmma_wait(1)  # the previous k-block's wgmma are done: its stage is free
                     if q > 0 and lt == 0:

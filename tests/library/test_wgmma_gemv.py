@@ -71,11 +71,16 @@ def test_the_tile_is_validated_and_describes_itself():
     assert W.gemv_tile(1).n == 8 and W.gemv_tile(16).n == 16 and W.gemv_tile(17).n == 24
     t = W.gemv_tile(16)
     assert t.tx_bytes == 2 * 8192 + 16 * 128 and t.stage_bytes == 2 * 8192 + 2048
+    wide = W.WgmmaGemvTile(n=8, stages=3, kblocks=4)
+    assert wide.stage_k == 256 and wide.tx_bytes == 4 * (2 * 8192 + 1024)
     assert t.shared_bytes <= 227 * 1024 and "m64n16k16" in t.describe()
     for bad, why in ((W.WgmmaGemvTile(n=12), "multiple of 8"),
                      (W.WgmmaGemvTile(n=72), "multiple of 8"),
                      (W.WgmmaGemvTile(stages=1), "at least 2"),
-                     (W.WgmmaGemvTile(stages=12, ctas_per_sm=2), "do not fit")):
+                     (W.WgmmaGemvTile(stages=12, ctas_per_sm=2), "do not fit"),
+                     (W.WgmmaGemvTile(n=24, stages=12), "do not fit"),
+                     (W.WgmmaGemvTile(kblocks=3), "kblocks"),
+                     (W.WgmmaGemvTile(promotion="512B"), "promotion")):
         with pytest.raises(ValueError, match=why):
             bad.validate()
     with pytest.raises(ValueError, match="1 to 64 tokens"):
@@ -157,7 +162,8 @@ def test_on_an_h100_it_matches_float64(T, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("tile", [W.WgmmaGemvTile(8, 2, 1), W.WgmmaGemvTile(16, 4, 2),
-                                  W.WgmmaGemvTile(24, 12, 1)])
+                                  W.WgmmaGemvTile(24, 6, 1, 2, "none"),
+                                  W.WgmmaGemvTile(8, 3, 1, 4, "128B")])
 @pytest.mark.parametrize("d,h,bias", [(200, 1000, True), (4096, 520, False), (64, 8, True)])
 def test_on_an_h100_edges_seams_and_biases(tile, d, h, bias):
     from book.kernels import decode_mlp as dm
