@@ -88,24 +88,28 @@ def staged_tiles(T, stages=(0, 2, 3)):
     return tiles
 
 
-def hopper_gemv_tiles(T):
+def hopper_gemv_tiles(T, waves=()):
     """The Hopper GEMV's tiles (book.kernels.wgmma_gemv) the tune times at T tokens: N the
     tokens rounded up to 8; a stage of one, two and four 64-column boxes of each operand
     (a weight row read 128, 256, 512 contiguous bytes at a time) at ring depths that fit;
-    the L2 promotion of 256 bytes, none and 128; two blocks an SM at one box a stage."""
+    the L2 promotion of 256 bytes, none and 128; two blocks an SM at one box a stage.
+    ``waves``: instead, grids of these many waves at a few rings, boxes and blocks an SM."""
     from book.kernels.wgmma_gemv import MAX_T, WgmmaGemvTile, gemv_tile
 
     if T > MAX_T:
         return []
     n = gemv_tile(T).n
-    shapes = [(6, 1, 1, p) for p in ("256B", "none", "128B")]
-    shapes += [(8, 1, 1, "256B"), (4, 2, 1, "256B")]
-    shapes += [(st, 1, 2, p) for st in (3, 4, 6) for p in ("256B", "none")]
-    shapes += [(st, 1, 4, p) for st in (2, 3) for p in ("256B", "none")]
+    shapes = [(6, 1, 1, p, 1) for p in ("256B", "none", "128B")]
+    shapes += [(8, 1, 1, "256B", 1), (4, 2, 1, "256B", 1)]
+    shapes += [(st, 1, 2, p, 1) for st in (3, 4, 6) for p in ("256B", "none")]
+    shapes += [(st, 1, 4, p, 1) for st in (2, 3) for p in ("256B", "none")]
+    if waves:  # grids of several waves: the hardware hands the ranges to free SMs
+        shapes = [(st, cps, kb, "256B", w) for w in waves for st, cps, kb in
+                  ((4, 1, 1), (6, 1, 1), (4, 1, 2), (4, 2, 1), (3, 2, 1))]
     tiles = []
-    for st, cps, kb, prom in shapes:
+    for st, cps, kb, prom, w in shapes:
         try:
-            tiles.append(WgmmaGemvTile(n, st, cps, kb, prom).validate())
+            tiles.append(WgmmaGemvTile(n, st, cps, kb, prom, w).validate())
         except ValueError:
             continue
     return tiles
@@ -178,7 +182,8 @@ def tune(args):
                 for split in args.tune_splits:
                     configs.append(("staged", tile, split))
         if "hopper_gemv" in args.tune_paths:  # split-K is its stream-K: no split to try
-            configs.extend(("hopper_gemv", tile, None) for tile in hopper_gemv_tiles(T))
+            configs.extend(("hopper_gemv", tile, None)
+                           for tile in hopper_gemv_tiles(T, args.tune_waves))
         if args.tune_gemv_defaults:  # the two GEMVs at their defaults only, as the controls
             configs = [c for c in configs if c[0] == "hopper_gemv" or c[2] is None and (
                 c[1] == (dm.gemv_tile(T, D) if c[0] == "cuda_cores" else dm.mma_gemv_tile(T)))]
@@ -257,6 +262,8 @@ def main(argv=None):
                     help="add the CUDA-core GEMV with its next piece loaded ahead (prefetch)")
     ap.add_argument("--tune-min-blocks", default="",
                     help="register caps (blocks an SM holds) tried on the default tiles, e.g. 8,12")
+    ap.add_argument("--tune-waves", default="",
+                    help="the Hopper GEMV at grids of these many waves (e.g. 1,2,4,8)")
     ap.add_argument("--tune-gemv-defaults", action="store_true",
                     help="the CUDA-core and tensor-core GEMVs at their default tiles only")
     ap.add_argument("--tune-paths", default="cuda_cores,tensor_cores",
@@ -269,6 +276,7 @@ def main(argv=None):
     args.tune_paths = tuple(v for v in args.tune_paths.split(",") if v)
     args.tune_min_blocks = tuple(int(v) for v in args.tune_min_blocks.split(",") if v)
     args.tune_warps = tuple(int(v) for v in args.tune_warps.split(",") if v)
+    args.tune_waves = tuple(int(v) for v in args.tune_waves.split(",") if v)
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import book
 

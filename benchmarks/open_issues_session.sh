@@ -19,7 +19,8 @@
 #   prefetch   issue 31: the CUDA-core GEMV loading its next piece ahead -> decode_tune_prefetch_h100.json
 #   ncu        issue 31: Nsight Compute on the decode GEMVs -> $OUT/decode_ncu_h100.json
 #   hgemv      issue 31: the Hopper decode GEMV over rings, boxes a stage, L2 promotion and
-#              blocks an SM at T = $HGEMV_T (default 4,8,16), beside both GEMVs           -> $OUT/decode_tune_hopper_gemv_h100.json
+#              blocks an SM at T = $HGEMV_T (default 4,8,16), beside both GEMVs (HGEMV_WAVES=1,2,4:
+#              grids of several waves instead)           -> $OUT/decode_tune_hopper_gemv_h100.json
 #   htests     issue 31: pytest -m gpu tests/library/test_wgmma_gemv.py -> $OUT/gpu_wgmma_gemv_tests.*
 #   dtests     issue 31: pytest -m gpu tests/library/test_decode_mlp.py test_staged_gemv.py
 #              -> $OUT/gpu_decode_tests.*
@@ -144,7 +145,8 @@ EOF
              # blocks an SM at T = 1-64, beside both GEMVs' defaults
       timeout 400 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_hopper_gemv_h100.json" \
         --tune-t ${HGEMV_T:-4,8,16} --tune-paths cuda_cores,tensor_cores,hopper_gemv --tune-splits None \
-        --tune-gemv-defaults --reps 10 > "$OUT/decode_tune_hopper_gemv_h100.log" 2>&1
+        --tune-gemv-defaults ${HGEMV_WAVES:+--tune-waves $HGEMV_WAVES} --reps 10 \
+        > "$OUT/decode_tune_hopper_gemv_h100.log" 2>&1
       echo "hgemv exit $?"; grep -E "hopper_gemv|default" "$OUT/decode_tune_hopper_gemv_h100.log" | cut -c1-170
       sed -n '/fastest per T/,$p' "$OUT/decode_tune_hopper_gemv_h100.log" | cut -c1-170
       # cuBLAS alone and with a compiled SwiGLU at the same T, the same session

@@ -792,7 +792,7 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     kern = make_wgmma_gemv(tile, bias, "bf16" if dtype == "bfloat16" else "f16")
     mt, nk = -(-h // BM), -(-d // tile.stage_k)
     # a persistent grid, no block without iterations (stream_k)
-    grid = min(sm_count() * tile.ctas_per_sm, mt * nk) if T and h else 0
+    grid = min(sm_count() * tile.ctas_per_sm * tile.waves, mt * nk) if T and h else 0
     key = (mt, nk, max(grid, 1))
     sk = _STREAM_K.get(key)
     if sk is None:

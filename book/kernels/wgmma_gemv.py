@@ -72,13 +72,16 @@ class WgmmaGemvTile:
     """The kernel's geometry: ``n`` (wgmma's N: the tokens, rounded up to 8), ``stages`` (the
     ring), ``ctas_per_sm`` (blocks per SM of the persistent grid), ``kblocks`` (64-column
     boxes of each operand a stage holds: a weight row is read ``128 kblocks`` contiguous
-    bytes at a time), ``promotion`` (the L2 fill size the TMA copies ask for)."""
+    bytes at a time), ``promotion`` (the L2 fill size the TMA copies ask for), ``waves``
+    (the grid is ``waves`` times what the SMs hold at once, each block a shorter range:
+    beyond 1 the hardware hands the ranges to whichever SM is free, more seams)."""
 
     n: int = 16
     stages: int = 8
     ctas_per_sm: int = 1
     kblocks: int = 1
     promotion: str = "256B"
+    waves: int = 1
 
     @property
     def w_bytes(self):  # one weight's box: 64 rows x 64 halves
@@ -127,6 +130,8 @@ class WgmmaGemvTile:
             p.append("stages must be at least 2")
         if self.ctas_per_sm not in (1, 2):
             p.append("ctas_per_sm must be 1 or 2")
+        if self.waves < 1:
+            p.append("waves must be at least 1")
         if self.kblocks not in (1, 2, 4):
             p.append("kblocks must be 1, 2 or 4")
         if self.promotion not in ("none", "64B", "128B", "256B"):

@@ -162,7 +162,7 @@ def test_on_an_h100_it_matches_float64(T, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("tile", [W.WgmmaGemvTile(8, 2, 1), W.WgmmaGemvTile(16, 4, 2),
-                                  W.WgmmaGemvTile(24, 6, 1, 2, "none"),
+                                  W.WgmmaGemvTile(24, 4, 1, 2, "none", 3),
                                   W.WgmmaGemvTile(8, 3, 1, 4, "128B")])
 @pytest.mark.parametrize("d,h,bias", [(200, 1000, True), (4096, 520, False), (64, 8, True)])
 def test_on_an_h100_edges_seams_and_biases(tile, d, h, bias):
