@@ -88,12 +88,13 @@ def staged_tiles(T, stages=(0, 2, 3)):
     return tiles
 
 
-def hopper_gemv_tiles(T, waves=()):
+def hopper_gemv_tiles(T, waves=(), resident=False, d=4096):
     """The Hopper GEMV's tiles (book.kernels.wgmma_gemv) the tune times at T tokens: N the
     tokens rounded up to 8; a stage of one, two and four 64-column boxes of each operand
     (a weight row read 128, 256, 512 contiguous bytes at a time) at ring depths that fit;
     the L2 promotion of 256 bytes, none and 128; two blocks an SM at one box a stage.
-    ``waves``: instead, grids of these many waves at a few rings, boxes and blocks an SM."""
+    ``waves``: instead, grids of these many waves at a few rings, boxes and blocks an SM;
+    ``resident``: instead, x kept in shared memory against x copied a stage, a few rings."""
     from book.kernels.wgmma_gemv import MAX_T, WgmmaGemvTile, gemv_tile
 
     if T > MAX_T:
@@ -103,13 +104,18 @@ def hopper_gemv_tiles(T, waves=()):
     shapes += [(8, 1, 1, "256B", 1), (4, 2, 1, "256B", 1)]
     shapes += [(st, 1, 2, p, 1) for st in (3, 4, 6) for p in ("256B", "none")]
     shapes += [(st, 1, 4, p, 1) for st in (2, 3) for p in ("256B", "none")]
-    if waves:  # grids of several waves: the hardware hands the ranges to free SMs
+    if resident:  # x kept in shared memory, against the same rings with x a stage
+        shapes = [(st, 1, kb, "256B", 1, xr) for xr in (True, False)
+                  for st, kb in ((4, 1), (6, 1), (8, 1), (3, 2), (4, 2))]
+    elif waves:  # grids of several waves: the hardware hands the ranges to free SMs
         shapes = [(st, cps, kb, "256B", w) for w in waves for st, cps, kb in
                   ((4, 1, 1), (6, 1, 1), (4, 1, 2), (4, 2, 1), (3, 2, 1))]
     tiles = []
-    for st, cps, kb, prom, w in shapes:
+    for st, cps, kb, prom, w, *xr in shapes:
         try:
-            tiles.append(WgmmaGemvTile(n, st, cps, kb, prom, w).validate())
+            tile = WgmmaGemvTile(n, st, cps, kb, prom, w, bool(xr and xr[0])).validate()
+            if tile.fits(d):
+                tiles.append(tile)
         except ValueError:
             continue
     return tiles
@@ -183,7 +189,7 @@ def tune(args):
                     configs.append(("staged", tile, split))
         if "hopper_gemv" in args.tune_paths:  # split-K is its stream-K: no split to try
             configs.extend(("hopper_gemv", tile, None)
-                           for tile in hopper_gemv_tiles(T, args.tune_waves))
+                           for tile in hopper_gemv_tiles(T, args.tune_waves, args.tune_resident))
         if args.tune_gemv_defaults:  # the two GEMVs at their defaults only, as the controls
             configs = [c for c in configs if c[0] == "hopper_gemv" or c[2] is None and (
                 c[1] == (dm.gemv_tile(T, D) if c[0] == "cuda_cores" else dm.mma_gemv_tile(T)))]
@@ -202,7 +208,7 @@ def tune(args):
             default = split is None and (
                 (path == "cuda_cores" and tile == dm.gemv_tile(T, D))
                 or (path == "tensor_cores" and tile == dm.mma_gemv_tile(T))
-                or (path == "hopper_gemv" and tile == hopper_gemv_tile(T)))
+                or (path == "hopper_gemv" and tile == hopper_gemv_tile(T, D)))
             row = {"T": T, "path": path, "tile": repr(tile), "split": split,
                    "stages": getattr(tile, "stages", 0),
                    "splits_used": launches[0].splits, "grid": launches[0].grid,
@@ -264,6 +270,8 @@ def main(argv=None):
                     help="register caps (blocks an SM holds) tried on the default tiles, e.g. 8,12")
     ap.add_argument("--tune-waves", default="",
                     help="the Hopper GEMV at grids of these many waves (e.g. 1,2,4,8)")
+    ap.add_argument("--tune-resident", action="store_true",
+                    help="the Hopper GEMV with x kept in shared memory against x copied a stage")
     ap.add_argument("--tune-gemv-defaults", action="store_true",
                     help="the CUDA-core and tensor-core GEMVs at their default tiles only")
     ap.add_argument("--tune-paths", default="cuda_cores,tensor_cores",

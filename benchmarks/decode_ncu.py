@@ -39,6 +39,9 @@ CASES = {
     "st1": ("staged", "StagedTile(nt=1, warps=8, chunk=512, stages=2)", 1),
     "st16": ("staged", "StagedTile(nt=2, warps=8, chunk=512, stages=2)", 16),
     "st16r4": ("staged", "StagedTile(nt=2, warps=4, chunk=256, stages=2)", 16),
+    "hg4": ("hopper_gemv", None, 4),
+    "hg16": ("hopper_gemv", None, 16),
+    "hg16x": ("hopper_gemv", "WgmmaGemvTile(n=16, stages=6)", 16),
 }
 
 METRICS = [
@@ -51,6 +54,9 @@ METRICS = [
     "smsp__inst_executed.sum", "l1tex__t_sector_hit_rate.pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
     "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    # how evenly the SMs were kept busy, and all of L2's traffic (TMA's included)
+    "sm__cycles_active.min", "sm__cycles_active.max", "sm__cycles_active.avg",
+    "lts__t_bytes.sum", "lts__throughput.avg.pct_of_peak_sustained_elapsed",
 ]
 STALL_REGEX = "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio"
 
@@ -61,6 +67,7 @@ def profile_target(name):
     from book.bench.decode import D, H
     from book.kernels import decode_mlp as dm
     from book.kernels.staged_gemv import StagedTile  # noqa: F401 (the cases' tiles)
+    from book.kernels.wgmma_gemv import WgmmaGemvTile  # noqa: F401
 
     path, tile, T = CASES[name]
     tile = eval(tile) if tile else None
@@ -126,6 +133,11 @@ def main(argv=None):
               f"L2 hit {m.get('lts__t_sector_hit_rate.pct', 0):4.1f}% "
               f"L1->L2 {m.get('lts__t_sectors_srcunit_tex_op_read.sum', 0) * 32 / 1e6:6.1f} MB "
               f"L1 hit {m.get('l1tex__t_sector_hit_rate.pct', 0):4.1f}% "
+              f"L2 {m.get('lts__t_bytes.sum', 0) / 1e6:6.1f} MB "
+              f"({m.get('lts__throughput.avg.pct_of_peak_sustained_elapsed', 0):4.1f}%) "
+              f"SM active min/avg/max {m.get('sm__cycles_active.min', 0) / 1e3:.0f}/"
+              f"{m.get('sm__cycles_active.avg', 0) / 1e3:.0f}/"
+              f"{m.get('sm__cycles_active.max', 0) / 1e3:.0f} kcycles "
               f"stalls {', '.join(f'{k} {v:.1f}' for k, v in sorted(st.items(), key=lambda kv: -kv[1]))}",
               flush=True)
     if args.out:

@@ -17,10 +17,11 @@
 #   caps       issue 31: the default GEMVs at T = 4, 16 under register caps -> decode_tune_caps_h100.json
 #   warps      issue 31: the tensor-core GEMV at 3-7 warps a block -> decode_tune_warps_h100.json
 #   prefetch   issue 31: the CUDA-core GEMV loading its next piece ahead -> decode_tune_prefetch_h100.json
-#   ncu        issue 31: Nsight Compute on the decode GEMVs -> $OUT/decode_ncu_h100.json
+#   ncu        issue 31: Nsight Compute on the decode GEMVs (NCU_CASES=cc1,hg16: some) -> $OUT/decode_ncu_h100.json
 #   hgemv      issue 31: the Hopper decode GEMV over rings, boxes a stage, L2 promotion and
 #              blocks an SM at T = $HGEMV_T (default 4,8,16), beside both GEMVs (HGEMV_WAVES=1,2,4:
-#              grids of several waves instead)           -> $OUT/decode_tune_hopper_gemv_h100.json
+#              grids of several waves instead; HGEMV_RESIDENT=1: x kept in shared memory against
+#              x copied a stage)           -> $OUT/decode_tune_hopper_gemv_h100.json
 #   htests     issue 31: pytest -m gpu tests/library/test_wgmma_gemv.py -> $OUT/gpu_wgmma_gemv_tests.*
 #   dtests     issue 31: pytest -m gpu tests/library/test_decode_mlp.py test_staged_gemv.py
 #              -> $OUT/gpu_decode_tests.*
@@ -101,7 +102,7 @@ EOF
         > "$OUT/decode_tune_prefetch_h100.log" 2>&1
       echo "prefetch exit $?"; grep -E "cuda_cores" "$OUT/decode_tune_prefetch_h100.log" | cut -c1-160 ;;
     ncu)     # issue 31: Nsight Compute's counters on the decode GEMVs (benchmarks/decode_ncu.py)
-      timeout 240 python3 benchmarks/decode_ncu.py --out "$OUT/decode_ncu_h100.json" \
+      timeout 240 python3 benchmarks/decode_ncu.py --out "$OUT/decode_ncu_h100.json" ${NCU_CASES:+--cases $NCU_CASES} \
         > "$OUT/decode_ncu_h100.log" 2>&1
       echo "ncu exit $?"; cat "$OUT/decode_ncu_h100.log" | cut -c1-400 ;;
     tune4)   # the CUDA-core GEMV at T = 4 over threads and rows (its HBM line)
@@ -145,7 +146,7 @@ EOF
              # blocks an SM at T = 1-64, beside both GEMVs' defaults
       timeout 400 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_hopper_gemv_h100.json" \
         --tune-t ${HGEMV_T:-4,8,16} --tune-paths cuda_cores,tensor_cores,hopper_gemv --tune-splits None \
-        --tune-gemv-defaults ${HGEMV_WAVES:+--tune-waves $HGEMV_WAVES} --reps 10 \
+        --tune-gemv-defaults ${HGEMV_WAVES:+--tune-waves $HGEMV_WAVES} ${HGEMV_RESIDENT:+--tune-resident} --reps 10 \
         > "$OUT/decode_tune_hopper_gemv_h100.log" 2>&1
       echo "hgemv exit $?"; grep -E "hopper_gemv|default" "$OUT/decode_tune_hopper_gemv_h100.log" | cut -c1-170
       sed -n '/fastest per T/,$p' "$OUT/decode_tune_hopper_gemv_h100.log" | cut -c1-170

@@ -786,9 +786,12 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     if T > MAX_T:
         raise ValueError(f"the Hopper GEMV takes at most {MAX_T} tokens, got T = {T}")
     check_capability(_device_cc())
-    tile = (tile or hopper_gemv_tile(max(T, 1))).validate()
+    tile = (tile or hopper_gemv_tile(max(T, 1), d)).validate()
     if T > tile.n:
         raise ValueError(f"{tile} takes at most {tile.n} tokens (its wgmma's N), got T = {T}")
+    if not tile.fits(d):
+        raise ValueError(f"{tile} keeps x in shared memory: {tile.shared_for(d):,} bytes at d = "
+                         f"{d} do not fit; use x_resident=False")
     kern = make_wgmma_gemv(tile, bias, "bf16" if dtype == "bfloat16" else "f16")
     mt, nk = -(-h // BM), -(-d // tile.stage_k)
     # a persistent grid, no block without iterations (stream_k)
@@ -801,7 +804,7 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     maps = (tensor_maps([wgd, wud, xd], [(BK, BM), (BK, BM), (BK, tile.n)], tile.promotion)
             if grid else sk)
     args = (maps, sk, fbg, fbu, fo, ws.part, ws.count, T, d, h)
-    return DecodeLaunch(kern, grid, 256, args, res, "hopper_gemv", 1, tile, tile.shared_bytes)
+    return DecodeLaunch(kern, grid, 256, args, res, "hopper_gemv", 1, tile, tile.shared_for(d))
 
 
 @functools.lru_cache(maxsize=None)

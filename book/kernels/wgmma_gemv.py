@@ -74,7 +74,9 @@ class WgmmaGemvTile:
     boxes of each operand a stage holds: a weight row is read ``128 kblocks`` contiguous
     bytes at a time), ``promotion`` (the L2 fill size the TMA copies ask for), ``waves``
     (the grid is ``waves`` times what the SMs hold at once, each block a shorter range:
-    beyond 1 the hardware hands the ranges to whichever SM is free, more seams)."""
+    beyond 1 the hardware hands the ranges to whichever SM is free, more seams),
+    ``x_resident`` (the tokens stay in shared memory: each block copies each box of x once,
+    with the weights of the first stage that needs it, instead of once a stage)."""
 
     n: int = 16
     stages: int = 8
@@ -82,6 +84,7 @@ class WgmmaGemvTile:
     kblocks: int = 1
     promotion: str = "256B"
     waves: int = 1
+    x_resident: bool = False
 
     @property
     def w_bytes(self):  # one weight's box: 64 rows x 64 halves
@@ -96,12 +99,12 @@ class WgmmaGemvTile:
         return -(-self.x_bytes // ALIGN) * ALIGN
 
     @property
-    def tx_bytes(self):  # what one stage's copies deliver
+    def tx_bytes(self):  # what one stage's copies deliver (x's only on a first use if resident)
         return self.kblocks * (2 * self.w_bytes + self.x_bytes)
 
     @property
-    def stage_bytes(self):  # a stage in shared memory: wg's boxes, wu's, the tokens'
-        return self.kblocks * (2 * self.w_bytes + self.x_slot)
+    def stage_bytes(self):  # a stage in shared memory: wg's boxes, wu's, the tokens' (if not resident)
+        return self.kblocks * (2 * self.w_bytes + (0 if self.x_resident else self.x_slot))
 
     @property
     def stage_k(self):  # k a stage covers
@@ -109,14 +112,27 @@ class WgmmaGemvTile:
 
     @property
     def layout(self) -> dict:
-        """Byte offsets from a 1024-aligned base: the ring, the full and the empty barriers."""
-        full = self.stages * self.stage_bytes
-        empty = full + 8 * self.stages
-        return {"ring": 0, "full": full, "empty": empty, "end": empty + 8 * self.stages}
+        """Byte offsets from a 1024-aligned base: the full and the empty barriers, the ring,
+        then (``x_resident``) the tokens' boxes, ``x_slot`` each."""
+        ring = -(-16 * self.stages // ALIGN) * ALIGN
+        x = ring + self.stages * self.stage_bytes
+        return {"full": 0, "empty": 8 * self.stages, "ring": ring, "x": x, "end": x}
 
     @property
     def shared_bytes(self):
+        """Dynamic shared memory without the resident tokens (:meth:`shared_for`)."""
         return self.layout["end"] + ALIGN
+
+    def shared_for(self, d: int) -> int:
+        """Dynamic shared memory for rows of ``d`` halves: with ``x_resident``, room for
+        every box of x a row tile's stages read."""
+        if not self.x_resident:
+            return self.shared_bytes
+        return self.shared_bytes + -(-d // self.stage_k) * self.kblocks * self.x_slot
+
+    def fits(self, d: int) -> bool:
+        return self.ctas_per_sm * (self.shared_for(d) + 1024) <= 228 * 1024 and \
+            self.shared_for(d) <= MAX_SHARED
 
     @property
     def accumulators(self):  # float32 a consumer thread holds per weight
@@ -153,12 +169,13 @@ class WgmmaGemvTile:
                 f"an SM, {self.shared_bytes:,} bytes of dynamic shared memory")
 
 
-def gemv_tile(T: int) -> WgmmaGemvTile:
-    """The default tile for T tokens."""
+def gemv_tile(T: int, d: int = 4096) -> WgmmaGemvTile:
+    """The default tile for T tokens and rows of d halves: x resident where it fits."""
     if not 1 <= T <= MAX_T:
         raise ValueError(f"the Hopper GEMV takes 1 to {MAX_T} tokens, got T = {T}")
     n = -(-T // 8) * 8
-    return WgmmaGemvTile(n=n, stages=8 if n <= 16 else 6)
+    tile = WgmmaGemvTile(n=n, stages=6, x_resident=True)
+    return tile if tile.fits(d) else WgmmaGemvTile(n=n, stages=6)
 
 
 # ---------------------------------------------------------------------------------------
@@ -231,10 +248,12 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     NA = tile.accumulators
     ST, SB, WB, TX = tile.stages, tile.stage_bytes, tile.w_bytes, tile.tx_bytes
     KB, XS = tile.kblocks, tile.x_slot
+    XRES = tile.x_resident
+    TXW = KB * 2 * WB  # a stage's weight bytes (all it delivers once x is resident)
     U_OFF, X_OFF = KB * WB, 2 * KB * WB  # wu's boxes, then the tokens', in a stage
     SHIFT = 6 + KB.bit_length() - 1  # log2 of the k a stage covers
     LAY = tile.layout
-    FULL, EMPTY = LAY["full"], LAY["empty"]
+    FULL, EMPTY, RING, XREG = LAY["full"], LAY["empty"], LAY["ring"], LAY["x"]
     # K-major operands, 128B swizzle, 8-row groups 1024 bytes apart (as wgmma_gemm's)
     DESC = np.uint64(descriptor(0, 16, 1024, "128B"))
     STEP = np.uint64(32 >> 4)  # the next k16: 32 bytes along the swizzled row
@@ -269,16 +288,21 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                 ph = 0
                 m = m0
                 kb = kb0
-                for _ in range(n):
+                for q in range(n):
                     mbar_wait(base + EMPTY + 8 * s, ph ^ 1)  # the consumer is done with it
                     full = base + FULL + 8 * s
-                    mbar_arrive_expect_tx(full, TX)
-                    st = base + s * SB
+                    # resident x: its boxes come with the first nk stages (each k once)
+                    xnew = not XRES or q < nk
+                    mbar_arrive_expect_tx(full, TX if xnew else TXW)
+                    st = base + RING + s * SB
                     for kk in range(KB):  # a row's 128 KB bytes asked for back to back
                         kc = (kb * KB + kk) * BK
                         tma_load_2d(st + kk * WB, map_g, kc, m * BM, full)
                         tma_load_2d(st + U_OFF + kk * WB, map_u, kc, m * BM, full)
-                        tma_load_2d(st + X_OFF + kk * XS, map_x, kc, 0, full)
+                        if not XRES:
+                            tma_load_2d(st + X_OFF + kk * XS, map_x, kc, 0, full)
+                        elif xnew:
+                            tma_load_2d(base + XREG + (kb * KB + kk) * XS, map_x, kc, 0, full)
                     kb += 1
                     if kb == nk:
                         kb = 0
@@ -304,12 +328,14 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                 nb = min(nk - kb, left)
                 for q in range(nb):
                     mbar_wait(base + FULL + 8 * s, ph)  # the stage's bytes have landed
-                    st = base + s * SB
+                    st = base + RING + s * SB
+                    # x's boxes: in the stage, or where the first stage of this k left them
+                    xs = base + XREG + (kb + q) * KB * XS if XRES else st + X_OFF
                     wgmma_fence()
                     for kk in range(KB):
                         da = DESC | uint64((st + kk * WB) >> 4)
                         du = DESC | uint64((st + U_OFF + kk * WB) >> 4)
-                        dx = DESC | uint64((st + X_OFF + kk * XS) >> 4)
+                        dx = DESC | uint64((xs + kk * XS) >> 4)
                         for ks in range(KSTEPS):
                             acc_on = uint32(q + kk + ks > 0)
                             WGMMA(accg, da + STEP * uint64(ks), dx + STEP * uint64(ks), acc_on)

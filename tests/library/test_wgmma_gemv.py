@@ -69,8 +69,13 @@ def test_the_epilogue_reads_the_accumulators_where_wgmma_puts_them():
 
 def test_the_tile_is_validated_and_describes_itself():
     assert W.gemv_tile(1).n == 8 and W.gemv_tile(16).n == 16 and W.gemv_tile(17).n == 24
-    t = W.gemv_tile(16)
+    t = W.WgmmaGemvTile(n=16)
     assert t.tx_bytes == 2 * 8192 + 16 * 128 and t.stage_bytes == 2 * 8192 + 2048
+    # x resident where it fits: each stage holds weights only, x's 64 boxes beside the ring
+    r = W.gemv_tile(16, 4096)
+    assert r.x_resident and r.stage_bytes == 2 * 8192 and r.fits(4096)
+    assert r.shared_for(4096) == r.shared_bytes + 64 * 2048
+    assert not W.gemv_tile(16, 8192).x_resident and W.gemv_tile(16, 8192).fits(8192)
     wide = W.WgmmaGemvTile(n=8, stages=3, kblocks=4)
     assert wide.stage_k == 256 and wide.tx_bytes == 4 * (2 * 8192 + 1024)
     assert t.shared_bytes <= 227 * 1024 and "m64n16k16" in t.describe()
@@ -163,7 +168,9 @@ def test_on_an_h100_it_matches_float64(T, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("tile", [W.WgmmaGemvTile(8, 2, 1), W.WgmmaGemvTile(16, 4, 2),
                                   W.WgmmaGemvTile(24, 4, 1, 2, "none", 3),
-                                  W.WgmmaGemvTile(8, 3, 1, 4, "128B")])
+                                  W.WgmmaGemvTile(8, 3, 1, 4, "128B"),
+                                  W.WgmmaGemvTile(16, 3, 1, 2, x_resident=True),
+                                  W.WgmmaGemvTile(8, 2, 1, 1, waves=4, x_resident=True)])
 @pytest.mark.parametrize("d,h,bias", [(200, 1000, True), (4096, 520, False), (64, 8, True)])
 def test_on_an_h100_edges_seams_and_biases(tile, d, h, bias):
     from book.kernels import decode_mlp as dm
