@@ -21,7 +21,8 @@ SERIES = {
     "sweep_cublas": "cuBLAS GEMM alone (no activation)",
 }
 PATH_LABELS = {"cuda_cores": "CUDA-core GEMV", "tensor_cores": "tensor-core GEMV",
-               "hopper": "wgmma dual GEMM", "large_t": "registered kernel"}
+               "hopper_gemv": "wgmma GEMV", "hopper": "wgmma dual GEMM",
+               "large_t": "registered kernel"}
 
 
 def curves(results, dtype="bfloat16") -> dict:

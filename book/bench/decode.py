@@ -7,7 +7,8 @@ weights; ``flops`` count the two GEMVs):
 
 - ``decode_mlp_up``: :func:`book.kernels.decode_mlp.swiglu_decode` through its plan-cached
   call (``fastcall.planned("decode")``): the path the dispatcher picks for T;
-- ``decode_gemv_cuda_cores`` (T <= 8) and ``decode_gemv_tensor_cores``: each path forced;
+- ``decode_gemv_cuda_cores`` (T <= 8), ``decode_gemv_tensor_cores`` and on sm_90
+  ``decode_gemv_hopper`` (T <= 64, :mod:`book.kernels.wgmma_gemv`): each path forced;
 - ``cublas_linear``: ``F.linear(x, [wg; wu])`` alone (one cuBLAS GEMM of 2h outputs);
   ``cublas_linear_silu_compiled`` / ``cublas_linear_silu_eager``: then ``F.silu(g) * u`` on
   its halves, ``torch.compile``d (static shapes) or eager: what a PyTorch user gets.
@@ -15,6 +16,7 @@ weights; ``flops`` count the two GEMVs):
 The T sweep (bfloat16, T = 1 .. 8192, for the book's figure; ``kind`` "decode_sweep"):
 ``sweep_ours`` (the dispatcher: the GEMVs, then on the H100 the wgmma dual GEMM of
 :mod:`book.kernels.wgmma_gemm`), ``sweep_gemv_tc`` (the tensor-core GEMV, T <= 1024),
+``sweep_gemv_hopper`` (on sm_90 the wgmma GEMV, T <= 64),
 ``sweep_mma`` (the mma.sync dual GEMM on ``[d, h]`` copies of the weights, T >= 16),
 ``sweep_cublas``,
 ``sweep_cublas_compiled`` (a static-shape compile for each T) and ``sweep_cublas_eager``.
@@ -94,8 +96,11 @@ def check(suite, dtypes=DTYPES, ts=CHECK_T, d=D, h=H):
             for name, fn, bias in (("decode_mlp_up", planned("decode"), False),
                                    ("decode_mlp_up_bias", planned("decode"), True),
                                    ("decode_gemv_tensor_cores", planned("gemv_tc"), False),
-                                   ("decode_gemv_cuda_cores", planned("gemv"), False)):
+                                   ("decode_gemv_cuda_cores", planned("gemv"), False),
+                                   ("decode_gemv_hopper", planned("gemv_hopper"), False)):
                 if name == "decode_gemv_cuda_cores" and T > dm.CUDA_CORE_MAX_T:
+                    continue
+                if name == "decode_gemv_hopper" and not _hopper_gemv_runs(suite, T):
                     continue
                 o = t.full((T, h), float("nan"), device="cuda", dtype=tdt)
                 fn(x, wg, wu, bg if bias else None, bu if bias else None, o)
@@ -103,7 +108,8 @@ def check(suite, dtypes=DTYPES, ts=CHECK_T, d=D, h=H):
                 _check(suite, name, dtype, o, refb if bias else ref, shape)
                 o2 = t.full((T, h), float("nan"), device="cuda", dtype=tdt)
                 path = {"decode_gemv_cuda_cores": "cuda_cores",
-                        "decode_gemv_tensor_cores": "tensor_cores"}.get(name)
+                        "decode_gemv_tensor_cores": "tensor_cores",
+                        "decode_gemv_hopper": "hopper_gemv"}.get(name)
                 args = (x, wg, wu, bg if bias else None, bu if bias else None, o2)
                 if path:
                     dm.prepare(path, *args).launch()
@@ -115,28 +121,30 @@ def check(suite, dtypes=DTYPES, ts=CHECK_T, d=D, h=H):
                                      "shape": list(shape), "ok": same,
                                      "error": None if same else "the planned call's output "
                                      "differs from the ordinary wrapper's"})
-        # one graph replay of the planned call (T = 1): the same bits as the call itself
-        x = t.randn(1, d, device="cuda", generator=gen).to(tdt)
-        o, o2 = (t.full((1, h), float("nan"), device="cuda", dtype=tdt) for _ in range(2))
-        fn = planned("decode")
-        fn(x, wg, wu, None, None, o)  # planned outside the capture (it may compile)
-        graph = t.cuda.CUDAGraph()
-        capture = t.cuda.Stream()
-        capture.wait_stream(t.cuda.current_stream())
-        with t.cuda.stream(capture):
-            fn(x, wg, wu, None, None, o2)  # this stream's plan, also outside the capture
-        with t.cuda.graph(graph, stream=capture):
-            fn(x, wg, wu, None, None, o2)
-        t.cuda.current_stream().wait_stream(capture)
-        o2.fill_(float("nan"))
-        graph.replay()
-        t.cuda.synchronize()
-        same = bool(t.equal(o, o2))
-        suite.checks.append({"variant": "decode_mlp_up_graph_replay", "dtype": dtype,
-                             "shape": [1, d, h], "ok": same,
-                             "error": None if same else "a CUDA-graph replay of the planned call "
-                             "differs from the call"})
-        print(f"  check decode_mlp_up_graph_replay {dtype}: {'ok' if same else 'FAILED'}")
+        # a graph replay of the planned call (T = 1 and 16: the CUDA-core GEMV, and on sm_90
+        # the wgmma GEMV with its stream-K counters): the same bits as the call itself
+        for T in (1, 16):
+            x = t.randn(T, d, device="cuda", generator=gen).to(tdt)
+            o, o2 = (t.full((T, h), float("nan"), device="cuda", dtype=tdt) for _ in range(2))
+            fn = planned("decode")
+            fn(x, wg, wu, None, None, o)  # planned outside the capture (it may compile)
+            graph = t.cuda.CUDAGraph()
+            capture = t.cuda.Stream()
+            capture.wait_stream(t.cuda.current_stream())
+            with t.cuda.stream(capture):
+                fn(x, wg, wu, None, None, o2)  # this stream's plan, also outside the capture
+            with t.cuda.graph(graph, stream=capture):
+                fn(x, wg, wu, None, None, o2)
+            t.cuda.current_stream().wait_stream(capture)
+            o2.fill_(float("nan"))
+            graph.replay()
+            t.cuda.synchronize()
+            same = bool(t.equal(o, o2))
+            suite.checks.append({"variant": "decode_mlp_up_graph_replay", "dtype": dtype,
+                                 "shape": [T, d, h], "ok": same,
+                                 "error": None if same else "a CUDA-graph replay of the planned "
+                                 "call differs from the call"})
+            print(f"  check decode_mlp_up_graph_replay T={T} {dtype}: {'ok' if same else 'FAILED'}")
         del wg, wu
         t.cuda.empty_cache()
 
@@ -187,6 +195,10 @@ def run(suite, ts=ROW_T, dtypes=DTYPES, sweep=SWEEP_T, reps=None, d=D, h=H):
                     "ours, CUDA cores: 16-byte weight loads, float32 FMAs, split-K met in the kernel")
             row("decode_gemv_tensor_cores", planned("gemv_tc"), ours,
                 "ours, tensor cores with the weights on the M side (mma.sync, straight from global)")
+            if _hopper_gemv_runs(suite, T):
+                row("decode_gemv_hopper", planned("gemv_hopper"), ours,
+                    "ours, wgmma with the weights on the M side: TMA into an mbarrier ring, "
+                    "stream-K over every SM (book.kernels.wgmma_gemv)")
             lin = [(xs[i], wcat) for i in range(2)]
             row("cublas_linear", lambda a, w: F.linear(a, w), lin,
                 "cuBLAS: F.linear(x, [wg; wu]) alone (one GEMM of 2h outputs)")
@@ -204,6 +216,14 @@ def run(suite, ts=ROW_T, dtypes=DTYPES, sweep=SWEEP_T, reps=None, d=D, h=H):
         run_sweep(suite, sweep, d=d, h=h, reps=max(5, reps // 2))
     if suite.wants("host_"):
         run_host(suite, d=d, h=h)
+
+
+def _hopper_gemv_runs(suite, T):
+    """The wgmma GEMV's rows are measured on sm_90, at the T it takes."""
+    from book.kernels.wgmma_gemv import MAX_T
+
+    cc = suite.info.compute_capability
+    return cc is not None and tuple(cc)[:2] == (9, 0) and T <= MAX_T
 
 
 def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
@@ -234,9 +254,12 @@ def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
 
         ours = [(xs[i], wg, wu, None, None, outs[i]) for i in range(2)]
         row("sweep_ours", planned("decode"), ours,
-            "ours: the dispatcher (the GEMVs to T = 256, then on sm_90 the wgmma dual GEMM)")
+            "ours: the dispatcher (the GEMVs; on sm_90 the wgmma GEMV, then the wgmma dual GEMM)")
         if T <= 1024:
             row("sweep_gemv_tc", planned("gemv_tc"), ours, "ours: the tensor-core GEMV")
+        if _hopper_gemv_runs(suite, T):
+            row("sweep_gemv_hopper", planned("gemv_hopper"), ours,
+                "ours: the wgmma GEMV (book.kernels.wgmma_gemv)")
         if T >= 16:
             row("sweep_mma", mma, [(xs[i], wgt, wut, outs[i]) for i in range(2)],
                 "ours: the mma.sync dual GEMM (swiglu_mma, [d, h] copies of the weights)")

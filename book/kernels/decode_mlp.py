@@ -36,6 +36,10 @@ kernels are GEMVs whose job is to keep HBM busy; which one is best depends on T
   later reads back (``ld.shared.v4``) for its own fragment, so it waits for its own copies
   (``cp.async.wait_group``) and no barrier is needed. More weight bytes in flight per warp
   without the registers an ``unroll`` holds.
+- on sm_90, past the CUDA-core GEMV up to ``HOPPER_GEMV_MAX_T`` tokens (with biases up to
+  64): :mod:`book.kernels.wgmma_gemv`, the weights as ``wgmma``'s A operand, copied by TMA
+  into an mbarrier ring, the k-loop shared evenly by every SM (stream-K): a ring holds many
+  more weight bytes in flight than registers do (``prepare("hopper_gemv", ...)``).
 - on sm_90 with no biases, from ``HOPPER_MIN_T`` tokens: the Hopper dual GEMM
   (:func:`book.kernels.wgmma_gemm.swiglu_wgmma`: the same nn.Linear weights, any T; its
   128-row tile reads each weight once whatever T, where the GEMV reads them again per group
@@ -85,8 +89,8 @@ from .wide import load_f32, load_half8, load_words4, store_f32, unpack_half8
 __all__ = ["GemvTile", "MmaGemvTile", "CUDA_CORE_MAX_T", "TENSOR_CORE_MAX_T", "PIECE",
            "gemv_tile", "mma_gemv_tile", "make_gemv", "make_mma_gemv", "prepare",
            "swiglu_gemv", "swiglu_gemv_tc", "swiglu_decode", "path_for", "register_large_t",
-           "HOPPER_MIN_T", "weight_bytes", "flops", "cuda_core_fma_time", "DecodeLaunch", "CallLaunch",
-           "prepare_decode", "check_inputs"]
+           "HOPPER_MIN_T", "HOPPER_GEMV_MAX_T", "weight_bytes", "flops", "cuda_core_fma_time",
+           "DecodeLaunch", "CallLaunch", "prepare_decode", "check_inputs"]
 
 #: d must be a multiple of this: one 16-byte load is 8 halves of one row
 PIECE = 8
@@ -97,9 +101,14 @@ PIECE = 8
 CUDA_CORE_MAX_T = 4
 #: the most tokens the tensor-core GEMV takes before the large-T hook
 TENSOR_CORE_MAX_T = 256
+#: on sm_90 the Hopper GEMV (:mod:`book.kernels.wgmma_gemv`) takes T from beyond the CUDA-core
+#: GEMV to here (biases or not; with biases up to its most, 64): measured on the H100 faster
+#: than the tensor-core GEMV at 8 and 16 tokens and level with the wgmma dual GEMM at 32
+#: (records/bench/decode_tune_hopper_gemv_h100.json, the decode rows)
+HOPPER_GEMV_MAX_T = 32
 #: on sm_90 (no biases) the wgmma dual GEMM takes T from here: its 128-row tile reads each
 #: weight once whatever T, where the tensor-core GEMV re-reads them per group of 64 tokens
-HOPPER_MIN_T = 17
+HOPPER_MIN_T = HOPPER_GEMV_MAX_T + 1
 #: blocks per SM a launch aims for (split-K adds blocks until the grid reaches it)
 BLOCKS_PER_SM = 4
 #: the deepest cp.async ring of the tensor-core GEMV (``MmaGemvTile.stages``)
@@ -840,14 +849,21 @@ def register_large_t(fn, min_T: int = TENSOR_CORE_MAX_T + 1):
 def path_for(T: int, cc=None, bias: bool = False) -> str:
     """Which path :func:`swiglu_decode` takes for T tokens on a GPU of compute capability
     ``cc`` (None: the simulator), with or without biases: "cuda_cores", "tensor_cores",
-    "hopper" (T beyond the GEMVs on sm_90, no biases) or "large_t" (the registered hook).
+    "hopper_gemv" (sm_90: the wgmma GEMV, :mod:`book.kernels.wgmma_gemv`, up to
+    ``HOPPER_GEMV_MAX_T`` tokens), "hopper" (T beyond it on sm_90, no biases) or "large_t"
+    (the registered hook).
     Below sm_75 there are no tensor cores: the CUDA-core GEMV takes every T (in groups)."""
     if _LARGE_T["fn"] is not None and T >= _LARGE_T["min_T"]:
         return "large_t"
     if T <= CUDA_CORE_MAX_T or (cc is not None and tuple(cc) < (7, 5)):
         return "cuda_cores"
-    if T >= HOPPER_MIN_T and not bias and cc is not None and tuple(cc)[:2] == (9, 0):
-        return "hopper"
+    if cc is not None and tuple(cc)[:2] == (9, 0):
+        from .wgmma_gemv import MAX_T as HOPPER_GEMV_MOST
+
+        if T <= HOPPER_GEMV_MAX_T or (bias and T <= HOPPER_GEMV_MOST):
+            return "hopper_gemv"
+        if not bias:
+            return "hopper"
     return "tensor_cores"
 
 

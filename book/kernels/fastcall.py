@@ -391,6 +391,7 @@ PLANNED = {
     "decode": ("decode_mlp", "prepare_decode", None),
     "gemv": ("decode_mlp", "prepare", "cuda_cores"),
     "gemv_tc": ("decode_mlp", "prepare", "tensor_cores"),
+    "gemv_hopper": ("decode_mlp", "prepare", "hopper_gemv"),
 }
 
 

@@ -111,8 +111,8 @@ def _ulp_inputs():
 
 def test_gelus_float32_errors_above_half_an_ulp_are_the_cancellation_of_1_plus_tanh():
     """The cause the page states: every GELU error (float32 inside) above half an ULP lies where
-    1 + tanh(u) cancels, and the same float32 arithmetic with 1 + tanh(u) written as
-    2 / (1 + exp(-2u)) (equal exactly) stays at half an ULP."""
+    1 + tanh(z) cancels, and the same float32 arithmetic with 1 + tanh(z) written as
+    2 / (1 + exp(-2z)) (equal exactly) stays at half an ULP."""
     G, U = _ulp_inputs()
     truth = gf.gated_product_reference(G, U, "gelu")
     ulp = np.spacing(np.abs(truth).astype(np.float16)).astype(np.float64)
@@ -139,7 +139,7 @@ def test_the_ulp_printout_is_one_table_and_names_the_cause():
             assert any(ln.split()[:1] == [act] and how in ln for ln in table.splitlines()), table
     flat = " ".join(said.split())
     assert "errors above 0.51 ULP are all at gates below" in flat
-    assert "written as 2 / (1 + exp(-2u)): worst 0.5 ULP" in flat
+    assert "written as 2 / (1 + exp(-2z)): worst 0.5 ULP" in flat
     nb = json.loads(CHAPTER.read_text())
     [fig] = [c for c in nb["cells"] if c["cell_type"] == "code"
              and "Rounding every step vs rounding once" in "".join(c["source"])]
@@ -168,7 +168,7 @@ def _run_geglu_check(plant):
 def test_the_geglu_check_measures_what_a_reader_can_judge():
     said = _run_geglu_check(lambda g, r: r)
     [table] = _table_blocks(said)
-    assert "1 + tanh(u) >= 1/8" in table and "cancels" in table
+    assert "1 + tanh(z) >= 1/8" in table and "cancels" in table
     assert "largest error / largest |out|" in said and "the kernel's worst: gate" in said
     assert "the kernel is within 0.5 ULP of the truth" in " ".join(said.split())
 
@@ -232,7 +232,7 @@ def test_the_rmsnorm_timing_splits_its_speed_up_into_streams_and_rates(monkeypat
         "np": np, "gpu": types.SimpleNamespace(SIMULATED=False), "gf": gf, "cuda": fake_cuda,
         "rng": rng, "dw": None})
     assert "speed-up 1.00x (streams predict 1.25x)" in said, said
-    assert "fused 2,400, two kernels 3,000; 1.25 x 0.80 = 1.00x" in said, said
+    assert "fused 2,400, two kernels 3,000; 1.25 (streams) x 0.80 (rates) = 1.00x" in said, said
     prose = " ".join(" ".join("".join(c["source"]) for c in json.loads(CHAPTER.read_text())[
         "cells"] if c["cell_type"] == "markdown").split())
     assert "splits the speed-up in two" in prose

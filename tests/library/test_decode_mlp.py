@@ -200,8 +200,14 @@ def test_the_dispatcher_picks_by_t_and_calls_the_hook():
     assert dm.path_for(64, cc=(7, 0)) == "cuda_cores"  # no tensor cores below sm_75
     assert dm.path_for(512, cc=(9, 0)) == "hopper"  # the wgmma dual GEMM beyond the GEMVs
     assert dm.path_for(dm.HOPPER_MIN_T, cc=(9, 0)) == "hopper"
-    assert dm.path_for(dm.HOPPER_MIN_T - 1, cc=(9, 0)) == "tensor_cores"
-    assert dm.path_for(512, cc=(9, 0), bias=True) == "tensor_cores"  # it has no biases
+    # between the CUDA-core GEMV and the dual GEMM on sm_90: the wgmma GEMV (wgmma_gemv)
+    assert dm.path_for(dm.CUDA_CORE_MAX_T + 1, cc=(9, 0)) == "hopper_gemv"
+    assert dm.path_for(dm.HOPPER_GEMV_MAX_T, cc=(9, 0)) == "hopper_gemv"
+    assert dm.HOPPER_MIN_T == dm.HOPPER_GEMV_MAX_T + 1
+    assert dm.path_for(dm.CUDA_CORE_MAX_T + 1, cc=(8, 0)) == "tensor_cores"  # sm_90 only
+    # with biases the dual GEMM cannot: the GEMV takes them to its most, then the mma GEMV
+    assert dm.path_for(64, cc=(9, 0), bias=True) == "hopper_gemv"
+    assert dm.path_for(512, cc=(9, 0), bias=True) == "tensor_cores"
     assert dm.path_for(256, cc=(8, 0)) == dm.path_for(512, cc=(8, 0)) == "tensor_cores"
     arrs, ref = case(9, 16, 6, "float16", seed=2)
     calls = []
