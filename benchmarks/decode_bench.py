@@ -128,6 +128,7 @@ def tune(args):
     from book.bench.decode import D, H, weight_bytes
     from book.data import write
     from book.kernels import decode_mlp as dm
+    from book.kernels.wgmma_gemv import MAX_T as HOPPER_GEMV_MOST
     from book.kernels.wgmma_gemv import gemv_tile as hopper_gemv_tile
     from book.provenance import provenance
 
@@ -187,15 +188,23 @@ def tune(args):
             for tile in staged_tiles(T, args.tune_stages):
                 for split in args.tune_splits:
                     configs.append(("staged", tile, split))
-        if "hopper_gemv" in args.tune_paths:  # split-K is its stream-K: no split to try
+        if "hopper_gemv" in args.tune_paths and args.tune_hopper_default:
+            if T <= HOPPER_GEMV_MOST:
+                configs.append(("hopper_gemv", hopper_gemv_tile(T, D), None))
+        elif "hopper_gemv" in args.tune_paths:  # split-K is its stream-K: no split to try
             configs.extend(("hopper_gemv", tile, None)
                            for tile in hopper_gemv_tiles(T, args.tune_waves, args.tune_resident))
+        if "hopper" in args.tune_paths and T > dm.CUDA_CORE_MAX_T:
+            configs.append(("hopper", None, None))  # where the dual GEMM would take over
         if args.tune_gemv_defaults:  # the two GEMVs at their defaults only, as the controls
-            configs = [c for c in configs if c[0] == "hopper_gemv" or c[2] is None and (
+            configs = [c for c in configs if c[0] in ("hopper_gemv", "hopper") or c[2] is None and (
                 c[1] == (dm.gemv_tile(T, D) if c[0] == "cuda_cores" else dm.mma_gemv_tile(T)))]
         for path, tile, split in configs:
             sets = [(xs[i], wg, wu, None, None, outs[i]) for i in range(2)]
-            launches = [dm.prepare(path, *s, tile=tile, split=split) for s in sets]
+            if path == "hopper":  # the wgmma dual GEMM as the dispatcher calls it
+                launches = [dm.CallLaunch(dm.hopper_dual_gemm, s, s[-1], path) for s in sets]
+            else:
+                launches = [dm.prepare(path, *s, tile=tile, split=split) for s in sets]
 
             def call(i, launches=launches):
                 launches[i].launch()
@@ -211,7 +220,7 @@ def tune(args):
                 or (path == "hopper_gemv" and tile == hopper_gemv_tile(T, D)))
             row = {"T": T, "path": path, "tile": repr(tile), "split": split,
                    "stages": getattr(tile, "stages", 0),
-                   "splits_used": launches[0].splits, "grid": launches[0].grid,
+                   "splits_used": getattr(launches[0], "splits", 1), "grid": launches[0].grid,
                    "seconds": tm.median_s, "p10_s": tm.p10_s, "p90_s": tm.p90_s,
                    "weight_bandwidth": tm.bandwidth, "default": default}
             rows.append(row)
@@ -272,11 +281,13 @@ def main(argv=None):
                     help="the Hopper GEMV at grids of these many waves (e.g. 1,2,4,8)")
     ap.add_argument("--tune-resident", action="store_true",
                     help="the Hopper GEMV with x kept in shared memory against x copied a stage")
+    ap.add_argument("--tune-hopper-default", action="store_true",
+                    help="the Hopper GEMV at its default tile only")
     ap.add_argument("--tune-gemv-defaults", action="store_true",
                     help="the CUDA-core and tensor-core GEMVs at their default tiles only")
     ap.add_argument("--tune-paths", default="cuda_cores,tensor_cores",
                     help="which GEMVs the tune times (cuda_cores, tensor_cores, staged, "
-                         "hopper_gemv)")
+                         "hopper_gemv; hopper: the wgmma dual GEMM at the dispatcher's tile)")
     args = ap.parse_args(argv)
     args.tune_splits = [None if v == "None" else int(v) for v in args.tune_splits.split(",") if v]
     args.tune_stages = tuple(int(v) for v in args.tune_stages.split(",") if v)

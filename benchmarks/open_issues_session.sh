@@ -22,6 +22,8 @@
 #              blocks an SM at T = $HGEMV_T (default 4,8,16), beside both GEMVs (HGEMV_WAVES=1,2,4:
 #              grids of several waves instead; HGEMV_RESIDENT=1: x kept in shared memory against
 #              x copied a stage)           -> $OUT/decode_tune_hopper_gemv_h100.json
+#   hswitch    issue 31: the wgmma GEMV against the wgmma dual GEMM at T = 8-64 (the switch)
+#              -> $OUT/decode_tune_hopper_switch_h100.json
 #   htests     issue 31: pytest -m gpu tests/library/test_wgmma_gemv.py -> $OUT/gpu_wgmma_gemv_tests.*
 #   dtests     issue 31: pytest -m gpu tests/library/test_decode_mlp.py test_staged_gemv.py
 #              -> $OUT/gpu_decode_tests.*
@@ -155,6 +157,11 @@ EOF
         --only '^cublas_linear(_silu_compiled)?$' --ts 1,4,16,32,64 --dtypes bfloat16 --sweep '' \
         --reps 10 > "$OUT/decode_cublas_h100.log" 2>&1
       echo "cublas exit $?"; grep -E "cublas" "$OUT/decode_cublas_h100.log" | cut -c1-150 ;;
+    hswitch) # issue 31: the wgmma GEMV at its default tile against the wgmma dual GEMM, T = 8-64
+      timeout 200 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_hopper_switch_h100.json" \
+        --tune-t 8,16,24,32,48,64 --tune-paths hopper_gemv,hopper --tune-hopper-default --reps 10 \
+        > "$OUT/decode_tune_hopper_switch_h100.log" 2>&1
+      echo "hswitch exit $?"; grep -E "^  T=" "$OUT/decode_tune_hopper_switch_h100.log" | cut -c1-150 ;;
     htests)  # issue 31: the Hopper decode GEMV's GPU tests
       timeout 300 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider -x \
         tests/library/test_wgmma_gemv.py --junitxml="$OUT/gpu_wgmma_gemv_tests.xml" \

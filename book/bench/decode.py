@@ -16,7 +16,8 @@ weights; ``flops`` count the two GEMVs):
 The T sweep (bfloat16, T = 1 .. 8192, for the book's figure; ``kind`` "decode_sweep"):
 ``sweep_ours`` (the dispatcher: the GEMVs, then on the H100 the wgmma dual GEMM of
 :mod:`book.kernels.wgmma_gemm`), ``sweep_gemv_tc`` (the tensor-core GEMV, T <= 1024),
-``sweep_gemv_hopper`` (on sm_90 the wgmma GEMV, T <= 64),
+``sweep_gemv_hopper`` (on sm_90 the wgmma GEMV, T <= 64), ``sweep_wgmma_dual`` (on sm_90 the
+wgmma dual GEMM from beyond the CUDA-core GEMV to 64 tokens: where the dispatcher switches),
 ``sweep_mma`` (the mma.sync dual GEMM on ``[d, h]`` copies of the weights, T >= 16),
 ``sweep_cublas``,
 ``sweep_cublas_compiled`` (a static-shape compile for each T) and ``sweep_cublas_eager``.
@@ -260,6 +261,9 @@ def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
         if _hopper_gemv_runs(suite, T):
             row("sweep_gemv_hopper", planned("gemv_hopper"), ours,
                 "ours: the wgmma GEMV (book.kernels.wgmma_gemv)")
+        if _hopper_gemv_runs(suite, T) and T > dm.CUDA_CORE_MAX_T:  # where the switch falls
+            row("sweep_wgmma_dual", lambda *a: dm.hopper_dual_gemm(*a), ours,
+                "ours: the wgmma dual GEMM (book.kernels.wgmma_gemm) at the dispatcher's tile")
         if T >= 16:
             row("sweep_mma", mma, [(xs[i], wgt, wut, outs[i]) for i in range(2)],
                 "ours: the mma.sync dual GEMM (swiglu_mma, [d, h] copies of the weights)")

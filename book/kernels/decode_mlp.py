@@ -90,7 +90,7 @@ __all__ = ["GemvTile", "MmaGemvTile", "CUDA_CORE_MAX_T", "TENSOR_CORE_MAX_T", "P
            "gemv_tile", "mma_gemv_tile", "make_gemv", "make_mma_gemv", "prepare",
            "swiglu_gemv", "swiglu_gemv_tc", "swiglu_decode", "path_for", "register_large_t",
            "HOPPER_MIN_T", "HOPPER_GEMV_MAX_T", "weight_bytes", "flops", "cuda_core_fma_time",
-           "DecodeLaunch", "CallLaunch", "prepare_decode", "check_inputs"]
+           "DecodeLaunch", "CallLaunch", "prepare_decode", "check_inputs", "hopper_dual_gemm"]
 
 #: d must be a multiple of this: one 16-byte load is 8 halves of one row
 PIECE = 8
@@ -867,7 +867,9 @@ def path_for(T: int, cc=None, bias: bool = False) -> str:
     return "tensor_cores"
 
 
-def _hopper(x, wg, wu, bg, bu, out, stream=0):
+def hopper_dual_gemm(x, wg, wu, bg, bu, out, stream=0):
+    """The "hopper" path: :func:`book.kernels.wgmma_gemm.swiglu_wgmma` (no biases) with the
+    tile the dispatcher gives it."""
     from .wgmma_gemm import HopperTile, swiglu_wgmma
 
     # up to one row tile, a cluster of two would leave one CTA of each pair idle
@@ -884,7 +886,7 @@ def prepare_decode(x, wg, wu, bg=None, bu=None, out=None, *, stream_key=0):
     if path == "large_t":
         return CallLaunch(_LARGE_T["fn"], (x, wg, wu, bg, bu, out), out, path)
     if path == "hopper":
-        return CallLaunch(_hopper, (x, wg, wu, bg, bu, out), out, path)
+        return CallLaunch(hopper_dual_gemm, (x, wg, wu, bg, bu, out), out, path)
     if path == "cuda_cores" and T > CUDA_CORE_MAX_T:  # no tensor cores: token groups
         return CallLaunch(_gemv_groups, (x, wg, wu, bg, bu, out), out, "cuda_cores")
     return prepare(path, x, wg, wu, bg, bu, out, stream_key=stream_key)
