@@ -11,7 +11,7 @@ set it), the device's HBM peak beside the first, the dispatcher's path shaded un
 
 from __future__ import annotations
 
-__all__ = ["SERIES", "curves", "paths", "plot"]
+__all__ = ["SERIES", "PATH_LABELS", "curves", "series", "paths", "plot"]
 
 #: series drawn: row variant -> label
 SERIES = {
@@ -39,6 +39,14 @@ def curves(results, dtype="bfloat16") -> dict:
                        "`bash benchmarks/decode_session.sh OUT sweep` and merge "
                        "OUT/decode_sweep_h100.json (python -m book.bench.merge)")
     return out
+
+
+def series(results, variant, dtype="bfloat16") -> dict:
+    """{T: row} of one sweep variant, any of the record's (the controls too: the wgmma GEMV
+    ``sweep_gemv_hopper``, the wgmma dual GEMM ``sweep_wgmma_dual``, the mma.sync GEMV
+    ``sweep_gemv_tc``); empty if the record has none."""
+    return {r["shape"][0]: r for r in results.rows if r.get("kind") == "decode_sweep"
+            and r["variant"] == variant and r["dtype"] == dtype}
 
 
 def paths(ours_rows) -> list:

@@ -33,6 +33,15 @@ def test_curves_are_the_sweep_rows_in_t_order_and_paths_are_runs():
                                           ("large_t", 4096, 4096)]
 
 
+def test_series_gives_any_variant_by_t_and_nothing_for_a_missing_one():
+    rec = record()
+    rec.rows.append(row("sweep_gemv_hopper", 8, 84e-6, "hopper_gemv"))
+    got = ds.series(rec, "sweep_gemv_hopper")
+    assert list(got) == [8] and got[8]["seconds"] == 84e-6
+    assert ds.series(rec, "sweep_wgmma_dual") == {}
+    assert 2 not in ds.series(rec, "sweep_ours")  # a decode row of another kind is no sweep row
+
+
 def test_a_record_without_the_sweep_says_how_to_measure_it():
     with pytest.raises(KeyError, match="decode_session.sh OUT sweep"):
         ds.curves(Results({}, [row("cublas", 1, 1e-4)]))
