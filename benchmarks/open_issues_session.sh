@@ -25,6 +25,7 @@
 #   hswitch    issue 31: the wgmma GEMV against the wgmma dual GEMM at T = 8-64 (the switch)
 #              -> $OUT/decode_tune_hopper_switch_h100.json
 #   htests     issue 31: pytest -m gpu tests/library/test_wgmma_gemv.py -> $OUT/gpu_wgmma_gemv_tests.*
+#   final9     issue 31: the sweep, merged here, then chapters 9 and 11 recorded (carry .whl-nb)
 #   dtests     issue 31: pytest -m gpu tests/library/test_decode_mlp.py test_staged_gemv.py
 #              -> $OUT/gpu_decode_tests.*
 #   lab2       issue 28: lab 2's master and its "lesson not learned" control graded on their own
@@ -167,6 +168,15 @@ EOF
         tests/library/test_wgmma_gemv.py --junitxml="$OUT/gpu_wgmma_gemv_tests.xml" \
         > "$OUT/gpu_wgmma_gemv_tests.log" 2>&1
       echo "htests exit $?"; tail -30 "$OUT/gpu_wgmma_gemv_tests.log" | cut -c1-300 ;;
+    final9)  # issue 31: the sweep again (the dispatcher's switch moved), merged into book/data
+             # here, then chapters 9 and 11 recorded on it (carry .whl-nb too); back here the
+             # same merge of the same file gives the same book/data/h100.json
+      bash benchmarks/decode_session.sh "$OUT" sweep 2>&1 | grep -v "^WARNING: no Jupyter"
+      python3 -m book.bench.merge "$OUT/decode_sweep_h100.json" > "$OUT/merge.log" 2>&1
+      echo "merge exit $?"; tail -2 "$OUT/merge.log"
+      timeout 500 python3 -m tools.record --out "$OUT" --budget 480 chapters/09_hopper.ipynb \
+        chapters/11_same_move_everywhere.ipynb > "$OUT/record.log" 2>&1
+      echo "record exit $?"; tail -8 "$OUT/record.log" ;;
     dtests)
       timeout 300 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
         tests/library/test_decode_mlp.py tests/library/test_staged_gemv.py \
