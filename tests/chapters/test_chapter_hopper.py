@@ -181,20 +181,19 @@ def test_the_sweep_is_said_as_the_record_has_it(rec):
     prose = " ".join(" ".join(cells("markdown")).split())
     assert "In this run ours is faster than cuBLAS + compile at every T but one, T = 512" in prose
     assert "ours do at one and two tokens only" in prose
+    assert "staying between about three quarters and nine tenths of the HBM peak" in prose
     cs = ds.curves(rec)
     peak = specs.get("H100-SXM").memory_bandwidth
     ours = {r["shape"][0]: r for r in cs["sweep_ours"]}
     comp = {r["shape"][0]: r for r in cs["sweep_cublas_compiled"]}
     alone = {r["shape"][0]: r for r in cs["sweep_cublas"]}
     frac = {T: r["bandwidth"] / peak for T, r in ours.items()}
-    # "hardly move with T" up to about a hundred tokens, ours and cuBLAS's GEMM alone
+    # up to about a hundred tokens, ours and cuBLAS's GEMM alone: three quarters to nine tenths
     for series in (ours, alone):
-        low = [r["bandwidth"] for T, r in series.items() if T <= 128]
-        assert max(low) / min(low) < 1.15, low
+        low = [r["bandwidth"] / peak for T, r in series.items() if T <= 128]
+        assert 0.75 <= min(low) and max(low) <= 0.92, low
     assert all(r["flops_per_s"] < 400e12 for T, r in ours.items() if T <= 128)
-    assert 0.87 <= frac[1] <= 0.93 and 0.87 <= frac[2] <= 0.93              # about nine tenths
-    for T in (8, 16, 32, 64, 128):                                          # about four fifths
-        assert 0.75 <= frac[T] <= 0.85 and 0.75 <= alone[T]["bandwidth"] / peak <= 0.85, T
+    assert 0.87 <= frac[1] <= 0.93 and 0.87 <= frac[2] <= 0.93
     big = sorted(T for T in ours if T >= 128)
     assert all(ours[a]["bandwidth"] > ours[b]["bandwidth"] for a, b in zip(big, big[1:]))
     assert ours[8192]["flops_per_s"] > 0.9 * max(r["flops_per_s"] for r in ours.values())
@@ -205,14 +204,39 @@ def test_the_sweep_is_said_as_the_record_has_it(rec):
     assert [T for T in ours if T <= 16 and frac[T] >= 0.85] == [1, 2]
 
 
+def test_the_switch_and_its_control_are_said_as_the_record_has_them(rec):
+    """The paragraph after the switch's table: the wgmma GEMV fastest of the three at 8 and 16
+    tokens, the dual GEMM ahead from 32 (a little at 32, more at 64), the mma.sync GEMV behind
+    the wgmma GEMV at every T and far behind from 32; the ring's gain a few percent at 8 and
+    16; and the dispatcher's switch where the paragraph says it is."""
+    from book import decode_sweep as ds
+    from book.kernels import decode_mlp as dm
+
+    prose = " ".join(" ".join(cells("markdown")).split())
+    assert "The `wgmma` GEMV is the fastest of the three at 8 and 16 tokens" in prose
+    assert "gained a few percent at 8 and 16 tokens" in prose
+    gemv, dual, tc_gemv = (ds.series(rec, v) for v in
+                           ("sweep_gemv_hopper", "sweep_wgmma_dual", "sweep_gemv_tc"))
+    us = {T: (gemv[T]["seconds"], dual[T]["seconds"], tc_gemv[T]["seconds"]) for T in dual}
+    assert sorted(us) == [8, 16, 32, 64]
+    for T in (8, 16):
+        assert us[T][0] < min(us[T][1:]), (T, us[T])
+        assert 1.01 <= us[T][2] / us[T][0] <= 1.06, (T, us[T])  # "a few percent"
+    assert 1.0 < us[32][0] / us[32][1] < us[64][0] / us[64][1], us  # a little, then more
+    assert all(us[T][2] > us[T][0] for T in us) and all(us[T][2] > 1.3 * us[T][0] for T in (32, 64))
+    assert dm.HOPPER_GEMV_MAX_T in range(16, 32) and dm.HOPPER_MIN_T == dm.HOPPER_GEMV_MAX_T + 1
+    ours = {r["shape"][0]: r for r in ds.curves(rec)["sweep_ours"]}
+    assert [ours[T]["path"] for T in (8, 16, 32)] == ["hopper_gemv", "hopper_gemv", "hopper"]
+
+
 def test_the_sweep_and_the_measurement_table_are_two_runs_said_so(rec):
-    """At T = 8192 the sweep's wgmma row and its cuBLAS + compile row both ran more than a
-    tenth faster than the measurement table's (by about the same factor), the sweep's kernel
+    """At T = 8192 the sweep's wgmma row and its cuBLAS + compile row both ran about a tenth
+    faster than the measurement table's (by about the same factor), the sweep's kernel
     passes that table's main-loop ceiling, and the ratios agree within the runs."""
     from book import decode_sweep as ds
 
     prose = " ".join(" ".join(cells("markdown")).split())
-    assert "At T = 8192 both the `wgmma` kernel and cuBLAS + compile ran more than a tenth" in prose
+    assert "At T = 8192 both the `wgmma` kernel and cuBLAS + compile ran about a tenth" in prose
     cs = ds.curves(rec)
     ours = {r["shape"][0]: r for r in cs["sweep_ours"]}[8192]
     comp = {r["shape"][0]: r for r in cs["sweep_cublas_compiled"]}[8192]
@@ -221,7 +245,8 @@ def test_the_sweep_and_the_measurement_table_are_two_runs_said_so(rec):
         "wgmma_dual_gemm", "cublas_linear_mlp_up_compiled", "wgmma_ceiling"))
     assert ours["provenance"]["date"] != dual["provenance"]["date"]   # two runs
     k_ours, k_comp = dual["seconds"] / ours["seconds"], main_comp["seconds"] / comp["seconds"]
-    assert k_ours > 1.10 and k_comp > 1.10 and abs(k_ours - k_comp) < 0.03, (k_ours, k_comp)
+    assert 1.07 < k_ours < 1.13 and 1.07 < k_comp < 1.13, (k_ours, k_comp)  # about a tenth
+    assert abs(k_ours - k_comp) < 0.03, (k_ours, k_comp)
     assert ours["seconds"] < ceil["seconds"]
     r_sweep, r_main = comp["seconds"] / ours["seconds"], main_comp["seconds"] / dual["seconds"]
     assert abs(r_sweep - r_main) < abs(k_ours - 1), (r_sweep, r_main)
