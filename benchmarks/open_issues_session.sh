@@ -26,6 +26,8 @@
 #              -> $OUT/decode_tune_hopper_switch_h100.json
 #   htests     issue 31: pytest -m gpu tests/library/test_wgmma_gemv.py -> $OUT/gpu_wgmma_gemv_tests.*
 #   final9     issue 31: the sweep, merged here, then chapters 9 and 11 recorded (carry .whl-nb)
+#   host       issue 31: the planned calls' host rows alone -> $OUT/decode_host_h100.json
+#   liblane    the GPU lane's library and chapters part -> $OUT/gpu_h100.json
 #   dtests     issue 31: pytest -m gpu tests/library/test_decode_mlp.py test_staged_gemv.py
 #              -> $OUT/gpu_decode_tests.*
 #   lab2       issue 28: lab 2's master and its "lesson not learned" control graded on their own
@@ -177,6 +179,14 @@ EOF
       timeout 500 python3 -m tools.record --out "$OUT" --budget 480 chapters/09_hopper.ipynb \
         chapters/11_same_move_everywhere.ipynb > "$OUT/record.log" 2>&1
       echo "record exit $?"; tail -8 "$OUT/record.log" ;;
+    host)    # issue 31: the host rows of the planned calls alone, on a quiet host
+      timeout 120 python3 benchmarks/decode_bench.py --out "$OUT/decode_host_h100.json" \
+        --only '^host_' > "$OUT/decode_host_h100.log" 2>&1
+      echo "host exit $?"; grep -E "host |met|MISS" "$OUT/decode_host_h100.log" | tail -10 ;;
+    liblane) # the GPU lane's library and chapters part only (records/tests/gpu_library_h100.json)
+      timeout 300 python3 -m tools.gpu_tests --out "$OUT/gpu_h100.json" --under tests/library \
+        --under tests/chapters > "$OUT/gpu_lane_library.log" 2>&1
+      echo "library lane exit $?"; tail -4 "$OUT/gpu_lane_library.log" ;;
     dtests)
       timeout 300 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
         tests/library/test_decode_mlp.py tests/library/test_staged_gemv.py \
