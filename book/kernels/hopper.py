@@ -62,8 +62,11 @@ _SWIZZLE_BITS = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
 __all__ = [
     "SIMULATED", "ARCH", "SWIZZLE_CODE", "SWIZZLE_WIDTH", "swizzle", "descriptor",
     "decode_descriptor", "operand_addresses", "d_coords", "wgmma_model", "tma_box",
-    "MbarrierModel", "check_capability", "tensor_map", "make_wgmma", "WGMMA_N",
+    "MbarrierModel", "check_capability", "tensor_map", "make_wgmma", "WGMMA_N", "SWIZZLE_PERIOD",
 ]
+
+#: bytes after which the 128B swizzle repeats (8 rows of 128 bytes): a swizzled tile starts on it
+SWIZZLE_PERIOD = 1024
 
 #: the N of the m64nNk16 instructions this module builds: every multiple of 8 to 256 (the
 #: dual GEMM uses 64-256, the decode GEMV 8-64)

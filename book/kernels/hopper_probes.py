@@ -20,11 +20,11 @@ import functools
 import numpy as np
 from numba import cuda, float32, uint8, uint32, uint64
 
-from .hopper import check_capability, tensor_map
+from .hopper import SWIZZLE_PERIOD, check_capability, tensor_map
 from .launch import allow_shared
 from .tensorcore import target_cc
 
-ALIGN = 1024
+ALIGN = SWIZZLE_PERIOD
 MASK = uint32(0xFFFFFC00)
 
 

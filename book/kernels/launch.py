@@ -287,6 +287,10 @@ def sm_count():
 
 #: the most shared memory a kernel may declare statically, and use dynamically without opting in
 STATIC_SHARED = 48 * 1024
+#: the most one block may opt in to on sm_90 (227 KiB; sm_80 163 KiB, sm_86 99 KiB)
+MAX_SHARED = 227 * 1024
+#: an sm_90 SM's shared memory, of which each resident block also takes RESERVED_SHARED
+SM_SHARED, RESERVED_SHARED = 228 * 1024, 1024
 
 _ALLOWED = {}  # compiled kernel -> dynamic shared bytes it may use
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .launch import STATIC_SHARED  # the most shared memory a kernel may declare statically
+from .launch import MAX_SHARED, STATIC_SHARED  # (re-exported: mma_gemm's users read them here)
 from .tensorcore import SIMULATED
 
 __all__ = ["MmaTile", "MmaGeometry", "TILE", "SIM_TILE", "default_tile", "STATIC_SHARED",
            "MAX_SHARED"]
 
-MAX_SHARED = 227 * 1024  # the most one block may opt in to on sm_90
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from numba import cuda, float32, int64, uint16, uint32
 
 from .fused import silu_mul
-from .launch import jit_bounds
+from .launch import MAX_SHARED, jit_bounds
 from .splitk import fragment_meeting
 from .tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
                          mma_bf16_16816, mma_f16_1688, mma_f16_16816, shared_address)
@@ -53,8 +53,6 @@ from .wide import load_f32, load_words4, store_f32, store_words4
 
 __all__ = ["StagedTile", "staged_tile", "make_staged_gemv", "row_stride", "MAX_SHARED"]
 
-#: the most shared memory a block may take (sm_90: 227 KiB, dynamic beyond 48 KiB opted in)
-MAX_SHARED = 227 * 1024
 
 
 def row_stride(chunk: int) -> int:

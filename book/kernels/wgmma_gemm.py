@@ -57,9 +57,9 @@ from numba import cuda, float32, uint8, uint32, uint64
 
 from ..numba_compat import compiled_for
 from .fused import silu_mul
-from .hopper import SIMULATED, check_capability, descriptor, tensor_map
+from .hopper import SIMULATED, SWIZZLE_PERIOD, check_capability, descriptor, tensor_map
 from .fastcall import BoundedCache, PackedParams, cufunction, current_raw_stream, pack_array
-from .launch import allow_shared, pointer, sm_count
+from .launch import MAX_SHARED, allow_shared, pointer, sm_count
 from .mma_gemm import half_dtype, half_matrix, half_out
 from .tensorcore import target_cc
 
@@ -68,8 +68,7 @@ __all__ = ["HopperTile", "TILE", "EPILOGUES", "build_kernel", "schedule", "pairs
            "ceiling_wgmma", "flops", "check_shapes", "tensor_maps"]
 
 EPILOGUES = ("swiglu", "identity", "store2", "gemm", "ceiling")
-MAX_SHARED = 227 * 1024  # the most one block may opt in to on sm_90
-ALIGN = 1024  # a 128B-swizzled tile starts on 1024 bytes (the swizzle's period)
+ALIGN = SWIZZLE_PERIOD  # a 128B-swizzled tile starts on 1024 bytes (the swizzle's period)
 
 
 @dataclass(frozen=True)

@@ -54,15 +54,15 @@ import numpy as np
 from numba import cuda, float32, int32, uint8, uint32, uint64
 
 from .fused import silu_mul
-from .hopper import SIMULATED, descriptor
+from .hopper import SIMULATED, SWIZZLE_PERIOD, descriptor
+from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "ranges", "pieces",
            "cta_of", "slot_of", "BK", "BM"]
 
 BM = 64  # rows of each weight per row tile: wgmma's M
 BK = 64  # k per box: 64 halves = one 128-byte swizzled row
-ALIGN = 1024  # a 128B-swizzled box starts on 1024 bytes (the swizzle's period)
-MAX_SHARED = 227 * 1024  # the most one block may opt in to on sm_90
+ALIGN = SWIZZLE_PERIOD  # a 128B-swizzled box starts on 1024 bytes
 #: the most tokens: N = 64 keeps a thread's 64 accumulators (gate and up) in registers
 MAX_T = 64
 
@@ -130,9 +130,11 @@ class WgmmaGemvTile:
             return self.shared_bytes
         return self.shared_bytes + -(-d // self.stage_k) * self.kblocks * self.x_slot
 
-    def fits(self, d: int) -> bool:
-        return self.ctas_per_sm * (self.shared_for(d) + 1024) <= 228 * 1024 and \
-            self.shared_for(d) <= MAX_SHARED
+    def fits(self, d: int = 0) -> bool:
+        """Whether ``ctas_per_sm`` blocks fit an SM's shared memory (at rows of ``d`` halves
+        if x is resident; 0: the ring and barriers alone)."""
+        need = self.shared_for(d) if d else self.shared_bytes
+        return need <= MAX_SHARED and self.ctas_per_sm * (need + RESERVED_SHARED) <= SM_SHARED
 
     @property
     def accumulators(self):  # float32 a consumer thread holds per weight
@@ -152,11 +154,10 @@ class WgmmaGemvTile:
             p.append("kblocks must be 1, 2 or 4")
         if self.promotion not in ("none", "64B", "128B", "256B"):
             p.append("promotion must be none, 64B, 128B or 256B")
-        if self.shared_bytes > MAX_SHARED or (
-                self.ctas_per_sm * (self.shared_bytes + 1024) > 228 * 1024):
+        if not self.fits():
             p.append(f"{self.ctas_per_sm} block(s) of {self.shared_bytes} bytes of shared memory"
-                     f" do not fit (a block gets at most {MAX_SHARED}, an SM 228 KiB with 1 KiB"
-                     " of each block's reserved)")
+                     f" do not fit (a block gets at most {MAX_SHARED}, an SM {SM_SHARED} with "
+                     f"{RESERVED_SHARED} of each block's reserved)")
         if p:
             raise ValueError(f"invalid {self}: " + "; ".join(p))
         return self
