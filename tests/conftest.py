@@ -30,7 +30,7 @@ test that asks for it. Use these fixtures in your own tests rather than building
     root) and waits until the network is idle. Then:
     ``.page`` (playwright Page), ``.requests`` (URLs), ``.external`` (URLs not on localhost),
     ``.failed`` ("URL: reason" for failed requests and HTTP errors), ``.errors`` (uncaught page
-    JS errors), ``.assert_clean()`` (no external, failed
+    JS errors), ``.problems()`` (those three as lines), ``.assert_clean()`` (no external, failed
     or JS errors, with a message listing them).
 
 Example::
@@ -273,10 +273,14 @@ class SitePage:
                 self._leaving = False
         return self.page.goto(self.base + path.lstrip("/"), **kw)
 
+    def problems(self) -> list[str]:
+        """What ``assert_clean`` fails on: requests to other hosts, failed ones, JS errors."""
+        return ([f"request to another host: {u}" for u in self.external]
+                + [f"failed request: {f}" for f in self.failed]
+                + [f"JavaScript error: {e}" for e in self.errors])
+
     def assert_clean(self, what: str = ""):
-        problems = ([f"request to another host: {u}" for u in self.external]
-                    + [f"failed request: {f}" for f in self.failed]
-                    + [f"JavaScript error: {e}" for e in self.errors])
+        problems = self.problems()
         assert not problems, f"{what or self.page.url}:\n" + "\n".join(problems)
 
     def close(self):

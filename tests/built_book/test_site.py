@@ -16,7 +16,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import pytest
 import yaml
 
-from conftest import is_local
+from conftest import SitePage
 from repo import ROOT
 
 
@@ -26,12 +26,84 @@ def _pages(built_book) -> list[str]:
         "search.html", "genindex.html"]
 
 
-def test_no_page_asks_another_host_or_fails(built_book, site_page):
-    for path in _pages(built_book):
-        site_page.goto(path)
-        site_page.page.wait_for_timeout(300)  # let MathJax and widgets fetch what they fetch
-        site_page.assert_clean(path)
-    assert any("/vendor/mathjax/" in u for u in site_page.requests), \
+# Each page is loaded once per width for every test that reads it there (a pass over every page
+# is most of a test's time): the tours below visit them and keep what each test measures, and
+# the tests assert on what was kept, each its own part.
+LAPTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 375, "height": 812}
+
+
+def _tour_pages(built_book) -> tuple[list[str], dict[str, str]]:
+    """Every page a reader can reach, and {page: notebook} of the executed ones."""
+    executed = {str(Path(src).with_suffix(".html")): src for src in _executed_pages(built_book)}
+    return list(dict.fromkeys(_pages(built_book) + list(executed))), executed
+
+
+@pytest.fixture(scope="module")
+def laptop_tour(built_book, browser, site_url) -> dict[str, dict]:
+    """Every page at 1280 px, each as a reader's first visit (a fresh context: nothing cached
+    or stored yet), requests from other hosts aborted and recorded: {page: what was seen}.
+    Right after the network is idle: ``column`` (COLUMN_CHECK's findings) and, on executed
+    pages, ``exercises`` (EXERCISES); 300 ms later (MathJax and the widgets have fetched what
+    they fetch): ``problems`` (SitePage.problems: other hosts, failed requests, JS errors),
+    ``requests`` and ``console`` (what the console logged as an error or a warning, and
+    uncaught errors)."""
+    pages, executed = _tour_pages(built_book)
+    seen = {}
+    for path in pages:
+        sp = SitePage(browser, site_url)
+        console: list[str] = []
+        sp.page.on("console", lambda m, console=console: console.append(f"{m.type}: {m.text}")
+                   if m.type in ("error", "warning") else None)
+        sp.page.on("pageerror", lambda e, console=console: console.append(str(e)))
+        try:
+            sp.page.set_viewport_size(LAPTOP)
+            sp.goto(path)
+            got = {"column": sp.page.evaluate(COLUMN_CHECK)}
+            if path in executed:
+                got["exercises"] = sp.page.evaluate(EXERCISES)
+            sp.page.wait_for_timeout(300)
+            got.update(problems=sp.problems(), requests=list(sp.requests), console=console)
+        finally:
+            sp.close()
+        seen[path] = got
+    return seen
+
+
+@pytest.fixture(scope="module")
+def phone_tour(built_book, browser, site_url) -> dict[str, dict]:
+    """Every page at 375 px, one page after the other in one context: {page: what was seen}.
+    Right after the network is idle: ``width`` (the document's scroll width; ``culprit`` where
+    it is too wide) and, on executed pages, ``printed`` (PRINTED_PROSE_HIDDEN), ``tables``
+    (PRINTED_TABLES) and ``figures`` (FIGURE_SCALES); on a page with math, 300 ms later
+    (MathJax typesets after load), ``math`` (MATH_OUT_OF_COLUMN)."""
+    pages, executed = _tour_pages(built_book)
+    seen = {}
+    sp = SitePage(browser, site_url)
+    try:
+        sp.page.set_viewport_size(PHONE)
+        for path in pages:
+            sp.goto(path)
+            got = {"width": sp.page.evaluate("document.documentElement.scrollWidth")}
+            if got["width"] > 376:
+                got["culprit"] = sp.page.evaluate(WIDE_CULPRIT)
+            if path in executed:
+                got.update(printed=sp.page.evaluate(PRINTED_PROSE_HIDDEN),
+                           tables=sp.page.evaluate(PRINTED_TABLES),
+                           figures=sp.page.evaluate(FIGURE_SCALES))
+            if sp.page.locator("mjx-container").count():
+                sp.page.wait_for_timeout(300)
+                got["math"] = sp.page.evaluate(MATH_OUT_OF_COLUMN)
+            seen[path] = got
+    finally:
+        sp.close()
+    return seen
+
+
+def test_no_page_asks_another_host_or_fails(laptop_tour):
+    problems = [f"{path}: {p}" for path, got in laptop_tour.items() for p in got["problems"]]
+    assert not problems, "\n".join(problems)
+    assert any("/vendor/mathjax/" in u for got in laptop_tour.values() for u in got["requests"]), \
         "no page loaded MathJax from the site itself"
 
 
@@ -160,27 +232,25 @@ def test_search_finds_pages(site_page):
     site_page.assert_clean()
 
 
-def test_no_horizontal_scroll_at_phone_width(built_book, site_page):
-    site_page.page.set_viewport_size({"width": 375, "height": 812})
-    too_wide = []
-    for path in _pages(built_book):
-        site_page.goto(path)
-        width = site_page.page.evaluate("document.documentElement.scrollWidth")
-        if width > 376:
-            culprit = site_page.page.evaluate("""() => {
-                // The outermost element sticking out that no scrolling ancestor contains.
-                const w = document.documentElement.clientWidth;
-                const clipped = e => {
-                    for (let a = e.parentElement; a; a = a.parentElement) {
-                        if (getComputedStyle(a).overflowX !== 'visible') return true;
-                    }
-                    return false;
-                };
-                const el = [...document.body.querySelectorAll('*')].find(
-                    e => e.getBoundingClientRect().right > w + 1 && !clipped(e));
-                return el ? `${el.tagName}.${el.className} ${el.textContent.slice(0, 60)}` : '?';
-            }""")
-            too_wide.append(f"{path}: {width}px wide (e.g. {culprit})")
+WIDE_CULPRIT = """() => {
+    // The outermost element sticking out that no scrolling ancestor contains.
+    const w = document.documentElement.clientWidth;
+    const clipped = e => {
+        for (let a = e.parentElement; a; a = a.parentElement) {
+            if (getComputedStyle(a).overflowX !== 'visible') return true;
+        }
+        return false;
+    };
+    const el = [...document.body.querySelectorAll('*')].find(
+        e => e.getBoundingClientRect().right > w + 1 && !clipped(e));
+    return el ? `${el.tagName}.${el.className} ${el.textContent.slice(0, 60)}` : '?';
+}"""
+
+
+def test_no_horizontal_scroll_at_phone_width(built_book, phone_tour):
+    assert set(_pages(built_book)) <= set(phone_tour)
+    too_wide = [f"{path}: {got['width']}px wide (e.g. {got['culprit']})"
+                for path, got in phone_tour.items() if got["width"] > 376]
     assert not too_wide, "\n".join(too_wide)
 
 
@@ -304,29 +374,14 @@ def test_downloads_give_the_notebook_without_outputs(built_book):
 
 # ---------------------------------------------------------------- layout and console
 
-def _console_errors(browser, url: str, width: int = 1280) -> list[str]:
-    """Errors and warnings a reader's first visit to ``url`` logs (a fresh context: nothing
-    stored yet)."""
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    context.route(lambda u: not is_local(u), lambda r: r.abort())
-    page.on("console", lambda m: errors.append(f"{m.type}: {m.text}")
-            if m.type in ("error", "warning") else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(url, wait_until="networkidle")
-    page.wait_for_timeout(300)
-    context.close()
-    return errors
-
-
-def test_no_console_error_or_warning_on_any_page(built_book, browser, site_url):
-    """No page logs an error or a warning: no script runs twice (THEBE_JS_URL was declared twice
-    on every page), the theme finds its colour mode, nothing fails to load, and the widget
-    manager's schema check says nothing (ajv's "strict mode: use allowUnionTypes" twice on every
-    page with a widget: tools/site_assets.py builds ajv with that option)."""
-    found = [f"{path}: {e}" for path in _pages(built_book)
-             for e in _console_errors(browser, site_url + path)]
+def test_no_console_error_or_warning_on_any_page(built_book, laptop_tour):
+    """No page logs an error or a warning on a reader's first visit: no script runs twice
+    (THEBE_JS_URL was declared twice on every page), the theme finds its colour mode, nothing
+    fails to load, and the widget manager's schema check says nothing (ajv's "strict mode: use
+    allowUnionTypes" twice on every page with a widget: tools/site_assets.py builds ajv with
+    that option)."""
+    assert set(_pages(built_book)) <= set(laptop_tour)
+    found = [f"{path}: {e}" for path, got in laptop_tour.items() for e in got["console"]]
     assert not found, "\n".join(found)
 
 
@@ -390,33 +445,35 @@ COLUMN_CHECK = """() => {
 }"""
 
 
-def test_blocks_fit_the_column_at_laptop_width(built_book, site_page):
+def test_blocks_fit_the_column_at_laptop_width(built_book, laptop_tour):
     """At 1280 px no code cell, output block, table or figure is wider than the content column:
     printed output wraps, code keeps its (80-character) lines whole and visible, a table too
     wide for the column scrolls inside its own box."""
-    site_page.page.set_viewport_size({"width": 1280, "height": 900})
-    problems = []
-    for path in _pages(built_book):
-        site_page.goto(path)
-        problems += [f"{path}: {p}" for p in site_page.page.evaluate(COLUMN_CHECK)]
+    assert set(_pages(built_book)) <= set(laptop_tour)
+    problems = [f"{path}: {p}" for path, got in laptop_tour.items() for p in got["column"]]
     assert not problems, f"{len(problems)} blocks do not fit:\n" + "\n".join(problems)
 
 
-def test_printed_output_wraps_at_phone_width(built_book, site_page):
+def _executed_seen(built_book, tour) -> list[tuple[str, dict]]:
+    """(notebook, what the tour saw on its page) for every executed page."""
+    return [(src, tour[str(Path(src).with_suffix(".html"))]) for src in _executed_pages(built_book)]
+
+
+PRINTED_PROSE_HIDDEN = """() =>
+    [...document.querySelectorAll(
+        '.cell_output .output.stream pre, .cell_output .output.stderr pre, '
+        + '.cell_output .output.text_plain pre')]
+    .filter(e => !e.closest('.printed-table'))
+    .filter(e => e.scrollWidth > e.clientWidth + 1)
+    .map(e => e.textContent.trim().slice(0, 80))"""
+
+
+def test_printed_output_wraps_at_phone_width(built_book, phone_tour):
     """At 375 px printed prose (the simulator or GPU status line, a sentence a cell prints)
     wraps inside its block rather than scrolling sideways; code may scroll inside its block,
     and so may a printed table (the next test)."""
-    site_page.page.set_viewport_size({"width": 375, "height": 812})
-    hidden = []
-    for src in _executed_pages(built_book):
-        site_page.goto(str(Path(src).with_suffix(".html")))
-        hidden += [f"{src}: {t}" for t in site_page.page.evaluate("""() =>
-            [...document.querySelectorAll(
-                '.cell_output .output.stream pre, .cell_output .output.stderr pre, '
-                + '.cell_output .output.text_plain pre')]
-            .filter(e => !e.closest('.printed-table'))
-            .filter(e => e.scrollWidth > e.clientWidth + 1)
-            .map(e => e.textContent.trim().slice(0, 80))""")]
+    hidden = [f"{src}: {t}" for src, got in _executed_seen(built_book, phone_tour)
+              for t in got["printed"]]
     assert not hidden, "printed output scrolls sideways at 375 px:\n" + "\n".join(hidden)
 
 
@@ -435,18 +492,16 @@ PRINTED_TABLES = """() => [...document.querySelectorAll('.cell_output .printed-t
     })"""
 
 
-def test_printed_tables_keep_their_rows_at_phone_width(built_book, site_page):
+def test_printed_tables_keep_their_rows_at_phone_width(built_book, phone_tour):
     """Reader QA: at 375 px the column tables cells print (chapter 10's counters and cases,
     chapter 8's roofline points) wrapped mid-row, a row's last columns under its first (at
     1280 px so did chapter 9's tables of more than 95 characters: the laptop test checks that
     width). A printed table keeps each row on one line and scrolls sideways inside its own
     block (tools/sphinx_course.py marks its lines printed-table; tools/theme/course.css),
     never the page; the prose printed around it still wraps (the test above)."""
-    site_page.page.set_viewport_size({"width": 375, "height": 812})
     broken, seen = [], {}
-    for src in _executed_pages(built_book):
-        site_page.goto(str(Path(src).with_suffix(".html")))
-        tables = site_page.page.evaluate(PRINTED_TABLES)
+    for src, got in _executed_seen(built_book, phone_tour):
+        tables = got["tables"]
         seen[src] = [t["text"] for t in tables]
         broken += [f"{src}: {t}" for t in tables
                    if t["drawn"] != t["lines"] or (t["wide"] and t["overflow"] != "auto")]
@@ -520,47 +575,46 @@ def test_the_figures_column_is_the_one_book_figures_assumes(built_book, site_pag
     assert abs(width - figures.COLUMN_PX) <= 4, width
 
 
-def test_math_stays_in_the_column_at_phone_width(built_book, site_page):
+MATH_OUT_OF_COLUMN = """() => {
+    const col = document.querySelector('article.bd-article').getBoundingClientRect();
+    // a formula inside a table that scrolls in its own box is reached by scrolling
+    // it, not cut off
+    const scrolled = e => { const t = e.closest('table');
+        return t && getComputedStyle(t).overflowX === 'auto'
+            && t.getBoundingClientRect().right <= col.right + 1; };
+    return [...document.querySelectorAll('article.bd-article mjx-container')]
+      .filter(e => e.getBoundingClientRect().right > col.right + 1 && !scrolled(e))
+      .map(e => e.textContent.slice(0, 60));
+}"""
+
+
+def test_math_stays_in_the_column_at_phone_width(built_book, phone_tour):
     """At 375 px no formula runs past the column's edge, cut off: a display equation wider than
     the phone scrolls inside its own line (tools/theme/course.css), and inline math, which
     MathJax never breaks, is kept short enough by the text (chapter 4's tolerance test was
     363 px wide inside a list item)."""
-    site_page.page.set_viewport_size({"width": 375, "height": 812})
-    out = []
-    for path in _pages(built_book):
-        site_page.goto(path)
-        if not site_page.page.locator("mjx-container").count():
-            continue
-        site_page.page.wait_for_timeout(300)  # MathJax typesets after load
-        out += [f"{path}: {t}" for t in site_page.page.evaluate("""() => {
-            const col = document.querySelector('article.bd-article').getBoundingClientRect();
-            // a formula inside a table that scrolls in its own box is reached by scrolling
-            // it, not cut off
-            const scrolled = e => { const t = e.closest('table');
-                return t && getComputedStyle(t).overflowX === 'auto'
-                    && t.getBoundingClientRect().right <= col.right + 1; };
-            return [...document.querySelectorAll('article.bd-article mjx-container')]
-              .filter(e => e.getBoundingClientRect().right > col.right + 1 && !scrolled(e))
-              .map(e => e.textContent.slice(0, 60));
-        }""")]
+    assert set(_pages(built_book)) <= set(phone_tour)
+    assert any("math" in got for got in phone_tour.values()), "no page has math"
+    out = [f"{path}: {t}" for path, got in phone_tour.items() for t in got.get("math", [])]
     assert not out, "math sticks out of the column at 375 px:\n" + "\n".join(out)
 
 
-def test_exercises_show_the_question_with_hints_and_answer_folded(built_book, site_page):
+EXERCISES = """() =>
+    [...document.querySelectorAll('article.bd-article .course-exercise')].map(e => ({
+      question: (e.querySelector('p') || {innerText: ''}).innerText,
+      folds: [...e.querySelectorAll('details')].map(d => [
+        d.querySelector('summary').innerText, d.open,
+        d.querySelector('summary + *').checkVisibility()]),
+      frame: parseFloat(getComputedStyle(e).borderLeftWidth),
+    }))"""
+
+
+def test_exercises_show_the_question_with_hints_and_answer_folded(built_book, laptop_tour):
     """Every chapter's checked exercise (book.exercises) is on its page as a framed block: the
     question readable, each hint and the answer in a <details> fold that is closed."""
-    site_page.page.set_viewport_size({"width": 1280, "height": 900})
     problems, seen = [], 0
-    for src in _executed_pages(built_book):
-        site_page.goto(str(Path(src).with_suffix(".html")))
-        for ex in site_page.page.evaluate("""() =>
-            [...document.querySelectorAll('article.bd-article .course-exercise')].map(e => ({
-              question: (e.querySelector('p') || {innerText: ''}).innerText,
-              folds: [...e.querySelectorAll('details')].map(d => [
-                d.querySelector('summary').innerText, d.open,
-                d.querySelector('summary + *').checkVisibility()]),
-              frame: parseFloat(getComputedStyle(e).borderLeftWidth),
-            }))"""):
+    for src, got in _executed_seen(built_book, laptop_tour):
+        for ex in got["exercises"]:
             seen += 1
             summaries = [f[0] for f in ex["folds"]]
             if not ex["question"].startswith("Exercise.") or len(ex["question"]) < 30:
@@ -598,21 +652,22 @@ def test_dense_figures_keep_a_legible_width_on_phones(built_book, site_page):
     assert laptop and not any(f["scrolls"] for f in laptop), laptop
 
 
-def test_no_figure_is_shrunk_past_reading_on_a_phone(built_book, site_page):
+FIGURE_SCALES = """() =>
+    [...document.querySelectorAll('article.bd-article div.cell_output img')].map(i => {
+      const r = i.getBoundingClientRect();
+      // the display size the output asked for (Sphinx's inline style), else the PNG's
+      const w = parseFloat(i.style.width) || parseFloat(i.getAttribute('width')) || i.naturalWidth;
+      const h = parseFloat(i.style.height) || parseFloat(i.getAttribute('height')) || i.naturalHeight;
+      return {alt: (i.alt || i.src).slice(0, 50), scale: r.width / w,
+              aspect: (r.height / r.width) / (h / w)}; })"""
+
+
+def test_no_figure_is_shrunk_past_reading_on_a_phone(built_book, phone_tour):
     """At 375 px every figure in a cell's output is shown at 65% of its display width or more
     (a wide one scrolls in its box instead of shrinking), with its aspect ratio kept."""
-    site_page.page.set_viewport_size({"width": 375, "height": 812})
     small = []
-    for src in _executed_pages(built_book):
-        site_page.goto(str(Path(src).with_suffix(".html")))
-        for f in site_page.page.evaluate("""() =>
-            [...document.querySelectorAll('article.bd-article div.cell_output img')].map(i => {
-              const r = i.getBoundingClientRect();
-              // the display size the output asked for (Sphinx's inline style), else the PNG's
-              const w = parseFloat(i.style.width) || parseFloat(i.getAttribute('width')) || i.naturalWidth;
-              const h = parseFloat(i.style.height) || parseFloat(i.getAttribute('height')) || i.naturalHeight;
-              return {alt: (i.alt || i.src).slice(0, 50), scale: r.width / w,
-                      aspect: (r.height / r.width) / (h / w)}; })"""):
+    for src, got in _executed_seen(built_book, phone_tour):
+        for f in got["figures"]:
             if f["scale"] < 0.65 or abs(f["aspect"] - 1) > 0.03:
                 small.append(f"{src}: {f}")
     assert not small, "figures shrunk or distorted at 375 px:\n" + "\n".join(small)
