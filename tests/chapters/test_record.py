@@ -148,14 +148,14 @@ def test_record_names_a_failing_and_a_hanging_chapter_and_still_writes_the_bundl
                      f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
                      "time.sleep(600)")
     out = tmp_path / "out"
-    rc = record.record(out, [good, bad, hang], timeout=40, cell_timeout=600)
+    rc = record.record(out, [good, bad, hang], timeout=20, cell_timeout=600)
     assert rc == 1
     summary = json.loads((out / "record-summary.json").read_text())
     rows = {Path(r["notebook"]).name: r for r in summary["chapters"]}
     assert rows["good.ipynb"]["ok"]
     assert not rows["bad.ipynb"]["ok"] and rows["bad.ipynb"]["cell"] == 2
     assert "ZeroDivisionError" in rows["bad.ipynb"]["error"]
-    assert not rows["hang.ipynb"]["ok"] and "killed after 40 s" in rows["hang.ipynb"]["error"]
+    assert not rows["hang.ipynb"]["ok"] and "killed after 20 s" in rows["hang.ipynb"]["error"]
     kernel = int(pidfile.read_text())
     time.sleep(1)
     assert not psutil.pid_exists(kernel) or psutil.Process(kernel).status() == "zombie", \

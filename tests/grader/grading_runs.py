@@ -37,6 +37,17 @@ test_s = {test_s}
 
 
 FAST_RUBRIC = fast_rubric()
+
+
+def one_hidden_case(lab: str, path: Path) -> Path:
+    """Writes to ``path`` the lab's shipped rubric with one hidden case instead of three (each
+    hidden case is seconds of simulator; a run that tests what the grader does with a kind of
+    submission, not how many cases it draws, needs one): its points, limits and performance
+    lines as shipped. Returns ``path``."""
+    text = (REPO / "autograder" / "rubrics" / f"{labs.resolve(lab)}.toml").read_text()
+    assert text.count("\nhidden_cases = 3\n") == 1, f"{lab}'s rubric no longer draws 3 hidden cases"
+    path.write_text(text.replace("\nhidden_cases = 3\n", "\nhidden_cases = 1\n"))
+    return path
 _RUNS = {}
 
 

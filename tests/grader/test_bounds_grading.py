@@ -9,6 +9,10 @@
   span two blocks of the largest block the lab allows in every grid dimension (the spec's
   ``sim_blocks``), within the simulator's time budget;
 - the master, graded in the same run, keeps full marks.
+
+In the simulator each lab's run grades with its shipped rubric but one hidden case
+(grading_runs.one_hidden_case): what every hidden case drawn looks like is asserted over many
+seeds without grading (the first test).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from derived_fixtures import fixtures
-from grading_runs import full_marks
+from grading_runs import full_marks, one_hidden_case
 from repo import ROOT as REPO
 
 import book  # GPU or simulator, decided before numba.cuda is imported
@@ -58,6 +62,8 @@ def _start(lab: str, simulated: bool = True, rubric: Path | None = None):
         subs = [REPO / "solutions" / f"{lab}.ipynb", *fixtures("bounds", lab)]
         if not simulated:   # on a GPU: the stores outside the arrays (blockIdx is the simulator's)
             subs = [s for s in subs if "forgets" not in s.name]
+        elif rubric is None:   # the shipped rubric, one hidden case (the cases' blocks: above)
+            rubric = one_hidden_case(lab, out / "rubric.toml")
         cmd = [sys.executable, "-m", "autograder", "grade", lab, *map(str, subs), "--out",
                str(out / "graded"), "--quiet", *(["--rubric", str(rubric)] if rubric else [])]
         _RUNS[key] = (subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,

@@ -3,7 +3,8 @@ the function carry data from one recorded launch to the next, so multi-kernel so
 labs 2, 3 and 4 earn full correctness; a proof the simulator cannot carry out is withheld
 ("needs a GPU to verify", no points taken, marked for the instructor), never called a host
 result; host results smuggled through scratch buffers still earn nothing. Graded through
-the real CLI (`python -m autograder grade --simulator`), one run per lab, side by side."""
+the real CLI (`python -m autograder grade --simulator`), one run per lab, side by side, each
+with its lab's rubric but one hidden case."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_runs import REPO, env, full_marks, grade_cmd, results
+from grading_runs import REPO, env, full_marks, grade_cmd, one_hidden_case, results
 from repo import FIXTURES
 
 pytestmark = pytest.mark.slow   # every test reads a grading run of the multi-kernel solutions
@@ -36,7 +37,8 @@ def graded():
     procs = {}
     for lab, names in RUNS.items():
         out = base / lab
-        procs[lab] = (subprocess.Popen(grade_cmd(lab, [MULTI / f"{n}.py" for n in names], out, "--simulator"),
+        procs[lab] = (subprocess.Popen(grade_cmd(lab, [MULTI / f"{n}.py" for n in names], out, "--simulator",
+                                                 "--rubric", one_hidden_case(lab, base / f"{lab}.toml")),
                                        cwd=REPO, env=env(), stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT), out)
     where = {}

@@ -6,6 +6,7 @@ kernel starts as many times as asked, then runs ipykernel."""
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -44,15 +45,29 @@ def dying_kernel(tmp_path, monkeypatch):
     def run(times):
         monkeypatch.setenv("DIE_TIMES", str(times))
         (tmp_path / "starts").unlink(missing_ok=True)
+        waits.clear()
         out = execute._run(str(path), 60, False)  # an absolute path: ROOT / path is path
         return out, int((tmp_path / "starts").read_text())
+
+    # the pause before each new start (1 s, then 2 s) is asked for, not slept (tools.execute's
+    # own `time` only: the Jupyter client's clocks are untouched)
+    waits = []
+
+    class Clock:
+        sleep = staticmethod(waits.append)
+
+        def __getattr__(self, name):
+            return getattr(time, name)
+
+    monkeypatch.setattr(execute, "time", Clock())
+    run.waits = waits
 
     return run
 
 
 def test_a_kernel_that_dies_on_start_is_started_again(dying_kernel, capsys):
     (rel, text, seconds, err), starts = dying_kernel(1)
-    assert err is None and starts == 2
+    assert err is None and starts == 2 and dying_kernel.waits == [1]
     outputs = nbformat.reads(text, as_version=4).cells[0].outputs
     assert "ran 42" in outputs[0]["text"]
     assert "died on start (1 of 3); starting it again" in capsys.readouterr().out
@@ -61,6 +76,7 @@ def test_a_kernel_that_dies_on_start_is_started_again(dying_kernel, capsys):
 def test_a_kernel_that_never_starts_is_reported_as_that(dying_kernel):
     (rel, text, seconds, err), starts = dying_kernel(execute.KERNEL_STARTS)
     assert text is None and starts == execute.KERNEL_STARTS
+    assert dying_kernel.waits == list(range(1, execute.KERNEL_STARTS))
     assert f"died before it started, {execute.KERNEL_STARTS} times" in err
     assert "not an error in the notebook" in err and Path(rel).name == "one.ipynb"
     assert execute._last_error_line(err).startswith("RuntimeError: the Jupyter kernel")
