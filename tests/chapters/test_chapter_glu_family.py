@@ -246,3 +246,23 @@ def test_chapter_11_prints_microseconds_as_chapters_8_and_9_do():
         if c["cell_type"] == "code":
             src = "".join(c["source"])
             assert not re.search(r"[0-9f}] us\b|'(median|p10|p90) us'", src), src[:200]
+
+
+def test_the_sentence_after_the_rmsnorm_timing_says_what_its_recording_shows():
+    """Reader QA, seventh pass: the two GB/s figures of the two-kernel path (its timing line
+    and the rates line) went unexplained. The sentence after the cell says the fused kernel
+    moves its streams at a lower rate than the pair, and which streams each figure counts:
+    held to the H100 recording."""
+    import re
+
+    prose = " ".join(" ".join("".join(c["source"]) for c in json.loads(CHAPTER.read_text())[
+        "cells"] if c["cell_type"] == "markdown").split())
+    assert "it moves its four streams at a lower rate than the two plain kernels move their five" in prose
+    rec = json.loads((ROOT / "records" / "chapters" / "h100" / CHAPTER.name).read_text())
+    [text] = ["".join("".join(o.get("text", "")) for o in c["outputs"]) for c in rec["cells"]
+              if c["cell_type"] == "code" and "streams predict" in "".join(c["source"])]
+    fused, two = (float(v.replace(",", "")) for v in re.search(
+        r"fused ([\d,]+), two kernels ([\d,]+);", text).groups())
+    assert fused < two, text
+    job = float(re.search(r"add, then RMSNorm: .* ([\d,]+) GB/s", text).group(1).replace(",", ""))
+    assert abs(job * 5 / 4 - two) / two < 0.01, (job, two)  # the job's four streams, then five

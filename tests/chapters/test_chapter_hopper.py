@@ -225,6 +225,17 @@ def test_the_switch_and_its_control_are_said_as_the_record_has_them(rec):
     assert 1.0 < us[32][0] / us[32][1] < us[64][0] / us[64][1], us  # a little, then more
     assert all(us[T][2] > us[T][0] for T in us) and all(us[T][2] > 1.3 * us[T][0] for T in (32, 64))
     assert dm.HOPPER_GEMV_MAX_T in range(16, 32) and dm.HOPPER_MIN_T == dm.HOPPER_GEMV_MAX_T + 1
+    # the constants the prose names, as the library has them
+    for name in ("CUDA_CORE_MAX_T", "HOPPER_GEMV_MAX_T", "HOPPER_MIN_T"):
+        assert f"`{name}` = {getattr(dm, name)}" in prose, name
+    assert f"from {dm.HOPPER_MIN_T} tokens" in prose and f"from {dm.CUDA_CORE_MAX_T + 1} tokens" in prose
+    from book.bench.decode import BANDWIDTH_GOAL
+    from book.kernels import wgmma_gemm as W
+
+    assert BANDWIDTH_GOAL == 0.85 and "85% of the HBM peak (`book.bench.decode.BANDWIDTH_GOAL`)" in prose
+    sms = rec.provenance.get("sm_count") or 132
+    assert f"14336 / {W.TILE.bn} = {14336 // W.TILE.bn} of them for the H100's {sms} SMs" in prose
+    assert 14336 // W.TILE.bn < sms
     ours = {r["shape"][0]: r for r in ds.curves(rec)["sweep_ours"]}
     assert [ours[T]["path"] for T in (8, 16, 32)] == ["hopper_gemv", "hopper_gemv", "hopper"]
 
@@ -236,7 +247,7 @@ def test_the_sweep_and_the_measurement_table_are_two_runs_said_so(rec):
     from book import decode_sweep as ds
 
     prose = " ".join(" ".join(cells("markdown")).split())
-    assert "At T = 8192 both the `wgmma` kernel and cuBLAS + compile ran about a tenth" in prose
+    assert "At T = 8192 both the `wgmma` dual GEMM and cuBLAS + compile ran about a tenth" in prose
     cs = ds.curves(rec)
     ours = {r["shape"][0]: r for r in cs["sweep_ours"]}[8192]
     comp = {r["shape"][0]: r for r in cs["sweep_cublas_compiled"]}[8192]
