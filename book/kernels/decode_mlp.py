@@ -782,7 +782,7 @@ def prepare(path, x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=Non
     return DecodeLaunch(kern, grid, block, args, res, path, S, tile, dyn)
 
 
-_STREAM_K = {}  # (row tiles, k-blocks, blocks) -> the device table of the Hopper GEMV
+_STREAM_K = {}  # (GPU, row tiles, k-blocks, blocks) -> the device table of the Hopper GEMV
 
 
 def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, tile,
@@ -806,7 +806,7 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     mt, nk = -(-h // BM), -(-d // tile.stage_k)
     # a persistent grid, no block without iterations (stream_k)
     grid = min(sm_count() * tile.ctas_per_sm * tile.waves, mt * nk) if T and h else 0
-    key = (mt, nk, max(grid, 1))
+    key = (cuda.get_current_device().id, mt, nk, max(grid, 1))  # a table lives on one GPU
     sk = _STREAM_K.get(key)
     if sk is None:
         sk = _STREAM_K[key] = cuda.to_device(stream_k(mt, nk, max(grid, 1)))
