@@ -3,7 +3,8 @@ tests/grader/test_lab_steps.py checks of every staged lab (each step passes on t
 check catches the step's PlantedBug): step 1 draws which lane holds what; a fragment-index bug
 in the slab routine is caught by the checks of both steps that use it, and one in the graded
 kernel by its check; the master compiles for sm_75, sm_80 and sm_90; the master, the untouched
-lab and the fixtures (tests/fixtures/lab5) graded by `python -m autograder grade`."""
+lab and the fixtures (tests/fixtures/lab5) graded by `python -m autograder grade` (the shipped
+rubric with one hidden case, its point totals read from it)."""
 
 from __future__ import annotations
 
@@ -167,9 +168,28 @@ def _derived_source(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """One `python -m autograder grade` run in the simulator: the master, the untouched lab
-    and the four fixtures."""
+def rubric(tmp_path_factory):
+    """The lab's shipped rubric with one hidden case (grading_runs.one_hidden_case: what each
+    submission earns is judged here, not how many cases the grader draws)."""
+    from grading_runs import one_hidden_case
+
+    return one_hidden_case(LAB, tmp_path_factory.mktemp("lab5-rubric") / "rubric.toml")
+
+
+@pytest.fixture(scope="module")
+def full(rubric) -> int:
+    """The correctness points a right answer earns under ``rubric``: each public case's and
+    each hidden case's."""
+    from autograder.rubric import load_rubric
+
+    c = load_rubric(LAB, rubric)["correctness"]
+    return len(SPEC.public_cases) * c["public_points"] + c["hidden_cases"] * c["hidden_points"]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, rubric):
+    """One `python -m autograder grade` run in the simulator under ``rubric``: the master, the
+    untouched lab and the four fixtures."""
     import subprocess
 
     from grading_runs import env, grade_cmd, results
@@ -177,8 +197,8 @@ def graded(tmp_path_factory):
     out = tmp_path_factory.mktemp("lab5-grade")
     subs = [REPO / "solutions" / f"{LAB}.ipynb", REPO / "labs" / f"{LAB}.ipynb",
             *sorted(FIX.glob("*.py"))]
-    p = subprocess.run(grade_cmd(LAB, subs, out), cwd=REPO, env=env(), capture_output=True,
-                       text=True, timeout=1500)
+    p = subprocess.run(grade_cmd(LAB, subs, out, "--rubric", str(rubric)), cwd=REPO, env=env(),
+                       capture_output=True, text=True, timeout=1500)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return {sid: results(out, sid) for sid in (
         f"solutions_{LAB}", f"labs_{LAB}", "cublas_ctypes", "float32_cuda_cores",
@@ -191,9 +211,9 @@ def _correctness(r):
 
 
 @pytest.mark.slow
-def test_the_master_earns_full_correctness_and_the_untouched_lab_zero(graded):
+def test_the_master_earns_full_correctness_and_the_untouched_lab_zero(graded, full):
     got, top, _ = _correctness(graded[f"solutions_{LAB}"])
-    assert got == top == 8 and graded[f"solutions_{LAB}"]["extra_data"]["flags"] == []
+    assert got == top == full and graded[f"solutions_{LAB}"]["extra_data"]["flags"] == []
     got, _, tests = _correctness(graded[f"labs_{LAB}"])
     assert got == 0 and all("NotImplementedError" in t["output"] for t in tests)
 
@@ -216,17 +236,17 @@ def test_the_instructions_may_be_imported_the_course_gemm_may_not(graded):
 
 
 @pytest.mark.slow
-def test_float32_cuda_cores_are_correct_and_graded_as_such(graded):
+def test_float32_cuda_cores_are_correct_and_graded_as_such(graded, full):
     # correct: full correctness; its speed is the GPU run's to judge (no timing here)
     got, top, _ = _correctness(graded["float32_cuda_cores"])
-    assert got == top == 8
+    assert got == top == full
 
 
 @pytest.mark.slow
-def test_a_missing_cp_async_wait_is_correct_in_the_simulator(graded):
+def test_a_missing_cp_async_wait_is_correct_in_the_simulator(graded, full):
     # the simulator's cp.async copies at once: the race needs a GPU (and racecheck) to show
     got, top, _ = _correctness(graded["missing_cp_async_wait"])
-    assert got == top == 8
+    assert got == top == full
 
 
 @pytest.mark.slow

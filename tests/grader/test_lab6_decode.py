@@ -3,8 +3,8 @@ tests/grader/test_lab_steps.py checks of every staged lab (each step passes on t
 its check catches the step's PlantedBug): the graded function passes its public checks on the
 master; a lost partial sum in the graded kernel is caught by its check; the master compiles for
 sm_75 (Colab's T4), sm_80 and sm_90; the master, the untouched lab and the hostile and unusual
-fixtures (tests/fixtures/lab6) graded by `python -m autograder grade --sim-timing`, each judged
-as its first line says."""
+fixtures (tests/fixtures/lab6) graded by `python -m autograder grade --sim-timing` (the shipped
+rubric with one hidden case, its point totals read from it), each judged as its first line says."""
 
 from __future__ import annotations
 
@@ -256,9 +256,28 @@ def test_every_fixture_is_graded_here_and_said_in_the_readme():
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """One `python -m autograder grade --sim-timing` run in the simulator: the master, the
-    untouched lab and the fixtures."""
+def rubric(tmp_path_factory):
+    """The lab's shipped rubric with one hidden case (grading_runs.one_hidden_case: what each
+    submission earns is judged here, not how many cases the grader draws)."""
+    from grading_runs import one_hidden_case
+
+    return one_hidden_case(LAB, tmp_path_factory.mktemp("lab6-rubric") / "rubric.toml")
+
+
+@pytest.fixture(scope="module")
+def full(rubric) -> int:
+    """The correctness points a right answer earns under ``rubric``: each public case's and
+    each hidden case's."""
+    from autograder.rubric import load_rubric
+
+    c = load_rubric(LAB, rubric)["correctness"]
+    return len(SPEC.public_cases) * c["public_points"] + c["hidden_cases"] * c["hidden_points"]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, rubric):
+    """One `python -m autograder grade --sim-timing` run in the simulator under ``rubric``: the
+    master, the untouched lab and the fixtures."""
     import subprocess
 
     from grading_runs import env, grade_cmd, results
@@ -266,8 +285,8 @@ def graded(tmp_path_factory):
     out = tmp_path_factory.mktemp("lab6-grade")
     subs = [REPO / "solutions" / f"{LAB}.ipynb", REPO / "labs" / f"{LAB}.ipynb",
             *(FIX / f"{n}.py" for n in SUBMISSIONS), CONTROL]
-    p = subprocess.run(grade_cmd(LAB, subs, out, "--sim-timing"), cwd=REPO, env=env(),
-                       capture_output=True, text=True, timeout=2400)
+    p = subprocess.run(grade_cmd(LAB, subs, out, "--sim-timing", "--rubric", str(rubric)),
+                       cwd=REPO, env=env(), capture_output=True, text=True, timeout=2400)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return {sid: results(out, sid) for sid in (f"solutions_{LAB}", f"labs_{LAB}", *SUBMISSIONS,
                                                 CONTROL.stem)}
@@ -278,13 +297,10 @@ def _correctness(r):
     return sum(t["score"] for t in tests), sum(t["max_score"] for t in tests), tests
 
 
-FULL = 3 * 1 + 3 * 2  # three public cases of 1 point, three hidden of 2 (the rubric)
-
-
 @pytest.mark.slow
-def test_the_master_earns_full_correctness_and_the_untouched_lab_zero(graded):
+def test_the_master_earns_full_correctness_and_the_untouched_lab_zero(graded, full):
     got, top, _ = _correctness(graded[f"solutions_{LAB}"])
-    assert got == top == FULL and graded[f"solutions_{LAB}"]["extra_data"]["flags"] == []
+    assert got == top == full and graded[f"solutions_{LAB}"]["extra_data"]["flags"] == []
     got, _, tests = _correctness(graded[f"labs_{LAB}"])
     assert got == 0 and all("NotImplementedError" in t["output"] for t in tests)
 
@@ -301,18 +317,18 @@ def test_a_split_k_without_its_reduction_is_a_wrong_answer(graded):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["reads_weights_twice", "atomics", CONTROL.stem])
-def test_correct_but_slow_or_unusual_kernels_earn_full_correctness(graded, name):
+def test_correct_but_slow_or_unusual_kernels_earn_full_correctness(graded, full, name):
     # their speed is the GPU run's to judge (tools/grader_report.py lists them)
     got, top, _ = _correctness(graded[name])
-    assert got == top == FULL, [t["output"][:300] for t in graded[name]["tests"]]
+    assert got == top == full, [t["output"][:300] for t in graded[name]["tests"]]
     assert graded[name]["extra_data"]["flags"] == []
 
 
 @pytest.mark.slow
-def test_a_cache_by_pointer_is_flagged(graded):
+def test_a_cache_by_pointer_is_flagged(graded, full):
     r = graded["cached_by_pointer"]
     got, top, _ = _correctness(r)
-    assert got == top == FULL  # fresh arrays in every test: it computes them
+    assert got == top == full  # fresh arrays in every test: it computes them
     assert r["extra_data"]["performance"]["verified"] is False
     assert any("skipped or cached work" in f for f in r["extra_data"]["flags"])
 
