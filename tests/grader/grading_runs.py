@@ -48,6 +48,17 @@ def one_hidden_case(lab: str, path: Path) -> Path:
     assert text.count("\nhidden_cases = 3\n") == 1, f"{lab}'s rubric no longer draws 3 hidden cases"
     path.write_text(text.replace("\nhidden_cases = 3\n", "\nhidden_cases = 1\n"))
     return path
+
+
+def full_correctness(lab: str, public_cases: int, rubric: Path) -> int:
+    """The correctness points a right answer earns under ``rubric``: each of the lab's
+    ``public_cases`` public cases and each hidden case the rubric draws."""
+    from autograder.rubric import load_rubric
+
+    c = load_rubric(lab, rubric)["correctness"]
+    return public_cases * c["public_points"] + c["hidden_cases"] * c["hidden_points"]
+
+
 _RUNS = {}
 
 

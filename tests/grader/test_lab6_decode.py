@@ -266,12 +266,10 @@ def rubric(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def full(rubric) -> int:
-    """The correctness points a right answer earns under ``rubric``: each public case's and
-    each hidden case's."""
-    from autograder.rubric import load_rubric
+    """The correctness points a right answer earns under ``rubric``."""
+    from grading_runs import full_correctness
 
-    c = load_rubric(LAB, rubric)["correctness"]
-    return len(SPEC.public_cases) * c["public_points"] + c["hidden_cases"] * c["hidden_points"]
+    return full_correctness(LAB, len(SPEC.public_cases), rubric)
 
 
 @pytest.fixture(scope="module")
