@@ -791,11 +791,10 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     table (one per shape and grid, cached) and the seams' workspace."""
     from .hopper import check_capability
     from .wgmma_gemm import tensor_maps
-    from .wgmma_gemv import BK, BM, MAX_T, gemv_tile as hopper_gemv_tile, make_wgmma_gemv, stream_k
+    from .wgmma_gemv import BK, BM, gemv_tile as hopper_gemv_tile, make_wgmma_gemv, stream_k
 
-    if T > MAX_T:
-        raise ValueError(f"the Hopper GEMV takes at most {MAX_T} tokens, got T = {T}")
     check_capability(_device_cc())
+    # (the default tile refuses T beyond the kernel's most, a tile given refuses T beyond its N)
     tile = (tile or hopper_gemv_tile(max(T, 1), d)).validate()
     if T > tile.n:
         raise ValueError(f"{tile} takes at most {tile.n} tokens (its wgmma's N), got T = {T}")
@@ -806,13 +805,14 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     mt, nk = -(-h // BM), -(-d // tile.stage_k)
     # a persistent grid, no block without iterations (stream_k)
     grid = min(sm_count() * tile.ctas_per_sm * tile.waves, mt * nk) if T and h else 0
-    key = (cuda.get_current_device().id, mt, nk, max(grid, 1))  # a table lives on one GPU
+    if not grid:  # nothing to compute: a launch that launches nothing
+        return DecodeLaunch(kern, 0, 256, (), res, "hopper_gemv", 1, tile)
+    key = (cuda.get_current_device().id, mt, nk, grid)  # a table lives on one GPU
     sk = _STREAM_K.get(key)
     if sk is None:
-        sk = _STREAM_K[key] = cuda.to_device(stream_k(mt, nk, max(grid, 1)))
-    ws = workspace("hopper_gemv", stream_key, 2 * max(grid, 1) * 128 * tile.n, mt)
-    maps = (tensor_maps([wgd, wud, xd], [(BK, BM), (BK, BM), (BK, tile.n)], tile.promotion)
-            if grid else sk)
+        sk = _STREAM_K[key] = cuda.to_device(stream_k(mt, nk, grid))
+    ws = workspace("hopper_gemv", stream_key, 2 * grid * 128 * tile.n, mt)
+    maps = tensor_maps([wgd, wud, xd], [(BK, BM), (BK, BM), (BK, tile.n)], tile.promotion)
     args = (maps, sk, fbg, fbu, fo, ws.part, ws.count, T, d, h)
     return DecodeLaunch(kern, grid, 256, args, res, "hopper_gemv", 1, tile, tile.shared_for(d))
 

@@ -419,7 +419,7 @@ def prepare(epilogue, x, wg, wu=None, out=None, out2=None, *, tile=None, stream_
     args = [flat(a, n) for a, n in zip((xd, ws[0], ws[-1], o, o2), ("x", "wg", "wu", "out", "out2"))]
     grid = grid_size(tile, T, h, dual) if T and h else 0  # nothing to compute: no launch
     return KernelLaunch(kern, grid, tile.threads, (*args, T, h, d), result,
-                     tile.shared_bytes if tile.dynamic else 0)
+                        tile.shared_bytes if tile.dynamic else 0)
 
 
 def _run(epilogue, x, wg, wu, out, out2, tile, stream):

@@ -26,9 +26,11 @@ How it is built (:class:`WgmmaGemvTile` holds every size):
   to 8; TMA reads zeros for tokens past T). A thread's gate accumulator i and up
   accumulator i are the same output (row, token) (:func:`book.kernels.hopper.d_coords`), so
   the epilogue is elementwise in registers.
-- **One stage** of the ring is the two 64 x 64 weight boxes (8 KiB each) and the tokens'
-  N x 64 box, 128B-swizzled rows of 64 halves, as :mod:`book.kernels.wgmma_gemm` lays its
-  tiles out; the same descriptors read them.
+- **One stage** of the ring is ``kblocks`` (by default one) 64 x 64 box of each weight
+  (8 KiB each) and, unless the tokens stay in shared memory (``x_resident``, the default
+  where they fit: each box of x copied once a block, with the first stage that needs it),
+  the tokens' N x 64 box: 128B-swizzled rows of 64 halves, as :mod:`book.kernels.wgmma_gemm`
+  lays its tiles out; the same descriptors read them.
 - **Warp specialization**: one thread of warpgroup 0 issues the TMA copies, up to
   ``stages`` k-blocks ahead of the consumer (warpgroup 1), which issues the wgmma and
   releases each stage once they no longer read it (one k-block kept in flight).
@@ -57,8 +59,8 @@ from .fused import silu_mul
 from .hopper import SIMULATED, SWIZZLE_PERIOD, descriptor
 from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
 
-__all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "ranges", "pieces",
-           "cta_of", "slot_of", "BK", "BM"]
+__all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "stream_k", "ranges",
+           "pieces", "cta_of", "slot_of", "BK", "BM"]
 
 BM = 64  # rows of each weight per row tile: wgmma's M
 BK = 64  # k per box: 64 halves = one 128-byte swizzled row
@@ -133,7 +135,7 @@ class WgmmaGemvTile:
     def fits(self, d: int = 0) -> bool:
         """Whether ``ctas_per_sm`` blocks fit an SM's shared memory (at rows of ``d`` halves
         if x is resident; 0: the ring and barriers alone)."""
-        need = self.shared_for(d) if d else self.shared_bytes
+        need = self.shared_for(d)
         return need <= MAX_SHARED and self.ctas_per_sm * (need + RESERVED_SHARED) <= SM_SHARED
 
     @property
@@ -207,9 +209,10 @@ def slot_of(c: int, m: int, table) -> int:
 
 
 def stream_k(mt: int, nk: int, blocks: int) -> np.ndarray:
-    """The kernel's table (int32) for ``blocks`` (at most ``mt nk``, so none is idle): for each block b, ``[3b : 3b + 3]`` = its first row tile,
-    its first k-block in that tile and how many iterations it reads; then for each row tile
-    m, ``[3 blocks + 2m : + 2]`` = the first and the last block that read part of it."""
+    """The kernel's table (int32) for ``blocks`` (at most ``mt nk``, so none is idle): for
+    each block b, ``[3b : 3b + 3]`` = its first row tile, its first k-block in that tile and
+    how many iterations it reads; then for each row tile m, ``[3 blocks + 2m : + 2]`` = the
+    first and the last block that read part of it."""
     iters = mt * nk
     if not 1 <= blocks <= iters:
         # an empty range would sit between the pieces of a tile and never arrive
@@ -231,8 +234,8 @@ def stream_k(mt: int, nk: int, blocks: int) -> np.ndarray:
 def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     """``k(maps, sk, bg, bu, out, part, count, T, d, h)``: ``maps`` the tensor maps of wg,
     wu and x (16 uint64 each), ``sk`` the block ranges (:func:`stream_k`), ``out`` [T * h]
-    flat, ``part``/``count`` the seams' workspace (module doc). Launch ``ctas_per_sm`` blocks an SM of 256 threads with
-    ``tile.shared_bytes`` of dynamic shared memory."""
+    flat, ``part``/``count`` the seams' workspace (module doc). Launch ``ctas_per_sm`` blocks
+    an SM of 256 threads with ``tile.shared_for(d)`` bytes of dynamic shared memory."""
     tile.validate()
     if kind not in ("bf16", "f16"):
         raise ValueError(f"kind must be bf16 or f16, got {kind!r}")
