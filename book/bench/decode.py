@@ -262,7 +262,7 @@ def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
             row("sweep_gemv_hopper", planned("gemv_hopper"), ours,
                 "ours: the wgmma GEMV (book.kernels.wgmma_gemv)")
         if _hopper_gemv_runs(suite, T) and T > dm.CUDA_CORE_MAX_T:  # where the switch falls
-            row("sweep_wgmma_dual", lambda *a: dm.hopper_dual_gemm(*a), ours,
+            row("sweep_wgmma_dual", dm.hopper_dual_gemm, ours,
                 "ours: the wgmma dual GEMM (book.kernels.wgmma_gemm) at the dispatcher's tile")
         if T >= 16:
             row("sweep_mma", mma, [(xs[i], wgt, wut, outs[i]) for i in range(2)],
