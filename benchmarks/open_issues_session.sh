@@ -22,6 +22,9 @@
 #              blocks an SM at T = $HGEMV_T (default 4,8,16), beside both GEMVs (HGEMV_WAVES=1,2,4:
 #              grids of several waves instead; HGEMV_RESIDENT=1: x kept in shared memory against
 #              x copied a stage)           -> $OUT/decode_tune_hopper_gemv_h100.json
+#   stream     issue 31: how fast each way of reading the weights streams them, no math (ldg,
+#              TMA boxes, 1-D bulk copies) beside the GEMVs (benchmarks/weight_stream.py)
+#              (STREAM_TILES=1: the GEMVs at more tiles too) -> $OUT/weight_stream_h100.json
 #   hswitch    issue 31: the wgmma GEMV against the wgmma dual GEMM at T = 8-64 (the switch)
 #              -> $OUT/decode_tune_hopper_switch_h100.json
 #   htests     issue 31: pytest -m gpu tests/library/test_wgmma_gemv.py -> $OUT/gpu_wgmma_gemv_tests.*
@@ -160,6 +163,10 @@ EOF
         --only '^cublas_linear(_silu_compiled)?$' --ts 1,4,16,32,64 --dtypes bfloat16 --sweep '' \
         --reps 10 > "$OUT/decode_cublas_h100.log" 2>&1
       echo "cublas exit $?"; grep -E "cublas" "$OUT/decode_cublas_h100.log" | cut -c1-150 ;;
+    stream)  # issue 31: the weights read by each load method with no math, beside the GEMVs
+      timeout 300 python3 benchmarks/weight_stream.py --out "$OUT/weight_stream_h100.json" ${STREAM_TILES:+--tiles} \
+        > "$OUT/weight_stream_h100.log" 2>&1
+      echo "stream exit $?"; tail -44 "$OUT/weight_stream_h100.log" | cut -c1-160 ;;
     hswitch) # issue 31: the wgmma GEMV at its default tile against the wgmma dual GEMM, T = 8-64
       timeout 200 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_hopper_switch_h100.json" \
         --tune-t 8,16,24,32,48,64 --tune-paths hopper_gemv,hopper --tune-hopper-default --reps 10 \

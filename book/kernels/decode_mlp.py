@@ -251,9 +251,11 @@ def gemv_tile(T: int, d: int) -> GemvTile:
     16-byte pieces each)."""
     tokens = _pow2_at_least(max(T, 1))
     # the H100 tune (records/bench/decode_tune_h100.json): two rows a block where they fit, 256
-    # threads up to 2 tokens; from 4 tokens 64 (records/bench/decode_tune4_h100.json: 83.1 us
-    # against 83.7 at 128 on the H100, 65.3 against 68.5 on the H200, decode_tune4_h200.json)
-    cap = 256 if tokens <= 2 else 64
+    # threads up to 2 tokens; at 4 tokens one warp (records/bench/weight_stream_h100.json:
+    # 82.5-82.7 us in three runs against 83.3-83.6 at 64 threads; decode_tune4_h100.json had
+    # 64 at 83.1 against 83.7 at 128, and on the H200 65.3 against 68.5, decode_tune4_h200.json;
+    # 32 not measured there); from 8 tokens 64
+    cap = 256 if tokens <= 2 else 32 if tokens == 4 else 64
     threads = min(cap, max(32, _pow2_at_least(-(-d // PIECE) // 2)))
     return GemvTile(tokens=tokens, rows=max(1, min(2, 8 // tokens)), threads=threads).validate()
 
@@ -791,7 +793,8 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     table (one per shape and grid, cached) and the seams' workspace."""
     from .hopper import check_capability
     from .wgmma_gemm import tensor_maps
-    from .wgmma_gemv import BK, BM, gemv_tile as hopper_gemv_tile, make_wgmma_gemv, stream_k
+    from .wgmma_gemv import (BK, BM, TRACE_EVENTS, gemv_tile as hopper_gemv_tile,
+                             make_wgmma_gemv, stream_k)
 
     check_capability(_device_cc())
     # (the default tile refuses T beyond the kernel's most, a tile given refuses T beyond its N)
@@ -811,7 +814,9 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     sk = _STREAM_K.get(key)
     if sk is None:
         sk = _STREAM_K[key] = cuda.to_device(stream_k(mt, nk, grid))
-    ws = workspace("hopper_gemv", stream_key, 2 * grid * 128 * tile.n, mt)
+    # (a traced tile's timeline follows the counters: wgmma_gemv.timeline)
+    ws = workspace("hopper_gemv", stream_key, 2 * grid * 128 * tile.n,
+                   mt + (len(TRACE_EVENTS) * grid if tile.trace else 0))
     maps = tensor_maps([wgd, wud, xd], [(BK, BM), (BK, BM), (BK, tile.n)], tile.promotion)
     args = (maps, sk, fbg, fbu, fo, ws.part, ws.count, T, d, h)
     return DecodeLaunch(kern, grid, 256, args, res, "hopper_gemv", 1, tile, tile.shared_for(d))

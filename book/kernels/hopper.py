@@ -23,7 +23,8 @@ that emits inline PTX. What a Hopper GEMM needs, and what each does:
   ``tma_load_2d(dst, map, c0, c1, mbar)``, described by a 128-byte *tensor map* made on the
   host (:func:`tensor_map`: address, sizes, strides, box, swizzle). Rows or columns outside
   the tensor arrive as zeros (:func:`tma_box` is the model). The copy reports its bytes to
-  an mbarrier.
+  an mbarrier. ``bulk_load(dst, src, nbytes, mbar)`` is its one-dimensional form: a
+  contiguous run of global bytes, no tensor map.
 - ``mbarrier``: a barrier object in shared memory with an arrival count and a transaction
   byte count; a *phase* completes when all arrivals and all expected bytes have come.
   ``mbar_init``, ``mbar_arrive``, ``mbar_arrive_expect_tx`` (arrive and expect that many
@@ -33,9 +34,9 @@ that emits inline PTX. What a Hopper GEMM needs, and what each does:
   ``fence_proxy_async()`` (order ordinary shared stores before the async proxy reads them),
   ``setmaxnreg_inc(n)`` / ``setmaxnreg_dec(n)`` (move registers between warpgroups: the
   producer gives its spare registers to the consumers), ``named_barrier(id, threads)``
-  (``bar.sync`` among a subset of the block), ``global_address(arr, i)`` (the generic
+  (``bar.sync`` among a subset of the block; ``named_arrive``: arrive without waiting), ``global_address(arr, i)`` (the generic
   address of ``arr[i]``, what TMA takes for the map), ``shared_address(arr, i)`` (from
-  :mod:`book.kernels.tensorcore`).
+  :mod:`book.kernels.tensorcore`), ``globaltimer()`` (nanoseconds, one clock for every SM).
 
 All of it needs sm_90a: the "a" target, which ptxas requires for wgmma and setmaxnreg
 (Numba adds it when it compiles for the H100 it finds; a tool compiling with no GPU asks for
@@ -403,6 +404,9 @@ if not SIMULATED:
 
     #: named_barrier(id, threads): bar.sync among ``threads`` threads of the block
     named_barrier = _two_u32("bar.sync $0, $1;")
+    #: named_arrive(id, threads): arrive at that barrier without waiting for it (a producer
+    #: hands over: the threads that ``named_barrier`` on it go on once every thread came)
+    named_arrive = _two_u32("bar.arrive $0, $1;")
 
     @intrinsic
     def global_address(typingctx, arr, idx):
@@ -414,6 +418,15 @@ if not SIMULATED:
             return builder.ptrtoint(ptr, _i64)
 
         return types.uint64(arr, idx), codegen
+
+    @intrinsic
+    def globaltimer(typingctx):
+        """The GPU's global nanosecond timer (``%globaltimer``): one clock for every SM, so
+        times taken in different blocks compare (a timeline of a kernel's blocks)."""
+        def codegen(context, builder, signature, args):
+            return _asm(builder, "mov.u64 $0, %globaltimer;", "=l,~{memory}", ret=_i64)
+
+        return types.uint64(), codegen
 
     # -- mbarrier (64-bit objects in shared memory, addressed by 32-bit shared addresses)
 
@@ -490,6 +503,22 @@ if not SIMULATED:
             return context.get_dummy_value()
 
         return types.void(dst, tmap, c0, c1, bar), codegen
+
+    @intrinsic
+    def bulk_load(typingctx, dst, src, nbytes, bar):
+        """dst: 32-bit shared address (16-aligned); src: 64-bit global address (16-aligned);
+        ``nbytes`` (a multiple of 16) contiguous bytes copied by the TMA unit, no tensor map,
+        reported to the mbarrier ``bar`` as they land."""
+        def codegen(context, builder, signature, args):
+            d = _u32(context, builder, signature.args[0], args[0])
+            a = context.cast(builder, args[1], signature.args[1], types.uint64)
+            n = _u32(context, builder, signature.args[2], args[2])
+            b = _u32(context, builder, signature.args[3], args[3])
+            _asm(builder, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                          "[$0], [$1], $2, [$3];", "r,l,r,r,~{memory}", (d, a, n, b))
+            return context.get_dummy_value()
+
+        return types.void(dst, src, nbytes, bar), codegen
 
     @intrinsic
     def tma_load_2d_multicast(typingctx, dst, tmap, c0, c1, bar, mask):

@@ -121,8 +121,8 @@ WGMMA_GEMV_SIGNATURE = ("void(uint64[::1], int32[::1], uint16[::1], uint16[::1],
 
 
 def hopper_kernels():
-    """name -> (dispatcher, signature) of the Hopper kernels (book.kernels.wgmma_gemm and
-    book.kernels.hopper_probes); they need ``cc=(9, 0, "a")``."""
+    """name -> (dispatcher, signature) of the Hopper kernels (book.kernels.wgmma_gemm,
+    wgmma_gemv, stream_probes and hopper_probes); they need ``cc=(9, 0, "a")``."""
     from . import hopper_probes as hp
     from . import wgmma_gemm as wg
 
@@ -138,6 +138,18 @@ def hopper_kernels():
     table["wgmma_gemv_t16"] = (make_wgmma_gemv(gemv_tile(16), True, "bf16"), WGMMA_GEMV_SIGNATURE)
     table["wgmma_gemv_t4_f16"] = (make_wgmma_gemv(gemv_tile(4), False, "f16"),
                                   WGMMA_GEMV_SIGNATURE.replace("uint16", "float16"))
+    import dataclasses
+
+    table["wgmma_gemv_t16_trace"] = (make_wgmma_gemv(dataclasses.replace(gemv_tile(16),
+                                                                         trace=True), True,
+                                                     "bf16"), WGMMA_GEMV_SIGNATURE)
+    # the weight-stream probes (book.kernels.stream_probes)
+    from . import stream_probes as sp
+
+    table["stream_ldg"] = (sp.ldg_kernel(2, 256),
+                           "void(uint16[::1], uint16[::1], uint32[::1], int64, int64)")
+    table["stream_tma"] = (sp.tma_kernel(6, 1, (64, 64)), "void(uint64[::1], int32[::1], int64)")
+    table["stream_bulk"] = (sp.bulk_kernel(6, 8192), "void(uint16[::1], uint16[::1], int64[::1])")
     table["probe_tma"] = (hp.tma_kernel(), "void(uint64[::1], int64, int64, int64, uint8[::1])")
     for n in (64, 256):
         table[f"probe_wgmma_n{n}"] = (hp.wgmma_kernel(n, "bf16"),
@@ -188,7 +200,7 @@ def _compile_here(name, dtype, cc):
     if name not in table:
         if name.startswith("decode_"):
             table = decode_kernels()
-        elif name.startswith(("wgmma_", "probe_")):
+        elif name.startswith(("wgmma_", "probe_", "stream_")):
             table = hopper_kernels()
         else:
             table = tensorcore_kernels()

@@ -34,12 +34,20 @@ How it is built (:class:`WgmmaGemvTile` holds every size):
 - **Warp specialization**: one thread of warpgroup 0 issues the TMA copies, up to
   ``stages`` k-blocks ahead of the consumer (warpgroup 1), which issues the wgmma and
   releases each stage once they no longer read it (one k-block kept in flight).
-- **Stream-K's seams**: a row tile cut between two blocks is finished by the one that
-  arrives last: each piece writes its accumulators to a workspace slot, counts its arrival,
-  and the last adds the pieces in block order (the same sum every run), then runs the
-  epilogue (:mod:`book.kernels.splitk`'s meeting, among the consumer's 128 threads only:
-  the producer is already copying the next tile). The counters are left at zero, so a
-  launch needs no memset and replays from a CUDA graph.
+- **Stream-K's seams**: a row tile cut between two blocks is finished by the piece that
+  arrives last. Each block reads its share of the cut tiles first and its whole tiles after
+  (:func:`split`, :func:`walk`), so every seam is met while the ring still has a whole tile
+  to read and the launch ends on plain epilogues. At a seam the consumer only stores its
+  accumulators to its workspace slot and arrives on a shared-memory barrier; a warp of its
+  own, the *finisher* (warp 1, idle otherwise), then counts the piece (a fence and an atomic,
+  round trips that wait behind the ring's copies: measured at 3-11 us a block when the
+  consumer made them itself, records/bench/weight_stream_h100.json) and, for the last piece,
+  adds every piece in block order (the same sum every run) and runs the epilogue. The
+  counters are left at zero, so a launch needs no memset and replays from a CUDA graph.
+- **A timeline** (``WgmmaGemvTile.trace``, :func:`timeline`): each block stamps
+  ``%globaltimer`` at its start, first copy, first landed stage, last wgmma and end, and
+  sums the time its consumer and its finisher spent on seams: what the two points above were
+  found with (``benchmarks/weight_stream.py`` prints it).
 
 Any T up to :data:`MAX_T`, d and h multiples of 8 (TMA's 16-byte rows); the caller is
 :func:`book.kernels.decode_mlp.prepare` (path ``"hopper_gemv"``). Numba's simulator has no
@@ -60,13 +68,21 @@ from .hopper import SIMULATED, SWIZZLE_PERIOD, descriptor
 from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "stream_k", "ranges",
-           "pieces", "cta_of", "slot_of", "BK", "BM"]
+           "pieces", "cta_of", "slot_of", "split", "walk", "first_visit", "output_of", "ENTRY", "BK", "BM", "TRACE_EVENTS",
+           "timeline"]
 
 BM = 64  # rows of each weight per row tile: wgmma's M
 BK = 64  # k per box: 64 halves = one 128-byte swizzled row
 ALIGN = SWIZZLE_PERIOD  # a 128B-swizzled box starts on 1024 bytes
 #: the most tokens: N = 64 keeps a thread's 64 accumulators (gate and up) in registers
 MAX_T = 64
+#: what a traced block (``WgmmaGemvTile.trace``) writes, one int32 each: the low 32 bits of
+#: ``%globaltimer`` (ns) at its start, its first copy, its first landed stage, its last
+#: k-block's wgmma done, its consumer's end, the last copy; the ns its consumer spent
+#: handing its pieces over at seams, the ns its finisher warp spent counting and summing
+#: them; the finisher's end
+TRACE_EVENTS = ("start", "first_copy", "first_landed", "last_wgmma", "end", "last_copy",
+                "meet_ns", "sum_ns", "finisher_end")
 
 
 @dataclass(frozen=True)
@@ -78,7 +94,11 @@ class WgmmaGemvTile:
     (the grid is ``waves`` times what the SMs hold at once, each block a shorter range:
     beyond 1 the hardware hands the ranges to whichever SM is free, more seams),
     ``x_resident`` (the tokens stay in shared memory: each block copies each box of x once,
-    with the weights of the first stage that needs it, instead of once a stage)."""
+    with the weights of the first stage that needs it, instead of once a stage); ``trace``
+    (a diagnostic, never the dispatcher's: each block writes a timeline of
+    :data:`TRACE_EVENTS` after the seams' counters, :func:`timeline` reads it); ``hold``
+    (k-blocks of wgmma the consumer leaves in flight: 1, a stage is handed back once the next
+    one's wgmma are issued and its own are done; 0, as soon as its own are done)."""
 
     n: int = 16
     stages: int = 8
@@ -87,6 +107,8 @@ class WgmmaGemvTile:
     promotion: str = "256B"
     waves: int = 1
     x_resident: bool = False
+    trace: bool = False
+    hold: int = 1
 
     @property
     def w_bytes(self):  # one weight's box: 64 rows x 64 halves
@@ -114,11 +136,13 @@ class WgmmaGemvTile:
 
     @property
     def layout(self) -> dict:
-        """Byte offsets from a 1024-aligned base: the full and the empty barriers, the ring,
-        then (``x_resident``) the tokens' boxes, ``x_slot`` each."""
-        ring = -(-16 * self.stages // ALIGN) * ALIGN
+        """Byte offsets from a 1024-aligned base: the full and the empty barriers, the two
+        seam barriers (a block's pieces handed to its finisher warp), the ring, then
+        (``x_resident``) the tokens' boxes, ``x_slot`` each."""
+        ring = -(-(16 * self.stages + 16) // ALIGN) * ALIGN
         x = ring + self.stages * self.stage_bytes
-        return {"full": 0, "empty": 8 * self.stages, "ring": ring, "x": x, "end": x}
+        return {"full": 0, "empty": 8 * self.stages, "seam": 16 * self.stages, "ring": ring,
+                "x": x, "end": x}
 
     @property
     def shared_bytes(self):
@@ -152,6 +176,8 @@ class WgmmaGemvTile:
             p.append("ctas_per_sm must be 1 or 2")
         if self.waves < 1:
             p.append("waves must be at least 1")
+        if self.hold not in (0, 1):
+            p.append("hold must be 0 or 1")
         if self.kblocks not in (1, 2, 4):
             p.append("kblocks must be 1, 2 or 4")
         if self.promotion not in ("none", "64B", "128B", "256B"):
@@ -173,17 +199,28 @@ class WgmmaGemvTile:
 
 
 def gemv_tile(T: int, d: int = 4096) -> WgmmaGemvTile:
-    """The default tile for T tokens and rows of d halves: x resident where it fits."""
+    """The default tile for T tokens and rows of d halves: two boxes along k a stage (a
+    weight row read 256 bytes at a time), x resident where three or four stages still fit
+    beside it, else x copied a stage and four stages. The H100's measurements behind it
+    (records/bench/weight_stream_h100.json): at T = 4, 4 stages of 2 boxes 82.4-82.6 us
+    against 6 of one box's 83.1-83.3; at T = 16, 3 stages of 2 with x resident 85.0-85.1
+    against 85.2-85.9."""
     if not 1 <= T <= MAX_T:
         raise ValueError(f"the Hopper GEMV takes 1 to {MAX_T} tokens, got T = {T}")
     n = -(-T // 8) * 8
-    tile = WgmmaGemvTile(n=n, stages=6, x_resident=True)
-    return tile if tile.fits(d) else WgmmaGemvTile(n=n, stages=6)
+    for stages in (4, 3):
+        tile = WgmmaGemvTile(n=n, stages=stages, kblocks=2, x_resident=True)
+        if tile.fits(d):
+            return tile
+    return WgmmaGemvTile(n=n, stages=4, kblocks=2)
 
 
 # ---------------------------------------------------------------------------------------
 # stream-K: which block reads what, worked out on the host (the kernel divides nothing:
 # ptxas makes a 64-bit division a subroutine call, and a call serializes every wgmma)
+
+#: int32 words of a block's entry in the table (:func:`stream_k`)
+ENTRY = 5
 
 
 def ranges(iters: int, blocks: int):
@@ -203,27 +240,80 @@ def pieces(m: int, nk: int, iters: int, blocks: int):
 
 
 def slot_of(c: int, m: int, table) -> int:
-    """Block ``c``'s workspace slot for its piece of row tile ``m``: a block's range can cut
-    only its first and its last tile, so two slots a block (2c, 2c + 1) hold every seam."""
-    return 2 * c + (0 if m == table[3 * c] else 1)
+    """Block ``c``'s workspace slot for its piece of row tile ``m``: a block's stream-K range
+    can cut only its first and its last tile, so two slots a block (2c, 2c + 1) hold every
+    seam."""
+    return 2 * c + (0 if m == table[ENTRY * c] else 1)
+
+
+def split(mt: int, nk: int, blocks: int) -> tuple[int, int]:
+    """(``shared``, ``whole``): the first ``shared`` row tiles are cut into stream-K ranges,
+    one a block; after its range each block reads ``whole`` tiles of its own, uncut. Whole
+    tiles are the most that leave every block a range of at least one k-block (a block with
+    nothing to share would sit between two pieces of a tile and never arrive)."""
+    if not 1 <= blocks <= mt * nk:
+        raise ValueError(f"{blocks} blocks for {mt * nk} iterations: launch 1 to {mt * nk} "
+                         "blocks")
+    whole = mt // blocks
+    while whole and (mt - whole * blocks) * nk < blocks:
+        whole -= 1
+    return mt - whole * blocks, whole
 
 
 def stream_k(mt: int, nk: int, blocks: int) -> np.ndarray:
-    """The kernel's table (int32) for ``blocks`` (at most ``mt nk``, so none is idle): for
-    each block b, ``[3b : 3b + 3]`` = its first row tile, its first k-block in that tile and
-    how many iterations it reads; then for each row tile m, ``[3 blocks + 2m : + 2]`` = the
-    first and the last block that read part of it."""
-    iters = mt * nk
-    if not 1 <= blocks <= iters:
-        # an empty range would sit between the pieces of a tile and never arrive
-        raise ValueError(f"{blocks} blocks for {iters} iterations: launch 1 to {iters} blocks")
-    out = np.zeros(3 * blocks + 2 * mt, dtype=np.int32)
+    """The kernel's table (int32) for ``blocks`` (at most ``mt nk``, so none is idle) over
+    ``mt`` row tiles of ``nk`` k-blocks. Each block walks its stream-K range first (the
+    seams, met while the ring still has a whole tile to read behind them), then its whole
+    tiles (no seam: the launch ends on plain epilogues), :func:`split`. For each block b,
+    ``[5b : 5b + 5]`` = its range's first row tile, the k-block it starts at and its length
+    in k-blocks, then its first whole tile and how many; then for each row tile m,
+    ``[5 blocks + 2m : + 2]`` = the first and the last block that read part of it
+    (:func:`walk` is the order a block reads in)."""
+    shared, whole = split(mt, nk, blocks)
+    iters = shared * nk
+    out = np.zeros(ENTRY * blocks + 2 * mt, dtype=np.int32)
     for b, (s, e) in enumerate(ranges(iters, blocks)):
-        out[3 * b: 3 * b + 3] = (s // nk, s % nk, e - s)
-    for m in range(mt):
+        first = shared + b * whole
+        out[ENTRY * b: ENTRY * (b + 1)] = (s // nk, s % nk, e - s, first, whole)
+        for m in range(first, first + whole):
+            out[ENTRY * blocks + 2 * m: ENTRY * blocks + 2 * m + 2] = (b, b)
+    for m in range(shared):
         ps = pieces(m, nk, iters, blocks)
-        out[3 * blocks + 2 * m: 3 * blocks + 2 * m + 2] = (ps[0], ps[-1])
+        out[ENTRY * blocks + 2 * m: ENTRY * blocks + 2 * m + 2] = (ps[0], ps[-1])
     return out
+
+
+def output_of(lt: int, i: int):
+    """(row of the tile, token) of consumer thread ``lt``'s accumulator ``i``, in both
+    weights: where wgmma leaves it (:func:`book.kernels.hopper.d_coords`), so the epilogue
+    is elementwise (the kernel runs this same function)."""
+    return 16 * (lt >> 5) + ((lt & 31) >> 2) + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * (lt & 3) + (i & 1)
+
+
+def first_visit(q: int, kb: int, n: int, kb0: int, nk: int) -> bool:
+    """Whether step ``q`` of a walk (at k-block ``kb``; the range ``n`` long from ``kb0``)
+    is the block's first read of that k-block: where resident x's box is copied. The
+    range's first ``nk`` steps each read a new k-block; after it, the first whole tile's
+    steps at k-blocks the range did not reach (the kernel runs this same function)."""
+    if q < n:
+        return q < nk
+    ek = kb - kb0
+    if ek < 0:
+        ek += nk
+    return q - n < nk and n < nk and ek >= n
+
+
+def walk(table, b: int, nk: int):
+    """[(row tile, k-block)] block ``b`` reads, in order (what the kernel's producer and
+    consumer both step through)."""
+    m, kb, n, first, whole = (int(v) for v in table[ENTRY * b: ENTRY * (b + 1)])
+    out = []
+    for _ in range(n):
+        out.append((m, kb))
+        kb += 1
+        if kb == nk:
+            kb, m = 0, m + 1
+    return out + [(t, k) for t in range(first, first + whole) for k in range(nk)]
 
 
 # ---------------------------------------------------------------------------------------
@@ -242,9 +332,10 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     if SIMULATED:
         raise RuntimeError("the Hopper GEMV needs a Hopper GPU: Numba's simulator has no "
                            "wgmma or TMA")
-    from .hopper import (fence_mbarrier_init, global_address, make_wgmma, mbar_arrive,
-                         mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier,
-                         shared_address, tma_load_2d, wgmma_commit, wgmma_fence, wgmma_wait)
+    from .hopper import (fence_mbarrier_init, global_address, globaltimer, make_wgmma,
+                         mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
+                         shared_address, tma_load_2d, wgmma_commit, wgmma_fence,
+                         wgmma_wait)
     from .splitk import load_f32_cg
     from .wide import load_f32, store_f32
 
@@ -258,6 +349,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     SHIFT = 6 + KB.bit_length() - 1  # log2 of the k a stage covers
     LAY = tile.layout
     FULL, EMPTY, RING, XREG = LAY["full"], LAY["empty"], LAY["ring"], LAY["x"]
+    SEAM = LAY["seam"]
     # K-major operands, 128B swizzle, 8-row groups 1024 bytes apart (as wgmma_gemm's)
     DESC = np.uint64(descriptor(0, 16, 1024, "128B"))
     STEP = np.uint64(32 >> 4)  # the next k16: 32 bytes along the swizzled row
@@ -265,24 +357,63 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     MASK = uint32(0xFFFFFC00)
     BIAS = bias
     SLOT = 128 * 2 * NA  # floats of one workspace slot: every consumer thread's gate and up
+    # consumer threads a finisher lane sums at once: all 4 while that is at most 64 floats
+    # in registers (2 WR NA), fewer beyond
+    WR = 4 if NA <= 8 else 2 if NA <= 16 else 1
+    WRNA = WR * NA
+    TRACE = tile.trace
+    HOLD = tile.hold
+    NEV = len(TRACE_EVENTS)
+    EV = {e: i for i, e in enumerate(TRACE_EVENTS)}
+    E_START, E_COPY, E_LANDED, E_WGMMA = EV["start"], EV["first_copy"], EV["first_landed"], \
+        EV["last_wgmma"]
+    E_END, E_LAST, E_MEET, E_SUM = EV["end"], EV["last_copy"], EV["meet_ns"], EV["sum_ns"]
+    E_FIN = EV["finisher_end"]
+
+    place = cuda.jit(device=True, inline="always")(output_of)
+
+    @cuda.jit(device=True, inline="always")
+    def emit(out, bg, bu, mt, lt, i, gate, up, T, h):
+        # the output of consumer thread lt's accumulators i (gate and up) of tile mt, stored
+        r, t = place(lt, i)
+        j = mt * BM + r
+        if j < h and t < T:
+            if BIAS:
+                gate += load_f32(bg, j)
+                up += load_f32(bu, j)
+            store_f32(out, t * h + j, silu_mul(gate, up))
+
+    first_box = cuda.jit(device=True, inline="always")(first_visit)
+
+    @cuda.jit(device=True, inline="always")
+    def stamp(count, at, t):  # the low 32 bits of a time (or a sum of ns) in the timeline
+        count[at] = int32(t & uint64(0xFFFFFFFF))
 
     def wgmma_gemv(maps, sk, bg, bu, out, part, count, T, d, h):
         smem = cuda.shared.array(0, uint8)
-        flag = cuda.shared.array(1, int32)  # the meeting's answer: is this piece the last?
         base = (shared_address(smem, 0) + uint32(ALIGN - 1)) & MASK
         tid = cuda.threadIdx.x
+        # a traced block's timeline follows the row tiles' counters
+        tr = ((h + (BM - 1)) >> 6) + NEV * cuda.blockIdx.x
+        if TRACE and tid == 0:
+            stamp(count, tr + E_START, globaltimer())
         if tid == 0:
             for s in range(ST):
                 mbar_init(base + FULL + 8 * s, 1)  # the producer's arrive (+ the bytes)
                 mbar_init(base + EMPTY + 8 * s, 1)  # the consumer's release
+            for s in range(2):  # once a launch each: every consumer thread's piece stored
+                mbar_init(base + SEAM + 8 * s, 128)
             fence_mbarrier_init()
         cuda.syncthreads()
         nk = (d + (BK * KB - 1)) >> SHIFT  # stages of a row tile (TMA reads zeros past d)
         G = cuda.gridDim.x
         b = cuda.blockIdx.x
-        m0 = sk[3 * b]  # this block's range (stream_k): first tile, its k-block, length
-        kb0 = sk[3 * b + 1]
-        n = sk[3 * b + 2]
+        e = ENTRY * b  # this block's walk (stream_k): its stream-K range, then whole tiles
+        m0 = sk[e]
+        kb0 = sk[e + 1]
+        n = sk[e + 2]
+        w0 = sk[e + 3]
+        nw = sk[e + 4]
         if tid < 128:  # the producer
             if tid == 0:
                 map_g = global_address(maps, 0)
@@ -292,11 +423,15 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                 ph = 0
                 m = m0
                 kb = kb0
-                for q in range(n):
+                for q in range(n + nw * nk):
+                    if q == n:  # the range read: the block's whole tiles
+                        m = w0
+                        kb = 0
                     mbar_wait(base + EMPTY + 8 * s, ph ^ 1)  # the consumer is done with it
                     full = base + FULL + 8 * s
-                    # resident x: its boxes come with the first nk stages (each k once)
-                    xnew = not XRES or q < nk
+                    # resident x: each box comes with the first stage of its k-block (the
+                    # range's first nk stages; a whole tile's where the range missed it)
+                    xnew = not XRES or first_box(q, kb, n, kb0, nk)
                     mbar_arrive_expect_tx(full, TX if xnew else TXW)
                     st = base + RING + s * SB
                     for kk in range(KB):  # a row's 128 KB bytes asked for back to back
@@ -307,6 +442,8 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                             tma_load_2d(st + X_OFF + kk * XS, map_x, kc, 0, full)
                         elif xnew:
                             tma_load_2d(base + XREG + (kb * KB + kk) * XS, map_x, kc, 0, full)
+                    if TRACE and q == 0:
+                        stamp(count, tr + E_COPY, globaltimer())
                     kb += 1
                     if kb == nk:
                         kb = 0
@@ -315,23 +452,91 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     if s == ST:
                         s = 0
                         ph ^= 1
+                if TRACE:
+                    stamp(count, tr + E_LAST, globaltimer())
+            elif tid < 64:  # the finisher warp: the range's seams, off the consumer's path
+                lane = tid - 32
+                busy = uint64(0)
+                sg = cuda.local.array(WRNA, float32)  # WR consumer threads' sums
+                su = cuda.local.array(WRNA, float32)
+                m = m0
+                kb = kb0
+                left = n
+                while left > 0:  # the consumer's walk through the range, tile by tile
+                    nb = min(nk - kb, left)
+                    left -= nb
+                    kb = 0
+                    m += 1
+                    if nb == nk:
+                        continue
+                    mt = m - 1  # a seam: wait for the consumer's piece of tile mt
+                    mbar_wait(base + SEAM + 8 * (0 if mt == m0 else 1), 0)
+                    if TRACE:
+                        t0 = globaltimer()
+                    p0 = sk[ENTRY * G + 2 * mt]
+                    p1 = sk[ENTRY * G + 2 * mt + 1]
+                    last = 0
+                    if lane == 0:
+                        cuda.threadfence()  # the piece (ordered before the barrier) is visible
+                        before = cuda.atomic.add(count, mt, 1)
+                        if before == p1 - p0:
+                            last = 1
+                            count[mt] = 0  # every piece is in: ready for the next launch
+                            cuda.threadfence()
+                    last = cuda.shfl_sync(0xFFFFFFFF, last, 0)
+                    if last == 1:  # the last piece: every piece's sums, in block order
+                        # (WR consumer threads' loads at once, every piece's, then their
+                        # stores: each round is a round trip behind the ring's copies)
+                        for w0 in range(0, 4, WR):
+                            for v in range(WRNA):
+                                sg[v] = float32(0.0)
+                                su[v] = float32(0.0)
+                            for c in range(p0, p1 + 1):
+                                pc = ((2 * c + (0 if mt == sk[ENTRY * c] else 1)) * SLOT
+                                      + 32 * w0 + lane)
+                                for w in range(WR):
+                                    for i in range(NA):
+                                        sg[w * NA + i] += load_f32_cg(part, pc + 32 * w
+                                                                      + i * 128)
+                                        su[w * NA + i] += load_f32_cg(part, pc + 32 * w
+                                                                      + (NA + i) * 128)
+                            for w in range(WR):
+                                for i in range(NA):
+                                    emit(out, bg, bu, mt, 32 * (w0 + w) + lane, i,
+                                         sg[w * NA + i], su[w * NA + i], T, h)
+                    if TRACE:
+                        busy += globaltimer() - t0
+                if TRACE and lane == 0:
+                    stamp(count, tr + E_SUM, busy)
+                    stamp(count, tr + E_FIN, globaltimer())
         else:  # the consumer warpgroup
             lt = tid - 128
             accg = cuda.local.array(NA, float32)
             accu = cuda.local.array(NA, float32)
-            g = (lt & 31) >> 2
-            r0 = 16 * (lt >> 5) + g  # rows r0 and r0 + 8 of the tile (d_coords)
-            c0 = 2 * (lt & 3)  # tokens c0, c0 + 1 of every 8
             s = 0
             ph = 0
             prev = 0
             m = m0
             kb = kb0
             left = n
-            while left > 0:
+            whole = 0  # 1 once the range is read and the whole tiles begin
+            meet = uint64(0)  # (the trace's sum)
+            t0 = uint64(0)
+            first = 1
+            while left > 0 or whole == 0:
+                if left == 0:  # the range read (or empty): the whole tiles, if any
+                    whole = 1
+                    m = w0
+                    kb = 0
+                    left = nw * nk
+                    if left == 0:
+                        break
                 nb = min(nk - kb, left)
                 for q in range(nb):
                     mbar_wait(base + FULL + 8 * s, ph)  # the stage's bytes have landed
+                    if TRACE and lt == 0 and first == 1:
+                        stamp(count, tr + E_LANDED, globaltimer())
+                    first = 0
                     st = base + RING + s * SB
                     # x's boxes: in the stage, or where the first stage of this k left them
                     xs = base + XREG + (kb + q) * KB * XS if XRES else st + X_OFF
@@ -345,59 +550,60 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                             WGMMA(accg, da + STEP * uint64(ks), dx + STEP * uint64(ks), acc_on)
                             WGMMA(accu, du + STEP * uint64(ks), dx + STEP * uint64(ks), acc_on)
                     wgmma_commit()
-                    wgmma_wait(1)  # the previous k-block's wgmma are done: its stage is free
-                    if q > 0 and lt == 0:
-                        mbar_arrive(base + EMPTY + 8 * prev)
+                    if HOLD:
+                        wgmma_wait(1)  # the previous k-block's wgmma are done: its stage is free
+                        if q > 0 and lt == 0:
+                            mbar_arrive(base + EMPTY + 8 * prev)
+                    else:
+                        wgmma_wait(0)  # this k-block's are done: its stage is free at once
+                        if lt == 0:
+                            mbar_arrive(base + EMPTY + 8 * s)
                     prev = s
                     s += 1
                     if s == ST:
                         s = 0
                         ph ^= 1
                 wgmma_wait(0)
-                if lt == 0:
+                if HOLD and lt == 0:
                     mbar_arrive(base + EMPTY + 8 * prev)
+                if TRACE and lt == 0:
+                    t0 = globaltimer()
+                    stamp(count, tr + E_WGMMA, t0)
                 left -= nb
                 kb = 0
                 m += 1
                 mt = m - 1  # the tile just read
-                # a seam: this block read only part of tile mt; its last piece finishes it
+                # a seam: this block read only part of tile mt. Its piece goes to its
+                # slot and the finisher warp takes it from there (counts it; the last
+                # piece's finisher sums them all): the consumer reads on at once
                 if nb < nk:
                     pb = (2 * b + (0 if mt == m0 else 1)) * SLOT
                     for i in range(NA):
                         part[pb + i * 128 + lt] = accg[i]
                         part[pb + (NA + i) * 128 + lt] = accu[i]
-                    cuda.threadfence()  # the piece is visible before its arrival counts
-                    named_barrier(1, 128)
-                    p0 = sk[3 * G + 2 * mt]
-                    p1 = sk[3 * G + 2 * mt + 1]
-                    if lt == 0:
-                        before = cuda.atomic.add(count, mt, 1)
-                        last = before == p1 - p0
-                        flag[0] = int32(1) if last else int32(0)
-                        if last:
-                            count[mt] = 0  # every piece is in: ready for the next launch
-                    named_barrier(1, 128)
-                    if flag[0] == 0:
-                        continue
-                    for i in range(NA):
-                        accg[i] = float32(0.0)
-                        accu[i] = float32(0.0)
-                    for c in range(p0, p1 + 1):  # the pieces in block order: one sum every run
-                        pc = (2 * c + (0 if mt == sk[3 * c] else 1)) * SLOT
-                        for i in range(NA):
-                            accg[i] += load_f32_cg(part, pc + i * 128 + lt)
-                            accu[i] += load_f32_cg(part, pc + (NA + i) * 128 + lt)
-                # the epilogue: accumulator i is row r0 + 8 ((i >> 1) & 1), token
-                # 8 (i >> 2) + c0 + (i & 1), in both weights
-                for i in range(NA):
-                    j = mt * BM + r0 + 8 * ((i >> 1) & 1)
-                    t = 8 * (i >> 2) + c0 + (i & 1)
-                    if j < h and t < T:
-                        gate = accg[i]
-                        up = accu[i]
-                        if BIAS:
-                            gate += load_f32(bg, j)
-                            up += load_f32(bu, j)
-                        store_f32(out, t * h + j, silu_mul(gate, up))
+                    # (mbarrier.arrive releases: the stores come before it for the finisher)
+                    mbar_arrive(base + SEAM + 8 * (0 if mt == m0 else 1))
+                    if TRACE and lt == 0:
+                        meet += globaltimer() - t0
+                    continue
+                for i in range(NA):  # a whole tile: the epilogue from registers
+                    emit(out, bg, bu, mt, lt, i, accg[i], accu[i], T, h)
+            if TRACE and lt == 0:
+                stamp(count, tr + E_END, globaltimer())
+                stamp(count, tr + E_MEET, meet)
 
     return cuda.jit(fastmath=True, launch_bounds=(256, tile.ctas_per_sm))(wgmma_gemv)
+
+
+def timeline(counts: np.ndarray, mt: int, blocks: int) -> dict:
+    """A traced launch's timeline (``WgmmaGemvTile.trace``) from its counters array copied
+    to the host: ``{event: int64 [blocks]}``, times in ns from the earliest block's start
+    (the 32-bit stamps unwrapped against it: a launch is far shorter than 4 s), the two
+    sums in ns as written."""
+    raw = np.asarray(counts[mt: mt + len(TRACE_EVENTS) * blocks], dtype=np.int64)
+    raw = (raw & 0xFFFFFFFF).reshape(blocks, len(TRACE_EVENTS))
+    # signed distances from block 0's start, then from the earliest start
+    rel = (raw - raw[0, 0] + (1 << 31)) % (1 << 32) - (1 << 31)
+    first = rel[:, 0].min()
+    return {e: raw[:, i] if e.endswith("_ns") else rel[:, i] - first
+            for i, e in enumerate(TRACE_EVENTS)}

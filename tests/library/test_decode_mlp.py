@@ -236,7 +236,7 @@ def test_without_tensor_cores_the_gemv_takes_tokens_in_groups(monkeypatch):
 
 def test_dispatch_and_default_tiles():
     assert dm.gemv_tile(1, 4096) == dm.GemvTile(tokens=1, rows=2, threads=256)  # the H100 tune
-    assert dm.gemv_tile(4, 4096).threads == 64 and dm.mma_gemv_tile(32).mt == 2
+    assert dm.gemv_tile(4, 4096).threads == 32 and dm.mma_gemv_tile(32).mt == 2
     assert dm.gemv_tile(5, 64).tokens == 8 and dm.gemv_tile(5, 64).threads == 32
     assert dm.mma_gemv_tile(1).tokens == 8 and dm.mma_gemv_tile(64).tokens == 64
     assert dm.mma_gemv_tile(256).tokens == 64  # beyond: token groups

@@ -15,7 +15,7 @@ from decode_cases import close_torch, torch_case
 # ------------------------------------------------------------------ stream-K, on the CPU
 
 SHAPES = [(224, 64, 132), (224, 64, 264), (3, 5, 15), (3, 5, 14), (1, 1, 1), (16, 3, 7),
-          (7, 64, 132), (225, 63, 131)]
+          (7, 64, 132), (225, 63, 131), (264, 64, 132), (133, 2, 132), (400, 64, 132)]
 
 
 @pytest.mark.parametrize("mt,nk,blocks", SHAPES)
@@ -24,34 +24,77 @@ def test_every_iteration_is_read_by_exactly_one_block(mt, nk, blocks):
     seen = np.zeros((mt, nk), dtype=int)
     lengths = []
     for b in range(blocks):
-        m, kb, n = table[3 * b: 3 * b + 3]
-        lengths.append(n)
-        for _ in range(n):
+        steps = W.walk(table, b, nk)
+        lengths.append(len(steps))
+        for m, kb in steps:
             seen[m, kb] += 1
-            kb += 1
-            if kb == nk:
-                kb, m = 0, m + 1
     assert (seen == 1).all()
     assert max(lengths) - min(lengths) <= 1  # every SM reads the same bytes, +- one k-block
 
 
 @pytest.mark.parametrize("mt,nk,blocks", SHAPES)
+def test_whole_tiles_come_last_and_every_range_reads_something(mt, nk, blocks):
+    shared, whole = W.split(mt, nk, blocks)
+    assert shared * nk >= blocks  # no block without a piece to share (it would never arrive)
+    assert shared + whole * blocks == mt
+    table = W.stream_k(mt, nk, blocks)
+    for b in range(blocks):
+        steps = W.walk(table, b, nk)
+        n = int(table[W.ENTRY * b + 2])
+        assert n >= 1
+        assert all(m < shared for m, _ in steps[:n])  # the range: the shared tiles
+        assert steps[n:] == [(m, k) for m in range(shared + b * whole, shared + (b + 1) * whole)
+                             for k in range(nk)]  # then the block's own tiles, uncut
+
+
+@pytest.mark.parametrize("mt,nk,blocks", SHAPES)
 def test_a_tile_cut_at_a_seam_knows_its_pieces_and_each_has_its_own_slot(mt, nk, blocks):
     table = W.stream_k(mt, nk, blocks)
-    iters = mt * nk
     readers = {m: set() for m in range(mt)}
-    for b, (s, e) in enumerate(W.ranges(iters, blocks)):
-        for j in range(s, e):
-            readers[j // nk].add(b)
+    for b in range(blocks):
+        for m, _ in W.walk(table, b, nk):
+            readers[m].add(b)
+    shared, _ = W.split(mt, nk, blocks)
     slots = {}
     for m in range(mt):
-        p0, p1 = table[3 * blocks + 2 * m: 3 * blocks + 2 * m + 2]
-        assert list(range(p0, p1 + 1)) == sorted(readers[m]) == W.pieces(m, nk, iters, blocks)
+        p0, p1 = table[W.ENTRY * blocks + 2 * m: W.ENTRY * blocks + 2 * m + 2]
+        assert list(range(p0, p1 + 1)) == sorted(readers[m])
+        if m < shared:
+            assert sorted(readers[m]) == W.pieces(m, nk, shared * nk, blocks)
         if p1 > p0:  # a seam: each piece's slot is its own
             for c in range(p0, p1 + 1):
                 slot = W.slot_of(c, m, table)
                 assert slot in (2 * c, 2 * c + 1)
                 assert slots.setdefault(slot, (c, m)) == (c, m)
+
+
+@pytest.mark.parametrize("mt,nk,blocks", SHAPES)
+def test_resident_x_is_copied_once_a_k_block_before_any_stage_reads_it(mt, nk, blocks):
+    # the rule the producer runs (first_visit) against the walk the consumer reads
+    table = W.stream_k(mt, nk, blocks)
+    for b in range(blocks):
+        m0, kb0, n = (int(v) for v in table[W.ENTRY * b: W.ENTRY * b + 3])
+        copied = set()
+        for q, (m, kb) in enumerate(W.walk(table, b, nk)):
+            if W.first_visit(q, kb, n, kb0, nk):
+                assert kb not in copied
+                copied.add(kb)
+            assert kb in copied  # landed with this stage or an earlier one
+
+
+def test_a_traced_launch_reads_back_as_times_from_the_first_start():
+    # two blocks whose 32-bit stamps straddle the timer's wrap: block 1 started 500 ns before
+    # block 0 (at 2^32 - 400 against 100), and ended 80 us after its start
+    mt, ev = 3, len(W.TRACE_EVENTS)
+    counts = np.zeros(mt + 2 * ev, dtype=np.int64)
+    stamps = {0: {"start": 100, "end": 100 + 60_000, "meet_ns": 7},
+              1: {"start": 2 ** 32 - 400, "end": 80_000 - 400, "meet_ns": 9}}
+    for b, es in stamps.items():
+        for e, v in es.items():
+            counts[mt + ev * b + W.TRACE_EVENTS.index(e)] = v
+    tl = W.timeline(counts.astype(np.uint32).view(np.int32), mt, 2)
+    assert list(tl["start"]) == [500, 0] and list(tl["end"]) == [60_500, 80_000]
+    assert list(tl["meet_ns"]) == [7, 9]  # sums are read as written
 
 
 def test_a_grid_with_a_block_left_idle_is_refused():
@@ -60,11 +103,10 @@ def test_a_grid_with_a_block_left_idle_is_refused():
 
 
 def test_the_epilogue_reads_the_accumulators_where_wgmma_puts_them():
-    # the kernel's formula for accumulator i of consumer thread lt against the PTX layout
+    # the function the kernel's epilogue runs against the PTX layout
     for lt in range(128):
-        r0, c0 = 16 * (lt >> 5) + ((lt & 31) >> 2), 2 * (lt & 3)
         for i in range(32):
-            assert H.d_coords(lt, i) == (r0 + 8 * ((i >> 1) & 1), 8 * (i >> 2) + c0 + (i & 1))
+            assert W.output_of(lt, i) == H.d_coords(lt, i)
 
 
 def test_the_tile_is_validated_and_describes_itself():
@@ -73,9 +115,14 @@ def test_the_tile_is_validated_and_describes_itself():
     assert t.tx_bytes == 2 * 8192 + 16 * 128 and t.stage_bytes == 2 * 8192 + 2048
     # x resident where it fits: each stage holds weights only, x's 64 boxes beside the ring
     r = W.gemv_tile(16, 4096)
-    assert r.x_resident and r.stage_bytes == 2 * 8192 and r.fits(4096)
+    assert r.x_resident and r.kblocks == 2 and r.stage_bytes == 2 * 2 * 8192 and r.fits(4096)
     assert r.shared_for(4096) == r.shared_bytes + 64 * 2048
-    assert not W.gemv_tile(16, 8192).x_resident and W.gemv_tile(16, 8192).fits(8192)
+    # three or four stages beside resident x, else x copied a stage and four stages
+    assert (r.stages, W.gemv_tile(4, 4096).stages) == (3, 4)
+    for T, d in ((16, 8192), (24, 4096), (64, 14336)):
+        c = W.gemv_tile(T, d)
+        assert not c.x_resident and c.stages == 4 and c.fits(d)
+        assert not W.WgmmaGemvTile(c.n, 3, kblocks=2, x_resident=True).fits(d)
     wide = W.WgmmaGemvTile(n=8, stages=3, kblocks=4)
     assert wide.stage_k == 256 and wide.tx_bytes == 4 * (2 * 8192 + 1024)
     assert t.shared_bytes <= 227 * 1024 and "m64n16k16" in t.describe()
@@ -85,7 +132,8 @@ def test_the_tile_is_validated_and_describes_itself():
                      (W.WgmmaGemvTile(stages=12, ctas_per_sm=2), "do not fit"),
                      (W.WgmmaGemvTile(n=24, stages=12), "do not fit"),
                      (W.WgmmaGemvTile(kblocks=3), "kblocks"),
-                     (W.WgmmaGemvTile(promotion="512B"), "promotion")):
+                     (W.WgmmaGemvTile(promotion="512B"), "promotion"),
+                     (W.WgmmaGemvTile(hold=2), "hold")):
         with pytest.raises(ValueError, match=why):
             bad.validate()
     with pytest.raises(ValueError, match="1 to 64 tokens"):
@@ -107,7 +155,7 @@ def test_in_the_simulator_the_hopper_gemv_is_refused_with_what_runs_instead():
 
 # ------------------------------------------------------------------ PTX, through ptxas for sm_90a
 
-GEMVS = ["wgmma_gemv_t16", "wgmma_gemv_t4_f16"]
+GEMVS = ["wgmma_gemv_t16", "wgmma_gemv_t4_f16", "wgmma_gemv_t16_trace"]
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +167,8 @@ def texts():
 
 
 @pytest.mark.parametrize("name,n,ptype", [("wgmma_gemv_t16", 16, "bf16"),
-                                          ("wgmma_gemv_t4_f16", 8, "f16")])
+                                          ("wgmma_gemv_t4_f16", 8, "f16"),
+                                          ("wgmma_gemv_t16_trace", 16, "bf16")])
 def test_the_kernel_assembles_with_tma_and_unserialized_wgmma(texts, name, n, ptype):
     import re
 
@@ -134,6 +183,10 @@ def test_the_kernel_assembles_with_tma_and_unserialized_wgmma(texts, name, n, pt
     assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptype}.{ptype}" in text
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in text
     assert "div.s64" not in text and "div.u64" not in text
+    # the seams handed to the finisher warp through a shared-memory barrier, and a traced
+    # tile's timeline read from %globaltimer (an untraced one never reads it)
+    assert text.count("mbarrier.init.shared::cta.b64") >= 2 * 2 + 2
+    assert ("%globaltimer" in text) == name.endswith("_trace")
 
 
 # ------------------------------------------------------------------ on an H100

@@ -1,0 +1,192 @@
+"""How fast each way of reading the decode weights streams them, beside the GEMVs that read
+them that way (book.kernels.stream_probes): the ceiling each load method leaves a GEMV.
+
+Record: `records/bench/weight_stream_h100.json`.
+
+    python3 benchmarks/weight_stream.py --out $OUT/weight_stream_h100.json
+
+wg and wu [14336, 4096] bfloat16 (235 MB, the decode MLP-up's weights); each probe reads
+both once and does nothing with the bytes (ldg: 16-byte loads by every thread, as the
+CUDA-core GEMV; tma: the wgmma GEMV's ring of 2-D boxes; bulk: the same ring filled by 1-D
+bulk copies of contiguous spans), timed interleaved with the GEMVs themselves
+(:func:`book.bench.measure_interleaved`: a clock drift falls on every row alike). Prints
+each row's time and its share of the HBM peak; writes JSON (provenance, rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# (name, kind, parameters): the probes, then the GEMVs at the T whose HBM line is open
+LDG = [(2, 256), (1, 256), (2, 128), (4, 128), (4, 64)]
+# stages, kblocks, box (columns, rows), swizzle, L2 promotion
+TMA = [(6, 1, (64, 64), "128B", "256B"), (6, 4, (64, 64), "128B", "256B"),
+       (6, 1, (64, 64), "128B", "none"), (12, 1, (64, 64), "128B", "256B"),
+       (4, 1, (256, 32), "none", "256B"), (3, 1, (256, 64), "none", "256B"),
+       (6, 1, (256, 16), "none", "256B")]
+# stages, chunk bytes, blocks an SM
+BULK = [(6, 8192, 1), (4, 16384, 1), (12, 4096, 1), (8, 8192, 1), (6, 4096, 2),
+        (3, 16384, 2), (12, 2048, 1)]
+# path, T, tile (None: the dispatcher's default)
+GEMVS = [("cuda_cores", 1, None), ("cuda_cores", 4, None), ("hopper_gemv", 4, None),
+         ("hopper_gemv", 16, None)]
+# more tiles beside the defaults (--tiles): the controls of this session's defaults (the
+# CUDA-core GEMV's 64 threads at 4 tokens, the wgmma GEMV's one box a stage in 6 stages), x
+# copied a stage, and the consumer handing each stage back before the next one's wgmma
+# (hold=0); records/bench/README.md keeps the runs that chose them
+EXTRA = [("cuda_cores", 4, "GemvTile(tokens=4, rows=2, threads=64)"),
+         ("hopper_gemv", 4, "WgmmaGemvTile(n=8, stages=6, x_resident=True)"),
+         ("hopper_gemv", 4, "WgmmaGemvTile(n=8, stages=4, kblocks=2)"),
+         ("hopper_gemv", 16, "WgmmaGemvTile(n=16, stages=6, x_resident=True)"),
+         ("hopper_gemv", 16, "WgmmaGemvTile(n=16, stages=4, kblocks=2)"),
+         ("hopper_gemv", 16, "WgmmaGemvTile(n=16, stages=3, kblocks=2, x_resident=True, hold=0)")]
+
+
+def gemv_timeline(T, xo, wg, wu, launches=5):
+    """The wgmma GEMV at T traced (``WgmmaGemvTile.trace``): every block's timeline, from
+    the launch (of ``launches``) whose last block ended soonest; printed as the spread over
+    blocks of each event (us from the earliest start) and of the time between them."""
+    import dataclasses
+
+    import numpy as np
+    from numba import cuda
+
+    from book.kernels import decode_mlp as dm
+    from book.kernels.wgmma_gemv import BM, gemv_tile, timeline
+
+    x, o = xo
+    tile = dataclasses.replace(gemv_tile(T, x.shape[1]), trace=True)
+    ln = dm.prepare("hopper_gemv", x, wg, wu, None, None, o, tile=tile)
+    count = ln.args[6]
+    mt = -(-wg.shape[0] // BM)
+    best = None
+    for _ in range(launches):
+        ln.launch()
+        cuda.synchronize()
+        tl = timeline(count.copy_to_host(), mt, ln.grid)
+        if best is None or tl["end"].max() < best["end"].max():
+            best = tl
+    us = {k: v / 1e3 for k, v in best.items()}
+    spans = {"start": us["start"], "first_copy": us["first_copy"],
+             "first_landed": us["first_landed"], "last_copy": us["last_copy"],
+             "last_wgmma": us["last_wgmma"], "end": us["end"],
+             "tail (end - last_wgmma)": us["end"] - us["last_wgmma"],
+             "finisher_end": us["finisher_end"],
+             "consumer at seams": us["meet_ns"], "finisher busy": us["sum_ns"]}
+    print(f"\nthe wgmma GEMV at T={T}, traced ({tile}): us over {ln.grid} blocks")
+    print(f"  {'event':28s} {'min':>7s} {'median':>7s} {'max':>7s}")
+    for k, v in spans.items():
+        print(f"  {k:28s} {v.min():7.2f} {np.median(v):7.2f} {v.max():7.2f}")
+    return {"tile": repr(tile), "blocks": ln.grid,
+            "us": {k: [round(float(a), 3) for a in v] for k, v in spans.items()}}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="JSON file to write")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--tiles", action="store_true", help="time the GEMVs at more tiles too")
+    args = ap.parse_args(argv)
+
+    import torch
+    from numba import cuda
+
+    from book import bench, gpu
+    from book.bench.decode import D, H, weight_bytes
+    from book.data import write
+    from book.kernels import decode_mlp as dm
+    from book.kernels import stream_probes as sp
+    from book.kernels.hopper import tensor_map
+    from book.kernels.launch import KernelLaunch, as_device, sm_count
+    from book.kernels.wgmma_gemv import WgmmaGemvTile, stream_k
+    from book.provenance import provenance
+
+    prov = provenance("python3 benchmarks/weight_stream.py " + " ".join(sys.argv[1:]))
+    info = gpu.device_info()
+    peak = prov.get("peak_bandwidth") or info.peak_bandwidth
+    sms = sm_count()
+    print(f"{prov['gpu']}: reading wg, wu [{H}, {D}] bfloat16 ({weight_bytes() / 1e6:.0f} MB), "
+          f"{sms} SMs", flush=True)
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    wg = (torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
+    wu = (torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
+    wgd, wud = as_device(wg, "wg"), as_device(wu, "wu")
+    fg, fu = wgd.reshape(H * D), wud.reshape(H * D)
+    sink = cuda.device_array(1, dtype="uint32")
+    row_bytes = D * 2
+
+    launches = {}  # name -> (KernelLaunch-like with .launch(), description)
+    for rows, threads in LDG:
+        k = sp.ldg_kernel(rows, threads)
+        launches[f"ldg r{rows} t{threads}"] = (
+            KernelLaunch(k, -(-H // rows), threads, (fg, fu, sink, D, H), None),
+            {"kind": "ldg", "rows": rows, "threads": threads})
+    for st, kb, box, mode, promo in TMA:
+        k = sp.tma_kernel(st, kb, box)
+        lay = sp.ring_layout(st, 2 * kb * box[0] * box[1] * 2)
+        if lay["shared"] > 227 * 1024:
+            continue
+        raw = b"".join(tensor_map(a.__cuda_array_interface__["data"][0], H, D, row_bytes, box,
+                                  mode=mode, promotion=promo) for a in (wgd, wud))
+        import numpy as np
+        maps = cuda.to_device(np.frombuffer(raw, dtype=np.uint64).copy())
+        mt, nk = H // box[1], D // (box[0] * kb)
+        sk = cuda.to_device(stream_k(mt, nk, sms))
+        launches[f"tma {box[0]}x{box[1]} {mode} kb{kb} st{st} p{promo}"] = (
+            KernelLaunch(k, sms, sp.THREADS, (maps, sk, D), None, lay["shared"]),
+            {"kind": "tma", "stages": st, "kblocks": kb, "box": list(box), "swizzle": mode,
+             "promotion": promo})
+    for st, chunk, cps in BULK:
+        k = sp.bulk_kernel(st, chunk)
+        lay = sp.ring_layout(st, 2 * chunk)
+        spans = cuda.to_device(sp.bulk_spans(H, row_bytes, sms * cps))
+        launches[f"bulk {chunk // 1024}K st{st} x{cps}"] = (
+            KernelLaunch(k, sms * cps, sp.THREADS, (fg, fu, spans), None, lay["shared"]),
+            {"kind": "bulk", "stages": st, "chunk": chunk, "ctas_per_sm": cps})
+    xs = {}
+    for path, T, tile in GEMVS + (EXTRA if args.tiles else []):
+        if T not in xs:
+            xs[T] = (torch.randn(T, D, device="cuda", generator=gen).bfloat16(),
+                     torch.empty(T, H, device="cuda", dtype=torch.bfloat16))
+        x, o = xs[T]
+        t = eval(tile, {"GemvTile": dm.GemvTile, "WgmmaGemvTile": WgmmaGemvTile}) if tile else None
+        launches[f"GEMV {path} T={T}" + (f" {tile}" if tile else "")] = (
+            dm.prepare(path, x, wg, wu, None, None, o, tile=t),
+            {"kind": "gemv", "path": path, "T": T, "tile": tile or "default"})
+    for name, (ln, _) in launches.items():  # each runs (and compiles) once before timing
+        ln.launch()
+    cuda.synchronize()
+
+    cands = {name: (lambda ln=ln: ln.launch(), [()], {"bytes_moved": weight_bytes()})
+             for name, (ln, _) in launches.items()}
+    timed = bench.measure_interleaved(cands, rounds=args.rounds, reps=args.reps)
+    rows = []
+    print(f"\n{'probe':40s} {'us':>7s} {'TB/s':>6s} {'of HBM':>7s}")
+    width = max(map(len, launches))
+    for name, (ln, meta) in launches.items():
+        tm = timed[name]
+        row = {"name": name, **meta, "grid": ln.grid, "block": ln.block,
+               "shared": getattr(ln, "shared", 0), "seconds": tm.median_s, "p10_s": tm.p10_s,
+               "p90_s": tm.p90_s, "weight_bandwidth": tm.bandwidth,
+               "of_peak": tm.bandwidth / peak}
+        if tm.bandwidth > peak:  # a reader faster than HBM did not read every byte
+            row["invalid"] = "faster than the HBM peak: it cannot have read every weight byte"
+        rows.append(row)
+        print(f"{name:{width}s} {tm.median_s * 1e6:7.1f} {tm.bandwidth / 1e12:6.2f} "
+              f"{100 * tm.bandwidth / peak:6.1f}%" + ("  IMPOSSIBLE" if "invalid" in row else ""),
+              flush=True)
+    timelines = {T: gemv_timeline(T, xs[T], wg, wu) for T in sorted({T for p, T, _ in GEMVS
+                                                                     if p == "hopper_gemv"})}
+    write(args.out, {"provenance": prov, "gpu": info.name, "peak_bandwidth": peak,
+                     "weight_bytes": weight_bytes(), "rows": rows, "timelines": timelines})
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
