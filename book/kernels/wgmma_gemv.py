@@ -199,20 +199,26 @@ class WgmmaGemvTile:
 
 
 def gemv_tile(T: int, d: int = 4096) -> WgmmaGemvTile:
-    """The default tile for T tokens and rows of d halves: two boxes along k a stage (a
-    weight row read 256 bytes at a time), x resident where three or four stages still fit
-    beside it, else x copied a stage and four stages. The H100's measurements behind it
-    (records/bench/weight_stream_h100.json): at T = 4, 4 stages of 2 boxes 82.4-82.6 us
-    against 6 of one box's 83.1-83.3; at T = 16, 3 stages of 2 with x resident 85.0-85.1
-    against 85.2-85.9."""
+    """The default tile for T tokens and rows of d halves. Up to 16 tokens: two boxes along k
+    a stage (a weight row read 256 bytes at a time), x resident where three or four stages
+    still fit beside it, else x copied a stage in four; beyond: six stages of one box, x
+    resident where it fits. The H100's measurements behind it
+    (records/bench/weight_stream_h100.json, decode_tune_hopper_switch_h100.json): at T = 4,
+    4 stages of 2 boxes 82.2-82.6 us against 6 of one box's 83.1-83.3; at T = 16, 3 stages of
+    2 with x resident 84.8-85.1 against 85.2-85.9; from T = 24, where x no longer fits beside
+    the ring, two boxes a stage with x copied a stage lost (89.2 / 93.2 / 104.0 / 115.0 us at
+    T = 24 / 32 / 48 / 64 against six stages of one box's 87.7 / 89.1 / 91.7 / 94.6)."""
     if not 1 <= T <= MAX_T:
         raise ValueError(f"the Hopper GEMV takes 1 to {MAX_T} tokens, got T = {T}")
     n = -(-T // 8) * 8
-    for stages in (4, 3):
-        tile = WgmmaGemvTile(n=n, stages=stages, kblocks=2, x_resident=True)
-        if tile.fits(d):
-            return tile
-    return WgmmaGemvTile(n=n, stages=4, kblocks=2)
+    if n <= 16:
+        for stages in (4, 3):
+            tile = WgmmaGemvTile(n=n, stages=stages, kblocks=2, x_resident=True)
+            if tile.fits(d):
+                return tile
+        return WgmmaGemvTile(n=n, stages=4, kblocks=2)
+    tile = WgmmaGemvTile(n=n, stages=6, x_resident=True)
+    return tile if tile.fits(d) else WgmmaGemvTile(n=n, stages=6)
 
 
 # ---------------------------------------------------------------------------------------

@@ -117,12 +117,17 @@ def test_the_tile_is_validated_and_describes_itself():
     r = W.gemv_tile(16, 4096)
     assert r.x_resident and r.kblocks == 2 and r.stage_bytes == 2 * 2 * 8192 and r.fits(4096)
     assert r.shared_for(4096) == r.shared_bytes + 64 * 2048
-    # three or four stages beside resident x, else x copied a stage and four stages
+    # up to 16 tokens: three or four stages of two boxes beside resident x, else x copied a
+    # stage and four stages; beyond, six stages of one box (x resident where it fits)
     assert (r.stages, W.gemv_tile(4, 4096).stages) == (3, 4)
-    for T, d in ((16, 8192), (24, 4096), (64, 14336)):
+    c = W.gemv_tile(16, 8192)
+    assert not c.x_resident and (c.stages, c.kblocks) == (4, 2) and c.fits(8192)
+    assert not W.WgmmaGemvTile(16, 3, kblocks=2, x_resident=True).fits(8192)
+    for T, d in ((24, 4096), (64, 14336), (17, 1024)):
         c = W.gemv_tile(T, d)
-        assert not c.x_resident and c.stages == 4 and c.fits(d)
-        assert not W.WgmmaGemvTile(c.n, 3, kblocks=2, x_resident=True).fits(d)
+        assert (c.stages, c.kblocks) == (6, 1) and c.fits(d)
+        assert c.x_resident == W.WgmmaGemvTile(c.n, 6, x_resident=True).fits(d)
+    assert W.gemv_tile(17, 1024).x_resident and not W.gemv_tile(24, 4096).x_resident
     wide = W.WgmmaGemvTile(n=8, stages=3, kblocks=4)
     assert wide.stage_k == 256 and wide.tx_bytes == 4 * (2 * 8192 + 1024)
     assert t.shared_bytes <= 227 * 1024 and "m64n16k16" in t.describe()
