@@ -103,9 +103,10 @@ CUDA_CORE_MAX_T = 4
 TENSOR_CORE_MAX_T = 256
 #: on sm_90 the Hopper GEMV (:mod:`book.kernels.wgmma_gemv`) takes T from beyond the CUDA-core
 #: GEMV to here (biases or not; with biases up to its most, 64): measured on the H100 in one
-#: run against the wgmma dual GEMM, faster at 8, 16 and 24 tokens, level at 32, slower from 48
-#: (records/bench/decode_tune_hopper_switch_h100.json); faster than the mma.sync GEMV at
-#: every T it takes (decode_tune_hopper_gemv_h100.json)
+#: run against the wgmma dual GEMM, faster at 8 and 16 tokens, level at 24, slower from 32
+#: (records/bench/decode_tune_hopper_switch_h100.json; before its seams moved to a finisher
+#: warp: faster to 24, level at 32, decode_tune_hopper_switch_056eede_h100.json); faster than
+#: the mma.sync GEMV at every T it takes (decode_tune_hopper_gemv_h100.json)
 HOPPER_GEMV_MAX_T = 24
 #: on sm_90 (no biases) the wgmma dual GEMM takes T from here: its 128-row tile reads each
 #: weight once whatever T, where the tensor-core GEMV re-reads them per group of 64 tokens

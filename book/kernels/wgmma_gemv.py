@@ -207,7 +207,8 @@ def gemv_tile(T: int, d: int = 4096) -> WgmmaGemvTile:
     4 stages of 2 boxes 82.2-82.6 us against 6 of one box's 83.1-83.3; at T = 16, 3 stages of
     2 with x resident 84.8-85.1 against 85.2-85.9; from T = 24, where x no longer fits beside
     the ring, two boxes a stage with x copied a stage lost (89.2 / 93.2 / 104.0 / 115.0 us at
-    T = 24 / 32 / 48 / 64 against six stages of one box's 87.7 / 89.1 / 91.7 / 94.6)."""
+    T = 24 / 32 / 48 / 64 against six stages of one box's 88.9 / 92.7 / 97.3 / 105.7,
+    decode_tune_hopper_switch_kb2_h100.json against decode_tune_hopper_switch_h100.json)."""
     if not 1 <= T <= MAX_T:
         raise ValueError(f"the Hopper GEMV takes 1 to {MAX_T} tokens, got T = {T}")
     n = -(-T // 8) * 8
