@@ -81,7 +81,11 @@ def gemv_timeline(T, xo, wg, wu, launches=5):
     print(f"  {'event':28s} {'min':>7s} {'median':>7s} {'max':>7s}")
     for k, v in spans.items():
         print(f"  {k:28s} {v.min():7.2f} {np.median(v):7.2f} {v.max():7.2f}")
-    return {"tile": repr(tile), "blocks": ln.grid,
+    # the slowest readers: the same SMs every launch, or not? (each block's SM is kept)
+    late = np.argsort(us["last_copy"])[-8:][::-1]
+    print("  the 8 latest last copies: SM " + ", ".join(
+        f"{int(best['smid'][b])} ({us['last_copy'][b]:.1f})" for b in late))
+    return {"tile": repr(tile), "blocks": ln.grid, "smid": [int(v) for v in best["smid"]],
             "us": {k: [round(float(a), 3) for a in v] for k, v in spans.items()}}
 
 

@@ -36,7 +36,8 @@ that emits inline PTX. What a Hopper GEMM needs, and what each does:
   producer gives its spare registers to the consumers), ``named_barrier(id, threads)``
   (``bar.sync`` among a subset of the block; ``named_arrive``: arrive without waiting), ``global_address(arr, i)`` (the generic
   address of ``arr[i]``, what TMA takes for the map), ``shared_address(arr, i)`` (from
-  :mod:`book.kernels.tensorcore`), ``globaltimer()`` (nanoseconds, one clock for every SM).
+  :mod:`book.kernels.tensorcore`), ``globaltimer()`` (nanoseconds, one clock for every SM), ``smid()`` (the SM a thread
+  runs on).
 
 All of it needs sm_90a: the "a" target, which ptxas requires for wgmma and setmaxnreg
 (Numba adds it when it compiles for the H100 it finds; a tool compiling with no GPU asks for
@@ -427,6 +428,15 @@ if not SIMULATED:
             return _asm(builder, "mov.u64 $0, %globaltimer;", "=l,~{memory}", ret=_i64)
 
         return types.uint64(), codegen
+
+    @intrinsic
+    def smid(typingctx):
+        """The SM this thread runs on (``%smid``): which SM a block landed on, for a
+        timeline of blocks (ids may skip numbers: not every SM a die has is enabled)."""
+        def codegen(context, builder, signature, args):
+            return _asm(builder, "mov.u32 $0, %smid;", "=r", ret=_i32)
+
+        return types.uint32(), codegen
 
     # -- mbarrier (64-bit objects in shared memory, addressed by 32-bit shared addresses)
 

@@ -68,7 +68,7 @@ from .hopper import SIMULATED, SWIZZLE_PERIOD, descriptor
 from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "stream_k", "ranges",
-           "pieces", "cta_of", "slot_of", "split", "walk", "first_visit", "output_of", "ENTRY", "BK", "BM", "TRACE_EVENTS",
+           "pieces", "cta_of", "slot_of", "split", "walk", "first_visit", "output_of", "ENTRY", "BK", "BM", "TRACE_EVENTS", "RAW_EVENTS",
            "timeline"]
 
 BM = 64  # rows of each weight per row tile: wgmma's M
@@ -80,9 +80,11 @@ MAX_T = 64
 #: ``%globaltimer`` (ns) at its start, its first copy, its first landed stage, its last
 #: k-block's wgmma done, its consumer's end, the last copy; the ns its consumer spent
 #: handing its pieces over at seams, the ns its finisher warp spent counting and summing
-#: them; the finisher's end
+#: them; the finisher's end; the SM the block ran on (``%smid``: is a slow block a slow SM?)
 TRACE_EVENTS = ("start", "first_copy", "first_landed", "last_wgmma", "end", "last_copy",
-                "meet_ns", "sum_ns", "finisher_end")
+                "meet_ns", "sum_ns", "finisher_end", "smid")
+#: the events that are not times: read back as written
+RAW_EVENTS = ("meet_ns", "sum_ns", "smid")
 
 
 @dataclass(frozen=True)
@@ -341,7 +343,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                            "wgmma or TMA")
     from .hopper import (fence_mbarrier_init, global_address, globaltimer, make_wgmma,
                          mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
-                         shared_address, tma_load_2d, wgmma_commit, wgmma_fence,
+                         shared_address, smid, tma_load_2d, wgmma_commit, wgmma_fence,
                          wgmma_wait)
     from .splitk import load_f32_cg
     from .wide import load_f32, store_f32
@@ -375,7 +377,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     E_START, E_COPY, E_LANDED, E_WGMMA = EV["start"], EV["first_copy"], EV["first_landed"], \
         EV["last_wgmma"]
     E_END, E_LAST, E_MEET, E_SUM = EV["end"], EV["last_copy"], EV["meet_ns"], EV["sum_ns"]
-    E_FIN = EV["finisher_end"]
+    E_FIN, E_SM = EV["finisher_end"], EV["smid"]
 
     place = cuda.jit(device=True, inline="always")(output_of)
 
@@ -404,6 +406,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
         tr = ((h + (BM - 1)) >> 6) + NEV * cuda.blockIdx.x
         if TRACE and tid == 0:
             stamp(count, tr + E_START, globaltimer())
+            count[tr + E_SM] = int32(smid())
         if tid == 0:
             for s in range(ST):
                 mbar_init(base + FULL + 8 * s, 1)  # the producer's arrive (+ the bytes)
@@ -605,12 +608,12 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
 def timeline(counts: np.ndarray, mt: int, blocks: int) -> dict:
     """A traced launch's timeline (``WgmmaGemvTile.trace``) from its counters array copied
     to the host: ``{event: int64 [blocks]}``, times in ns from the earliest block's start
-    (the 32-bit stamps unwrapped against it: a launch is far shorter than 4 s), the two
-    sums in ns as written."""
+    (the 32-bit stamps unwrapped against it: a launch is far shorter than 4 s); the
+    :data:`RAW_EVENTS` (two sums in ns, the SM) as written."""
     raw = np.asarray(counts[mt: mt + len(TRACE_EVENTS) * blocks], dtype=np.int64)
     raw = (raw & 0xFFFFFFFF).reshape(blocks, len(TRACE_EVENTS))
     # signed distances from block 0's start, then from the earliest start
     rel = (raw - raw[0, 0] + (1 << 31)) % (1 << 32) - (1 << 31)
     first = rel[:, 0].min()
-    return {e: raw[:, i] if e.endswith("_ns") else rel[:, i] - first
+    return {e: raw[:, i] if e in RAW_EVENTS else rel[:, i] - first
             for i, e in enumerate(TRACE_EVENTS)}

@@ -87,14 +87,14 @@ def test_a_traced_launch_reads_back_as_times_from_the_first_start():
     # block 0 (at 2^32 - 400 against 100), and ended 80 us after its start
     mt, ev = 3, len(W.TRACE_EVENTS)
     counts = np.zeros(mt + 2 * ev, dtype=np.int64)
-    stamps = {0: {"start": 100, "end": 100 + 60_000, "meet_ns": 7},
-              1: {"start": 2 ** 32 - 400, "end": 80_000 - 400, "meet_ns": 9}}
+    stamps = {0: {"start": 100, "end": 100 + 60_000, "meet_ns": 7, "smid": 131},
+              1: {"start": 2 ** 32 - 400, "end": 80_000 - 400, "meet_ns": 9, "smid": 0}}
     for b, es in stamps.items():
         for e, v in es.items():
             counts[mt + ev * b + W.TRACE_EVENTS.index(e)] = v
     tl = W.timeline(counts.astype(np.uint32).view(np.int32), mt, 2)
     assert list(tl["start"]) == [500, 0] and list(tl["end"]) == [60_500, 80_000]
-    assert list(tl["meet_ns"]) == [7, 9]  # sums are read as written
+    assert list(tl["meet_ns"]) == [7, 9] and list(tl["smid"]) == [131, 0]  # as written
 
 
 def test_a_grid_with_a_block_left_idle_is_refused():
