@@ -117,6 +117,15 @@ def _init_barriers(stages):
     return init
 
 
+def _ring(stages, stage_bytes):
+    """What both TMA probes share: the ring's offsets (full, empty, ring), the barriers'
+    set-up, the consumer's walk and the producer's two barrier calls."""
+    lay = ring_layout(stages, stage_bytes)
+    consume, wait, expect_tx = _ring_roles(stages)
+    return (lay["full"], lay["empty"], lay["ring"], _init_barriers(stages), consume, wait,
+            expect_tx)
+
+
 @functools.lru_cache(maxsize=None)
 def tma_kernel(stages: int, kblocks: int, box: tuple[int, int]):
     """``k(maps, sk, d)``: ``maps`` the tensor maps of wg and wu (16 uint64 each) for boxes
@@ -129,10 +138,7 @@ def tma_kernel(stages: int, kblocks: int, box: tuple[int, int]):
     BW, BH = box
     WB = BW * BH * 2
     SB = 2 * KB * WB
-    LAY = ring_layout(ST, SB)
-    FULL, EMPTY, RING = LAY["full"], LAY["empty"], LAY["ring"]
-    consume, mbar_wait, mbar_arrive_expect_tx = _ring_roles(ST)
-    init = _init_barriers(ST)
+    FULL, EMPTY, RING, init, consume, mbar_wait, mbar_arrive_expect_tx = _ring(ST, SB)
 
     def k(maps, sk, d):
         smem = cuda.shared.array(0, uint8)
@@ -188,10 +194,7 @@ def bulk_kernel(stages: int, chunk: int):
 
     ST, C = stages, chunk
     SB = 2 * C
-    LAY = ring_layout(ST, SB)
-    FULL, EMPTY, RING = LAY["full"], LAY["empty"], LAY["ring"]
-    consume, mbar_wait, mbar_arrive_expect_tx = _ring_roles(ST)
-    init = _init_barriers(ST)
+    FULL, EMPTY, RING, init, consume, mbar_wait, mbar_arrive_expect_tx = _ring(ST, SB)
 
     def k(wg, wu, spans):
         smem = cuda.shared.array(0, uint8)
