@@ -253,7 +253,7 @@ def gemv_tile(T: int, d: int) -> GemvTile:
     tokens = _pow2_at_least(max(T, 1))
     # the H100 tune (records/bench/decode_tune_h100.json): two rows a block where they fit, 256
     # threads up to 2 tokens; at 4 tokens one warp (records/bench/weight_stream_h100.json:
-    # 82.5-82.7 us in three runs against 83.3-83.6 at 64 threads; decode_tune4_h100.json had
+    # 82.5-82.7 us in four runs against 83.3-83.6 at 64 threads; decode_tune4_h100.json had
     # 64 at 83.1 against 83.7 at 128, and on the H200 65.3 against 68.5, decode_tune4_h200.json;
     # 32 not measured there); from 8 tokens 64
     cap = 256 if tokens <= 2 else 32 if tokens == 4 else 64

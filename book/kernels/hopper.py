@@ -34,10 +34,10 @@ that emits inline PTX. What a Hopper GEMM needs, and what each does:
   ``fence_proxy_async()`` (order ordinary shared stores before the async proxy reads them),
   ``setmaxnreg_inc(n)`` / ``setmaxnreg_dec(n)`` (move registers between warpgroups: the
   producer gives its spare registers to the consumers), ``named_barrier(id, threads)``
-  (``bar.sync`` among a subset of the block; ``named_arrive``: arrive without waiting), ``global_address(arr, i)`` (the generic
+  (``bar.sync`` among a subset of the block), ``global_address(arr, i)`` (the generic
   address of ``arr[i]``, what TMA takes for the map), ``shared_address(arr, i)`` (from
-  :mod:`book.kernels.tensorcore`), ``globaltimer()`` (nanoseconds, one clock for every SM), ``smid()`` (the SM a thread
-  runs on).
+  :mod:`book.kernels.tensorcore`), ``globaltimer()`` (nanoseconds, one clock for every SM),
+  ``smid()`` (the SM a thread runs on).
 
 All of it needs sm_90a: the "a" target, which ptxas requires for wgmma and setmaxnreg
 (Numba adds it when it compiles for the H100 it finds; a tool compiling with no GPU asks for
@@ -405,9 +405,6 @@ if not SIMULATED:
 
     #: named_barrier(id, threads): bar.sync among ``threads`` threads of the block
     named_barrier = _two_u32("bar.sync $0, $1;")
-    #: named_arrive(id, threads): arrive at that barrier without waiting for it (a producer
-    #: hands over: the threads that ``named_barrier`` on it go on once every thread came)
-    named_arrive = _two_u32("bar.arrive $0, $1;")
 
     @intrinsic
     def global_address(typingctx, arr, idx):

@@ -32,7 +32,8 @@ from numba import config, cuda, float32
 
 SIMULATED = bool(config.ENABLE_CUDASIM)
 
-__all__ = ["last_to_arrive", "load_f32_cg", "fragment_meeting", "workspace", "splits", "Workspace"]
+__all__ = ["last_to_arrive", "load_f32_cg", "fragment_meeting", "workspace", "splits", "Workspace",
+           "device_key"]
 
 
 if not SIMULATED:
@@ -144,13 +145,20 @@ class Workspace:
         return self.part.size >= part_floats and self.count.size >= counters
 
 
-_WORKSPACES: dict = {}  # (what, stream key) -> Workspace, grown when a launch needs more
+_WORKSPACES: dict = {}  # (what, GPU, stream key) -> Workspace, grown when a launch needs more
+
+
+def device_key():
+    """The current GPU's id (None in the simulator): a workspace lives on one GPU, and stream
+    0 is every GPU's legacy stream, so the stream alone does not say which."""
+    return getattr(cuda.get_current_device(), "id", None)
 
 
 def workspace(what: str, stream_key, part_floats: int, counters: int) -> Workspace:
-    """The workspace of launches of ``what`` on one stream (``stream_key``), at least this
-    large: made once, grown (a new, zeroed one) when a launch needs more."""
-    key = (what, stream_key)
+    """The workspace of launches of ``what`` on one stream (``stream_key``) of the current
+    GPU, at least this large: made once, grown (a new, zeroed one) when a launch needs
+    more."""
+    key = (what, device_key(), stream_key)
     ws = _WORKSPACES.get(key)
     if ws is None or not ws.fits(part_floats, counters):
         ws = _WORKSPACES[key] = Workspace(part_floats, counters)

@@ -71,6 +71,19 @@ def test_split_k_meets_in_the_kernel(fn, d, split):
     assert not ws.count.copy_to_host().any(), "a launch left an arrival counter non-zero"
 
 
+def test_a_workspace_belongs_to_one_gpu_and_one_stream(monkeypatch):
+    # stream 0 is every GPU's legacy stream: two GPUs' launches on it must not share the
+    # counters and partials one GPU allocated (a machine with two GPUs is not here: the
+    # current GPU's id is what changes)
+    ws = {}
+    for g in (0, 1):
+        monkeypatch.setattr(splitk, "device_key", lambda g=g: g)
+        ws[g] = splitk.workspace("probe", 0, 4, 4)
+    assert ws[0] is not ws[1]
+    assert splitk.workspace("probe", 0, 4, 4) is ws[1]  # the same GPU and stream: reused
+    assert splitk.workspace("probe", 7, 4, 4) is not ws[1]
+
+
 @pytest.mark.parametrize("tile,d,split", [
     (dm.MmaGemvTile(nt=1, mt=1, warps=2, unroll=2), 200, None),  # a partial last step
     (dm.MmaGemvTile(nt=1, mt=1, warps=2, unroll=4), 136, 2),     # groups past a split's end
