@@ -107,7 +107,8 @@ def main(argv=None):
     from book.kernels import stream_probes as sp
     from book.kernels.hopper import tensor_map
     from book.kernels.launch import KernelLaunch, as_device, sm_count
-    from book.kernels.wgmma_gemv import WgmmaGemvTile, stream_k
+    from book.kernels.stream_k import stream_k
+    from book.kernels.wgmma_gemv import WgmmaGemvTile
     from book.provenance import provenance
 
     prov = provenance("python3 benchmarks/weight_stream.py " + " ".join(sys.argv[1:]))

@@ -794,8 +794,9 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     table (one per shape and grid, cached) and the seams' workspace."""
     from .hopper import check_capability
     from .wgmma_gemm import tensor_maps
+    from .stream_k import stream_k
     from .wgmma_gemv import (BK, BM, TRACE_EVENTS, gemv_tile as hopper_gemv_tile,
-                             make_wgmma_gemv, stream_k)
+                             make_wgmma_gemv)
 
     check_capability(_device_cc())
     # (the default tile refuses T beyond the kernel's most, a tile given refuses T beyond its N)

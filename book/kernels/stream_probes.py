@@ -11,7 +11,7 @@ does nothing with the bytes but let them land:
   loads cannot be dropped and nothing is written.
 - :func:`tma_kernel`: the wgmma GEMV's producer (one thread, an mbarrier ring of ``stages``
   stages, each ``kblocks`` boxes of each weight along k; each block walks the steps the GEMV's
-  block would, :func:`book.kernels.wgmma_gemv.walk`) with a consumer that only waits for each
+  block would, :func:`book.kernels.stream_k.walk`) with a consumer that only waits for each
   stage and hands it back. Box shape and swizzle come from the tensor maps:
   the GEMV's 64 x 64 boxes of 128-byte rows, or wider rows without a swizzle.
 - :func:`bulk_kernel`: the same ring filled by ``cp.async.bulk`` (:func:`book.kernels.hopper.
@@ -29,7 +29,7 @@ import numpy as np
 from numba import cuda, uint8, uint32, uint64
 
 from .hopper import SWIZZLE_PERIOD
-from .wgmma_gemv import ENTRY
+from .stream_k import ENTRY
 
 __all__ = ["ldg_kernel", "tma_kernel", "bulk_kernel", "ring_layout", "bulk_spans"]
 
@@ -129,9 +129,10 @@ def _ring(stages, stage_bytes):
 @functools.lru_cache(maxsize=None)
 def tma_kernel(stages: int, kblocks: int, box: tuple[int, int]):
     """``k(maps, sk, d)``: ``maps`` the tensor maps of wg and wu (16 uint64 each) for boxes
-    of ``box = (columns, rows)``; ``sk`` the GEMV's table (:func:`book.kernels.wgmma_gemv.
-    stream_k`) over ``h / rows`` row tiles of ``d / (columns kblocks)`` steps. Launch one block of :data:`THREADS` an SM with
-    ``ring_layout(stages, 2 kblocks columns rows 2)["shared"]`` bytes."""
+    of ``box = (columns, rows)``; ``sk`` the GEMV's table (:func:`book.kernels.stream_k.
+    stream_k`) over ``h / rows`` row tiles of ``d / (columns kblocks)`` steps. Launch one
+    block of :data:`THREADS` an SM with ``ring_layout(stages, 2 kblocks columns rows
+    2)["shared"]`` bytes."""
     from .hopper import global_address, tma_load_2d
 
     ST, KB = stages, kblocks

@@ -36,7 +36,7 @@ How it is built (:class:`WgmmaGemvTile` holds every size):
   releases each stage once they no longer read it (one k-block kept in flight).
 - **Stream-K's seams**: a row tile cut between two blocks is finished by the piece that
   arrives last. Each block reads its share of the cut tiles first and its whole tiles after
-  (:func:`split`, :func:`walk`), so every seam is met while the ring still has a whole tile
+  (:func:`book.kernels.stream_k.split`, :func:`~book.kernels.stream_k.walk`), so every seam is met while the ring still has a whole tile
   to read and the launch ends on plain epilogues. At a seam the consumer only stores its
   accumulators to its workspace slot and arrives on a shared-memory barrier; a warp of its
   own, the *finisher* (warp 1, idle otherwise), then counts the piece (a fence and an atomic,
@@ -52,7 +52,7 @@ How it is built (:class:`WgmmaGemvTile` holds every size):
 Any T up to :data:`MAX_T`, d and h multiples of 8 (TMA's 16-byte rows); the caller is
 :func:`book.kernels.decode_mlp.prepare` (path ``"hopper_gemv"``). Numba's simulator has no
 wgmma or TMA: in the simulator the decode path never picks this kernel, and the stream-K
-arithmetic is checked in pure Python (:func:`ranges`, :func:`pieces`).
+arithmetic (:mod:`book.kernels.stream_k`) is checked in pure Python.
 """
 
 from __future__ import annotations
@@ -66,10 +66,10 @@ from numba import cuda, float32, int32, uint8, uint32, uint64
 from .fused import silu_mul
 from .hopper import SIMULATED, SWIZZLE_PERIOD, descriptor
 from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
+from .stream_k import ENTRY, first_visit
 
-__all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "stream_k", "ranges",
-           "pieces", "cta_of", "slot_of", "split", "walk", "first_visit", "output_of", "ENTRY", "BK", "BM", "TRACE_EVENTS", "RAW_EVENTS",
-           "timeline"]
+__all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "output_of", "BK", "BM",
+           "TRACE_EVENTS", "RAW_EVENTS", "timeline"]
 
 BM = 64  # rows of each weight per row tile: wgmma's M
 BK = 64  # k per box: 64 halves = one 128-byte swizzled row
@@ -225,71 +225,7 @@ def gemv_tile(T: int, d: int = 4096) -> WgmmaGemvTile:
 
 
 # ---------------------------------------------------------------------------------------
-# stream-K: which block reads what, worked out on the host (the kernel divides nothing:
-# ptxas makes a 64-bit division a subroutine call, and a call serializes every wgmma)
-
-#: int32 words of a block's entry in the table (:func:`stream_k`)
-ENTRY = 5
-
-
-def ranges(iters: int, blocks: int):
-    """[(start, end)] of each block: ``iters`` (row tile, k-block) iterations cut into
-    ``blocks`` contiguous ranges whose lengths differ by at most one."""
-    return [(b * iters // blocks, (b + 1) * iters // blocks) for b in range(blocks)]
-
-
-def cta_of(j: int, iters: int, blocks: int) -> int:
-    """The block whose range holds iteration ``j`` (the inverse of :func:`ranges`)."""
-    return ((j + 1) * blocks - 1) // iters
-
-
-def pieces(m: int, nk: int, iters: int, blocks: int):
-    """The blocks that read part of row tile ``m`` (``nk`` k-blocks), in order."""
-    return list(range(cta_of(m * nk, iters, blocks), cta_of(m * nk + nk - 1, iters, blocks) + 1))
-
-
-def slot_of(c: int, m: int, table) -> int:
-    """Block ``c``'s workspace slot for its piece of row tile ``m``: a block's stream-K range
-    can cut only its first and its last tile, so two slots a block (2c, 2c + 1) hold every
-    seam."""
-    return 2 * c + (0 if m == table[ENTRY * c] else 1)
-
-
-def split(mt: int, nk: int, blocks: int) -> tuple[int, int]:
-    """(``shared``, ``whole``): the first ``shared`` row tiles are cut into stream-K ranges,
-    one a block; after its range each block reads ``whole`` tiles of its own, uncut. Whole
-    tiles are the most that leave every block a range of at least one k-block (a block with
-    nothing to share would sit between two pieces of a tile and never arrive)."""
-    if not 1 <= blocks <= mt * nk:
-        raise ValueError(f"{blocks} blocks for {mt * nk} iterations: launch 1 to {mt * nk} "
-                         "blocks")
-    whole = mt // blocks
-    while whole and (mt - whole * blocks) * nk < blocks:
-        whole -= 1
-    return mt - whole * blocks, whole
-
-
-def stream_k(mt: int, nk: int, blocks: int) -> np.ndarray:
-    """The kernel's table (int32) for ``blocks`` (at most ``mt nk``, so none is idle) over
-    ``mt`` row tiles of ``nk`` k-blocks. Each block walks its stream-K range first (the
-    seams, met while the ring still has a whole tile to read behind them), then its whole
-    tiles (no seam: the launch ends on plain epilogues), :func:`split`. For each block b,
-    ``[5b : 5b + 5]`` = its range's first row tile, the k-block it starts at and its length
-    in k-blocks, then its first whole tile and how many; then for each row tile m,
-    ``[5 blocks + 2m : + 2]`` = the first and the last block that read part of it
-    (:func:`walk` is the order a block reads in)."""
-    shared, whole = split(mt, nk, blocks)
-    iters = shared * nk
-    out = np.zeros(ENTRY * blocks + 2 * mt, dtype=np.int32)
-    for b, (s, e) in enumerate(ranges(iters, blocks)):
-        first = shared + b * whole
-        out[ENTRY * b: ENTRY * (b + 1)] = (s // nk, s % nk, e - s, first, whole)
-        for m in range(first, first + whole):
-            out[ENTRY * blocks + 2 * m: ENTRY * blocks + 2 * m + 2] = (b, b)
-    for m in range(shared):
-        ps = pieces(m, nk, iters, blocks)
-        out[ENTRY * blocks + 2 * m: ENTRY * blocks + 2 * m + 2] = (ps[0], ps[-1])
-    return out
+# the epilogue's map (the kernel runs it)
 
 
 def output_of(lt: int, i: int):
@@ -299,32 +235,6 @@ def output_of(lt: int, i: int):
     return 16 * (lt >> 5) + ((lt & 31) >> 2) + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * (lt & 3) + (i & 1)
 
 
-def first_visit(q: int, kb: int, n: int, kb0: int, nk: int) -> bool:
-    """Whether step ``q`` of a walk (at k-block ``kb``; the range ``n`` long from ``kb0``)
-    is the block's first read of that k-block: where resident x's box is copied. The
-    range's first ``nk`` steps each read a new k-block; after it, the first whole tile's
-    steps at k-blocks the range did not reach (the kernel runs this same function)."""
-    if q < n:
-        return q < nk
-    ek = kb - kb0
-    if ek < 0:
-        ek += nk
-    return q - n < nk and n < nk and ek >= n
-
-
-def walk(table, b: int, nk: int):
-    """[(row tile, k-block)] block ``b`` reads, in order (what the kernel's producer and
-    consumer both step through)."""
-    m, kb, n, first, whole = (int(v) for v in table[ENTRY * b: ENTRY * (b + 1)])
-    out = []
-    for _ in range(n):
-        out.append((m, kb))
-        kb += 1
-        if kb == nk:
-            kb, m = 0, m + 1
-    return out + [(t, k) for t in range(first, first + whole) for k in range(nk)]
-
-
 # ---------------------------------------------------------------------------------------
 # the kernel
 
@@ -332,7 +242,7 @@ def walk(table, b: int, nk: int):
 @functools.lru_cache(maxsize=None)
 def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     """``k(maps, sk, bg, bu, out, part, count, T, d, h)``: ``maps`` the tensor maps of wg,
-    wu and x (16 uint64 each), ``sk`` the block ranges (:func:`stream_k`), ``out`` [T * h]
+    wu and x (16 uint64 each), ``sk`` the block ranges (:func:`book.kernels.stream_k.stream_k`), ``out`` [T * h]
     flat, ``part``/``count`` the seams' workspace (module doc). Launch ``ctas_per_sm`` blocks
     an SM of 256 threads with ``tile.shared_for(d)`` bytes of dynamic shared memory."""
     tile.validate()

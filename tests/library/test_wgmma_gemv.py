@@ -7,6 +7,7 @@ import pytest
 
 import book
 from book.kernels import hopper as H
+from book.kernels import stream_k as SK
 from book.kernels import wgmma_gemv as W
 
 from decode_cases import close_torch, torch_case
@@ -20,11 +21,11 @@ SHAPES = [(224, 64, 132), (224, 64, 264), (3, 5, 15), (3, 5, 14), (1, 1, 1), (16
 
 @pytest.mark.parametrize("mt,nk,blocks", SHAPES)
 def test_every_iteration_is_read_by_exactly_one_block(mt, nk, blocks):
-    table = W.stream_k(mt, nk, blocks)
+    table = SK.stream_k(mt, nk, blocks)
     seen = np.zeros((mt, nk), dtype=int)
     lengths = []
     for b in range(blocks):
-        steps = W.walk(table, b, nk)
+        steps = SK.walk(table, b, nk)
         lengths.append(len(steps))
         for m, kb in steps:
             seen[m, kb] += 1
@@ -34,13 +35,13 @@ def test_every_iteration_is_read_by_exactly_one_block(mt, nk, blocks):
 
 @pytest.mark.parametrize("mt,nk,blocks", SHAPES)
 def test_whole_tiles_come_last_and_every_range_reads_something(mt, nk, blocks):
-    shared, whole = W.split(mt, nk, blocks)
+    shared, whole = SK.split(mt, nk, blocks)
     assert shared * nk >= blocks  # no block without a piece to share (it would never arrive)
     assert shared + whole * blocks == mt
-    table = W.stream_k(mt, nk, blocks)
+    table = SK.stream_k(mt, nk, blocks)
     for b in range(blocks):
-        steps = W.walk(table, b, nk)
-        n = int(table[W.ENTRY * b + 2])
+        steps = SK.walk(table, b, nk)
+        n = int(table[SK.ENTRY * b + 2])
         assert n >= 1
         assert all(m < shared for m, _ in steps[:n])  # the range: the shared tiles
         assert steps[n:] == [(m, k) for m in range(shared + b * whole, shared + (b + 1) * whole)
@@ -49,21 +50,21 @@ def test_whole_tiles_come_last_and_every_range_reads_something(mt, nk, blocks):
 
 @pytest.mark.parametrize("mt,nk,blocks", SHAPES)
 def test_a_tile_cut_at_a_seam_knows_its_pieces_and_each_has_its_own_slot(mt, nk, blocks):
-    table = W.stream_k(mt, nk, blocks)
+    table = SK.stream_k(mt, nk, blocks)
     readers = {m: set() for m in range(mt)}
     for b in range(blocks):
-        for m, _ in W.walk(table, b, nk):
+        for m, _ in SK.walk(table, b, nk):
             readers[m].add(b)
-    shared, _ = W.split(mt, nk, blocks)
+    shared, _ = SK.split(mt, nk, blocks)
     slots = {}
     for m in range(mt):
-        p0, p1 = table[W.ENTRY * blocks + 2 * m: W.ENTRY * blocks + 2 * m + 2]
+        p0, p1 = table[SK.ENTRY * blocks + 2 * m: SK.ENTRY * blocks + 2 * m + 2]
         assert list(range(p0, p1 + 1)) == sorted(readers[m])
         if m < shared:
-            assert sorted(readers[m]) == W.pieces(m, nk, shared * nk, blocks)
+            assert sorted(readers[m]) == SK.pieces(m, nk, shared * nk, blocks)
         if p1 > p0:  # a seam: each piece's slot is its own
             for c in range(p0, p1 + 1):
-                slot = W.slot_of(c, m, table)
+                slot = SK.slot_of(c, m, table)
                 assert slot in (2 * c, 2 * c + 1)
                 assert slots.setdefault(slot, (c, m)) == (c, m)
 
@@ -71,12 +72,12 @@ def test_a_tile_cut_at_a_seam_knows_its_pieces_and_each_has_its_own_slot(mt, nk,
 @pytest.mark.parametrize("mt,nk,blocks", SHAPES)
 def test_resident_x_is_copied_once_a_k_block_before_any_stage_reads_it(mt, nk, blocks):
     # the rule the producer runs (first_visit) against the walk the consumer reads
-    table = W.stream_k(mt, nk, blocks)
+    table = SK.stream_k(mt, nk, blocks)
     for b in range(blocks):
-        m0, kb0, n = (int(v) for v in table[W.ENTRY * b: W.ENTRY * b + 3])
+        m0, kb0, n = (int(v) for v in table[SK.ENTRY * b: SK.ENTRY * b + 3])
         copied = set()
-        for q, (m, kb) in enumerate(W.walk(table, b, nk)):
-            if W.first_visit(q, kb, n, kb0, nk):
+        for q, (m, kb) in enumerate(SK.walk(table, b, nk)):
+            if SK.first_visit(q, kb, n, kb0, nk):
                 assert kb not in copied
                 copied.add(kb)
             assert kb in copied  # landed with this stage or an earlier one
@@ -99,7 +100,7 @@ def test_a_traced_launch_reads_back_as_times_from_the_first_start():
 
 def test_a_grid_with_a_block_left_idle_is_refused():
     with pytest.raises(ValueError, match="launch 1 to 15 blocks"):
-        W.stream_k(3, 5, 16)
+        SK.stream_k(3, 5, 16)
 
 
 def test_the_epilogue_reads_the_accumulators_where_wgmma_puts_them():

@@ -1,0 +1,108 @@
+"""Stream-K for the decode GEMV on Hopper (:mod:`book.kernels.wgmma_gemv`): which block reads
+which (row tile, k-block) steps, worked out on the host. The kernel divides nothing: ptxas
+makes a 64-bit division a subroutine call, and a call serializes every wgmma.
+
+The row tiles that do not divide evenly among the blocks are cut into equal, contiguous
+ranges of steps, one a block (*stream-K*); after its range each block reads whole tiles of its
+own (:func:`split`). :func:`stream_k` is the table the kernel reads, :func:`walk` the order a
+block reads in (the kernel's producer, consumer and finisher all step through it), and the
+seams' bookkeeping: :func:`pieces` (the blocks that share a tile), :func:`slot_of` (where a
+piece's sums go), :func:`first_visit` (where resident tokens are copied).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["ENTRY", "ranges", "cta_of", "pieces", "slot_of", "split", "stream_k", "walk",
+           "first_visit"]
+
+
+#: int32 words of a block's entry in the table (:func:`stream_k`)
+ENTRY = 5
+
+
+def ranges(iters: int, blocks: int):
+    """[(start, end)] of each block: ``iters`` (row tile, k-block) iterations cut into
+    ``blocks`` contiguous ranges whose lengths differ by at most one."""
+    return [(b * iters // blocks, (b + 1) * iters // blocks) for b in range(blocks)]
+
+
+def cta_of(j: int, iters: int, blocks: int) -> int:
+    """The block whose range holds iteration ``j`` (the inverse of :func:`ranges`)."""
+    return ((j + 1) * blocks - 1) // iters
+
+
+def pieces(m: int, nk: int, iters: int, blocks: int):
+    """The blocks that read part of row tile ``m`` (``nk`` k-blocks), in order."""
+    return list(range(cta_of(m * nk, iters, blocks), cta_of(m * nk + nk - 1, iters, blocks) + 1))
+
+
+def slot_of(c: int, m: int, table) -> int:
+    """Block ``c``'s workspace slot for its piece of row tile ``m``: a block's stream-K range
+    can cut only its first and its last tile, so two slots a block (2c, 2c + 1) hold every
+    seam."""
+    return 2 * c + (0 if m == table[ENTRY * c] else 1)
+
+
+def split(mt: int, nk: int, blocks: int) -> tuple[int, int]:
+    """(``shared``, ``whole``): the first ``shared`` row tiles are cut into stream-K ranges,
+    one a block; after its range each block reads ``whole`` tiles of its own, uncut. Whole
+    tiles are the most that leave every block a range of at least one k-block (a block with
+    nothing to share would sit between two pieces of a tile and never arrive)."""
+    if not 1 <= blocks <= mt * nk:
+        raise ValueError(f"{blocks} blocks for {mt * nk} iterations: launch 1 to {mt * nk} "
+                         "blocks")
+    whole = mt // blocks
+    while whole and (mt - whole * blocks) * nk < blocks:
+        whole -= 1
+    return mt - whole * blocks, whole
+
+
+def stream_k(mt: int, nk: int, blocks: int) -> np.ndarray:
+    """The kernel's table (int32) for ``blocks`` (at most ``mt nk``, so none is idle) over
+    ``mt`` row tiles of ``nk`` k-blocks. Each block walks its stream-K range first (the
+    seams, met while the ring still has a whole tile to read behind them), then its whole
+    tiles (no seam: the launch ends on plain epilogues), :func:`split`. For each block b,
+    ``[5b : 5b + 5]`` = its range's first row tile, the k-block it starts at and its length
+    in k-blocks, then its first whole tile and how many; then for each row tile m,
+    ``[5 blocks + 2m : + 2]`` = the first and the last block that read part of it
+    (:func:`walk` is the order a block reads in)."""
+    shared, whole = split(mt, nk, blocks)
+    iters = shared * nk
+    out = np.zeros(ENTRY * blocks + 2 * mt, dtype=np.int32)
+    for b, (s, e) in enumerate(ranges(iters, blocks)):
+        first = shared + b * whole
+        out[ENTRY * b: ENTRY * (b + 1)] = (s // nk, s % nk, e - s, first, whole)
+        for m in range(first, first + whole):
+            out[ENTRY * blocks + 2 * m: ENTRY * blocks + 2 * m + 2] = (b, b)
+    for m in range(shared):
+        ps = pieces(m, nk, iters, blocks)
+        out[ENTRY * blocks + 2 * m: ENTRY * blocks + 2 * m + 2] = (ps[0], ps[-1])
+    return out
+
+
+def first_visit(q: int, kb: int, n: int, kb0: int, nk: int) -> bool:
+    """Whether step ``q`` of a walk (at k-block ``kb``; the range ``n`` long from ``kb0``)
+    is the block's first read of that k-block: where resident x's box is copied. The
+    range's first ``nk`` steps each read a new k-block; after it, the first whole tile's
+    steps at k-blocks the range did not reach (the kernel runs this same function)."""
+    if q < n:
+        return q < nk
+    ek = kb - kb0
+    if ek < 0:
+        ek += nk
+    return q - n < nk and n < nk and ek >= n
+
+
+def walk(table, b: int, nk: int):
+    """[(row tile, k-block)] block ``b`` reads, in order (what the kernel's producer and
+    consumer both step through)."""
+    m, kb, n, first, whole = (int(v) for v in table[ENTRY * b: ENTRY * (b + 1)])
+    out = []
+    for _ in range(n):
+        out.append((m, kb))
+        kb += 1
+        if kb == nk:
+            kb, m = 0, m + 1
+    return out + [(t, k) for t in range(first, first + whole) for k in range(nk)]
