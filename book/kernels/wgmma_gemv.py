@@ -36,8 +36,8 @@ How it is built (:class:`WgmmaGemvTile` holds every size):
   releases each stage once they no longer read it (one k-block kept in flight).
 - **Stream-K's seams**: a row tile cut between two blocks is finished by the piece that
   arrives last. Each block reads its share of the cut tiles first and its whole tiles after
-  (:func:`book.kernels.stream_k.split`, :func:`~book.kernels.stream_k.walk`), so every seam is met while the ring still has a whole tile
-  to read and the launch ends on plain epilogues. At a seam the consumer only stores its
+  (:mod:`book.kernels.stream_k`: ``split``, ``walk``), so every seam is met while the ring
+  still has a whole tile to read and the launch ends on plain epilogues. At a seam the consumer only stores its
   accumulators to its workspace slot and arrives on a shared-memory barrier; a warp of its
   own, the *finisher* (warp 1, idle otherwise), then counts the piece (a fence and an atomic,
   round trips that wait behind the ring's copies: measured at 3-11 us a block when the
@@ -232,7 +232,8 @@ def output_of(lt: int, i: int):
     """(row of the tile, token) of consumer thread ``lt``'s accumulator ``i``, in both
     weights: where wgmma leaves it (:func:`book.kernels.hopper.d_coords`), so the epilogue
     is elementwise (the kernel runs this same function)."""
-    return 16 * (lt >> 5) + ((lt & 31) >> 2) + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * (lt & 3) + (i & 1)
+    row = 16 * (lt >> 5) + ((lt & 31) >> 2) + 8 * ((i >> 1) & 1)
+    return row, 8 * (i >> 2) + 2 * (lt & 3) + (i & 1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -242,8 +243,8 @@ def output_of(lt: int, i: int):
 @functools.lru_cache(maxsize=None)
 def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     """``k(maps, sk, bg, bu, out, part, count, T, d, h)``: ``maps`` the tensor maps of wg,
-    wu and x (16 uint64 each), ``sk`` the block ranges (:func:`book.kernels.stream_k.stream_k`), ``out`` [T * h]
-    flat, ``part``/``count`` the seams' workspace (module doc). Launch ``ctas_per_sm`` blocks
+    wu and x (16 uint64 each), ``sk`` the block ranges (:func:`book.kernels.stream_k.
+    stream_k`), ``out`` [T * h] flat, ``part``/``count`` the seams' workspace (module doc). Launch ``ctas_per_sm`` blocks
     an SM of 256 threads with ``tile.shared_for(d)`` bytes of dynamic shared memory."""
     tile.validate()
     if kind not in ("bf16", "f16"):
