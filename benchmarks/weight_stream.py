@@ -70,7 +70,7 @@ def gemv_timeline(T, xo, wg, wu, launches=5):
         tl = timeline(count.copy_to_host(), mt, ln.grid)
         if best is None or tl["end"].max() < best["end"].max():
             best = tl
-    us = {k: v / 1e3 for k, v in best.items()}
+    us = {k: v / 1e3 for k, v in best.items() if k != "smid"}
     spans = {"start": us["start"], "first_copy": us["first_copy"],
              "first_landed": us["first_landed"], "last_copy": us["last_copy"],
              "last_wgmma": us["last_wgmma"], "end": us["end"],
@@ -105,9 +105,9 @@ def main(argv=None):
     from book.data import write
     from book.kernels import decode_mlp as dm
     from book.kernels import stream_probes as sp
-    from book.kernels.hopper import tensor_map
-    from book.kernels.launch import KernelLaunch, as_device, sm_count
+    from book.kernels.launch import MAX_SHARED, KernelLaunch, as_device, sm_count
     from book.kernels.stream_k import stream_k
+    from book.kernels.wgmma_gemm import tensor_maps
     from book.kernels.wgmma_gemv import WgmmaGemvTile
     from book.provenance import provenance
 
@@ -134,12 +134,9 @@ def main(argv=None):
     for st, kb, box, mode, promo in TMA:
         k = sp.tma_kernel(st, kb, box)
         lay = sp.ring_layout(st, 2 * kb * box[0] * box[1] * 2)
-        if lay["shared"] > 227 * 1024:
+        if lay["shared"] > MAX_SHARED:
             continue
-        raw = b"".join(tensor_map(a.__cuda_array_interface__["data"][0], H, D, row_bytes, box,
-                                  mode=mode, promotion=promo) for a in (wgd, wud))
-        import numpy as np
-        maps = cuda.to_device(np.frombuffer(raw, dtype=np.uint64).copy())
+        maps = tensor_maps([wgd, wud], [box, box], promo, mode)
         mt, nk = H // box[1], D // (box[0] * kb)
         sk = cuda.to_device(stream_k(mt, nk, sms))
         launches[f"tma {box[0]}x{box[1]} {mode} kb{kb} st{st} p{promo}"] = (

@@ -80,7 +80,8 @@ from .fused import silu_mul
 from .launch import (KernelLaunch, address, as_device, flat, is_c_contiguous, jit_bounds,
                      sm_count)
 from .mma_gemm import half_dtype, kind_for
-from .splitk import fragment_meeting, last_to_arrive, load_f32_cg, splits, workspace
+from .splitk import (device_key, fragment_meeting, last_to_arrive, load_f32_cg, splits,
+                     workspace)
 from .tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
                          mma_bf16_16816, mma_f16_1688, mma_f16_16816, shared_address, shfl_xor,
                          target_cc)
@@ -812,7 +813,7 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     grid = min(sm_count() * tile.ctas_per_sm * tile.waves, mt * nk) if T and h else 0
     if not grid:  # nothing to compute: a launch that launches nothing
         return DecodeLaunch(kern, 0, 256, (), res, "hopper_gemv", 1, tile)
-    key = (cuda.get_current_device().id, mt, nk, grid)  # a table lives on one GPU
+    key = (device_key(), mt, nk, grid)  # a table lives on one GPU
     sk = _STREAM_K.get(key)
     if sk is None:
         sk = _STREAM_K[key] = cuda.to_device(stream_k(mt, nk, grid))

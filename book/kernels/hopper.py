@@ -28,7 +28,8 @@ that emits inline PTX. What a Hopper GEMM needs, and what each does:
 - ``mbarrier``: a barrier object in shared memory with an arrival count and a transaction
   byte count; a *phase* completes when all arrivals and all expected bytes have come.
   ``mbar_init``, ``mbar_arrive``, ``mbar_arrive_expect_tx`` (arrive and expect that many
-  bytes), ``mbar_wait(bar, parity)`` (spin until the phase of that parity has completed).
+  bytes), ``mbar_wait(bar, parity)`` (spin until the phase of that parity has completed);
+  ``ring_next(s, parity, stages)`` steps through a ring of such stages.
   :class:`MbarrierModel` is its model.
 - ``fence_mbarrier_init()`` (make the barriers' initialisation visible to the copy engine),
   ``fence_proxy_async()`` (order ordinary shared stores before the async proxy reads them),
@@ -436,6 +437,18 @@ if not SIMULATED:
         return types.uint32(), codegen
 
     # -- mbarrier (64-bit objects in shared memory, addressed by 32-bit shared addresses)
+
+    from numba import cuda
+
+    @cuda.jit(device=True, inline="always")
+    def ring_next(s, ph, stages):
+        """The stage after ``s`` in a ring of ``stages`` mbarrier-guarded stages, and the
+        phase parity to wait for there (it flips each time the ring wraps)."""
+        s += 1
+        if s == stages:
+            s = 0
+            ph ^= 1
+        return s, ph
 
     #: mbar_init(bar, count): a fresh barrier in phase 0 expecting ``count`` arrivals
     mbar_init = _two_u32("mbarrier.init.shared::cta.b64 [$0], $1;")

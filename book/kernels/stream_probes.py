@@ -77,31 +77,15 @@ def ldg_kernel(rows: int, threads: int):
     return cuda.jit(k)
 
 
-def _ring_roles(stages):
-    """The producer's and the consumer's walk of the ring, shared by both TMA probes."""
-    from .hopper import mbar_arrive, mbar_arrive_expect_tx, mbar_wait
+def _ring(stages, stage_bytes):
+    """What both TMA probes share: the ring's offsets (full, empty, ring), the barriers' set-up
+    (``init``: every thread gets the aligned base) and the consumer's walk (``consume``: wait
+    for each stage, hand it back at once)."""
+    from .hopper import (fence_mbarrier_init, mbar_arrive, mbar_init, mbar_wait, ring_next,
+                         shared_address)
 
     ST = stages
-
-    @cuda.jit(device=True, inline="always")
-    def consume(base, full, empty, n):
-        s = 0
-        ph = 0
-        for q in range(n):
-            mbar_wait(base + full + 8 * s, ph)  # the stage's bytes have landed
-            mbar_arrive(base + empty + 8 * s)  # and it is free again at once
-            s += 1
-            if s == ST:
-                s = 0
-                ph ^= 1
-
-    return consume, mbar_wait, mbar_arrive_expect_tx
-
-
-def _init_barriers(stages):
-    from .hopper import fence_mbarrier_init, mbar_init, shared_address
-
-    ST = stages
+    lay = ring_layout(stages, stage_bytes)
 
     @cuda.jit(device=True, inline="always")
     def init(smem, full, empty):
@@ -114,16 +98,16 @@ def _init_barriers(stages):
         cuda.syncthreads()
         return base
 
-    return init
+    @cuda.jit(device=True, inline="always")
+    def consume(base, full, empty, n):
+        s = 0
+        ph = 0
+        for q in range(n):
+            mbar_wait(base + full + 8 * s, ph)  # the stage's bytes have landed
+            mbar_arrive(base + empty + 8 * s)  # and it is free again at once
+            s, ph = ring_next(s, ph, ST)
 
-
-def _ring(stages, stage_bytes):
-    """What both TMA probes share: the ring's offsets (full, empty, ring), the barriers'
-    set-up, the consumer's walk and the producer's two barrier calls."""
-    lay = ring_layout(stages, stage_bytes)
-    consume, wait, expect_tx = _ring_roles(stages)
-    return (lay["full"], lay["empty"], lay["ring"], _init_barriers(stages), consume, wait,
-            expect_tx)
+    return lay["full"], lay["empty"], lay["ring"], init, consume
 
 
 @functools.lru_cache(maxsize=None)
@@ -133,13 +117,13 @@ def tma_kernel(stages: int, kblocks: int, box: tuple[int, int]):
     stream_k`) over ``h / rows`` row tiles of ``d / (columns kblocks)`` steps. Launch one
     block of :data:`THREADS` an SM with ``ring_layout(stages, 2 kblocks columns rows
     2)["shared"]`` bytes."""
-    from .hopper import global_address, tma_load_2d
+    from .hopper import global_address, mbar_arrive_expect_tx, mbar_wait, ring_next, tma_load_2d
 
     ST, KB = stages, kblocks
     BW, BH = box
     WB = BW * BH * 2
     SB = 2 * KB * WB
-    FULL, EMPTY, RING, init, consume, mbar_wait, mbar_arrive_expect_tx = _ring(ST, SB)
+    FULL, EMPTY, RING, init, consume = _ring(ST, SB)
 
     def k(maps, sk, d):
         smem = cuda.shared.array(0, uint8)
@@ -173,10 +157,7 @@ def tma_kernel(stages: int, kblocks: int, box: tuple[int, int]):
                 if kb == nk:
                     kb = 0
                     m += 1
-                s += 1
-                if s == ST:
-                    s = 0
-                    ph ^= 1
+                s, ph = ring_next(s, ph, ST)
         elif tid == 32:
             consume(base, FULL, EMPTY, steps)
 
@@ -191,11 +172,12 @@ def bulk_kernel(stages: int, chunk: int):
     chunk)["shared"]`` bytes."""
     if chunk % 16:
         raise ValueError(f"chunk must be a multiple of 16 bytes, got {chunk}")
-    from .hopper import bulk_load, global_address
+    from .hopper import (bulk_load, global_address, mbar_arrive_expect_tx, mbar_wait,
+                         ring_next)
 
     ST, C = stages, chunk
     SB = 2 * C
-    FULL, EMPTY, RING, init, consume, mbar_wait, mbar_arrive_expect_tx = _ring(ST, SB)
+    FULL, EMPTY, RING, init, consume = _ring(ST, SB)
 
     def k(wg, wu, spans):
         smem = cuda.shared.array(0, uint8)
@@ -220,10 +202,7 @@ def bulk_kernel(stages: int, chunk: int):
                 bulk_load(st, ga + uint64(off), size, full)
                 bulk_load(st + C, ua + uint64(off), size, full)
                 off += C
-                s += 1
-                if s == ST:
-                    s = 0
-                    ph ^= 1
+                s, ph = ring_next(s, ph, ST)
         elif tid == 32:
             consume(base, FULL, EMPTY, n)
 

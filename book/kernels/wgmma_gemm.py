@@ -452,18 +452,19 @@ _MAPS = {}  # (address, shape, box, ...) of each tensor map set -> device array 
 _SCHED = {}  # (row tiles, column tiles, group, cluster) -> device schedule
 
 
-def tensor_maps(arrays, boxes, promotion="256B"):
+def tensor_maps(arrays, boxes, promotion="256B", mode="128B"):
     """A device array of the tensor maps of ``arrays`` (2-D, row-major), 16 uint64 each.
-    Cached by everything a map encodes (address, sizes, stride, box, L2 promotion): the
-    same key gives the same 128 bytes, so the cache can never hand out a stale map."""
+    Cached by everything a map encodes (address, sizes, stride, box, L2 promotion,
+    swizzle): the same key gives the same 128 bytes, so the cache can never hand out a
+    stale map."""
     from .launch import address
 
-    key = tuple((address(a), *a.shape, a.strides[0], box, promotion)
+    key = tuple((address(a), *a.shape, a.strides[0], box, promotion, mode)
                 for a, box in zip(arrays, boxes))
     dev = _MAPS.get(key)
     if dev is None:
         raw = b"".join(tensor_map(address(a), a.shape[0], a.shape[1], a.strides[0], box,
-                                  promotion=promotion)
+                                  mode=mode, promotion=promotion)
                        for a, box in zip(arrays, boxes))
         dev = cuda.to_device(np.frombuffer(raw, dtype=np.uint64).copy())
         if len(_MAPS) > 256:

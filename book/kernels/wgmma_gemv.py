@@ -254,8 +254,8 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                            "wgmma or TMA")
     from .hopper import (fence_mbarrier_init, global_address, globaltimer, make_wgmma,
                          mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
-                         shared_address, smid, tma_load_2d, wgmma_commit, wgmma_fence,
-                         wgmma_wait)
+                         ring_next, shared_address, smid, tma_load_2d, wgmma_commit,
+                         wgmma_fence, wgmma_wait)
     from .splitk import load_f32_cg
     from .wide import load_f32, store_f32
 
@@ -369,10 +369,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     if kb == nk:
                         kb = 0
                         m += 1
-                    s += 1
-                    if s == ST:
-                        s = 0
-                        ph ^= 1
+                    s, ph = ring_next(s, ph, ST)
                 if TRACE:
                     stamp(count, tr + E_LAST, globaltimer())
             elif tid < 64:  # the finisher warp: the range's seams, off the consumer's path
@@ -480,10 +477,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                         if lt == 0:
                             mbar_arrive(base + EMPTY + 8 * s)
                     prev = s
-                    s += 1
-                    if s == ST:
-                        s = 0
-                        ph ^= 1
+                    s, ph = ring_next(s, ph, ST)
                 wgmma_wait(0)
                 if HOLD and lt == 0:
                     mbar_arrive(base + EMPTY + 8 * prev)
