@@ -25,6 +25,8 @@
 #   stream     issue 31: how fast each way of reading the weights streams them, no math (ldg,
 #              TMA boxes, 1-D bulk copies) beside the GEMVs (benchmarks/weight_stream.py)
 #              (STREAM_TILES=1: the GEMVs at more tiles too) -> $OUT/weight_stream_h100.json
+#   balance    issue 31: the wgmma GEMV traced over many launches: do the SMs read at one
+#              rate, is a slow SM slow every launch (benchmarks/sm_balance.py) -> $OUT/sm_balance_h100.json
 #   hswitch    issue 31: the wgmma GEMV against the wgmma dual GEMM at T = 8-64 (the switch)
 #              -> $OUT/decode_tune_hopper_switch_h100.json
 #   htests     issue 31: pytest -m gpu tests/library/test_wgmma_gemv.py -> $OUT/gpu_wgmma_gemv_tests.*
@@ -167,6 +169,10 @@ EOF
       timeout 300 python3 benchmarks/weight_stream.py --out "$OUT/weight_stream_h100.json" ${STREAM_TILES:+--tiles} \
         > "$OUT/weight_stream_h100.log" 2>&1
       echo "stream exit $?"; tail -44 "$OUT/weight_stream_h100.log" | cut -c1-160 ;;
+    balance) # issue 31: is a slow SM slow every launch? the wgmma GEMV traced, T = 4 and 16
+      timeout 200 python3 benchmarks/sm_balance.py --out "$OUT/sm_balance_h100.json" \
+        > "$OUT/sm_balance_h100.log" 2>&1
+      echo "balance exit $?"; tail -20 "$OUT/sm_balance_h100.log" | cut -c1-160 ;;
     hswitch) # issue 31: the wgmma GEMV at its default tile against the wgmma dual GEMM, T = 8-64
       timeout 200 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_hopper_switch_h100.json" \
         --tune-t 8,16,24,32,48,64 --tune-paths hopper_gemv,hopper --tune-hopper-default --reps 10 \
