@@ -170,7 +170,7 @@ EOF
         > "$OUT/weight_stream_h100.log" 2>&1
       echo "stream exit $?"; tail -44 "$OUT/weight_stream_h100.log" | cut -c1-160 ;;
     balance) # issue 31: is a slow SM slow every launch? the wgmma GEMV traced, T = 4 and 16
-      timeout 200 python3 benchmarks/sm_balance.py --out "$OUT/sm_balance_h100.json" \
+      timeout 200 python3 benchmarks/sm_balance.py --out "$OUT/sm_balance_h100.json" ${BALANCE_ARGS:-} \
         > "$OUT/sm_balance_h100.log" 2>&1
       echo "balance exit $?"; tail -20 "$OUT/sm_balance_h100.log" | cut -c1-160 ;;
     hswitch) # issue 31: the wgmma GEMV at its default tile against the wgmma dual GEMM, T = 8-64

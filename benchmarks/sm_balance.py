@@ -57,7 +57,7 @@ def traced(T, wg, wu, launches, gen):
         r[tl["smid"]] = nbytes / dur  # indexed by SM, not by block
         rates.append(r)
         ends.append(tl["end"].max() / 1e3)
-        est.append((np.median(tl["first_landed"]) / 1e9 + nbytes.sum() / r.sum()) * 1e6)
+        est.append((np.median(tl["first_landed"]) / 1e9 + nbytes.sum() / np.nansum(r)) * 1e6)
     R = np.array(rates)
     seen = ~np.isnan(R).any(axis=0)  # the SMs every launch ran a block on
     sms = np.flatnonzero(seen)
@@ -90,12 +90,17 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--launches", type=int, default=12)
     ap.add_argument("--tokens", default="4,16")
+    ap.add_argument("--rows", type=int, default=0,
+                    help="h (rows of each weight) if not the model's: e.g. 1792, whose 29 MB of "
+                         "weights stay in L2 between launches (how fast can an SM consume?)")
     args = ap.parse_args(argv)
 
     import torch
 
     from book import gpu
     from book.bench.decode import D, H
+
+    H = args.rows or H
     from book.data import write
     from book.provenance import provenance
 
@@ -103,8 +108,9 @@ def main(argv=None):
     gen = torch.Generator(device="cuda").manual_seed(1)
     wg = (torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
     wu = (torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
+    print(f"wg, wu [{H}, {D}] bfloat16")
     runs = [traced(int(T), wg, wu, args.launches, gen) for T in args.tokens.split(",")]
-    write(args.out, {"provenance": prov, "gpu": gpu.device_info().name, "runs": runs})
+    write(args.out, {"provenance": prov, "h": H, "d": D, "gpu": gpu.device_info().name, "runs": runs})
     print(f"wrote {args.out}")
     return 0
 
