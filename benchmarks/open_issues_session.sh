@@ -24,7 +24,8 @@
 #              x copied a stage)           -> $OUT/decode_tune_hopper_gemv_h100.json
 #   stream     issue 31: how fast each way of reading the weights streams them, no math (ldg,
 #              TMA boxes, 1-D bulk copies) beside the GEMVs (benchmarks/weight_stream.py)
-#              (STREAM_TILES=1: the GEMVs at more tiles too) -> $OUT/weight_stream_h100.json
+#              (STREAM_TILES=1: the GEMVs at more tiles too; STREAM_ARGS: more arguments, e.g.
+#              --no-probes --tile PATH:T:TILE) -> $OUT/weight_stream_h100.json
 #   balance    issue 31: the wgmma GEMV traced over many launches: do the SMs read at one
 #              rate, is a slow SM slow every launch (benchmarks/sm_balance.py) -> $OUT/sm_balance_h100.json
 #   hswitch    issue 31: the wgmma GEMV against the wgmma dual GEMM at T = 8-64 (the switch)
@@ -167,6 +168,7 @@ EOF
       echo "cublas exit $?"; grep -E "cublas" "$OUT/decode_cublas_h100.log" | cut -c1-150 ;;
     stream)  # issue 31: the weights read by each load method with no math, beside the GEMVs
       timeout 300 python3 benchmarks/weight_stream.py --out "$OUT/weight_stream_h100.json" ${STREAM_TILES:+--tiles} \
+        ${STREAM_ARGS:-} \
         > "$OUT/weight_stream_h100.log" 2>&1
       echo "stream exit $?"; tail -44 "$OUT/weight_stream_h100.log" | cut -c1-160 ;;
     balance) # issue 31: is a slow SM slow every launch? the wgmma GEMV traced, T = 4 and 16

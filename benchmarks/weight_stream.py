@@ -95,6 +95,10 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--tiles", action="store_true", help="time the GEMVs at more tiles too")
+    ap.add_argument("--tile", action="append", default=[], metavar="PATH:T:TILE",
+                    help="a GEMV row more, e.g. 'hopper_gemv:16:WgmmaGemvTile(n=16, prefetch=2)' "
+                         "(repeatable)")
+    ap.add_argument("--no-probes", action="store_true", help="the GEMVs only")
     args = ap.parse_args(argv)
 
     import torch
@@ -126,12 +130,13 @@ def main(argv=None):
     row_bytes = D * 2
 
     launches = {}  # name -> (KernelLaunch-like with .launch(), description)
-    for rows, threads in LDG:
+    probes = not args.no_probes
+    for rows, threads in LDG * probes:
         k = sp.ldg_kernel(rows, threads)
         launches[f"ldg r{rows} t{threads}"] = (
             KernelLaunch(k, -(-H // rows), threads, (fg, fu, sink, D, H), None),
             {"kind": "ldg", "rows": rows, "threads": threads})
-    for st, kb, box, mode, promo in TMA:
+    for st, kb, box, mode, promo in TMA * probes:
         k = sp.tma_kernel(st, kb, box)
         lay = sp.ring_layout(st, 2 * kb * box[0] * box[1] * 2)
         if lay["shared"] > MAX_SHARED:
@@ -143,7 +148,7 @@ def main(argv=None):
             KernelLaunch(k, sms, sp.THREADS, (maps, sk, D), None, lay["shared"]),
             {"kind": "tma", "stages": st, "kblocks": kb, "box": list(box), "swizzle": mode,
              "promotion": promo})
-    for st, chunk, cps in BULK:
+    for st, chunk, cps in BULK * probes:
         k = sp.bulk_kernel(st, chunk)
         lay = sp.ring_layout(st, 2 * chunk)
         spans = cuda.to_device(sp.bulk_spans(H, row_bytes, sms * cps))
@@ -151,7 +156,8 @@ def main(argv=None):
             KernelLaunch(k, sms * cps, sp.THREADS, (fg, fu, spans), None, lay["shared"]),
             {"kind": "bulk", "stages": st, "chunk": chunk, "ctas_per_sm": cps})
     xs = {}
-    for path, T, tile in GEMVS + (EXTRA if args.tiles else []):
+    more = [(p, int(t), tl) for p, t, tl in (a.split(":", 2) for a in args.tile)]
+    for path, T, tile in GEMVS + (EXTRA if args.tiles else []) + more:
         if T not in xs:
             xs[T] = (torch.randn(T, D, device="cuda", generator=gen).bfloat16(),
                      torch.empty(T, H, device="cuda", dtype=torch.bfloat16))

@@ -525,6 +525,21 @@ if not SIMULATED:
         return types.void(dst, tmap, c0, c1, bar), codegen
 
     @intrinsic
+    def tma_prefetch_2d(typingctx, tmap, c0, c1):
+        """Ask for the box at column c0, row c1 of the tensor map ``tmap`` to be brought
+        into L2, nothing written to shared memory and nothing to wait for: more bytes on their
+        way from HBM than the shared memory of a ring can hold."""
+        def codegen(context, builder, signature, args):
+            m = context.cast(builder, args[0], signature.args[0], types.uint64)
+            x = _u32(context, builder, signature.args[1], args[1])
+            y = _u32(context, builder, signature.args[2], args[2])
+            _asm(builder, "cp.async.bulk.prefetch.tensor.2d.L2.global.tile [$0, {$1, $2}];",
+                 "l,r,r,~{memory}", (m, x, y))
+            return context.get_dummy_value()
+
+        return types.void(tmap, c0, c1), codegen
+
+    @intrinsic
     def bulk_load(typingctx, dst, src, nbytes, bar):
         """dst: 32-bit shared address (16-aligned); src: 64-bit global address (16-aligned);
         ``nbytes`` (a multiple of 16) contiguous bytes copied by the TMA unit, no tensor map,

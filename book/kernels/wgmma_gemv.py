@@ -100,7 +100,10 @@ class WgmmaGemvTile:
     (a diagnostic, never the dispatcher's: each block writes a timeline of
     :data:`TRACE_EVENTS` after the seams' counters, :func:`timeline` reads it); ``hold``
     (k-blocks of wgmma the consumer leaves in flight: 1, a stage is handed back once the next
-    one's wgmma are issued and its own are done; 0, as soon as its own are done)."""
+    one's wgmma are issued and its own are done; 0, as soon as its own are done);
+    ``prefetch`` (if not 0, the producer also asks L2 for the weights of the k-block that
+    many stages past the one it copies, ``cp.async.bulk.prefetch``: bytes on their way from
+    HBM beyond what the ring's shared memory holds)."""
 
     n: int = 16
     stages: int = 8
@@ -111,6 +114,7 @@ class WgmmaGemvTile:
     x_resident: bool = False
     trace: bool = False
     hold: int = 1
+    prefetch: int = 0
 
     @property
     def w_bytes(self):  # one weight's box: 64 rows x 64 halves
@@ -178,6 +182,8 @@ class WgmmaGemvTile:
             p.append("ctas_per_sm must be 1 or 2")
         if self.waves < 1:
             p.append("waves must be at least 1")
+        if not 0 <= self.prefetch <= 32:
+            p.append("prefetch must be 0 to 32 stages")
         if self.hold not in (0, 1):
             p.append("hold must be 0 or 1")
         if self.kblocks not in (1, 2, 4):
@@ -254,7 +260,8 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                            "wgmma or TMA")
     from .hopper import (fence_mbarrier_init, global_address, globaltimer, make_wgmma,
                          mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
-                         ring_next, shared_address, smid, tma_load_2d, wgmma_commit,
+                         ring_next, shared_address, smid, tma_load_2d, tma_prefetch_2d,
+                         wgmma_commit,
                          wgmma_fence, wgmma_wait)
     from .splitk import load_f32_cg
     from .wide import load_f32, store_f32
@@ -283,6 +290,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     WRNA = WR * NA
     TRACE = tile.trace
     HOLD = tile.hold
+    PF = tile.prefetch
     NEV = len(TRACE_EVENTS)
     EV = {e: i for i, e in enumerate(TRACE_EVENTS)}
     E_START, E_COPY, E_LANDED, E_WGMMA = EV["start"], EV["first_copy"], EV["first_landed"], \
@@ -344,10 +352,35 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                 ph = 0
                 m = m0
                 kb = kb0
-                for q in range(n + nw * nk):
+                total = n + nw * nk
+                pm = m0  # the prefetch's walk, PF k-blocks ahead of the copies'
+                pkb = kb0
+                for pq in range(PF):
+                    if pq == n:
+                        pm = w0
+                        pkb = 0
+                    pkb += 1
+                    if pkb == nk:
+                        pkb = 0
+                        pm += 1
+                for q in range(total):
                     if q == n:  # the range read: the block's whole tiles
                         m = w0
                         kb = 0
+                    if PF:  # k-block q + PF's weights, into L2 only
+                        pq = q + PF
+                        if pq == n:
+                            pm = w0
+                            pkb = 0
+                        if pq < total:
+                            for kk in range(KB):
+                                kc = (pkb * KB + kk) * BK
+                                tma_prefetch_2d(map_g, kc, pm * BM)
+                                tma_prefetch_2d(map_u, kc, pm * BM)
+                        pkb += 1
+                        if pkb == nk:
+                            pkb = 0
+                            pm += 1
                     mbar_wait(base + EMPTY + 8 * s, ph ^ 1)  # the consumer is done with it
                     full = base + FULL + 8 * s
                     # resident x: each box comes with the first stage of its k-block (the
