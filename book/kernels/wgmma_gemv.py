@@ -103,7 +103,9 @@ class WgmmaGemvTile:
     one's wgmma are issued and its own are done; 0, as soon as its own are done);
     ``prefetch`` (if not 0, the producer also asks L2 for the weights of the k-block that
     many stages past the one it copies, ``cp.async.bulk.prefetch``: bytes on their way from
-    HBM beyond what the ring's shared memory holds)."""
+    HBM beyond what the ring's shared memory holds); ``early`` (the block's first global
+    reads, its walk's five words and the three tensor maps, are asked for before the
+    barriers are set up, so their round trips overlap it; False: after, the control)."""
 
     n: int = 16
     stages: int = 8
@@ -115,6 +117,7 @@ class WgmmaGemvTile:
     trace: bool = False
     hold: int = 1
     prefetch: int = 0
+    early: bool = True
 
     @property
     def w_bytes(self):  # one weight's box: 64 rows x 64 halves
@@ -260,8 +263,8 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                            "wgmma or TMA")
     from .hopper import (fence_mbarrier_init, global_address, globaltimer, make_wgmma,
                          mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
-                         ring_next, shared_address, smid, tma_load_2d, tma_prefetch_2d,
-                         wgmma_commit,
+                         ring_next, shared_address, smid, tma_load_2d, tma_prefetch,
+                         tma_prefetch_2d, wgmma_commit,
                          wgmma_fence, wgmma_wait)
     from .splitk import load_f32_cg
     from .wide import load_f32, store_f32
@@ -291,6 +294,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     TRACE = tile.trace
     HOLD = tile.hold
     PF = tile.prefetch
+    EARLY = tile.early
     NEV = len(TRACE_EVENTS)
     EV = {e: i for i, e in enumerate(TRACE_EVENTS)}
     E_START, E_COPY, E_LANDED, E_WGMMA = EV["start"], EV["first_copy"], EV["first_landed"], \
@@ -326,6 +330,19 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
         if TRACE and tid == 0:
             stamp(count, tr + E_START, globaltimer())
             count[tr + E_SM] = int32(smid())
+        G = cuda.gridDim.x
+        b = cuda.blockIdx.x
+        e = ENTRY * b  # this block's walk (stream_k): its stream-K range, then whole tiles
+        if EARLY:  # the first reads of global memory on their way before the set-up
+            m0 = sk[e]
+            kb0 = sk[e + 1]
+            n = sk[e + 2]
+            w0 = sk[e + 3]
+            nw = sk[e + 4]
+            if tid == 0:
+                tma_prefetch(global_address(maps, 0))
+                tma_prefetch(global_address(maps, 16))
+                tma_prefetch(global_address(maps, 32))
         if tid == 0:
             for s in range(ST):
                 mbar_init(base + FULL + 8 * s, 1)  # the producer's arrive (+ the bytes)
@@ -335,14 +352,12 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
             fence_mbarrier_init()
         cuda.syncthreads()
         nk = (d + (BK * KB - 1)) >> SHIFT  # stages of a row tile (TMA reads zeros past d)
-        G = cuda.gridDim.x
-        b = cuda.blockIdx.x
-        e = ENTRY * b  # this block's walk (stream_k): its stream-K range, then whole tiles
-        m0 = sk[e]
-        kb0 = sk[e + 1]
-        n = sk[e + 2]
-        w0 = sk[e + 3]
-        nw = sk[e + 4]
+        if not EARLY:
+            m0 = sk[e]
+            kb0 = sk[e + 1]
+            n = sk[e + 2]
+            w0 = sk[e + 3]
+            nw = sk[e + 4]
         if tid < 128:  # the producer
             if tid == 0:
                 map_g = global_address(maps, 0)
