@@ -105,7 +105,10 @@ class WgmmaGemvTile:
     many stages past the one it copies, ``cp.async.bulk.prefetch``: bytes on their way from
     HBM beyond what the ring's shared memory holds); ``early`` (the block's first global
     reads, its walk's five words and the three tensor maps, are asked for before the
-    barriers are set up, so their round trips overlap it; False: after, the control)."""
+    barriers are set up, so their round trips overlap it; False: after, the control);
+    ``fold`` (a diagnostic of traffic only, wrong sums, never dispatched: x resident for the
+    first half of d, the second half's wgmma reading the first half's boxes and no x copied
+    for them: the shared memory and x traffic of a kernel that splits d between two SMs)."""
 
     n: int = 16
     stages: int = 8
@@ -118,6 +121,7 @@ class WgmmaGemvTile:
     hold: int = 1
     prefetch: int = 0
     early: bool = True
+    fold: bool = False
 
     @property
     def w_bytes(self):  # one weight's box: 64 rows x 64 halves
@@ -163,7 +167,10 @@ class WgmmaGemvTile:
         every box of x a row tile's stages read."""
         if not self.x_resident:
             return self.shared_bytes
-        return self.shared_bytes + -(-d // self.stage_k) * self.kblocks * self.x_slot
+        boxes = -(-d // self.stage_k)
+        if self.fold:
+            boxes = -(-boxes // 2)
+        return self.shared_bytes + boxes * self.kblocks * self.x_slot
 
     def fits(self, d: int = 0) -> bool:
         """Whether ``ctas_per_sm`` blocks fit an SM's shared memory (at rows of ``d`` halves
@@ -185,6 +192,8 @@ class WgmmaGemvTile:
             p.append("ctas_per_sm must be 1 or 2")
         if self.waves < 1:
             p.append("waves must be at least 1")
+        if self.fold and not self.x_resident:
+            p.append("fold needs x_resident")
         if not 0 <= self.prefetch <= 32:
             p.append("prefetch must be 0 to 32 stages")
         if self.hold not in (0, 1):
@@ -295,6 +304,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     HOLD = tile.hold
     PF = tile.prefetch
     EARLY = tile.early
+    FOLD = tile.fold
     NEV = len(TRACE_EVENTS)
     EV = {e: i for i, e in enumerate(TRACE_EVENTS)}
     E_START, E_COPY, E_LANDED, E_WGMMA = EV["start"], EV["first_copy"], EV["first_landed"], \
@@ -352,6 +362,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
             fence_mbarrier_init()
         cuda.syncthreads()
         nk = (d + (BK * KB - 1)) >> SHIFT  # stages of a row tile (TMA reads zeros past d)
+        half = (nk + 1) >> 1  # (fold: the k-blocks whose x is resident)
         if not EARLY:
             m0 = sk[e]
             kb0 = sk[e + 1]
@@ -401,6 +412,8 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     # resident x: each box comes with the first stage of its k-block (the
                     # range's first nk stages; a whole tile's where the range missed it)
                     xnew = not XRES or first_box(q, kb, n, kb0, nk)
+                    if FOLD and kb >= half:
+                        xnew = False
                     mbar_arrive_expect_tx(full, TX if xnew else TXW)
                     st = base + RING + s * SB
                     for kk in range(KB):  # a row's 128 KB bytes asked for back to back
@@ -505,7 +518,10 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     first = 0
                     st = base + RING + s * SB
                     # x's boxes: in the stage, or where the first stage of this k left them
-                    xs = base + XREG + (kb + q) * KB * XS if XRES else st + X_OFF
+                    xk = kb + q
+                    if FOLD and xk >= half:
+                        xk -= half
+                    xs = base + XREG + xk * KB * XS if XRES else st + X_OFF
                     wgmma_fence()
                     for kk in range(KB):
                         da = DESC | uint64((st + kk * WB) >> 4)
