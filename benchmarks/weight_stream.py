@@ -76,7 +76,8 @@ def gemv_timeline(T, xo, wg, wu, launches=5):
              "last_wgmma": us["last_wgmma"], "end": us["end"],
              "tail (end - last_wgmma)": us["end"] - us["last_wgmma"],
              "finisher_end": us["finisher_end"],
-             "consumer at seams": us["meet_ns"], "finisher busy": us["sum_ns"]}
+             "consumer at seams": us["meet_ns"], "finisher busy": us["sum_ns"],
+             "consumer starved": us["starved_ns"], "producer blocked": us["blocked_ns"]}
     print(f"\nthe wgmma GEMV at T={T}, traced ({tile}): us over {ln.grid} blocks")
     print(f"  {'event':28s} {'min':>7s} {'median':>7s} {'max':>7s}")
     for k, v in spans.items():

@@ -80,11 +80,13 @@ MAX_T = 64
 #: ``%globaltimer`` (ns) at its start, its first copy, its first landed stage, its last
 #: k-block's wgmma done, its consumer's end, the last copy; the ns its consumer spent
 #: handing its pieces over at seams, the ns its finisher warp spent counting and summing
-#: them; the finisher's end; the SM the block ran on (``%smid``: is a slow block a slow SM?)
+#: them; the finisher's end; the SM the block ran on (``%smid``: is a slow block a slow SM?);
+#: the ns its consumer waited for stages to land, and its producer for stages to be handed
+#: back (which side of the ring waits for the other)
 TRACE_EVENTS = ("start", "first_copy", "first_landed", "last_wgmma", "end", "last_copy",
-                "meet_ns", "sum_ns", "finisher_end", "smid")
+                "meet_ns", "sum_ns", "finisher_end", "smid", "starved_ns", "blocked_ns")
 #: the events that are not times: read back as written
-RAW_EVENTS = ("meet_ns", "sum_ns", "smid")
+RAW_EVENTS = ("meet_ns", "sum_ns", "smid", "starved_ns", "blocked_ns")
 
 
 @dataclass(frozen=True)
@@ -311,6 +313,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
         EV["last_wgmma"]
     E_END, E_LAST, E_MEET, E_SUM = EV["end"], EV["last_copy"], EV["meet_ns"], EV["sum_ns"]
     E_FIN, E_SM = EV["finisher_end"], EV["smid"]
+    E_STARVED, E_BLOCKED = EV["starved_ns"], EV["blocked_ns"]
 
     place = cuda.jit(device=True, inline="always")(output_of)
 
@@ -389,6 +392,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     if pkb == nk:
                         pkb = 0
                         pm += 1
+                blocked = uint64(0)  # (the trace's sum)
                 for q in range(total):
                     if q == n:  # the range read: the block's whole tiles
                         m = w0
@@ -407,7 +411,11 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                         if pkb == nk:
                             pkb = 0
                             pm += 1
+                    if TRACE:
+                        tw = globaltimer()
                     mbar_wait(base + EMPTY + 8 * s, ph ^ 1)  # the consumer is done with it
+                    if TRACE:
+                        blocked += globaltimer() - tw
                     full = base + FULL + 8 * s
                     # resident x: each box comes with the first stage of its k-block (the
                     # range's first nk stages; a whole tile's where the range missed it)
@@ -433,6 +441,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     s, ph = ring_next(s, ph, ST)
                 if TRACE:
                     stamp(count, tr + E_LAST, globaltimer())
+                    stamp(count, tr + E_BLOCKED, blocked)
             elif tid < 64:  # the finisher warp: the range's seams, off the consumer's path
                 lane = tid - 32
                 busy = uint64(0)
@@ -499,7 +508,8 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
             kb = kb0
             left = n
             whole = 0  # 1 once the range is read and the whole tiles begin
-            meet = uint64(0)  # (the trace's sum)
+            meet = uint64(0)  # (the trace's sums)
+            starved = uint64(0)
             t0 = uint64(0)
             first = 1
             while left > 0 or whole == 0:
@@ -512,7 +522,11 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                         break
                 nb = min(nk - kb, left)
                 for q in range(nb):
+                    if TRACE and lt == 0:
+                        tw = globaltimer()
                     mbar_wait(base + FULL + 8 * s, ph)  # the stage's bytes have landed
+                    if TRACE and lt == 0:
+                        starved += globaltimer() - tw
                     if TRACE and lt == 0 and first == 1:
                         stamp(count, tr + E_LANDED, globaltimer())
                     first = 0
@@ -570,6 +584,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
             if TRACE and lt == 0:
                 stamp(count, tr + E_END, globaltimer())
                 stamp(count, tr + E_MEET, meet)
+                stamp(count, tr + E_STARVED, starved)
 
     return cuda.jit(fastmath=True, launch_bounds=(256, tile.ctas_per_sm))(wgmma_gemv)
 
