@@ -46,7 +46,7 @@ EXTRA = [("cuda_cores", 4, "GemvTile(tokens=4, rows=2, threads=64)"),
          ("hopper_gemv", 16, "WgmmaGemvTile(n=16, stages=3, kblocks=2, x_resident=True, hold=0)")]
 
 
-def gemv_timeline(T, xo, wg, wu, launches=5):
+def gemv_timeline(T, xo, wg, wu, launches=5, tile=None):
     """The wgmma GEMV at T traced (``WgmmaGemvTile.trace``): every block's timeline, from
     the launch (of ``launches``) whose last block ended soonest; printed as the spread over
     blocks of each event (us from the earliest start) and of the time between them."""
@@ -59,7 +59,7 @@ def gemv_timeline(T, xo, wg, wu, launches=5):
     from book.kernels.wgmma_gemv import BM, gemv_tile, timeline
 
     x, o = xo
-    tile = dataclasses.replace(gemv_tile(T, x.shape[1]), trace=True)
+    tile = dataclasses.replace(tile or gemv_tile(T, x.shape[1]), trace=True)
     ln = dm.prepare("hopper_gemv", x, wg, wu, None, None, o, tile=tile)
     count = ln.args[6]
     mt = -(-wg.shape[0] // BM)
@@ -100,6 +100,8 @@ def main(argv=None):
                     help="a GEMV row more, e.g. 'hopper_gemv:16:WgmmaGemvTile(n=16, prefetch=2)' "
                          "(repeatable)")
     ap.add_argument("--no-probes", action="store_true", help="the GEMVs only")
+    ap.add_argument("--timeline", action="append", default=[], metavar="T:TILE",
+                    help="a traced timeline more, of a wgmma GEMV tile (repeatable)")
     args = ap.parse_args(argv)
 
     import torch
@@ -191,6 +193,14 @@ def main(argv=None):
               flush=True)
     timelines = {T: gemv_timeline(T, xs[T], wg, wu) for T in sorted({T for p, T, _ in GEMVS
                                                                      if p == "hopper_gemv"})}
+    for spec in args.timeline:
+        T, tile = spec.split(":", 1)
+        T = int(T)
+        if T not in xs:
+            xs[T] = (torch.randn(T, D, device="cuda", generator=gen).bfloat16(),
+                     torch.empty(T, H, device="cuda", dtype=torch.bfloat16))
+        timelines[spec] = gemv_timeline(T, xs[T], wg, wu, tile=eval(
+            tile, {"WgmmaGemvTile": WgmmaGemvTile}))
     write(args.out, {"provenance": prov, "gpu": info.name, "peak_bandwidth": peak,
                      "weight_bytes": weight_bytes(), "rows": rows, "timelines": timelines})
     print(f"wrote {args.out}")
