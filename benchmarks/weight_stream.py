@@ -191,7 +191,7 @@ def main(argv=None):
         print(f"{name:{width}s} {tm.median_s * 1e6:7.1f} {tm.bandwidth / 1e12:6.2f} "
               f"{100 * tm.bandwidth / peak:6.1f}%" + ("  IMPOSSIBLE" if "invalid" in row else ""),
               flush=True)
-    timelines = {T: gemv_timeline(T, xs[T], wg, wu) for T in sorted({T for p, T, _ in GEMVS
+    timelines = {str(T): gemv_timeline(T, xs[T], wg, wu) for T in sorted({T for p, T, _ in GEMVS
                                                                      if p == "hopper_gemv"})}
     for spec in args.timeline:
         T, tile = spec.split(":", 1)
