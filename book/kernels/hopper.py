@@ -524,6 +524,42 @@ if not SIMULATED:
 
         return types.void(dst, tmap, c0, c1, bar), codegen
 
+    def _l2_policy(kind):
+        @intrinsic
+        def policy(typingctx):
+            def codegen(context, builder, signature, args):
+                return _asm(builder, f"createpolicy.fractional.L2::{kind}.b64 $0, 1.0;", "=l",
+                            ret=_i64)
+
+            return types.uint64(), codegen
+
+        return policy
+
+    #: L2 cache policies for a copy's ``.L2::cache_hint`` (:func:`tma_load_2d_hint`): lines
+    #: read once, to be replaced first (a stream of weights), or kept longest (operands every
+    #: SM reads again)
+    l2_evict_first = _l2_policy("evict_first")
+    l2_evict_last = _l2_policy("evict_last")
+
+    @intrinsic
+    def tma_load_2d_hint(typingctx, dst, tmap, c0, c1, bar, policy):
+        """:func:`tma_load_2d` with an L2 cache policy (``l2_evict_first``, ``l2_evict_last``)
+        for the lines it reads."""
+        def codegen(context, builder, signature, args):
+            d = _u32(context, builder, signature.args[0], args[0])
+            m = context.cast(builder, args[1], signature.args[1], types.uint64)
+            x = _u32(context, builder, signature.args[2], args[2])
+            y = _u32(context, builder, signature.args[3], args[3])
+            b = _u32(context, builder, signature.args[4], args[4])
+            p = context.cast(builder, args[5], signature.args[5], types.uint64)
+            _asm(builder, "cp.async.bulk.tensor.2d.shared::cluster.global.tile"
+                          ".mbarrier::complete_tx::bytes.L2::cache_hint "
+                          "[$0], [$1, {$2, $3}], [$4], $5;",
+                 "r,l,r,r,r,l,~{memory}", (d, m, x, y, b, p))
+            return context.get_dummy_value()
+
+        return types.void(dst, tmap, c0, c1, bar, policy), codegen
+
     @intrinsic
     def tma_prefetch_2d(typingctx, tmap, c0, c1):
         """Ask for the box at column c0, row c1 of the tensor map ``tmap`` to be brought

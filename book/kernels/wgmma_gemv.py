@@ -110,7 +110,9 @@ class WgmmaGemvTile:
     barriers are set up, so their round trips overlap it; False: after, the control);
     ``fold`` (a diagnostic of traffic only, wrong sums, never dispatched: x resident for the
     first half of d, the second half's wgmma reading the first half's boxes and no x copied
-    for them: the shared memory and x traffic of a kernel that splits d between two SMs)."""
+    for them: the shared memory and x traffic of a kernel that splits d between two SMs);
+    ``hints`` (the copies tell L2 the weights are read once, ``evict_first``, and x again by
+    every SM, ``evict_last``; False: no hint, the control)."""
 
     n: int = 16
     stages: int = 8
@@ -124,6 +126,7 @@ class WgmmaGemvTile:
     prefetch: int = 0
     early: bool = True
     fold: bool = False
+    hints: bool = False
 
     @property
     def w_bytes(self):  # one weight's box: 64 rows x 64 halves
@@ -274,7 +277,8 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                            "wgmma or TMA")
     from .hopper import (fence_mbarrier_init, global_address, globaltimer, make_wgmma,
                          mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
-                         ring_next, shared_address, smid, tma_load_2d, tma_prefetch,
+                         l2_evict_first, l2_evict_last, ring_next, shared_address, smid,
+                         tma_load_2d, tma_load_2d_hint, tma_prefetch,
                          tma_prefetch_2d, wgmma_commit,
                          wgmma_fence, wgmma_wait)
     from .splitk import load_f32_cg
@@ -307,6 +311,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     PF = tile.prefetch
     EARLY = tile.early
     FOLD = tile.fold
+    HINTS = tile.hints
     NEV = len(TRACE_EVENTS)
     EV = {e: i for i, e in enumerate(TRACE_EVENTS)}
     E_START, E_COPY, E_LANDED, E_WGMMA = EV["start"], EV["first_copy"], EV["first_landed"], \
@@ -393,6 +398,8 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                         pkb = 0
                         pm += 1
                 blocked = uint64(0)  # (the trace's sum)
+                once = l2_evict_first() if HINTS else uint64(0)
+                again = l2_evict_last() if HINTS else uint64(0)
                 for q in range(total):
                     if q == n:  # the range read: the block's whole tiles
                         m = w0
@@ -426,12 +433,20 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     st = base + RING + s * SB
                     for kk in range(KB):  # a row's 128 KB bytes asked for back to back
                         kc = (kb * KB + kk) * BK
-                        tma_load_2d(st + kk * WB, map_g, kc, m * BM, full)
-                        tma_load_2d(st + U_OFF + kk * WB, map_u, kc, m * BM, full)
-                        if not XRES:
-                            tma_load_2d(st + X_OFF + kk * XS, map_x, kc, 0, full)
-                        elif xnew:
-                            tma_load_2d(base + XREG + (kb * KB + kk) * XS, map_x, kc, 0, full)
+                        if HINTS:
+                            tma_load_2d_hint(st + kk * WB, map_g, kc, m * BM, full, once)
+                            tma_load_2d_hint(st + U_OFF + kk * WB, map_u, kc, m * BM, full,
+                                             once)
+                        else:
+                            tma_load_2d(st + kk * WB, map_g, kc, m * BM, full)
+                            tma_load_2d(st + U_OFF + kk * WB, map_u, kc, m * BM, full)
+                        xd = st + X_OFF + kk * XS if not XRES else \
+                            base + XREG + (kb * KB + kk) * XS
+                        if not XRES or xnew:
+                            if HINTS:
+                                tma_load_2d_hint(xd, map_x, kc, 0, full, again)
+                            else:
+                                tma_load_2d(xd, map_x, kc, 0, full)
                     if TRACE and q == 0:
                         stamp(count, tr + E_COPY, globaltimer())
                     kb += 1
