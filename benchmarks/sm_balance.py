@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def traced(T, wg, wu, launches, gen):
+def traced(T, wg, wu, launches, gen, tile=None):
     import numpy as np
     import torch
     from numba import cuda
@@ -37,7 +37,7 @@ def traced(T, wg, wu, launches, gen):
     H, D = wg.shape
     x = torch.randn(T, D, device="cuda", generator=gen).bfloat16()
     o = torch.empty(T, H, device="cuda", dtype=torch.bfloat16)
-    tile = dataclasses.replace(gemv_tile(T, D), trace=True)
+    tile = dataclasses.replace(tile or gemv_tile(T, D), trace=True)
     ln = dm.prepare("hopper_gemv", x, wg, wu, None, None, o, tile=tile)
     sk, count = ln.args[1].copy_to_host(), ln.args[6]
     mt = -(-H // BM)
@@ -47,10 +47,14 @@ def traced(T, wg, wu, launches, gen):
     nbytes = stages * tile.kblocks * 2 * tile.w_bytes
     ln.launch()
     cuda.synchronize()
-    rates, ends, est = [], [], []
+    rates, ends, est, timed = [], [], [], []
     for _ in range(launches):
+        ev0, ev1 = cuda.event(), cuda.event()
+        ev0.record()
         ln.launch()
+        ev1.record()
         cuda.synchronize()
+        timed.append(cuda.event_elapsed_time(ev0, ev1) * 1e3)
         tl = timeline(count.copy_to_host(), mt, G)
         dur = (tl["last_wgmma"] - tl["first_landed"]) / 1e9
         r = np.full(1024, np.nan)
@@ -72,8 +76,10 @@ def traced(T, wg, wu, launches, gen):
           f"max {R.max() / 1e9:.1f} (per launch max/min {np.median(R.max(1) / R.min(1)):.2f})")
     print(f"  per-SM rates alike between launches: r = {np.mean(pairs):.2f} "
           f"(min {np.min(pairs):.2f}, max {np.max(pairs):.2f})")
-    print(f"  last block's end us: median {np.median(ends):.1f}; sized to the rates: "
-          f"median {np.median(est):.1f}")
+    print(f"  last block's end us: median {np.median(ends):.1f} (min {np.min(ends):.1f}, max "
+          f"{np.max(ends):.1f}); sized to the rates: median {np.median(est):.1f}; the launches "
+          f"timed alone (events): median {np.median(timed):.1f} (min {np.min(timed):.1f}, max "
+          f"{np.max(timed):.1f})")
     print("  slowest SMs on average (SM: mean z over launches): " + ", ".join(
         f"{sms[s]}: {z[:, s].mean():+.1f}" for s in slow))
     return {"T": T, "tile": repr(tile), "blocks": G, "launches": launches,
@@ -82,6 +88,7 @@ def traced(T, wg, wu, launches, gen):
             "pearson_pairs": {"mean": float(np.mean(pairs)), "min": float(np.min(pairs)),
                               "max": float(np.max(pairs))},
             "end_us": [round(float(v), 2) for v in ends],
+            "event_us": [round(float(v), 2) for v in timed],
             "balanced_estimate_us": [round(float(v), 2) for v in est]}
 
 
@@ -90,6 +97,8 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--launches", type=int, default=12)
     ap.add_argument("--tokens", default="4,16")
+    ap.add_argument("--tile", action="append", default=[], metavar="T:TILE",
+                    help="a wgmma GEMV tile to trace at T (repeatable; beside --tokens' defaults)")
     ap.add_argument("--rows", type=int, default=0,
                     help="h (rows of each weight) if not the model's: e.g. 1792, whose 29 MB of "
                          "weights stay in L2 between launches (how fast can an SM consume?)")
@@ -109,7 +118,13 @@ def main(argv=None):
     wg = (torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
     wu = (torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
     print(f"wg, wu [{H}, {D}] bfloat16")
-    runs = [traced(int(T), wg, wu, args.launches, gen) for T in args.tokens.split(",")]
+    from book.kernels.wgmma_gemv import WgmmaGemvTile
+
+    runs = [traced(int(T), wg, wu, args.launches, gen) for T in args.tokens.split(",") if T]
+    for spec in args.tile:
+        T, tile = spec.split(":", 1)
+        runs.append(traced(int(T), wg, wu, args.launches, gen,
+                           eval(tile, {"WgmmaGemvTile": WgmmaGemvTile})))
     write(args.out, {"provenance": prov, "h": H, "d": D, "gpu": gpu.device_info().name, "runs": runs})
     print(f"wrote {args.out}")
     return 0
