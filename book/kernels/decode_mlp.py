@@ -36,7 +36,7 @@ kernels are GEMVs whose job is to keep HBM busy; which one is best depends on T
   later reads back (``ld.shared.v4``) for its own fragment, so it waits for its own copies
   (``cp.async.wait_group``) and no barrier is needed. More weight bytes in flight per warp
   without the registers an ``unroll`` holds.
-- on sm_90, past the CUDA-core GEMV up to ``HOPPER_GEMV_MAX_T`` tokens (with biases up to
+- on sm_90, from ``HOPPER_GEMV_MIN_T`` tokens up to ``HOPPER_GEMV_MAX_T`` (with biases up to
   64): :mod:`book.kernels.wgmma_gemv`, the weights as ``wgmma``'s A operand, copied by TMA
   into an mbarrier ring, the k-loop shared evenly by every SM (stream-K): a ring holds many
   more weight bytes in flight than registers do (``prepare("hopper_gemv", ...)``).
@@ -90,7 +90,7 @@ from .wide import load_f32, load_half8, load_words4, store_f32, unpack_half8
 __all__ = ["GemvTile", "MmaGemvTile", "CUDA_CORE_MAX_T", "TENSOR_CORE_MAX_T", "PIECE",
            "gemv_tile", "mma_gemv_tile", "make_gemv", "make_mma_gemv", "prepare",
            "swiglu_gemv", "swiglu_gemv_tc", "swiglu_decode", "path_for", "register_large_t",
-           "HOPPER_MIN_T", "HOPPER_GEMV_MAX_T", "weight_bytes", "flops", "cuda_core_fma_time",
+           "HOPPER_MIN_T", "HOPPER_GEMV_MIN_T", "HOPPER_GEMV_MAX_T", "weight_bytes", "flops", "cuda_core_fma_time",
            "DecodeLaunch", "CallLaunch", "prepare_decode", "check_inputs", "hopper_dual_gemm"]
 
 #: d must be a multiple of this: one 16-byte load is 8 halves of one row
@@ -109,6 +109,12 @@ TENSOR_CORE_MAX_T = 256
 #: warp: faster to 24, level at 32, decode_tune_hopper_switch_056eede_h100.json); faster than
 #: the mma.sync GEMV at every T it takes (decode_tune_hopper_gemv_h100.json)
 HOPPER_GEMV_MAX_T = 24
+#: on sm_90 the Hopper GEMV takes over from the CUDA-core GEMV at this many tokens: the
+#: CUDA-core GEMV is compiled for 4 tokens from 3 and reads as slowly at 3 as at 4; with its
+#: L2 hints the wgmma GEMV was faster at 3 and 4 tokens (81.2-81.4 us at 4 against 82.4-82.6),
+#: slower at 1 and 2 (81.0 against 77.6-78.1; records/bench/weight_stream_hints_h100.json,
+#: weight_stream_small_h100.json)
+HOPPER_GEMV_MIN_T = 3
 #: on sm_90 (no biases) the wgmma dual GEMM takes T from here: its 128-row tile reads each
 #: weight once whatever T, where the tensor-core GEMV re-reads them per group of 64 tokens
 HOPPER_MIN_T = HOPPER_GEMV_MAX_T + 1
@@ -858,15 +864,18 @@ def register_large_t(fn, min_T: int = TENSOR_CORE_MAX_T + 1):
 def path_for(T: int, cc=None, bias: bool = False) -> str:
     """Which path :func:`swiglu_decode` takes for T tokens on a GPU of compute capability
     ``cc`` (None: the simulator), with or without biases: "cuda_cores", "tensor_cores",
-    "hopper_gemv" (sm_90: the wgmma GEMV, :mod:`book.kernels.wgmma_gemv`, up to
-    ``HOPPER_GEMV_MAX_T`` tokens), "hopper" (T beyond it on sm_90, no biases) or "large_t"
-    (the registered hook).
+    "hopper_gemv" (sm_90: the wgmma GEMV, :mod:`book.kernels.wgmma_gemv`, from
+    ``HOPPER_GEMV_MIN_T`` to ``HOPPER_GEMV_MAX_T`` tokens), "hopper" (T beyond it on sm_90,
+    no biases) or "large_t" (the registered hook).
     Below sm_75 there are no tensor cores: the CUDA-core GEMV takes every T (in groups)."""
     if _LARGE_T["fn"] is not None and T >= _LARGE_T["min_T"]:
         return "large_t"
-    if T <= CUDA_CORE_MAX_T or (cc is not None and tuple(cc) < (7, 5)):
+    hopper = cc is not None and tuple(cc)[:2] == (9, 0)
+    if cc is not None and tuple(cc) < (7, 5):
         return "cuda_cores"
-    if cc is not None and tuple(cc)[:2] == (9, 0):
+    if T <= CUDA_CORE_MAX_T and not (hopper and T >= HOPPER_GEMV_MIN_T):
+        return "cuda_cores"
+    if hopper:
         from .wgmma_gemv import MAX_T as HOPPER_GEMV_MOST
 
         if T <= HOPPER_GEMV_MAX_T or (bias and T <= HOPPER_GEMV_MOST):

@@ -66,6 +66,7 @@ from numba import cuda, float32, int32, uint8, uint32, uint64
 from .fused import silu_mul
 from .hopper import SIMULATED, SWIZZLE_PERIOD, descriptor
 from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
+from .block_trace import RAW_EVENTS, TRACE_EVENTS, timeline  # noqa: F401 (the trace's)
 from .stream_k import ENTRY, first_visit
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "output_of", "BK", "BM",
@@ -76,17 +77,6 @@ BK = 64  # k per box: 64 halves = one 128-byte swizzled row
 ALIGN = SWIZZLE_PERIOD  # a 128B-swizzled box starts on 1024 bytes
 #: the most tokens: N = 64 keeps a thread's 64 accumulators (gate and up) in registers
 MAX_T = 64
-#: what a traced block (``WgmmaGemvTile.trace``) writes, one int32 each: the low 32 bits of
-#: ``%globaltimer`` (ns) at its start, its first copy, its first landed stage, its last
-#: k-block's wgmma done, its consumer's end, the last copy; the ns its consumer spent
-#: handing its pieces over at seams, the ns its finisher warp spent counting and summing
-#: them; the finisher's end; the SM the block ran on (``%smid``: is a slow block a slow SM?);
-#: the ns its consumer waited for stages to land, and its producer for stages to be handed
-#: back (which side of the ring waits for the other)
-TRACE_EVENTS = ("start", "first_copy", "first_landed", "last_wgmma", "end", "last_copy",
-                "meet_ns", "sum_ns", "finisher_end", "smid", "starved_ns", "blocked_ns")
-#: the events that are not times: read back as written
-RAW_EVENTS = ("meet_ns", "sum_ns", "smid", "starved_ns", "blocked_ns")
 
 
 @dataclass(frozen=True)
@@ -112,7 +102,8 @@ class WgmmaGemvTile:
     first half of d, the second half's wgmma reading the first half's boxes and no x copied
     for them: the shared memory and x traffic of a kernel that splits d between two SMs);
     ``hints`` (the copies tell L2 the weights are read once, ``evict_first``, and x again by
-    every SM, ``evict_last``; False: no hint, the control)."""
+    every SM, ``evict_last``: without them L2 keeps the streamed weights as long as the
+    tokens every SM reads again; False: no hint, the control)."""
 
     n: int = 16
     stages: int = 8
@@ -126,7 +117,7 @@ class WgmmaGemvTile:
     prefetch: int = 0
     early: bool = True
     fold: bool = False
-    hints: bool = False
+    hints: bool = True
 
     @property
     def w_bytes(self):  # one weight's box: 64 rows x 64 halves
@@ -224,24 +215,19 @@ class WgmmaGemvTile:
 
 
 def gemv_tile(T: int, d: int = 4096) -> WgmmaGemvTile:
-    """The default tile for T tokens and rows of d halves. Up to 16 tokens: two boxes along k
-    a stage (a weight row read 256 bytes at a time), x resident where three or four stages
-    still fit beside it, else x copied a stage in four; beyond: six stages of one box, x
-    resident where it fits. The H100's measurements behind it
-    (records/bench/weight_stream_h100.json, decode_tune_hopper_switch_h100.json): at T = 4,
-    4 stages of 2 boxes 82.2-82.6 us against 6 of one box's 83.1-83.3; at T = 16, 3 stages of
-    2 with x resident 84.8-85.1 against 85.2-85.9; from T = 24, where x no longer fits beside
-    the ring, two boxes a stage with x copied a stage lost (89.2 / 93.2 / 104.0 / 115.0 us at
-    T = 24 / 32 / 48 / 64 against six stages of one box's 88.9 / 92.7 / 97.3 / 105.7,
-    decode_tune_hopper_switch_kb2_h100.json against decode_tune_hopper_switch_h100.json)."""
+    """The default tile for T tokens and rows of d halves. Up to 16 tokens: four stages of two
+    boxes along k (a weight row read 256 bytes at a time), x copied a stage (the L2 hints keep
+    it there); beyond: six stages of one box, x resident where it fits. Every copy with its L2
+    hint (``hints``). The H100's measurements behind it (records/bench/weight_stream_hints_h100.json):
+    with the hints, at T = 16 four stages of two boxes with x copied 82.9-83.0 us against 83.4-83.5
+    for three beside resident x (84.6-84.8 without the hints) and 84.6 / 86.7 for five / six;
+    at T = 4 81.2 against 81.4 for resident x (82.0-82.2 without); at T = 24 six stages of one
+    box 82.1 against four of two 82.9 (88.9 before the hints,
+    decode_tune_hopper_switch_h100.json)."""
     if not 1 <= T <= MAX_T:
         raise ValueError(f"the Hopper GEMV takes 1 to {MAX_T} tokens, got T = {T}")
     n = -(-T // 8) * 8
     if n <= 16:
-        for stages in (4, 3):
-            tile = WgmmaGemvTile(n=n, stages=stages, kblocks=2, x_resident=True)
-            if tile.fits(d):
-                return tile
         return WgmmaGemvTile(n=n, stages=4, kblocks=2)
     tile = WgmmaGemvTile(n=n, stages=6, x_resident=True)
     return tile if tile.fits(d) else WgmmaGemvTile(n=n, stages=6)
@@ -602,17 +588,3 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                 stamp(count, tr + E_STARVED, starved)
 
     return cuda.jit(fastmath=True, launch_bounds=(256, tile.ctas_per_sm))(wgmma_gemv)
-
-
-def timeline(counts: np.ndarray, mt: int, blocks: int) -> dict:
-    """A traced launch's timeline (``WgmmaGemvTile.trace``) from its counters array copied
-    to the host: ``{event: int64 [blocks]}``, times in ns from the earliest block's start
-    (the 32-bit stamps unwrapped against it: a launch is far shorter than 4 s); the
-    :data:`RAW_EVENTS` (two sums in ns, the SM) as written."""
-    raw = np.asarray(counts[mt: mt + len(TRACE_EVENTS) * blocks], dtype=np.int64)
-    raw = (raw & 0xFFFFFFFF).reshape(blocks, len(TRACE_EVENTS))
-    # signed distances from block 0's start, then from the earliest start
-    rel = (raw - raw[0, 0] + (1 << 31)) % (1 << 32) - (1 << 31)
-    first = rel[:, 0].min()
-    return {e: raw[:, i] if e in RAW_EVENTS else rel[:, i] - first
-            for i, e in enumerate(TRACE_EVENTS)}

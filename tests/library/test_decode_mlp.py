@@ -215,7 +215,13 @@ def test_the_dispatcher_picks_by_t_and_calls_the_hook():
     assert dm.path_for(64, cc=(7, 0)) == "cuda_cores"  # no tensor cores below sm_75
     assert dm.path_for(512, cc=(9, 0)) == "hopper"  # the wgmma dual GEMM beyond the GEMVs
     assert dm.path_for(dm.HOPPER_MIN_T, cc=(9, 0)) == "hopper"
-    # between the CUDA-core GEMV and the dual GEMM on sm_90: the wgmma GEMV (wgmma_gemv)
+    # between the CUDA-core GEMV and the dual GEMM on sm_90: the wgmma GEMV (wgmma_gemv),
+    # which takes over from the CUDA-core GEMV below its own most (HOPPER_GEMV_MIN_T)
+    assert dm.HOPPER_GEMV_MIN_T <= dm.CUDA_CORE_MAX_T
+    assert dm.path_for(dm.HOPPER_GEMV_MIN_T - 1, cc=(9, 0)) == "cuda_cores"
+    assert dm.path_for(dm.HOPPER_GEMV_MIN_T, cc=(9, 0)) == "hopper_gemv"
+    assert dm.path_for(dm.CUDA_CORE_MAX_T, cc=(9, 0)) == "hopper_gemv"
+    assert dm.path_for(dm.CUDA_CORE_MAX_T, cc=(8, 0)) == "cuda_cores"
     assert dm.path_for(dm.CUDA_CORE_MAX_T + 1, cc=(9, 0)) == "hopper_gemv"
     assert dm.path_for(dm.HOPPER_GEMV_MAX_T, cc=(9, 0)) == "hopper_gemv"
     assert dm.HOPPER_MIN_T == dm.HOPPER_GEMV_MAX_T + 1

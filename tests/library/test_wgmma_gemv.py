@@ -114,21 +114,24 @@ def test_the_tile_is_validated_and_describes_itself():
     assert W.gemv_tile(1).n == 8 and W.gemv_tile(16).n == 16 and W.gemv_tile(17).n == 24
     t = W.WgmmaGemvTile(n=16)
     assert t.tx_bytes == 2 * 8192 + 16 * 128 and t.stage_bytes == 2 * 8192 + 2048
-    # x resident where it fits: each stage holds weights only, x's 64 boxes beside the ring
-    r = W.gemv_tile(16, 4096)
-    assert r.x_resident and r.kblocks == 2 and r.stage_bytes == 2 * 2 * 8192 and r.fits(4096)
+    # x resident: each stage holds weights only, x's 64 boxes beside the ring
+    r = W.WgmmaGemvTile(16, 3, kblocks=2, x_resident=True)
+    assert r.stage_bytes == 2 * 2 * 8192 and r.fits(4096)
     assert r.shared_for(4096) == r.shared_bytes + 64 * 2048
-    # up to 16 tokens: three or four stages of two boxes beside resident x, else x copied a
-    # stage and four stages; beyond, six stages of one box (x resident where it fits)
-    assert (r.stages, W.gemv_tile(4, 4096).stages) == (3, 4)
-    c = W.gemv_tile(16, 8192)
-    assert not c.x_resident and (c.stages, c.kblocks) == (4, 2) and c.fits(8192)
-    assert not W.WgmmaGemvTile(16, 3, kblocks=2, x_resident=True).fits(8192)
+    assert not r.fits(8192)
+    # up to 16 tokens: four stages of two boxes, x copied a stage; beyond, six stages of one
+    # box, x resident where it fits; every copy with its L2 hint
+    for T, d in ((1, 4096), (4, 4096), (16, 4096), (16, 8192)):
+        c = W.gemv_tile(T, d)
+        assert (c.stages, c.kblocks, c.x_resident, c.hints) == (4, 2, False, True) and c.fits(d)
     for T, d in ((24, 4096), (64, 14336), (17, 1024)):
         c = W.gemv_tile(T, d)
-        assert (c.stages, c.kblocks) == (6, 1) and c.fits(d)
+        assert (c.stages, c.kblocks) == (6, 1) and c.fits(d) and c.hints
         assert c.x_resident == W.WgmmaGemvTile(c.n, 6, x_resident=True).fits(d)
     assert W.gemv_tile(17, 1024).x_resident and not W.gemv_tile(24, 4096).x_resident
+    # the diagnostics: fold keeps half of x's boxes (and needs them resident)
+    f = W.WgmmaGemvTile(16, 4, kblocks=2, x_resident=True, fold=True)
+    assert f.shared_for(4096) == f.shared_bytes + 32 * 2048 and f.fits(4096)
     wide = W.WgmmaGemvTile(n=8, stages=3, kblocks=4)
     assert wide.stage_k == 256 and wide.tx_bytes == 4 * (2 * 8192 + 1024)
     assert t.shared_bytes <= 227 * 1024 and "m64n16k16" in t.describe()
@@ -139,7 +142,9 @@ def test_the_tile_is_validated_and_describes_itself():
                      (W.WgmmaGemvTile(n=24, stages=12), "do not fit"),
                      (W.WgmmaGemvTile(kblocks=3), "kblocks"),
                      (W.WgmmaGemvTile(promotion="512B"), "promotion"),
-                     (W.WgmmaGemvTile(hold=2), "hold")):
+                     (W.WgmmaGemvTile(hold=2), "hold"),
+                     (W.WgmmaGemvTile(prefetch=33), "prefetch"),
+                     (W.WgmmaGemvTile(fold=True), "fold needs x_resident")):
         with pytest.raises(ValueError, match=why):
             bad.validate()
     with pytest.raises(ValueError, match="1 to 64 tokens"):
@@ -229,7 +234,9 @@ def test_on_an_h100_it_matches_float64(T, dtype):
                                   W.WgmmaGemvTile(24, 4, 1, 2, "none", 3),
                                   W.WgmmaGemvTile(8, 3, 1, 4, "128B"),
                                   W.WgmmaGemvTile(16, 3, 1, 2, x_resident=True),
-                                  W.WgmmaGemvTile(8, 2, 1, 1, waves=4, x_resident=True)])
+                                  W.WgmmaGemvTile(8, 2, 1, 1, waves=4, x_resident=True),
+                                  W.WgmmaGemvTile(16, 4, 1, 2, prefetch=2, early=False,
+                                                  hints=False)])
 @pytest.mark.parametrize("d,h,bias", [(200, 1000, True), (4096, 520, False), (64, 8, True)])
 def test_on_an_h100_edges_seams_and_biases(tile, d, h, bias):
     from book.kernels import decode_mlp as dm
