@@ -226,9 +226,12 @@ def test_the_switch_and_its_control_are_said_as_the_record_has_them(rec):
     assert all(us[T][2] > us[T][0] for T in us) and all(us[T][2] > 1.3 * us[T][0] for T in (32, 64))
     assert dm.HOPPER_GEMV_MAX_T in range(16, 32) and dm.HOPPER_MIN_T == dm.HOPPER_GEMV_MAX_T + 1
     # the constants the prose names, as the library has them
-    for name in ("CUDA_CORE_MAX_T", "HOPPER_GEMV_MAX_T", "HOPPER_MIN_T"):
+    for name in ("CUDA_CORE_MAX_T", "HOPPER_GEMV_MIN_T", "HOPPER_GEMV_MAX_T", "HOPPER_MIN_T"):
         assert f"`{name}` = {getattr(dm, name)}" in prose, name
-    assert f"from {dm.HOPPER_MIN_T} tokens" in prose and f"from {dm.CUDA_CORE_MAX_T + 1} tokens" in prose
+    assert f"`HOPPER_GEMV_MIN_T` = {dm.HOPPER_GEMV_MIN_T} tokens" in prose
+    assert f"(on a Hopper GPU, up to {dm.HOPPER_GEMV_MIN_T - 1})" in prose
+    assert f"from `HOPPER_MIN_T` = {dm.HOPPER_MIN_T} tokens" in prose
+    assert f"from {dm.HOPPER_MIN_T} tokens" in prose
     from book.bench.decode import BANDWIDTH_GOAL
     from book.kernels import wgmma_gemm as W
 
