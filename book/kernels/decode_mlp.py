@@ -102,13 +102,14 @@ PIECE = 8
 CUDA_CORE_MAX_T = 4
 #: the most tokens the tensor-core GEMV takes before the large-T hook
 TENSOR_CORE_MAX_T = 256
-#: on sm_90 the Hopper GEMV (:mod:`book.kernels.wgmma_gemv`) takes T from beyond the CUDA-core
-#: GEMV to here (biases or not; with biases up to its most, 64): measured on the H100 in one
-#: run against the wgmma dual GEMM, faster at 8 and 16 tokens, level at 24, slower from 32
-#: (records/bench/decode_tune_hopper_switch_h100.json; before its seams moved to a finisher
-#: warp: faster to 24, level at 32, decode_tune_hopper_switch_056eede_h100.json); faster than
-#: the mma.sync GEMV at every T it takes (decode_tune_hopper_gemv_h100.json)
-HOPPER_GEMV_MAX_T = 24
+#: on sm_90 the Hopper GEMV (:mod:`book.kernels.wgmma_gemv`) takes T from
+#: ``HOPPER_GEMV_MIN_T`` to here (biases or not; with biases up to its most, 64): measured on
+#: the H100 in one run against the wgmma dual GEMM at its default tile (the L2 hints),
+#: faster at 8, 16, 24 and 32 tokens (84.8 against 89.2 us at 32), slower at 48 and 64 (90.7 /
+#: 94.4 against 87.6 / 87.1; records/bench/decode_tune_hopper_switch_h100.json; before the
+#: hints it won only to 24, decode_tune_hopper_switch_5814862_h100.json); faster than the
+#: mma.sync GEMV at every T it takes (decode_tune_hopper_gemv_h100.json)
+HOPPER_GEMV_MAX_T = 32
 #: on sm_90 the Hopper GEMV takes over from the CUDA-core GEMV at this many tokens: the
 #: CUDA-core GEMV is compiled for 4 tokens from 3 and reads as slowly at 3 as at 4; with its
 #: L2 hints the wgmma GEMV was faster at 3 and 4 tokens (81.2-81.4 us at 4 against 82.4-82.6),
