@@ -12,6 +12,9 @@ STAMP := $(VENV)/.swiglu-requirements
 TEST_STAMP := $(VENV)/.swiglu-requirements-test
 NPM_STAMP := node_modules/.swiglu-package-lock
 CHROMIUM ?= /usr/bin/chromium
+# pytest-xdist workers for `make test` (CI has two cores; 0 runs the suite in one process). How
+# the tests are shared between them: tests/conftest.py, SERIAL_FOLDERS.
+TEST_WORKERS ?= 2
 
 .PHONY: book test test-gpu lint venv install install-test assets setup-cells pin clean help
 
@@ -90,7 +93,7 @@ test: install-test lint assets
 	    echo "(or set CHROMIUM=/path/to/chromium)"; exit 1; \
 	  fi; \
 	fi
-	CHROMIUM="$(CHROMIUM)" $(PY) -m pytest tests
+	CHROMIUM="$(CHROMIUM)" $(PY) -m pytest -n $(TEST_WORKERS) tests
 
 setup-cells: venv
 	$(PY) -m tools.setup_cell --write

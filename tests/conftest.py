@@ -96,6 +96,55 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# `make test` runs the suite on two workers (pytest-xdist, `pytest -n 2`: CI's two cores). They
+# share it by work units, never test by test: a test file is one unit (its module fixtures run
+# once), and each folder of SERIAL_FOLDERS is one unit that one worker runs in order: the built
+# book (a session fixture, built once, and the browser tests that read it) and the grader (its
+# long runs start once for the folder, tests/grader/grading_runs.py, and some of its tests read
+# every process of the machine, which another grading run beside them would be). The units of
+# FIRST start first, in that order (the two longest, then the Colab rehearsal, which waits on
+# its downloads most of its time); the other files follow in collection order.
+SERIAL_FOLDERS = ("tests/grader/", "tests/built_book/")
+FIRST = SERIAL_FOLDERS + ("tests/tooling/test_colab_rehearsal.py",)
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, or the folder of SERIAL_FOLDERS it is in."""
+    path = nodeid.split("::", 1)[0]
+    return next((folder for folder in SERIAL_FOLDERS if path.startswith(folder)), path)
+
+
+@pytest.hookimpl(optionalhook=True)   # a hook of pytest-xdist's, called when it is there
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") == "each":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class CourseUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+        def _assign_work_unit(self, node):
+            first = next((unit for unit in FIRST if unit in self.workqueue), None)
+            if first:
+                self.workqueue.move_to_end(first, last=False)
+            super()._assign_work_unit(node)
+
+    config.option.loadscopereorder = False   # not by count of tests: collection order
+    return CourseUnits(config, log)
+
+
+def pytest_sessionfinish(session):
+    output = getattr(session.config, "workeroutput", None)   # on an xdist worker
+    if output is not None and TIMINGS:
+        output["book_timings"] = dict(TIMINGS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    TIMINGS.update(getattr(node, "workeroutput", {}).get("book_timings", {}))
+
+
 def pytest_terminal_summary(terminalreporter):
     if TIMINGS:
         terminalreporter.section("book build timings")
