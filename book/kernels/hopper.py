@@ -506,17 +506,22 @@ if not SIMULATED:
 
     # -- TMA
 
+    def _box_operands(context, builder, signature, args):
+        # what every copy of a 2-D box takes first: its shared address, the tensor map's
+        # generic address, the box's column and row, the mbarrier its bytes report to
+        return (_u32(context, builder, signature.args[0], args[0]),
+                context.cast(builder, args[1], signature.args[1], types.uint64),
+                _u32(context, builder, signature.args[2], args[2]),
+                _u32(context, builder, signature.args[3], args[3]),
+                _u32(context, builder, signature.args[4], args[4]))
+
     @intrinsic
     def tma_load_2d(typingctx, dst, tmap, c0, c1, bar):
         """dst: 32-bit shared address (1024-aligned for 128B swizzle); tmap: the generic
         64-bit address of the tensor map (in global memory, 64-byte aligned); c0, c1: the
         box's first column and row; bar: the mbarrier the bytes are reported to."""
         def codegen(context, builder, signature, args):
-            d = _u32(context, builder, signature.args[0], args[0])
-            m = context.cast(builder, args[1], signature.args[1], types.uint64)
-            x = _u32(context, builder, signature.args[2], args[2])
-            y = _u32(context, builder, signature.args[3], args[3])
-            b = _u32(context, builder, signature.args[4], args[4])
+            d, m, x, y, b = _box_operands(context, builder, signature, args)
             _asm(builder, "cp.async.bulk.tensor.2d.shared::cluster.global.tile"
                           ".mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
                  "r,l,r,r,r,~{memory}", (d, m, x, y, b))
@@ -546,11 +551,7 @@ if not SIMULATED:
         """:func:`tma_load_2d` with an L2 cache policy (``l2_evict_first``, ``l2_evict_last``)
         for the lines it reads."""
         def codegen(context, builder, signature, args):
-            d = _u32(context, builder, signature.args[0], args[0])
-            m = context.cast(builder, args[1], signature.args[1], types.uint64)
-            x = _u32(context, builder, signature.args[2], args[2])
-            y = _u32(context, builder, signature.args[3], args[3])
-            b = _u32(context, builder, signature.args[4], args[4])
+            d, m, x, y, b = _box_operands(context, builder, signature, args)
             p = context.cast(builder, args[5], signature.args[5], types.uint64)
             _asm(builder, "cp.async.bulk.tensor.2d.shared::cluster.global.tile"
                           ".mbarrier::complete_tx::bytes.L2::cache_hint "
@@ -597,11 +598,7 @@ if not SIMULATED:
         bytes are reported to the mbarrier at the same address, in every CTA of the cluster
         whose bit is set in ``mask``: one read of L2 feeds several SMs."""
         def codegen(context, builder, signature, args):
-            d = _u32(context, builder, signature.args[0], args[0])
-            m = context.cast(builder, args[1], signature.args[1], types.uint64)
-            x = _u32(context, builder, signature.args[2], args[2])
-            y = _u32(context, builder, signature.args[3], args[3])
-            b = _u32(context, builder, signature.args[4], args[4])
+            d, m, x, y, b = _box_operands(context, builder, signature, args)
             k = builder.trunc(_u32(context, builder, signature.args[5], args[5]), ir.IntType(16))
             _asm(builder, "cp.async.bulk.tensor.2d.shared::cluster.global.tile"
                           ".mbarrier::complete_tx::bytes.multicast::cluster "
