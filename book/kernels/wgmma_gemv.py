@@ -63,10 +63,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda, float32, int32, uint8, uint32, uint64
 
+from .block_trace import RAW_EVENTS, TRACE_EVENTS, timeline
 from .fused import silu_mul
 from .hopper import SIMULATED, SWIZZLE_PERIOD, descriptor
 from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
-from .block_trace import RAW_EVENTS, TRACE_EVENTS, timeline  # noqa: F401 (the trace's)
 from .stream_k import ENTRY, first_visit
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "output_of", "BK", "BM",
