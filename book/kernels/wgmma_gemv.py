@@ -68,14 +68,14 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda, float32, int32, uint8, uint32, uint64
 
-from .block_trace import RAW_EVENTS, TRACE_EVENTS, timeline
+from .block_trace import RAW_EVENTS, TRACE_EVENTS, timeline, traced_runs
 from .fused import silu_mul
 from .hopper import SIMULATED, SWIZZLE_PERIOD, descriptor
 from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
 from .stream_k import ENTRY, first_visit
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "output_of", "BK", "BM",
-           "TRACE_EVENTS", "RAW_EVENTS", "timeline"]
+           "TRACE_EVENTS", "RAW_EVENTS", "timeline", "traced_runs"]
 
 BM = 64  # rows of each weight per row tile: wgmma's M
 BK = 64  # k per box: 64 halves = one 128-byte swizzled row
@@ -327,6 +327,28 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     first_box = cuda.jit(device=True, inline="always")(first_visit)
 
     @cuda.jit(device=True, inline="always")
+    def copy_box(dst, tmap, c0, c1, bar, policy):  # one TMA box, with its L2 hint if HINTS
+        if HINTS:
+            tma_load_2d_hint(dst, tmap, c0, c1, bar, policy)
+        else:
+            tma_load_2d(dst, tmap, c0, c1, bar)
+
+    # a block's walk (stream_k.walk), one step at a time: (row tile, k-block) of step q is
+    # at_step(q, ...) of what advance left after step q - 1
+    @cuda.jit(device=True, inline="always")
+    def at_step(q, m, kb, n, w0):  # the range read at step n: the block's whole tiles
+        if q == n:
+            return w0, 0
+        return m, kb
+
+    @cuda.jit(device=True, inline="always")
+    def advance(m, kb, nk):
+        kb += 1
+        if kb == nk:
+            return m + 1, 0
+        return m, kb
+
+    @cuda.jit(device=True, inline="always")
     def stamp(count, at, t):  # the low 32 bits of a time (or a sum of ns) in the timeline
         count[at] = int32(t & uint64(0xFFFFFFFF))
 
@@ -381,34 +403,21 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                 pm = m0  # the prefetch's walk, PF k-blocks ahead of the copies'
                 pkb = kb0
                 for pq in range(PF):
-                    if pq == n:
-                        pm = w0
-                        pkb = 0
-                    pkb += 1
-                    if pkb == nk:
-                        pkb = 0
-                        pm += 1
+                    pm, pkb = at_step(pq, pm, pkb, n, w0)
+                    pm, pkb = advance(pm, pkb, nk)
                 blocked = uint64(0)  # (the trace's sum)
                 once = l2_evict_first() if HINTS else uint64(0)
                 again = l2_evict_last() if HINTS else uint64(0)
                 for q in range(total):
-                    if q == n:  # the range read: the block's whole tiles
-                        m = w0
-                        kb = 0
+                    m, kb = at_step(q, m, kb, n, w0)
                     if PF:  # k-block q + PF's weights, into L2 only
-                        pq = q + PF
-                        if pq == n:
-                            pm = w0
-                            pkb = 0
-                        if pq < total:
+                        pm, pkb = at_step(q + PF, pm, pkb, n, w0)
+                        if q + PF < total:
                             for kk in range(KB):
                                 kc = (pkb * KB + kk) * BK
                                 tma_prefetch_2d(map_g, kc, pm * BM)
                                 tma_prefetch_2d(map_u, kc, pm * BM)
-                        pkb += 1
-                        if pkb == nk:
-                            pkb = 0
-                            pm += 1
+                        pm, pkb = advance(pm, pkb, nk)
                     if TRACE:
                         tw = globaltimer()
                     mbar_wait(base + EMPTY + 8 * s, ph ^ 1)  # the consumer is done with it
@@ -424,26 +433,16 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     st = base + RING + s * SB
                     for kk in range(KB):  # a row's 128 KB bytes asked for back to back
                         kc = (kb * KB + kk) * BK
-                        if HINTS:
-                            tma_load_2d_hint(st + kk * WB, map_g, kc, m * BM, full, once)
-                            tma_load_2d_hint(st + U_OFF + kk * WB, map_u, kc, m * BM, full,
-                                             once)
-                        else:
-                            tma_load_2d(st + kk * WB, map_g, kc, m * BM, full)
-                            tma_load_2d(st + U_OFF + kk * WB, map_u, kc, m * BM, full)
-                        xd = st + X_OFF + kk * XS if not XRES else \
-                            base + XREG + (kb * KB + kk) * XS
-                        if not XRES or xnew:
-                            if HINTS:
-                                tma_load_2d_hint(xd, map_x, kc, 0, full, again)
-                            else:
-                                tma_load_2d(xd, map_x, kc, 0, full)
+                        copy_box(st + kk * WB, map_g, kc, m * BM, full, once)
+                        copy_box(st + U_OFF + kk * WB, map_u, kc, m * BM, full, once)
+                        if not XRES:
+                            copy_box(st + X_OFF + kk * XS, map_x, kc, 0, full, again)
+                        elif xnew:
+                            copy_box(base + XREG + (kb * KB + kk) * XS, map_x, kc, 0, full,
+                                     again)
                     if TRACE and q == 0:
                         stamp(count, tr + E_COPY, globaltimer())
-                    kb += 1
-                    if kb == nk:
-                        kb = 0
-                        m += 1
+                    m, kb = advance(m, kb, nk)
                     s, ph = ring_next(s, ph, ST)
                 if TRACE:
                     stamp(count, tr + E_LAST, globaltimer())
