@@ -28,34 +28,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def traced(T, wg, wu, launches, gen, tile=None):
     import numpy as np
     import torch
-    from numba import cuda
 
     from book.kernels import decode_mlp as dm
     from book.kernels.stream_k import ENTRY
-    from book.kernels.wgmma_gemv import BK, BM, gemv_tile, timeline
+    from book.kernels.wgmma_gemv import BK, BM, gemv_tile, traced_runs
 
     H, D = wg.shape
     x = torch.randn(T, D, device="cuda", generator=gen).bfloat16()
     o = torch.empty(T, H, device="cuda", dtype=torch.bfloat16)
     tile = dataclasses.replace(tile or gemv_tile(T, D), trace=True)
     ln = dm.prepare("hopper_gemv", x, wg, wu, None, None, o, tile=tile)
-    sk, count = ln.args[1].copy_to_host(), ln.args[6]
+    sk = ln.args[1].copy_to_host()
     mt = -(-H // BM)
     nk = -(-D // (BK * tile.kblocks))
     G = ln.grid
     stages = np.array([sk[ENTRY * b + 2] + sk[ENTRY * b + 4] * nk for b in range(G)])
     nbytes = stages * tile.kblocks * 2 * tile.w_bytes
-    ln.launch()
-    cuda.synchronize()
-    rates, ends, est, timed = [], [], [], []
-    for _ in range(launches):
-        ev0, ev1 = cuda.event(), cuda.event()
-        ev0.record()
-        ln.launch()
-        ev1.record()
-        cuda.synchronize()
-        timed.append(cuda.event_elapsed_time(ev0, ev1) * 1e3)
-        tl = timeline(count.copy_to_host(), mt, G)
+    traced_runs(ln, mt, 1)  # compiled and run once before the traced launches
+    rates, ends, est = [], [], []
+    for tl in traced_runs(ln, mt, launches):
         dur = (tl["last_wgmma"] - tl["first_landed"]) / 1e9
         r = np.full(1024, np.nan)
         r[tl["smid"]] = nbytes / dur  # indexed by SM, not by block
@@ -70,16 +61,14 @@ def traced(T, wg, wu, launches, gen, tile=None):
     mean_rate = R.mean(axis=0)
     z = (R - R.mean(axis=1, keepdims=True)) / R.std(axis=1, keepdims=True)
     slow = np.argsort(mean_rate)[:8]
-    print(f"  SMs that ran a block in every launch: {len(sms)} of {G} blocks")
     print(f"\nT={T} ({tile}), {G} blocks, {launches} traced launches")
+    print(f"  SMs that ran a block in every launch: {len(sms)} of {G} blocks")
     print(f"  a block's rate GB/s: min {R.min() / 1e9:.1f} median {np.median(R) / 1e9:.1f} "
           f"max {R.max() / 1e9:.1f} (per launch max/min {np.median(R.max(1) / R.min(1)):.2f})")
     print(f"  per-SM rates alike between launches: r = {np.mean(pairs):.2f} "
           f"(min {np.min(pairs):.2f}, max {np.max(pairs):.2f})")
     print(f"  last block's end us: median {np.median(ends):.1f} (min {np.min(ends):.1f}, max "
-          f"{np.max(ends):.1f}); sized to the rates: median {np.median(est):.1f}; the launches "
-          f"timed alone (events): median {np.median(timed):.1f} (min {np.min(timed):.1f}, max "
-          f"{np.max(timed):.1f})")
+          f"{np.max(ends):.1f}); sized to the rates: median {np.median(est):.1f}")
     print("  slowest SMs on average (SM: mean z over launches): " + ", ".join(
         f"{sms[s]}: {z[:, s].mean():+.1f}" for s in slow))
     return {"T": T, "tile": repr(tile), "blocks": G, "launches": launches,
@@ -88,7 +77,6 @@ def traced(T, wg, wu, launches, gen, tile=None):
             "pearson_pairs": {"mean": float(np.mean(pairs)), "min": float(np.min(pairs)),
                               "max": float(np.max(pairs))},
             "end_us": [round(float(v), 2) for v in ends],
-            "event_us": [round(float(v), 2) for v in timed],
             "balanced_estimate_us": [round(float(v), 2) for v in est]}
 
 
@@ -108,18 +96,17 @@ def main(argv=None):
 
     from book import gpu
     from book.bench.decode import D, H
+    from book.data import write
+    from book.kernels.wgmma_gemv import WgmmaGemvTile
+    from book.provenance import provenance
 
     H = args.rows or H
-    from book.data import write
-    from book.provenance import provenance
 
     prov = provenance("python3 benchmarks/sm_balance.py " + " ".join(sys.argv[1:]))
     gen = torch.Generator(device="cuda").manual_seed(1)
     wg = (torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
     wu = (torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
     print(f"wg, wu [{H}, {D}] bfloat16")
-    from book.kernels.wgmma_gemv import WgmmaGemvTile
-
     runs = [traced(int(T), wg, wu, args.launches, gen) for T in args.tokens.split(",") if T]
     for spec in args.tile:
         T, tile = spec.split(":", 1)

@@ -53,23 +53,14 @@ def gemv_timeline(T, xo, wg, wu, launches=5, tile=None):
     import dataclasses
 
     import numpy as np
-    from numba import cuda
 
     from book.kernels import decode_mlp as dm
-    from book.kernels.wgmma_gemv import BM, gemv_tile, timeline
+    from book.kernels.wgmma_gemv import BM, gemv_tile, traced_runs
 
     x, o = xo
     tile = dataclasses.replace(tile or gemv_tile(T, x.shape[1]), trace=True)
     ln = dm.prepare("hopper_gemv", x, wg, wu, None, None, o, tile=tile)
-    count = ln.args[6]
-    mt = -(-wg.shape[0] // BM)
-    best = None
-    for _ in range(launches):
-        ln.launch()
-        cuda.synchronize()
-        tl = timeline(count.copy_to_host(), mt, ln.grid)
-        if best is None or tl["end"].max() < best["end"].max():
-            best = tl
+    best = min(traced_runs(ln, -(-wg.shape[0] // BM), launches), key=lambda tl: tl["end"].max())
     us = {k: v / 1e3 for k, v in best.items() if k != "smid"}
     spans = {"start": us["start"], "first_copy": us["first_copy"],
              "first_landed": us["first_landed"], "last_copy": us["last_copy"],
@@ -159,12 +150,16 @@ def main(argv=None):
             KernelLaunch(k, sms * cps, sp.THREADS, (fg, fu, spans), None, lay["shared"]),
             {"kind": "bulk", "stages": st, "chunk": chunk, "ctas_per_sm": cps})
     xs = {}
-    more = [(p, int(t), tl) for p, t, tl in (a.split(":", 2) for a in args.tile)]
-    for path, T, tile in GEMVS + (EXTRA if args.tiles else []) + more:
+
+    def tokens(T):  # x [T, D] and out [T, H], one pair for every row at T
         if T not in xs:
             xs[T] = (torch.randn(T, D, device="cuda", generator=gen).bfloat16(),
                      torch.empty(T, H, device="cuda", dtype=torch.bfloat16))
-        x, o = xs[T]
+        return xs[T]
+
+    more = [(p, int(t), tl) for p, t, tl in (a.split(":", 2) for a in args.tile)]
+    for path, T, tile in GEMVS + (EXTRA if args.tiles else []) + more:
+        x, o = tokens(T)
         t = eval(tile, {"GemvTile": dm.GemvTile, "WgmmaGemvTile": WgmmaGemvTile}) if tile else None
         launches[f"GEMV {path} T={T}" + (f" {tile}" if tile else "")] = (
             dm.prepare(path, x, wg, wu, None, None, o, tile=t),
@@ -191,15 +186,11 @@ def main(argv=None):
         print(f"{name:{width}s} {tm.median_s * 1e6:7.1f} {tm.bandwidth / 1e12:6.2f} "
               f"{100 * tm.bandwidth / peak:6.1f}%" + ("  IMPOSSIBLE" if "invalid" in row else ""),
               flush=True)
-    timelines = {str(T): gemv_timeline(T, xs[T], wg, wu) for T in sorted({T for p, T, _ in GEMVS
-                                                                     if p == "hopper_gemv"})}
+    timelines = {str(T): gemv_timeline(T, tokens(T), wg, wu)
+                 for T in sorted({T for p, T, _ in GEMVS if p == "hopper_gemv"})}
     for spec in args.timeline:
         T, tile = spec.split(":", 1)
-        T = int(T)
-        if T not in xs:
-            xs[T] = (torch.randn(T, D, device="cuda", generator=gen).bfloat16(),
-                     torch.empty(T, H, device="cuda", dtype=torch.bfloat16))
-        timelines[spec] = gemv_timeline(T, xs[T], wg, wu, tile=eval(
+        timelines[spec] = gemv_timeline(int(T), tokens(int(T)), wg, wu, tile=eval(
             tile, {"WgmmaGemvTile": WgmmaGemvTile}))
     write(args.out, {"provenance": prov, "gpu": info.name, "peak_bandwidth": peak,
                      "weight_bytes": weight_bytes(), "rows": rows, "timelines": timelines})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["TRACE_EVENTS", "RAW_EVENTS", "timeline"]
+__all__ = ["TRACE_EVENTS", "RAW_EVENTS", "timeline", "traced_runs"]
 
 #: what a traced block (``WgmmaGemvTile.trace``) writes, one int32 each: the low 32 bits of
 #: ``%globaltimer`` (ns) at its start, its first copy, its first landed stage, its last
@@ -38,3 +38,19 @@ def timeline(counts: np.ndarray, mt: int, blocks: int) -> dict:
     first = rel[:, 0].min()
     return {e: raw[:, i] if e in RAW_EVENTS else rel[:, i] - first
             for i, e in enumerate(TRACE_EVENTS)}
+
+
+def traced_runs(launch, rows_of_tiles: int, times: int) -> list[dict]:
+    """Launch a traced wgmma GEMV (``decode_mlp.prepare("hopper_gemv", ..., tile=`` a tile
+    with ``trace``) ``times`` times, each alone (the GPU idle before it); the
+    :func:`timeline` of each. ``rows_of_tiles``: the row tiles (ceil(h / 64)), where the
+    stamps begin in the counters (the kernel's argument 6)."""
+    from numba import cuda
+
+    count = launch.args[6]
+    out = []
+    for _ in range(times):
+        launch.launch()
+        cuda.synchronize()
+        out.append(timeline(count.copy_to_host(), rows_of_tiles, launch.grid))
+    return out
