@@ -234,6 +234,9 @@ EOF
   esac
 done
 echo "done in $SECONDS s"
-# the device tool brings back a few files a call: everything in one archive
-( cd "$OUT" && tar -czf /tmp/results.tgz --exclude=results.tgz . && rm -rf ./* \
+# the device tool brings back a few files a call: everything in one archive, with what an
+# earlier run of this script in the same call archived (its files kept where this run wrote
+# none of the same name)
+( cd "$OUT" && if [ -f results.tgz ]; then tar -xzf results.tgz --skip-old-files; fi \
+  && tar -czf /tmp/results.tgz --exclude=results.tgz . && rm -rf ./* \
   && mv /tmp/results.tgz results.tgz )
