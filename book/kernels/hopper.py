@@ -546,20 +546,29 @@ if not SIMULATED:
     l2_evict_first = _l2_policy("evict_first")
     l2_evict_last = _l2_policy("evict_last")
 
-    @intrinsic
-    def tma_load_2d_hint(typingctx, dst, tmap, c0, c1, bar, policy):
-        """:func:`tma_load_2d` with an L2 cache policy (``l2_evict_first``, ``l2_evict_last``)
-        for the lines it reads."""
-        def codegen(context, builder, signature, args):
-            d, m, x, y, b = _box_operands(context, builder, signature, args)
-            p = context.cast(builder, args[5], signature.args[5], types.uint64)
-            _asm(builder, "cp.async.bulk.tensor.2d.shared::cluster.global.tile"
-                          ".mbarrier::complete_tx::bytes.L2::cache_hint "
-                          "[$0], [$1, {$2, $3}], [$4], $5;",
-                 "r,l,r,r,r,l,~{memory}", (d, m, x, y, b, p))
-            return context.get_dummy_value()
+    def _box_load_and(modifier, constraint, operand):
+        # tma_load_2d with one operand more (``$5``) after a modifier of the instruction:
+        # ``operand(context, builder, type, value)`` makes it, ``constraint`` its register kind
+        @intrinsic
+        def load(typingctx, dst, tmap, c0, c1, bar, extra):
+            def codegen(context, builder, signature, args):
+                ops = _box_operands(context, builder, signature, args) + (
+                    operand(context, builder, signature.args[5], args[5]),)
+                _asm(builder, "cp.async.bulk.tensor.2d.shared::cluster.global.tile"
+                              f".mbarrier::complete_tx::bytes{modifier} "
+                              "[$0], [$1, {$2, $3}], [$4], $5;",
+                     f"r,l,r,r,r,{constraint},~{{memory}}", ops)
+                return context.get_dummy_value()
 
-        return types.void(dst, tmap, c0, c1, bar, policy), codegen
+            return types.void(dst, tmap, c0, c1, bar, extra), codegen
+
+        return load
+
+    #: tma_load_2d_hint(dst, tmap, c0, c1, bar, policy): :func:`tma_load_2d` with an L2 cache
+    #: policy (``l2_evict_first``, ``l2_evict_last``) for the lines it reads
+    tma_load_2d_hint = _box_load_and(
+        ".L2::cache_hint", "l",
+        lambda context, builder, ty, v: context.cast(builder, v, ty, types.uint64))
 
     @intrinsic
     def tma_prefetch_2d(typingctx, tmap, c0, c1):
@@ -592,21 +601,14 @@ if not SIMULATED:
 
         return types.void(dst, src, nbytes, bar), codegen
 
-    @intrinsic
-    def tma_load_2d_multicast(typingctx, dst, tmap, c0, c1, bar, mask):
-        """As :func:`tma_load_2d`, but the box lands at the same shared address, and its
-        bytes are reported to the mbarrier at the same address, in every CTA of the cluster
-        whose bit is set in ``mask``: one read of L2 feeds several SMs."""
-        def codegen(context, builder, signature, args):
-            d, m, x, y, b = _box_operands(context, builder, signature, args)
-            k = builder.trunc(_u32(context, builder, signature.args[5], args[5]), ir.IntType(16))
-            _asm(builder, "cp.async.bulk.tensor.2d.shared::cluster.global.tile"
-                          ".mbarrier::complete_tx::bytes.multicast::cluster "
-                          "[$0], [$1, {$2, $3}], [$4], $5;",
-                 "r,l,r,r,r,h,~{memory}", (d, m, x, y, b, k))
-            return context.get_dummy_value()
-
-        return types.void(dst, tmap, c0, c1, bar, mask), codegen
+    #: tma_load_2d_multicast(dst, tmap, c0, c1, bar, mask): as :func:`tma_load_2d`, but the
+    #: box lands at the same shared address, and its bytes are reported to the mbarrier at
+    #: the same address, in every CTA of the cluster whose bit is set in ``mask``: one read
+    #: of L2 feeds several SMs
+    tma_load_2d_multicast = _box_load_and(
+        ".multicast::cluster", "h",
+        lambda context, builder, ty, v: builder.trunc(_u32(context, builder, ty, v),
+                                                      ir.IntType(16)))
 
     @intrinsic
     def tma_store_2d(typingctx, tmap, c0, c1, src):
