@@ -7,8 +7,8 @@ Record: `records/bench/weight_stream_h100.json`.
 
 wg and wu [14336, 4096] bfloat16 (235 MB, the decode MLP-up's weights); each probe reads
 both once and does nothing with the bytes (ldg: 16-byte loads by every thread, as the
-CUDA-core GEMV; tma: the wgmma GEMV's ring of 2-D boxes; bulk: the same ring filled by 1-D
-bulk copies of contiguous spans), timed interleaved with the GEMVs themselves
+CUDA-core GEMV; tma: the wgmma GEMV's ring of 2-D boxes; cp.async: the same boxes copied by
+a warp's 16-byte cp.async; bulk: the same ring filled by 1-D bulk copies of contiguous spans), timed interleaved with the GEMVs themselves
 (:func:`book.bench.measure_interleaved`: a clock drift falls on every row alike). Prints
 each row's time and its share of the HBM peak; writes JSON (provenance, rows).
 """
@@ -28,6 +28,8 @@ TMA = [(6, 1, (64, 64), "128B", "256B"), (6, 4, (64, 64), "128B", "256B"),
        (6, 1, (64, 64), "128B", "none"), (12, 1, (64, 64), "128B", "256B"),
        (4, 1, (256, 32), "none", "256B"), (3, 1, (256, 64), "none", "256B"),
        (6, 1, (256, 16), "none", "256B")]
+# stages, kblocks, warps copying (the TMA probe's 64 x 64 boxes by cp.async)
+CPASYNC = [(8, 1, 1), (4, 2, 1), (12, 1, 1), (6, 2, 1), (8, 1, 2), (8, 1, 4)]
 # stages, chunk bytes, blocks an SM
 BULK = [(6, 8192, 1), (4, 16384, 1), (12, 4096, 1), (8, 8192, 1), (6, 4096, 2),
         (3, 16384, 2), (12, 2048, 1)]
@@ -142,6 +144,15 @@ def main(argv=None):
             KernelLaunch(k, sms, sp.THREADS, (maps, sk, D), None, lay["shared"]),
             {"kind": "tma", "stages": st, "kblocks": kb, "box": list(box), "swizzle": mode,
              "promotion": promo})
+    for st, kb, warps in CPASYNC * probes:
+        k = sp.cpasync_kernel(st, kb, warps)
+        lay = sp.ring_layout(st, 2 * kb * 64 * 64 * 2)
+        if lay["shared"] > MAX_SHARED:
+            continue
+        sk = cuda.to_device(stream_k(H // 64, D // (64 * kb), sms))
+        launches[f"cp.async 64x64 kb{kb} st{st} w{warps}"] = (
+            KernelLaunch(k, sms, 32 * (warps + 1), (fg, fu, sk, D, H), None, lay["shared"]),
+            {"kind": "cpasync", "stages": st, "kblocks": kb, "warps": warps})
     for st, chunk, cps in BULK * probes:
         k = sp.bulk_kernel(st, chunk)
         lay = sp.ring_layout(st, 2 * chunk)

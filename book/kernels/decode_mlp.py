@@ -828,6 +828,10 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     ws = workspace("hopper_gemv", stream_key, 2 * grid * 128 * tile.n,
                    mt + (len(TRACE_EVENTS) * grid if tile.trace else 0))
     maps = tensor_maps([wgd, wud, xd], [(BK, BM), (BK, BM), (BK, tile.n)], tile.promotion)
+    if tile.cpasync:  # its cp.async read the weights by address: after the three maps
+        from .launch import address
+        maps = cuda.to_device(np.concatenate([maps.copy_to_host(), np.array(
+            [address(wgd), address(wud)], dtype=np.uint64)]))
     args = (maps, sk, fbg, fbu, fo, ws.part, ws.count, T, d, h)
     return DecodeLaunch(kern, grid, 256, args, res, "hopper_gemv", 1, tile, tile.shared_for(d))
 

@@ -438,7 +438,7 @@ if not SIMULATED:
 
     # -- mbarrier (64-bit objects in shared memory, addressed by 32-bit shared addresses)
 
-    from numba import cuda
+    from numba import cuda, uint64
 
     @cuda.jit(device=True, inline="always")
     def ring_next(s, ph, stages):
@@ -569,6 +569,65 @@ if not SIMULATED:
     tma_load_2d_hint = _box_load_and(
         ".L2::cache_hint", "l",
         lambda context, builder, ty, v: context.cast(builder, v, ty, types.uint64))
+
+    @intrinsic
+    def cp_async_16(typingctx, dst, src, nbytes, policy):
+        """16 bytes from global ``src`` (64-bit, 16-aligned) to shared ``dst`` (32-bit,
+        16-aligned) by the load path every thread has (``cp.async.cg``: through L2 only, no
+        register), the first ``nbytes`` (16 or 0) read and the rest zeros; L2 told the
+        lines' cache ``policy`` (:func:`l2_evict_first`) and to fetch 256 bytes around them.
+        Asynchronous: :func:`cp_async_arrive_noinc` hands its completion to an mbarrier."""
+        def codegen(context, builder, signature, args):
+            d = _u32(context, builder, signature.args[0], args[0])
+            a = context.cast(builder, args[1], signature.args[1], types.uint64)
+            n = _u32(context, builder, signature.args[2], args[2])
+            pol = context.cast(builder, args[3], signature.args[3], types.uint64)
+            _asm(builder, "cp.async.cg.shared.global.L2::cache_hint.L2::256B "
+                          "[$0], [$1], 16, $2, $3;", "r,l,r,l,~{memory}", (d, a, n, pol))
+            return context.get_dummy_value()
+
+        return types.void(dst, src, nbytes, policy), codegen
+
+    @intrinsic
+    def cp_async_arrive_noinc(typingctx, bar):
+        """The mbarrier ``bar`` gets one arrival of this thread once every ``cp.async`` it
+        issued before has landed (``.noinc``: the arrival is one of the count it was set up
+        with)."""
+        def codegen(context, builder, signature, args):
+            b = _u32(context, builder, signature.args[0], args[0])
+            _asm(builder, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];",
+                 "r,~{memory}", (b,))
+            return context.get_dummy_value()
+
+        return types.void(bar), codegen
+
+    def make_cp_async_box(threads: int = 32, rows: int = 64):
+        """``box(dst, src, ld, r0, c0, nr, nc, t, policy)``: what :func:`tma_load_2d` of a
+        128B-swizzled box of ``rows`` rows of 64 halves leaves in shared memory, copied by
+        ``threads`` threads' :func:`cp_async_16` (this one is thread ``t`` of them, 16 bytes
+        of a row each, consecutive threads along the row: a warp asks for four whole 128-byte
+        rows at once): rows ``r0..`` from column ``c0`` of the row-major 16-bit matrix at the
+        global address ``src``, ``ld`` halves a row; rows at or past ``nr`` and columns at or
+        past ``nc`` arrive as zeros, as TMA's would. ``dst`` 1024-aligned; the caller hands
+        completion to an mbarrier (:func:`cp_async_arrive_noinc`)."""
+        if threads % 8 or (rows * 8) % threads:
+            raise ValueError(f"threads must be a multiple of 8 dividing {rows * 8}")
+        CH, STEP = rows * 8 // threads, threads >> 3
+
+        @cuda.jit(device=True, inline="always")
+        def box(dst, src, ld, r0, c0, nr, nc, t, policy):
+            col = t & 7
+            c = c0 + (col << 3)
+            for i in range(CH):
+                row = (t >> 3) + STEP * i
+                r = r0 + row
+                ok = r < nr and c < nc
+                off = (r * ld + c) * 2 if ok else 0
+                # the 128B swizzle: a row's 16-byte chunk index XOR the row's place among 8
+                cp_async_16(dst + (row << 7) + ((col ^ (row & 7)) << 4), src + uint64(off),
+                            16 if ok else 0, policy)
+
+        return box
 
     @intrinsic
     def tma_prefetch_2d(typingctx, tmap, c0, c1):

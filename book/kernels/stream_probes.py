@@ -14,6 +14,9 @@ does nothing with the bytes but let them land:
   block would, :func:`book.kernels.stream_k.walk`) with a consumer that only waits for each
   stage and hands it back. Box shape and swizzle come from the tensor maps:
   the GEMV's 64 x 64 boxes of 128-byte rows, or wider rows without a swizzle.
+- :func:`cpasync_kernel`: the same ring and walk, each box copied by a warp's (or a few
+  warps') 16-byte ``cp.async`` into the swizzled layout TMA would leave: the ldg probe's load
+  path with the TMA probe's bytes in flight.
 - :func:`bulk_kernel`: the same ring filled by ``cp.async.bulk`` (:func:`book.kernels.hopper.
   bulk_load`): each block reads one contiguous span of each weight (its share of whole rows)
   in ``chunk``-byte copies, the longest runs of DRAM addresses a reader can ask for.
@@ -31,7 +34,7 @@ from numba import cuda, uint8, uint32, uint64
 from .hopper import SWIZZLE_PERIOD
 from .stream_k import ENTRY
 
-__all__ = ["ldg_kernel", "tma_kernel", "bulk_kernel", "ring_layout", "bulk_spans"]
+__all__ = ["ldg_kernel", "tma_kernel", "cpasync_kernel", "bulk_kernel", "ring_layout", "bulk_spans"]
 
 ALIGN = SWIZZLE_PERIOD
 MASK = uint32(0xFFFFFC00)
@@ -77,10 +80,11 @@ def ldg_kernel(rows: int, threads: int):
     return cuda.jit(k)
 
 
-def _ring(stages, stage_bytes):
-    """What both TMA probes share: the ring's offsets (full, empty, ring), the barriers' set-up
-    (``init``: every thread gets the aligned base) and the consumer's walk (``consume``: wait
-    for each stage, hand it back at once)."""
+def _ring(stages, stage_bytes, arrivals=1):
+    """What the ring probes share: the ring's offsets (full, empty, ring), the barriers' set-up
+    (``init``: every thread gets the aligned base; a full barrier waits for ``arrivals``
+    producer arrivals) and the consumer's walk (``consume``: wait for each stage, hand it
+    back at once)."""
     from .hopper import (fence_mbarrier_init, mbar_arrive, mbar_init, mbar_wait, ring_next,
                          shared_address)
 
@@ -92,7 +96,7 @@ def _ring(stages, stage_bytes):
         base = (shared_address(smem, 0) + uint32(ALIGN - 1)) & MASK
         if cuda.threadIdx.x == 0:
             for s in range(ST):
-                mbar_init(base + full + 8 * s, 1)
+                mbar_init(base + full + 8 * s, arrivals)
                 mbar_init(base + empty + 8 * s, 1)
             fence_mbarrier_init()
         cuda.syncthreads()
@@ -159,6 +163,63 @@ def tma_kernel(stages: int, kblocks: int, box: tuple[int, int]):
                     m += 1
                 s, ph = ring_next(s, ph, ST)
         elif tid == 32:
+            consume(base, FULL, EMPTY, steps)
+
+    return cuda.jit(k)
+
+
+@functools.lru_cache(maxsize=None)
+def cpasync_kernel(stages: int, kblocks: int, warps: int = 1):
+    """``k(wg, wu, sk, d, h)``: the TMA probe's walk and ring (64 x 64 boxes, ``kblocks`` of
+    each weight a stage, :func:`tma_kernel`'s ``sk``), each box copied by ``warps`` warps'
+    16-byte ``cp.async`` into the layout TMA's 128B swizzle leaves
+    (:func:`book.kernels.hopper.make_cp_async_box`, the weights ``evict_first``): the
+    load path every thread has, bytes in flight held by the ring, not by registers. Launch
+    one block of ``32 (warps + 1)`` threads an SM with ``ring_layout(stages, 32768
+    kblocks)["shared"]`` bytes."""
+    from .hopper import (cp_async_arrive_noinc, global_address, l2_evict_first,
+                         make_cp_async_box, mbar_wait, ring_next)
+
+    ST, KB, P = stages, kblocks, 32 * warps
+    WB = 64 * 64 * 2
+    SB = 2 * KB * WB
+    FULL, EMPTY, RING, init, consume = _ring(ST, SB, P)
+    box = make_cp_async_box(P)
+
+    def k(wg, wu, sk, d, h):
+        smem = cuda.shared.array(0, uint8)
+        base = init(smem, FULL, EMPTY)
+        tid = cuda.threadIdx.x
+        nk = d // (64 * KB)
+        e = ENTRY * cuda.blockIdx.x
+        m = sk[e]
+        kb = sk[e + 1]
+        n = sk[e + 2]
+        w0 = sk[e + 3]
+        steps = n + sk[e + 4] * nk
+        if tid < P:
+            ga = global_address(wg, 0)
+            ua = global_address(wu, 0)
+            once = l2_evict_first()
+            s = 0
+            ph = 0
+            for q in range(steps):
+                if q == n:
+                    m = w0
+                    kb = 0
+                mbar_wait(base + EMPTY + 8 * s, ph ^ 1)
+                st = base + RING + s * SB
+                for kk in range(KB):
+                    kc = (kb * KB + kk) * 64
+                    box(st + kk * WB, ga, d, m * 64, kc, h, d, tid, once)
+                    box(st + (KB + kk) * WB, ua, d, m * 64, kc, h, d, tid, once)
+                cp_async_arrive_noinc(base + FULL + 8 * s)
+                kb += 1
+                if kb == nk:
+                    kb = 0
+                    m += 1
+                s, ph = ring_next(s, ph, ST)
+        elif tid == P:
             consume(base, FULL, EMPTY, steps)
 
     return cuda.jit(k)

@@ -236,7 +236,10 @@ def test_on_an_h100_it_matches_float64(T, dtype):
                                   W.WgmmaGemvTile(16, 3, 1, 2, x_resident=True),
                                   W.WgmmaGemvTile(8, 2, 1, 1, waves=4, x_resident=True),
                                   W.WgmmaGemvTile(16, 4, 1, 2, prefetch=2, early=False,
-                                                  hints=False)])
+                                                  hints=False),
+                                  W.WgmmaGemvTile(8, 8, cpasync=True),
+                                  W.WgmmaGemvTile(16, 3, 1, 2, x_resident=True, cpasync=True),
+                                  W.WgmmaGemvTile(24, 4, 1, 2, cpasync=True)])
 @pytest.mark.parametrize("d,h,bias", [(200, 1000, True), (4096, 520, False), (64, 8, True)])
 def test_on_an_h100_edges_seams_and_biases(tile, d, h, bias):
     from book.kernels import decode_mlp as dm

@@ -1,0 +1,191 @@
+"""The wgmma decode GEMV's geometry (:mod:`book.kernels.wgmma_gemv`): its tile as named
+sizes one can print and test, the default tile for T tokens, and where a consumer thread's
+accumulators land in the output. Plain Python: the simulator imports it, the kernel reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .hopper import SWIZZLE_PERIOD
+from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
+
+__all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "output_of", "BK", "BM", "ALIGN"]
+
+BM = 64  # rows of each weight per row tile: wgmma's M
+BK = 64  # k per box: 64 halves = one 128-byte swizzled row
+ALIGN = SWIZZLE_PERIOD  # a 128B-swizzled box starts on 1024 bytes
+#: the most tokens: N = 64 keeps a thread's 64 accumulators (gate and up) in registers
+MAX_T = 64
+
+
+@dataclass(frozen=True)
+class WgmmaGemvTile:
+    """The kernel's geometry: ``n`` (wgmma's N: the tokens, rounded up to 8), ``stages`` (the
+    ring), ``ctas_per_sm`` (blocks per SM of the persistent grid), ``kblocks`` (64-column
+    boxes of each operand a stage holds: a weight row is read ``128 kblocks`` contiguous
+    bytes at a time), ``promotion`` (the L2 fill size the TMA copies ask for), ``waves``
+    (the grid is ``waves`` times what the SMs hold at once, each block a shorter range:
+    beyond 1 the hardware hands the ranges to whichever SM is free, more seams),
+    ``x_resident`` (the tokens stay in shared memory: each block copies each box of x once,
+    with the weights of the first stage that needs it, instead of once a stage); ``trace``
+    (a diagnostic, never the dispatcher's: each block writes a timeline of
+    :data:`TRACE_EVENTS` after the seams' counters, :func:`timeline` reads it); ``hold``
+    (k-blocks of wgmma the consumer leaves in flight: 1, a stage is handed back once the next
+    one's wgmma are issued and its own are done; 0, as soon as its own are done);
+    ``prefetch`` (if not 0, the producer also asks L2 for the weights of the k-block that
+    many stages past the one it copies, ``cp.async.bulk.prefetch``: bytes on their way from
+    HBM beyond what the ring's shared memory holds); ``early`` (the block's first global
+    reads, its walk's five words and the three tensor maps, are asked for before the
+    barriers are set up, so their round trips overlap it; False: after, the control);
+    ``fold`` (a diagnostic of traffic only, wrong sums, never dispatched: x resident for the
+    first half of d, the second half's wgmma reading the first half's boxes and no x copied
+    for them: the shared memory and x traffic of a kernel that splits d between two SMs);
+    ``hints`` (the copies tell L2 the weights are read once, ``evict_first``, and x again by
+    every SM, ``evict_last``: without them L2 keeps the streamed weights as long as the
+    tokens every SM reads again; False: no hint, the control); ``cpasync`` (warp 0's 32
+    threads copy the weights' boxes with 16-byte ``cp.async`` into the layout TMA leaves,
+    :func:`book.kernels.hopper.make_cp_async_box`, the load path every thread has; the tokens
+    still by TMA; False: one thread's TMA copies)."""
+
+    n: int = 16
+    stages: int = 8
+    ctas_per_sm: int = 1
+    kblocks: int = 1
+    promotion: str = "256B"
+    waves: int = 1
+    x_resident: bool = False
+    trace: bool = False
+    hold: int = 1
+    prefetch: int = 0
+    early: bool = True
+    fold: bool = False
+    hints: bool = True
+    cpasync: bool = False
+
+    @property
+    def w_bytes(self):  # one weight's box: 64 rows x 64 halves
+        return BM * BK * 2
+
+    @property
+    def x_bytes(self):  # the tokens' box: n rows x 64 halves
+        return self.n * BK * 2
+
+    @property
+    def x_slot(self):  # a tokens' box in shared memory, 1024-aligned
+        return -(-self.x_bytes // ALIGN) * ALIGN
+
+    @property
+    def tx_bytes(self):  # what one stage's copies deliver (x's only on a first use if resident)
+        return self.kblocks * (2 * self.w_bytes + self.x_bytes)
+
+    @property
+    def stage_bytes(self):  # a stage in shared memory: wg's boxes, wu's, the tokens' (if not resident)
+        return self.kblocks * (2 * self.w_bytes + (0 if self.x_resident else self.x_slot))
+
+    @property
+    def stage_k(self):  # k a stage covers
+        return self.kblocks * BK
+
+    @property
+    def layout(self) -> dict:
+        """Byte offsets from a 1024-aligned base: the full and the empty barriers, the two
+        seam barriers (a block's pieces handed to its finisher warp), the ring, then
+        (``x_resident``) the tokens' boxes, ``x_slot`` each."""
+        ring = -(-(16 * self.stages + 16) // ALIGN) * ALIGN
+        x = ring + self.stages * self.stage_bytes
+        return {"full": 0, "empty": 8 * self.stages, "seam": 16 * self.stages, "ring": ring,
+                "x": x, "end": x}
+
+    @property
+    def shared_bytes(self):
+        """Dynamic shared memory without the resident tokens (:meth:`shared_for`)."""
+        return self.layout["end"] + ALIGN
+
+    def shared_for(self, d: int) -> int:
+        """Dynamic shared memory for rows of ``d`` halves: with ``x_resident``, room for
+        every box of x a row tile's stages read."""
+        if not self.x_resident:
+            return self.shared_bytes
+        boxes = -(-d // self.stage_k)
+        if self.fold:
+            boxes = -(-boxes // 2)
+        return self.shared_bytes + boxes * self.kblocks * self.x_slot
+
+    def fits(self, d: int = 0) -> bool:
+        """Whether ``ctas_per_sm`` blocks fit an SM's shared memory (at rows of ``d`` halves
+        if x is resident; 0: the ring and barriers alone)."""
+        need = self.shared_for(d)
+        return need <= MAX_SHARED and self.ctas_per_sm * (need + RESERVED_SHARED) <= SM_SHARED
+
+    @property
+    def accumulators(self):  # float32 a consumer thread holds per weight
+        return self.n // 2
+
+    def validate(self) -> "WgmmaGemvTile":
+        p = []
+        if self.n % 8 or not 8 <= self.n <= MAX_T:
+            p.append(f"n must be a multiple of 8 from 8 to {MAX_T}")
+        if self.stages < 2:
+            p.append("stages must be at least 2")
+        if self.ctas_per_sm not in (1, 2):
+            p.append("ctas_per_sm must be 1 or 2")
+        if self.waves < 1:
+            p.append("waves must be at least 1")
+        if self.fold and not self.x_resident:
+            p.append("fold needs x_resident")
+        if not 0 <= self.prefetch <= 32:
+            p.append("prefetch must be 0 to 32 stages")
+        if self.cpasync and (self.prefetch or not self.hints):
+            p.append("cpasync copies with the L2 hints and no prefetch")
+        if self.hold not in (0, 1):
+            p.append("hold must be 0 or 1")
+        if self.kblocks not in (1, 2, 4):
+            p.append("kblocks must be 1, 2 or 4")
+        if self.promotion not in ("none", "64B", "128B", "256B"):
+            p.append("promotion must be none, 64B, 128B or 256B")
+        if not self.fits():
+            p.append(f"{self.ctas_per_sm} block(s) of {self.shared_bytes} bytes of shared memory"
+                     f" do not fit (a block gets at most {MAX_SHARED}, an SM {SM_SHARED} with "
+                     f"{RESERVED_SHARED} of each block's reserved)")
+        if p:
+            raise ValueError(f"invalid {self}: " + "; ".join(p))
+        return self
+
+    def describe(self) -> str:
+        return (f"wgmma m64n{self.n}k16 twice a k16 (gate and up rows, the tokens shared), "
+                f"{self.stages} stages of {self.tx_bytes:,} bytes (k {self.stage_k}: "
+                f"{self.kblocks * self.w_bytes // 1024} KiB of each weight + "
+                f"{self.kblocks * self.x_bytes:,} of tokens), {self.ctas_per_sm} block(s) "
+                f"an SM, {self.shared_bytes:,} bytes of dynamic shared memory")
+
+
+def gemv_tile(T: int, d: int = 4096) -> WgmmaGemvTile:
+    """The default tile for T tokens and rows of d halves. Up to 16 tokens: four stages of two
+    boxes along k (a weight row read 256 bytes at a time), x copied a stage (the L2 hints keep
+    it there); beyond: six stages of one box, x resident where it fits. Every copy with its L2
+    hint (``hints``). The H100's measurements behind it (records/bench/weight_stream_hints_h100.json):
+    with the hints, at T = 16 four stages of two boxes with x copied 82.9-83.0 us against 83.4-83.5
+    for three beside resident x (84.6-84.8 without the hints) and 84.6 / 86.7 for five / six;
+    at T = 4 81.2 against 81.4 for resident x (82.0-82.2 without); at T = 24 six stages of one
+    box 82.1 against four of two 82.9 (88.9 before the hints,
+    decode_tune_hopper_switch_h100.json)."""
+    if not 1 <= T <= MAX_T:
+        raise ValueError(f"the Hopper GEMV takes 1 to {MAX_T} tokens, got T = {T}")
+    n = -(-T // 8) * 8
+    if n <= 16:
+        return WgmmaGemvTile(n=n, stages=4, kblocks=2)
+    tile = WgmmaGemvTile(n=n, stages=6, x_resident=True)
+    return tile if tile.fits(d) else WgmmaGemvTile(n=n, stages=6)
+
+
+# ---------------------------------------------------------------------------------------
+# the epilogue's map (the kernel runs it)
+
+
+def output_of(lt: int, i: int):
+    """(row of the tile, token) of consumer thread ``lt``'s accumulator ``i``, in both
+    weights: where wgmma leaves it (:func:`book.kernels.hopper.d_coords`), so the epilogue
+    is elementwise (the kernel runs this same function)."""
+    row = 16 * (lt >> 5) + ((lt & 31) >> 2) + 8 * ((i >> 1) & 1)
+    return row, 8 * (i >> 2) + 2 * (lt & 3) + (i & 1)
