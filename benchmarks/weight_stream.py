@@ -23,13 +23,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # (name, kind, parameters): the probes, then the GEMVs at the T whose HBM line is open
 LDG = [(2, 256), (1, 256), (2, 128), (4, 128), (4, 64)]
-# stages, kblocks, box (columns, rows), swizzle, L2 promotion
+# stages, kblocks, box (columns, rows), swizzle, L2 promotion[, rotate: tile m from step m r]
 TMA = [(6, 1, (64, 64), "128B", "256B"), (6, 4, (64, 64), "128B", "256B"),
        (6, 1, (64, 64), "128B", "none"), (12, 1, (64, 64), "128B", "256B"),
        (4, 1, (256, 32), "none", "256B"), (3, 1, (256, 64), "none", "256B"),
        (6, 1, (256, 16), "none", "256B"), (8, 1, (64, 64), "128B", "none"),
        (4, 2, (64, 64), "128B", "none"), (6, 1, (64, 64), "128B", "128B"),
-       (6, 1, (64, 64), "128B", "64B"), (12, 1, (64, 64), "128B", "none")]
+       (6, 1, (64, 64), "128B", "64B"), (12, 1, (64, 64), "128B", "none"),
+       (4, 2, (64, 64), "128B", "none", 1), (4, 2, (64, 64), "128B", "none", 5),
+       (6, 1, (64, 64), "128B", "none", 1), (6, 1, (64, 64), "128B", "none", 7)]
 # stages, kblocks, warps copying (the TMA probe's 64 x 64 boxes by cp.async)
 CPASYNC = [(8, 1, 1), (4, 2, 1), (12, 1, 1), (6, 2, 1), (8, 1, 2), (8, 1, 4)]
 # stages, chunk bytes, blocks an SM
@@ -134,18 +136,19 @@ def main(argv=None):
         launches[f"ldg r{rows} t{threads}"] = (
             KernelLaunch(k, -(-H // rows), threads, (fg, fu, sink, D, H), None),
             {"kind": "ldg", "rows": rows, "threads": threads})
-    for st, kb, box, mode, promo in TMA * probes:
-        k = sp.tma_kernel(st, kb, box)
+    for st, kb, box, mode, promo, *rot in TMA * probes:
+        rot = rot[0] if rot else 0
+        k = sp.tma_kernel(st, kb, box, rot)
         lay = sp.ring_layout(st, 2 * kb * box[0] * box[1] * 2)
         if lay["shared"] > MAX_SHARED:
             continue
         maps = tensor_maps([wgd, wud], [box, box], promo, mode)
         mt, nk = H // box[1], D // (box[0] * kb)
         sk = cuda.to_device(stream_k(mt, nk, sms))
-        launches[f"tma {box[0]}x{box[1]} {mode} kb{kb} st{st} p{promo}"] = (
+        launches[f"tma {box[0]}x{box[1]} {mode} kb{kb} st{st} p{promo}" + (f" r{rot}" if rot else "")] = (
             KernelLaunch(k, sms, sp.THREADS, (maps, sk, D), None, lay["shared"]),
             {"kind": "tma", "stages": st, "kblocks": kb, "box": list(box), "swizzle": mode,
-             "promotion": promo})
+             "promotion": promo, "rotate": rot})
     for st, kb, warps in CPASYNC * probes:
         k = sp.cpasync_kernel(st, kb, warps)
         lay = sp.ring_layout(st, 2 * kb * 64 * 64 * 2)

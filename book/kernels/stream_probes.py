@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import cuda, uint8, uint32, uint64
+from numba import cuda, int32, uint8, uint32, uint64
 
 from .hopper import SWIZZLE_PERIOD
 from .stream_k import ENTRY
@@ -115,15 +115,16 @@ def _ring(stages, stage_bytes, arrivals=1):
 
 
 @functools.lru_cache(maxsize=None)
-def tma_kernel(stages: int, kblocks: int, box: tuple[int, int]):
+def tma_kernel(stages: int, kblocks: int, box: tuple[int, int], rotate: int = 0):
     """``k(maps, sk, d)``: ``maps`` the tensor maps of wg and wu (16 uint64 each) for boxes
     of ``box = (columns, rows)``; ``sk`` the GEMV's table (:func:`book.kernels.stream_k.
     stream_k`) over ``h / rows`` row tiles of ``d / (columns kblocks)`` steps. Launch one
     block of :data:`THREADS` an SM with ``ring_layout(stages, 2 kblocks columns rows
-    2)["shared"]`` bytes."""
+    2)["shared"]`` bytes. ``rotate``: row tile m read from its step ``m rotate`` on, wrapping
+    (:class:`book.kernels.wgmma_gemv.WgmmaGemvTile`'s ``rotate``)."""
     from .hopper import global_address, mbar_arrive_expect_tx, mbar_wait, ring_next, tma_load_2d
 
-    ST, KB = stages, kblocks
+    ST, KB, ROT = stages, kblocks, rotate
     BW, BH = box
     WB = BW * BH * 2
     SB = 2 * KB * WB
@@ -134,6 +135,7 @@ def tma_kernel(stages: int, kblocks: int, box: tuple[int, int]):
         base = init(smem, FULL, EMPTY)
         tid = cuda.threadIdx.x
         nk = d // (BW * KB)
+        pw = 1 << (31 - cuda.clz(int32(nk)))  # the largest power of two <= nk
         e = ENTRY * cuda.blockIdx.x  # the block's walk: its stream-K range, then whole tiles
         m = sk[e]
         kb = sk[e + 1]
@@ -153,8 +155,13 @@ def tma_kernel(stages: int, kblocks: int, box: tuple[int, int]):
                 full = base + FULL + 8 * s
                 mbar_arrive_expect_tx(full, SB)
                 st = base + RING + s * SB
+                kr = kb
+                if ROT:
+                    kr = kb + ((m * ROT) & (pw - 1))  # (no division: a power of two <= nk)
+                    if kr >= nk:
+                        kr -= nk
                 for kk in range(KB):
-                    kc = (kb * KB + kk) * BW
+                    kc = (kr * KB + kk) * BW
                     tma_load_2d(st + kk * WB, map_g, kc, m * BH, full)
                     tma_load_2d(st + (KB + kk) * WB, map_u, kc, m * BH, full)
                 kb += 1

@@ -131,6 +131,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     FOLD = tile.fold
     HINTS = tile.hints
     CPA = tile.cpasync
+    ROT = tile.rotate
     PRODUCERS = 32 if CPA else 1  # the threads that copy: warp 0, or its thread 0
     # a stage lands once every copying thread's cp.async have (and thread 0 has said how
     # many bytes its TMA copies of x bring)
@@ -218,6 +219,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
         cuda.syncthreads()
         nk = (d + (BK * KB - 1)) >> SHIFT  # stages of a row tile (TMA reads zeros past d)
         half = (nk + 1) >> 1  # (fold: the k-blocks whose x is resident)
+        pw = 1 << (31 - cuda.clz(int32(nk)))  # (rotate: the largest power of two <= nk)
         if not EARLY:
             m0 = sk[e]
             kb0 = sk[e + 1]
@@ -271,8 +273,14 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     elif tid == 0:
                         mbar_arrive_expect_tx(full, XTX if xnew else 0)
                     st = base + RING + s * SB
+                    kr = kb
+                    if ROT:  # tile m read from its k-block m ROT on (a fixed order: the
+                        # same sums every launch), so the SMs' copies fall on different columns
+                        kr = kb + ((m * ROT) & (pw - 1))  # (no division: a power of two <= nk)
+                        if kr >= nk:
+                            kr -= nk
                     for kk in range(KB):  # a row's 128 KB bytes asked for back to back
-                        kc = (kb * KB + kk) * BK
+                        kc = (kr * KB + kk) * BK
                         if CPA:
                             wbox(st + kk * WB, wg_at, d, m * BM, kc, h, d, tid, once)
                             wbox(st + U_OFF + kk * WB, wu_at, d, m * BM, kc, h, d, tid, once)

@@ -46,7 +46,10 @@ class WgmmaGemvTile:
     tokens every SM reads again; False: no hint, the control); ``cpasync`` (warp 0's 32
     threads copy the weights' boxes with 16-byte ``cp.async`` into the layout TMA leaves,
     :func:`book.kernels.hopper.make_cp_async_box`, the load path every thread has; the tokens
-    still by TMA; False: one thread's TMA copies)."""
+    still by TMA; False: one thread's TMA copies); ``rotate`` (row tile m's stages read from
+    stage ``m rotate`` on (modulo the largest power of two that is at most the stages of a
+    tile), wrapping: at any moment the SMs ask for different columns of their rows; a fixed
+    order, the same sums every launch; 0: every tile from column 0)."""
 
     n: int = 16
     stages: int = 8
@@ -62,6 +65,7 @@ class WgmmaGemvTile:
     fold: bool = False
     hints: bool = True
     cpasync: bool = False
+    rotate: int = 0
 
     @property
     def w_bytes(self):  # one weight's box: 64 rows x 64 halves
@@ -136,6 +140,8 @@ class WgmmaGemvTile:
             p.append("fold needs x_resident")
         if not 0 <= self.prefetch <= 32:
             p.append("prefetch must be 0 to 32 stages")
+        if self.rotate and (self.x_resident or self.prefetch or not 0 <= self.rotate < 64):
+            p.append("rotate (0 to 63) copies x a stage, with no prefetch")
         if self.cpasync and (self.prefetch or not self.hints):
             p.append("cpasync copies with the L2 hints and no prefetch")
         if self.hold not in (0, 1):
