@@ -670,6 +670,14 @@ def _stream_key(stream):
         return id(stream)
 
 
+def _gpu_name() -> str:
+    """The current GPU's name ("" in the simulator): some tiles are chosen per GPU."""
+    if SIMULATED:
+        return ""
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
 def _device_cc():
     """The capability the paths are picked for: the GPU's (None in the simulator), or what the
     T4 switch names (``COURSE_TARGET_CC``, book/target.py)."""
@@ -808,7 +816,8 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
 
     check_capability(_device_cc())
     # (the default tile refuses T beyond the kernel's most, a tile given refuses T beyond its N)
-    tile = (tile or hopper_gemv_tile(max(T, 1), d)).validate()
+    # (the default tile's L2 promotion is the GPU's own: wgmma_gemv_tile.PROMOTION)
+    tile = (tile or hopper_gemv_tile(max(T, 1), d, _gpu_name())).validate()
     if T > tile.n:
         raise ValueError(f"{tile} takes at most {tile.n} tokens (its wgmma's N), got T = {T}")
     if not tile.fits(d):

@@ -71,10 +71,11 @@ from .block_trace import RAW_EVENTS, TRACE_EVENTS, timeline, traced_runs
 from .fused import silu_mul
 from .hopper import SIMULATED, descriptor
 from .stream_k import ENTRY, first_visit
-from .wgmma_gemv_tile import ALIGN, BK, BM, MAX_T, WgmmaGemvTile, gemv_tile, output_of
+from .wgmma_gemv_tile import (ALIGN, BK, BM, MAX_T, PROMOTION, WgmmaGemvTile, gemv_tile,
+                              output_of, promotion_for)
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "output_of", "BK", "BM",
-           "TRACE_EVENTS", "RAW_EVENTS", "timeline", "traced_runs"]
+           "PROMOTION", "promotion_for", "TRACE_EVENTS", "RAW_EVENTS", "timeline", "traced_runs"]
 
 # ---------------------------------------------------------------------------------------
 # the kernel

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from .hopper import SWIZZLE_PERIOD
 from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
 
-__all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "output_of", "BK", "BM", "ALIGN"]
+__all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "output_of", "BK", "BM", "ALIGN",
+           "PROMOTION", "promotion_for"]
 
 BM = 64  # rows of each weight per row tile: wgmma's M
 BK = 64  # k per box: 64 halves = one 128-byte swizzled row
@@ -166,7 +167,22 @@ class WgmmaGemvTile:
                 f"an SM, {self.shared_bytes:,} bytes of dynamic shared memory")
 
 
-def gemv_tile(T: int, d: int = 4096) -> WgmmaGemvTile:
+#: The L2 promotion of the copies (how much L2 fetches from HBM around the lines a TMA copy
+#: asks for) where a GPU reads faster with another than the default 256 bytes: the H200 reads
+#: the weights' 64 x 64 boxes slower with it (the TMA probe: 58.9-59.2 us against 56.0-56.5
+#: with 128 bytes or none), the H100 faster (the probe 79.2 against 81.0 with none; the GEMV
+#: at T = 16 82.8-83.0 against 84.0 with 128; records/bench/weight_stream_promotion_h200.json,
+#: weight_stream_h100.json, weight_stream_hints2_h100.json). Matched in the GPU's name.
+PROMOTION = {"H200": "128B"}
+
+
+def promotion_for(gpu: str) -> str:
+    """The L2 promotion of the copies on the GPU named ``gpu`` (:data:`PROMOTION`; 256B where
+    it names none)."""
+    return next((p for key, p in PROMOTION.items() if key in gpu), "256B")
+
+
+def gemv_tile(T: int, d: int = 4096, gpu: str = "") -> WgmmaGemvTile:
     """The default tile for T tokens and rows of d halves. Up to 16 tokens: four stages of two
     boxes along k (a weight row read 256 bytes at a time), x copied a stage (the L2 hints keep
     it there); beyond: six stages of one box, x resident where it fits. Every copy with its L2
@@ -175,14 +191,18 @@ def gemv_tile(T: int, d: int = 4096) -> WgmmaGemvTile:
     for three beside resident x (84.6-84.8 without the hints) and 84.6 / 86.7 for five / six;
     at T = 4 81.2 against 81.4 for resident x (82.0-82.2 without); at T = 24 six stages of one
     box 82.1 against four of two 82.9 (88.9 before the hints,
-    decode_tune_hopper_switch_h100.json)."""
+    decode_tune_hopper_switch_h100.json). On the GPU named ``gpu`` the copies' L2 promotion
+    is :func:`promotion_for` it (the H200: 128 bytes, at T = 4 and 16 56.0-57.1 / 57.4-58.8 us
+    against 59.3-59.9 / 59.8-60.5 with 256; weight_stream_promotion_h200.json, _promotion2_,
+    _rotate_)."""
     if not 1 <= T <= MAX_T:
         raise ValueError(f"the Hopper GEMV takes 1 to {MAX_T} tokens, got T = {T}")
     n = -(-T // 8) * 8
+    promo = promotion_for(gpu)
     if n <= 16:
-        return WgmmaGemvTile(n=n, stages=4, kblocks=2)
-    tile = WgmmaGemvTile(n=n, stages=6, x_resident=True)
-    return tile if tile.fits(d) else WgmmaGemvTile(n=n, stages=6)
+        return WgmmaGemvTile(n=n, stages=4, kblocks=2, promotion=promo)
+    tile = WgmmaGemvTile(n=n, stages=6, x_resident=True, promotion=promo)
+    return tile if tile.fits(d) else WgmmaGemvTile(n=n, stages=6, promotion=promo)
 
 
 # ---------------------------------------------------------------------------------------

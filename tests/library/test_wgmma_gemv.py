@@ -2,6 +2,8 @@
 its PTX through ptxas for sm_90a (tests/library/test_hopper.py), and on an H100 its results
 against float64, its seams, its counters left at zero, and the planned call."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -152,6 +154,16 @@ def test_the_tile_is_validated_and_describes_itself():
 
 
 @pytest.mark.skipif(not book.gpu.SIMULATED, reason="the simulator's refusal")
+def test_the_default_tile_takes_its_l2_promotion_from_the_gpu_it_runs_on():
+    # the H200 reads the boxes faster with 128-byte L2 fills, the H100 with 256 (PROMOTION)
+    assert W.promotion_for("NVIDIA H200") == "128B"
+    assert W.promotion_for("NVIDIA H100 80GB HBM3") == W.promotion_for("") == "256B"
+    for T in (1, 4, 16, 24, 64):
+        h100, h200 = W.gemv_tile(T, 4096, "NVIDIA H100 80GB HBM3"), W.gemv_tile(T, 4096, "NVIDIA H200")
+        assert h100 == W.gemv_tile(T, 4096) and h100.promotion == "256B"
+        assert h200 == dataclasses.replace(h100, promotion="128B")
+
+
 def test_in_the_simulator_the_hopper_gemv_is_refused_with_what_runs_instead():
     from numba import cuda
 
