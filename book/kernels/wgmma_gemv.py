@@ -133,10 +133,9 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     HINTS = tile.hints
     CPA = tile.cpasync
     ROT = tile.rotate
-    PRODUCERS = 32 if CPA else 1  # the threads that copy: warp 0, or its thread 0
-    # a stage lands once every copying thread's cp.async have (and thread 0 has said how
-    # many bytes its TMA copies of x bring)
-    ARRIVALS = PRODUCERS + 1 if CPA else 1
+    # a stage lands once every copying thread's cp.async have (warp 0's, and thread 0 has
+    # said how many bytes its TMA copies of x bring), or thread 0's TMA copies have
+    ARRIVALS = 33 if CPA else 1
     XTX = TX - TXW  # the tokens' bytes of a stage that copies them
     wbox = make_cp_async_box(32) if CPA else None
     NEV = len(TRACE_EVENTS)
@@ -228,7 +227,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
             w0 = sk[e + 3]
             nw = sk[e + 4]
         if tid < 128:  # the producer
-            if tid < PRODUCERS:
+            if (tid < 32) if CPA else (tid == 0):  # the threads that copy
                 map_g = global_address(maps, 0)
                 map_u = global_address(maps, 16)
                 map_x = global_address(maps, 32)
