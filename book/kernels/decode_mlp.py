@@ -810,7 +810,7 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     table (one per shape and grid, cached) and the seams' workspace."""
     from .hopper import check_capability
     from .wgmma_gemm import tensor_maps
-    from .stream_k import stream_k
+    from .stream_k import guided, stream_k
     from .wgmma_gemv import (BK, BM, TRACE_EVENTS, gemv_tile as hopper_gemv_tile,
                              make_wgmma_gemv)
 
@@ -829,13 +829,17 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     grid = min(sm_count() * tile.ctas_per_sm * tile.waves, mt * nk) if T and h else 0
     if not grid:  # nothing to compute: a launch that launches nothing
         return DecodeLaunch(kern, 0, 256, (), res, "hopper_gemv", 1, tile)
-    key = (device_key(), mt, nk, grid)  # a table lives on one GPU
+    dyn = (tile.dynamic, tile.pool) if tile.dynamic else None
+    key = (device_key(), mt, nk, grid, dyn)  # a table lives on one GPU
     sk = _STREAM_K.get(key)
     if sk is None:
-        sk = _STREAM_K[key] = cuda.to_device(stream_k(mt, nk, grid))
-    # (a traced tile's timeline follows the counters: wgmma_gemv.timeline)
-    ws = workspace("hopper_gemv", stream_key, 2 * grid * 128 * tile.n,
-                   mt + (len(TRACE_EVENTS) * grid if tile.trace else 0))
+        table = guided(mt, nk, grid, *dyn[:1], dyn[1] / 100) if dyn else stream_k(mt, nk, grid)
+        sk = _STREAM_K[key] = cuda.to_device(table)
+    ranges = int(sk[0]) if dyn else grid  # (dynamic: the ranges' count heads the table)
+    # (a traced tile's timeline follows the counters: wgmma_gemv.timeline; then, dynamic,
+    # the two counters of ranges taken)
+    ws = workspace("hopper_gemv", stream_key, 2 * ranges * 128 * tile.n,
+                   mt + (len(TRACE_EVENTS) * grid if tile.trace else 0) + (2 if dyn else 0))
     maps = tensor_maps([wgd, wud, xd], [(BK, BM), (BK, BM), (BK, tile.n)], tile.promotion)
     if tile.cpasync:  # its cp.async read the weights by address: after the three maps
         from .launch import address

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["ENTRY", "ranges", "cta_of", "pieces", "slot_of", "split", "stream_k", "walk",
-           "first_visit"]
+           "first_visit", "guided_bounds", "guided"]
 
 
 #: int32 words of a block's entry in the table (:func:`stream_k`)
@@ -106,3 +106,41 @@ def walk(table, b: int, nk: int):
         if kb == nk:
             kb, m = 0, m + 1
     return out + [(t, k) for t in range(first, first + whole) for k in range(nk)]
+
+
+def guided_bounds(mt: int, nk: int, blocks: int, chunk: int, pool: float) -> list[int]:
+    """Where the ranges of a launch whose blocks take their work as they go begin and end:
+    ``blocks`` equal ranges over the first ``1 - pool`` of the ``mt nk`` iterations (block b
+    starts with range b), then ranges of ``chunk`` iterations to the end, which the blocks
+    take in turn as each runs out (:func:`guided`)."""
+    iters = mt * nk
+    if chunk < 1 or not 0 <= pool < 1 or not 1 <= blocks <= iters:
+        raise ValueError(f"chunk >= 1, pool in [0, 1) and 1 to {iters} blocks, got {chunk}, "
+                         f"{pool}, {blocks}")
+    tail = min(iters - blocks, int(round(iters * pool / chunk)) * chunk)
+    head = iters - tail
+    bounds = [b * head // blocks for b in range(blocks + 1)]
+    return bounds + list(range(head + chunk, iters, chunk)) + ([iters] if tail else [])
+
+
+def guided(mt: int, nk: int, blocks: int, chunk: int, pool: float) -> np.ndarray:
+    """The table of a launch whose ranges are taken as the blocks run out of work (the wgmma
+    GEMV's ``dynamic`` tile): word 0 the number of ranges R, then for each range c
+    ``[1 + 5c : 6 + 5c]`` = its first row tile, the k-block it starts at, its length, 0, 0
+    (no whole tiles of its own: a range may hold whole tiles, met with no seam), then for
+    each row tile m ``[1 + 5R + 2m : + 2]`` = the first and the last range that read part
+    of it. Which block reads a range changes from launch to launch; where the ranges cut
+    the tiles does not, and a tile's pieces are added in range order: the same sums every
+    launch."""
+    bounds = guided_bounds(mt, nk, blocks, chunk, pool)
+    R = len(bounds) - 1
+    out = np.zeros(1 + ENTRY * R + 2 * mt, dtype=np.int32)
+    out[0] = R
+    for c in range(R):
+        s, e = bounds[c], bounds[c + 1]
+        out[1 + ENTRY * c: 1 + ENTRY * (c + 1)] = (s // nk, s % nk, e - s, 0, 0)
+    first = np.searchsorted(bounds, np.arange(mt) * nk, side="right") - 1
+    last = np.searchsorted(bounds, np.arange(mt) * nk + nk - 1, side="right") - 1
+    out[1 + ENTRY * R::2] = first
+    out[2 + ENTRY * R::2] = last
+    return out

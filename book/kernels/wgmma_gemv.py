@@ -133,6 +133,9 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     HINTS = tile.hints
     CPA = tile.cpasync
     ROT = tile.rotate
+    DYN = tile.dynamic > 0
+    RQF, RQE = LAY["rq_full"], LAY["rq_empty"]  # (dynamic) the ranges' queue, two deep
+    SFF, SFE = LAY["seam_full"], LAY["seam_free"]  # (dynamic) the seams' ring, four deep
     # a stage lands once every copying thread's cp.async have (warp 0's, and thread 0 has
     # said how many bytes its TMA copies of x bring), or thread 0's TMA copies have
     ARRIVALS = 33 if CPA else 1
@@ -215,11 +218,23 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                 mbar_init(base + EMPTY + 8 * s, 1)  # the consumer's release
             for s in range(2):  # once a launch each: every consumer thread's piece stored
                 mbar_init(base + SEAM + 8 * s, 128)
+            if DYN:
+                for s in range(2):  # a range in the queue: the scheduler's; read: all readers
+                    mbar_init(base + RQF + 8 * s, 1)
+                    mbar_init(base + RQE + 8 * s, 129)
+                for s in range(4):  # a seam handed over: every consumer thread; taken: finisher
+                    mbar_init(base + SFF + 8 * s, 128)
+                    mbar_init(base + SFE + 8 * s, 1)
             fence_mbarrier_init()
         cuda.syncthreads()
         nk = (d + (BK * KB - 1)) >> SHIFT  # stages of a row tile (TMA reads zeros past d)
         half = (nk + 1) >> 1  # (fold: the k-blocks whose x is resident)
         pw = 1 << (31 - cuda.clz(int32(nk)))  # (rotate: the largest power of two <= nk)
+        if DYN:  # the ranges (guided), their queue and the seams' records; the take counters
+            R = sk[0]
+            rq = cuda.shared.array(8, int32)
+            srec = cuda.shared.array(8, int32)
+            gc = ((h + (BM - 1)) >> 6) + (NEV * G if TRACE else 0)
         if not EARLY:
             m0 = sk[e]
             kb0 = sk[e + 1]
@@ -247,62 +262,147 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     wg_at = maps[48]
                     wu_at = maps[49]
                 again = l2_evict_last() if HINTS else uint64(0)
-                for q in range(total):
-                    m, kb = at_step(q, m, kb, n, w0)
-                    if PF:  # k-block q + PF's weights, into L2 only
-                        pm, pkb = at_step(q + PF, pm, pkb, n, w0)
-                        if q + PF < total:
-                            for kk in range(KB):
-                                kc = (pkb * KB + kk) * BK
-                                tma_prefetch_2d(map_g, kc, pm * BM)
-                                tma_prefetch_2d(map_u, kc, pm * BM)
-                        pm, pkb = advance(pm, pkb, nk)
-                    if TRACE:
-                        tw = globaltimer()
-                    mbar_wait(base + EMPTY + 8 * s, ph ^ 1)  # the consumer is done with it
-                    if TRACE:
-                        blocked += globaltimer() - tw
-                    full = base + FULL + 8 * s
-                    # resident x: each box comes with the first stage of its k-block (the
-                    # range's first nk stages; a whole tile's where the range missed it)
-                    xnew = not XRES or first_box(q, kb, n, kb0, nk)
-                    if FOLD and kb >= half:
-                        xnew = False
-                    if not CPA:
-                        mbar_arrive_expect_tx(full, TX if xnew else TXW)
-                    elif tid == 0:
-                        mbar_arrive_expect_tx(full, XTX if xnew else 0)
-                    st = base + RING + s * SB
-                    kr = kb
-                    if ROT:  # tile m read from its k-block m ROT on (a fixed order: the
-                        # same sums every launch), so the SMs' copies fall on different columns
-                        kr = kb + ((m * ROT) & (pw - 1))  # (no division: a power of two <= nk)
-                        if kr >= nk:
-                            kr -= nk
-                    for kk in range(KB):  # a row's 128 KB bytes asked for back to back
-                        kc = (kr * KB + kk) * BK
+                ri = 0  # (dynamic) ranges taken from the queue
+                while True:
+                    if DYN:  # the next range from the scheduler warp's queue
+                        qs = ri & 1
+                        mbar_wait(base + RQF + 8 * qs, (ri >> 1) & 1)
+                        rr = rq[4 * qs]
+                        m = rq[4 * qs + 1]
+                        kb = rq[4 * qs + 2]
+                        n = rq[4 * qs + 3]
+                        mbar_arrive(base + RQE + 8 * qs)
+                        if rr < 0:
+                            break
+                        total = n
+                        ri += 1
+                    for q in range(total):
+                        m, kb = at_step(q, m, kb, n, w0)
+                        if PF:  # k-block q + PF's weights, into L2 only
+                            pm, pkb = at_step(q + PF, pm, pkb, n, w0)
+                            if q + PF < total:
+                                for kk in range(KB):
+                                    kc = (pkb * KB + kk) * BK
+                                    tma_prefetch_2d(map_g, kc, pm * BM)
+                                    tma_prefetch_2d(map_u, kc, pm * BM)
+                            pm, pkb = advance(pm, pkb, nk)
+                        if TRACE:
+                            tw = globaltimer()
+                        mbar_wait(base + EMPTY + 8 * s, ph ^ 1)  # the consumer is done with it
+                        if TRACE:
+                            blocked += globaltimer() - tw
+                        full = base + FULL + 8 * s
+                        # resident x: each box comes with the first stage of its k-block (the
+                        # range's first nk stages; a whole tile's where the range missed it)
+                        xnew = not XRES or first_box(q, kb, n, kb0, nk)
+                        if FOLD and kb >= half:
+                            xnew = False
+                        if not CPA:
+                            mbar_arrive_expect_tx(full, TX if xnew else TXW)
+                        elif tid == 0:
+                            mbar_arrive_expect_tx(full, XTX if xnew else 0)
+                        st = base + RING + s * SB
+                        kr = kb
+                        if ROT:  # tile m read from its k-block m ROT on (a fixed order: the
+                            # same sums every launch), so the SMs' copies fall on different columns
+                            kr = kb + ((m * ROT) & (pw - 1))  # (no division: a power of two <= nk)
+                            if kr >= nk:
+                                kr -= nk
+                        for kk in range(KB):  # a row's 128 KB bytes asked for back to back
+                            kc = (kr * KB + kk) * BK
+                            if CPA:
+                                wbox(st + kk * WB, wg_at, d, m * BM, kc, h, d, tid, once)
+                                wbox(st + U_OFF + kk * WB, wu_at, d, m * BM, kc, h, d, tid, once)
+                                if tid > 0:
+                                    continue
+                            else:
+                                copy_box(st + kk * WB, map_g, kc, m * BM, full, once)
+                                copy_box(st + U_OFF + kk * WB, map_u, kc, m * BM, full, once)
+                            if not XRES:
+                                copy_box(st + X_OFF + kk * XS, map_x, kc, 0, full, again)
+                            elif xnew:
+                                copy_box(base + XREG + (kb * KB + kk) * XS, map_x, kc, 0, full,
+                                         again)
                         if CPA:
-                            wbox(st + kk * WB, wg_at, d, m * BM, kc, h, d, tid, once)
-                            wbox(st + U_OFF + kk * WB, wu_at, d, m * BM, kc, h, d, tid, once)
-                            if tid > 0:
-                                continue
-                        else:
-                            copy_box(st + kk * WB, map_g, kc, m * BM, full, once)
-                            copy_box(st + U_OFF + kk * WB, map_u, kc, m * BM, full, once)
-                        if not XRES:
-                            copy_box(st + X_OFF + kk * XS, map_x, kc, 0, full, again)
-                        elif xnew:
-                            copy_box(base + XREG + (kb * KB + kk) * XS, map_x, kc, 0, full,
-                                     again)
-                    if CPA:
-                        cp_async_arrive_noinc(full)
-                    if TRACE and q == 0 and tid == 0:
-                        stamp(count, tr + E_COPY, globaltimer())
-                    m, kb = advance(m, kb, nk)
-                    s, ph = ring_next(s, ph, ST)
+                            cp_async_arrive_noinc(full)
+                        if TRACE and q == 0 and tid == 0:
+                            stamp(count, tr + E_COPY, globaltimer())
+                        m, kb = advance(m, kb, nk)
+                        s, ph = ring_next(s, ph, ST)
+                    if not DYN:
+                        break
                 if TRACE and tid == 0:
                     stamp(count, tr + E_LAST, globaltimer())
                     stamp(count, tr + E_BLOCKED, blocked)
+            elif tid < 64 and DYN:  # (dynamic) the finisher: each seam as the consumer hands it over
+                lane = tid - 32
+                sg = cuda.local.array(WRNA, float32)
+                su = cuda.local.array(WRNA, float32)
+                sc = 0
+                while True:
+                    ss = sc & 3
+                    mbar_wait(base + SFF + 8 * ss, (sc >> 2) & 1)
+                    mt = srec[2 * ss]
+                    cuda.syncwarp()
+                    if lane == 0:
+                        mbar_arrive(base + SFE + 8 * ss)
+                    if mt < 0:
+                        break
+                    sc += 1
+                    p0 = sk[1 + ENTRY * R + 2 * mt]
+                    p1 = sk[2 + ENTRY * R + 2 * mt]
+                    last = 0
+                    if lane == 0:
+                        cuda.threadfence()
+                        if cuda.atomic.add(count, mt, 1) == p1 - p0:
+                            last = 1
+                            count[mt] = 0
+                            cuda.threadfence()
+                    last = cuda.shfl_sync(0xFFFFFFFF, last, 0)
+                    if last == 1:  # every piece's sums, in range order
+                        for w0 in range(0, 4, WR):
+                            for v in range(WRNA):
+                                sg[v] = float32(0.0)
+                                su[v] = float32(0.0)
+                            for c in range(p0, p1 + 1):
+                                pc = ((2 * c + (0 if mt == sk[1 + ENTRY * c] else 1)) * SLOT
+                                      + 32 * w0 + lane)
+                                for w in range(WR):
+                                    for i in range(NA):
+                                        sg[w * NA + i] += load_f32_cg(part, pc + 32 * w
+                                                                      + i * 128)
+                                        su[w * NA + i] += load_f32_cg(part, pc + 32 * w
+                                                                      + (NA + i) * 128)
+                            for w in range(WR):
+                                for i in range(NA):
+                                    emit(out, bg, bu, mt, 32 * (w0 + w) + lane, i,
+                                         sg[w * NA + i], su[w * NA + i], T, h)
+            elif DYN and tid == 64:  # (dynamic) the scheduler: the block's ranges, in a queue
+                r = b  # its first range is its own (ranges 0 .. G - 1, the long ones)
+                ri = 0
+                while True:
+                    qs = ri & 1
+                    if ri >= 2:  # the producer and the consumer have both read what was here
+                        mbar_wait(base + RQE + 8 * qs, ((ri >> 1) - 1) & 1)
+                    if ri >= 1:  # the next range no block has taken yet
+                        r = cuda.atomic.add(count, gc, 1) + G
+                    if r < R:
+                        e1 = 1 + ENTRY * r
+                        rq[4 * qs + 1] = sk[e1]
+                        rq[4 * qs + 2] = sk[e1 + 1]
+                        rq[4 * qs + 3] = sk[e1 + 2]
+                        rq[4 * qs] = r
+                    else:
+                        rq[4 * qs] = -1
+                    mbar_arrive(base + RQF + 8 * qs)  # (releases the words above)
+                    if r >= R:  # the last block to run out sets both counters back to zero
+                        cuda.threadfence()
+                        if cuda.atomic.add(count, gc + 1, 1) == G - 1:
+                            count[gc] = 0
+                            count[gc + 1] = 0
+                            cuda.threadfence()
+                        break
+                    ri += 1
             elif tid < 64:  # the finisher warp: the range's seams, off the consumer's path
                 lane = tid - 32
                 busy = uint64(0)
@@ -373,77 +473,117 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
             starved = uint64(0)
             t0 = uint64(0)
             first = 1
-            while left > 0 or whole == 0:
-                if left == 0:  # the range read (or empty): the whole tiles, if any
-                    whole = 1
-                    m = w0
-                    kb = 0
-                    left = nw * nk
-                    if left == 0:
+            ri = 0  # (dynamic) ranges taken from the queue, seams handed over
+            sc = 0
+            cb = b  # whose slots the seams go to: this block's, or (dynamic) its range's
+            while True:
+                if DYN:  # the next range from the scheduler warp's queue
+                    qs = ri & 1
+                    mbar_wait(base + RQF + 8 * qs, (ri >> 1) & 1)
+                    rr = rq[4 * qs]
+                    m0 = rq[4 * qs + 1]
+                    kb0 = rq[4 * qs + 2]
+                    n = rq[4 * qs + 3]
+                    mbar_arrive(base + RQE + 8 * qs)
+                    if rr < 0:
                         break
-                nb = min(nk - kb, left)
-                for q in range(nb):
+                    ri += 1
+                    cb = rr
+                    m = m0
+                    kb = kb0
+                    left = n
+                    whole = 0
+                    nw = 0
+                while left > 0 or whole == 0:
+                    if left == 0:  # the range read (or empty): the whole tiles, if any
+                        whole = 1
+                        m = w0
+                        kb = 0
+                        left = nw * nk
+                        if left == 0:
+                            break
+                    nb = min(nk - kb, left)
+                    for q in range(nb):
+                        if TRACE and lt == 0:
+                            tw = globaltimer()
+                        mbar_wait(base + FULL + 8 * s, ph)  # the stage's bytes have landed
+                        if TRACE and lt == 0:
+                            starved += globaltimer() - tw
+                        if CPA:  # the cp.async wrote through the generic proxy; wgmma reads async
+                            fence_proxy_async()
+                        if TRACE and lt == 0 and first == 1:
+                            stamp(count, tr + E_LANDED, globaltimer())
+                        first = 0
+                        st = base + RING + s * SB
+                        # x's boxes: in the stage, or where the first stage of this k left them
+                        xk = kb + q
+                        if FOLD and xk >= half:
+                            xk -= half
+                        xs = base + XREG + xk * KB * XS if XRES else st + X_OFF
+                        wgmma_fence()
+                        for kk in range(KB):
+                            da = DESC | uint64((st + kk * WB) >> 4)
+                            du = DESC | uint64((st + U_OFF + kk * WB) >> 4)
+                            dx = DESC | uint64((xs + kk * XS) >> 4)
+                            for ks in range(KSTEPS):
+                                acc_on = uint32(q + kk + ks > 0)
+                                WGMMA(accg, da + STEP * uint64(ks), dx + STEP * uint64(ks), acc_on)
+                                WGMMA(accu, du + STEP * uint64(ks), dx + STEP * uint64(ks), acc_on)
+                        wgmma_commit()
+                        if HOLD:
+                            wgmma_wait(1)  # the previous k-block's wgmma are done: its stage is free
+                            if q > 0 and lt == 0:
+                                mbar_arrive(base + EMPTY + 8 * prev)
+                        else:
+                            wgmma_wait(0)  # this k-block's are done: its stage is free at once
+                            if lt == 0:
+                                mbar_arrive(base + EMPTY + 8 * s)
+                        prev = s
+                        s, ph = ring_next(s, ph, ST)
+                    wgmma_wait(0)
+                    if HOLD and lt == 0:
+                        mbar_arrive(base + EMPTY + 8 * prev)
                     if TRACE and lt == 0:
-                        tw = globaltimer()
-                    mbar_wait(base + FULL + 8 * s, ph)  # the stage's bytes have landed
-                    if TRACE and lt == 0:
-                        starved += globaltimer() - tw
-                    if CPA:  # the cp.async wrote through the generic proxy; wgmma reads async
-                        fence_proxy_async()
-                    if TRACE and lt == 0 and first == 1:
-                        stamp(count, tr + E_LANDED, globaltimer())
-                    first = 0
-                    st = base + RING + s * SB
-                    # x's boxes: in the stage, or where the first stage of this k left them
-                    xk = kb + q
-                    if FOLD and xk >= half:
-                        xk -= half
-                    xs = base + XREG + xk * KB * XS if XRES else st + X_OFF
-                    wgmma_fence()
-                    for kk in range(KB):
-                        da = DESC | uint64((st + kk * WB) >> 4)
-                        du = DESC | uint64((st + U_OFF + kk * WB) >> 4)
-                        dx = DESC | uint64((xs + kk * XS) >> 4)
-                        for ks in range(KSTEPS):
-                            acc_on = uint32(q + kk + ks > 0)
-                            WGMMA(accg, da + STEP * uint64(ks), dx + STEP * uint64(ks), acc_on)
-                            WGMMA(accu, du + STEP * uint64(ks), dx + STEP * uint64(ks), acc_on)
-                    wgmma_commit()
-                    if HOLD:
-                        wgmma_wait(1)  # the previous k-block's wgmma are done: its stage is free
-                        if q > 0 and lt == 0:
-                            mbar_arrive(base + EMPTY + 8 * prev)
-                    else:
-                        wgmma_wait(0)  # this k-block's are done: its stage is free at once
-                        if lt == 0:
-                            mbar_arrive(base + EMPTY + 8 * s)
-                    prev = s
-                    s, ph = ring_next(s, ph, ST)
-                wgmma_wait(0)
-                if HOLD and lt == 0:
-                    mbar_arrive(base + EMPTY + 8 * prev)
-                if TRACE and lt == 0:
-                    t0 = globaltimer()
-                    stamp(count, tr + E_WGMMA, t0)
-                left -= nb
-                kb = 0
-                m += 1
-                mt = m - 1  # the tile just read
-                # a seam: this block read only part of tile mt. Its piece goes to its
-                # slot and the finisher warp takes it from there (counts it; the last
-                # piece's finisher sums them all): the consumer reads on at once
-                if nb < nk:
-                    pb = (2 * b + (0 if mt == m0 else 1)) * SLOT
-                    for i in range(NA):
-                        part[pb + i * 128 + lt] = accg[i]
-                        part[pb + (NA + i) * 128 + lt] = accu[i]
-                    # (mbarrier.arrive releases: the stores come before it for the finisher)
-                    mbar_arrive(base + SEAM + 8 * (0 if mt == m0 else 1))
-                    if TRACE and lt == 0:
-                        meet += globaltimer() - t0
-                    continue
-                for i in range(NA):  # a whole tile: the epilogue from registers
-                    emit(out, bg, bu, mt, lt, i, accg[i], accu[i], T, h)
+                        t0 = globaltimer()
+                        stamp(count, tr + E_WGMMA, t0)
+                    left -= nb
+                    kb = 0
+                    m += 1
+                    mt = m - 1  # the tile just read
+                    # a seam: this block read only part of tile mt. Its piece goes to its
+                    # slot and the finisher warp takes it from there (counts it; the last
+                    # piece's finisher sums them all): the consumer reads on at once
+                    if nb < nk:
+                        pb = (2 * cb + (0 if mt == m0 else 1)) * SLOT
+                        if DYN:  # a slot of the seams' ring the finisher has emptied
+                            ss = sc & 3
+                            if sc >= 4:
+                                mbar_wait(base + SFE + 8 * ss, ((sc >> 2) - 1) & 1)
+                            if lt == 0:
+                                srec[2 * ss] = mt
+                        for i in range(NA):
+                            part[pb + i * 128 + lt] = accg[i]
+                            part[pb + (NA + i) * 128 + lt] = accu[i]
+                        # (mbarrier.arrive releases: the stores come before it for the finisher)
+                        if DYN:
+                            mbar_arrive(base + SFF + 8 * ss)
+                            sc += 1
+                        else:
+                            mbar_arrive(base + SEAM + 8 * (0 if mt == m0 else 1))
+                        if TRACE and lt == 0:
+                            meet += globaltimer() - t0
+                        continue
+                    for i in range(NA):  # a whole tile: the epilogue from registers
+                        emit(out, bg, bu, mt, lt, i, accg[i], accu[i], T, h)
+                if not DYN:
+                    break
+            if DYN:  # the finisher stops at a seam of tile -1
+                ss = sc & 3
+                if sc >= 4:
+                    mbar_wait(base + SFE + 8 * ss, ((sc >> 2) - 1) & 1)
+                if lt == 0:
+                    srec[2 * ss] = -1
+                mbar_arrive(base + SFF + 8 * ss)
             if TRACE and lt == 0:
                 stamp(count, tr + E_END, globaltimer())
                 stamp(count, tr + E_MEET, meet)

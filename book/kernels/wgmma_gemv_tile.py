@@ -50,7 +50,10 @@ class WgmmaGemvTile:
     still by TMA; False: one thread's TMA copies); ``rotate`` (row tile m's stages read from
     stage ``m rotate`` on (modulo the largest power of two that is at most the stages of a
     tile), wrapping: at any moment the SMs ask for different columns of their rows; a fixed
-    order, the same sums every launch; 0: every tile from column 0)."""
+    order, the same sums every launch; 0: every tile from column 0); ``dynamic`` (if not 0:
+    each block reads one of equal ranges over the first ``100 - pool`` percent of the
+    iterations, then ranges of ``dynamic`` stages, taken by whichever block runs out of work
+    first: SMs that read faster read more; :func:`book.kernels.stream_k.guided`)."""
 
     n: int = 16
     stages: int = 8
@@ -67,6 +70,8 @@ class WgmmaGemvTile:
     hints: bool = True
     cpasync: bool = False
     rotate: int = 0
+    dynamic: int = 0
+    pool: int = 15
 
     @property
     def w_bytes(self):  # one weight's box: 64 rows x 64 halves
@@ -97,10 +102,12 @@ class WgmmaGemvTile:
         """Byte offsets from a 1024-aligned base: the full and the empty barriers, the two
         seam barriers (a block's pieces handed to its finisher warp), the ring, then
         (``x_resident``) the tokens' boxes, ``x_slot`` each."""
-        ring = -(-(16 * self.stages + 16) // ALIGN) * ALIGN
+        bars = 16 * self.stages + 16  # (dynamic: the ranges' queue and the seams' ring after)
+        ring = -(-(bars + (96 if self.dynamic else 0)) // ALIGN) * ALIGN
         x = ring + self.stages * self.stage_bytes
         return {"full": 0, "empty": 8 * self.stages, "seam": 16 * self.stages, "ring": ring,
-                "x": x, "end": x}
+                "x": x, "end": x, "rq_full": bars, "rq_empty": bars + 16,
+                "seam_full": bars + 32, "seam_free": bars + 64}
 
     @property
     def shared_bytes(self):
@@ -143,6 +150,12 @@ class WgmmaGemvTile:
             p.append("prefetch must be 0 to 32 stages")
         if self.rotate and (self.x_resident or self.prefetch or not 0 <= self.rotate < 64):
             p.append("rotate (0 to 63) copies x a stage, with no prefetch")
+        if self.dynamic and (self.x_resident or self.prefetch or self.rotate or self.fold
+                             or self.cpasync or self.ctas_per_sm > 1 or self.waves > 1):
+            p.append("dynamic ranges copy x a stage, one block an SM, one wave, no prefetch, "
+                     "rotate or cp.async")
+        if not (0 <= self.dynamic <= 64 and 0 <= self.pool < 100):
+            p.append("dynamic must be 0 to 64 stages and pool 0 to 99 percent")
         if self.cpasync and (self.prefetch or not self.hints):
             p.append("cpasync copies with the L2 hints and no prefetch")
         if self.hold not in (0, 1):

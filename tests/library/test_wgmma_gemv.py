@@ -146,7 +146,9 @@ def test_the_tile_is_validated_and_describes_itself():
                      (W.WgmmaGemvTile(promotion="512B"), "promotion"),
                      (W.WgmmaGemvTile(hold=2), "hold"),
                      (W.WgmmaGemvTile(prefetch=33), "prefetch"),
-                     (W.WgmmaGemvTile(fold=True), "fold needs x_resident")):
+                     (W.WgmmaGemvTile(fold=True), "fold needs x_resident"),
+                     (W.WgmmaGemvTile(dynamic=2, x_resident=True), "dynamic ranges"),
+                     (W.WgmmaGemvTile(dynamic=65), "dynamic must be")):
         with pytest.raises(ValueError, match=why):
             bad.validate()
     with pytest.raises(ValueError, match="1 to 64 tokens"):
@@ -154,6 +156,34 @@ def test_the_tile_is_validated_and_describes_itself():
 
 
 @pytest.mark.skipif(not book.gpu.SIMULATED, reason="the simulator's refusal")
+@pytest.mark.parametrize("mt,nk,blocks,chunk,pool", [(224, 32, 132, 4, 0.15), (224, 64, 132, 2, 0.1),
+                                                    (3, 5, 4, 2, 0.5), (16, 7, 100, 3, 0.2),
+                                                    (10, 4, 3, 1, 0.0)])
+def test_guided_ranges_cover_every_iteration_once_and_know_their_tiles(mt, nk, blocks, chunk, pool):
+    t = SK.guided(mt, nk, blocks, chunk, pool)
+    R = int(t[0])
+    bounds = SK.guided_bounds(mt, nk, blocks, chunk, pool)
+    assert R == len(bounds) - 1 >= blocks and bounds[0] == 0 and bounds[-1] == mt * nk
+    heads = np.diff(bounds[:blocks + 1])  # every block's first range: equal within one
+    assert heads.max() - heads.min() <= 1 and heads.min() >= 1
+    assert all(0 < v <= chunk for v in np.diff(bounds[blocks:]))
+    seen = np.zeros(mt * nk, dtype=int)
+    for c in range(R):
+        m0, kb0, n, w0, nw = (int(v) for v in t[1 + SK.ENTRY * c: 1 + SK.ENTRY * (c + 1)])
+        assert n >= 1 and (w0, nw) == (0, 0)
+        seen[m0 * nk + kb0: m0 * nk + kb0 + n] += 1
+    assert (seen == 1).all()
+    for m in range(mt):  # the first and the last range that read part of tile m
+        p0, p1 = (int(v) for v in t[1 + SK.ENTRY * R + 2 * m: 3 + SK.ENTRY * R + 2 * m])
+        holders = [c for c in range(R) if bounds[c] < (m + 1) * nk and bounds[c + 1] > m * nk]
+        assert (p0, p1) == (holders[0], holders[-1])
+        # each holder's piece of m has its own slot: 2c for its first tile, 2c + 1 its last
+        slots = {2 * c + (0 if m == t[1 + SK.ENTRY * c] else 1) for c in holders}
+        assert len(slots) == len(holders)
+    with pytest.raises(ValueError, match="chunk"):
+        SK.guided(mt, nk, blocks, 0, pool)
+
+
 def test_the_default_tile_takes_its_l2_promotion_from_the_gpu_it_runs_on():
     # the H200 reads the boxes faster with 128-byte L2 fills, the H100 with 256 (PROMOTION)
     assert W.promotion_for("NVIDIA H200") == "128B"
@@ -251,7 +281,9 @@ def test_on_an_h100_it_matches_float64(T, dtype):
                                                   hints=False),
                                   W.WgmmaGemvTile(8, 8, cpasync=True),
                                   W.WgmmaGemvTile(16, 3, 1, 2, x_resident=True, cpasync=True),
-                                  W.WgmmaGemvTile(24, 4, 1, 2, cpasync=True)])
+                                  W.WgmmaGemvTile(24, 4, 1, 2, cpasync=True),
+                                  W.WgmmaGemvTile(8, 4, 1, 2, dynamic=2, pool=30),
+                                  W.WgmmaGemvTile(16, 4, 1, 2, dynamic=1, pool=50)])
 @pytest.mark.parametrize("d,h,bias", [(200, 1000, True), (4096, 520, False), (64, 8, True)])
 def test_on_an_h100_edges_seams_and_biases(tile, d, h, bias):
     from book.kernels import decode_mlp as dm
