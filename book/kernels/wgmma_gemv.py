@@ -334,7 +334,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                 if TRACE and tid == 0:
                     stamp(count, tr + E_LAST, globaltimer())
                     stamp(count, tr + E_BLOCKED, blocked)
-            elif tid < 64 and DYN:  # (dynamic) the finisher: each seam as the consumer hands it over
+            elif 32 <= tid < 64 and DYN:  # (dynamic) the finisher: each seam as handed over
                 lane = tid - 32
                 sg = cuda.local.array(WRNA, float32)
                 su = cuda.local.array(WRNA, float32)
@@ -403,7 +403,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                             cuda.threadfence()
                         break
                     ri += 1
-            elif tid < 64:  # the finisher warp: the range's seams, off the consumer's path
+            elif 32 <= tid < 64:  # the finisher warp: the range's seams, off the consumer's path
                 lane = tid - 32
                 busy = uint64(0)
                 sg = cuda.local.array(WRNA, float32)  # WR consumer threads' sums
