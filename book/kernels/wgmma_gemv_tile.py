@@ -53,7 +53,10 @@ class WgmmaGemvTile:
     order, the same sums every launch; 0: every tile from column 0); ``dynamic`` (if not 0:
     each block reads one of equal ranges over the first ``100 - pool`` percent of the
     iterations, then ranges of ``dynamic`` stages, taken by whichever block runs out of work
-    first: SMs that read faster read more; :func:`book.kernels.stream_k.guided`)."""
+    first: SMs that read faster read more; :func:`book.kernels.stream_k.guided`; a
+    scheduler warp, warp 2, queues each block's next range; not yet timed: its first run on
+    a GPU hung on warp 0's lanes 1-31 running the finisher's loop, fixed since, and no
+    device time was left to run it again)."""
 
     n: int = 16
     stages: int = 8

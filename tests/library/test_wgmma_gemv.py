@@ -208,7 +208,7 @@ def test_in_the_simulator_the_hopper_gemv_is_refused_with_what_runs_instead():
 
 # ------------------------------------------------------------------ PTX, through ptxas for sm_90a
 
-GEMVS = ["wgmma_gemv_t16", "wgmma_gemv_t4_f16", "wgmma_gemv_t16_trace"]
+GEMVS = ["wgmma_gemv_t16", "wgmma_gemv_t4_f16", "wgmma_gemv_t16_trace", "wgmma_gemv_t8_dynamic"]
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +221,8 @@ def texts():
 
 @pytest.mark.parametrize("name,n,ptype", [("wgmma_gemv_t16", 16, "bf16"),
                                           ("wgmma_gemv_t4_f16", 8, "f16"),
-                                          ("wgmma_gemv_t16_trace", 16, "bf16")])
+                                          ("wgmma_gemv_t16_trace", 16, "bf16"),
+                                          ("wgmma_gemv_t8_dynamic", 8, "bf16")])
 def test_the_kernel_assembles_with_tma_and_unserialized_wgmma(texts, name, n, ptype):
     import re
 
@@ -240,6 +241,16 @@ def test_the_kernel_assembles_with_tma_and_unserialized_wgmma(texts, name, n, pt
     # tile's timeline read from %globaltimer (an untraced one never reads it)
     assert text.count("mbarrier.init.shared::cta.b64") >= 2 * 2 + 2
     assert ("%globaltimer" in text) == name.endswith("_trace")
+    # dynamic ranges: taken with an atomic on the counters, queued and handed over through
+    # barriers of their own (a ring of two and a ring of four beside the stages' and seams')
+    # (the static kernel's one atomic counts a tile's pieces; the dynamic one also takes
+    # ranges and counts the blocks that ran out, and its finisher counts pieces of its own)
+    atomics = len(re.findall(r"atom\.global\.add", text))
+    if name.endswith("_dynamic"):
+        assert atomics == 4
+        assert text.count("mbarrier.init.shared::cta.b64") >= 2 * 2 + 2 + 2 * 2 + 2 * 4
+    else:
+        assert atomics == 1
 
 
 # ------------------------------------------------------------------ on an H100
