@@ -114,6 +114,24 @@ def _ring(stages, stage_bytes, arrivals=1):
     return lay["full"], lay["empty"], lay["ring"], init, consume
 
 
+@cuda.jit(device=True, inline="always")
+def walk_of_block(sk, nk):
+    """This block's walk in a GEMV's stream-K table (:func:`book.kernels.stream_k.stream_k`):
+    its first row tile and k-block, its range's length, its first whole tile, and every step
+    it reads."""
+    e = ENTRY * cuda.blockIdx.x
+    n = sk[e + 2]
+    return sk[e], sk[e + 1], n, sk[e + 3], n + sk[e + 4] * nk
+
+
+@cuda.jit(device=True, inline="always")
+def step(q, n, w0, m, kb):
+    """(row tile, k-block) at step q of the walk: the whole tiles begin at step n."""
+    if q == n:
+        return w0, 0
+    return m, kb
+
+
 @functools.lru_cache(maxsize=None)
 def tma_kernel(stages: int, kblocks: int, box: tuple[int, int], rotate: int = 0):
     """``k(maps, sk, d)``: ``maps`` the tensor maps of wg and wu (16 uint64 each) for boxes
@@ -136,21 +154,14 @@ def tma_kernel(stages: int, kblocks: int, box: tuple[int, int], rotate: int = 0)
         tid = cuda.threadIdx.x
         nk = d // (BW * KB)
         pw = 1 << (31 - cuda.clz(int32(nk)))  # the largest power of two <= nk
-        e = ENTRY * cuda.blockIdx.x  # the block's walk: its stream-K range, then whole tiles
-        m = sk[e]
-        kb = sk[e + 1]
-        n = sk[e + 2]
-        w0 = sk[e + 3]
-        steps = n + sk[e + 4] * nk
+        m, kb, n, w0, steps = walk_of_block(sk, nk)
         if tid == 0:
             map_g = global_address(maps, 0)
             map_u = global_address(maps, 16)
             s = 0
             ph = 0
             for q in range(steps):
-                if q == n:
-                    m = w0
-                    kb = 0
+                m, kb = step(q, n, w0, m, kb)
                 mbar_wait(base + EMPTY + 8 * s, ph ^ 1)
                 full = base + FULL + 8 * s
                 mbar_arrive_expect_tx(full, SB)
@@ -198,12 +209,7 @@ def cpasync_kernel(stages: int, kblocks: int, warps: int = 1):
         base = init(smem, FULL, EMPTY)
         tid = cuda.threadIdx.x
         nk = d // (64 * KB)
-        e = ENTRY * cuda.blockIdx.x
-        m = sk[e]
-        kb = sk[e + 1]
-        n = sk[e + 2]
-        w0 = sk[e + 3]
-        steps = n + sk[e + 4] * nk
+        m, kb, n, w0, steps = walk_of_block(sk, nk)
         if tid < P:
             ga = global_address(wg, 0)
             ua = global_address(wu, 0)
@@ -211,9 +217,7 @@ def cpasync_kernel(stages: int, kblocks: int, warps: int = 1):
             s = 0
             ph = 0
             for q in range(steps):
-                if q == n:
-                    m = w0
-                    kb = 0
+                m, kb = step(q, n, w0, m, kb)
                 mbar_wait(base + EMPTY + 8 * s, ph ^ 1)
                 st = base + RING + s * SB
                 for kk in range(KB):

@@ -193,6 +193,52 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
         return m, kb
 
     @cuda.jit(device=True, inline="always")
+    def settle(sk, part, count, out, bg, bu, sg, su, mt, ent, tiles, lane, T, h):
+        # a piece of tile mt is in: the finisher warp counts it, and the last piece's adds
+        # every piece in range order and runs the epilogue (the ranges' entries from word
+        # ent of the table, the tiles' from word tiles). WR consumer threads' loads at
+        # once, every piece's, then their stores: each round is a round trip behind the
+        # ring's copies
+        p0 = sk[tiles + 2 * mt]
+        p1 = sk[tiles + 2 * mt + 1]
+        last = 0
+        if lane == 0:
+            cuda.threadfence()  # the piece (ordered before the barrier) is visible
+            before = cuda.atomic.add(count, mt, 1)
+            if before == p1 - p0:
+                last = 1
+                count[mt] = 0  # every piece is in: ready for the next launch
+                cuda.threadfence()
+        last = cuda.shfl_sync(0xFFFFFFFF, last, 0)
+        if last == 1:
+            for w0 in range(0, 4, WR):
+                for v in range(WRNA):
+                    sg[v] = float32(0.0)
+                    su[v] = float32(0.0)
+                for c in range(p0, p1 + 1):
+                    pc = (2 * c + (0 if mt == sk[ent + ENTRY * c] else 1)) * SLOT + 32 * w0 + lane
+                    for w in range(WR):
+                        for i in range(NA):
+                            sg[w * NA + i] += load_f32_cg(part, pc + 32 * w + i * 128)
+                            su[w * NA + i] += load_f32_cg(part, pc + 32 * w + (NA + i) * 128)
+                for w in range(WR):
+                    for i in range(NA):
+                        emit(out, bg, bu, mt, 32 * (w0 + w) + lane, i, sg[w * NA + i],
+                             su[w * NA + i], T, h)
+
+    @cuda.jit(device=True, inline="always")
+    def take_range(base, rq, ri):  # (dynamic) the block's range ri from the scheduler's
+        # queue: (range, row tile, k-block, length), this thread's read handed back
+        qs = ri & 1
+        mbar_wait(base + RQF + 8 * qs, (ri >> 1) & 1)
+        r = rq[4 * qs]
+        m = rq[4 * qs + 1]
+        kb = rq[4 * qs + 2]
+        n = rq[4 * qs + 3]
+        mbar_arrive(base + RQE + 8 * qs)
+        return r, m, kb, n
+
+    @cuda.jit(device=True, inline="always")
     def stamp(count, at, t):  # the low 32 bits of a time (or a sum of ns) in the timeline
         count[at] = int32(t & uint64(0xFFFFFFFF))
 
@@ -271,13 +317,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                 ri = 0  # (dynamic) ranges taken from the queue
                 while True:
                     if DYN:  # the next range from the scheduler warp's queue
-                        qs = ri & 1
-                        mbar_wait(base + RQF + 8 * qs, (ri >> 1) & 1)
-                        rr = rq[4 * qs]
-                        m = rq[4 * qs + 1]
-                        kb = rq[4 * qs + 2]
-                        n = rq[4 * qs + 3]
-                        mbar_arrive(base + RQE + 8 * qs)
+                        rr, m, kb, n = take_range(base, rq, ri)
                         if rr < 0:
                             break
                         total = n
@@ -355,34 +395,8 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     if mt < 0:
                         break
                     sc += 1
-                    p0 = sk[1 + ENTRY * R + 2 * mt]
-                    p1 = sk[2 + ENTRY * R + 2 * mt]
-                    last = 0
-                    if lane == 0:
-                        cuda.threadfence()
-                        if cuda.atomic.add(count, mt, 1) == p1 - p0:
-                            last = 1
-                            count[mt] = 0
-                            cuda.threadfence()
-                    last = cuda.shfl_sync(0xFFFFFFFF, last, 0)
-                    if last == 1:  # every piece's sums, in range order
-                        for w0 in range(0, 4, WR):
-                            for v in range(WRNA):
-                                sg[v] = float32(0.0)
-                                su[v] = float32(0.0)
-                            for c in range(p0, p1 + 1):
-                                pc = ((2 * c + (0 if mt == sk[1 + ENTRY * c] else 1)) * SLOT
-                                      + 32 * w0 + lane)
-                                for w in range(WR):
-                                    for i in range(NA):
-                                        sg[w * NA + i] += load_f32_cg(part, pc + 32 * w
-                                                                      + i * 128)
-                                        su[w * NA + i] += load_f32_cg(part, pc + 32 * w
-                                                                      + (NA + i) * 128)
-                            for w in range(WR):
-                                for i in range(NA):
-                                    emit(out, bg, bu, mt, 32 * (w0 + w) + lane, i,
-                                         sg[w * NA + i], su[w * NA + i], T, h)
+                    settle(sk, part, count, out, bg, bu, sg, su, mt, 1, 1 + ENTRY * R, lane, T,
+                           h)
             elif DYN and tid == 64:  # (dynamic) the scheduler: the block's ranges, in a queue
                 r = b  # its first range is its own (ranges 0 .. G - 1, the long ones)
                 ri = 0
@@ -428,37 +442,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     mbar_wait(base + SEAM + 8 * (0 if mt == m0 else 1), 0)
                     if TRACE:
                         t0 = globaltimer()
-                    p0 = sk[ENTRY * G + 2 * mt]
-                    p1 = sk[ENTRY * G + 2 * mt + 1]
-                    last = 0
-                    if lane == 0:
-                        cuda.threadfence()  # the piece (ordered before the barrier) is visible
-                        before = cuda.atomic.add(count, mt, 1)
-                        if before == p1 - p0:
-                            last = 1
-                            count[mt] = 0  # every piece is in: ready for the next launch
-                            cuda.threadfence()
-                    last = cuda.shfl_sync(0xFFFFFFFF, last, 0)
-                    if last == 1:  # the last piece: every piece's sums, in block order
-                        # (WR consumer threads' loads at once, every piece's, then their
-                        # stores: each round is a round trip behind the ring's copies)
-                        for w0 in range(0, 4, WR):
-                            for v in range(WRNA):
-                                sg[v] = float32(0.0)
-                                su[v] = float32(0.0)
-                            for c in range(p0, p1 + 1):
-                                pc = ((2 * c + (0 if mt == sk[ENTRY * c] else 1)) * SLOT
-                                      + 32 * w0 + lane)
-                                for w in range(WR):
-                                    for i in range(NA):
-                                        sg[w * NA + i] += load_f32_cg(part, pc + 32 * w
-                                                                      + i * 128)
-                                        su[w * NA + i] += load_f32_cg(part, pc + 32 * w
-                                                                      + (NA + i) * 128)
-                            for w in range(WR):
-                                for i in range(NA):
-                                    emit(out, bg, bu, mt, 32 * (w0 + w) + lane, i,
-                                         sg[w * NA + i], su[w * NA + i], T, h)
+                    settle(sk, part, count, out, bg, bu, sg, su, mt, 0, ENTRY * G, lane, T, h)
                     if TRACE:
                         busy += globaltimer() - t0
                 if TRACE and lane == 0:
@@ -484,13 +468,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
             cb = b  # whose slots the seams go to: this block's, or (dynamic) its range's
             while True:
                 if DYN:  # the next range from the scheduler warp's queue
-                    qs = ri & 1
-                    mbar_wait(base + RQF + 8 * qs, (ri >> 1) & 1)
-                    rr = rq[4 * qs]
-                    m0 = rq[4 * qs + 1]
-                    kb0 = rq[4 * qs + 2]
-                    n = rq[4 * qs + 3]
-                    mbar_arrive(base + RQE + 8 * qs)
+                    rr, m0, kb0, n = take_range(base, rq, ri)
                     if rr < 0:
                         break
                     ri += 1
