@@ -190,7 +190,7 @@ def tune(args):
                     configs.append(("staged", tile, split))
         if "hopper_gemv" in args.tune_paths and args.tune_hopper_default:
             if T <= HOPPER_GEMV_MOST:
-                configs.append(("hopper_gemv", hopper_gemv_tile(T, D), None))
+                configs.append(("hopper_gemv", hopper_gemv_tile(T, D, prov["gpu"] or ""), None))
         elif "hopper_gemv" in args.tune_paths:  # split-K is its stream-K: no split to try
             configs.extend(("hopper_gemv", tile, None)
                            for tile in hopper_gemv_tiles(T, args.tune_waves, args.tune_resident))
@@ -217,7 +217,7 @@ def tune(args):
             default = split is None and (
                 (path == "cuda_cores" and tile == dm.gemv_tile(T, D))
                 or (path == "tensor_cores" and tile == dm.mma_gemv_tile(T))
-                or (path == "hopper_gemv" and tile == hopper_gemv_tile(T, D)))
+                or (path == "hopper_gemv" and tile == hopper_gemv_tile(T, D, prov["gpu"] or "")))
             row = {"T": T, "path": path, "tile": repr(tile), "split": split,
                    "stages": getattr(tile, "stages", 0),
                    "splits_used": getattr(launches[0], "splits", 1), "grid": launches[0].grid,
