@@ -28,6 +28,10 @@
 #              --no-probes --tile PATH:T:TILE) -> $OUT/weight_stream_h100.json
 #   balance    issue 31: the wgmma GEMV traced over many launches: do the SMs read at one
 #              rate, is a slow SM slow every launch (benchmarks/sm_balance.py) -> $OUT/sm_balance_h100.json
+#   dynamic    issue 31: the wgmma GEMV's dynamic ranges (WgmmaGemvTile.dynamic): their GPU
+#              tests alone under a timeout (a wrong barrier phase hangs rather than fails), then
+#              timed against the GPU's default tile at T = 4 and 16, one traced at 16
+#              -> $OUT/gpu_dynamic_tests.log, $OUT/weight_stream_dynamic_h100.json
 #   hswitch    issue 31: the wgmma GEMV against the wgmma dual GEMM at T = 8-64 (the switch)
 #              -> $OUT/decode_tune_hopper_switch_h100.json
 #   htests     issue 31: pytest -m gpu tests/library/test_wgmma_gemv.py -> $OUT/gpu_wgmma_gemv_tests.*
@@ -175,6 +179,16 @@ EOF
       timeout 200 python3 benchmarks/sm_balance.py --out "$OUT/sm_balance_h100.json" ${BALANCE_ARGS:-} \
         > "$OUT/sm_balance_h100.log" 2>&1
       echo "balance exit $?"; tail -20 "$OUT/sm_balance_h100.log" | cut -c1-160 ;;
+    dynamic) # issue 31: the dynamic ranges checked alone first, then timed beside the default
+      timeout 240 python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider -x \
+        tests/library/test_wgmma_gemv.py -k dynamic > "$OUT/gpu_dynamic_tests.log" 2>&1
+      rc=$?; echo "dynamic tests exit $rc"; tail -5 "$OUT/gpu_dynamic_tests.log" | cut -c1-300
+      if [ $rc = 0 ]; then
+        timeout 300 python3 benchmarks/weight_stream.py --out "$OUT/weight_stream_dynamic_h100.json" \
+          --no-probes --variant dynamic=2 --variant dynamic=4 --variant 'dynamic=2,pool=25' \
+          --variant 'dynamic=1,pool=10' > "$OUT/weight_stream_dynamic_h100.log" 2>&1
+        echo "dynamic stream exit $?"; grep -E "^GEMV" "$OUT/weight_stream_dynamic_h100.log" | cut -c1-160
+      fi ;;
     hswitch) # issue 31: the wgmma GEMV at its default tile against the wgmma dual GEMM, T = 8-64
       timeout 200 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_hopper_switch_h100.json" \
         --tune-t 8,16,24,32,48,64 --tune-paths hopper_gemv,hopper --tune-hopper-default --reps 10 \

@@ -16,6 +16,7 @@ each row's time and its share of the HBM peak; writes JSON (provenance, rows).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -56,8 +57,6 @@ def gemv_timeline(T, xo, wg, wu, launches=5, tile=None):
     """The wgmma GEMV at T traced (``WgmmaGemvTile.trace``): every block's timeline, from
     the launch (of ``launches``) whose last block ended soonest; printed as the spread over
     blocks of each event (us from the earliest start) and of the time between them."""
-    import dataclasses
-
     import numpy as np
 
     from book.kernels import decode_mlp as dm
@@ -97,6 +96,10 @@ def main(argv=None):
                     help="a GEMV row more, e.g. 'hopper_gemv:16:WgmmaGemvTile(n=16, prefetch=2)' "
                          "(repeatable)")
     ap.add_argument("--no-probes", action="store_true", help="the GEMVs only")
+    ap.add_argument("--variant", action="append", default=[], metavar="FIELD=VALUE,...",
+                    help="the wgmma GEMV's default tile for this GPU at each T it is timed at, "
+                         "with these fields changed, e.g. 'dynamic=2,pool=25' (repeatable; a "
+                         "traced timeline of each at T = 16 too)")
     ap.add_argument("--timeline", action="append", default=[], metavar="T:TILE",
                     help="a traced timeline more, of a wgmma GEMV tile (repeatable)")
     args = ap.parse_args(argv)
@@ -112,7 +115,7 @@ def main(argv=None):
     from book.kernels.launch import MAX_SHARED, KernelLaunch, as_device, sm_count
     from book.kernels.stream_k import stream_k
     from book.kernels.wgmma_gemm import tensor_maps
-    from book.kernels.wgmma_gemv import WgmmaGemvTile
+    from book.kernels.wgmma_gemv import WgmmaGemvTile, gemv_tile
     from book.provenance import provenance
 
     prov = provenance("python3 benchmarks/weight_stream.py " + " ".join(sys.argv[1:]))
@@ -174,6 +177,10 @@ def main(argv=None):
         return xs[T]
 
     more = [(p, int(t), tl) for p, t, tl in (a.split(":", 2) for a in args.tile)]
+    hopper_ts = sorted({T for p, T, _ in GEMVS if p == "hopper_gemv"})
+    variants = [(T, dataclasses.replace(gemv_tile(T, D, prov["gpu"] or ""), **eval(f"dict({v})")))
+                for v in args.variant for T in hopper_ts]
+    more += [("hopper_gemv", T, repr(tile)) for T, tile in variants]
     for path, T, tile in GEMVS + (EXTRA if args.tiles else []) + more:
         x, o = tokens(T)
         t = eval(tile, {"GemvTile": dm.GemvTile, "WgmmaGemvTile": WgmmaGemvTile}) if tile else None
@@ -202,8 +209,12 @@ def main(argv=None):
         print(f"{name:{width}s} {tm.median_s * 1e6:7.1f} {tm.bandwidth / 1e12:6.2f} "
               f"{100 * tm.bandwidth / peak:6.1f}%" + ("  IMPOSSIBLE" if "invalid" in row else ""),
               flush=True)
-    timelines = {str(T): gemv_timeline(T, tokens(T), wg, wu)
-                 for T in sorted({T for p, T, _ in GEMVS if p == "hopper_gemv"})}
+    gpu_name = prov["gpu"] or ""  # (the dispatcher's default tile is the GPU's own)
+    timelines = {str(T): gemv_timeline(T, tokens(T), wg, wu, tile=gemv_tile(T, D, gpu_name))
+                 for T in hopper_ts}
+    for T, tile in variants:
+        if T == 16:
+            timelines[f"16:{tile!r}"] = gemv_timeline(T, tokens(T), wg, wu, tile=tile)
     for spec in args.timeline:
         T, tile = spec.split(":", 1)
         timelines[spec] = gemv_timeline(int(T), tokens(int(T)), wg, wu, tile=eval(

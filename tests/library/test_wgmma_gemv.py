@@ -283,6 +283,32 @@ def test_on_an_h100_it_matches_float64(T, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tile", [W.WgmmaGemvTile(8, 4, kblocks=2, dynamic=2, pool=25),
+                                  W.WgmmaGemvTile(16, 4, kblocks=2, dynamic=1, pool=50)])
+def test_on_an_h100_dynamic_ranges_give_the_same_sums_every_launch(tile):
+    # 32 row tiles of 32 stages: short ranges beyond the blocks' first, taken as each runs
+    # out; whichever block takes which, the cuts and the order of the sums stay
+    from book.kernels import decode_mlp as dm
+
+    _hopper()
+    T, d, h = min(tile.n, 5), 4096, 2048
+    torch, (x, wg, wu), ref = torch_case(T, d, h, "bfloat16", seed=7)
+    out = torch.full((T, h), float("nan"), device="cuda", dtype=x.dtype)
+    launch = dm.prepare("hopper_gemv", x, wg, wu, None, None, out, tile=tile)
+    assert int(launch.args[1][0]) > launch.grid  # more ranges than blocks: some taken late
+    launch.launch()
+    torch.cuda.synchronize()
+    close_torch(out, ref, "bfloat16")
+    first = out.clone()
+    for _ in range(5):
+        out.fill_(float("nan"))
+        launch.launch()
+        torch.cuda.synchronize()
+        assert torch.equal(out, first)
+    assert not launch.args[6].copy_to_host().any()  # every counter back at zero
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("tile", [W.WgmmaGemvTile(8, 2, 1), W.WgmmaGemvTile(16, 4, 2),
                                   W.WgmmaGemvTile(24, 4, 1, 2, "none", 3),
                                   W.WgmmaGemvTile(8, 3, 1, 4, "128B"),
