@@ -44,12 +44,16 @@ def traced_runs(launch, rows_of_tiles: int, times: int) -> list[dict]:
     """Launch a traced wgmma GEMV (``decode_mlp.prepare("hopper_gemv", ..., tile=`` a tile
     with ``trace``) ``times`` times, each alone (the GPU idle before it); the
     :func:`timeline` of each. ``rows_of_tiles``: the row tiles (ceil(h / 64)), where the
-    stamps begin in the counters (the kernel's argument 6)."""
+    stamps begin in the counters (the kernel's argument 6). The counters are zeroed before
+    each launch: traced launches of other shapes share them and leave their stamps."""
+    import numpy as np
     from numba import cuda
 
     count = launch.args[6]
+    zeros = np.zeros(count.shape, dtype=count.dtype)
     out = []
     for _ in range(times):
+        count.copy_to_device(zeros)
         launch.launch()
         cuda.synchronize()
         out.append(timeline(count.copy_to_host(), rows_of_tiles, launch.grid))

@@ -836,9 +836,12 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
         table = guided(mt, nk, grid, *dyn[:1], dyn[1] / 100) if dyn else stream_k(mt, nk, grid)
         sk = _STREAM_K[key] = cuda.to_device(table)
     ranges = int(sk[0]) if dyn else grid  # (dynamic: the ranges' count heads the table)
-    # (a traced tile's timeline follows the counters: wgmma_gemv.timeline; then, dynamic,
-    # the two counters of ranges taken)
-    ws = workspace("hopper_gemv", stream_key, 2 * ranges * 128 * tile.n,
+    # Every launch leaves every counter it touched at zero (the tiles' pieces, dynamic: the
+    # two of ranges taken, after the tiles'), so launches of any shape share a stream's
+    # workspace; a traced tile's timeline follows the counters (wgmma_gemv.timeline) and
+    # stays there, so traced launches have a workspace of their own
+    ws = workspace("hopper_gemv_trace" if tile.trace else "hopper_gemv", stream_key,
+                   2 * ranges * 128 * tile.n,
                    mt + (len(TRACE_EVENTS) * grid if tile.trace else 0) + (2 if dyn else 0))
     maps = tensor_maps([wgd, wud, xd], [(BK, BM), (BK, BM), (BK, tile.n)], tile.promotion)
     if tile.cpasync:  # its cp.async read the weights by address: after the three maps
