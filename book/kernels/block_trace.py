@@ -46,7 +46,6 @@ def traced_runs(launch, rows_of_tiles: int, times: int) -> list[dict]:
     :func:`timeline` of each. ``rows_of_tiles``: the row tiles (ceil(h / 64)), where the
     stamps begin in the counters (the kernel's argument 6). The counters are zeroed before
     each launch: traced launches of other shapes share them and leave their stamps."""
-    import numpy as np
     from numba import cuda
 
     count = launch.args[6]

@@ -801,7 +801,8 @@ def prepare(path, x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=Non
     return DecodeLaunch(kern, grid, block, args, res, path, S, tile, dyn)
 
 
-_STREAM_K = {}  # (GPU, row tiles, k-blocks, blocks) -> the device table of the Hopper GEMV
+_STREAM_K = {}  # (GPU, row tiles, k-blocks, blocks, dynamic) -> (the Hopper GEMV's device
+# table, its ranges: one a block, or dynamic more)
 
 
 def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, tile,
@@ -831,11 +832,12 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
         return DecodeLaunch(kern, 0, 256, (), res, "hopper_gemv", 1, tile)
     dyn = (tile.dynamic, tile.pool) if tile.dynamic else None
     key = (device_key(), mt, nk, grid, dyn)  # a table lives on one GPU
-    sk = _STREAM_K.get(key)
-    if sk is None:
-        table = guided(mt, nk, grid, *dyn[:1], dyn[1] / 100) if dyn else stream_k(mt, nk, grid)
-        sk = _STREAM_K[key] = cuda.to_device(table)
-    ranges = int(sk[0]) if dyn else grid  # (dynamic: the ranges' count heads the table)
+    if key not in _STREAM_K:
+        table = (guided(mt, nk, grid, tile.dynamic, tile.pool / 100) if dyn
+                 else stream_k(mt, nk, grid))
+        # (dynamic: the ranges' count heads the table, kept here too: no device read)
+        _STREAM_K[key] = cuda.to_device(table), int(table[0]) if dyn else grid
+    sk, ranges = _STREAM_K[key]
     # Every launch leaves every counter it touched at zero (the tiles' pieces, dynamic: the
     # two of ranges taken, after the tiles'), so launches of any shape share a stream's
     # workspace; a traced tile's timeline follows the counters (wgmma_gemv.timeline) and

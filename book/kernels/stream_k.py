@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["ENTRY", "ranges", "cta_of", "pieces", "slot_of", "split", "stream_k", "walk",
-           "first_visit", "guided_bounds", "guided"]
+           "step_at", "next_step", "rotated", "first_visit", "guided_bounds", "guided"]
 
 
 #: int32 words of a block's entry in the table (:func:`stream_k`)
@@ -95,17 +95,44 @@ def first_visit(q: int, kb: int, n: int, kb0: int, nk: int) -> bool:
     return q - n < nk and n < nk and ek >= n
 
 
+def step_at(q: int, m: int, kb: int, n: int, w0: int):
+    """(row tile, k-block) of step ``q`` of a block's walk, given (``m``, ``kb``) where
+    :func:`next_step` left step q - 1: at step ``n`` its range is read and its whole tiles
+    begin, at tile ``w0`` (the kernels run this same function)."""
+    if q == n:
+        return w0, 0
+    return m, kb
+
+
+def next_step(m: int, kb: int, nk: int):
+    """The (row tile, k-block) after (``m``, ``kb``) in tiles of ``nk`` k-blocks (the kernels
+    run this same function)."""
+    kb += 1
+    if kb == nk:
+        return m + 1, 0
+    return m, kb
+
+
+def rotated(kb: int, m: int, rotate: int, pw: int, nk: int) -> int:
+    """The k-block row tile ``m`` reads at its step ``kb`` when each tile starts ``rotate``
+    steps further on than the one before, modulo ``pw`` (a power of two at most ``nk``: no
+    division on the device), wrapping at ``nk`` (the kernels run this same function)."""
+    kr = kb + ((m * rotate) & (pw - 1))
+    if kr >= nk:
+        kr -= nk
+    return kr
+
+
 def walk(table, b: int, nk: int):
-    """[(row tile, k-block)] block ``b`` reads, in order (what the kernel's producer and
-    consumer both step through)."""
+    """[(row tile, k-block)] block ``b`` reads, in order: what the kernel's producer and
+    consumer both step through, one :func:`step_at` and :func:`next_step` at a time."""
     m, kb, n, first, whole = (int(v) for v in table[ENTRY * b: ENTRY * (b + 1)])
     out = []
-    for _ in range(n):
+    for q in range(n + whole * nk):
+        m, kb = step_at(q, m, kb, n, first)
         out.append((m, kb))
-        kb += 1
-        if kb == nk:
-            kb, m = 0, m + 1
-    return out + [(t, k) for t in range(first, first + whole) for k in range(nk)]
+        m, kb = next_step(m, kb, nk)
+    return out
 
 
 def guided_bounds(mt: int, nk: int, blocks: int, chunk: int, pool: float) -> list[int]:
@@ -119,7 +146,7 @@ def guided_bounds(mt: int, nk: int, blocks: int, chunk: int, pool: float) -> lis
                          f"{pool}, {blocks}")
     tail = min(iters - blocks, int(round(iters * pool / chunk)) * chunk)
     head = iters - tail
-    bounds = [b * head // blocks for b in range(blocks + 1)]
+    bounds = [s for s, _ in ranges(head, blocks)] + [head]
     return bounds + list(range(head + chunk, iters, chunk)) + ([iters] if tail else [])
 
 

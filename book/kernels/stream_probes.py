@@ -32,7 +32,7 @@ import numpy as np
 from numba import cuda, int32, uint8, uint32, uint64
 
 from .hopper import SWIZZLE_PERIOD
-from .stream_k import ENTRY
+from .stream_k import ENTRY, next_step, rotated, step_at
 
 __all__ = ["ldg_kernel", "tma_kernel", "cpasync_kernel", "bulk_kernel", "ring_layout", "bulk_spans"]
 
@@ -124,12 +124,9 @@ def walk_of_block(sk, nk):
     return sk[e], sk[e + 1], n, sk[e + 3], n + sk[e + 4] * nk
 
 
-@cuda.jit(device=True, inline="always")
-def step(q, n, w0, m, kb):
-    """(row tile, k-block) at step q of the walk: the whole tiles begin at step n."""
-    if q == n:
-        return w0, 0
-    return m, kb
+step = cuda.jit(device=True, inline="always")(step_at)
+advance = cuda.jit(device=True, inline="always")(next_step)
+rotate_k = cuda.jit(device=True, inline="always")(rotated)
 
 
 @functools.lru_cache(maxsize=None)
@@ -161,24 +158,17 @@ def tma_kernel(stages: int, kblocks: int, box: tuple[int, int], rotate: int = 0)
             s = 0
             ph = 0
             for q in range(steps):
-                m, kb = step(q, n, w0, m, kb)
+                m, kb = step(q, m, kb, n, w0)
                 mbar_wait(base + EMPTY + 8 * s, ph ^ 1)
                 full = base + FULL + 8 * s
                 mbar_arrive_expect_tx(full, SB)
                 st = base + RING + s * SB
-                kr = kb
-                if ROT:
-                    kr = kb + ((m * ROT) & (pw - 1))  # (no division: a power of two <= nk)
-                    if kr >= nk:
-                        kr -= nk
+                kr = rotate_k(kb, m, ROT, pw, nk) if ROT else kb
                 for kk in range(KB):
                     kc = (kr * KB + kk) * BW
                     tma_load_2d(st + kk * WB, map_g, kc, m * BH, full)
                     tma_load_2d(st + (KB + kk) * WB, map_u, kc, m * BH, full)
-                kb += 1
-                if kb == nk:
-                    kb = 0
-                    m += 1
+                m, kb = advance(m, kb, nk)
                 s, ph = ring_next(s, ph, ST)
         elif tid == 32:
             consume(base, FULL, EMPTY, steps)
@@ -217,7 +207,7 @@ def cpasync_kernel(stages: int, kblocks: int, warps: int = 1):
             s = 0
             ph = 0
             for q in range(steps):
-                m, kb = step(q, n, w0, m, kb)
+                m, kb = step(q, m, kb, n, w0)
                 mbar_wait(base + EMPTY + 8 * s, ph ^ 1)
                 st = base + RING + s * SB
                 for kk in range(KB):
@@ -225,10 +215,7 @@ def cpasync_kernel(stages: int, kblocks: int, warps: int = 1):
                     box(st + kk * WB, ga, d, m * 64, kc, h, d, tid, once)
                     box(st + (KB + kk) * WB, ua, d, m * 64, kc, h, d, tid, once)
                 cp_async_arrive_noinc(base + FULL + 8 * s)
-                kb += 1
-                if kb == nk:
-                    kb = 0
-                    m += 1
+                m, kb = advance(m, kb, nk)
                 s, ph = ring_next(s, ph, ST)
         elif tid == P:
             consume(base, FULL, EMPTY, steps)

@@ -76,7 +76,7 @@ from numba import cuda, float32, int32, uint8, uint32, uint64
 from .block_trace import RAW_EVENTS, TRACE_EVENTS, timeline, traced_runs
 from .fused import silu_mul
 from .hopper import SIMULATED, descriptor
-from .stream_k import ENTRY, first_visit
+from .stream_k import ENTRY, first_visit, next_step, rotated, step_at
 from .wgmma_gemv_tile import (ALIGN, BK, BM, MAX_T, PROMOTION, WgmmaGemvTile, gemv_tile,
                               output_of, promotion_for)
 
@@ -179,18 +179,9 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
 
     # a block's walk (stream_k.walk), one step at a time: (row tile, k-block) of step q is
     # at_step(q, ...) of what advance left after step q - 1
-    @cuda.jit(device=True, inline="always")
-    def at_step(q, m, kb, n, w0):  # the range read at step n: the block's whole tiles
-        if q == n:
-            return w0, 0
-        return m, kb
-
-    @cuda.jit(device=True, inline="always")
-    def advance(m, kb, nk):
-        kb += 1
-        if kb == nk:
-            return m + 1, 0
-        return m, kb
+    at_step = cuda.jit(device=True, inline="always")(step_at)
+    advance = cuda.jit(device=True, inline="always")(next_step)
+    rotate_k = cuda.jit(device=True, inline="always")(rotated)
 
     @cuda.jit(device=True, inline="always")
     def settle(sk, part, count, out, bg, bu, sg, su, mt, ent, tiles, lane, T, h):
@@ -348,12 +339,9 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                         elif tid == 0:
                             mbar_arrive_expect_tx(full, XTX if xnew else 0)
                         st = base + RING + s * SB
-                        kr = kb
-                        if ROT:  # tile m read from its k-block m ROT on (a fixed order: the
-                            # same sums every launch), so the SMs' copies fall on different columns
-                            kr = kb + ((m * ROT) & (pw - 1))  # (no division: a power of two <= nk)
-                            if kr >= nk:
-                                kr -= nk
+                        # (rotate: tile m read from its k-block m ROT on, a fixed order: the
+                        # same sums every launch, so the SMs' copies fall on other columns)
+                        kr = rotate_k(kb, m, ROT, pw, nk) if ROT else kb
                         for kk in range(KB):  # a row's 128 KB bytes asked for back to back
                             kc = (kr * KB + kk) * BK
                             if CPA:

@@ -184,6 +184,13 @@ def test_guided_ranges_cover_every_iteration_once_and_know_their_tiles(mt, nk, b
         SK.guided(mt, nk, blocks, 0, pool)
 
 
+@pytest.mark.parametrize("nk,rotate", [(32, 1), (32, 5), (64, 7), (48, 3), (5, 2), (1, 9)])
+def test_a_rotated_tile_still_reads_each_of_its_k_blocks_once(nk, rotate):
+    pw = 1 << (nk.bit_length() - 1)  # what the kernels work out with clz
+    for m in range(40):
+        assert sorted(SK.rotated(kb, m, rotate, pw, nk) for kb in range(nk)) == list(range(nk))
+
+
 def test_the_default_tile_takes_its_l2_promotion_from_the_gpu_it_runs_on():
     # the H200 reads the boxes faster with 128-byte L2 fills, the H100 with 256 (PROMOTION)
     assert W.promotion_for("NVIDIA H200") == "128B"
