@@ -15,13 +15,13 @@
 #          warning, swiglu_mma at T = 1, 64, 200          -> $OUT/gpu_decode_tests.xml (.log)
 #   rows   benchmarks/decode_bench.py --only 'decode_|cublas_linear': the checks, then ours
 #          (dispatcher, each path), cuBLAS F.linear alone, + compiled and eager SiLU*up at
-#          T = 1, 4, 16, 64, 256 in bf16 and fp16, GB/s of weights -> $OUT/decode_rows_h100.json
+#          T = 1, 4, 16, 64, 256 in bf16 and fp16, GB/s of weights -> $OUT/decode_rows_${GPU_TAG}.json
 #   sweep  the same with --only 'sweep_|host_': the T sweep 1..8192 (bf16) and the host rows of
-#          the planned calls beside torch.matmul and F.linear      -> $OUT/decode_sweep_h100.json
+#          the planned calls beside torch.matmul and F.linear      -> $OUT/decode_sweep_${GPU_TAG}.json
 #   tune   benchmarks/decode_bench.py --tune-out: each path at a few tiles and split-K counts
-#          per T                                                  -> $OUT/decode_tune_h100.json
+#          per T                                                  -> $OUT/decode_tune_${GPU_TAG}.json
 #   lab6   benchmarks/lab6_master_probe.py: the master against cuBLAS + compile at the grader's
-#          shape (its full-marks line), the fixtures as fractions of it -> $OUT/lab6_master_h100.json
+#          shape (its full-marks line), the fixtures as fractions of it -> $OUT/lab6_master_${GPU_TAG}.json
 #
 # Back here:
 #   python -m book.bench.merge <files>/decode_rows_h100.json <files>/decode_sweep_h100.json
@@ -45,21 +45,21 @@ for step in $STEPS; do
         --junitxml="$OUT/gpu_decode_tests.xml" > "$OUT/gpu_decode_tests.log" 2>&1
       echo "tests exit $?"; tail -6 "$OUT/gpu_decode_tests.log" ;;
     rows)
-      timeout 480 python3 benchmarks/decode_bench.py --out "$OUT/decode_rows_h100.json" \
-        --only 'decode_|cublas_linear' --reps 20 > "$OUT/decode_rows_h100.log" 2>&1
-      echo "rows exit $?"; grep -E "FAILED|Error|correctness:" "$OUT/decode_rows_h100.log" | tail -8 ;;
+      timeout 480 python3 benchmarks/decode_bench.py --out "$OUT/decode_rows_${GPU_TAG}.json" \
+        --only 'decode_|cublas_linear' --reps 20 > "$OUT/decode_rows_${GPU_TAG}.log" 2>&1
+      echo "rows exit $?"; grep -E "FAILED|Error|correctness:" "$OUT/decode_rows_${GPU_TAG}.log" | tail -8 ;;
     sweep)
-      timeout 420 python3 benchmarks/decode_bench.py --out "$OUT/decode_sweep_h100.json" \
-        --only 'sweep_|host_' --reps 10 > "$OUT/decode_sweep_h100.log" 2>&1
-      echo "sweep exit $?"; grep -E "FAILED|Error" "$OUT/decode_sweep_h100.log" | tail -5 ;;
+      timeout 420 python3 benchmarks/decode_bench.py --out "$OUT/decode_sweep_${GPU_TAG}.json" \
+        --only 'sweep_|host_' --reps 10 > "$OUT/decode_sweep_${GPU_TAG}.log" 2>&1
+      echo "sweep exit $?"; grep -E "FAILED|Error" "$OUT/decode_sweep_${GPU_TAG}.log" | tail -5 ;;
     tune)
-      timeout 500 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_h100.json" \
-        --reps 10 > "$OUT/decode_tune_h100.log" 2>&1
-      echo "tune exit $?"; sed -n '/fastest per T/,$p' "$OUT/decode_tune_h100.log" ;;
+      timeout 500 python3 benchmarks/decode_bench.py --tune-out "$OUT/decode_tune_${GPU_TAG}.json" \
+        --reps 10 > "$OUT/decode_tune_${GPU_TAG}.log" 2>&1
+      echo "tune exit $?"; sed -n '/fastest per T/,$p' "$OUT/decode_tune_${GPU_TAG}.log" ;;
     lab6)
-      timeout 300 python3 benchmarks/lab6_master_probe.py --out "$OUT/lab6_master_h100.json" \
-        > "$OUT/lab6_master_h100.log" 2>&1
-      echo "lab6 exit $?"; tail -12 "$OUT/lab6_master_h100.log" ;;
+      timeout 300 python3 benchmarks/lab6_master_probe.py --out "$OUT/lab6_master_${GPU_TAG}.json" \
+        > "$OUT/lab6_master_${GPU_TAG}.log" 2>&1
+      echo "lab6 exit $?"; tail -12 "$OUT/lab6_master_${GPU_TAG}.log" ;;
     *) echo "unknown step $step (tests rows sweep tune lab6)" ;;
   esac
 done
@@ -69,7 +69,7 @@ python3 - "$OUT" <<'EOF'
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
-for name in ("decode_rows_h100.json", "decode_sweep_h100.json"):
+for name in sorted(p.name for p in out.glob("decode_[rs][ow]*_*.json")):
     p = out / name
     if not p.exists():
         continue

@@ -16,3 +16,9 @@ fi
 export PYTHONPATH=$SITE:$PWD
 python3 -c "import nbclient, ipykernel" 2>/dev/null \
   || echo "WARNING: no Jupyter stack (carry .whl-nb): recording chapters will fail"
+# the GPU's tag in the names of what a session writes (decode_rows_h100.json on an H100,
+# decode_rows_h200.json on an H200), so a file never names a GPU it was not measured on
+GPU_TAG=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 \
+  | grep -oiE "[A-Z][0-9]{1,3}" | head -1 | tr 'A-Z' 'a-z')
+export GPU_TAG=${GPU_TAG:-gpu}
+echo "GPU tag: $GPU_TAG"

@@ -5,7 +5,8 @@ Record: `records/bench/weight_stream_h100.json`.
 
     python3 benchmarks/weight_stream.py --out $OUT/weight_stream_h100.json
 
-wg and wu [14336, 4096] bfloat16 (235 MB, the decode MLP-up's weights); each probe reads
+wg and wu [14336, 4096] bfloat16 (235 MB, the decode MLP-up's weights; ``--dtype float16``,
+and ``--bits-of`` for one type's values read as the other's); each probe reads
 both once and does nothing with the bytes (ldg: 16-byte loads by every thread, as the
 CUDA-core GEMV; tma: the wgmma GEMV's ring of 2-D boxes; cp.async: the same boxes copied by
 a warp's 16-byte cp.async; bulk: the same ring filled by 1-D bulk copies of contiguous spans), timed interleaved with the GEMVs themselves
@@ -100,6 +101,11 @@ def main(argv=None):
                     help="the wgmma GEMV's default tile for this GPU at each T it is timed at, "
                          "with these fields changed, e.g. 'dynamic=2,pool=25' (repeatable; a "
                          "traced timeline of each at T = 16 too)")
+    ap.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16",
+                    help="the weights' and tokens' type (the GEMVs' multiply)")
+    ap.add_argument("--bits-of", choices=("bfloat16", "float16"), default=None,
+                    help="the weights made in this type and their bits read as --dtype: does "
+                         "a time follow the kernel or the bytes it reads?")
     ap.add_argument("--timeline", action="append", default=[], metavar="T:TILE",
                     help="a traced timeline more, of a wgmma GEMV tile (repeatable)")
     args = ap.parse_args(argv)
@@ -122,11 +128,14 @@ def main(argv=None):
     info = gpu.device_info()
     peak = prov.get("peak_bandwidth") or info.peak_bandwidth
     sms = sm_count()
-    print(f"{prov['gpu']}: reading wg, wu [{H}, {D}] bfloat16 ({weight_bytes() / 1e6:.0f} MB), "
-          f"{sms} SMs", flush=True)
+    tdt = getattr(torch, args.dtype)
+    made = args.bits_of or args.dtype
+    print(f"{prov['gpu']}: reading wg, wu [{H}, {D}] {args.dtype} ({weight_bytes() / 1e6:.0f} MB"
+          + (f", the bits of {made} values" if made != args.dtype else "") + f"), {sms} SMs",
+          flush=True)
     gen = torch.Generator(device="cuda").manual_seed(1)
-    wg = (torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
-    wu = (torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
+    wg, wu = ((torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5)
+              .to(getattr(torch, made)).view(tdt) for _ in range(2))
     wgd, wud = as_device(wg, "wg"), as_device(wu, "wu")
     fg, fu = wgd.reshape(H * D), wud.reshape(H * D)
     sink = cuda.device_array(1, dtype="uint32")
@@ -172,8 +181,8 @@ def main(argv=None):
 
     def tokens(T):  # x [T, D] and out [T, H], one pair for every row at T
         if T not in xs:
-            xs[T] = (torch.randn(T, D, device="cuda", generator=gen).bfloat16(),
-                     torch.empty(T, H, device="cuda", dtype=torch.bfloat16))
+            xs[T] = (torch.randn(T, D, device="cuda", generator=gen).to(tdt),
+                     torch.empty(T, H, device="cuda", dtype=tdt))
         return xs[T]
 
     more = [(p, int(t), tl) for p, t, tl in (a.split(":", 2) for a in args.tile)]
@@ -220,6 +229,7 @@ def main(argv=None):
         timelines[spec] = gemv_timeline(int(T), tokens(int(T)), wg, wu, tile=eval(
             tile, {"WgmmaGemvTile": WgmmaGemvTile}))
     write(args.out, {"provenance": prov, "gpu": info.name, "peak_bandwidth": peak,
+                     "dtype": args.dtype, "bits_of": made,
                      "weight_bytes": weight_bytes(), "rows": rows, "timelines": timelines})
     print(f"wrote {args.out}")
     return 0

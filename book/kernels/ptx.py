@@ -145,6 +145,8 @@ def hopper_kernels():
                                                      "bf16"), WGMMA_GEMV_SIGNATURE)
     table["wgmma_gemv_t8_dynamic"] = (make_wgmma_gemv(dataclasses.replace(
         gemv_tile(8), promotion="128B", dynamic=2), True, "bf16"), WGMMA_GEMV_SIGNATURE)
+    table["wgmma_gemv_t16_lead"] = (make_wgmma_gemv(dataclasses.replace(
+        gemv_tile(16), promotion="128B", lead=4), True, "bf16"), WGMMA_GEMV_SIGNATURE)
     # the weight-stream probes (book.kernels.stream_probes)
     from . import stream_probes as sp
 

@@ -139,6 +139,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     HINTS = tile.hints
     CPA = tile.cpasync
     ROT = tile.rotate
+    LEAD = tile.lead
     DYN = tile.dynamic > 0
     RQF, RQE = LAY["rq_full"], LAY["rq_empty"]  # (dynamic) the ranges' queue, two deep
     SFF, SFE = LAY["seam_full"], LAY["seam_free"]  # (dynamic) the seams' ring, four deep
@@ -255,6 +256,18 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                 tma_prefetch(global_address(maps, 0))
                 tma_prefetch(global_address(maps, 16))
                 tma_prefetch(global_address(maps, 32))
+                if LEAD:  # the first stages' weights asked of L2 before the set-up
+                    lk = (d + (BK * KB - 1)) >> SHIFT
+                    pm = m0
+                    pkb = kb0
+                    for pq in range(min(LEAD, n + nw * lk)):
+                        pm, pkb = at_step(pq, pm, pkb, n, w0)
+                        for kk in range(KB):
+                            tma_prefetch_2d(global_address(maps, 0), (pkb * KB + kk) * BK,
+                                            pm * BM)
+                            tma_prefetch_2d(global_address(maps, 16), (pkb * KB + kk) * BK,
+                                            pm * BM)
+                        pm, pkb = advance(pm, pkb, lk)
         if tid == 0:
             for s in range(ST):
                 mbar_init(base + FULL + 8 * s, ARRIVALS)  # the producer's (+ the bytes)

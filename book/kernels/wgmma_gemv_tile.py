@@ -56,7 +56,11 @@ class WgmmaGemvTile:
     first: SMs that read faster read more; :func:`book.kernels.stream_k.guided`; a
     scheduler warp, warp 2, queues each block's next range; not yet timed: its first run on
     a GPU hung on warp 0's lanes 1-31 running the finisher's loop, fixed since, and no
-    device time was left to run it again)."""
+    device time was left to run it again; timed on the H100 at 93-191 us against the default's
+    80.5-82.2, records/bench/weight_stream_dynamic_h100.json: a dead end as built); ``lead``
+    (if not 0: at its entry, before the barriers are set up, the producer thread asks L2 for
+    the weights of its first ``lead`` stages, ``cp.async.bulk.prefetch``, so the first bytes
+    are on their way while the block sets up; needs ``early``)."""
 
     n: int = 16
     stages: int = 8
@@ -75,6 +79,7 @@ class WgmmaGemvTile:
     rotate: int = 0
     dynamic: int = 0
     pool: int = 15
+    lead: int = 0
 
     @property
     def w_bytes(self):  # one weight's box: 64 rows x 64 halves
@@ -159,6 +164,10 @@ class WgmmaGemvTile:
                      "rotate or cp.async")
         if not (0 <= self.dynamic <= 64 and 0 <= self.pool < 100):
             p.append("dynamic must be 0 to 64 stages and pool 0 to 99 percent")
+        if not 0 <= self.lead <= 32 or self.lead and (not self.early or self.dynamic
+                                                       or self.cpasync or self.rotate):
+            p.append("lead must be 0 to 32 stages, with early and without dynamic, cpasync "
+                     "or rotate")
         if self.cpasync and (self.prefetch or not self.hints):
             p.append("cpasync copies with the L2 hints and no prefetch")
         if self.hold not in (0, 1):

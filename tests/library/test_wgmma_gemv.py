@@ -215,7 +215,8 @@ def test_in_the_simulator_the_hopper_gemv_is_refused_with_what_runs_instead():
 
 # ------------------------------------------------------------------ PTX, through ptxas for sm_90a
 
-GEMVS = ["wgmma_gemv_t16", "wgmma_gemv_t4_f16", "wgmma_gemv_t16_trace", "wgmma_gemv_t8_dynamic"]
+GEMVS = ["wgmma_gemv_t16", "wgmma_gemv_t4_f16", "wgmma_gemv_t16_trace", "wgmma_gemv_t8_dynamic",
+         "wgmma_gemv_t16_lead"]
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +230,8 @@ def texts():
 @pytest.mark.parametrize("name,n,ptype", [("wgmma_gemv_t16", 16, "bf16"),
                                           ("wgmma_gemv_t4_f16", 8, "f16"),
                                           ("wgmma_gemv_t16_trace", 16, "bf16"),
-                                          ("wgmma_gemv_t8_dynamic", 8, "bf16")])
+                                          ("wgmma_gemv_t8_dynamic", 8, "bf16"),
+                                          ("wgmma_gemv_t16_lead", 16, "bf16")])
 def test_the_kernel_assembles_with_tma_and_unserialized_wgmma(texts, name, n, ptype):
     import re
 
@@ -258,6 +260,13 @@ def test_the_kernel_assembles_with_tma_and_unserialized_wgmma(texts, name, n, pt
         assert text.count("mbarrier.init.shared::cta.b64") >= 2 * 2 + 2 + 2 * 2 + 2 * 4
     else:
         assert atomics == 1
+    # a lead tile asks L2 for its first stages' weights before it sets up its barriers; no
+    # other tile asks L2 for anything
+    prefetch = "cp.async.bulk.prefetch.tensor.2d.L2.global.tile"
+    if name.endswith("_lead"):
+        assert 0 <= text.find(prefetch) < text.find("mbarrier.init.shared::cta.b64")
+    else:
+        assert prefetch not in text
 
 
 # ------------------------------------------------------------------ on an H100
