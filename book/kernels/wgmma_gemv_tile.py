@@ -11,7 +11,7 @@ from .hopper import SWIZZLE_PERIOD
 from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "output_of", "BK", "BM", "ALIGN",
-           "PROMOTION", "promotion_for"]
+           "PROMOTION", "promotion_for", "LEAD", "lead_for"]
 
 BM = 64  # rows of each weight per row tile: wgmma's M
 BK = 64  # k per box: 64 halves = one 128-byte swizzled row
@@ -201,6 +201,20 @@ class WgmmaGemvTile:
 PROMOTION = {"H200": "128B"}
 
 
+#: The stages whose weights a block asks L2 for before it sets up (``WgmmaGemvTile.lead``),
+#: up to 16 tokens, per GPU (matched in its name; 0 where it names none). On the H200 the
+#: GEMV at T = 4 / 16 took 56.2 / 57.1 us with 4 against 57.6 / 58.5 without, beside
+#: 58.0-66.4 for more stages, four boxes a stage or an L2 prefetch two stages ahead
+#: (records/bench/weight_stream_lead_h200.json).
+LEAD = {"H200": 4, "H100": 4}
+
+
+def lead_for(gpu: str) -> int:
+    """The default ``lead`` of the tiles up to 16 tokens on the GPU named ``gpu``
+    (:data:`LEAD`)."""
+    return next((v for key, v in LEAD.items() if key in gpu), 0)
+
+
 def promotion_for(gpu: str) -> str:
     """The L2 promotion of the copies on the GPU named ``gpu`` (:data:`PROMOTION`; 256B where
     it names none)."""
@@ -225,7 +239,7 @@ def gemv_tile(T: int, d: int = 4096, gpu: str = "") -> WgmmaGemvTile:
     n = -(-T // 8) * 8
     promo = promotion_for(gpu)
     if n <= 16:
-        return WgmmaGemvTile(n=n, stages=4, kblocks=2, promotion=promo)
+        return WgmmaGemvTile(n=n, stages=4, kblocks=2, promotion=promo, lead=lead_for(gpu))
     tile = WgmmaGemvTile(n=n, stages=6, x_resident=True, promotion=promo)
     return tile if tile.fits(d) else WgmmaGemvTile(n=n, stages=6, promotion=promo)
 
