@@ -49,12 +49,18 @@ How it is built (:class:`WgmmaGemvTile` holds every size):
   consumer made them itself, records/bench/weight_stream_h100.json) and, for the last piece,
   adds every piece in block order (the same sum every run) and runs the epilogue. The
   counters are left at zero, so a launch needs no memset and replays from a CUDA graph.
-- **Ranges taken as blocks run out** (``WgmmaGemvTile.dynamic``, off by default, not yet
-  timed): equal ranges over most of the work, then short ones that whichever block is free
-  takes (an atomic on a counter, by a scheduler warp of its own, warp 2); the cuts are fixed,
-  so each tile's pieces are still added in one order. The SMs do not read at one rate (on
-  the H200 34.9-41.8 GB/s a block, the same SMs slow launch after launch: records/bench/
-  sm_balance_h200.json), and equal shares leave the fast ones idle at the end.
+- **Ranges taken as blocks run out** (``WgmmaGemvTile.dynamic``, off: a control): equal
+  ranges over most of the work, then short ones that whichever block is free takes (an
+  atomic on a counter, by a scheduler warp of its own, warp 2); the cuts are fixed, so each
+  tile's pieces are still added in one order. The SMs do not read at one rate (on the H200
+  34.9-41.8 GB/s a block, the same SMs slow launch after launch: records/bench/
+  sm_balance_h200.json), and equal shares leave the fast ones idle at the end; but every
+  short range is a seam more, and on the H100 the GEMV took 93-191 us with them against
+  80.5-82.2 without (records/bench/weight_stream_dynamic_h100.json).
+- **The first stages asked of L2 at the start** (``WgmmaGemvTile.lead``, 4 by default up to
+  16 tokens on the H100 and the H200): before its barriers are set up, the producer asks L2
+  for its first stages' weights (``cp.async.bulk.prefetch``). 1.7-2.3 us off the GEMV at 4
+  and 16 tokens on the H100, 0.6-1.4 on the H200 (``wgmma_gemv_tile.LEAD`` has the runs).
 - **A timeline** (``WgmmaGemvTile.trace``, :func:`timeline`): each block stamps
   ``%globaltimer`` at its start, first copy, first landed stage, last wgmma and end, and
   sums the time its consumer and its finisher spent on seams: what the two points above were

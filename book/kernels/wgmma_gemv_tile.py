@@ -54,13 +54,14 @@ class WgmmaGemvTile:
     each block reads one of equal ranges over the first ``100 - pool`` percent of the
     iterations, then ranges of ``dynamic`` stages, taken by whichever block runs out of work
     first: SMs that read faster read more; :func:`book.kernels.stream_k.guided`; a
-    scheduler warp, warp 2, queues each block's next range; not yet timed: its first run on
-    a GPU hung on warp 0's lanes 1-31 running the finisher's loop, fixed since, and no
-    device time was left to run it again; timed on the H100 at 93-191 us against the default's
-    80.5-82.2, records/bench/weight_stream_dynamic_h100.json: a dead end as built); ``lead``
-    (if not 0: at its entry, before the barriers are set up, the producer thread asks L2 for
-    the weights of its first ``lead`` stages, ``cp.async.bulk.prefetch``, so the first bytes
-    are on their way while the block sets up; needs ``early``)."""
+    scheduler warp, warp 2, queues each block's next range; its first run on a GPU hung on
+    warp 0's lanes 1-31 running the finisher's loop, fixed since; since run, correct (its GPU tests pass on the H100)
+    and slow: 93-191 us against the default's 80.5-82.2, records/bench/
+    weight_stream_dynamic_h100.json, each short range a seam more: a dead end as built, kept
+    as the control of the balance it was for); ``lead`` (if not 0: at its entry, before the
+    barriers are set up, the producer thread asks L2 for the weights of its first ``lead``
+    stages, ``cp.async.bulk.prefetch``; needs ``early``; the default on the GPUs of
+    :data:`LEAD`)."""
 
     n: int = 16
     stages: int = 8
@@ -202,10 +203,15 @@ PROMOTION = {"H200": "128B"}
 
 
 #: The stages whose weights a block asks L2 for before it sets up (``WgmmaGemvTile.lead``),
-#: up to 16 tokens, per GPU (matched in its name; 0 where it names none). On the H200 the
-#: GEMV at T = 4 / 16 took 56.2 / 57.1 us with 4 against 57.6 / 58.5 without, beside
-#: 58.0-66.4 for more stages, four boxes a stage or an L2 prefetch two stages ahead
-#: (records/bench/weight_stream_lead_h200.json).
+#: up to 16 tokens, per GPU (matched in its name; 0 where it names none). The GEMV at T = 4 /
+#: 16 (records/bench/weight_stream_lead_h200.json, _lead2_h200, _lead_h100.json): on an H200
+#: 56.2 / 57.1 us with 4 against 57.6 / 58.5 without (beside 57.9-66.4 for six stages, four
+#: boxes a stage or an L2 prefetch two stages ahead), on another 55.2 / 55.8 against 55.8 /
+#: 57.2 (2: 55.0 / 56.2, 8: 55.1 / 56.0); on the H100 78.9 / 79.9 against 80.6 / 82.2 (2: 78.9 /
+#: 80.2, 8: 81.6 / 82.7). Not the start's latency hidden: traced at T = 16 on the H100 a
+#: block's first copy goes out later (2.6 us after its start against 0.8) and lands later
+#: (7.1 against 3.1), yet the median block ends 3 us sooner (74.9 against 77.9 us); why the
+#: stream runs faster after it is not known.
 LEAD = {"H200": 4, "H100": 4}
 
 
@@ -233,7 +239,8 @@ def gemv_tile(T: int, d: int = 4096, gpu: str = "") -> WgmmaGemvTile:
     decode_tune_hopper_switch_h100.json). On the GPU named ``gpu`` the copies' L2 promotion
     is :func:`promotion_for` it (the H200: 128 bytes, at T = 4 and 16 56.0-57.1 / 57.4-58.8 us
     against 59.3-59.9 / 59.8-60.5 with 256; weight_stream_promotion_h200.json, _promotion2_,
-    _rotate_)."""
+    _rotate_); up to 16 tokens its ``lead`` is :func:`lead_for` it (4 on the H100 and the H200,
+    :data:`LEAD`)."""
     if not 1 <= T <= MAX_T:
         raise ValueError(f"the Hopper GEMV takes 1 to {MAX_T} tokens, got T = {T}")
     n = -(-T // 8) * 8
