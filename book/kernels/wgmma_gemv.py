@@ -83,11 +83,11 @@ from .block_trace import RAW_EVENTS, TRACE_EVENTS, timeline, traced_runs
 from .fused import silu_mul
 from .hopper import SIMULATED, descriptor
 from .stream_k import ENTRY, first_visit, next_step, rotated, step_at
-from .wgmma_gemv_tile import (ALIGN, BK, BM, MAX_T, PROMOTION, WgmmaGemvTile, gemv_tile,
-                              output_of, promotion_for)
+from .wgmma_gemv_tile import (ALIGN, BK, BM, LEAD, MAX_T, PROMOTION, WgmmaGemvTile, gemv_tile,
+                              lead_for, output_of, promotion_for)
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "output_of", "BK", "BM",
-           "PROMOTION", "promotion_for", "TRACE_EVENTS", "RAW_EVENTS", "timeline", "traced_runs"]
+           "PROMOTION", "promotion_for", "LEAD", "lead_for", "TRACE_EVENTS", "RAW_EVENTS", "timeline", "traced_runs"]
 
 # ---------------------------------------------------------------------------------------
 # the kernel

@@ -191,14 +191,29 @@ def test_a_rotated_tile_still_reads_each_of_its_k_blocks_once(nk, rotate):
         assert sorted(SK.rotated(kb, m, rotate, pw, nk) for kb in range(nk)) == list(range(nk))
 
 
-def test_the_default_tile_takes_its_l2_promotion_from_the_gpu_it_runs_on():
-    # the H200 reads the boxes faster with 128-byte L2 fills, the H100 with 256 (PROMOTION)
+def test_the_default_tile_takes_its_l2_promotion_and_lead_from_the_gpu_it_runs_on():
+    # the H200 reads the boxes faster with 128-byte L2 fills, the H100 with 256 (PROMOTION);
+    # both with their first four stages asked of L2 at the start, up to 16 tokens (LEAD); a
+    # GPU the tables do not name gets neither
     assert W.promotion_for("NVIDIA H200") == "128B"
     assert W.promotion_for("NVIDIA H100 80GB HBM3") == W.promotion_for("") == "256B"
+    assert W.lead_for("NVIDIA H200") == W.lead_for("NVIDIA H100 80GB HBM3") == 4
+    assert W.lead_for("") == W.lead_for("NVIDIA A100-SXM4-40GB") == 0
     for T in (1, 4, 16, 24, 64):
         h100, h200 = W.gemv_tile(T, 4096, "NVIDIA H100 80GB HBM3"), W.gemv_tile(T, 4096, "NVIDIA H200")
-        assert h100 == W.gemv_tile(T, 4096) and h100.promotion == "256B"
+        lead = 4 if T <= 16 else 0
+        assert h100 == dataclasses.replace(W.gemv_tile(T, 4096), lead=lead)
+        assert h100.promotion == "256B" and h100.lead == lead
         assert h200 == dataclasses.replace(h100, promotion="128B")
+
+
+def test_a_lead_tile_is_validated():
+    base = W.gemv_tile(16, 4096)
+    assert dataclasses.replace(base, lead=32).validate().lead == 32
+    for bad in (dict(lead=33), dict(lead=-1), dict(lead=4, early=False),
+                dict(lead=4, dynamic=2), dict(lead=4, rotate=1)):
+        with pytest.raises(ValueError, match="lead must be"):
+            dataclasses.replace(base, **bad).validate()
 
 
 def test_in_the_simulator_the_hopper_gemv_is_refused_with_what_runs_instead():
