@@ -87,7 +87,8 @@ from .wgmma_gemv_tile import (ALIGN, BK, BM, LEAD, MAX_T, PROMOTION, WgmmaGemvTi
                               lead_for, output_of, promotion_for)
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "output_of", "BK", "BM",
-           "PROMOTION", "promotion_for", "LEAD", "lead_for", "TRACE_EVENTS", "RAW_EVENTS", "timeline", "traced_runs"]
+           "PROMOTION", "promotion_for", "LEAD", "lead_for", "TRACE_EVENTS", "RAW_EVENTS",
+           "timeline", "traced_runs"]
 
 # ---------------------------------------------------------------------------------------
 # the kernel
@@ -145,7 +146,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     HINTS = tile.hints
     CPA = tile.cpasync
     ROT = tile.rotate
-    LEAD = tile.lead
+    LEAD_ST = tile.lead  # (the stages asked of L2 at the start)
     DYN = tile.dynamic > 0
     RQF, RQE = LAY["rq_full"], LAY["rq_empty"]  # (dynamic) the ranges' queue, two deep
     SFF, SFE = LAY["seam_full"], LAY["seam_free"]  # (dynamic) the seams' ring, four deep
@@ -262,11 +263,11 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                 tma_prefetch(global_address(maps, 0))
                 tma_prefetch(global_address(maps, 16))
                 tma_prefetch(global_address(maps, 32))
-                if LEAD:  # the first stages' weights asked of L2 before the set-up
+                if LEAD_ST:  # the first stages' weights asked of L2 before the set-up
                     lk = (d + (BK * KB - 1)) >> SHIFT
                     pm = m0
                     pkb = kb0
-                    for pq in range(min(LEAD, n + nw * lk)):
+                    for pq in range(min(LEAD_ST, n + nw * lk)):
                         pm, pkb = at_step(pq, pm, pkb, n, w0)
                         for kk in range(KB):
                             tma_prefetch_2d(global_address(maps, 0), (pkb * KB + kk) * BK,
