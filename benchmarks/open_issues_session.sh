@@ -38,7 +38,7 @@
 #   hswitch    issue 31: the wgmma GEMV against the wgmma dual GEMM at T = 8-64 (the switch)
 #              -> $OUT/decode_tune_hopper_switch_${GPU_TAG}.json
 #   htests     issue 31: pytest -m gpu tests/library/test_wgmma_gemv.py -> $OUT/gpu_wgmma_gemv_tests.*
-#   final9     issue 31: the sweep, merged here, then chapters 9 and 11 recorded (carry .whl-nb)
+#   final9     issue 31: the sweep (its sweep rows) merged here, then chapters 9 and 11 recorded (carry .whl-nb)
 #   host       issue 31: the planned calls' host rows alone -> $OUT/decode_host_${GPU_TAG}.json
 #   liblane    the GPU lane's library and chapters part -> $OUT/gpu_${GPU_TAG}.json
 #   dtests     issue 31: pytest -m gpu tests/library/test_decode_mlp.py test_staged_gemv.py
@@ -211,11 +211,14 @@ EOF
         tests/library/test_wgmma_gemv.py --junitxml="$OUT/gpu_wgmma_gemv_tests.xml" \
         > "$OUT/gpu_wgmma_gemv_tests.log" 2>&1
       echo "htests exit $?"; tail -30 "$OUT/gpu_wgmma_gemv_tests.log" | cut -c1-300 ;;
-    final9)  # issue 31: the sweep again (the dispatcher's switch moved), merged into book/data
-             # here, then chapters 9 and 11 recorded on it (carry .whl-nb too); back here the
-             # same merge of the same file gives the same book/data/h100.json
+    final9)  # issue 31: the sweep again (the dispatcher's switch moved), its sweep rows merged
+             # into book/data here, then chapters 9 and 11 recorded on it (carry .whl-nb too);
+             # back here the same merge of the same file gives the same book/data/h100.json.
+             # The run's host rows stay out of the merge: the book's come from the `host` step,
+             # and a fresh machine's host can be far slower (torch.matmul 20.4 us against 12.0)
       bash benchmarks/decode_session.sh "$OUT" sweep 2>&1 | grep -v "^WARNING: no Jupyter"
-      python3 -m book.bench.merge "$OUT/decode_sweep_${GPU_TAG}.json" > "$OUT/merge.log" 2>&1
+      python3 -m book.bench.merge "$OUT/decode_sweep_${GPU_TAG}.json" --variants '^sweep_' \
+        > "$OUT/merge.log" 2>&1
       echo "merge exit $?"; tail -2 "$OUT/merge.log"
       timeout 500 python3 -m tools.record --out "$OUT" --budget 480 chapters/09_hopper.ipynb \
         chapters/11_same_move_everywhere.ipynb > "$OUT/record.log" 2>&1

@@ -10,7 +10,10 @@ writes them with that run's provenance. This merges FILE into ``book/data/<gpu>.
 * every merged row carries the provenance of the run that measured it (``row["provenance"]``),
   and the record lists each merged run under ``merged`` (provenance, ``--only`` pattern, the
   rows it contributed); the record's own ``provenance`` stays that of its full run;
-* the targets are recomputed from the merged rows.
+* the targets are recomputed from the merged rows;
+* ``--variants REGEX`` merges only the rows and checks whose variant matches (``re.search``),
+  e.g. a sweep's rows without the host rows measured in the same run; the record's ``merged``
+  entry names the pattern, and the file itself is kept whole under ``records/``.
 
 ``--retarget`` (no FILE) only recomputes the record's targets from its rows, after a change to
 how a target is computed or described (``book/bench/targets.py``). Nothing is measured here, so it runs anywhere (no GPU, no torch).
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -56,6 +60,22 @@ def _load(path, what):
     return doc
 
 
+def select(part: dict, variants: str) -> dict:
+    """``part`` with only the rows and checks whose variant ``re.search``-matches ``variants``;
+    a ValueError when the pattern is not one or matches none of its rows."""
+    try:
+        pattern = re.compile(variants)
+    except re.error as e:
+        raise ValueError(f"--variants {variants!r} is not a regular expression ({e})")
+    rows = [r for r in part["rows"] if pattern.search(r["variant"])]
+    if not rows:
+        names = sorted({r["variant"] for r in part["rows"]})
+        raise ValueError(f"--variants {variants!r} matches none of the file's rows "
+                         f"(its variants: {', '.join(names) or 'none'})")
+    checks = [c for c in part.get("checks", []) if pattern.search(c["variant"])]
+    return dict(part, rows=rows, checks=checks, variants=variants)
+
+
 def merge(record: dict, part: dict) -> dict:
     """``record`` with ``part``'s rows and checks merged in (a new dict; inputs unchanged)."""
     prov = dict(part["provenance"])
@@ -73,9 +93,12 @@ def merge(record: dict, part: dict) -> dict:
         m = dict(m, rows=[k for k in m["rows"] if (k[0], k[1], k[2], tuple(k[3])) in kept])
         if m["rows"]:
             merged.append(m)
-    merged.append({"provenance": prov, "only": part.get("only"),
-                   "rows": [[r.get("kind"), r["variant"], r["dtype"], list(r["shape"])]
-                            for r in new_rows]})
+    entry = {"provenance": prov, "only": part.get("only"),
+             "rows": [[r.get("kind"), r["variant"], r["dtype"], list(r["shape"])]
+                      for r in new_rows]}
+    if part.get("variants"):
+        entry["variants"] = part["variants"]
+    merged.append(entry)
     new_checks = part.get("checks", [])
     ck = {check_key(c) for c in new_checks if c.get("shape") is not None}
     checks = [c for c in record.get("checks", [])
@@ -103,10 +126,12 @@ def main(argv=None):
     ap.add_argument("--retarget", action="store_true",
                     help="recompute the targets of --into (default book/data/h100.json) from its "
                          "rows; nothing merged")
+    ap.add_argument("--variants", metavar="REGEX",
+                    help="merge only the rows (and checks) whose variant matches REGEX")
     args = ap.parse_args(argv)
     if args.retarget:
-        if args.files:
-            raise SystemExit("--retarget merges nothing: give no FILE")
+        if args.files or args.variants:
+            raise SystemExit("--retarget merges nothing: give no FILE and no --variants")
         into = Path(args.into) if args.into else DATA / "h100.json"
         record = _load(into, "record")
         peak = record["provenance"].get("peak_bandwidth") or HBM3_PEAK
@@ -120,6 +145,8 @@ def main(argv=None):
         into = Path(args.into) if args.into else DATA / f"{slug(part['provenance'].get('gpu'))}.json"
         record = _load(into, "record")
         try:
+            if args.variants:
+                part = select(part, args.variants)
             doc = merge(record, part)
         except ValueError as e:
             raise SystemExit(str(e))

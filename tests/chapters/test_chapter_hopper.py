@@ -199,8 +199,9 @@ def test_the_sweep_is_said_as_the_record_has_it(rec):
     assert ours[8192]["flops_per_s"] > 0.9 * max(r["flops_per_s"] for r in ours.values())
     slower = [T for T in ours if comp[T]["seconds"] < ours[T]["seconds"]]
     assert slower == [512], slower
-    off = [T for T in ours if abs(alone[T]["seconds"] / ours[T]["seconds"] - 1) > 0.10]
-    assert off == [512], off
+    assert "ours is nowhere more than a tenth behind it but at that one T" in prose
+    behind = [T for T in ours if ours[T]["seconds"] > 1.10 * alone[T]["seconds"]]
+    assert behind == [512], behind
     assert [T for T in ours if T <= 16 and frac[T] >= 0.85] == [1, 2, 4, 8, 16]
     assert not [T for T in alone if T <= 16 and alone[T]["bandwidth"] / peak >= 0.85]
 

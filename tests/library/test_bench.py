@@ -249,6 +249,33 @@ def test_merge_command_line(tmp_path, capsys):
         merge.main([str(tmp_path / "missing.json"), "--into", str(into)])
 
 
+def test_merge_variants_takes_only_the_matching_rows_and_says_so(tmp_path, capsys):
+    """A sweep's rows merged without the host rows of the same run: the record keeps its own
+    host row, the merged entry names the pattern; a pattern matching nothing is refused."""
+    import json
+
+    from book.bench import merge
+
+    into = tmp_path / "h100.json"
+    into.write_text(json.dumps(_doc([_row("host_decode_planned", kind="launch", seconds=9e-6)])))
+    part = tmp_path / "part.json"
+    part.write_text(json.dumps(_doc([_row("sweep_ours", seconds=1e-4),
+                                     _row("host_decode_planned", kind="launch", seconds=15e-6)])))
+    assert merge.main([str(part), "--into", str(into), "--variants", "^sweep_"]) == 0
+    doc = json.loads(into.read_text())
+    by = {r["variant"]: r for r in doc["rows"]}
+    assert by["host_decode_planned"]["seconds"] == 9e-6 and "provenance" not in by["host_decode_planned"]
+    assert by["sweep_ours"]["provenance"]["command"] == "python -m book.bench"
+    assert doc["merged"][-1]["variants"] == "^sweep_" and len(doc["merged"][-1]["rows"]) == 1
+    assert "merged 1 row(s)" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="matches none of the file's rows .*sweep_ours"):
+        merge.main([str(part), "--into", str(into), "--variants", "^nothing"])
+    with pytest.raises(SystemExit, match="not a regular expression"):
+        merge.main([str(part), "--into", str(into), "--variants", "("])
+    with pytest.raises(SystemExit, match="give no FILE and no --variants"):
+        merge.main(["--retarget", "--variants", "x", "--into", str(into)])
+
+
 def test_only_needs_rows_out_and_a_valid_pattern(capsys):
     from book.bench import suite
 
