@@ -60,20 +60,16 @@ def _load(path, what):
     return doc
 
 
-def select(part: dict, variants: str) -> dict:
-    """``part`` with only the rows and checks whose variant ``re.search``-matches ``variants``;
-    a ValueError when the pattern is not one or matches none of its rows."""
-    try:
-        pattern = re.compile(variants)
-    except re.error as e:
-        raise ValueError(f"--variants {variants!r} is not a regular expression ({e})")
+def select(part: dict, pattern: re.Pattern) -> dict:
+    """``part`` with only the rows and checks whose variant ``pattern.search`` matches; a
+    ValueError when it matches none of its rows."""
     rows = [r for r in part["rows"] if pattern.search(r["variant"])]
     if not rows:
         names = sorted({r["variant"] for r in part["rows"]})
-        raise ValueError(f"--variants {variants!r} matches none of the file's rows "
+        raise ValueError(f"--variants {pattern.pattern!r} matches none of the file's rows "
                          f"(its variants: {', '.join(names) or 'none'})")
     checks = [c for c in part.get("checks", []) if pattern.search(c["variant"])]
-    return dict(part, rows=rows, checks=checks, variants=variants)
+    return dict(part, rows=rows, checks=checks, variants=pattern.pattern)
 
 
 def merge(record: dict, part: dict) -> dict:
@@ -140,13 +136,18 @@ def main(argv=None):
         return 0
     if not args.files:
         raise SystemExit("give a FILE written by --rows-out (or --retarget)")
+    # checked once, before any file is read or written
+    try:
+        variants = re.compile(args.variants) if args.variants else None
+    except re.error as e:
+        raise SystemExit(f"--variants {args.variants!r} is not a regular expression ({e})")
     for f in args.files:
         part = _load(f, "rows file")
         into = Path(args.into) if args.into else DATA / f"{slug(part['provenance'].get('gpu'))}.json"
         record = _load(into, "record")
         try:
-            if args.variants:
-                part = select(part, args.variants)
+            if variants:
+                part = select(part, variants)
             doc = merge(record, part)
         except ValueError as e:
             raise SystemExit(str(e))
