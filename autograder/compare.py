@@ -35,8 +35,10 @@ def compare_array(got, expected, *, rtol: float, atol: float, dtype_name: str,
     if n_unw:
         msg += (f", {n_unw} never written (the NaN poison the grader put there is still "
                 "there: check your grid covers every element and your bounds test)")
-        if n_unw == bad.size:
-            msg += "; nothing was written at all: did your function launch the kernel on `out`?"
+        if n_unw == bad.size:   # said as what was seen: no store reached `out` in this call
+            msg += ("; nothing was written at all in this call: no store reached `out` (a kernel "
+                    "not launched on it, a grid of no blocks, or a test every thread failed, such "
+                    "as a count left over from an earlier call)")
     msg += (f"; first bad index {idx}: expected {expected[idx]:.6g}, got {g[idx]:.6g} "
             f"(tolerance |got-expected| <= {atol:g} + {rtol:g}*|expected|)")
     return False, msg

@@ -17,6 +17,20 @@ from typing import Callable
 from . import loading
 from .sandbox import Child, ChildError
 
+# Every correctness case is called this many times on the same arrays, each later call with new
+# contents in the inputs and `out` poisoned again, and every call judged (issue 41: a split-K
+# counter never reset was right on the first call at each shape and wrong on the next; a race
+# shows on some runs and not on others). The rubric's [correctness] calls overrides it.
+CALLS_SIMULATED = 2
+CALLS_GPU = 3
+
+
+def call_case(case: dict, k: int) -> dict:
+    """Call ``k`` (2, 3, ...) of a correctness case: the same shapes, new contents (its own
+    seed, never the kernel proof's), judged against its own reference."""
+    return dict(case, seed=(int(case["seed"]) * 31 + 1009 * k) % (1 << 30), id=f"{case['id']}_call{k}")
+
+
 # In the simulator each launch extends a test's deadline by SIM_MARGIN times the simulator's
 # usual time for its threads (book.gpu.SIM_THREADS_PER_S: a loaded machine is slower), up to
 # SIM_DEADLINE_CAP_S in all.
@@ -95,6 +109,8 @@ class RunContext:
     say: Callable[..., None]          # a line on the terminal (not with --quiet)
     replays: object                   # replay_client.ReplayServers: the replay process per GPU
     crowded: Callable[[], bool] = lambda: False   # are other submissions being graded now?
+    sim_cases: list | None = None     # on a GPU: the simulator's cases, one per case above (the
+    #                                   hazard trace's: judge.Judge.trace_hazards)
     _expected: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -105,6 +121,18 @@ class RunContext:
     @property
     def hidden_visibility(self) -> str:
         return self.rubric["correctness"]["hidden_visibility"]
+
+    @property
+    def calls_per_case(self) -> int:
+        """How many times each correctness case is called (CALLS_SIMULATED, CALLS_GPU)."""
+        default = CALLS_SIMULATED if self.simulated else CALLS_GPU
+        return max(1, int(self.rubric["correctness"].get("calls", default)))
+
+    def repeat_cases(self, case) -> list:
+        """The later calls of a kernel case (call_case), in order."""
+        if not self.lab.kernel:
+            return []
+        return [call_case(case, k) for k in range(2, self.calls_per_case + 1)]
 
     @property
     def scratch(self) -> Path:
@@ -134,11 +162,15 @@ class RunContext:
                 self._expected[key] = ref
         return ref
 
-    def test_message(self, case, guard: bool = True) -> dict:
+    def test_message(self, case, guard: bool = True, repeat: bool = False) -> dict:
         """One test for the child; ``guard=False``: arrays without guard zones (under
-        compute-sanitizer, whose memcheck sees stores past an allocation's end)."""
-        return {"cmd": "test", "id": case["id"], "kind": "kernel" if self.lab.kernel else "numeric",
-                "function": self.lab.function_of(case), "args": self.lab.args(case, guard)}
+        compute-sanitizer, whose memcheck sees stores past an allocation's end); ``repeat``:
+        the case's later calls too (repeat_cases), each judged."""
+        msg = {"cmd": "test", "id": case["id"], "kind": "kernel" if self.lab.kernel else "numeric",
+               "function": self.lab.function_of(case), "args": self.lab.args(case, guard)}
+        if repeat:
+            msg["repeat"] = [self.lab.args(c, guard) for c in self.repeat_cases(case)]
+        return msg
 
     def ask(self, child, timeout: float, **msg) -> dict:
         """One request to a student child (see ``ask``)."""

@@ -135,6 +135,7 @@ class Run:
         # without kernels, which never starts one)
         replays = ReplayServers(self.lab_name, lambda: timing_cases(self.ctx), self.log, self.gpus)
         self.ctx = RunContext(lab=self.lab, rubric=rubric, cases=self._build_cases(rubric),
+                              sim_cases=None if simulated else self._build_cases(rubric, True),
                               limits=limits, perf=rubric.get("performance"), simulated=simulated,
                               out=self.out, secret=self.secret, children=self.children,
                               log=self.log, say=self.say, replays=replays,
@@ -173,10 +174,12 @@ class Run:
                 os.fsync(f.fileno())
 
     # -- the cases (parent only)
-    def _build_cases(self, rubric) -> list:
+    def _build_cases(self, rubric, simulated: bool | None = None) -> list:
+        """The correctness cases (``simulated``: as the simulator would draw them, whatever
+        this run grades on: a GPU run's hazard trace runs those)."""
         rng = np.random.default_rng(self.secret["hidden_seed"])
         rub = rubric["correctness"]
-        cases = self.lab.cases(rng, self.simulated, rub)
+        cases = self.lab.cases(rng, self.simulated if simulated is None else simulated, rub)
         for i, c in enumerate(cases):
             c["id"] = f"t{i}"
             c["points"] = case_points(c, rub)
@@ -238,6 +241,7 @@ class Run:
                 self._loaded(got, result)
                 self.judge.run_tests(child, result)
                 self.judge.prove_kernels(child, result, cells, gpu)
+                self.judge.trace_hazards(result, cells)
                 if self.ctx.perf and (not self.simulated or self.sim_timing):
                     self.timer.record(child, result, gpu)
             else:

@@ -12,7 +12,8 @@ import shutil
 import time
 
 from .compare import guard_notes
-from .context import RunContext, child_problem
+from .context import RunContext, ask, child_problem
+from .hazards import from_report, messages
 from .inputs import guard_damage, unguarded
 from .recording import RecordingError, copy_recording, recording_summary
 from .results import PERFORMANCE, TestRecord
@@ -20,8 +21,19 @@ from .sandbox import SIM_MAX_THREADS, ChildError
 from .sandbox import describe_thread_failure as describe_threads
 
 NOT_REPRODUCED = ("the kernels your function launched, replayed by the grader on fresh inputs without "
-                  "calling your function, did not compute the answer. Correctness points need the work "
-                  "done by kernels: a result computed on the host and copied into `out` earns nothing")
+                  "calling your function, did not compute the answer. Correctness points need the answer "
+                  "computed by the kernels on every call; what makes a replay differ from the call is "
+                  "work done outside the kernels (on the host, copied into `out`), a kernel whose result "
+                  "depends on an earlier call, or a race that shows on some runs and not others")
+
+# A later call of a case on the same arrays with new contents was wrong where the first was right
+LATER_CALL = ("the first call of this case was right; call {k} of {n}, on the same arrays with new "
+              "contents (new inputs, `out` poisoned with NaN again), was not: {msg}\nA function whose "
+              "later calls go wrong depends on an earlier call: state kept between calls (a split-K "
+              "arrival counter not back at zero, a workspace or a result kept by shape or by array), "
+              "or a race that shows on some runs and not on others")
+NO_LATER_CALL = ("call {k} of {n} of this case (the same arrays, new contents) gave no answer: every "
+                 "call of a case is judged")
 
 # A proof the simulator could not carry out (a kernel made inside the function, a parameter it
 # cannot record, a replay that did not finish): no verdict, no points taken, the submission
@@ -83,7 +95,8 @@ class Judge:
                 t.output = f"not run: {dead}"
                 continue
             try:
-                r = ctx.ask(child, ctx.limits.get("test_s", 60), **ctx.test_message(case))
+                r = ctx.ask(child, ctx.limits.get("test_s", 60) * ctx.calls_per_case,
+                            **ctx.test_message(case, repeat=True))
             except ChildError as e:
                 t.output = child_problem(e, child, f"running test '{case['name']}'")
                 dead = f"an earlier test ('{case['name']}') stopped the process"
@@ -101,7 +114,7 @@ class Judge:
                         thread_failure=r["thread_failure"])
                 dead = "the simulator could not start a block's threads (see above)"
                 continue
-            ok, msg = verdict(ctx, case, r, child)
+            ok, msg = judge_calls(ctx, case, r, child)
             if not ok and "OUT_OF_MEMORY" in msg.upper().replace(" ", "_") and ctx.crowded():
                 result.oom = f"test '{case['name']}': {msg[:300]}"
             t.output = msg
@@ -110,8 +123,52 @@ class Judge:
             if r.get("cuda_error"):
                 dead = (f"a CUDA error in test '{case['name']}' (e.g. an illegal memory access) "
                         "leaves the GPU context unusable for the rest of this submission")
+            shapes = r.get("launch_shapes") if isinstance(r.get("launch_shapes"), list) else []
             ctx.log(kind="test", id=result.id, test=case["name"], ok=ok, hidden=hidden,
-                    seconds=r.get("seconds"), launches=r.get("launches"), message=msg[:2000])
+                    seconds=r.get("seconds"), launches=r.get("launches"), message=msg[:2000],
+                    calls=1 + len(r.get("repeats") or []), launch_shapes=shapes[:16],
+                    paths=ctx.lab.paths_taken(case, shapes) if ctx.lab.kernel and shapes else [])
+
+    # -- hazards on a GPU: the simulator's trace, in the simulator's words
+    def trace_hazards(self, result, cells):
+        """On a GPU, the hazards the simulator's access tracer finds (book.simhazards: races
+        between blocks, races on shared memory, reads outside an input) cost points as they do
+        in the simulator, in the same words: a simulator child loads the submission and runs
+        the simulator's version of each case (``ctx.sim_cases``: the public cases and the
+        hidden ones the simulator would draw from the same secret seed), and a case whose
+        simulated run had a hazard loses its points here too. Only hazards are taken from it
+        (the values are the GPU's to judge); a trace that cannot run costs nothing and is
+        logged."""
+        ctx = self.ctx
+        if ctx.simulated or not ctx.lab.kernel or not ctx.sim_cases or not result.replies:
+            return
+        got = ctx.load(cells, None, simulated=True, who=f"{result.id} (hazard trace)")
+        child, found = got.child, {}
+        try:
+            if not got.loaded:
+                ctx.log(kind="hazard_trace", id=result.id, error=got.describe()[:500])
+                return
+            for case in ctx.sim_cases:
+                try:
+                    r = ask(child, ctx.limits.get("test_s", 60), True, **ctx.test_message(case))
+                except ChildError as e:
+                    ctx.log(kind="hazard_trace", id=result.id, test=case["name"],
+                            error=f"{e.reason}: {e.detail}"[:500])
+                    break
+                hz = from_report(r.get("hazards"))
+                if hz:
+                    found[case["id"]] = hz
+                ctx.log(kind="hazard_trace", id=result.id, test=case["name"],
+                        hazards=[h.to_json() for h in hz], ok=r.get("ok"))
+        finally:
+            if child is not None:
+                child.close()
+        for case, t in zip(ctx.cases, [t for t in result.tests if t.name != PERFORMANCE]):
+            hz = found.get(case["id"])
+            if hz:
+                t.score = 0
+                t.output = (messages(_once(hz)).lstrip("\n") + "\n(found in the simulator's run "
+                            "of this case's simulator-sized version)\nOn this GPU: " + t.output)
 
     # -- correctness needs kernels: replay the recorded launches on fresh inputs
     def prove_kernels(self, child, result, cells, gpu):
@@ -150,21 +207,40 @@ class Judge:
         ctx.log(kind="kernel_proof", id=result.id, **proof)
         if ok:
             return
+        # The replay ran after the hidden cases: what it says is shown only in the grader's own
+        # words (the comparison of its output, the mechanism's reasons), never text its child
+        # could have written (an exception's message, what it printed); the instructor has it
+        # all in measurements.jsonl
+        shown = graders_words(ctx, case, msg)
         if ok is None:   # no verdict: points stand, the instructor regrades on a GPU
-            # on a hidden case only the replay's own reasons, which name no shape or value
-            shown = case["visibility"] != "hidden" or msg.startswith(MECHANISM_REASONS)
-            why = f" ({msg.strip()[:600]})" if shown else ""
+            why = f" ({shown})" if shown else ""
             result.status = "needs a GPU"
             result.problems["kernels"] = NEEDS_GPU_TO_VERIFY + why
             result.flags.append({"level": "review", "what": PROOF_WITHHELD_FLAG,
                                  "where": "kernel proof"})
             return
-        note = NOT_REPRODUCED + ("" if case["visibility"] == "hidden" else f" ({msg.strip()[:600]})")
+        note = NOT_REPRODUCED + (f" ({shown})" if shown else "")
         for t in result.tests:
             if t.score > 0 and t.name != PERFORMANCE:
                 t.score = 0
                 t.output = t.output + "\n" + note
         result.problems["kernels"] = note
+
+
+def graders_words(ctx: RunContext, case, msg: str) -> str:
+    """What a kernel proof's message may show the student: on a public case, the grader's
+    comparison of the replay's output (it names the case's own shape and values) and the
+    replay mechanism's fixed reasons, cut to the reason's first clause; on a hidden case only
+    those reasons; never text from the replay's child (it ran after the hidden cases, and an
+    exception message or a kernel's name is the submission's to choose)."""
+    msg = (msg or "").strip()
+    if msg.startswith(MECHANISM_REASONS):
+        return msg.split(":", 2)[0] + ": " + (
+            "a kernel created inside your function, which the simulator cannot replay"
+            if msg.startswith(MECHANISM_REASONS[0]) else "the launches could not be recorded")
+    if case["visibility"] != "hidden" and msg.startswith(f"`{ctx.lab.output}`"):
+        return msg[:600]
+    return ""
 
 
 def replay_in_simulator(ctx: RunContext, folder, case, cells):
@@ -221,9 +297,6 @@ def verdict(ctx: RunContext, case, r, child, guard: bool = True) -> tuple[bool, 
     if not lab.kernel:
         return lab.check(r.get("value"), case, ctx.expected(case))
     notes = []
-    if r.get("launches", 1) == 0:
-        return False, ("your function launched no CUDA kernel: the lab asks for the work to be "
-                       "done by a Numba CUDA kernel on the GPU")
     out = next(a for a in lab.args(case, guard) if a["role"] == "out")
     try:   # the whole allocation: the output between its guard zones
         flat = child.read_npy(r["files"][lab.output])
@@ -231,6 +304,10 @@ def verdict(ctx: RunContext, case, r, child, guard: bool = True) -> tuple[bool, 
     except (KeyError, OSError, ValueError) as e:
         return False, f"the grader could not read your output back ({e})"
     ok, msg = lab.check(got, case, ctx.expected(case))
+    if r.get("launches", 1) == 0:   # said as what was seen in this call, whatever `out` holds
+        ok, msg = False, (f"no CUDA kernel was launched in this call ({lab.show(case)}): the lab "
+                          "asks for the work to be done by a Numba CUDA kernel on the GPU; `out` "
+                          f"then: {msg}")
     found = [(lab.output, guard_damage(flat, out["guard"], "out"), got.size)]
     found += _input_guards(r.get("input_guards"))
     said = guard_notes(found)
@@ -244,6 +321,47 @@ def verdict(ctx: RunContext, case, r, child, guard: bool = True) -> tuple[bool, 
         notes.append(f"your function changed its input(s) {', '.join(r['modified_inputs'])}: "
                      "inputs must be left as they were (the next layer reads them)")
     return ok, msg + ("".join("\n" + n for n in notes))
+
+
+def judge_calls(ctx: RunContext, case, r, child) -> tuple[bool, str]:
+    """(passed, message) for every call of one case: the first call's verdict, each later
+    call's (the same arrays, new contents: ``ctx.repeat_cases``) and the hazards found in any
+    of them (autograder/hazards.py: a race or a read outside an input costs the case its points
+    and is said as what it is, whatever the values were). A later call that fails where the
+    first passed is said as a dependence on an earlier call."""
+    ok, msg = verdict(ctx, case, r, child)
+    found = from_report(r.get("hazards"))
+    later = None
+    if r.get("ok"):
+        repeats = r.get("repeats") if isinstance(r.get("repeats"), list) else []
+        cases = ctx.repeat_cases(case)
+        n = 1 + len(cases)
+        for k, c in enumerate(cases, start=2):
+            rr = repeats[k - 2] if k - 2 < len(repeats) and isinstance(repeats[k - 2], dict) else None
+            if rr is None:
+                later = later or NO_LATER_CALL.format(k=k, n=n)
+                continue
+            found += from_report(rr.get("hazards"))
+            if later is None:
+                k_ok, k_msg = verdict(ctx, c, rr, child)
+                if not k_ok:
+                    later = LATER_CALL.format(k=k, n=n, msg=k_msg)
+    if found:   # said as what it is (once per kind and array); the values after it
+        found = _once(found)
+        return False, messages(found).lstrip("\n") + "\nThe values of the first call: " + msg
+    if ok and later:
+        return False, later
+    return ok, msg
+
+
+def _once(hazards) -> list:
+    """The hazards, one per kind, array and finder (a race repeats in every call)."""
+    seen, once = set(), []
+    for h in hazards:
+        if (h.kind, h.array, h.found_by) not in seen:
+            seen.add((h.kind, h.array, h.found_by))
+            once.append(h)
+    return once
 
 
 def _input_guards(said) -> list:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .elementwise import Elementwise
-from .spec import PlantedBug
+from .spec import LabPath, PlantedBug, blocks_along
 
 
 def reference(inputs):
@@ -69,6 +69,11 @@ LAB = PROBLEM.lab(
     asks=("a fused SwiGLU kernel for the **interleaved** packed layout (gate in the even columns, "
           "up in the odd, as in gpt-oss; chapter 6 did `[gate | up]` halves), float32"),
     function="swiglu_interleaved",
+    paths=(blocks_along(0, "a row"), blocks_along(1, "the rows"),
+           LabPath("one row", "M = 1: a single row of outputs", lambda c, L: c["M"] == 1),
+           LabPath("a ragged last block", "a row that is not a whole number of blocks' columns "
+                   "(the notebook's EPT = 4 columns a thread)",
+                   lambda c, L: c["F"] % (4 * int(L[-1]["block"][0])) != 0)),
     public_cases=({"name": "public M=3 F=40", "M": 3, "F": 40, "seed": 1},
                   {"name": "public M=1 F=257", "M": 1, "F": 257, "seed": 2}),
     steps=STEPS)

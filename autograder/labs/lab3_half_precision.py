@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .elementwise import Elementwise
-from .spec import PlantedBug
+from .spec import LabPath, PlantedBug, blocks_along
 
 LIMIT, ALPHA = 7.0, 1.702
 
@@ -67,6 +67,11 @@ LAB = PROBLEM.lab(
     asks=("gpt-oss's **clamped** SwiGLU at the bandwidth ceiling: float16 storage, float32 "
           "math, enough bytes in flight per thread"),
     function="swiglu_clamped_fp16",
+    paths=(blocks_along(0, "the elements"),
+           LabPath("a ragged tail", "M * F not a multiple of 8: a tail of fewer than 8 halves "
+                   "after the 16-byte loads", lambda c, L: (c["M"] * c["F"]) % 8 != 0),
+           LabPath("16-byte loads", "at least one whole run of 8 halves",
+                   lambda c, L: c["M"] * c["F"] >= 8)),
     public_cases=({"name": "public M=2 F=70", "M": 2, "F": 70, "seed": 3},
                   {"name": "public M=1 F=129", "M": 1, "F": 129, "seed": 4}),
     steps=STEPS)

@@ -12,7 +12,7 @@ from functools import partial
 
 from . import linear_layer as layer
 from .linear_layer import INPUTS, OUTPUT
-from .spec import KernelLab, PlantedBug
+from .spec import KernelLab, LabPath, PlantedBug, blocks_along
 
 DTYPE = "float32"
 RTOL, ATOL = 1e-3, 1e-4
@@ -102,6 +102,8 @@ LAB = KernelLab(
           "(chapter 7's weights were `[d, h]`, without bias), float32"),
     function="linear_swiglu", params=INPUTS + (OUTPUT,), inputs=INPUTS, output=OUTPUT,
     dtype=DTYPE, rtol=RTOL, atol=ATOL, perf_metric="flops",
+    paths=(blocks_along(0, "h"), blocks_along(1, "T"),
+           LabPath("T = 1", "one token: a tile of one row", lambda c, L: c["T"] == 1),),
     public_cases=({"name": "public T=3 d=20 h=18", "T": 3, "d": 20, "h": 18, "seed": 5},
                   {"name": "public T=1 d=33 h=7", "T": 1, "d": 33, "h": 7, "seed": 6}),
     hidden_cases=hidden_cases, input_specs=partial(layer.input_specs, dtype=DTYPE),

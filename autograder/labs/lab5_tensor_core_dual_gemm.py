@@ -24,7 +24,7 @@ import numpy as np
 from . import linear_layer as layer
 from .seeds import seeds
 from .linear_layer import INPUTS, OUTPUT
-from .spec import KernelLab, PlantedBug
+from .spec import KernelLab, LabPath, PlantedBug, blocks_along
 
 DTYPE = "float16"
 # Tolerances. The inputs are float16 values (the reference reads the same values, widened
@@ -161,6 +161,10 @@ LAB = KernelLab(
           "instructions"),
     function="linear_swiglu_tc", params=INPUTS + (OUTPUT,), inputs=INPUTS, output=OUTPUT,
     dtype=DTYPE, rtol=RTOL, atol=ATOL, perf_metric="flops",
+    paths=(blocks_along(0, "h"), blocks_along(1, "T"),
+           LabPath("T = 1", "one token: a tile of one row", lambda c, L: c["T"] == 1),
+           LabPath("several k-slabs", "d longer than one BK slab: the pipeline's loop over k",
+                   lambda c, L: c["d"] > BK),),
     public_cases=({"name": "public T=5 d=64 h=40", "T": 5, "d": 64, "h": 40, "seed": 7},
                   {"name": "public T=1 d=32 h=18", "T": 1, "d": 32, "h": 18, "seed": 8}),
     hidden_cases=hidden_cases, input_specs=partial(layer.input_specs, dtype=DTYPE),

@@ -19,7 +19,7 @@ from functools import partial
 
 from . import linear_layer as layer
 from .linear_layer import INPUTS, OUTPUT
-from .spec import KernelLab, PlantedBug
+from .spec import KernelLab, LabPath, PlantedBug
 
 DTYPE = "float16"
 # Tolerances as lab 5's: float16 inputs widened exactly, float32 accumulation (order-dependent,
@@ -38,18 +38,69 @@ PIECE = 8   # d is a multiple of 8: a row is read 16 bytes (8 halves) at a time
 GUARD_TILE = (T_MAX, 4096)
 
 
+# The master's launch, as the lab's paths read it: a 1-D grid of h * splits blocks of THREADS
+# threads (64 in the simulator, 128 on a GPU); splits from the SM count (1 in the simulator)
 def sim_blocks(case):
-    """Blocks of the master's 1D grid (one per output column j, no split in the simulator)."""
-    return (case["h"],)
+    """Blocks of the master's 1-D grid in the simulator (h * splits; splits 2 where a row has
+    at least two blocks' worth of pieces and h alone gives the one simulated SM too few)."""
+    pieces = case["d"] // PIECE
+    splits = max(1, min(-(-4 // case["h"]), pieces // 64))
+    return (case["h"] * splits,)
+
+
+def _blocks(launches) -> int:
+    g = launches[-1]["grid"]
+    return int(g[0]) * int(g[1]) * int(g[2])
+
+
+def _share(case, launches) -> int:
+    """The 16-byte pieces of one row one block of the last launch reads (its share of d)."""
+    per_row = max(1, _blocks(launches) // case["h"])
+    return -(-(case["d"] // PIECE) // per_row)
+
+
+def _threads(launches) -> int:
+    b = launches[-1]["block"]
+    return int(b[0]) * int(b[1]) * int(b[2])
+
+
+PATHS = (
+    LabPath("split-K", "d split over several blocks per row, the partial sums met in the "
+            "kernel by the last block to arrive",
+            lambda c, L: _blocks(L) > c["h"]),
+    LabPath("one block per row", "a row's whole dot products in one block, no meeting",
+            lambda c, L: _blocks(L) == c["h"]),
+    LabPath("several pieces per thread", "a block's share of the row longer than its "
+            "threads: each thread loops over several 16-byte pieces",
+            lambda c, L: _share(c, L) > _threads(L)),
+    LabPath("a ragged share", "a share that is not a whole number of pieces per thread: some "
+            "threads take one piece fewer",
+            lambda c, L: _share(c, L) % _threads(L) != 0),
+    LabPath("several warps per row", "more than one warp holds a piece of the row: the "
+            "warps' sums meet in shared memory", lambda c, L: _share(c, L) > 32),
+    LabPath("T = 1", "one token", lambda c, L: c["T"] == 1),
+    LabPath("T > 1", "several tokens: every weight read used for each",
+            lambda c, L: c["T"] > 1),
+)
 
 
 def hidden_cases(rng, simulated: bool, n: int = 3):
-    """T in 1..16, d a multiple of 8, h anything; on a GPU one case has too few rows to fill
-    the GPU without splitting d (h = 40: a few dozen blocks); in the simulator at least two
-    blocks (h >= 2)."""
+    """T in 1..16, d a multiple of 8, h anything. On a GPU one case has too few rows to fill
+    the GPU without splitting d (h = 40: a few dozen blocks). In the simulator every path of
+    PATHS is taken by the master whatever the seed: the first and third cases have 2 or 3 rows
+    and more than 128 pieces a row, so the master (one simulated SM) splits d in two, each
+    block a ragged share of several pieces per thread (a race between the blocks of a row, a
+    counter left non-zero for the next call, a loop over pieces: all graded on Gradescope);
+    the second has one block per row."""
     if simulated:  # a few blocks of 64 threads: seconds each in the simulator
-        shapes = [(int(rng.integers(1, T_MAX + 1)), PIECE * int(rng.integers(1, 17)),
-                   int(rng.integers(2, 13))) for _ in range(n)]
+        split = lambda T: (T, PIECE * int(rng.integers(130, 200)), int(rng.integers(2, 4)))  # noqa: E731
+        shapes = [split(1),
+                  (int(rng.integers(2, T_MAX + 1)), PIECE * int(rng.integers(1, 17)),
+                   int(rng.integers(4, 13))),
+                  split(int(rng.integers(2, 7)))][:n]
+        while len(shapes) < n:
+            shapes.append((int(rng.integers(1, T_MAX + 1)), PIECE * int(rng.integers(1, 17)),
+                           int(rng.integers(2, 13))))
     else:
         shapes = [(1, 4096, 2048 + int(rng.integers(1, 64))),
                   (int(rng.integers(2, T_MAX + 1)), PIECE * int(rng.integers(256, 1024)),
@@ -133,14 +184,14 @@ LAB = KernelLab(
     dtype=DTYPE, rtol=RTOL, atol=ATOL, perf_metric="bandwidth",
     public_cases=({"name": "public T=4 d=64 h=12", "T": 4, "d": 64, "h": 12, "seed": 9},
                   {"name": "public T=1 d=136 h=7", "T": 1, "d": 136, "h": 7, "seed": 10},
-                  {"name": "public T=16 d=16 h=3", "T": 16, "d": 16, "h": 3, "seed": 11}),
+                  {"name": "public T=16 d=2056 h=3", "T": 16, "d": 2056, "h": 3, "seed": 11}),
     hidden_cases=hidden_cases, input_specs=partial(layer.input_specs, dtype=DTYPE),
     out_spec=partial(layer.out_spec, dtype=DTYPE), reference=layer.reference,
     describe=partial(layer.describe, dtype=DTYPE), timing_case=timing_case,
     min_bytes=weight_bytes, flops=layer.flops,
     make_reference_runner=make_reference_runner,
     reference_name="cuBLAS float16 + compiled SwiGLU", steps=STEPS,
-    guard_tile=GUARD_TILE, sim_blocks=sim_blocks,
+    guard_tile=GUARD_TILE, sim_blocks=sim_blocks, paths=PATHS,
     untraced=("the access tracer does not model the 16-byte loads this lab asks for (its "
               "intrinsic is simulated element by element), the warps' split of a row or the "
               "split-K's atomic arrival counter; on a GPU, check(decode_swiglu, sanitize=True) "

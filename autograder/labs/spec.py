@@ -48,6 +48,33 @@ class PlantedBug:
 
 
 @dataclass(frozen=True)
+class LabPath:
+    """A path through the lab's problem that a kernel must get right, and that every grader's
+    cases make the lab's master take (issue 41: lab 6's split-K was never graded in the
+    simulator, whose cases were too small for the master to split). ``taken(case, launches)``
+    says whether the master took it on ``case``, from the launches recorded in that call:
+    each ``{"grid": [x, y, z], "block": [x, y, z], "scalars": [...]}``, the kernel's scalar
+    arguments in order. The grader logs the paths each case took (measurements.jsonl, kind
+    ``test``, ``paths``); tests/grader/test_lab_paths.py shows every declared path taken by the
+    master on the simulator's cases, and the GPU lane on a GPU's."""
+
+    name: str
+    """A few words, unique in the lab ("split-K", "T = 1")."""
+    words: str
+    """What taking it means, one phrase ("d split over several blocks per row, the partial
+    sums met in the kernel")."""
+    taken: Callable[[Case, list], bool]
+
+
+def blocks_along(axis: int, along: str) -> LabPath:
+    """The path of a grid with two blocks or more along ``axis`` (0 x, 1 y) of the last launch:
+    a kernel that forgets ``blockIdx`` there fails it."""
+    return LabPath(f"several blocks along {along}", f"two blocks or more along {along}: every "
+                   "block must find its own part of the work from blockIdx",
+                   lambda c, L: int(L[-1]["grid"][axis]) >= 2)
+
+
+@dataclass(frozen=True)
 class Step:
     """One stage of a kernel lab that builds its kernel in steps (every kernel lab): the function the
     student writes in the step's cell (``function(*params)``), the small cases its check runs,
@@ -275,6 +302,9 @@ class KernelLab(LabSpec):
     would take on ``case`` if every block were the largest the lab allows (in the simulator).
     Every hidden case drawn for the simulator gives at least 2 in each dimension, so a kernel
     that forgets ``blockIdx`` in any dimension fails there (tests/grader/test_block_crossing.py)."""
+    paths: tuple[LabPath, ...] = ()
+    """The paths of the problem a kernel must get right (:class:`LabPath`); the lab's hidden
+    cases are drawn so that the master takes every one of them on every grader."""
     untraced: str = ""
     """Why ``check()``'s access-pattern trace cannot judge this lab's kernels, in words ("": it
     can). Where set, ``check()`` says this instead of tracing: the tracer records element
@@ -304,10 +334,26 @@ class KernelLab(LabSpec):
                 raise LabSpecError(f"{where}: step {s.name!r}: its function {s.function!r} (or "
                                    "its name) is used twice: each step has its own")
             seen.add(s.function)
+        names = [p.name for p in self.paths]
+        if len(set(names)) != len(names) or not all(isinstance(p, LabPath) for p in self.paths):
+            raise LabSpecError(f"{where}: paths holds LabPath(...) objects with names of their "
+                               f"own (got {names})")
 
     @property
     def functions(self) -> dict[str, list[str]]:
         return {self.function: list(self.params)}
+
+    def paths_taken(self, case, launches) -> list[str]:
+        """The names of the declared paths ``case`` took, given the launches recorded in the
+        call (a path whose test raises on a foreign launch is not taken)."""
+        out = []
+        for p in self.paths:
+            try:
+                if p.taken(case, launches):
+                    out.append(p.name)
+            except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
+                continue
+        return out
 
     @property
     def reference_impl(self) -> str:

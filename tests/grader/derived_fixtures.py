@@ -355,6 +355,29 @@ def decode_swiglu(x, wg, bg, wu, bu, out):
     _epilogue[((h + THREADS - 1) // THREADS, T), THREADS](a, b, bg, bu, out, T, h)
     return out
 '''),
+    # ------------------------------------------------------------------ hazards (issue 41)
+    "sanitizer/lab6_control.py": Derived(L6, """\
+lab 6's master's graded code, unchanged: the control of the hazard fixtures beside it, on which
+racecheck, synccheck and memcheck find nothing."""),
+    "sanitizer/lab6_missing_syncthreads.py": Derived(L6, """\
+lab 6's master without the barrier before the cross-warp sum: lane 0 of each warp stores its
+warp's sums in shared memory (`red[0, t, warp] = vg`) and the threads of warp 0 read every
+warp's (`v += red[k, t, q]`) with no `cuda.syncthreads()` between. Warp 0 usually arrives
+last, so the values often come out right on a GPU; compute-sanitizer's racecheck reports a RAW
+hazard on shared memory between those lines, and grade takes the sanitized case's points.""",
+        {"lab6-03": [("                red[1, t, warp] = vu\n        cuda.syncthreads()\n",
+                      "                red[1, t, warp] = vu\n"
+                      "        # (planted) no cuda.syncthreads() here: warp 0 may read a\n"
+                      "        # warp's sums before that warp has stored them\n")]}),
+    "sanitizer/lab6_reads_x_past_end.py": Derived(L6, """\
+lab 6's master with its token loops run over every token slot (T_MAX) instead of the call's
+T: each thread loads rows T .. 15 of x, past its end, sums them into accumulators and shared
+words that are never stored to `out`. The values are right (the grader's guard zones after x
+hold NaN that is never used); with exact-size arrays compute-sanitizer's memcheck reports
+"Invalid __global__ read" just past the end of x, and grade takes the sanitized case's points
+as a read outside `x`.""",
+        {"lab6-03": [("cuda.local.array(T, float32)", "cuda.local.array(T_MAX, float32)"),
+                     ("for t in range(T):", "for t in range(T_MAX):  # (planted) not T")]}),
 }
 
 
@@ -362,6 +385,38 @@ def fixtures(folder: str, lab: str | None = None) -> list:
     """The derived fixtures under tests/fixtures/<folder>/ (of one lab), as paths."""
     return [FIXTURES / n for n, d in sorted(DERIVED.items())
             if n.startswith(folder + "/") and (lab is None or d.lab == labs.resolve(lab))]
+
+
+# ---------------------------------------------------------------- lab 6's split-K faults (issue 41)
+# Each loses correctness points on every grader, in the same words: the simulator's hidden
+# cases make the master split d (autograder/labs/lab6_decode_mlp_up.py PATHS), every case is
+# called again on the same arrays (autograder/context.py CALLS_*), and the access tracer
+# reports races (tests/grader/test_split_k_faults.py; the GPU lane, test_grader_gpu.py).
+DERIVED.update({
+    "hazards/lab6_counter_without_atomic.py": Derived(L6, """\
+lab 6's master with the split-K arrival counted by a plain read and write of the row's counter
+instead of an atomic add: two blocks of a row can read the same count, neither sees itself
+last, and the row's `out` is never written (on a GPU on some runs; in the simulator's block
+order never). Every grader must report a race between blocks on the counter, every run.""",
+        {"lab6-02": [("        last = cuda.atomic.add(count, j, 1) == splits - 1\n",
+                      "        n = count[j]  # (planted) a plain read and write, no atomic\n"
+                      "        count[j] = n + 1\n"
+                      "        last = n == splits - 1\n")]}),
+    "hazards/lab6_counter_never_reset.py": Derived(L6, """\
+lab 6's master whose last block never sets its row's arrival counter back to zero: the first
+call at each shape is right; the next call on the same rows starts from `splits` arrivals, no
+block sees itself last and `out` stays unwritten. Graded right on the first call and wrong on
+the second, with the same words on every grader (the simulator's split cases included).""",
+        {"lab6-02": [("        if last:\n            count[j] = 0  # all of row j's blocks arrived: ready again\n",
+                      "        # (planted) the counter is never set back to zero\n")]}),
+    "hazards/lab6_one_piece_per_thread.py": Derived(L6, """\
+lab 6's master with no loop over a block's share of d: each thread reads one 16-byte piece
+(`c = c0 + tid`), so a share longer than the block's threads loses its tail. Right on every
+case with at most THREADS pieces per block (all the simulator's cases before issue 41); wrong
+wherever a share is longer, which the simulator's split cases now are.""",
+        {"lab6-03": [("        for c in range(c0 + tid, c1, THREADS):\n",
+                      "        for c in range(c0 + tid, min(c1, c0 + tid + 1)):  # (planted) one piece\n")]}),
+})
 
 
 if __name__ == "__main__":

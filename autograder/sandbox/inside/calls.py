@@ -43,7 +43,10 @@ def device_args(args):
 def run_test(fns, msg, workdir: str) -> dict:
     """One test: the student's function called on the grader's inputs (a numeric lab: its
     value); the outputs (guard zones included), what the call did to its inputs and their
-    guards, the recording, and with ``again`` a second call on new contents."""
+    guards, the recording, the shapes of its launches; with ``repeat`` (a list of argument
+    lists, each with new seeds), called again on the same arrays for each, new contents in
+    the inputs and ``out`` poisoned again, every call's output written for the grader to
+    judge; and with ``again`` a second call on new contents (the timing call's cache check)."""
     fn = fns[msg["function"]]
     if msg["kind"] == "numeric":
         t0 = time.perf_counter()
@@ -59,14 +62,31 @@ def run_test(fns, msg, workdir: str) -> dict:
     t0 = time.perf_counter()
     ret, rec = recorded_call(fn, msg, built, whole, workdir)
     dt = time.perf_counter() - t0
-    launched = launches.LAUNCHES[0] - before
+    shapes = launches.launch_shapes()
+    first = _after_call(msg["id"], msg["args"], built, host_in, outs, whole, workdir,
+                        launches.LAUNCHES[0] - before)
+    returned = None
+    if ret is not None:
+        returned = "the output array" if any(ret is d for d in outs.values()) else type(ret).__name__
+    repeats = [_repeat(fn, msg["id"], k, args, built, outs, whole, workdir)
+               for k, args in enumerate(msg.get("repeat") or (), start=2)]
+    again = None
+    if msg.get("again"):  # the same array objects, new contents: a fresh answer is due
+        again = _call_again(fn, msg, built, outs, workdir)
+    return dict(first, ok=True, returned=returned, seconds=dt, recording=rec, again=again,
+                launch_shapes=shapes, repeats=repeats)
+
+
+def _after_call(tid, args, built, host_in, outs, whole, workdir, launched, tag="") -> dict:
+    """What one call left: each output's whole allocation written for the grader (it checks
+    the guard zones itself), the inputs it changed and the guards of the inputs it wrote."""
     files = {}
-    for name in outs:   # the whole allocation: the grader checks the guard zones itself
-        path = os.path.join(workdir, f"out_{msg['id']}_{name}.npy")
+    for name in outs:
+        path = os.path.join(workdir, f"out_{tid}{tag}_{name}.npy")
         np.save(path, whole[name][0].copy_to_host())
         files[name] = os.path.basename(path)
     modified, input_guards = [], {}
-    for a, d in zip(msg["args"], built):
+    for a, d in zip(args, built):
         if a["role"] != "in":
             continue
         flat, g = whole[a["name"]]
@@ -76,15 +96,33 @@ def run_test(fns, msg, workdir: str) -> dict:
         damage = guard_damage(host, g, "in")
         if damage:
             input_guards[a["name"]] = [damage, int(d.size)]
-    returned = None
-    if ret is not None:
-        returned = "the output array" if any(ret is d for d in outs.values()) else type(ret).__name__
-    again = None
-    if msg.get("again"):  # the same array objects, new contents: a fresh answer is due
-        again = _call_again(fn, msg, built, outs, workdir)
-    return {"ok": True, "files": files, "launches": launched, "modified_inputs": modified,
-            "input_guards": input_guards, "returned": returned, "seconds": dt, "recording": rec,
-            "again": again}
+    return {"files": files, "launches": launched, "modified_inputs": modified,
+            "input_guards": input_guards}
+
+
+def _repeat(fn, tid, k, args, built, outs, whole, workdir) -> dict:
+    """Call ``k`` of a test: the same array objects, new contents in every input (from
+    ``args``' seeds, written into the arrays the function already had) and ``out`` poisoned
+    with NaN again. A function that kept state from the earlier call (a split-K counter left
+    non-zero, a result cached by shape or by array) gets it wrong here. A call that raises is
+    said as that call's failure."""
+    host_in = {}
+    for a, d in zip(args, built):
+        if a["role"] == "in":
+            host_in[a["name"]] = generate(a["spec"])
+            d.copy_to_device(host_in[a["name"]])
+        elif a["role"] == "out":
+            d.copy_to_device(np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"]))
+    cuda.synchronize()
+    before = launches.LAUNCHES[0]
+    try:
+        fn(*built)
+        cuda.synchronize()
+    except Exception as e:  # this call's own failure: the grader says which call raised
+        return {"ok": False, "call": k, "error": type(e).__name__, "message": str(e)[:2000]}
+    said = _after_call(tid, args, built, host_in, outs, whole, workdir,
+                       launches.LAUNCHES[0] - before, tag=f"_call{k}")
+    return dict(said, ok=True, call=k)
 
 
 def _call_again(fn, msg, built, outs, workdir):

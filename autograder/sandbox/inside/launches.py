@@ -286,3 +286,10 @@ def recorded_call(fn, msg, built, whole, workdir):
     with open(os.path.join(rec_dir, "launches.json"), "w") as f:
         json.dump(rec, f)
     return ret, os.path.basename(rec_dir)
+
+
+def launch_shapes() -> list:
+    """The launches of the last recorded call as a lab's paths read them (spec.LabPath):
+    grid, block and the scalar arguments in order, nothing of the arrays."""
+    return [{"grid": L["grid"], "block": L["block"],
+             "scalars": [p["v"] for p in L["params"] if "v" in p]} for L in REC["launches"]]
