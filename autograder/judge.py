@@ -167,8 +167,7 @@ class Judge:
             hz = found.get(case["id"])
             if hz:
                 t.score = 0
-                t.output = (messages(_once(hz)).lstrip("\n") + "\n(found in the simulator's run "
-                            "of this case's simulator-sized version)\nOn this GPU: " + t.output)
+                t.output = hazard_words(hz, t.output)
 
     # -- correctness needs kernels: replay the recorded launches on fresh inputs
     def prove_kernels(self, child, result, cells, gpu):
@@ -347,11 +346,16 @@ def judge_calls(ctx: RunContext, case, r, child) -> tuple[bool, str]:
                 if not k_ok:
                     later = LATER_CALL.format(k=k, n=n, msg=k_msg)
     if found:   # said as what it is (once per kind and array); the values after it
-        found = _once(found)
-        return False, messages(found).lstrip("\n") + "\nThe values of the first call: " + msg
+        return False, hazard_words(found, msg)
     if ok and later:
         return False, later
     return ok, msg
+
+
+def hazard_words(hazards, values: str) -> str:
+    """A case's message when hazards were found: each said once (per kind, array and finder),
+    then the verdict on the values, for what it is worth. The same on every grader."""
+    return messages(_once(hazards)).lstrip("\n") + "\nThe values of the first call: " + values
 
 
 def _once(hazards) -> list:

@@ -419,6 +419,39 @@ wherever a share is longer, which the simulator's split cases now are.""",
 })
 
 
+# ---------------------------------------------------------------- labs 2-5: state and reads (issue 41)
+_CACHE = """
+# (planted) the first call's result kept by shape and copied into `out` on every later call
+_FIRST = {{}}
+_computed = {fn}
+
+
+def {fn}(*args):
+    key = tuple(tuple(a.shape) for a in args)
+    out = args[-1]
+    if key in _FIRST:
+        out.copy_to_device(_FIRST[key])
+        return out
+    _computed(*args)
+    _FIRST[key] = out.copy_to_host()
+    return out
+"""
+for _lab in (L2, L3, L4, L5):
+    DERIVED[f"hazards/{_lab.split('_')[0]}_cache_by_shape.py"] = Derived(_lab, """\
+the lab's master with its function wrapped in a cache: the first call at each shape runs the
+kernels, every later call copies that call's result into `out`. Right on the first call of a
+case, wrong on its second (the same arrays, new inputs): every case fails, on every grader,
+said as a dependence on an earlier call.""", append=_CACHE.format(fn=labs.get(_lab).function))
+DERIVED["hazards/lab2_reads_past_x.py"] = Derived(L2, """\
+lab 2's master with its loads' column test `j <= F` instead of `j < F` (its stores keep
+`j < F`): the threads at column F load x[row, 2F] and x[row, 2F + 1], past the row; on the last
+row that is past the end of x. `out` is right; the simulator's tracer (and compute-sanitizer's
+memcheck on a GPU) sees the read outside `x`, and every case with a ragged last block fails.""",
+    {"lab2-03": [("            if j < F:\n                g[e] = x[row, 2 * j]\n",
+                  "            if j <= F:  # (planted) one column past the row\n"
+                  "                g[e] = x[row, 2 * j]\n")]})
+
+
 if __name__ == "__main__":
     for name in DERIVED:
         (FIXTURES / name).parent.mkdir(parents=True, exist_ok=True)

@@ -60,6 +60,8 @@ def _start(lab: str, simulated: bool = True, rubric: Path | None = None):
         else:
             env.pop("BOOK_SIMULATOR", None)
         subs = [REPO / "solutions" / f"{lab}.ipynb", *fixtures("bounds", lab)]
+        if lab != labs.resolve("lab6"):   # lab 6's own: tests/grader/test_split_k_faults.py
+            subs += fixtures("hazards", lab)
         if not simulated:   # on a GPU: the stores outside the arrays (blockIdx is the simulator's)
             subs = [s for s in subs if "forgets" not in s.name]
         elif rubric is None:   # the shipped rubric, one hidden case (the cases' blocks: above)
@@ -135,6 +137,61 @@ def test_a_kernel_that_forgets_blockidx_loses_the_hidden_points(lab):
         assert all("never written" in t["output"] for t in hidden), (k, hidden)
 
 
+STATE_LABS = [lab for lab in KERNEL_LABS if lab != labs.resolve("lab6")]
+LATER_CALL = re.compile(r"the first call of this case was right; call 2 of [23], on the same "
+                        r"arrays with new contents .*was not: no CUDA kernel was launched in this "
+                        r"call", re.S)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lab", STATE_LABS)
+def test_a_result_kept_from_an_earlier_call_earns_no_correctness_points(lab):
+    """Issue 41: every case is called again on the same arrays with new contents, and that
+    call judged: the master wrapped in a cache by shape (tests/fixtures/hazards/) is right on
+    each case's first call and loses every case, said as a dependence on an earlier call."""
+    r = graded(lab)[f"{lab.split('_')[0]}_cache_by_shape"]
+    tests = _correctness(r)
+    assert tests and sum(t["score"] for t in tests) == 0
+    assert all(LATER_CALL.search(t["output"]) for t in tests), [t["output"][:500] for t in tests]
+
+
+@pytest.mark.slow
+def test_a_read_past_the_end_of_an_input_earns_no_correctness_points():
+    """Issue 41: lab 2's master loading one column past each row (its stores kept in bounds):
+    `out` is right, and every case fails, said as a read outside `x` (the simulator's access
+    tracer) after the values' verdict."""
+    r = graded("lab2_packed_swiglu")["lab2_reads_past_x"]
+    tests = _correctness(r)
+    assert tests and sum(t["score"] for t in tests) == 0
+    for t in tests:
+        assert "A READ OUTSIDE AN INPUT on `x`" in t["output"], t["output"][:600]
+        assert "`out` correct" in t["output"]
+
+
+def _correctness_rubric(lab: str, path: Path) -> Path:
+    """The shipped rubric without its performance part (the GPU runs here judge the cases)."""
+    import tomllib
+
+    rub = tomllib.loads((REPO / "autograder" / "rubrics" / f"{lab}.toml").read_text())
+    text = f'lab = "{lab}"\n[correctness]\n' + "".join(
+        f"{k} = {json.dumps(v)}\n" for k, v in rub["correctness"].items())
+    text += "[limits]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in rub["limits"].items())
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lab", STATE_LABS)
+def test_on_a_gpu_a_result_kept_from_an_earlier_call_is_caught_in_the_same_words(lab, tmp_path):
+    gpu = graded(lab, simulated=False, rubric=_correctness_rubric(lab, tmp_path / "rubric.toml"))
+    tests = _correctness(gpu[f"{lab.split('_')[0]}_cache_by_shape"])
+    assert tests and sum(t["score"] for t in tests) == 0
+    assert all(LATER_CALL.search(t["output"]) for t in tests), [t["output"][:500] for t in tests]
+    if lab == labs.resolve("lab2"):   # the read past x: the simulator's trace, on a GPU too
+        for t in _correctness(gpu["lab2_reads_past_x"]):
+            assert t["score"] == 0 and "A READ OUTSIDE AN INPUT on `x`" in t["output"], t["output"][:600]
+
+
 # ------------------------------------------------------------------------- on a GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("lab", KERNEL_LABS)
@@ -144,13 +201,7 @@ def test_on_a_gpu_a_store_past_the_end_is_caught_in_the_same_words(lab, tmp_path
     correctness; and for the labs whose kernels take the same launch on a GPU as in the
     simulator (all but lab 5, whose tile the notebook shrinks there), the public cases' whole
     messages are the simulator's, character for character."""
-    import tomllib
-
-    rub = tomllib.loads((REPO / "autograder" / "rubrics" / f"{lab}.toml").read_text())
-    text = f'lab = "{lab}"\n[correctness]\n' + "".join(
-        f"{k} = {json.dumps(v)}\n" for k, v in rub["correctness"].items())
-    text += "[limits]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in rub["limits"].items())
-    (tmp_path / "rubric.toml").write_text(text)
+    _correctness_rubric(lab, tmp_path / "rubric.toml")
     # not lab 5 (the notebook shrinks its tile in the simulator), nor lab 6 (its fixture's
     # extra block races block 0 for out[t + 1, 0] on a GPU; the simulator runs blocks in order)
     same_launch = lab not in (labs.resolve("lab5"), labs.resolve("lab6"))
