@@ -12,16 +12,20 @@ write twice"), reveals hints one at a time, and keeps the answer hidden until as
     ex.hint(); ex.hint()    # hints in order
     ex.solution()           # the answer and why
 
-Four kinds: :class:`Number` (a prediction with a tolerance and a unit), :class:`Choice`
+Five kinds: :class:`Number` (a prediction with a tolerance and a unit), :class:`Choice`
 (one of a few options, each wrong option with its own explanation),
 :class:`KernelExercise` (a kernel to complete, run on a small input on the GPU, or in
 Numba's CUDA simulator where there is none, and compared with the float64 truth of
 ``book.kernels.reference``) and :class:`FragmentExercise` (a tensor-core fragment index
-function, compared with the registers of one warp's real ``ldmatrix`` + ``mma.sync``). A number may be typed with its unit, ``ex.check("0.25 KiB")``.
+function, compared with the registers of one warp's real ``ldmatrix`` + ``mma.sync``) and
+:class:`ReductionExercise` (a split row sum whose blocks meet in the kernel, the last block to
+arrive adding their partials, run like a kernel exercise). A number may be typed with its
+unit, ``ex.check("0.25 KiB")``.
 
 The framework is one module per kind (:mod:`~book.exercises.core`: the verdict and the
 question; :mod:`~book.exercises.number`, :mod:`~book.exercises.choice`,
-:mod:`~book.exercises.kernel`, :mod:`~book.exercises.fragment`); the chapters' own exercises
+:mod:`~book.exercises.kernel`, :mod:`~book.exercises.fragment`,
+:mod:`~book.exercises.reduction`); the chapters' own exercises
 are in :mod:`book.exercises.chapters`, their right answers computed by the library
 (``book.traffic``, ``book.roofline``, ``book.data``), never typed, so a chapter cell shows the
 question without giving the answer away. Both are reachable here, as the chapters' cells
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 from .chapters import (activation_time_share, add_rmsnorm_bytes, attainable_tflops,
                        descriptor_address, fix_fragment_index, fix_fused_kernel,
-                       fusion_speedup, moved_accumulators, naive_pair_bytes,
+                       fusion_speedup, last_block_sum, moved_accumulators, naive_pair_bytes,
                        producer_first_parity, rule_share, separate_pass_share, stage_tx_bytes,
                        uncoalesced_counter)
 from .choice import Choice
@@ -40,10 +44,11 @@ from .core import PLACEHOLDER, Exercise, Feedback, Text
 from .fragment import FragmentExercise
 from .kernel import KernelExercise
 from .number import Number
+from .reduction import ReductionExercise
 
 __all__ = ["Feedback", "Exercise", "Text", "Number", "Choice", "KernelExercise",
-           "FragmentExercise", "PLACEHOLDER", "naive_pair_bytes", "attainable_tflops",
-           "activation_time_share", "fusion_speedup", "fix_fused_kernel", "uncoalesced_counter",
+           "FragmentExercise", "ReductionExercise", "PLACEHOLDER", "naive_pair_bytes",
+           "attainable_tflops", "activation_time_share", "fusion_speedup", "fix_fused_kernel", "uncoalesced_counter",
            "add_rmsnorm_bytes", "separate_pass_share", "fix_fragment_index",
            "moved_accumulators", "descriptor_address", "stage_tx_bytes", "producer_first_parity",
-           "rule_share"]
+           "rule_share", "last_block_sum"]

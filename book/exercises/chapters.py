@@ -8,11 +8,12 @@ from .choice import Choice
 from .fragment import FragmentExercise
 from .kernel import KernelExercise
 from .number import Number
+from .reduction import ReductionExercise
 
 __all__ = ["naive_pair_bytes", "attainable_tflops", "activation_time_share", "fusion_speedup",
            "fix_fused_kernel", "uncoalesced_counter", "add_rmsnorm_bytes", "separate_pass_share",
            "fix_fragment_index", "moved_accumulators", "descriptor_address", "stage_tx_bytes",
-           "producer_first_parity", "rule_share"]
+           "producer_first_parity", "rule_share", "last_block_sum"]
 
 def naive_pair_bytes(T: int = 4, h: int = 8, dtype: str = "float32") -> Number:
     """Chapter 1: the bytes the two-kernel SwiGLU moves for one [T, h] activation."""
@@ -496,10 +497,56 @@ def rule_share(d: int = 5120, gpu: str = "h100", name: str = "ex") -> Number:
                                                 "which no kernel reaches: use the pass's "
                                                 "own rate."),
         ],
-        hints=["Pass time 3·T·h·2 / BW, GEMM time 4·T·d·h / P: their ratio is "
-               "1.5·P / (BW·d), with no T or h in it.",
+        hints=["Pass time 3·T·h·2 / BW, GEMM time 4·T·d·h / P (at prefill, where the GEMM "
+               "is compute-bound): their ratio is 1.5·P / (BW·d), with no T or h in it.",
                "share = ratio / (1 + ratio)."],
         explanation=f"1.5 × {p / 1e12:,.0f} / ({bw / 1e12:.2f} × {d:,}) = {r:.3f} "
                     f"(TFLOP/s over TB/s: flops per byte), so the share is "
                     f"{r:.3f} / {1 + r:.3f} = {truth:.1f}%: what fusing the pass into the "
                     "GEMM can save at that width.", name=name)
+
+
+_LAST_BLOCK = '''@cuda.jit
+def row_sum_split(a, out, part, count, splits):
+    row = cuda.blockIdx.x // splits
+    s = cuda.blockIdx.x - row * splits
+    n = a.shape[1]
+    per = (n + splits - 1) // splits
+    lo, hi = s * per, min(n, (s + 1) * per)
+    v = float32(0.0)
+    for k in range(lo + cuda.threadIdx.x, hi, cuda.blockDim.x):
+        v += a[row, k]
+    total = block_sum(v)
+    if cuda.threadIdx.x == 0:
+        part[row * splits + s] = total
+        cuda.threadfence()  # the partial is visible before it is counted
+        if cuda.atomic.add(count, row, 1) == splits - 1:  # the last to arrive
+            acc = float32(0.0)
+            for q in range(splits):  # in order: the same sum every run
+                acc += cuda.atomic.add(part, row * splits + q, float32(0.0))
+            out[row] = acc
+            count[row] = 0  # ready for the next launch'''
+
+
+def last_block_sum(name: str = "ex") -> ReductionExercise:
+    """The reductions section: complete a split row sum whose blocks meet in the kernel (the
+    last block to arrive adds the partials), run on the GPU or in the simulator."""
+    return ReductionExercise(
+        "`row_sum_split` sums each row of `a` with `splits` blocks per row, each block summing "
+        "its share with `block_sum`. As written, every block stores its own share in "
+        "`out[row]` and the last writer wins. Make the blocks of a row meet in the kernel: "
+        "each leaves its partial in `part`, counts its arrival on `count[row]`, and the last "
+        "to arrive adds the row's partials, stores `out[row]` and resets the counter.",
+        solution_source=_LAST_BLOCK, name=name,
+        hints=["Only thread 0 needs to take part: it holds the block's sum. It writes "
+               "`part[row * splits + s] = total`, then `cuda.threadfence()`, then counts "
+               "with `old = cuda.atomic.add(count, row, 1)`.",
+               "`old == splits - 1` in exactly one block of the row: the last. It adds "
+               "`cuda.atomic.add(part, row * splits + q, float32(0.0))` for q in "
+               "`range(splits)` (an atomic reads what L2 holds: the other blocks' writes), "
+               "stores `out[row]`, and sets `count[row] = 0`."],
+        explanation="The fence makes the partial visible to every SM before the count says "
+                    "it is there; the atomic makes exactly one block the last; reading the "
+                    "partials through L2 avoids a stale copy in this SM's L1; adding them in "
+                    "order gives the same sum whichever block arrives last; and the reset "
+                    "leaves the workspace ready, so the next launch needs no memset.")
