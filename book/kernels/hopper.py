@@ -269,15 +269,16 @@ def check_capability(cc) -> None:
 
 def tensor_map(ptr: int, rows: int, cols: int, row_bytes: int, box: tuple[int, int],
                itemsize: int = 2, mode: str = "128B", promotion: str = "256B") -> bytes:
-    """The 128-byte ``CUtensorMap`` of a row-major 2-D tensor of 16-bit elements at device
-    address ``ptr`` (``rows`` x ``cols``, ``row_bytes`` between rows), for boxes of
+    """The 128-byte ``CUtensorMap`` of a row-major 2-D tensor of 16-bit (``itemsize`` 1:
+    8-bit) elements at device address ``ptr`` (``rows`` x ``cols``, ``row_bytes`` between rows), for boxes of
     ``box = (columns, rows)`` elements, made by the driver's ``cuTensorMapEncodeTiled``.
     Elements outside the tensor are read as zeros (``OOB_FILL_NONE`` fills zeros).
     ``promotion``: the L2 fill size the copies ask for ("none", "64B", "128B", "256B")."""
     from cuda.bindings import driver as cu
 
-    if itemsize != 2:
-        raise ValueError("tensor_map: only 16-bit elements (bfloat16, float16) are used here")
+    if itemsize not in (1, 2):
+        raise ValueError("tensor_map: 16-bit (bfloat16, float16) or 8-bit (e4m3, e5m2) "
+                         "elements only")
     problems = []
     if ptr % 16:
         problems.append(f"the tensor starts at {ptr:#x}, not on 16 bytes")
@@ -290,7 +291,8 @@ def tensor_map(ptr: int, rows: int, cols: int, row_bytes: int, box: tuple[int, i
         problems.append(f"box {box}: TMA boxes have at most 256 elements per dimension")
     if problems:
         raise ValueError("cannot describe this tensor to TMA: " + "; ".join(problems))
-    dtype = cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+    dtype = (cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if itemsize == 2
+             else cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8)
     swz = {"none": cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
            "32B": cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_32B,
            "64B": cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B,
@@ -737,22 +739,25 @@ if not SIMULATED:
 
     # -- wgmma
 
-    _PTX_TYPE = {"bf16": "bf16", "f16": "f16"}
+    # k per instruction and the transpose arguments: 8-bit operands have none (K-major only)
+    _PTX_TYPE = {"bf16": (16, ", 0, 0"), "f16": (16, ", 0, 0"), "e4m3": (32, ""),
+                 "e5m2": (32, "")}
 
     def make_wgmma(n: int, kind: str = "bf16"):
-        """``wgmma(acc, desc_a, desc_b, accumulate)``: one m64nNk16 with float32
-        accumulators, both operands K-major from shared memory. ``acc``: a local array of
-        at least N/2 float32, updated in place; ``accumulate`` 0 ignores its old values
-        (the first k step of a tile: no zeroing needed)."""
+        """``wgmma(acc, desc_a, desc_b, accumulate)``: one m64nNk16 (m64nNk32 for the
+        eight-bit kinds e4m3, e5m2: :mod:`book.kernels.fp8`) with float32 accumulators,
+        both operands K-major from shared memory. ``acc``: a local array of at least N/2
+        float32, updated in place; ``accumulate`` 0 ignores its old values (the first k
+        step of a tile: no zeroing needed)."""
         if n not in WGMMA_N or kind not in _PTX_TYPE:
-            raise ValueError(f"wgmma: N must be one of {WGMMA_N} and kind bf16 or f16, got "
-                             f"{n}, {kind!r}")
+            raise ValueError(f"wgmma: N must be one of {WGMMA_N} and kind one of "
+                             f"{sorted(_PTX_TYPE)}, got {n}, {kind!r}")
         nreg = n // 2
-        t = _PTX_TYPE[kind]
-        regs = ",".join(f"${k}" for k in range(nreg))
+        k, trans = _PTX_TYPE[kind]
+        regs = ",".join(f"${r}" for r in range(nreg))
         text = ("{ .reg .pred p; setp.ne.b32 p, $%d, 0; "
-                "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, $%d, $%d, p, 1, 1, 0, 0; }"
-                % (nreg + 2, n, t, t, regs, nreg, nreg + 1))
+                "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s {%s}, $%d, $%d, p, 1, 1%s; }"
+                % (nreg + 2, n, k, kind, kind, regs, nreg, nreg + 1, trans))
         # outputs, then the two descriptors and the predicate, then the old accumulators
         # tied to the outputs ("0", "1", ...): ptxas then sees them as one register each,
         # and no move between two wgmma makes it insert a wait (warning C7517)

@@ -162,6 +162,26 @@ def hopper_kernels():
     return table
 
 
+def fp8_kernels():
+    """name -> (dispatcher, signature) of the eight-bit kernels (book.kernels.fp8_probes,
+    fp8_gemm); they need ``cc=(9, 0, "a")``."""
+    from . import fp8_probes as fp
+    from . import hopper_probes as hp
+
+    table = {f"fp8_probe_wgmma_{k}_n{n}": (hp.wgmma_kernel(n, k), "void(uint8[::1], uint64[::1], "
+                                           "uint64[::1], float32[::1])")
+             for k, n in (("e4m3", 64), ("e4m3", 256), ("e5m2", 128))}
+    for f in ("e4m3", "e5m2"):
+        table[f"fp8_probe_pack_{f}"] = (fp.pack_kernel(f),
+                                        "void(float32[::1], float32[::1], uint16[::1])")
+        table[f"fp8_probe_widen_{f}"] = (fp.widen_kernel(f), "void(uint16[::1], uint32[::1])")
+    from . import fp8_gemm as g
+
+    for name, kern in g.ptx_variants().items():
+        table[f"fp8_{name}"] = (kern, g.SIGNATURE)
+    return table
+
+
 def ptxas_log(text: str, arch: str = "sm_90a") -> tuple[bool, str]:
     """(assembled?, ptxas's log) for a PTX text, through nvJitLink (a pip wheel: no GPU or
     CUDA toolkit needed), as Numba links a kernel on the GPU. The log names registers,
@@ -204,6 +224,8 @@ def _compile_here(name, dtype, cc):
     if name not in table:
         if name.startswith("decode_"):
             table = decode_kernels()
+        elif name.startswith("fp8_"):
+            table = fp8_kernels()
         elif name.startswith(("wgmma_", "probe_", "stream_")):
             table = hopper_kernels()
         else:

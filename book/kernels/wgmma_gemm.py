@@ -86,6 +86,8 @@ class HopperTile:
     multicast: bool = False  # with clusters: one read of the weights for both (TMA multicast)
     producer_regs: int = 40  # setmaxnreg: the producer keeps this many registers ...
     consumer_regs: int = 232  # ... and the consumers grow to this many
+    elem: int = 2  # bytes of an operand element (1: e4m3/e5m2, book.kernels.fp8_gemm)
+    out_elem: int = 2  # bytes of an output element (1: e4m3 out)
 
     @property
     def consumers(self):
@@ -100,20 +102,24 @@ class HopperTile:
         return 2 * self.bn
 
     @property
+    def wgmma_k(self):  # k of one wgmma: 32 bytes of a row (k16 of 16-bit, k32 of 8-bit)
+        return 32 // self.elem
+
+    @property
     def a_bytes(self):  # one stage's tile of x
-        return self.bm * self.bk * 2
+        return self.bm * self.bk * self.elem
 
     @property
     def b_half_bytes(self):  # one stage's tile of one weight (bn rows)
-        return self.bn * self.bk * 2
+        return self.bn * self.bk * self.elem
 
     @property
     def b_bytes(self):
         return 2 * self.b_half_bytes
 
     @property
-    def c_bytes(self):  # one consumer's output staging tile: 64 rows x bn 16-bit values
-        return 64 * self.bn * 2
+    def c_bytes(self):  # one consumer's output staging tile: 64 rows x bn outputs
+        return 64 * self.bn * self.out_elem
 
     @property
     def stage_bytes(self):
@@ -143,8 +149,11 @@ class HopperTile:
             p.append("bm must be 64, 128 or 192 (64 rows per consumer warpgroup)")
         if 2 * self.bn not in (64, 128, 256):
             p.append("bn must be 32, 64 or 128 (wgmma's N = 2 bn is at most 256)")
-        if self.bk != 64:
-            p.append("bk must be 64 (one 128-byte swizzled row of 16-bit elements)")
+        if self.elem not in (1, 2) or self.out_elem not in (1, 2):
+            p.append("elem and out_elem are 1 or 2 bytes")
+        elif self.bk * self.elem != 128:
+            p.append(f"bk must be {128 // self.elem} (one 128-byte swizzled row of "
+                     f"{8 * self.elem}-bit elements)")
         if self.stages < 2:
             p.append("stages must be at least 2")
         if self.inflight not in (0, 1):
@@ -164,7 +173,7 @@ class HopperTile:
     def describe(self) -> str:
         lay = self.layout
         return (f"tile {self.bm} x {self.bn} outputs ({self.consumers} consumer warpgroups of "
-                f"64 rows, wgmma m64n{self.wgmma_n}k16), k {self.bk} per stage, "
+                f"64 rows, wgmma m64n{self.wgmma_n}k{self.wgmma_k}), k {self.bk} per stage, "
                 f"{self.stages} stages of {self.stage_bytes // 1024} KiB (x {self.a_bytes // 1024}"
                 f" + weights {self.b_bytes // 1024}); full barriers from byte {lay['full']:,},"
                 f" empty barriers from byte {lay['empty']:,}; {self.shared_bytes:,} bytes of"
@@ -209,8 +218,9 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
     if epilogue not in EPILOGUES:
         raise ValueError(
             f"epilogue must be one of {EPILOGUES}, got {epilogue!r}")
-    if kind not in ("bf16", "f16"):
-        raise ValueError(f"kind must be bf16 or f16, got {kind!r}")
+    if kind not in ("bf16", "f16") or tile.elem != 2 or tile.out_elem != 2:
+        raise ValueError(f"kind must be bf16 or f16 on a 16-bit tile, got {kind!r} (eight "
+                         "bits: book.kernels.fp8_gemm)")
     if SIMULATED:
         raise RuntimeError(
             "the wgmma kernels need a Hopper GPU: Numba's simulator has no "
@@ -459,12 +469,12 @@ def tensor_maps(arrays, boxes, promotion="256B", mode="128B"):
     stale map."""
     from .launch import address
 
-    key = tuple((address(a), *a.shape, a.strides[0], box, promotion, mode)
+    key = tuple((address(a), *a.shape, a.strides[0], a.dtype.itemsize, box, promotion, mode)
                 for a, box in zip(arrays, boxes))
     dev = _MAPS.get(key)
     if dev is None:
         raw = b"".join(tensor_map(address(a), a.shape[0], a.shape[1], a.strides[0], box,
-                                  mode=mode, promotion=promotion)
+                                  itemsize=a.dtype.itemsize, mode=mode, promotion=promotion)
                        for a, box in zip(arrays, boxes))
         dev = cuda.to_device(np.frombuffer(raw, dtype=np.uint64).copy())
         if len(_MAPS) > 256:
