@@ -120,6 +120,32 @@ def kernel_never_started(err: BaseException) -> bool:
     return isinstance(err, RuntimeError) and "died before replying to kernel_info" in str(err)
 
 
+#: the kernel's own log, kept to errors: at its default level every kernel starts with
+#: "Kernel is running over TCP without encryption" (ipykernel's warning for the local TCP
+#: sockets nbclient asks for), one line per notebook, alarming and harmless
+KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
+
+
+def forget_dead_client(err: BaseException) -> None:
+    """Drop the exit hook nbclient left for a kernel that died on start.
+
+    nbclient registers its client's cleanup with ``atexit`` before it starts the kernel and
+    unregisters it only once the kernel ran; when the kernel dies before answering, the client
+    cleans up at once and the hook stays, to fail at exit ("AssertionError" under "Exception
+    ignored in atexit callback", once per dead kernel). The client is the ``self`` of the
+    frames the error came through."""
+    import atexit
+
+    from nbclient import NotebookClient
+
+    tb = err.__traceback__
+    while tb is not None:
+        client = tb.tb_frame.f_locals.get("self")
+        if isinstance(client, NotebookClient):
+            atexit.unregister(client._cleanup_kernel)
+        tb = tb.tb_next
+
+
 def _run(rel: str, timeout: int, allow_errors: bool):
     """In a worker process: execute one notebook where it lives (as myst-nb does), starting
     its kernel again when it dies on start (:data:`KERNEL_STARTS`)."""
@@ -130,11 +156,13 @@ def _run(rel: str, timeout: int, allow_errors: bool):
         nb = nbformat.read(path, as_version=4)
         try:
             result = single_nb_execution(nb, cwd=str(path.parent), timeout=timeout,
-                                         allow_errors=allow_errors, meta_override=True)
+                                         allow_errors=allow_errors, meta_override=True,
+                                         extra_arguments=KERNEL_ARGS)
             break
         except RuntimeError as e:
             if not kernel_never_started(e):
                 raise
+            forget_dead_client(e)
             if start == KERNEL_STARTS:
                 return rel, None, 0.0, (
                     f"RuntimeError: the Jupyter kernel for {rel} died before it started, "

@@ -80,3 +80,54 @@ def test_a_kernel_that_never_starts_is_reported_as_that(dying_kernel):
     assert f"died before it started, {execute.KERNEL_STARTS} times" in err
     assert "not an error in the notebook" in err and Path(rel).name == "one.ipynb"
     assert execute._last_error_line(err).startswith("RuntimeError: the Jupyter kernel")
+
+
+def test_a_kernel_that_died_leaves_no_exit_hook_behind(tmp_path):
+    """nbclient leaves its cleanup registered with atexit for a kernel that died on start; at
+    the end of the test run each printed "Exception ignored in atexit callback" and an
+    AssertionError (issue 43: four of them ended `make test`). A process whose kernel dies
+    once, then starts, exits quietly."""
+    import os
+    import subprocess
+
+    spec = tmp_path / "jupyter" / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(LAUNCHER)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, str(launcher), "-f", "{connection_file}"],
+        "display_name": "Python 3 (dies on start)", "language": "python"}))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('ran', 6 * 7)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    path = tmp_path / "one.ipynb"
+    nbformat.write(nb, path)
+    root = Path(execute.__file__).resolve().parents[1]
+    code = (f"import sys; sys.path.insert(0, {str(root)!r}); from tools import execute; "
+            f"r = execute._run({str(path)!r}, 60, False); print('error:', r[3])")
+    env = dict(os.environ, JUPYTER_PATH=str(tmp_path / "jupyter"),
+               DIE_COUNT_FILE=str(tmp_path / "starts"), DIE_TIMES="1")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=root, env=env, timeout=180)
+    assert "error: None" in run.stdout, run.stdout + run.stderr
+    assert (tmp_path / "starts").read_text() == "2"  # it did die once
+    assert "Exception ignored in atexit" not in run.stderr, run.stderr[-2000:]
+
+
+def test_the_kernels_start_without_the_tcp_warning(tmp_path):
+    """Every kernel logged "Kernel is running over TCP without encryption" at start: twelve
+    lines of `make book` (issue 43). The kernels are started with their log kept to errors."""
+    import subprocess
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    path = tmp_path / "one.ipynb"
+    nbformat.write(nb, path)
+    root = Path(execute.__file__).resolve().parents[1]
+    code = (f"import sys; sys.path.insert(0, {str(root)!r}); from tools import execute; "
+            f"r = execute._run({str(path)!r}, 60, False); print('error:', r[3])")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=root, timeout=120)
+    assert "error: None" in run.stdout, run.stdout + run.stderr
+    assert "without encryption" not in run.stderr, run.stderr
