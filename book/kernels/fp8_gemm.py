@@ -514,7 +514,7 @@ def swiglu_fp8(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16
     if out_dtype not in OUTS:
         raise ValueError(f"out_dtype must be one of {OUTS}, got {out_dtype!r}")
     tile = tile or tile_for(out_dtype)
-    inv = float(np.float32(1.0) / np.float32(out_scale))
+    inv = 1.0 if out_dtype == "bfloat16" else float(np.float32(1.0) / np.float32(out_scale))
     key = None
     if out is not None:
         key = _torch_key(("fp8", out_dtype, fmt, inv), tile, (xq, sx, wgq, sg, wuq, su, out))

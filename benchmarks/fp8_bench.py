@@ -1,0 +1,259 @@
+"""The fused FP8 MLP-up on Hopper against cuBLASLt FP8 + torch.compile, and the bf16 kernel.
+
+Record: `records/fp8/fp8_bench_h200.json` (or `_h100`: the GPU's tag in the name).
+
+    python3 benchmarks/fp8_bench.py --out $OUT/fp8_bench_h200.json [--T 2048 8192]
+
+d = 4096, h = 14336, nn.Linear weights; x per token and the weights per output channel in
+e4m3 (book.quantize), the output scale static (the e4m3 rows store y / out_scale, out_scale
+taken once from the bf16 output's largest value / 448). Rows of one T, measured by
+:func:`book.bench.measure_interleaved` one row at a time, round after round (every row's
+turn in each round), the SM clock, power and temperature read (nvidia-smi) right after each
+turn and kept with its row:
+
+- ``fp8_fused_e4m3_out``: :func:`book.kernels.fp8_gemm.swiglu_fp8`, e4m3 out;
+- ``fp8_fused_bf16_out``: the same kernel storing bfloat16 (the control);
+- ``scaled_mm_rowwise_gemm``: ``torch._scaled_mm`` of x and [Wg; Wu] with the same
+  per-token and per-channel scales, bfloat16 out: the GEMM alone;
+- ``scaled_mm_rowwise_mlp_up_e4m3_compiled``: that GEMM, then a ``torch.compile``d SiLU*up
+  and quantization to e4m3 with the same output scale (what a PyTorch user runs);
+- ``scaled_mm_rowwise_mlp_up_bf16_compiled``: that GEMM, then a compiled SiLU*up, bfloat16;
+- ``scaled_mm_tensorwise_gemm`` and ``..._mlp_up_e4m3_compiled``: the same with one scale per
+  tensor (other numerics, checked against their own layer), the path torch hands to
+  cuBLASLt; which kernels each row launches is recorded (torch.profiler) under
+  ``launches``;
+- ``wgmma_dual_gemm_bf16``: the bf16 kernel of chapter 9 (:func:`swiglu_wgmma`).
+
+Every path is checked first against float64 of the quantized layer on 128 rows; the FP8
+kernels' registers and local memory as built for this GPU are recorded. Prints a table and
+writes JSON (provenance, rows, checks, ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+D, H = 4096, 14336
+
+
+def gpu_state():
+    """SM clock (MHz), power (W), temperature (C) and the active clock-event reasons."""
+    q = "clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active"
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        sm, pw, temp, why = [s.strip() for s in out.splitlines()[0].split(",")]
+        return {"sm_mhz": float(sm), "power_w": float(pw), "temp_c": float(temp),
+                "reasons": why}
+    except Exception as e:  # a reading we cannot take is recorded as such
+        return {"error": repr(e)[:200]}
+
+
+def kernel_report(kernels):
+    out = {}
+    for name, k in kernels.items():
+        for _, compiled in k.overloads.items():
+            try:
+                out[name] = {"registers": compiled.regs_per_thread,
+                             "local_bytes": compiled.local_mem_per_thread}
+            except Exception as e:
+                out[name] = {"error": repr(e)}
+            break
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--T", type=int, nargs="+", default=[2048, 8192])
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--reps", type=int, default=8)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+    import book
+    from book import quantize as Q
+    from book.bench import measure_interleaved, summarize
+    from book.data import write
+    from book.kernels import fp8_gemm as G
+    from book.kernels import wgmma_gemm as W
+    from book.provenance import provenance
+
+    if book.gpu.SIMULATED:
+        print("not measured: no CUDA GPU here")
+        return 2
+    import torch
+    import torch.nn.functional as F
+
+    prov = provenance("python3 benchmarks/fp8_bench.py " + " ".join(argv or sys.argv[1:]))
+    print(f"{prov['gpu']}; torch {prov.get('torch')}, numba-cuda {prov.get('numba_cuda')}",
+          flush=True)
+    doc = {"provenance": prov, "rows": [], "checks": [], "ratios": [], "notes": []}
+    t0 = time.time()
+
+    @torch.compile
+    def silu_mul_e4m3(gu, inv):
+        g, u = gu[:, :H].float(), gu[:, H:].float()
+        return (F.silu(g) * u * inv).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+
+    @torch.compile
+    def silu_mul_bf16(gu):
+        return F.silu(gu[:, :H]) * gu[:, H:]
+
+    def check(name, T, got, ref):
+        err = float(((got.double() - ref).norm() / ref.norm()).item())
+        ok = math.isfinite(err) and err < (0.05 if "e4m3" in name else 1e-2)
+        doc["checks"].append({"name": name, "T": T, "rel_error": err, "ok": ok})
+        print(f"  check {name:<36} T={T:<5} rel. error vs float64 {err:.2e} "
+              f"{'ok' if ok else 'FAILED'}", flush=True)
+        return ok
+
+    try:
+        for T in args.T:
+            gen = torch.Generator(device="cuda").manual_seed(T)
+            xs = [torch.randn(T, D, device="cuda", generator=gen) for _ in range(2)]
+            wg = torch.randn(H, D, device="cuda", generator=gen) / math.sqrt(D)
+            wu = torch.randn(H, D, device="cuda", generator=gen) / math.sqrt(D)
+            qx = [Q.quantize_torch(x) for x in xs]
+            (gq, sg), (uq, su) = Q.quantize_torch(wg), Q.quantize_torch(wu)
+            wq = torch.cat([gq.view(torch.uint8), uq.view(torch.uint8)]).view(
+                torch.float8_e4m3fn)  # [2h, d] e4m3, for one GEMM
+            sw = torch.cat([sg, su])[None, :].contiguous()
+            xb = [x.bfloat16() for x in xs]
+            wgb, wub = wg.bfloat16(), wu.bfloat16()
+            o16 = torch.empty(T, H, device="cuda", dtype=torch.bfloat16)
+            o8 = torch.empty(T, H, device="cuda", dtype=torch.float8_e4m3fn)
+            ob = torch.empty(T, H, device="cuda", dtype=torch.bfloat16)
+
+            # float64 of the quantized layer on 128 rows; the static output scale
+            xq0, sx0 = qx[0]
+            rows = slice(0, min(T, 128))
+            xv = xq0[rows].double() * sx0[rows].double()[:, None]
+            ref = (F.silu(xv @ (gq.double() * sg.double()[:, None]).T)
+                   * (xv @ (uq.double() * su.double()[:, None]).T))
+            G.swiglu_fp8(xq0, sx0, gq, sg, uq, su, o16)
+            out_scale = float(o16.float().abs().amax()) / 448
+            inv = torch.tensor(1.0 / out_scale, device="cuda")
+            check("fp8_fused_bf16_out", T, o16[rows], ref)
+            G.swiglu_fp8(xq0, sx0, gq, sg, uq, su, o8, out_dtype="e4m3", out_scale=out_scale)
+            check("fp8_fused_e4m3_out", T, o8[rows].float() * out_scale, ref)
+
+            sxc = [sx[:, None].contiguous() for _, sx in qx]
+
+            def scaled_mm(i):  # the same per-token and per-channel scales
+                return torch._scaled_mm(qx[i][0], wq.t(), scale_a=sxc[i], scale_b=sw,
+                                        out_dtype=torch.bfloat16)
+
+            # per-tensor scales (other numerics): the path cuBLASLt takes
+            qt = [Q.quantize_torch(x, "tensor") for x in xs]
+            wt, swt = Q.quantize_torch(torch.cat([wg, wu]), "tensor")
+            wtt = wt.t()
+
+            def scaled_mm_tensor(i):
+                return torch._scaled_mm(qt[i][0], wtt, scale_a=qt[i][1], scale_b=swt,
+                                        out_dtype=torch.bfloat16)
+
+            gu = scaled_mm(0)
+            g64 = gu[rows].double()
+            check("scaled_mm_rowwise_mlp_up", T, F.silu(g64[:, :H]) * g64[:, H:], ref)
+            check("scaled_mm_rowwise_mlp_up_e4m3_compiled", T,
+                  silu_mul_e4m3(gu, inv)[rows].float() * out_scale, ref)
+            gt = scaled_mm_tensor(0)[rows].double()  # its own (per-tensor) quantized layer
+            xv = qt[0][0][rows].double() * qt[0][1].double()
+            wv = wt.double() * swt.double()
+            check("scaled_mm_tensorwise_mlp_up", T, F.silu(gt[:, :H]) * gt[:, H:],
+                  F.silu(xv @ wv[:H].T) * (xv @ wv[H:].T))
+            W.swiglu_wgmma(xb[0], wgb, wub, ob)
+            xv16 = xb[0][rows].double()
+            ref16 = F.silu(xv16 @ wgb.double().T) * (xv16 @ wub.double().T)
+            check("wgmma_dual_gemm_bf16", T, ob[rows], ref16)
+
+            fl = G.flops(T, D, H)
+            sets = [(0,), (1,)]
+            cands = {
+                "fp8_fused_e4m3_out": (lambda i: G.swiglu_fp8(*qx[i], gq, sg, uq, su, o8,
+                                                              out_dtype="e4m3",
+                                                              out_scale=out_scale),
+                                       sets, {"flops": fl}),
+                "fp8_fused_bf16_out": (lambda i: G.swiglu_fp8(*qx[i], gq, sg, uq, su, o16),
+                                       sets, {"flops": fl}),
+                "scaled_mm_rowwise_gemm": (scaled_mm, sets, {"flops": fl}),
+                "scaled_mm_rowwise_mlp_up_e4m3_compiled": (
+                    lambda i: silu_mul_e4m3(scaled_mm(i), inv), sets, {"flops": fl}),
+                "scaled_mm_rowwise_mlp_up_bf16_compiled": (
+                    lambda i: silu_mul_bf16(scaled_mm(i)), sets, {"flops": fl}),
+                "scaled_mm_tensorwise_gemm": (scaled_mm_tensor, sets, {"flops": fl}),
+                "scaled_mm_tensorwise_mlp_up_e4m3_compiled": (
+                    lambda i: silu_mul_e4m3(scaled_mm_tensor(i), inv), sets, {"flops": fl}),
+                "wgmma_dual_gemm_bf16": (lambda i: W.swiglu_wgmma(xb[i], wgb, wub, ob), sets,
+                                         {"flops": fl}),
+            }
+            # which kernels each row launches (torch's rowwise and per-tensor paths differ)
+            if T == args.T[0]:
+                doc["launches"] = {}
+                for name, (fn, _, _) in cands.items():
+                    try:
+                        with torch.profiler.profile(
+                                activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                            fn(0)
+                            torch.cuda.synchronize()
+                        doc["launches"][name] = sorted({e.name[:120] for e in prof.events()
+                                                        if e.device_type.name == "CUDA"})
+                    except Exception as e:  # the profiler is a witness, not a row
+                        doc["launches"][name] = repr(e)[:200]
+                print("  kernels launched:", doc["launches"], flush=True)
+            pooled = {n: [] for n in cands}
+            states = {n: [] for n in cands}
+            for r in range(args.rounds):
+                for name, cand in cands.items():
+                    t = measure_interleaved({name: cand}, rounds=1, reps=args.reps)[name]
+                    pooled[name].extend(t.samples_s)
+                    states[name].append(gpu_state())
+            for name in cands:
+                med, p10, p90 = summarize(pooled[name])
+                st = [s for s in states[name] if "sm_mhz" in s]
+                row = {"name": name, "shape": [T, D, H], "median_us": med * 1e6,
+                       "p10_us": p10 * 1e6, "p90_us": p90 * 1e6, "samples": len(pooled[name]),
+                       "tflops": fl / med / 1e12, "gpu_states": states[name],
+                       "sm_mhz_median": summarize([s["sm_mhz"] for s in st])[0] if st else None,
+                       "power_w_median": summarize([s["power_w"] for s in st])[0] if st else None,
+                       "method": f"book.bench.measure_interleaved per row, {args.rounds} rounds"
+                                 f" of {args.reps} samples, rows in turn"}
+                doc["rows"].append(row)
+            by = {r["name"]: r["median_us"] for r in doc["rows"] if r["shape"][0] == T}
+            for a, b in (("fp8_fused_e4m3_out", "scaled_mm_rowwise_mlp_up_e4m3_compiled"),
+                         ("fp8_fused_e4m3_out", "scaled_mm_tensorwise_mlp_up_e4m3_compiled"),
+                         ("fp8_fused_e4m3_out", "scaled_mm_rowwise_gemm"),
+                         ("fp8_fused_e4m3_out", "scaled_mm_tensorwise_gemm"),
+                         ("fp8_fused_bf16_out", "scaled_mm_rowwise_mlp_up_bf16_compiled"),
+                         ("fp8_fused_e4m3_out", "wgmma_dual_gemm_bf16")):
+                doc["ratios"].append({"T": T, "ours": a, "theirs": b,
+                                      "speedup": by[b] / by[a]})
+            doc["out_scale_" + str(T)] = out_scale
+            write(args.out, doc)
+        doc["kernels"] = kernel_report({
+            f"{o}_out": G.build_kernel(G.tile_for(o), o) for o in G.OUTS})
+    finally:
+        prov["elapsed_s"] = round(time.time() - t0, 1)
+        write(args.out, doc)
+    print(f"\n{'row':<36} {'T':>5} {'median us':>10} {'p10-p90':>15} {'TFLOP/s':>8} "
+          f"{'SM MHz':>7} {'W':>5}")
+    for r in doc["rows"]:
+        print(f"{r['name']:<36} {r['shape'][0]:>5} {r['median_us']:>10.1f} "
+              f"{r['p10_us']:>7.1f}-{r['p90_us']:<7.1f} {r['tflops']:>8.0f} "
+              f"{r['sm_mhz_median'] or 0:>7.0f} {r['power_w_median'] or 0:>5.0f}")
+    for q in doc["ratios"]:
+        print(f"T={q['T']}: {q['ours']} is {q['speedup']:.3f}x {q['theirs']}")
+    print("kernels:", doc.get("kernels"))
+    return 0 if all(c["ok"] for c in doc["checks"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
