@@ -104,8 +104,27 @@ def _copy_file(src: Path, dst: Path) -> bool:
     return True
 
 
+#: the site's icon (_config.yml's html.favicon, which Sphinx copies into _static/)
+ICON = "_static/favicon.svg"
+
+
+def icon_on_redirect(html_dir: Path) -> bool:
+    """Name the site's icon in the landing redirect jupyter-book writes (index.html: one
+    meta-refresh line). A browser that opens it asks for /favicon.ico, which the site does not
+    have: a 404, logged now and then as a console error (issue 43, L27). True if written."""
+    index = html_dir / "index.html"
+    if not index.is_file() or not (html_dir / ICON).is_file():
+        return False
+    text = index.read_text(encoding="utf-8")
+    if 'rel="icon"' in text or 'http-equiv="Refresh"' not in text:
+        return False
+    index.write_text(f'<link rel="icon" href="{ICON}" type="image/svg+xml" />\n{text}',
+                     encoding="utf-8")
+    return True
+
+
 def sync_built_site(html_dir: Path) -> int:
-    """Mirror site_assets/ into an already built site.
+    """Mirror site_assets/ into an already built site, and name the icon in its redirect.
 
     Sphinx copies `html_extra_path` only when some page is rebuilt ("no targets are out of
     date" skips it), so a changed asset would not reach _build/html without this.
@@ -116,6 +135,7 @@ def sync_built_site(html_dir: Path) -> int:
         changed += _copy_file(f, html_dir / f.relative_to(src_root))
     if changed:
         print(f"site assets: {changed} files refreshed in {html_dir}")
+    icon_on_redirect(html_dir)
     return 0
 
 

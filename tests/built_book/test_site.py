@@ -672,3 +672,13 @@ def test_no_figure_is_shrunk_past_reading_on_a_phone(built_book, phone_tour):
                 small.append(f"{src}: {f}")
     assert not small, "figures shrunk or distorted at 375 px:\n" + "\n".join(small)
 
+
+
+def test_the_landing_redirect_names_the_icon(built_book):
+    """The index.html jupyter-book writes is one meta-refresh line; a browser opening it asked
+    for /favicon.ico, a 404 logged now and then as a console error (issue 43, L27).
+    tools/site_assets.py names the site's icon in it."""
+    index = (built_book.html / "index.html").read_text(encoding="utf-8")
+    assert 'http-equiv="Refresh"' in index and 'rel="icon"' in index, index
+    href = re.search(r'rel="icon" href="([^"]+)"', index).group(1)
+    assert (built_book.html / href).is_file(), href
