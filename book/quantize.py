@@ -93,9 +93,11 @@ def quantize_torch(x, scheme: str = "row", fmt: str = "e4m3", scale=None):
     top = FORMATS[fmt].max
     dt = torch.float8_e4m3fn if fmt == "e4m3" else torch.float8_e5m2
     xf = x.float()
+    # divisors as tensors on x's device: torch's CUDA division by a Python number multiplies
+    # by its reciprocal (seen on the H200: scales an ulp off the model's)
     if scale is None:
         amax = xf.abs().amax() if scheme == "tensor" else xf.abs().amax(dim=1)
-        scale = amax / top
+        scale = amax / torch.tensor(top, dtype=torch.float32, device=x.device)
         scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     scale = torch.as_tensor(scale, dtype=torch.float32, device=x.device)
     q = xf / (scale if scale.ndim == 0 else scale[:, None])

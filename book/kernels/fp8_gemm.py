@@ -501,6 +501,7 @@ def _plan(tile, out, fmt, xd, gd, ud, od, sx, sg, su, T, d, h, inv):
     else:
         grid = _cluster_grid(cu, function, tile, sched.size)
         config = _config(cu, tile, grid)
+        config.sharedMemBytes = shared_bytes(tile)  # the tile's layout and the scales
     return Plan(function, grid, tile.threads, shared_bytes(tile), PackedParams(params), config,
                 (maps, sched, sx, sg, su))
 
