@@ -158,6 +158,49 @@ def sim_shared_class():
     return kernelapi.FakeCUDAShared
 
 
+def sim_shared_array(shared, shape, dtype, caller):
+    """What the simulator's ``cuda.shared.array(shape, dtype)`` returns to a call made at
+    ``caller`` (its (file, line)): the block's one array for that line (``FakeCUDAShared``
+    keys a static array by the line that asks for it, which it finds on the stack: a wrapper
+    around ``array`` must say the line itself), or the launch's dynamic buffer for
+    ``shape == 0``. ``shared`` is the running kernel's ``cuda.shared``."""
+    import numpy as np
+
+    from numba.cuda import types
+    from numba.cuda.np import numpy_support
+
+    dtype = numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else np.dtype(dtype)
+    if shape == 0:
+        count = shared._dynshared_size // dtype.itemsize
+        return np.frombuffer(shared._dynshared.data, dtype=dtype, count=count)
+    made = shared._allocations.get(caller)
+    if made is None:
+        made = shared._allocations[caller] = np.empty(shape, dtype)
+    return made
+
+
+def sim_atomic_class():
+    """The simulator's ``cuda.atomic`` (``FakeCUDAAtomic``): each operation a method
+    ``(self, array, index, ...)`` that reads ``array[index]`` and writes it back under a lock
+    (``compare_and_swap(self, array, old, val)`` on element 0)."""
+    from numba.cuda.simulator import kernelapi
+
+    return kernelapi.FakeCUDAAtomic
+
+
+#: the simulator's atomic operations, each a method of ``sim_atomic_class()``
+SIM_ATOMICS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min",
+               "nanmax", "nanmin", "compare_and_swap", "cas")
+
+
+def sim_cuda_module_class():
+    """The ``cuda`` a simulated kernel sees (``FakeCUDAModule``): its ``threadfence``,
+    ``threadfence_system`` and ``threadfence_block`` are methods (no-ops in numba-cuda)."""
+    from numba.cuda.simulator import kernelapi
+
+    return kernelapi.FakeCUDAModule
+
+
 #: the simulator's device array module (book/simfidelity.py patches it when it is imported)
 SIM_ARRAY_MODULE = "numba.cuda.simulator.cudadrv.devicearray"
 
@@ -181,7 +224,8 @@ def sim_block_manager_class():
     """The simulator's ``BlockManager``: ``run(grid_point, *args)`` starts one ``BlockThread``
     per thread of the block (``BlockThread(target, manager, grid_point, block_point, debug)``,
     with ``syncthreads_blocked``, ``syncthreads_event``, ``exception`` and ``abort``) and
-    releases them at each ``syncthreads``; its ``_f``, ``_block_dim`` and ``_debug``."""
+    releases them at each ``syncthreads``; its ``_f``, ``_grid_dim``, ``_block_dim`` and
+    ``_debug``."""
     return importlib.import_module(SIM_KERNEL_MODULE).BlockManager
 
 

@@ -21,6 +21,12 @@ Negative indices wrap once, as Numba's compiled indexing does (``a[-1]`` is the 
 element). Slices and anything that is not one integer per dimension keep NumPy's meaning,
 but for the one slice the simulated tensor-core instructions take (``a[i:i + 8]`` of a flat
 array), which is addressed too.
+
+While :mod:`book.simhazards` records (the grader's calls, ``check()``), every element these
+arrays give or take is told to it before it is made (``Recorder.on_global``: the race analysis
+between blocks, and a read that lands outside the array it was made for, in a guard zone or
+past the allocation, recorded with the array's name and flat index); :func:`installed` wraps
+each launch in ``simhazards.launch``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ import contextlib
 from operator import index as _index
 
 import numpy as np
+
+from . import simhazards as _hz
 
 __all__ = ["gpu_addressed", "installed"]
 
@@ -95,6 +103,7 @@ def _addressed_class():
             made = cls(ary, stream)
             made._flat, made._start, made._steps = found
             made._dims = ary.shape
+            made._book_body = None   # simhazards: the array's body, found at first record
             return made
 
         def _offset(self, idx):
@@ -134,16 +143,29 @@ def _addressed_class():
                 return None
             first = self._start + lo * self._steps[0]
             last = self._start + (hi - 1) * self._steps[0]
-            if hi > lo and not (0 <= first < self._flat.size and 0 <= last < self._flat.size):
+            return first, last, hi - lo
+
+        def _slice_view(self, idx, write):
+            found = self._slice(idx)
+            if found is None:
+                return None
+            first, last, count = found
+            rec = _hz.ACTIVE
+            if rec is not None:
+                rec.on_global_range(self, first, count, self._steps[0], write)
+            if count > 0 and not (0 <= first < self._flat.size and 0 <= last < self._flat.size):
                 raise self._outside(idx, first if not 0 <= first < self._flat.size else last)
-            view = self._flat[first:first + (hi - lo) * self._steps[0]:self._steps[0]]
+            view = self._flat[first:first + count * self._steps[0]:self._steps[0]]
             return Addressed.of(view, self.stream) or FakeCUDAArray(view, self.stream)
 
         def __getitem__(self, idx):
             off = self._offset(idx)
             if off is None:
-                part = self._slice(idx)
+                part = self._slice_view(idx, False)
                 return part if part is not None else super().__getitem__(idx)
+            rec = _hz.ACTIVE
+            if rec is not None:
+                rec.on_global(self, off, False)
             if 0 <= off < self._flat.size:
                 return self._flat[off]
             raise self._outside(idx, off)
@@ -151,11 +173,14 @@ def _addressed_class():
         def __setitem__(self, idx, val):
             off = self._offset(idx)
             if off is None:
-                part = self._slice(idx)
+                part = self._slice_view(idx, True)
                 if part is not None:
                     host_array(part)[...] = val
                     return None
                 return super().__setitem__(idx, val)
+            rec = _hz.ACTIVE
+            if rec is not None:
+                rec.on_global(self, off, True)
             if 0 <= off < self._flat.size:
                 self._flat[off] = val
                 return None
@@ -192,9 +217,11 @@ def installed():
 
     def wrap(orig):
         def call(self, *args):
-            if is_launch(self):
-                args = gpu_addressed(args)
-            return orig(self, *args)
+            if not is_launch(self):
+                return orig(self, *args)
+            args = gpu_addressed(args)
+            with _hz.launch(self, args):
+                return orig(self, *args)
         return call
 
     undo = patch_sim_call(wrap)

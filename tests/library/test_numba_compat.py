@@ -166,3 +166,29 @@ def test_bfloat16_rounds_once_the_same_everywhere():
     assert back.tolist() == [1.0, 1.0, 1.015625, -2.5] and float(dtypes.bf16_value(0x3F80)) == 1.0
     y = np.random.default_rng(3).standard_normal(4096).astype(np.float32)[::3]   # not contiguous
     assert np.all(np.abs(dtypes.bf16_value(dtypes.bf16_bits(y)) - y) <= np.abs(y) * 2.0 ** -8)
+
+
+def test_the_simulators_atomics_fences_barriers_and_shared_arrays_where_simhazards_reaches():
+    """book.simhazards watches the simulator's atomics, fences and shared arrays, and
+    book.simscheduler's loop reads the grid and releases the barriers."""
+    atomic = nc.sim_atomic_class()
+    for name in nc.SIM_ATOMICS:
+        fn = getattr(atomic, name, None)
+        assert callable(fn), fixed(f"FakeCUDAAtomic.{name} (SIM_ATOMICS)")
+        params = list(inspect.signature(fn).parameters)
+        assert params[:2] == ["self", "array"], fixed(f"FakeCUDAAtomic.{name}'s parameters, now {params}")
+        assert "array[" in inspect.getsource(fn), fixed(f"FakeCUDAAtomic.{name} reading array[...]")
+    module = nc.sim_cuda_module_class()
+    for name in ("threadfence", "threadfence_system", "threadfence_block", "syncthreads"):
+        assert callable(getattr(module, name, None)), fixed(f"FakeCUDAModule.{name}")
+    # sim_shared_array gives what FakeCUDAShared.array gives, keyed as it keys it
+    shared = nc.sim_shared_class()(16)
+    a = shared.array(4, np.float32)
+    (key,) = shared._allocations
+    assert nc.sim_shared_array(shared, 4, np.float32, key) is a, fixed(
+        "FakeCUDAShared._allocations keyed by (file, line) (sim_shared_array)")
+    dyn = nc.sim_shared_array(shared, 0, np.float32, ("any", 1))
+    assert dyn.size == 4 and np.shares_memory(dyn, shared._dynshared), fixed(
+        "FakeCUDAShared._dynshared, _dynshared_size (sim_shared_array)")
+    init = inspect.getsource(nc.sim_block_manager_class().__init__)
+    assert "self._grid_dim" in init, fixed("BlockManager._grid_dim (book/simscheduler.py's run_block)")
