@@ -137,10 +137,23 @@ def test_the_fp8_gemm_matches_its_model(hopper, shape, out):
     got = G.swiglu_fp8(xq, sx, gq, sg, uq, su, out_dtype=out, out_scale=scale)
     want = G.model(codes(xq), sx.cpu().numpy(), codes(gq), sg.cpu().numpy(), codes(uq),
                    su.cpu().numpy(), out=out, out_scale=scale)
-    if out == "e4m3":  # a code apart at most, where float32 sums or exp round differently
+    if out == "e4m3":
+        # Against the model: the tensor cores' FP8 sums are not float32's (they keep fewer
+        # bits), so near zero, where e4m3's steps are finest, codes may differ by more
+        # than one; the values as a whole agree to e4m3's rounding.
         g, w = F.decode(codes(got)), F.decode(want)
-        step = np.abs(w) * 2.0 ** -3 + 2.0 ** -9
-        assert (np.abs(g - w) <= step).all() and (g != w).mean() < 0.02
+        worst = np.argsort(-np.abs(g - w).ravel())[:6]
+        detail = [(int(i // shape[2]), int(i % shape[2]), float(g.flat[i]), float(w.flat[i]),
+                   float(ref.flatten()[int(i)] / scale)) for i in worst]
+        assert np.linalg.norm(g - w) / np.linalg.norm(w) < 0.02, detail
+        assert (g != w).mean() < 0.05, ((g != w).mean(), detail)
+        # Against the same kernel's bf16 output, requantized here: the same accumulators,
+        # so at most one code apart (bf16's rounding before the requantization)
+        o16 = G.swiglu_fp8(xq, sx, gq, sg, uq, su, out_dtype="bfloat16")
+        again = F.decode(F.encode(o16.float().cpu().numpy() * np.float32(1 / scale)))
+        step = np.abs(again) * 2.0 ** -3 + 2.0 ** -9  # one code: normal or subnormal
+        off = np.abs(g - again) > step
+        assert not off.any(), [(float(g[i]), float(again[i])) for i in zip(*np.nonzero(off))][:6]
     else:
         g = got.float().cpu().numpy()
         assert np.linalg.norm(g - want) / np.linalg.norm(want) < 2e-3
