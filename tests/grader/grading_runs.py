@@ -50,6 +50,21 @@ def one_hidden_case(lab: str, path: Path) -> Path:
     return path
 
 
+def correctness_only(lab: str, path: Path, hidden_cases: int | None = None) -> Path:
+    """Writes to ``path`` the lab's shipped rubric without its [performance] table (a run that
+    judges the cases, with nothing to time: on a GPU no reference, master or replay is timed),
+    with ``hidden_cases`` hidden cases where given. Returns ``path``."""
+    text = (REPO / "autograder" / "rubrics" / f"{labs.resolve(lab)}.toml").read_text()
+    start = text.index("[performance]")
+    end = text.find("\n[", start + 1)
+    text = text[:start] + (text[end + 1:] if end >= 0 else "")
+    if hidden_cases is not None:
+        assert text.count("\nhidden_cases = 3\n") == 1, f"{lab}'s rubric no longer draws 3 hidden cases"
+        text = text.replace("\nhidden_cases = 3\n", f"\nhidden_cases = {hidden_cases}\n")
+    path.write_text(text)
+    return path
+
+
 def full_correctness(lab: str, public_cases: int, rubric: Path) -> int:
     """The correctness points a right answer earns under ``rubric``: each of the lab's
     ``public_cases`` public cases and each hidden case the rubric draws."""

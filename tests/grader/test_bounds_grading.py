@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from derived_fixtures import fixtures
-from grading_runs import full_marks, one_hidden_case
+from grading_runs import correctness_only, full_marks, one_hidden_case
 from repo import ROOT as REPO
 
 import book  # GPU or simulator, decided before numba.cuda is imported
@@ -168,22 +168,10 @@ def test_a_read_past_the_end_of_an_input_earns_no_correctness_points():
         assert "`out` correct" in t["output"]
 
 
-def _correctness_rubric(lab: str, path: Path) -> Path:
-    """The shipped rubric without its performance part (the GPU runs here judge the cases)."""
-    import tomllib
-
-    rub = tomllib.loads((REPO / "autograder" / "rubrics" / f"{lab}.toml").read_text())
-    text = f'lab = "{lab}"\n[correctness]\n' + "".join(
-        f"{k} = {json.dumps(v)}\n" for k, v in rub["correctness"].items())
-    text += "[limits]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in rub["limits"].items())
-    path.write_text(text)
-    return path
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("lab", STATE_LABS)
 def test_on_a_gpu_a_result_kept_from_an_earlier_call_is_caught_in_the_same_words(lab, tmp_path):
-    gpu = graded(lab, simulated=False, rubric=_correctness_rubric(lab, tmp_path / "rubric.toml"))
+    gpu = graded(lab, simulated=False, rubric=correctness_only(lab, tmp_path / "rubric.toml"))
     tests = _correctness(gpu[f"{lab.split('_')[0]}_cache_by_shape"])
     assert tests and sum(t["score"] for t in tests) == 0
     assert all(LATER_CALL.search(t["output"]) for t in tests), [t["output"][:500] for t in tests]
@@ -201,7 +189,7 @@ def test_on_a_gpu_a_store_past_the_end_is_caught_in_the_same_words(lab, tmp_path
     correctness; and for the labs whose kernels take the same launch on a GPU as in the
     simulator (all but lab 5, whose tile the notebook shrinks there), the public cases' whole
     messages are the simulator's, character for character."""
-    _correctness_rubric(lab, tmp_path / "rubric.toml")
+    correctness_only(lab, tmp_path / "rubric.toml")
     # not lab 5 (the notebook shrinks its tile in the simulator), nor lab 6 (its fixture's
     # extra block races block 0 for out[t + 1, 0] on a GPU; the simulator runs blocks in order)
     same_launch = lab not in (labs.resolve("lab5"), labs.resolve("lab6"))

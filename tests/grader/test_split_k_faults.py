@@ -1,7 +1,8 @@
 """What a split-K GEMV invites, graded (issue 41): lab 6's master and its faulty variants by
-`python -m autograder grade` as shipped (one hidden case: grading_runs.one_hidden_case), in the
-simulator (CI, and Gradescope, which grades there) and on a GPU (marker `gpu`, the GPU lane),
-each family losing correctness points in the same words on both:
+`python -m autograder grade` with the shipped rubric's cases (one hidden case, no timing:
+grading_runs.correctness_only), in the simulator (CI, and Gradescope, which grades there) and
+on a GPU (marker `gpu`, the GPU lane), each family losing correctness points in the same
+words on both:
 
 - the arrival counter never set back to zero (tests/fixtures/hazards/): right on the first call
   of a case, wrong on the second on the same arrays, said as a dependence on an earlier call
@@ -26,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from grading_runs import full_marks, one_hidden_case, results
+from grading_runs import correctness_only, full_marks, results
 from repo import FIXTURES, ROOT as REPO
 
 import book  # GPU or simulator, decided before numba.cuda is imported
@@ -76,8 +77,9 @@ def graded(simulated: bool) -> dict:
         if simulated:
             env["BOOK_SIMULATOR"] = "1"
         subs = _subs(tmp)
+        rubric = correctness_only(LAB, tmp / "r.toml", hidden_cases=1)
         cmd = [sys.executable, "-m", "autograder", "grade", LAB, *map(str, subs), "--out",
-               str(tmp / "graded"), "--quiet", "--rubric", str(one_hidden_case(LAB, tmp / "r.toml"))]
+               str(tmp / "graded"), "--quiet", "--rubric", str(rubric)]
         _RUNS[simulated] = (subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
                                              stderr=subprocess.STDOUT), tmp / "graded", subs)
     proc, out, subs = _RUNS[simulated]
