@@ -91,7 +91,8 @@ def message(h: Hazard) -> str:
     more = f" ({h.count} words in all)" if h.count > 1 else ""
     where = f", {h.where}" if h.where else ""
     detail = f": {h.detail}" if h.detail else ""
-    return (f"{name.upper()} on{at}{idx}{more}{where}{detail}. Found by {FOUND_BY[h.found_by]}. "
+    on = f" on{at}" if at else ""
+    return (f"{name.upper()}{on}{idx}{more}{where}{detail}. Found by {FOUND_BY[h.found_by]}. "
             f"Why it costs this case its points: {why}")
 
 

@@ -116,6 +116,7 @@ class Recorder:
         self.notes: list[str] = []
         self.launches = 0
         self._found: dict = {}      # (kind, array) -> finding (a dict, with private keys)
+        self._lock = threading.Lock()
         self._launch = None         # the launch being recorded
 
     # -- what the caller tells it
@@ -305,8 +306,11 @@ class Recorder:
         L = self._launch
         site = L["sites"].get(key)
         if site is None:
-            site = L["sites"][key] = len(L["site_list"])
-            L["site_list"].append(key)
+            with self._lock:   # (a new site: numbered once, whichever thread gets there first)
+                site = L["sites"].get(key)
+                if site is None:
+                    L["site_list"].append(key)
+                    site = L["sites"][key] = len(L["site_list"]) - 1
         return site
 
     def _frame_of(self, t, start=None, cache=True):

@@ -422,12 +422,16 @@ class KernelLab(LabSpec):
         Every array sits between guard zones, as the grader hands them (``guard=False``:
         exact allocations, for compute-sanitizer); in the simulator the kernels' arrays are
         addressed as on a GPU (book.sim_addressing), so a store past the end of ``out`` is
-        found in its guard zone here as on a GPU, and the note says so in the grader's words."""
+        found in its guard zone here as on a GPU, and the note says so in the grader's words;
+        and every simulated launch is watched for hazards (book.simhazards: races, barriers,
+        reads outside an array), each said in the note as the grader says it (autograder.hazards)."""
         import numpy as np
         from numba import cuda
 
+        from book import simhazards
         from book.sim_addressing import installed
 
+        from .. import hazards
         from ..compare import guard_notes
         from ..inputs import generate, guard_damage, guarded, unguarded
 
@@ -439,7 +443,7 @@ class KernelLab(LabSpec):
             g = self.guard(a.shape, a.dtype) if guard else 0
             flats[n] = (cuda.to_device(guarded(a, g, "out" if n == step.output else "in")), g)
             dev[n] = flats[n][0][g:g + a.size].reshape(a.shape)
-        with installed():
+        with simhazards.recording([(d, n) for n, d in dev.items()]) as watch, installed():
             fn(*[dev[p] if p in dev else case[p] for p in step.params])
             cuda.synchronize()
         found, got, note = [], None, ""
@@ -452,6 +456,7 @@ class KernelLab(LabSpec):
                 got = body
             elif not np.array_equal(body, ins[n], equal_nan=True):
                 note += f"\n`{n}` was modified: inputs must stay as they were"
+        note += hazards.messages(hazards.from_report(watch.hazards()))
         return got, guard_notes(found) + note, ins
 
     def check_step(self, got, step: Step, case, inputs) -> tuple[bool, str]:

@@ -60,7 +60,8 @@ def run_test(fns, msg, workdir: str) -> dict:
     cuda.synchronize()
     before = launches.LAUNCHES[0]
     t0 = time.perf_counter()
-    ret, rec = recorded_call(fn, msg, built, whole, workdir)
+    with launches.watching_hazards(msg["args"], built) as watched:   # simulator: book.simhazards
+        ret, rec = recorded_call(fn, msg, built, whole, workdir)
     dt = time.perf_counter() - t0
     shapes = launches.launch_shapes()
     first = _after_call(msg["id"], msg["args"], built, host_in, outs, whole, workdir,
@@ -74,7 +75,8 @@ def run_test(fns, msg, workdir: str) -> dict:
     if msg.get("again"):  # the same array objects, new contents: a fresh answer is due
         again = _call_again(fn, msg, built, outs, workdir)
     return dict(first, ok=True, returned=returned, seconds=dt, recording=rec, again=again,
-                launch_shapes=shapes, repeats=repeats)
+                launch_shapes=shapes, repeats=repeats, hazards=watched.hazards,
+                hazard_notes=watched.notes)
 
 
 def _after_call(tid, args, built, host_in, outs, whole, workdir, launched, tag="") -> dict:
@@ -116,13 +118,14 @@ def _repeat(fn, tid, k, args, built, outs, whole, workdir) -> dict:
     cuda.synchronize()
     before = launches.LAUNCHES[0]
     try:
-        fn(*built)
-        cuda.synchronize()
+        with launches.watching_hazards(args, built) as watched:
+            fn(*built)
+            cuda.synchronize()
     except Exception as e:  # this call's own failure: the grader says which call raised
         return {"ok": False, "call": k, "error": type(e).__name__, "message": str(e)[:2000]}
     said = _after_call(tid, args, built, host_in, outs, whole, workdir,
                        launches.LAUNCHES[0] - before, tag=f"_call{k}")
-    return dict(said, ok=True, call=k)
+    return dict(said, ok=True, call=k, hazards=watched.hazards, hazard_notes=watched.notes)
 
 
 def _call_again(fn, msg, built, outs, workdir):

@@ -2,6 +2,10 @@
 call, recorded (the child's side of the recording; the grader copies it out with
 autograder/recording.py).
 
+In the simulator every launch is also watched for hazards (book.simhazards: races between
+blocks and between warps, barriers, reads outside an array), and :func:`watching_hazards`
+gives a call's findings for the grader's reply.
+
 The recording: the compiled image of each kernel for the argument types used, its entry name,
 grid, block, dynamic shared memory, order, and what every parameter is (an input, the output,
 a scratch buffer with its contents at first use, or a scalar). The grader replays it on its
@@ -14,13 +18,14 @@ Imported after the child's path is set (numpy, numba.cuda, book).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
 import numpy as np
 from numba import cuda
 
-from book import gpu
+from book import gpu, simhazards
 from book.numba_compat import (cubin, cufunc, host_array, intercept_gpu_launches, is_launch,
                                on_sim_kernel_made, patch_sim_call)
 from book.sim_addressing import gpu_addressed
@@ -239,6 +244,8 @@ def install(channel) -> None:
                     # guard zone (autograder.inputs.guarded) instead of raising, and is found
                     # there, as on a GPU
                     args = gpu_addressed(args)
+                    with simhazards.launch(self, args):   # watched while a call's hazards are
+                        return orig(self, *args)
                 return orig(self, *args)
             return counted
 
@@ -255,6 +262,33 @@ def install(channel) -> None:
                 _record(_record_gpu, REC["kernel"], args)
 
         intercept_gpu_launches(on_kernel, on_launch)
+
+
+class HazardWatch:
+    """A call's hazards (``hazards``: dicts of autograder/hazards.py's ``Hazard``) and what
+    the recorder could not look at (``notes``), filled when the ``with`` block ends."""
+
+    def __init__(self):
+        self.hazards: list[dict] = []
+        self.notes: list[str] = []
+
+
+@contextlib.contextmanager
+def watching_hazards(args, built):
+    """Every simulated launch inside the block watched for hazards (book.simhazards), the
+    function's arrays (``args``: the test's argument list, ``built``: what the function got)
+    named by their parameters; yields a :class:`HazardWatch`. Nothing on a GPU."""
+    watch = HazardWatch()
+    if not gpu.SIMULATED:
+        yield watch
+        return
+    bodies = [(d, a["name"]) for a, d in zip(args, built) if a.get("role") in ("in", "out")]
+    with simhazards.recording(bodies) as rec:
+        try:
+            yield watch
+        finally:
+            watch.hazards[:] = rec.hazards()
+            watch.notes[:] = rec.notes
 
 
 def buffer_extent(d, flat, guard):
