@@ -38,9 +38,12 @@ def main(argv=None) -> int:
     g.add_argument("--no-isolation", action="store_true",
                    help="skip namespaces, hidden paths and the privilege drop (debugging only)")
     g.add_argument("--regrade", action="store_true", help="grade again even where results exist")
+    g.add_argument("--no-sanitize", action="store_true",
+                   help="on a GPU, do not run compute-sanitizer (racecheck, synccheck, memcheck) "
+                   "on one public case of each submission, whose findings cost that case its "
+                   "points (the default runs it; each feedback then says it was not checked)")
     g.add_argument("--sanitize", action="store_true",
-                   help="also run each submission's public tests under compute-sanitizer "
-                   "(memcheck, racecheck) in the sandbox: findings go to its feedback, no points")
+                   help="the default (kept for older command lines): see --no-sanitize")
     g.add_argument("--quiet", action="store_true")
 
     m = sub.add_parser("merge", help="combine shard output folders into one grades.csv")

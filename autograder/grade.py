@@ -107,12 +107,12 @@ class Run:
     """A grading run: the class's submissions graded in two phases by three parts, each
     given the run's one context (context.py): the judge (judge.py: each submission's tests
     and kernel proof), the timer (timing.py: the timing call recorded, then timed with no
-    submission alive) and, with ``sanitize``, the sanitizer (sanitizer.py: the public tests
-    again under compute-sanitizer, for feedback). Every sandboxed child comes from the
-    context's one ChildFactory."""
+    submission alive) and the sanitizer (sanitize.py: on a GPU, unless ``sanitize`` is False,
+    one public case again under compute-sanitizer, whose findings cost that case its points).
+    Every sandboxed child comes from the context's one ChildFactory."""
 
     def __init__(self, lab, out: Path, *, rubric_path=None, simulated=False, gpus=1, workers=None,
-                 sim_timing=False, isolate=True, quiet=False, sanitize=False):
+                 sim_timing=False, isolate=True, quiet=False, sanitize=True):
         self.lab_name = _labs.resolve(lab)
         self.lab = _labs.get(self.lab_name)
         rubric = load_rubric(self.lab_name, rubric_path)
@@ -253,7 +253,7 @@ class Run:
             self._ended(child, result, gpu)
         if not result.tests:   # not loaded: nothing ran to sanitize or time
             return self.finish(result, sub_dir, t_start)
-        if self.sanitizer.enabled and "load" not in result.problems:
+        if "load" not in result.problems:   # on a GPU: one public case under the tools
             try:
                 self.sanitizer.run(result, cells, gpu)
             except Exception as e:  # the grader's own bug: this feedback is lost, the grade is not
@@ -410,8 +410,8 @@ class Run:
             self.log(kind="sandbox", swept_stale_storage=swept)
         if todo and not self.simulated:
             self.calibrate_sandbox()
-        if todo and self.sanitizer.enabled:
-            self.sanitizer.prepare()   # turns --sanitize off (said why) where the tool cannot run
+        if todo:   # off (said why, once) where the tool cannot run or --no-sanitize; else its case
+            self.sanitizer.prepare()
         if todo and self.ctx.perf and not self.simulated:
             self.timer.prepare(self.gpus)
         pending = [a for a in todo if (self.out / a[1] / "pending.json").exists() and not regrade]
@@ -548,7 +548,7 @@ def main(args) -> int:
     simulated = detect_simulated(args.simulator)
     run = Run(lab, Path(args.out), rubric_path=args.rubric, simulated=simulated, gpus=args.gpus,
               workers=args.workers, sim_timing=args.sim_timing, isolate=not args.no_isolation,
-              quiet=args.quiet, sanitize=getattr(args, "sanitize", False))
+              quiet=args.quiet, sanitize=not getattr(args, "no_sanitize", False))
     stop_on_signals(run)
     results = run.grade(args.submissions, shard=parse_shard(args.shard), regrade=args.regrade)
     total = sum(r["score"] for r in results)

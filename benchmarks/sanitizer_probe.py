@@ -1,6 +1,7 @@
 """Record what compute-sanitizer says about planted bugs, for book.sanitizer's parser and tests.
 
-Record: `records/sanitizer/h100.json`, `records/sanitizer/grade_h100.json` (`--grade`).
+Record: `records/sanitizer/h100.json`, `records/sanitizer/grade_h100.json` (`--grade`),
+`records/sanitizer/hazards_h200.json` (`--hazards`).
 
 Three small Numba programs, each run under memcheck and racecheck through book.sanitizer.run:
 an off-by-one store past the end of an array, a shared-memory tile read with no
@@ -17,6 +18,15 @@ student's ``check(..., sanitize=True)``) on both files; the results.json of each
 sentences, the run's log and provenance go to one JSON record:
 
     COURSE_COMMIT=<sha> python3 benchmarks/sanitizer_probe.py --grade --out $OUT/sanitizer_grade_h100.json
+
+``--hazards``: instead, the raw reports the grader's hazard findings are parsed from (issue 41):
+lab 6's master and its hazard fixtures (tests/fixtures/sanitizer/lab6_*.py) and lab 4's planted
+race, each called once on its lab's sanitized public case with exact-size arrays, under
+racecheck, synccheck and memcheck (with and without ``--padding``), each run timed; and a
+few barriers that not every thread reaches, under synccheck. The tool's help lines for the flags the grader
+passes, its version, and provenance go to one record:
+
+    COURSE_COMMIT=<sha> python3 benchmarks/sanitizer_probe.py --hazards --out $OUT/hazards_h200.json
 
 Safe to kill: the probe is the subreaper of everything it starts; a SIGTERM/SIGINT/SIGHUP
 stops the grader (which kills its sandboxed children whole), writes the record as far as it
@@ -101,6 +111,59 @@ PROGRAMS = {
 
 
 FIXTURES = ROOT / "tests" / "fixtures" / "sanitizer"
+
+# --hazards: barriers not every thread reaches (what synccheck reports on this GPU), and each
+# lab fixture called on one public case with exact-size arrays, as the grader's sanitized case is
+_BARRIER = """
+import numpy as np
+from numba import cuda, float32
+
+@cuda.jit
+def kernel(a, out):
+    tile = cuda.shared.array(64, float32)
+    t = cuda.threadIdx.x
+    tile[t] = a[t]
+    {body}
+    out[t] = tile[63 - t]
+
+a = cuda.to_device(np.arange(64, dtype=np.float32))
+out = cuda.device_array(64, np.float32)
+kernel[1, 64](a, out)
+cuda.synchronize()
+print("values ok:", bool((out.copy_to_host() == np.arange(64)[::-1]).all()))
+"""
+BARRIERS = {   # the bug in each: a barrier some threads of the block never reach
+    "barrier_warp1_skips": "if t < 32:\n        cuda.syncthreads()",
+    "barrier_half_warp": "if t < 16:\n        cuda.syncthreads()",
+    "barrier_two_sites": ("if t < 32:\n        cuda.syncthreads()\n    else:\n"
+                          "        cuda.syncthreads()"),
+    "syncwarp_bad_mask": "cuda.syncwarp(0xFFFF)\n    cuda.syncthreads()",
+}
+
+CALL_CASE = """
+import book  # noqa: F401  (GPU or simulator, before numba.cuda)
+import runpy
+import sys
+from autograder import labs
+lab = labs.get(sys.argv[1])
+case = next(c for c in lab.public_cases if c["name"] == sys.argv[2])
+fn = runpy.run_path(sys.argv[3])[lab.function]
+got, note = lab.call_here(fn, case, guard=False)   # exact allocations, as the grader's
+print("values:", lab.check(got, case)[0], note, flush=True)
+"""
+
+# run: (fixture, its lab, the public case (None: the sanitized one), the tools), in the order
+# they run (the budget may end it)
+HAZARD_FILES = {
+    "lab6_reads_x_past_end": ("lab6_reads_x_past_end", "lab6", None,
+                              ("memcheck", "memcheck_no_padding")),
+    "lab6_reads_x_past_end@T=4": ("lab6_reads_x_past_end", "lab6", "public T=4 d=64 h=12",
+                                  ("memcheck", "memcheck_no_padding")),
+    "lab6_missing_syncthreads": ("lab6_missing_syncthreads", "lab6", None,
+                                 ("racecheck", "synccheck")),
+    "lab6_control": ("lab6_control", "lab6", None, ("racecheck", "synccheck", "memcheck")),
+    "lab4_missing_syncthreads": ("lab4_missing_syncthreads", "lab4", None, ("racecheck",)),
+}
 GRADED = {"planted_race": "lab4_missing_syncthreads.py", "control": "lab4_honest.py"}
 
 
@@ -304,6 +367,86 @@ def grade_record(out: Path, budget_s: float = 560) -> dict:
     return rec
 
 
+def _sanitized_case(lab) -> dict:
+    """The public case the grader sanitizes where the master's paths are not known here: the
+    largest (autograder.sanitize.fallback_case)."""
+    from autograder import sanitize
+
+    return sanitize.fallback_case(lab, list(lab.public_cases))
+
+
+def hazards_record(out: Path, budget_s: float) -> dict:
+    """Raw racecheck, synccheck and memcheck reports of the lab-6 hazard fixtures, lab 6's
+    master and lab 4's planted race on their sanitized case; every run timed."""
+    from autograder import labs
+    from book import sanitizer
+    from book.provenance import provenance
+
+    rec = {"provenance": provenance("python benchmarks/sanitizer_probe.py --hazards --out " +
+                                    str(out)), "runs": {}}
+    safe_to_kill(rec, out)
+    exe = sanitizer.find()
+    rec["tool"] = {"path": exe}
+    if exe:
+        for what, args in (("version", ["--version"]), ("help", ["--help"])):
+            p = subprocess.run([exe, *args], capture_output=True, text=True, timeout=60)
+            text = p.stdout + p.stderr
+            rec["tool"][what] = text if what == "version" else "\n".join(
+                ln for ln in text.splitlines() if any(k in ln for k in (
+                    "padding", "report-api-errors", "racecheck-report", "print-limit",
+                    "log-file", "show-backtrace", "--tool")))
+    if exe is None:
+        rec["tool"]["missing"] = "compute-sanitizer was not found: nothing to record"
+        return rec
+    deadline = time.time() + budget_s
+    variants = {"racecheck": sanitizer.command("racecheck"),
+                "synccheck": sanitizer.command("synccheck"),
+                "memcheck": sanitizer.command("memcheck"),
+                "memcheck_no_padding": [a for a in sanitizer.command("memcheck")]}
+    if "--padding" in variants["memcheck_no_padding"]:
+        i = variants["memcheck_no_padding"].index("--padding")
+        del variants["memcheck_no_padding"][i:i + 2]
+    env = dict(os.environ, NUMBA_CUDA_DEBUGINFO="1", PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env.pop("BOOK_SIMULATOR", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        progs = {}
+        for name, body in BARRIERS.items():
+            (tmp / f"{name}.py").write_text(_BARRIER.replace("{body}", body))
+            progs[name] = ([sys.executable, str(tmp / f"{name}.py")], None, ("synccheck",))
+        (tmp / "call_case.py").write_text(CALL_CASE)
+        for name, (fixture, lab_name, case_name, tools) in HAZARD_FILES.items():
+            lab = labs.get(lab_name)
+            case_name = case_name or _sanitized_case(lab)["name"]
+            progs[name] = ([sys.executable, str(tmp / "call_case.py"), lab.name, case_name,
+                            str(FIXTURES / f"{fixture}.py")], case_name, tools)
+        for name, (argv, case_name, tools) in progs.items():
+            rec["runs"][name] = {"case": case_name, "tools": {}}
+            for tool in tools:
+                flags = variants[tool]
+                if time.time() > deadline - 30:
+                    rec["runs"][name]["tools"][tool] = {"skipped": "out of budget"}
+                    continue
+                t0 = time.time()
+                try:
+                    p = subprocess.run([exe, *flags, *argv], capture_output=True, text=True,
+                                       timeout=max(30, min(300, deadline - time.time())),
+                                       env=env, cwd=ROOT)
+                    got = {"output": (p.stdout + p.stderr).replace(str(tmp), "<tmp>")[-20000:],
+                           "returncode": p.returncode}
+                except subprocess.TimeoutExpired:
+                    got = {"timed_out": True}
+                got["seconds"] = round(time.time() - t0, 1)
+                got["flags"] = flags
+                rec["runs"][name]["tools"][tool] = got
+                print(f"{name:26s} {tool:20s} {got['seconds']:6.1f} s rc={got.get('returncode')}",
+                      flush=True)
+                out.write_text(json.dumps(rec, indent=1, default=str))
+    rec["left_running_then_killed"] = sweep()
+    return rec
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -312,7 +455,14 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=560,
                     help="--grade: seconds for everything (the grade gets 0.7 of it); keep it "
                     "under the command's own limit (`timeout`) so the probe ends itself")
+    ap.add_argument("--hazards", action="store_true",
+                    help="raw racecheck, synccheck and memcheck reports of the hazard fixtures")
     args = ap.parse_args(argv)
+    if args.hazards:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        rec = hazards_record(args.out, args.budget_s)
+        args.out.write_text(json.dumps(rec, indent=1, default=str))
+        return 0
     if args.grade:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         rec = grade_record(args.out, args.budget_s)

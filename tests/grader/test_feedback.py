@@ -1,19 +1,23 @@
 """autograder.feedback: the student's access pattern (traced in the simulator), compute-sanitizer
-findings (here: "not available on this machine"), and grade --sanitize (issue 9)."""
+findings (here: "not available on this machine"), and compute-sanitizer in grade (issue 9; issue
+41: on a GPU, by default, its findings on one public case cost that case its points)."""
 
 from __future__ import annotations
 
 import json
+import re
 import runpy
 import subprocess
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
 import book  # noqa: F401  (simulator decided before numba.cuda is imported)
 from grading_runs import FAST_RUBRIC, FIX, REPO, THREATS, env, grade_cmd
 from autograder import feedback, rerun, sanitize
+from autograder.judge import hazard_words
 from autograder.labs import get
 from repo import FIXTURES
 
@@ -224,50 +228,132 @@ def test_sandbox_findings_point_at_the_cell_and_line():
     assert sanitize.sandbox_findings({"racecheck": clean}) == []
 
 
-@pytest.mark.slow
-def test_grade_sanitize_through_the_sandbox_with_a_stand_in_wrapper(tmp_path, monkeypatch):
-    """grade --sanitize's whole route here, compute-sanitizer replaced by a wrapper that writes
-    the H100's racecheck report and runs the driver as its child: the report reaches the
-    submission's results.json (a 0-point test) and its flags, and the score is unchanged."""
-    from autograder.grade import Run
-
-    rec = json.loads((REPO / "records" / "sanitizer" / "h100.json").read_text())
-    report = rec["programs"]["missing_syncthreads"]["tools"]["racecheck"]["output"]
+def _fake_tool(tmp_path, reports: dict, extra: str = "") -> Path:
+    """A stand-in for compute-sanitizer (none runs here): it writes ``reports[tool]`` (a real
+    report, or a clean summary) into the log file the grader names, then runs the driver as
+    its child, as the tool does; ``extra``: more shell before the driver starts."""
     wrapdir = tmp_path / "wrap"
-    wrapdir.mkdir()
-    (wrapdir / "report.txt").write_text(report.replace("missing_syncthreads.py", "<cell 1>"))
+    wrapdir.mkdir(exist_ok=True)
+    for tool in sanitize.GRADE_TOOLS:
+        clean = ("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+                 if tool == "racecheck" else "========= ERROR SUMMARY: 0 errors")
+        (wrapdir / f"{tool}.txt").write_text(reports.get(tool, clean) + "\n")
     script = wrapdir / "fake-sanitizer"
-    # like the tool: racecheck writes the report, memcheck finds nothing
-    script.write_text(f'#!/bin/sh\nif [ "$1" = racecheck ]; then cat {wrapdir}/report.txt; '
-                      'else echo "========= ERROR SUMMARY: 0 errors"; fi > "$2"\n'
-                      'shift 2\n"$@"\necho "$NUMBA_CUDA_DEBUGINFO" > wrapped.txt\n')
+    script.write_text(f'#!/bin/sh\ncat {wrapdir}/"$1".txt > "$2"\nshift 2\n{extra}"$@"\n'
+                      'echo "$NUMBA_CUDA_DEBUGINFO" > wrapped.txt\n')
     script.chmod(0o755)
     for p in (tmp_path, wrapdir, *wrapdir.iterdir()):
         p.chmod(p.stat().st_mode | 0o055)
+    return script
+
+
+def _stand_in_run(tmp_path, monkeypatch, script, **kw):
+    from autograder.grade import Run
+
     monkeypatch.setattr(sanitize, "wrapper_argv", lambda tool, log: [str(script), tool, log])
-    monkeypatch.setattr(sanitize, "wrapper_keep", lambda: [str(wrapdir)])
+    monkeypatch.setattr(sanitize, "wrapper_keep", lambda: [str(script.parent)])
     monkeypatch.setattr(sanitize.Sanitizer, "unavailable", lambda self: None)
     rub = tmp_path / "fast.toml"
     rub.write_text(FAST_RUBRIC)
-    run = Run("lab2", tmp_path / "out", rubric_path=rub, simulated=True, quiet=True,
-              sanitize=True)
-    [res] = run.grade([FIX / "honest_simple.py"])
-    assert res["score"] == 6 and res["extra_data"]["max_score"] == 6 + res["extra_data"]["pending_points"]
+    return Run("lab2", tmp_path / "out", rubric_path=rub, simulated=True, quiet=True, **kw)
+
+
+def _graded(tmp_path, monkeypatch, sub, reports: dict) -> dict:
+    """``sub`` graded (lab 2, simulator) with a stand-in tool writing ``reports`` (a clean
+    summary for a tool not named) in a folder of its own under ``tmp_path``."""
+    d = tmp_path / f"run{len(list(tmp_path.glob('run*')))}"
+    d.mkdir()
+    run = _stand_in_run(d, monkeypatch, _fake_tool(d, reports))
+    [res] = run.grade([sub])
+    res["_out"] = d / "out"
+    return res
+
+
+def _sanitized(res) -> tuple[dict, dict]:
+    """(the sanitized case's test, the 0-point compute-sanitizer test) of a results.json."""
     [san] = [t for t in res["tests"] if t["name"] == sanitize.SANITIZE_TEST]
-    assert san["max_score"] == 0 and "WAR hazard" in san["output"]
-    assert san["status"] == "failed"   # shown red on Gradescope; no points lost (score above)
-    md = (tmp_path / "out" / "honest_simple" / "feedback.md").read_text()
-    assert f"| {sanitize.SANITIZE_TEST} | 0/0 | see below |" in md
-    assert f"### {sanitize.SANITIZE_TEST}" in md and "cell 1, line 12" in md
-    assert "cell 1, line 12" in san["output"]
-    assert any("compute-sanitizer: racecheck" in f for f in res["extra_data"]["flags"])
-    logged = [json.loads(ln) for ln in (tmp_path / "out" / "measurements.jsonl").read_text()
+    lab = get("lab2")
+    case = sanitize.fallback_case(lab, list(lab.public_cases))   # a simulated run's choice
+    [test] = [t for t in res["tests"] if t["name"] == case["name"]]
+    return test, san
+
+
+def _scores(res, but: str) -> dict:
+    return {t["name"]: t["score"] for t in res["tests"] if t["name"] != but}
+
+
+@pytest.mark.slow
+def test_a_race_compute_sanitizer_reports_costs_the_sanitized_case(tmp_path, monkeypatch):
+    """The grader's whole route here, compute-sanitizer replaced by a wrapper that writes the
+    H100's racecheck report of a missing barrier into the grader's log file and runs the
+    driver as its child, beside the same submission with a clean report: the sanitized public
+    case (lab 2's largest) loses its points and says it as a race on shared memory found by
+    racecheck, at the student's cell and line, before the values' verdict; every other test
+    scores as it did; the 0-point test says which case the tools checked and what they found."""
+    rec = json.loads((REPO / "records" / "sanitizer" / "h100.json").read_text())
+    report = rec["programs"]["missing_syncthreads"]["tools"]["racecheck"]["output"]
+    sub = FIX / "honest_simple.py"
+    clean = _graded(tmp_path, monkeypatch, sub, {})
+    raced = _graded(tmp_path, monkeypatch, sub,
+                    {"racecheck": report.replace("missing_syncthreads.py", "<cell 1>")})
+    test, san = _sanitized(raced)
+    was, clean_san = _sanitized(clean)
+    assert clean_san["output"].startswith(f"no findings in public case {test['name']} "
+                                          "(checked by racecheck, memcheck, synccheck)")
+    assert "compute-sanitizer" not in was["output"] and clean_san["status"] == "passed"
+    assert test["score"] == 0 and test["max_score"] == 1
+    assert raced["score"] == clean["score"] - was["score"]
+    assert _scores(raced, test["name"]) == _scores(clean, test["name"])
+    assert test["output"].startswith("A RACE ON SHARED MEMORY on shared memory, cell 1, line 12")
+    assert "Found by compute-sanitizer's racecheck" in test["output"]
+    assert "\nThe values of the first call: " + was["output"] in test["output"]
+    assert san["max_score"] == 0 and san["status"] == "failed"
+    assert san["output"].startswith(f"found in public case {test['name']}: a race on shared memory")
+    md = (raced["_out"] / "honest_simple" / "feedback.md").read_text()
+    assert "A RACE ON SHARED MEMORY" in md and f"### {sanitize.SANITIZE_TEST}" in md
+    logged = [json.loads(ln) for ln in (raced["_out"] / "measurements.jsonl").read_text()
               .splitlines() if '"sanitizer"' in ln]
-    # the run says once that the tool is available, then logs each tool's run
+    # the run says once that the tool is available, then logs each tool's run of the case
     assert [r.get("available") for r in logged if "available" in r] == [True]
-    tools = [r for r in logged if "tool" in r]
-    assert {r["tool"] for r in tools} == {"memcheck", "racecheck"}
-    assert all(r["tests_passed"] == [True, True] for r in tools)
+    tools = [r for r in logged if "answered" in r]
+    assert [r["tool"] for r in tools] == list(sanitize.GRADE_TOOLS)
+    assert all(r["answered"] and r["case"] == test["name"] for r in tools)
+    [said] = [r for r in logged if "hazards" in r]
+    assert [h["kind"] for h in said["hazards"]] == ["race_shared"]
+
+
+# What a submission prints is never the tool's report: lines that look like a finding and a
+# refusal ("No CUDA-capable device"), printed by the submission, with a clean report in the
+# grader's log file: no point lost, and the check not turned into "not available".
+FORGER_CELL = """print("========= Invalid __global__ read of size 4 bytes")
+print("=========     at kernel+0x10 in <cell 1>:5")
+print("=========     by thread (0,0,0) in block (0,0,0)")
+print("========= Error: Potential RAW hazard detected at __shared__ 0x0 in block (0,0,0) :")
+print("========= No CUDA-capable device is detected")
+print("========= ERROR SUMMARY: 7 errors", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_what_the_submission_prints_neither_costs_nor_saves_a_point(tmp_path, monkeypatch):
+    sub = tmp_path / "forger.py"
+    sub.write_text((FIX / "honest_simple.py").read_text() + "\n" + FORGER_CELL)
+    honest = _graded(tmp_path, monkeypatch, FIX / "honest_simple.py", {})
+    forged = _graded(tmp_path, monkeypatch, sub, {})
+    test, san = _sanitized(forged)
+    assert _scores(forged, "") == _scores(honest, "")
+    assert "compute-sanitizer" not in test["output"]
+    assert san["output"].startswith(f"no findings in public case {test['name']}")
+    assert "not available" not in san["output"] and "for review" not in san["output"]
+    # the other way round: the tool's real report in its log, the submission printing a refusal
+    # (the report recorded on lab 6, its lines said as this submission's cell 1)
+    read = (FIXTURES / "sanitizer" / "memcheck_h200_lab6_reads_x_past_end.txt").read_text()
+    caught = _graded(tmp_path, monkeypatch, sub,
+                     {"memcheck": read.replace("lab6_reads_x_past_end.py", "<cell 1>")})
+    test, san = _sanitized(caught)
+    assert test["score"] == 0 and test["output"].startswith("A READ OUTSIDE AN INPUT"), test
+    assert "Found by compute-sanitizer's memcheck" in test["output"]
+    assert "not available" not in san["output"]
 
 
 # A submission that swaps the tool's report for a symlink to a file of the grader's (here a
@@ -297,6 +383,7 @@ def test_a_submission_cannot_point_the_tools_report_at_a_grader_file(tmp_path, m
     # the stand-in writes its report where the grader asks, then runs the driver
     script = _stand_in(tmp_path, 'log="$2"; shift 2\n'
                        'echo "========= ERROR SUMMARY: 0 errors" > "$log"\n"$@"\n')
+    # (the swapped files are the submission's: the grader reads only its own log)
     monkeypatch.setattr(sanitize, "wrapper_argv", lambda tool, log: [str(script), tool, log])
     monkeypatch.setattr(sanitize, "wrapper_keep", lambda: [str(script.parent)])
     monkeypatch.setattr(sanitize.Sanitizer, "unavailable", lambda self: None)
@@ -309,14 +396,15 @@ def test_a_submission_cannot_point_the_tools_report_at_a_grader_file(tmp_path, m
     everything = json.dumps(res) + (tmp_path / "out" / "swapper" / "feedback.md").read_text() + \
         (tmp_path / "out" / "measurements.jsonl").read_text()
     assert "918273645" not in everything
-    assert san["output"].startswith("no findings") and res["score"] == 6
+    assert san["output"].startswith("no findings in public case") and res["score"] == 6
 
 
 @pytest.mark.slow
 def test_a_submission_that_timed_out_is_not_run_again_under_the_tool(tmp_path, monkeypatch):
-    """Under compute-sanitizer the public tests run about ten times slower: a submission whose
-    public tests did not finish in the graded run is not started under the tool at all (it
-    would hold the grader for ten of its time limits per tool); its feedback says so."""
+    """Under compute-sanitizer a case runs several times slower: a submission whose sanitized
+    public case did not finish in the graded run is not started under the tool at all (it
+    would hold the grader for ten of its time limits per tool); its feedback says so, and
+    nothing is taken for it."""
     from autograder.grade import Run
 
     ran = tmp_path / "tool-ran"
@@ -331,9 +419,9 @@ def test_a_submission_that_timed_out_is_not_run_again_under_the_tool(tmp_path, m
     t0 = time.monotonic()
     [res] = run.grade([FIX / "infinite_loop.py"])
     assert time.monotonic() - t0 < 60
-    [san] = [t for t in res["tests"] if t["name"] == sanitize.SANITIZE_TEST]
-    assert san["output"].startswith("not run: the public test(s) public M=3 F=40")
-    assert "gave no answer in the graded run" in san["output"] and not ran.exists()
+    test, san = _sanitized(res)
+    assert san["output"].startswith(f"not run: the public test {test['name']} gave no answer")
+    assert "in the graded run" in san["output"] and not ran.exists()
 
 
 def _stand_in(tmp_path, body):
@@ -374,28 +462,156 @@ def test_calibration_finds_a_working_sandbox_or_turns_sanitize_off(tmp_path, mon
 
 
 @pytest.mark.slow
-def test_grade_sanitize_here_says_not_available_and_grades_the_same(tmp_path):
+def test_grade_here_says_once_the_tool_is_not_available_and_grades_the_same(tmp_path):
+    """Here (the simulator) compute-sanitizer cannot run: `grade` (on by default) says so once
+    in the log (and on the terminal) and grades exactly as `--no-sanitize` does, which says in
+    the log that it was turned off; neither adds anything to a submission's feedback here."""
     rub = tmp_path / "fast.toml"
     rub.write_text(FAST_RUBRIC)
     sub = FIX / "honest_simple.py"
     runs = {flag: subprocess.Popen(grade_cmd("lab2", [sub], tmp_path / flag, "--rubric", str(rub),
-                                             *([f"--{flag}"] if flag == "sanitize" else [])),
+                                             *([f"--{flag}"] if flag == "no-sanitize" else [])),
                                    cwd=REPO, env=env(), stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT)
-            for flag in ("sanitize", "plain")}
+            for flag in ("default", "no-sanitize")}
     got = {}
     for flag, p in runs.items():
         out, _ = p.communicate(timeout=600)
         assert p.returncode == 0, out.decode(errors="replace")[-2000:]
         got[flag] = json.loads((tmp_path / flag / "honest_simple" / "results.json").read_text())
     strip = lambda r: [(t["name"], t["score"], t["max_score"]) for t in r["tests"]]  # noqa: E731
-    assert strip(got["sanitize"]) == strip(got["plain"]) and got["sanitize"]["score"] == 6
-    log = (tmp_path / "sanitize" / "measurements.jsonl").read_text().splitlines()
-    said = [json.loads(ln) for ln in log if '"sanitizer"' in ln]
-    assert len(said) == 1 and said[0]["available"] is False
-    assert "not available on this machine" in said[0]["reason"]
-    assert not any('"sanitizer"' in ln for ln in
-                   (tmp_path / "plain" / "measurements.jsonl").read_text().splitlines())
+    assert strip(got["default"]) == strip(got["no-sanitize"]) and got["default"]["score"] == 6
+    assert not any(t["name"] == sanitize.SANITIZE_TEST for r in got.values() for t in r["tests"])
+    said = {flag: [json.loads(ln) for ln in (tmp_path / flag / "measurements.jsonl").read_text()
+                   .splitlines() if '"sanitizer"' in ln] for flag in got}
+    assert len(said["default"]) == 1 and said["default"][0]["available"] is False
+    assert "not available on this machine" in said["default"][0]["reason"]
+    assert [r.get("enabled") for r in said["no-sanitize"]] == [False]
+    assert "--no-sanitize" in said["no-sanitize"][0]["reason"]
+
+
+def test_no_sanitize_on_a_gpu_says_so_in_each_feedback(tmp_path):
+    """On a GPU `--no-sanitize` is said once in the log and in every submission's feedback (a
+    0-point test: its case was not checked, nothing was taken for it); no child is started."""
+    from autograder.grade import Run
+    from autograder.results import Result
+
+    run = Run("lab2", tmp_path / "out", simulated=False, quiet=True, sanitize=False)
+    assert run.sanitizer.prepare() is False
+    logged = [json.loads(ln) for ln in (tmp_path / "out" / "measurements.jsonl").read_text().splitlines()]
+    assert [(e["kind"], e["enabled"]) for e in logged] == [("sanitizer", False)]
+    r = Result(id="s", file="s.py", lab=run.lab_name, run=run.run_id)
+    run.sanitizer.run(r, cells=None, gpu=0)
+    [t] = r.tests
+    assert t.name == sanitize.SANITIZE_TEST and t.max_score == 0 and t.output == sanitize.TURNED_OFF
+
+
+# ----------------------------------------------------------------------------- findings -> hazards
+REPORTS = FIXTURES / "sanitizer"
+
+
+def _report(name, source):
+    """A report recorded on the H200, as the grader's sandbox gives it (cell 1 is the file)."""
+    return (REPORTS / name).read_text().replace(source, "<cell 1>")
+
+
+def _lab6_case(T):
+    lab = get("lab6")
+    return lab, next(c for c in lab.public_cases if c["T"] == T)
+
+
+def test_memcheck_reads_past_x_cost_the_case_as_a_read_outside_x():
+    """The H200's memcheck report of lab 6's token loop over every token slot (records/
+    sanitizer/hazards_h200.json): every read past x, said once, by the one nearest to x's end,
+    with the array named by its exact size (x is 512 bytes in public T=4 d=64 h=12; wg and wu,
+    1536 each, would be named by none)."""
+    lab, case = _lab6_case(4)
+    arrays = sanitize.case_arrays(lab, case)
+    assert arrays["x"] == (512, 2) and arrays["wg"] == arrays["wu"]
+    found, notes = sanitize.hazards_from_reports(
+        {"memcheck": _report("memcheck_h200_lab6_reads_x_past_end.txt", "lab6_reads_x_past_end.py")},
+        arrays)
+    assert notes == [] and len(found) == 1
+    [h] = found
+    assert (h.kind, h.array, h.found_by, h.where) == ("read_past", "x", "memcheck", "cell 1, line 224")
+    assert h.index == 4 * 64   # the read nearest to x's end: its first element past it
+    assert "thread (0,0,0)" in h.detail
+    assert "1 element(s) past the end (`x` has 256 elements, flat indices 0 to 255)" in h.detail
+    assert "memcheck counted 96 such accesses" in h.detail
+    # the same read past an allocation no array of the case matches names none of them
+    found, _ = sanitize.hazards_from_reports(
+        {"memcheck": _report("memcheck_h200_lab6_reads_x_past_end.txt", "lab6_reads_x_past_end.py")},
+        {k: v for k, v in arrays.items() if k != "x"})
+    assert [h.array for h in found] == ["a device array of 512 bytes"]
+
+
+def test_racecheck_and_synccheck_reports_become_one_hazard_each():
+    lab, case = _lab6_case(16)
+    arrays = sanitize.case_arrays(lab, case)
+    race = _report("racecheck_h200_lab6_missing_syncthreads.txt", "lab6_missing_syncthreads.py")
+    sync = _report("synccheck_h200_barrier_two_sites.txt", "barrier_two_sites.py")
+    found, notes = sanitize.hazards_from_reports({"racecheck": race, "synccheck": sync}, arrays)
+    assert notes == [] and [(h.kind, h.found_by) for h in found] == [("race_shared", "racecheck"),
+                                                                      ("barrier", "synccheck")]
+    r, b = found
+    src = (REPORTS / "lab6_missing_syncthreads.py").read_text().splitlines()
+    # said by a hazard between two warps (racecheck's Error), the write and the read it names
+    assert r.where == "cell 1, line 234" and "red[0, t, warp] = vg" in src[233]
+    assert "(cell 1, line 242)" in r.detail and "red[k, t" in src[241]
+    assert "racecheck counted 2352 such hazards" in r.detail and "one warp" not in r.detail
+    assert b.where == "cell 1, line 11" and "Divergent thread(s) in block" in b.detail
+    words = hazard_words(found, "`out` correct")
+    assert words.startswith("A RACE ON SHARED MEMORY on shared memory, cell 1, line 234")
+    assert "\nA BARRIER NOT EVERY THREAD REACHES, cell 1, line 11" in words
+    assert words.endswith("\nThe values of the first call: `out` correct")
+    # two threads of one warp (lab 4's planted race on the H100: warnings only) are a race too
+    found, _ = sanitize.hazards_from_reports(
+        {"racecheck": _report("racecheck_h100_warp_level.txt", "race_student.py")}, {})
+    assert [h.kind for h in found] == ["race_shared"] and "two threads of one warp" in found[0].detail
+
+
+def test_what_the_grader_cannot_name_costs_nothing_and_is_said_for_review():
+    """API errors (cuGetProcAddress) are no finding; errors counted but not printed, a store
+    past an allocation (the graded run's guard zones judge those) and a line in no form the
+    parser knows are notes for a person, never points."""
+    api = (REPORTS / "memcheck_h100_api_errors_first.txt").read_text()
+    found, notes = sanitize.hazards_from_reports({"memcheck": api}, {})
+    assert found == [] and len(notes) == 1 and "153 errors counted but not printed" in notes[0]
+    write = json.loads((REPO / "records" / "sanitizer" / "h100.json").read_text())[
+        "programs"]["out_of_bounds"]["tools"]["memcheck"]["output"]
+    found, notes = sanitize.hazards_from_reports({"memcheck": write}, {"out": (1024, 4)})
+    assert found == [] and notes[0].startswith("memcheck: Invalid __global__ write of size 4 bytes")
+    odd = "========= Error: Something the tool says that no pattern knows\n"
+    found, notes = sanitize.hazards_from_reports({"racecheck": odd}, {})
+    assert found == [] and notes == ["racecheck said: Error: Something the tool says that no "
+                                     "pattern knows"]
+    assert sanitize.hazards_from_reports({"memcheck": "", "racecheck": ""}, {}) == ([], [])
+
+
+def test_the_grader_reads_the_tools_log_only(tmp_path):
+    class Child:   # what the submission printed, report-like lines and all
+        def output_text(self):
+            return "========= Invalid __global__ read of size 4 bytes\n========= No CUDA-capable device"
+
+    with sanitize.ToolLog() as log:
+        log.path.write_text("========= ERROR SUMMARY: 0 errors\n")
+        assert log.report(Child()) == "========= ERROR SUMMARY: 0 errors\n"
+        folder = log.folder
+    assert not folder.exists()
+
+
+def test_the_sanitized_case_takes_the_most_declared_paths():
+    lab = get("lab6")
+    public = list(lab.public_cases)
+    one, split = public[1], public[2]
+    taken = {c["name"]: [] for c in public}
+    taken[split["name"]] = ["split-K", "several pieces per thread", "T > 1"]
+    taken[one["name"]] = ["one block per row", "T = 1"]
+    assert sanitize.case_by_paths(lab, public, taken) is split
+    taken[one["name"]] = ["one block per row", "T = 1", "a ragged share"]   # a tie: the smaller
+    assert sanitize.case_by_paths(lab, public, taken) is min(
+        (split, one), key=lambda c: sanitize.case_bytes(lab, c))
+    assert sanitize.fallback_case(lab, public) is max(public, key=lambda c: sanitize.case_bytes(lab, c))
 
 
 def test_planted_race_fixture_differs_from_its_control_by_one_barrier():
@@ -543,3 +759,151 @@ def test_grade_sanitize_killed_by_sigterm_leaves_nothing_running(tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+
+
+@pytest.mark.slow
+def test_the_sanitized_case_is_chosen_by_the_masters_paths(tmp_path):
+    """Sanitizer.choose_case runs the lab's master (solutions/, trusted) on each public case in
+    a sandboxed child (here the simulator's; on a GPU the GPU's, where it is called) and reads
+    the paths its launches took: the case taking the most is the one the tools run."""
+    from autograder.grade import Run
+
+    rub = tmp_path / "fast.toml"
+    rub.write_text(FAST_RUBRIC)
+    run = Run("lab2", tmp_path / "out", rubric_path=rub, simulated=True, quiet=True)
+    lab = run.lab
+    assert lab.paths, "lab 2 declares its paths (spec.LabPath)"
+    case = run.sanitizer.choose_case()
+    [said] = [json.loads(ln) for ln in (tmp_path / "out" / "measurements.jsonl").read_text()
+              .splitlines() if '"chosen_by"' in ln]
+    assert said["chosen_by"] == "the master's paths" and said["case"] == case["name"]
+    taken = said["paths"]
+    assert set(taken) == {c["name"] for c in lab.public_cases}
+    assert all(set(v) <= {p.name for p in lab.paths} for v in taken.values())
+    assert len(taken[case["name"]]) == max(len(v) for v in taken.values()) > 0
+
+
+# ----------------------------------------------------------------------------- on a GPU
+# The GPU lane (`python -m tools.gpu_tests --under tests/grader -k compute_sanitizer`, or pytest
+# -m gpu on this file): `python -m autograder grade` as shipped (compute-sanitizer on by
+# default), the lab's rubric with one hidden case and no performance test (nothing here is
+# timed), in the grader's full sandbox.
+def _gpu_grade(out: Path, lab: str, subs: list) -> tuple[dict, list]:
+    """({submission id: results.json}, the run's log) of `grade LAB SUBS` on this GPU."""
+    import os
+    import sys
+
+    from autograder import labs
+
+    name = labs.resolve(lab)
+    text = (REPO / "autograder" / "rubrics" / f"{name}.toml").read_text()
+    text = re.sub(r"\n\[performance\].*?(?=\n\[)", "\n", text, flags=re.S)
+    text = re.sub(r"\nhidden_cases = \d+\n", "\nhidden_cases = 1\n", text)
+    out.mkdir(parents=True)
+    rub = out.parent / f"{name}.toml"
+    rub.write_text(text)
+    envs = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    envs.pop("BOOK_SIMULATOR", None)
+    r = subprocess.run([sys.executable, "-m", "autograder", "grade", name, *map(str, subs),
+                        "--out", str(out / "graded"), "--rubric", str(rub)], cwd=REPO, env=envs,
+                       capture_output=True, text=True, timeout=1500)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    graded = out / "graded"
+    res = {p.parent.name: json.loads(p.read_text()) for p in graded.glob("*/results.json")}
+    log = [json.loads(ln) for ln in (graded / "measurements.jsonl").read_text().splitlines()]
+    return res, log
+
+
+def _on_gpu_case(log) -> str:
+    [cal] = [e for e in log if e.get("kind") == "sanitizer" and e.get("calibrate")]
+    assert cal["ok"] and cal["isolation"] == {"isolate": True, "drop_uid": True}, cal
+    [chose] = [e for e in log if e.get("kind") == "sanitizer" and "chosen_by" in e]
+    assert chose["chosen_by"] == "the master's paths", chose
+    return chose["case"]
+
+
+def _case_tests(res, case) -> tuple[dict, dict]:
+    [test] = [t for t in res["tests"] if t["name"] == case]
+    [san] = [t for t in res["tests"] if t["name"] == sanitize.SANITIZE_TEST]
+    return test, san
+
+
+def _tool_seconds(log, sid) -> dict:
+    return {e["tool"]: e["seconds"] for e in log
+            if e.get("kind") == "sanitizer" and e.get("id") == sid and "answered" in e}
+
+
+@pytest.fixture(scope="module")
+def lab6_on_gpu(tmp_path_factory):
+    """Lab 6's master and its two hazard fixtures graded in one run on this GPU."""
+    subs = [REPO / "solutions" / "lab6_decode_mlp_up.ipynb",
+            FIXTURES / "sanitizer" / "lab6_missing_syncthreads.py",
+            FIXTURES / "sanitizer" / "lab6_reads_x_past_end.py"]
+    res, log = _gpu_grade(tmp_path_factory.mktemp("lab6"), "lab6", subs)
+    return res, log, _on_gpu_case(log)
+
+
+@pytest.mark.gpu
+def test_compute_sanitizer_finds_nothing_in_lab6s_master_on_a_gpu(lab6_on_gpu):
+    """The master on the case the tools run (the one its launches split d on: split-K among its
+    paths), every tool answered, nothing found, its points kept, within the 300 s budget."""
+    res, log, case = lab6_on_gpu
+    [chose] = [e for e in log if e.get("kind") == "sanitizer" and "chosen_by" in e]
+    assert "split-K" in chose["paths"][case], chose
+    test, san = _case_tests(res["lab6_decode_mlp_up"], case)
+    assert san["output"].startswith(f"no findings in public case {case} (checked by racecheck, "
+                                    "memcheck, synccheck)"), san
+    assert test["score"] == test["max_score"] and "compute-sanitizer" not in test["output"]
+    secs = _tool_seconds(log, "lab6_decode_mlp_up")
+    assert set(secs) == set(sanitize.GRADE_TOOLS) and sum(secs.values()) < 300, secs
+
+
+@pytest.mark.gpu
+def test_compute_sanitizer_takes_the_case_of_lab6s_missing_barrier_on_a_gpu(lab6_on_gpu):
+    res, log, case = lab6_on_gpu
+    test, san = _case_tests(res["lab6_missing_syncthreads"], case)
+    assert test["score"] == 0, test
+    said = [ln for ln in test["output"].splitlines() if "Found by compute-sanitizer's racecheck" in ln]
+    assert said and said[0].startswith("A RACE ON SHARED MEMORY on shared memory, cell 1, line "), test
+    # where: the store of a warp's sums into shared memory (racecheck's write of the pair)
+    assert re.search(r"red\[[01], t, warp\] = v[gu]",
+                     _line(FIXTURES / "sanitizer" / "lab6_missing_syncthreads.py", said[0])), said
+    assert san["output"].startswith(f"found in public case {case}: a race on shared memory")
+
+
+@pytest.mark.gpu
+def test_compute_sanitizer_takes_the_case_of_lab6s_reads_past_x_on_a_gpu(lab6_on_gpu):
+    res, log, case = lab6_on_gpu
+    c = next(c for c in get("lab6").public_cases if c["name"] == case)
+    T = c["T"]
+    assert T < 16, (f"lab 6's sanitized public case ({case}) has T = 16, every token slot: a "
+                    "token loop over all 16 slots reads no row past x there, so memcheck has "
+                    "nothing to see; the public case the master splits on needs T < 16")
+    test, san = _case_tests(res["lab6_reads_x_past_end"], case)
+    assert test["score"] == 0, test
+    said = [ln for ln in test["output"].splitlines() if "Found by compute-sanitizer's memcheck" in ln]
+    # the read nearest to x's end: the first element of the row past it, T * d
+    assert said and said[0].startswith(f"A READ OUTSIDE AN INPUT on `x` at flat index {T * c['d']}, "), test
+
+
+def _line(path, said) -> str:
+    """The source line a hazard's words name ("cell 1, line N": the file itself)."""
+    n = int(re.search(r"cell 1, line (\d+)", said).group(1))
+    return path.read_text().splitlines()[n - 1]
+
+
+@pytest.mark.gpu
+def test_compute_sanitizer_takes_the_case_of_lab4s_planted_race_on_a_gpu(tmp_path):
+    """Lab 4's planted race (tests/fixtures/sanitizer: the barrier after each k-step removed)
+    loses the sanitized case's points as a race on shared memory; its control keeps them."""
+    d = FIXTURES / "sanitizer"
+    res, log = _gpu_grade(tmp_path / "lab4", "lab4", [d / "lab4_missing_syncthreads.py",
+                                                      d / "lab4_honest.py"])
+    case = _on_gpu_case(log)
+    test, san = _case_tests(res["lab4_missing_syncthreads"], case)
+    assert test["score"] == 0 and "Found by compute-sanitizer's racecheck" in test["output"], test
+    assert test["output"].startswith("A RACE ON SHARED MEMORY on shared memory, cell 1, line ")
+    test, san = _case_tests(res["lab4_honest"], case)
+    assert san["output"].startswith(f"no findings in public case {case}"), san
+    assert "compute-sanitizer" not in test["output"]
