@@ -21,9 +21,9 @@ turn and kept with its row:
   and quantization to e4m3 with the same output scale (what a PyTorch user runs);
 - ``scaled_mm_rowwise_mlp_up_bf16_compiled``: that GEMM, then a compiled SiLU*up, bfloat16;
 - ``scaled_mm_tensorwise_gemm`` and ``..._mlp_up_e4m3_compiled``: the same with one scale per
-  tensor (other numerics, checked against their own layer), the path torch hands to
-  cuBLASLt; which kernels each row launches is recorded (torch.profiler) under
-  ``launches``;
+  tensor (other numerics, checked against their own layer). Which kernels each row launches
+  is recorded (torch.profiler) under ``launches``: on the H200 with torch 2.11 both scalings
+  ran cuBLASLt's ``nvjet_sm90_qqtst_*`` kernels (rowwise: ``..._ovscale_TNT``);
 - ``wgmma_dual_gemm_bf16``: the bf16 kernel of chapter 9 (:func:`swiglu_wgmma`).
 
 Then each row again with torch CUDA events alone (20 calls back to back, median of five

@@ -16,7 +16,10 @@ access, chapter 6), ``decode`` (CUDA graphs for one-token sizes),
 ``cp.async`` through inline PTX, with simulator versions), ``mma_gemm`` (the bf16/fp16
 tensor-core GEMM and dual GEMM), ``fragments`` (one warp, one ``mma``: who holds what),
 ``decode_mlp`` (the MLP-up at decode: GEMVs on CUDA cores and on tensor cores, chosen by T),
-``splitk`` (split-K met in the kernel), ``fastcall`` (the cheap launch from torch tensors).
+``splitk`` (split-K met in the kernel), ``fastcall`` (the cheap launch from torch tensors),
+``fp8`` (e4m3 and e5m2: formats, conversions and FP8 ``wgmma``, each with its NumPy model),
+``fp8_probes`` (the conversions run on the GPU), ``fp8_gemm`` (the fused FP8 MLP-up on
+Hopper: scaled e4m3 operands, bf16 or e4m3 out).
 """
 
 from dataclasses import dataclass
