@@ -247,13 +247,15 @@ def test_the_switch_and_its_control_are_said_as_the_record_has_them(rec):
 
 
 def test_the_sweep_and_the_measurement_table_are_two_runs_said_so(rec):
-    """At T = 8192 the sweep's wgmma row and its cuBLAS + compile row both ran about a tenth
-    faster than the measurement table's (by about the same factor), the sweep's kernel
-    passes that table's main-loop ceiling, and the ratios agree within the runs."""
+    """At T = 8192 the sweep's wgmma row and its cuBLAS + compile row both ran faster than the
+    measurement table's, by about the same factor (the prose gives no figure: issue 43's L8
+    found its "about a tenth" a rounding of 7%), the sweep's kernel passes that table's
+    loop-alone row, and the ratios agree within the runs."""
     from book import decode_sweep as ds
 
     prose = " ".join(" ".join(cells("markdown")).split())
-    assert "At T = 8192 both the `wgmma` dual GEMM and cuBLAS + compile ran about a tenth" in prose
+    assert ("At T = 8192 both the `wgmma` dual GEMM and cuBLAS + compile ran faster here than "
+            "there, by about the same factor") in prose
     cs = ds.curves(rec)
     ours = {r["shape"][0]: r for r in cs["sweep_ours"]}[8192]
     comp = {r["shape"][0]: r for r in cs["sweep_cublas_compiled"]}[8192]
@@ -262,7 +264,7 @@ def test_the_sweep_and_the_measurement_table_are_two_runs_said_so(rec):
         "wgmma_dual_gemm", "cublas_linear_mlp_up_compiled", "wgmma_ceiling"))
     assert ours["provenance"]["date"] != dual["provenance"]["date"]   # two runs
     k_ours, k_comp = dual["seconds"] / ours["seconds"], main_comp["seconds"] / comp["seconds"]
-    assert 1.07 < k_ours < 1.13 and 1.07 < k_comp < 1.13, (k_ours, k_comp)  # about a tenth
+    assert k_ours > 1.03 and k_comp > 1.03, (k_ours, k_comp)  # faster, beyond a rounding
     assert abs(k_ours - k_comp) < 0.03, (k_ours, k_comp)
     assert ours["seconds"] < ceil["seconds"]
     r_sweep, r_main = comp["seconds"] / ours["seconds"], main_comp["seconds"] / dual["seconds"]
