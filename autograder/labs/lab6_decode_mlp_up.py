@@ -174,7 +174,7 @@ STEPS = (
 LAB = KernelLab(
     name="lab6_decode_mlp_up",
     title="Lab 6: the decode MLP-up, a fused split-K GEMV at the bandwidth ceiling, in float16",
-    chapters="chapters 6 and 7",
+    chapters="chapters 6, 7 and 7b",
     asks=("lab 4's layer at **decode** (T = 1..16, float16, CUDA cores: Colab's T4 runs it): a "
           "GEMV with 16-byte weight loads, d split over blocks with the partial sums met in the "
           "kernel by the last block to arrive, the fused epilogue, in three checked steps; "

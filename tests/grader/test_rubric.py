@@ -122,3 +122,30 @@ def test_every_notebook_that_states_a_full_marks_line_states_its_rubrics(folder)
                 f"{folder}/{nb.name} states {m.group(1)}%, its rubric's full_at is {perf['full_at']}"
             stated += 1
     assert stated >= 2, f"expected lab 3 and lab 6 to state their full-marks line in {folder}/"
+
+
+def test_the_lines_a_lab_page_states_are_its_rubrics():
+    """A master that tells students its performance lines (lab 5: full points at 88% of the
+    reference solution's speed, none below 71%; lab 6: 80%) says the rubric's, so a rubric
+    whose lines are set again by `lesson_controls_probe.py --apply` cannot leave the page
+    behind (issue 43, L24)."""
+    import json
+    import re
+
+    from autograder import labs
+    from autograder.rubric import load_rubric
+
+    stated = 0
+    for lab in labs.names():
+        text = "".join("".join(c["source"]) for c in json.loads(
+            (ROOT / "solutions" / f"{lab}.ipynb").read_text())["cells"] if c["cell_type"] == "markdown")
+        text = re.sub(r"\s+", " ", text)
+        perf = load_rubric(lab).get("performance", {})
+        for m in re.finditer(r"(?:need|needs) (\d+)% of the (?:speed of the lab's reference "
+                             r"solution|reference solution's speed)", text):
+            assert int(m.group(1)) == round(100 * perf["full_at"]), (lab, m.group(0))
+            stated += 1
+        for m in re.finditer(r"none are given below (\d+)%", text):
+            assert int(m.group(1)) == round(100 * perf["zero_at"]), (lab, m.group(0))
+            stated += 1
+    assert stated >= 3
