@@ -26,7 +26,7 @@ from .judge import hazard_words, verdict
 from .rerun import StudentSource, child_env, command, run_job, student_source, write_job
 from .results import TestRecord
 from .sandbox import ChildError
-from .submission import SubmissionError, read_cells
+from .submission import read_cells
 
 __all__ = ["sanitize", "sanitizer_unavailable", "sandbox_findings", "findings_sentences",
            "wrapper_argv", "wrapper_keep", "ToolLog", "Sanitizer", "run_public_tests",
@@ -481,8 +481,9 @@ class Sanitizer:
         else:
             try:
                 taken = self._master_paths(gpu, public)
-            except (ChildError, OSError, SubmissionError) as e:
-                why = f"the master's launches could not be read ({getattr(e, 'detail', e)})"[:300]
+            except Exception as e:   # ChildError, no master: the grader's problem, not a class's
+                why = (f"the master's launches could not be read ({type(e).__name__}: "
+                       f"{getattr(e, 'detail', e)})")[:300]
         case = case_by_paths(lab, public, taken) if taken and not why else fallback_case(lab, public)
         ctx.log(kind="sanitizer", case=case["name"], paths=taken or None,
                 chosen_by="the master's paths" if taken and not why else f"the largest: {why}")

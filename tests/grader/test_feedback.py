@@ -799,8 +799,8 @@ def _gpu_grade(out: Path, lab: str, subs: list) -> tuple[dict, list]:
     text = (REPO / "autograder" / "rubrics" / f"{name}.toml").read_text()
     text = re.sub(r"\n\[performance\].*?(?=\n\[)", "\n", text, flags=re.S)
     text = re.sub(r"\nhidden_cases = \d+\n", "\nhidden_cases = 1\n", text)
-    out.mkdir(parents=True)
-    rub = out.parent / f"{name}.toml"
+    out.mkdir(parents=True, exist_ok=True)
+    rub = out / f"{name}.toml"
     rub.write_text(text)
     envs = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
