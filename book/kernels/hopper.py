@@ -245,8 +245,8 @@ def check_capability(cc) -> None:
     """Refuse a GPU without wgmma/TMA, saying what runs instead."""
     if cc is None:
         raise RuntimeError(
-            "wgmma and TMA run on Hopper GPUs (H100, H200: compute capability 9.0) only; "
-            "Numba's CUDA simulator has neither. Here the chapter runs the models of "
+            "these kernels are built on wgmma, which only Hopper GPUs have (H100, H200: sm_90a); "
+            "Numba's CUDA simulator has neither wgmma nor TMA. Here the chapter runs the models of "
             "book.kernels.hopper (descriptors, swizzle, TMA boxes, the accumulator layout) "
             "and the mma.sync kernels of book.kernels.mma_gemm instead.")
     cc = tuple(cc)[:2]
@@ -258,8 +258,9 @@ def check_capability(cc) -> None:
                          (f"on sm_{cc[0]}{cc[1]} the course would refuse this kernel:",
                           "On such a GPU, use"))
         raise RuntimeError(
-            f"{name} wgmma and setmaxnreg exist on sm_90a (H100, H200) only (Blackwell "
-            f"replaced wgmma with tcgen05). {instead} the mma.sync kernels of "
+            f"{name} these kernels are built on wgmma, which exists on sm_90a (H100, H200) "
+            "only: Blackwell keeps TMA, mbarriers and setmaxnreg but replaced wgmma with "
+            f"tcgen05. {instead} the mma.sync kernels of "
             "book.kernels.mma_gemm (sm_80+, fp16 from sm_75).")
 
 
