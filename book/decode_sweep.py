@@ -94,7 +94,9 @@ def plot(results, dtype="bfloat16", peak_bandwidth=None):
     fl.set_ylabel("TFLOP/s")
     fl.set_xlabel("T (tokens in the call)")
     fl.set_xscale("log", base=2)
-    bw.legend(fontsize=8, loc="upper right")
+    # the legend in the throughput panel's upper left, which its rising curves leave empty: in the
+    # bandwidth panel it covered the HBM peak line it labels (issue 43, L16)
+    fl.legend(*bw.get_legend_handles_labels(), fontsize=8, loc="upper left")
     fig.suptitle(f"MLP-up, d = 4096, h = 14336, {dtype}: {run.get('gpu', '?')}, "
                  f"{str(run.get('date', ''))[:10]}", fontsize=10)
     fig.tight_layout()
