@@ -267,7 +267,7 @@ def safe_to_kill(rec: dict, out: Path) -> None:
 def _collect_fixtures(rec: dict, work: Path) -> None:
     """Each fixture's results.json, sanitizer feedback and feedback.md, and the run's log,
     from the grading folder as it is now."""
-    from autograder import sanitizer
+    from autograder import sanitize as sanitizer
 
     for name, f in GRADED.items():
         sid = Path(f).stem
@@ -329,7 +329,7 @@ def run_grader(args: list, timeout: float) -> dict:
 
 def grade_record(out: Path, budget_s: float = 560) -> dict:
     """Grade the planted race and its control with --sanitize; both routes, every output."""
-    from autograder import sanitizer
+    from autograder import sanitize as sanitizer
     from book.provenance import provenance
 
     cmd_line = "python benchmarks/sanitizer_probe.py --grade --out " + str(out)
