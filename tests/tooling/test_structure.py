@@ -21,6 +21,9 @@ LARGE = {
                                "kernel factory and planned launch",
     "book.kernels.hopper": "Hopper's instructions as intrinsics, each with the model of what "
                            "it computes",
+    "autograder.sanitize": "the grader's compute-sanitizer runs: the case chosen by the "
+                           "master's paths, the three tools' sandboxed children, their "
+                           "findings as hazards that cost the case",
 }
 # The layers that measure or draw a module of book, named after it (book/bench/X: the rows of
 # X's kernels; book/widgets/X: the explorer of book's X).
