@@ -23,8 +23,10 @@ another is decided by atomics, which the simulator runs one at a time and the bl
 
 Knowledge of another block's events is a *cut* (:class:`_Cut`): its events of an epoch below
 ``E``, and thread t's up to its event ``s[t]``: a down-set of that block's order, which is what
-"everything before this atomic" is. The analysis is bounded (``Recorder.max_checks`` pairs of
-accesses compared); past it, it stops, says so, and reports only what it had found.
+"everything before this atomic" is. A word's accesses are kept compactly (the latest of each
+block, thread, epoch and kind: all a later access needs compared), and the analysis is bounded
+(``Recorder.max_checks`` steps: comparisons, and merges of what blocks know); past it, it stops,
+says so, and reports only what it had found.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import linecache
 import os
 import re
 import sys
+
+import numpy as np
 
 # the events book/simhazards.py records, each (kind, byte address, block, thread, epoch, site,
 # space): a plain read, a plain write, an atomic (read-modify-write), an atomic that adds zero
@@ -47,10 +51,39 @@ def analyse(rec, L: dict) -> None:
     """Everything one launch's events show (``L``: the launch as the recorder kept it), added
     to ``rec``'s findings."""
     ev = L["events"]
-    _shared_races(rec, L, ev)
-    _global_races(rec, L, ev)
+    if ev:
+        E = np.array(ev, dtype=np.int64)   # columns: kind, address, block, thread, epoch, site, space
+        _shared_races(rec, L, E)
+        _global_races(rec, L, ev, E)
     _barriers(rec, L)
     _reads_past(rec, L)
+
+
+def _shared_words(E, by, unit):
+    """Rows of ``E`` whose word (the columns ``by``) is used by two ``unit``s or more (warps,
+    blocks), at least once by a plain write: the only words that can race (NumPy, so that a
+    launch's many race-free words cost little)."""
+    if not len(E):
+        return E[:0]
+    keys = [E[:, c] for c in reversed(by)]
+    order = np.lexsort(keys)
+    S = E[order]
+    same = np.ones(len(S), dtype=bool)   # a row whose word is the previous row's
+    same[0] = False
+    for c in by:
+        same[1:] &= S[1:, c] == S[:-1, c]
+    group = np.cumsum(~same) - 1
+    n = group[-1] + 1
+    u = unit(S)
+    lo = np.full(n, np.iinfo(np.int64).max)
+    hi = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(lo, group, u)
+    np.maximum.at(hi, group, u)
+    wrote = np.zeros(n, dtype=bool)
+    np.logical_or.at(wrote, group, S[:, 0] == W)
+    keep = (lo != hi) & wrote
+    rows = order[keep[group]]
+    return np.sort(rows)   # in the order they happened
 
 
 def _where(code, line: int) -> str:
@@ -85,9 +118,34 @@ def _source(code, line: int) -> str:
     return f"`{text[:60]}`" if text else ""
 
 
+def line_at(code, lasti: int) -> int:
+    """The source line of the instruction at byte offset ``lasti`` of ``code`` (a frame's
+    ``f_lasti``, which may point into an instruction's inline cache: the same line)."""
+    if code is None or lasti is None or lasti < 0:
+        return 0
+    got = _LINES.get((id(code), lasti))
+    if got is None:
+        got = 0
+        for start, end, line in code.co_lines():
+            if start <= lasti < end:
+                got = line or 0
+                break
+        _LINES[(id(code), lasti)] = got
+    return got
+
+
+_LINES: dict = {}
+
+
+def _site_lines(L, site):
+    """(the innermost student code, its line, the launched kernel's line) of a site."""
+    code, lasti, klasti = L["site_list"][site]
+    return code, line_at(code, lasti), line_at(L["code"], klasti)
+
+
 def _site_where(L, site) -> str:
     """The student's line of an access (the innermost of their frames)."""
-    code, line, kline = L["site_list"][site]
+    code, line, kline = _site_lines(L, site)
     if code is None:
         return _where(L["code"], kline)
     return _where(code, line)
@@ -96,7 +154,7 @@ def _site_where(L, site) -> str:
 def _site_words(L, site) -> str:
     """An access's line in words: its source, and the kernel's line that called the function
     it is in ("`count[j] += 1` in last_block, called at cell 13, line 48")."""
-    code, line, kline = L["site_list"][site]
+    code, line, kline = _site_lines(L, site)
     if code is None:
         return _source(L["code"], kline) or f"line {kline}"
     said = _source(code, line) or f"line {line}"
@@ -137,19 +195,16 @@ def _name_global(L, rec, addr: int):
     return best[1], (addr - best[2]) // best[3]
 
 
-def _shared_races(rec, L, ev):
+def _shared_races(rec, L, E):
     """A shared word written by one warp and accessed by another in one barrier interval."""
+    shared = E[E[:, 6] == SHARED]
     by_word = {}
-    for n, e in enumerate(ev):
-        if e[6] != SHARED:
-            continue
-        kind, addr, blk, tid, ep, line, _ = e
-        key = (blk, ep, addr)
-        acc = by_word.get(key)
-        if acc is None:
-            by_word[key] = {(tid >> 5, kind): line}
-        else:
-            acc.setdefault((tid >> 5, kind), line)
+    for kind, addr, blk, tid, ep, site, _ in shared[_shared_words(shared, (2, 4, 1),
+                                                                  lambda S: S[:, 3] >> 5)].tolist():
+        acc = by_word.setdefault((blk, ep, addr), {})
+        got = acc.get((tid >> 5, kind))
+        if got is None or _line_key(L, site) < _line_key(L, got):
+            acc[(tid >> 5, kind)] = site   # (the first line, whatever the threads' order)
     for (blk, ep, addr), acc in by_word.items():
         if len({w for w, _ in acc}) < 2:
             continue
@@ -162,7 +217,8 @@ def _shared_races(rec, L, ev):
                     pairs.append((w1, k1, l1, w2, k2, l2))
         if not pairs:
             continue
-        w1, k1, l1, w2, k2, l2 = min(pairs)
+        w1, k1, l1, w2, k2, l2 = min(pairs, key=lambda p: (p[0], p[1], _line_key(L, p[2]), p[3],
+                                                           p[4], _line_key(L, p[5])))
         name, index = _name_shared(L, addr)
         detail = (f"{KIND_WORD[k1]} by warp {w1} ({_site_words(L, l1)}) and {KIND_WORD[k2]} "
                   f"by warp {w2} ({_site_words(L, l2)}) of block {blk} with no "
@@ -171,8 +227,13 @@ def _shared_races(rec, L, ev):
              _site_where(L, l1))
 
 
+def _line_key(L, site):
+    code, line, kline = _site_lines(L, site)
+    return (getattr(code, "co_filename", ""), line, kline)
+
+
 def _name_shared(L, addr):
-    for (lo, hi), name, isz in L["shared"].values():
+    for (lo, hi), name, isz, _ in L["shared"].values():
         if lo <= addr < hi:
             return name, (addr - lo) // isz
     return "shared memory", None
@@ -276,39 +337,36 @@ class _BlockKnowledge:
         return self.prefix(ep), self.per_thread.get(tid, {})
 
 
-def _global_races(rec, L, ev):
+def _global_races(rec, L, ev, E):
     """Two blocks' conflicting accesses to a global word with no happens-before between them
     (the module's docstring), found in one pass over the launch's events in the order they
-    happened."""
-    # which words matter: accessed by two blocks or more, at least once by a plain write
-    first_block, multi, written = {}, set(), set()
-    fences = {}
-    for n, e in enumerate(ev):
-        kind, addr, blk = e[0], e[1], e[2]
-        if e[6] != GLOBAL:
-            continue
-        if kind == F:
-            fences.setdefault(blk, _Fences()).add(e[3], e[4], n)
-            continue
-        b0 = first_block.setdefault(addr, blk)
-        if b0 != blk:
-            multi.add(addr)
-        if kind == W:
-            written.add(addr)
-    candidates = multi & written
-    del first_block, multi, written
-    if not candidates:
+    happened: the accesses of the words that can race (used by two blocks or more, at least
+    once by a plain write), the atomics (what blocks learn of each other) and the fences."""
+    glob = (E[:, 6] == GLOBAL) & (E[:, 0] != F)
+    idx = np.flatnonzero(glob)
+    rows = idx[_shared_words(E[idx], (1,), lambda S: S[:, 2])]
+    if not len(rows):
         return
+    candidates = set(E[rows, 1].tolist())
+    fences = {}
+    for n in np.flatnonzero((E[:, 6] == GLOBAL) & (E[:, 0] == F)).tolist():
+        e = ev[n]
+        fences.setdefault(e[2], _Fences()).add(e[3], e[4], n)
+    atomics = np.flatnonzero(glob & ((E[:, 0] == A) | (E[:, 0] == AR)))
+    wanted = np.union1d(rows, atomics).tolist()
     knowledge = {}          # block -> _BlockKnowledge
     published = {}          # word -> {block: _Cut}: what an atomic on it acquires
-    history = {}            # candidate word -> [(kind, blk, tid, ep, n, line)]
+    # candidate word -> ({(blk, tid, ep): (n, site)} of plain writes,
+    #                    {(blk, tid, ep, kind): (n, site)} of reads and atomics): the latest
+    # of each is all a later access needs compared (if it is known, released, to the later
+    # access, so are the same thread's earlier ones of that epoch: program order, and the fence
+    # that follows the latest write follows them too)
+    history = {}
     racy = {}               # word -> [(pair key, detail pieces)]
-    checks = 0
+    work = [0]
     empty = {}
-    for n, e in enumerate(ev):
-        kind, addr, blk, tid, ep, line, space = e
-        if space != GLOBAL or kind == F:
-            continue
+    for n in wanted:
+        kind, addr, blk, tid, ep, line, space = ev[n]
         bk = None
         if kind == A or kind == AR:
             bk = knowledge.get(blk)
@@ -316,32 +374,40 @@ def _global_races(rec, L, ev):
                 bk = knowledge[blk] = _BlockKnowledge()
             pub = published.get(addr)
             if pub:
+                work[0] += _size(pub)
                 bk.acquire(tid, ep, pub, blk)
         if addr in candidates and addr not in racy:
             if bk is None:
                 bk = knowledge.get(blk)
             before, mine = bk.at(tid, ep) if bk is not None else (empty, empty)
-            h = history.setdefault(addr, [])
-            for (k1, b1, t1, ep1, n1, l1) in h:
-                if b1 == blk or (k1 in (A, AR) and kind in (A, AR)):
+            writes, others = history.get(addr) or history.setdefault(addr, ({}, {}))
+            earlier = list(writes.items()) if kind != W else \
+                list(writes.items()) + list(others.items())
+            for key1, (n1, l1) in earlier:
+                b1, t1, ep1 = key1[0], key1[1], key1[2]
+                k1 = key1[3] if len(key1) == 4 else W
+                if b1 == blk:
                     continue
-                if k1 != W and kind != W:
-                    continue        # no plain write among them
-                checks += 1
+                work[0] += 1
                 if _ordered(k1, b1, t1, ep1, n1, before, mine, fences.get(b1)):
                     continue
                 racy.setdefault(addr, []).append((b1, blk, k1, kind, l1, line, t1, tid))
                 break
-            if checks > rec.max_checks:
-                rec._cap(f"more than {rec.max_checks:,} pairs of accesses compared")
-                break
-            h.append((kind, blk, tid, ep, n, line))
+            if kind == W:
+                writes[(blk, tid, ep)] = (n, line)
+            else:
+                others[(blk, tid, ep, kind)] = (n, line)
         if kind == A or kind == AR:   # what this atomic publishes: its own events, and all it knows
             pub = published.setdefault(addr, {})
             before, mine = bk.at(tid, ep)
+            work[0] += _size(before) + _size(mine)
             _merge(pub, before)
             _merge(pub, mine)
             _merge(pub, {blk: _Cut(ep, {tid: n})})
+        if work[0] > rec.max_checks:
+            _stop(rec, f"its race analysis passed {rec.max_checks:,} steps (comparisons and "
+                       "merges of what blocks know of each other)")
+            break
     for addr, found in racy.items():
         b1, b2, k1, k2, l1, l2, t1, t2 = min(found)
         name, index = _name_global(L, rec, addr)
@@ -351,6 +417,17 @@ def _global_races(rec, L, ev):
                   "ordering them")
         _add(rec, "race_global", name, index, (index if index is not None else -1, b1, b2),
              detail, _site_where(L, wline))
+
+
+def _size(k: dict) -> int:
+    return sum(1 + len(c.s) for c in k.values())
+
+
+def _stop(rec, what: str) -> None:
+    """The analysis of this launch stops here: said in the recorder's notes (what was found
+    before it is kept: a race seen is a race, whatever comes after)."""
+    rec.notes.append(f"launch {rec.launches}: {what}; the rest of it was not checked for "
+                     "races (nothing is reported that was not seen)")
 
 
 def _ordered(k1, b1, t1, ep1, n1, before: dict, mine: dict, fences) -> bool:

@@ -39,8 +39,8 @@ A finding is a dict of ``autograder/hazards.py``'s ``Hazard`` (kind, array, inde
 where, found_by "tracer", count), one per kind and array, its index the lowest flat index
 found, its words free of anything the threads' schedule decides. Nothing is reported that
 was not seen: where a launch's trace would be too large (:data:`MAX_EVENTS` accesses,
-:data:`MAX_CHECKS` comparisons) the rest of it is not looked at, and :attr:`Recorder.notes`
-says so.
+:data:`MAX_CHECKS` steps of its analysis) the rest of it is not looked at, and
+:attr:`Recorder.notes` says so.
 
 Use::
 
@@ -60,6 +60,7 @@ import os
 import re
 import sys
 import threading
+from operator import index as _index
 
 import numpy as np
 
@@ -72,7 +73,8 @@ ACTIVE = None
 
 #: accesses recorded per launch before the rest of it goes unwatched (about 100 bytes each)
 MAX_EVENTS = 2_000_000
-#: pairs of accesses compared per launch before the rest go unchecked
+#: steps of a launch's race analysis (pairs of accesses compared, and what blocks know of each
+#: other merged at each atomic) before the rest of it goes unchecked
 MAX_CHECKS = 3_000_000
 
 _current_thread = threading.current_thread
@@ -85,6 +87,7 @@ class _Shared(np.ndarray):
 
     def __array_finalize__(self, obj):
         self._book_ptr = self.__array_interface__["data"][0]
+        self._book_dims = (self.shape, self.strides)
         self._book_name = getattr(obj, "_book_name", "shared memory")
 
     def __getitem__(self, idx):
@@ -136,7 +139,8 @@ class Recorder:
         for (kind, array), f in sorted(self._found.items(),
                                        key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
             count = 1 if kind == "barrier" else len(f["words"])   # barriers: said in detail
-            out.append({"kind": kind, "array": array, "index": f["index"], "detail": f["detail"],
+            index = None if f["index"] is None else int(f["index"])
+            out.append({"kind": kind, "array": array, "index": index, "detail": f["detail"],
                         "where": f["where"], "found_by": "tracer", "count": count})
         return out
 
@@ -165,7 +169,7 @@ class Recorder:
                 pass
             lo, hi = _byte_bounds(base)
             named.append((lo, hi, pname, _ptr(base), base.dtype.itemsize))
-        self._launch = {"code": code, "events": [], "named": named, "shared": {},
+        self._launch = {"code": code, "kid": id(code), "events": [], "named": named, "shared": {},
                         "capped": False, "past": {}, "barriers": [], "sites": {}, "site_list": []}
 
     def _end(self):
@@ -203,7 +207,7 @@ class Recorder:
             kind = atomic
         else:
             kind = W if write else R
-        body = arr.__dict__.get("_book_body")
+        body = arr._book_body
         if body is None:
             body = self._body_of(arr)
         if not body[0] <= off < body[1] and kind != W:
@@ -214,8 +218,11 @@ class Recorder:
         if len(ev) >= self.max_events:
             self._cap(f"more than {self.max_events:,} accesses")
             return
+        f = sys._getframe(3)   # the kernel's frame, when the access is made in its body
+        site = L["sites"].get((L["kid"], f.f_lasti, -1)) if f is t._book_frame else None
         ev.append((kind, arr._book_addr + off * arr._book_isz, blk, t.thread_id,
-                   t._book_epoch, self._site(t, sys._getframe(1)), GLOBAL))
+                   t._book_epoch, self._site(t, sys._getframe(2)) if site is None else site,
+                   GLOBAL))
 
     def on_global_range(self, arr, first: int, count: int, step: int, write: bool) -> None:
         for k in range(count):
@@ -237,19 +244,31 @@ class Recorder:
             kind = atomic
         else:
             kind = W if write else R
-        addrs = _element_addresses(arr, idx)
-        if addrs is None or (not write and len(addrs) != 1):
-            return   # a view made (its elements are recorded when accessed), or not an index
         ev = L["events"]
-        if len(ev) + len(addrs) > self.max_events:
+        if len(ev) >= self.max_events:
             self._cap(f"more than {self.max_events:,} accesses")
             return
-        line = self._site(t, sys._getframe(1))
-        base = arr.base if isinstance(arr.base, np.ndarray) else arr
-        if id(base) not in L["shared"]:
-            L["shared"][id(base)] = (_byte_bounds(base), arr._book_name, arr.dtype.itemsize)
-        for a in addrs:
-            ev.append((kind, a, blk, t.thread_id, t._book_epoch, line, SHARED))
+        addr = _element_address(arr, idx)
+        if addr is not None:
+            f = sys._getframe(2)   # the caller of _Shared.__getitem__
+            site = L["sites"].get((L["kid"], f.f_lasti, -1)) if f is t._book_frame else None
+            ev.append((kind, addr, blk, t.thread_id, t._book_epoch,
+                       self._site(t, f) if site is None else site, SHARED))
+            return
+        if not write:
+            return   # a view made (its elements are recorded when accessed), or not an index
+        addrs = _element_addresses(arr, idx)   # a slice stored to (the simulated cp.async)
+        if addrs:
+            site = self._site(t, sys._getframe(2))
+            for a in addrs:
+                ev.append((kind, a, blk, t.thread_id, t._book_epoch, site, SHARED))
+
+    def shared_made(self, raw, name: str) -> None:
+        """A block's shared array ``raw`` (the simulator's, for a line of the kernel) is named
+        ``name`` in this launch's findings."""
+        L = self._launch
+        if L is not None and id(raw) not in L["shared"]:
+            L["shared"][id(raw)] = (_byte_bounds(raw), name, raw.dtype.itemsize, raw)
 
     def on_fence(self) -> None:
         t = _current_thread()
@@ -273,7 +292,7 @@ class Recorder:
         lines = {}
         for t in threads:
             fr = t._book_frame or self._frame_of(t, frames.get(t.ident), cache=False)
-            line = fr.f_lineno if fr is not None else 0
+            line = fr.f_lineno if fr else 0
             lines.setdefault(line, []).append(t.thread_id)
         if len(lines) > 1:
             t0 = next(iter(threads))
@@ -288,10 +307,10 @@ class Recorder:
         lib = _LIBRARY
         while f is not None:
             c = f.f_code
-            x = lib.get(c)
-            if x is None:
-                x = lib[c] = _is_library(c.co_filename)
-            if not x:
+            x = lib.get(id(c))
+            if x is None:   # (keyed by id: hashing a code object hashes its contents)
+                x = lib[id(c)] = (c, _is_library(c.co_filename))
+            if not x[1]:
                 break
             f = f.f_back
         if f is not None and f.f_code.co_name.startswith("<") and f.f_back is not None:
@@ -299,17 +318,22 @@ class Recorder:
         kf = t._book_frame
         if kf is None:
             kf = self._frame_of(t, f)
+        elif kf is False:   # looked for once, not found: not looked for again
+            kf = None
+        # instruction offsets, not lines: a frame's f_lineno walks its code's line table (most
+        # of the recorder's cost on a long kernel); the lines are read when a finding is said
         if f is None:
-            key = (None, 0, kf.f_lineno if kf is not None else 0)
+            code, key = None, (0, -1, kf.f_lasti if kf is not None else -1)
         else:
-            key = (f.f_code, f.f_lineno, kf.f_lineno if kf is not None and kf is not f else 0)
+            code = f.f_code
+            key = (id(code), f.f_lasti, kf.f_lasti if kf is not None and kf is not f else -1)
         L = self._launch
         site = L["sites"].get(key)
         if site is None:
             with self._lock:   # (a new site: numbered once, whichever thread gets there first)
                 site = L["sites"].get(key)
                 if site is None:
-                    L["site_list"].append(key)
+                    L["site_list"].append((code, key[1], key[2]))
                     site = L["sites"][key] = len(L["site_list"]) - 1
         return site
 
@@ -326,6 +350,8 @@ class Recorder:
                     t._book_frame = f
                 return f
             f = f.f_back
+        if cache:
+            t._book_frame = False
         return None
 
     def _body_of(self, arr):
@@ -358,7 +384,7 @@ class Recorder:
             past[index] = seen
 
 
-_LIBRARY: dict = {}   # code object -> whether it is library code (not the student's)
+_LIBRARY: dict = {}   # id(code object) -> (the code object, whether it is library code)
 
 
 def _is_library(filename: str) -> bool:
@@ -377,6 +403,40 @@ def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
     fn = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds  # moved in NumPy 2
     lo, hi = fn(a)
     return int(lo), int(hi)
+
+
+def _element_address(arr, idx):
+    """The byte address of the element ``arr[idx]`` names (an integer per dimension, negative
+    ones wrapped once), or None for anything else (the hot path of every shared access: one
+    and two dimensions written out; NumPy integers made Python's, whose sums cannot wrap)."""
+    shape, strides = arr._book_dims
+    try:
+        if type(idx) is tuple:
+            if len(idx) != len(shape):
+                return None
+            if len(idx) == 2:
+                i, j = idx
+                if type(i) is not int:
+                    i = _index(i)
+                if type(j) is not int:
+                    j = _index(j)
+                if i < 0:
+                    i += shape[0]
+                if j < 0:
+                    j += shape[1]
+                return arr._book_ptr + i * strides[0] + j * strides[1]
+            off = arr._book_ptr
+            for i, n, st in zip(idx, shape, strides):
+                i = _index(i)
+                off += (i + n if i < 0 else i) * st
+            return off
+        if len(shape) != 1:
+            return None
+        if type(idx) is not int:
+            idx = _index(idx)
+        return arr._book_ptr + (idx + shape[0] if idx < 0 else idx) * strides[0]
+    except TypeError:   # a slice, an array, None: not one element
+        return None
 
 
 def _element_addresses(arr, idx):
@@ -447,6 +507,9 @@ class _Hooks:
                 if len(made_views) > 4096:
                     made_views.clear()
                 made_views[key] = got
+            rec = ACTIVE
+            if rec is not None:
+                rec.shared_made(raw, got._book_name)
             return got
 
         shared.array = shared_array

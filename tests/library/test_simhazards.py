@@ -193,6 +193,13 @@ def test_a_capped_trace_says_so_and_accuses_nothing_it_did_not_see():
     assert notes and "more than 50 accesses" in notes[0]
 
 
+def test_an_analysis_past_its_budget_stops_and_says_so():
+    full, _, _, _ = _run_splitk(_splitk_plain_counter)
+    found, notes, _, _ = _run_splitk(_splitk_plain_counter, max_checks=2)
+    assert notes and "race analysis passed 2 steps" in notes[0]
+    assert set(_kinds(found)) < set(_kinds(full))   # what it had found before it stopped
+
+
 # ---------------------------------------------------------------- shared memory
 def _block_sum(barrier: bool):
     @cuda.jit
@@ -391,3 +398,19 @@ def test_a_race_free_kernel_computes_the_same_values_in_any_order():
         got.append(out)
     np.testing.assert_allclose(got[0], want, rtol=1e-5)
     assert all(np.array_equal(g, got[0]) for g in got)
+
+
+def test_only_words_two_warps_or_blocks_use_with_a_plain_write_are_looked_at():
+    from book.happens_before import R, W, _shared_words
+
+    E = np.array([[W, 100, 0, 0, 0, 0, 1],    # word 100: warp 0 writes, warp 1 reads
+                  [R, 200, 0, 0, 0, 0, 1],    # word 200: two warps, reads only
+                  [R, 200, 0, 33, 0, 0, 1],
+                  [R, 100, 0, 40, 0, 0, 1],
+                  [W, 300, 0, 1, 0, 0, 1],    # word 300: one warp
+                  [R, 300, 0, 2, 0, 0, 1],
+                  [W, 100, 1, 0, 0, 0, 1]])   # word 100 of another block: one warp
+    warps = _shared_words(E, (2, 4, 1), lambda S: S[:, 3] >> 5)
+    assert warps.tolist() == [0, 3]
+    blocks = _shared_words(E, (1,), lambda S: S[:, 2])
+    assert blocks.tolist() == [0, 3, 6]
