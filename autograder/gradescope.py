@@ -44,14 +44,13 @@ import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
 from .export import gradescope_doc
 from .results import TestRecord
 from .rubric import course_points
-from .sandbox import TRUSTED_BOOT, sweep_stale_storage, trusted_command
+from .sandbox import TRUSTED_BOOT, let_go, new_folder, sweep_stale_storage, trusted_command
 
 ROOT_ENV = "AUTOGRADER_ROOT"
 CONFIG = "gradescope.json"          # in the bundle's root: the lab, the class's seed
@@ -331,8 +330,9 @@ def run(base: Path | None = None) -> int:
     from . import labs
 
     function = next(iter(labs.get(lab).functions))
-    # named ag-<pid>-...: the next grader removes it if this one is killed (sweep_stale_storage)
-    work = Path(tempfile.mkdtemp(prefix=f"ag-{os.getpid()}-gradescope-"))
+    # ag-<pid>-gradescope-..., held by this process: the next grader removes it if this one is
+    # killed (its lock then free: sweep_stale_storage), never while it runs
+    work = new_folder("gradescope-")
     proc = None
 
     def stop(signum, _frame):   # Gradescope's time limit, a Ctrl-C: nothing left behind
@@ -343,6 +343,7 @@ def run(base: Path | None = None) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
         shutil.rmtree(work, ignore_errors=True)
+        let_go(work)
         say(f"stopped by {signal.Signals(signum).name}")
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
@@ -404,6 +405,7 @@ def run(base: Path | None = None) -> int:
         return 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        let_go(work)
 
 
 def _die_with_parent() -> None:

@@ -8,9 +8,11 @@ The package, by concept:
   the submission's cells, the grader's commands, the launches recorded). Its standard-library
   modules serve the grader too: ``settings`` (``DriverSettings``, what the grader tells a child:
   one typed definition both sides read), ``process`` (the process table, killing a tree, cgroup
-  or uid), ``linux`` (the kernel's constants), ``privilege``, ``permissions`` (what another uid
-  may read or change) and ``seccomp`` (the filter that cuts the network where no namespace
-  can); ``channel``: the protocol's JSON lines.
+  or uid, and removing what a uid left where every uid may write: ``remove_left_by``), ``linux``
+  (the kernel's constants), ``privilege`` (the uid drop; Landlock: a child's writes confined to
+  its own folders), ``permissions`` (what another uid may read or change) and ``seccomp`` (the
+  filters that cut the network, and System V IPC, where no namespace can); ``channel``: the
+  protocol's JSON lines.
 - ``children``: ``Child``, one sandboxed child speaking that protocol (working folder,
   limits, capped output, deadlines, the budgets' watchdog), and the grader's open children
   (``open_children_pids``, ``kill_open_children``); ``trusted``: what a child is given (the
@@ -21,8 +23,9 @@ The package, by concept:
   own uid; else refused unless allowed), and cgroups.
 - ``paths``, ``uid``, ``storage``, ``tasks``: what a child sees (every path hidden but what it
   needs; the grader's own processes started with ``python -I``), the uid of its own it becomes
-  (student code never runs as root), the size-limited file system it writes to, the count of
-  its processes and threads.
+  (student code never runs as root), the size-limited file system it writes to (in a folder
+  its grader holds by a lock while it lives: ``new_folder``; what no living grader holds, the
+  next sweeps: ``sweep_stale_storage``), the count of its processes and threads.
 - ``budgets``: host and GPU memory summed over a submission's processes, watched while it runs.
 - ``threads`` (inside/threads.py): a simulated child's room for the simulator's threads under
   its address-space limit (``limit_malloc_arenas``, ``ARENAS``), and the facts reported when a
@@ -43,7 +46,12 @@ For the grader:
 - ``child.pids()`` (host PIDs now), ``child.pids_seen``, ``child.init_pid()``.
 - after ``child.close()``: ``child.survivors()`` ([] when containment held) and, where
   ``gpuwatch.available()``, ``child.gpu_leftovers()`` ([] when none of its processes holds a
-  GPU); ``child.report()`` for measurements.jsonl.
+  GPU); ``child.report()`` for measurements.jsonl (``left_behind``: what its uid left where
+  every uid may write, removed). Nothing a child wrote outlives ``close()``: its folder, and
+  what its uid left in /tmp, /dev/shm, ... and System V IPC where its writes were not confined
+  (inside/isolation.py ``confine``). Close the child of one run of a submission's code before
+  another child runs the same code where they share places (no PID namespace): while both
+  live, the second can read what the first shows every process (its command lines in /proc).
 - before a timing window: ``gpuwatch.foreign(gpu, open_children_pids())`` ([] when no process
   outside the grader's open children holds that GPU).
 """
@@ -56,11 +64,13 @@ from .containment import (ContainmentUnavailable, containment_support, refusal_m
 from .paths import TRUSTED_BOOT, grader_paths, trusted_command
 from .inside.channel import CUDA_INIT_FAILED, cuda_init_failure
 from .inside.permissions import reachable, writable_by_others
-from .inside.process import (alive, descendants, kill_tree, kill_uid, pids_in_namespace, pids_of_uid,
-                             process_info)
+from .inside.privilege import landlock_abi
+from .inside.process import (alive, descendants, ipc_objects, kill_tree, kill_uid, pids_in_namespace,
+                             pids_of_uid, process_info, remove_left_by, shared_places)
 from .inside.settings import SIM_MAX_THREADS, DriverSettings, LaunchSettings, Limits, Storage
 from .inside.threads import ARENAS, describe as describe_thread_failure, limit_malloc_arenas
-from .storage import PLACES, storage_message, storage_use, sweep_stale_storage
+from .storage import (PLACES, held, held_uids, hold, let_go, new_folder, storage_message,
+                      storage_use, sweep_stale_storage)
 from .tasks import pids_cgroup_base, tasks_message, tasks_refused
 from .trusted import (CHILD_MARK, CHILD_PACKAGE, GRADED_KERNEL_MODULES, child_command, copy_trusted, entry_point,
                       scrubbed_env)
@@ -77,6 +87,8 @@ __all__ = [
     "kill_open_children", "kill_tree", "kill_uid", "open_children_pids", "pids_cgroup_base",
     "pids_in_namespace", "pids_of_uid", "process_info", "refusal_message", "resolve_containment",
     "scrubbed_env", "storage_message", "storage_use", "sweep_stale_storage", "tasks_message",
+    "held", "held_uids", "hold", "ipc_objects", "landlock_abi", "let_go", "new_folder",
+    "remove_left_by", "shared_places",
     "tasks_refused", "trusted_command", "uid_drop_support", "linux", "seccomp", "reachable",
     "writable_by_others",
 ]

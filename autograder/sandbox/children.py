@@ -22,7 +22,6 @@ import select
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import weakref
@@ -32,11 +31,13 @@ from .budgets import default_budgets
 from .containment import (ContainmentUnavailable, containment_support, new_cgroup, remove_cgroup,
                           resolve_containment, root_refusal)
 from .inside.process import (all_pids, alive, descendants, kill_cgroup, kill_tree, kill_uid, parent_pid,
-                             pid_namespace, pids_in_namespace, pids_of_uid, process_info, uid_of)
+                             pid_namespace, pids_in_namespace, pids_of_uid, process_info,
+                             remove_left_by, uid_of)
 from .inside.settings import DriverSettings, LaunchSettings, Limits, Storage
 from .paths import grader_paths, hide_list, needed_paths
 from .protections import protections
-from .storage import PLACES, mount_storage, storage_use, sweep_stale_storage, unmount
+from .storage import (PLACES, held_uids, hold, let_go, mount_storage, new_folder, storage_use,
+                      sweep_stale_storage, unmount)
 from .tasks import new_pids_cgroup, tasks_refused
 from .trusted import child_command, copy_trusted, entry_point, scrubbed_env
 from .uid import new_child_uid
@@ -103,13 +104,16 @@ class Child:
     ``allow_uncontained`` (or AUTOGRADER_ALLOW_UNCONTAINED=1). A student child never runs as
     root: a root grader gives it a uid of its own (whatever ``drop_uid`` says; it decides for
     trusted children) or raises ContainmentUnavailable, with no override.
-    ``budgets`` replaces the default budgets (a list of Budget)."""
+    ``budgets`` replaces the default budgets (a list of Budget).
+    ``confine`` (default): a student child writes only beneath its own folders and, with no IPC
+    namespace of its own, makes no System V IPC object (inside/isolation.py ``confine``); False
+    leaves only the removal of what its uid left, when it ends (a kernel without Landlock)."""
 
     def __init__(self, *, mode: str, functions: dict, cells: list | None, simulated: bool,
                  gpu: int | None = None, limits: dict | None = None, hide=(), isolate: bool = True,
                  drop_uid: bool = True, contain: str = "auto", allow_uncontained: bool | None = None,
                  budgets: list | None = None, wrap: list | None = None, wrap_env: dict | None = None,
-                 keep=()):
+                 keep=(), confine: bool = True):
         typed = Limits.of(limits)   # the defaults (settings.Limits) and what the caller changed
         self.hide_asked = [str(p) for p in hide]
         self.limits = dataclasses.asdict(typed)   # a dict, as the grader reads it (child.limits["tasks"])
@@ -126,24 +130,38 @@ class Child:
         self.budgets = budgets if budgets is not None else default_budgets(self.limits, gpu, simulated)
         if not _swept:   # once per grader: what graders killed before us left mounted
             _swept.append(sweep_stale_storage())
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"ag-{os.getpid()}-"))   # (sweep_stale_storage)
+        # a uid of its own (as root): never one another child holds, here or under another
+        # grader beside this one (its folder, held, belongs to its uid: storage.held_uids)
+        self.uid = (new_child_uid({c.uid for c in list(_open_children)} | held_uids())
+                    if root and (untrusted or (drop_uid and support["uid"])) else None)
+        self.uid_note = ("" if self.uid is not None else
+                         "a trusted child: it runs as the grader" if root else support["why_not_uid"])
+        # ag-<grader pid>-..., held by this grader until close (storage.new_folder)
+        self.workdir = new_folder()
+        self.left_behind: dict | None = None
+        if self.uid is not None:   # its uid's, as seen from any mount namespace
+            os.chown(self.workdir, self.uid, self.uid)
         # its own size-limited file system (as root), holding /tmp and /dev/shm too (PLACES)
         self.storage_note = (mount_storage(self.workdir, typed.disk_bytes, typed.files)
                              if isolate else "isolation disabled by the grader's options")
         self.storage_private = not self.storage_note
         self.storage: dict | None = None
         if self.storage_private:
+            hold(self.workdir)   # the tmpfs's root too, for a grader in this mount namespace
             for _place, name in PLACES:
                 (self.workdir / name).mkdir()
         trusted = self.workdir / "trusted"
         copy_trusted(trusted)
         if cells is not None:
             (self.workdir / "cells.json").write_text(json.dumps(cells))
-        self.cgroup = new_cgroup(containment_support()["cgroup"]) if self.containment == "cgroup" else None
-        self.pids_cgroup, self.pids_note = new_pids_cgroup(typed.tasks) if untrusted else (None, "")
+        # its cgroups, named after its folder (held by this grader: storage.sweep_stale_storage)
+        self.cgroup = (new_cgroup(containment_support()["cgroup"], f"{self.workdir.name}-c")
+                       if self.containment == "cgroup" else None)
+        self.pids_cgroup, self.pids_note = (new_pids_cgroup(typed.tasks, f"{self.workdir.name}-p")
+                                            if untrusted else (None, ""))
         if self.pids_cgroup and self.cgroup and os.path.exists(os.path.join(self.pids_cgroup, "cgroup.controllers")):
             # one cgroup-v2 home per process: the containment's, with the limit set there
-            os.rmdir(self.pids_cgroup)
+            remove_cgroup(self.pids_cgroup, timeout=0)
             self.pids_cgroup = None
             try:
                 with open(os.path.join(self.cgroup, "pids.max"), "w") as f:
@@ -153,10 +171,6 @@ class Child:
                 self.pids_note = f"cannot set pids.max on the containment cgroup: {e.strerror}"
         cmd_r, cmd_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        self.uid = (new_child_uid({c.uid for c in list(_open_children)})
-                    if root and (untrusted or (drop_uid and support["uid"])) else None)
-        self.uid_note = ("" if self.uid is not None else
-                         "a trusted child: it runs as the grader" if root else support["why_not_uid"])
         settings = DriverSettings(
             mode=mode, functions=functions, simulated=simulated,
             workdir=str(self.workdir), trusted_dir=str(trusted),
@@ -170,7 +184,7 @@ class Child:
             storage=Storage(private=self.storage_private, places=() if wrap else PLACES,
                             # what the child needs (its folder, the interpreter) put back where it lay
                             keep=[str(p) for p in needed_paths(self.workdir, keep)],
-                            size_bytes=typed.disk_bytes, files=typed.files),
+                            size_bytes=typed.disk_bytes, files=typed.files, confine=confine),
             # read by the launcher before it starts the driver
             launch=LaunchSettings(
                 contain=self.containment, cgroup=self.cgroup, grader_pid=os.getpid(),
@@ -502,25 +516,47 @@ class Child:
                 except OSError:
                     pass
         if self.storage_private:   # what it wrote where, read before the folder goes
-            self.storage = storage_use(self.workdir)
-            st = os.statvfs(self.workdir)
-            self.storage.update(limit_bytes=self.limits["disk_bytes"], limit_files=self.limits["files"],
-                                full=st.f_bavail * st.f_frsize < (1 << 20) or st.f_favail < 16)
-            # emptied while mounted: the namespaces of children started meanwhile hold copies of
-            # this mount, and its pages are freed only with its files
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            unmount(self.workdir)
+            try:
+                self.storage = storage_use(self.workdir)
+                st = os.statvfs(self.workdir)
+                self.storage.update(limit_bytes=self.limits["disk_bytes"],
+                                    limit_files=self.limits["files"],
+                                    full=st.f_bavail * st.f_frsize < (1 << 20) or st.f_favail < 16)
+            except OSError as e:   # gone already (a grader's sweep): said, never a crash here
+                self.storage = {"error": f"its folder could not be read: {e}"}
+        self._remove_folder()
+        self._remove_left_behind()
+
+    def _remove_folder(self) -> None:
+        """Its working folder, and its own file system where it had one: emptied while mounted
+        (the namespaces of children started meanwhile hold copies of the mount, and its pages
+        are freed only with its files), then unmounted; then no longer held."""
         shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.storage_private:
+            unmount(self.workdir)
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        let_go(self.workdir)
+
+    def _remove_left_behind(self) -> None:
+        """What its uid left in the places every uid shares (files in /tmp, /var/tmp, /dev/shm,
+        ...; System V IPC objects): where its writes were confined there is nothing, elsewhere
+        (Docker's default limits without Landlock; under compute-sanitizer) this removes it, so
+        that the next child (the kernel proof's, another submission's) never reads it."""
+        if self.uid is None or self.left_behind is not None:
+            return
+        try:
+            self.left_behind = remove_left_by([self.uid], skip=[self.workdir])
+        except OSError as e:
+            self.left_behind = {"error": str(e)}
 
     def release(self, timeout: float = 1.0) -> None:
-        """After a kill by a stopped grader: its file system and cgroups, which outlive every
-        process (the next run would sweep them, sweep_stale_storage)."""
-        if self.storage_private:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            unmount(self.workdir)
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        """After a kill by a stopped grader: what outlives every process (the next run would
+        sweep it, sweep_stale_storage): its folder (its own file system too), its cgroups, and
+        what its uid left in the places every uid shares."""
         for cg in {self.cgroup, self.pids_cgroup} - {None}:
             remove_cgroup(cg, timeout)
+        self._remove_folder()
+        self._remove_left_behind()
 
     def _leftovers(self, timeout: float) -> list[int]:
         """Processes of the submission still alive after the kill (the kernel takes a moment
@@ -584,5 +620,6 @@ class Child:
                 "tasks": {"limit": self.limits["tasks"], "refused": getattr(self, "tasks_refused", 0)}
                 if self.pids_cgroup else self.pids_note,
                 "storage": self.storage if self.storage_private else self.storage_note,
+                "left_behind": self.left_behind,
                 "budgets": {b.name: {"limit_mib": b.limit >> 20, "peak_mib": b.peak >> 20}
                             for b in self.budgets}}

@@ -16,6 +16,7 @@ kills everything below it when the driver ends.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -158,21 +159,33 @@ def resolve_containment(contain: str = "auto", allow_uncontained: bool | None = 
 
 
 # --------------------------------------------------------------------------- cgroups
-# A child's cgroups (its containment's, its pids limit's) are named ag-<grader pid>-...: the
-# next grader removes those of graders that are gone (storage.sweep_stale_storage).
-_cg_seq = [0]
+# A child's cgroups (its containment's, its pids limit's) are named after its working folder
+# (ag-<grader pid>-...-c, -p), and its grader holds a lock on each (flock) as on the folder: the
+# next grader removes those no living grader holds (storage.sweep_stale_storage).
+_cg_locks: dict[str, int] = {}
 
 
-def new_cgroup(base: str) -> str:
-    """Make a cgroup of this grader's under ``base``; its path."""
-    _cg_seq[0] += 1
-    d = os.path.join(base, f"ag-{os.getpid()}-{_cg_seq[0]}-{time.monotonic_ns() % 10**9}")
+def new_cgroup(base: str, name: str) -> str:
+    """Make the cgroup ``name`` of this grader's under ``base``, held until remove_cgroup; its
+    path."""
+    d = os.path.join(base, name)
     os.mkdir(d)
+    try:
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except OSError:
+        os.rmdir(d)
+        raise
+    _cg_locks[d] = fd
     return d
 
 
 def remove_cgroup(path: str, timeout: float = 3.0) -> None:
-    """Remove an emptied cgroup; its last tasks may take a moment to leave it (EBUSY)."""
+    """Remove an emptied cgroup; its last tasks may take a moment to leave it (EBUSY). This
+    grader's hold on it ends."""
+    fd = _cg_locks.pop(path, None)
+    if fd is not None:
+        os.close(fd)
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -1,14 +1,16 @@
 """What a sandboxed child got and, said, what it lacked: the driver's account of its isolation
-joined with the grader's (containment, storage, the uid, the count of processes), and every
-protection it did not get with why, so that nothing fails silently (a submission's result,
-``extra_data.isolation``; the grader's log)."""
+joined with the grader's (containment, storage, the uid, the count of processes), every protection it did
+not get with why, so that nothing fails silently, and what of it can outlive it (a
+submission's result, ``extra_data.isolation``; the grader's log)."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 
 from .containment import containment_support
 from .inside.permissions import reachable
+from .inside.process import shared_places
 from .paths import AUTOGRADER
 
 
@@ -47,5 +49,46 @@ def protections(child, achieved: dict | None) -> dict:
     if child.pids_cgroup is None and child.mode_untrusted:
         missing.append(f"a pids cgroup ({child.pids_note}): its processes and threads are "
                        "counted by RLIMIT_NPROC of its uid")
+    outlives, shared = left_behind(child, iso)
+    iso["outlives"] = outlives
+    if shared:
+        missing.append(shared)
     iso["missing"] = missing
     return iso
+
+
+def left_behind(child, iso: dict) -> tuple[list[str], str]:
+    """What of a child can outlive it (``outlives``: [] when nothing can), and, where its writes
+    were not confined to its own folders, the line for ``missing``: what another child running
+    at the same time could read before it is removed."""
+    if not child.mode_untrusted:
+        return [], ""
+    outlives, said = [], []
+    private = set(iso.get("private_storage") or [])
+    places = [p for p in shared_places([tempfile.gettempdir()]) if p not in private]
+    writes = str(iso.get("writes", ""))
+    if not writes.startswith("only beneath") or "/dev/shm" in writes and "/dev/shm" not in private:
+        where = ", ".join(places) or "nowhere here"
+        if child.uid is not None:
+            said.append(f"files it writes where every uid may write ({where}) are removed by its "
+                        "uid when it ends")
+            outlives.append("what it writes into an existing file others may write (mode 666), "
+                            "and in places other uids may write beyond those")
+        else:
+            outlives.append(f"files it writes where every uid may write ({where}): it runs as the "
+                            "grader's uid, by which nothing of it can be told apart")
+        why = writes.split(": ", 1)[-1] if ": " in writes else writes
+        said[:0] = [f"writes confined to its own folders ({why or 'not reported'})"]
+    ipc = str(iso.get("ipc_objects", "") or ("an IPC namespace of its own" if iso.get("ipc") else ""))
+    if not (ipc.startswith("an IPC namespace") or ipc.startswith("refused")):
+        if child.uid is not None:
+            said.append("its System V IPC objects (shared memory, semaphores, message queues) are "
+                        "removed by its uid when it ends")
+        else:
+            outlives.append("System V IPC objects it makes: the machine's IPC namespace, as the "
+                            "grader's uid")
+        said.append(f"no IPC namespace of its own ({ipc or 'not reported'})")
+    if not said:
+        return outlives, ""
+    return outlives, ("; ".join(said) + ": until then another child running beside it (the "
+                      "kernel proof's, another submission's) could read them")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from .containment import new_cgroup
+from .containment import new_cgroup, remove_cgroup
 
 _pids_base: list = []
 
@@ -44,20 +44,20 @@ def pids_cgroup_base() -> tuple[str | None, str]:
     return got
 
 
-def new_pids_cgroup(limit: int) -> tuple[str | None, str]:
-    """(a new cgroup whose pids.max is ``limit``, '') or (None, why not)."""
+def new_pids_cgroup(limit: int, name: str) -> tuple[str | None, str]:
+    """(a new cgroup ``name`` whose pids.max is ``limit``, '') or (None, why not)."""
     base, why = pids_cgroup_base()
     if base is None:
         return None, why
     try:
-        d = new_cgroup(base)
+        d = new_cgroup(base, name)
     except OSError as e:
         return None, f"cannot make a pids cgroup under {base}: {e.strerror}"
     try:
         with open(os.path.join(d, "pids.max"), "w") as f:
             f.write(str(limit))
     except OSError as e:
-        os.rmdir(d)
+        remove_cgroup(d, timeout=0)
         return None, f"cannot set pids.max under {base}: {e.strerror}"
     return d, ""
 

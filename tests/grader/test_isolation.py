@@ -377,7 +377,7 @@ sys.path.insert(0, {repo!r})
 import book  # noqa: F401
 from autograder.sandbox import Child
 child = Child(mode="student", functions={{"swiglu_interleaved": ["x", "out"]}},
-              cells=[{{"index": 1, "source": "def swiglu_interleaved(x, out):\\n    pass"}}],
+              cells=[{{"index": 1, "source": {cell!r}}}],
               simulated=True, wrap=[{script!r}], keep=[{wrapdir!r}], contain={contain!r},
               allow_uncontained=True)
 ev = child.recv(120)
@@ -386,6 +386,34 @@ if ev.get("event") == "ready":
 print("AG-GRADER", ev.get("event"), child.workdir, flush=True)
 time.sleep(600)
 """
+
+
+# what the killed grader's child leaves where every uid may write (under a wrapper its writes are
+# not confined: /tmp and /dev/shm are the host's): files and a System V segment
+LEAVES = """import ctypes, os
+for place in ("/tmp", "/dev/shm"):
+    with open(place + "/{token}-file", "w") as f:
+        f.write("left")
+ctypes.CDLL(None).shmget({key}, 4096, 0o1666)
+def swiglu_interleaved(x, out):
+    pass
+"""
+
+
+def _key(token: str) -> int:
+    """A System V key of this test's own (from its token)."""
+    import zlib
+
+    return 0x40000000 | (zlib.crc32(token.encode()) & 0x3FFFFFFF)
+
+
+def _sysv_keys(keys) -> list[str]:
+    """Rows of /proc/sysvipc/* whose key is one of ``keys``."""
+    out = []
+    for kind in ("shm", "sem", "msg"):
+        with open(f"/proc/sysvipc/{kind}") as f:
+            out += [f"{kind} {row}" for row in f.read().splitlines()[1:] if int(row.split()[0]) in keys]
+    return out
 
 
 def _cmdline(pid: int) -> str:
@@ -434,7 +462,7 @@ def test_a_killed_grader_leaves_no_process_of_a_wrapped_child(tmp_path, contain,
         p.chmod(p.stat().st_mode | 0o055)
     prog = tmp_path / "grader.py"
     prog.write_text(GRADER.format(repo=str(REPO), script=str(script), wrapdir=str(wrapdir),
-                                  contain=contain))
+                                  contain=contain, cell=LEAVES.format(token=token, key=_key(token))))
     env = dict(os.environ, BOOK_SIMULATOR="1")
     grader = subprocess.Popen([sys.executable, str(prog)], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, env=env, text=True)
@@ -473,10 +501,17 @@ def test_a_killed_grader_leaves_no_process_of_a_wrapped_child(tmp_path, contain,
         bases = {pids_cgroup_base()[0], sup.get("cgroup")} - {None}
         cgroups = [n for b in bases for n in os.listdir(b) if n.startswith(f"ag-{grader.pid}-")]
         assert cgroups == [], cgroups
+        # and what its uid left where every uid may write (under a wrapper /tmp and /dev/shm
+        # are the host's): the launcher removed it by that uid
+        if os.getuid() == 0:
+            assert not [p for p in (f"/tmp/{token}-file", f"/dev/shm/{token}-file") if os.path.exists(p)]
+            assert not _sysv_keys({_key(token)}), "its System V segment outlived the killed grader"
     finally:
         if grader.poll() is None:
             grader.kill()
             grader.wait()
+        for p in (f"/tmp/{token}-file", f"/dev/shm/{token}-file"):
+            Path(p).unlink(missing_ok=True)
         for pid in _alive_with([token, str(script)] + ([folder] if folder else [])):
             try:
                 os.kill(pid, signal.SIGKILL)   # what this test started and was left behind
@@ -703,3 +738,248 @@ def test_a_root_grader_that_cannot_give_a_uid_refuses_and_says_why():
         pytest.skip(r.stderr.strip())
     assert "REFUSED refusing to run student code as root" in r.stdout, r.stdout + r.stderr
     assert f"is closed to other users at {closed}" in r.stdout and "Fix: make the interpreter" in r.stdout
+
+
+# --------------------------------------------------------------------------- what outlives a child
+# Hidden cases stay hidden (issue 41): a child whose /tmp, /dev/shm or System V IPC are shared
+# with other children (no mount or IPC namespace, as under Docker's default limits; /tmp under
+# compute-sanitizer) wrote the hidden cases there, and the kernel proof's child read them back.
+# Its writes are now confined to its own folders (Landlock) and it gets no System V IPC
+# (seccomp); where either cannot be done, what its uid left is removed when it ends.
+WRITES_EVERYWHERE = '''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+TOKEN = {token!r}
+said = {{}}
+def attempt(name, fn):
+    try:
+        said[name] = fn()
+    except OSError as e:
+        said[name] = e.errno
+def write(path):
+    with open(path, "w") as f:
+        f.write("hidden")
+    os.chmod(path, 0o666)
+    return "ok"
+def many(place):
+    os.makedirs(place + "/" + TOKEN + "-dir", exist_ok=True)
+    for i in range(500):
+        write(place + "/" + TOKEN + "-dir/" + str(i))
+    return "ok"
+for place in ("/tmp", "/dev/shm", "/var/tmp"):
+    attempt(place, lambda: write(place + "/" + TOKEN))
+attempt("/tmp many", lambda: many("/tmp"))
+attempt("own folder", lambda: write(TOKEN))
+for kind, call, args in (("shm", libc.shmget, (4096,)), ("sem", libc.semget, (1,)), ("msg", libc.msgget, ())):
+    rc = call({key} + len(said), *args, 0o1666)
+    said[kind] = "ok" if rc >= 0 else ctypes.get_errno()
+print("AG-WROTE", sorted(said.items()), flush=True)
+def swiglu_interleaved(x, out):
+    pass
+'''
+EVERYWHERE = ("/tmp", "/dev/shm", "/var/tmp", "/tmp many")
+
+
+def _wrote(child) -> dict:
+    line = next(ln for ln in child.output_text().splitlines() if ln.startswith("AG-WROTE "))
+    return dict(eval(line[len("AG-WROTE "):]))   # the test's own print: a list of pairs
+
+
+def _of_uid(uid: int) -> list[str]:
+    """Entries of ``uid`` in the places every uid may write (and below them)."""
+    from autograder.sandbox import shared_places
+
+    out = []
+    for place in shared_places():
+        for dirpath, dirs, files in os.walk(place):
+            for name in dirs + files:
+                p = os.path.join(dirpath, name)
+                try:
+                    if os.lstat(p).st_uid == uid:
+                        out.append(p)
+                except OSError:
+                    pass
+            dirs[:] = [d for d in dirs if os.lstat(os.path.join(dirpath, d)).st_mode & 0o003 == 0o003]
+    return out
+
+
+needs_root_uid = pytest.mark.skipif(os.getuid() != 0, reason="a uid of the child's own needs a root grader")
+
+
+def _landlock() -> str:
+    from autograder.sandbox import landlock_abi
+
+    return landlock_abi()[1]
+
+
+@needs_root_uid
+@pytest.mark.parametrize("how", ["no namespaces, not confined", "under a wrapper"])
+def test_what_a_childs_uid_left_where_every_uid_may_write_is_removed_when_it_ends(tmp_path, how):
+    """A child that shares /tmp, /dev/shm, /var/tmp and System V IPC with the machine (no
+    namespaces, its writes not confined: a kernel without Landlock; or under compute-sanitizer's
+    stand-in, where /tmp stays the host's) writes files, a folder of 500, and System V shared
+    memory, a semaphore set and a message queue, mode 666: once it is closed none of it is left,
+    and its report says what was removed."""
+    from autograder.sandbox import ipc_objects
+
+    token = f"ag-left-{os.getpid()}-{tmp_path.name}"
+    cell = WRITES_EVERYWHERE.format(token=token, key=_key(token))
+    if how.startswith("no namespaces"):
+        kw = {"isolate": False, "contain": "uid", "confine": False}
+    else:   # a stand-in for compute-sanitizer: it runs the driver as its child
+        wrapdir = tmp_path / "wrap"
+        wrapdir.mkdir()
+        script = wrapdir / "stand-in-sanitizer"
+        script.write_text('#!/bin/sh\n"$@"\n')
+        for p in (tmp_path, wrapdir, script):
+            p.chmod(0o755)
+        kw = {"wrap": [str(script)], "keep": [str(wrapdir)]}
+    child = start([{"index": 1, "source": cell}], **kw)
+    try:
+        ev = load(child)
+        assert ev.get("event") == "loaded" and not ev.get("cell_errors"), (ev, child.output_text()[-2000:])
+        time.sleep(0.3)
+        wrote = _wrote(child)
+        uid = child.uid
+        assert all(wrote[p] == "ok" for p in ("/tmp", "/dev/shm", "/var/tmp", "/tmp many")), wrote
+        assert wrote["shm"] == wrote["sem"] == wrote["msg"] == "ok" or how == "under a wrapper", wrote
+        assert _of_uid(uid), "the child wrote nothing where every uid may write"
+        iso = child.isolation(ev.get("isolation"))
+    finally:
+        child.close()
+    assert _of_uid(uid) == [], _of_uid(uid)
+    assert ipc_objects([uid]) == []
+    left = child.report()["left_behind"]
+    assert sum(v for k, v in left["files"].items() if k != "failed") >= 4 and not left["files"]["failed"], left
+    assert not left["ipc"]["failed"], left
+    missing = " | ".join(iso["missing"])
+    assert "are removed by its uid when it ends" in missing, missing
+
+
+@needs_root_uid
+@pytest.mark.skipif(bool(_landlock()), reason=f"no Landlock here: {_landlock()}")
+@pytest.mark.parametrize("how", ["namespaces", "no namespaces"])
+def test_a_childs_writes_are_confined_to_its_own_folders(tmp_path, how):
+    """With namespaces (its own /tmp and /dev/shm; /var/tmp is the host's) and without (all
+    three the host's, and System V IPC too): it may write its own folders only, never a place
+    another child could read; with no IPC namespace of its own it gets no System V object.
+    Its report says so, and that nothing of it outlives it."""
+    token = f"ag-confined-{os.getpid()}-{tmp_path.name}"
+    cell = WRITES_EVERYWHERE.format(token=token, key=_key(token))
+    kw = {} if how == "namespaces" else {"isolate": False, "contain": "uid"}
+    child = start([{"index": 1, "source": cell}], **kw)
+    try:
+        ev = load(child)
+        assert ev.get("event") == "loaded" and not ev.get("cell_errors"), (ev, child.output_text()[-2000:])
+        wrote = _wrote(child)
+        iso = child.isolation(ev.get("isolation"))
+        uid = child.uid
+    finally:
+        child.close()
+    import errno as E
+
+    assert wrote["own folder"] == "ok" and wrote["/var/tmp"] == E.EACCES, wrote
+    if how == "namespaces":   # its own /tmp and /dev/shm, and IPC namespace
+        assert wrote["/tmp"] == wrote["/dev/shm"] == "ok" and wrote["shm"] == "ok", wrote
+        assert iso["ipc_objects"] == "an IPC namespace of its own", iso
+    else:
+        assert wrote["/tmp"] == wrote["/dev/shm"] == wrote["/tmp many"] == E.EACCES, wrote
+        assert wrote["shm"] == wrote["sem"] == wrote["msg"] == E.EPERM, wrote
+        assert iso["ipc_objects"].startswith("refused (seccomp)"), iso
+    assert iso["writes"].startswith("only beneath ") and "(Landlock)" in iso["writes"], iso
+    assert iso["outlives"] == [] and not [m for m in iso["missing"] if "removed by its uid" in m], iso
+    assert _of_uid(uid) == []
+
+
+# --------------------------------------------------------------------------- graders side by side
+# Two graders in different PID namespaces on one /tmp (two containers sharing it, a CI runner):
+# a grader took the other's folders for those of a dead grader (its PID was not in /proc there)
+# and removed them; a `grade` run died in Child.close. Folders are now held by a lock their
+# grader holds while it lives.
+GRADER_A = """import sys
+sys.path.insert(0, {repo!r})
+import book  # noqa: F401
+from autograder.sandbox import Child
+child = Child(mode="student", functions={{"swiglu_interleaved": ["x", "out"]}},
+              cells=[{{"index": 1, "source": "def swiglu_interleaved(x, out):\\n    pass"}}],
+              simulated=True)
+ev = child.recv(120)
+ev = child.request(120, cmd="load") if ev.get("event") == "ready" else ev
+print("AG-A", ev.get("event"), child.workdir, flush=True)
+sys.stdin.readline()   # while the other grader sweeps
+print("AG-A ping", child.request(60, cmd="ping").get("ok"), child.workdir.exists(), flush=True)
+child.close()
+print("AG-A closed", flush=True)
+"""
+DEAD_C = """import sys, time
+sys.path.insert(0, {repo!r})
+from autograder.sandbox import new_folder
+print("AG-C", new_folder(), flush=True)
+time.sleep(600)
+"""
+SWEEPER_B = """import sys
+sys.path.insert(0, {repo!r})
+import book  # noqa: F401
+from autograder.sandbox import Child, sweep_stale_storage
+print("AG-B swept", sweep_stale_storage(), flush=True)
+child = Child(mode="student", functions={{}}, cells=[], simulated=True)
+child.close()
+print("AG-B closed", flush=True)
+"""
+
+
+def _in_pid_namespace(code: str, first: str = "", **kw) -> subprocess.Popen:
+    """``code`` run by Python as PID 2 of a PID namespace of its own (its shell is PID 1; not
+    PID 1 itself, which every namespace has), or later where ``first`` runs before it, with a
+    /proc of that namespace; the namespace dies with the process returned."""
+    return subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc",
+                             "sh", "-c", f'{first}"{sys.executable}" -c "$0"; echo ended', code],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, BOOK_SIMULATOR="1"), **kw)
+
+
+def _line(proc, prefix: str) -> str:
+    said = []
+    for line in proc.stdout:
+        said.append(line)
+        if line.startswith(prefix):
+            return line.strip()
+    raise AssertionError(f"no {prefix!r} line:\n" + "".join(said)[-3000:])
+
+
+@pytest.mark.skipif(os.getuid() != 0 or shutil.which("unshare") is None,
+                    reason="PID namespaces of their own need root and util-linux's unshare")
+def test_two_graders_in_different_pid_namespaces_keep_each_others_folders():
+    """Grader A (PID 2 of its namespace) holds a child; grader C (PID 2 of another) made a
+    folder and was killed; grader B (PID 3 of a third, with no PID 2) sweeps and grades beside
+    them: C's folder is removed (no grader holds it), A's is not (its lock held, its own
+    tmpfs mounted in A's mount namespace only), and A's child still answers and closes."""
+    a = _in_pid_namespace(GRADER_A.format(repo=str(REPO)), stdin=subprocess.PIPE)
+    c = _in_pid_namespace(DEAD_C.format(repo=str(REPO)))
+    try:
+        said = _line(a, "AG-A ")
+        assert said.split()[1] == "loaded", said
+        folder_a = Path(said.split()[2])
+        folder_c = Path(_line(c, "AG-C ").split()[1])
+        assert folder_a.name.startswith("ag-2-") and folder_c.name.startswith("ag-2-")
+        c.kill()   # the whole namespace: its PID 1 goes, the kernel kills the rest
+        c.wait(timeout=30)
+        # B is PID 3 of its namespace, where no PID 2 is: by PIDs it took A's and C's folders
+        # for a dead grader's, both
+        b = _in_pid_namespace(SWEEPER_B.format(repo=str(REPO)), first="/bin/true; ")
+        out_b, _ = b.communicate(timeout=300)
+        assert "AG-B closed" in out_b, out_b[-3000:]
+        swept = next(ln for ln in out_b.splitlines() if ln.startswith("AG-B swept"))
+        assert str(folder_c) in swept and str(folder_a) not in swept, swept
+        assert folder_a.exists() and not folder_c.exists()
+        a.stdin.write("go\n")
+        a.stdin.flush()
+        assert _line(a, "AG-A ping") == "AG-A ping True True"
+        assert _line(a, "AG-A closed")
+        a.wait(timeout=60)
+        assert not folder_a.exists()
+    finally:
+        for p in (a, c):
+            if p.poll() is None:
+                p.kill()
+                p.wait()

@@ -2,12 +2,13 @@
 
 One grading run in the simulator, through the instructor's CLI, of hostile submissions beside
 honest ones (tests/fixtures/neighbours/): one that fills every place it may write, one that
-starts thousands of threads, and a copy of the lab's master whose CUDA initialisation is made to
-fail once by the tests' fault injection (tests/grader/faults.py), as the master's did on the H100
-beside a disk filler. The honest ones must get their normal score, the hostile ones be told
-what they did and where the limit is, and the injected failure end in a regrade alone and full
-marks. Then real processes (autograder/sandbox's Child) show that what one child writes to
-/tmp, /dev/shm and System V shared memory no other child sees.
+starts thousands of threads, and a copy of the lab's master whose CUDA
+initialisation is made to fail once by the tests' fault injection (tests/grader/faults.py), as
+the master's did on the H100 beside a disk filler. The honest ones must get their normal score,
+the hostile ones be told what they did and where the limit is, and the injected failure end in
+a regrade alone and full marks. Then real processes (autograder/sandbox's Child) show that what
+one child writes to /tmp, /dev/shm and System V shared memory no other child sees, and that what
+killed graders left is swept by the locks their folders no longer hold.
 """
 
 from __future__ import annotations
@@ -253,27 +254,46 @@ def test_each_child_has_a_uid_of_its_own():
 @needs_root
 def test_what_a_killed_grader_left_mounted_is_swept(tmp_path):
     """A grader killed by SIGKILL cannot unmount its children's file systems nor remove their
-    pids cgroups; the next grader does (those named after a grader that is gone, only)."""
+    pids cgroups; the next grader does: what no living grader holds (a lock on the folder, or
+    on the cgroup and the folder it is named after). A living grader's (this one's, held) are
+    left alone, whatever its PID."""
     import ctypes
 
-    from autograder.sandbox import sweep_stale_storage
+    from autograder.sandbox import hold, let_go, new_folder, sweep_stale_storage
 
     dead = subprocess.Popen(["true"])
     dead.wait()   # a PID that no process has now
-    stale, live = Path(f"/tmp/ag-{dead.pid}-stale"), Path(f"/tmp/ag-{os.getpid()}-mine")
+    stale = Path(tempfile_dir()) / f"ag-{dead.pid}-stale"
+    live = new_folder()
     libc = ctypes.CDLL(None, use_errno=True)
+    stale.mkdir()
     for d in (stale, live):
-        d.mkdir()
         assert libc.mount(b"tmpfs", str(d).encode(), b"tmpfs", 0, b"size=1m") == 0
+    hold(live)   # (the grader holds the tmpfs's root too)
     cg = pids_cgroup_base()[0]
-    stale_cg = Path(cg) / f"ag-{dead.pid}-1-1" if cg else None
-    if stale_cg:
-        stale_cg.mkdir()
+    cgroups = {}
+    if cg:
+        cgroups = {"legacy": Path(cg) / f"ag-{dead.pid}-1-1", "stale": Path(cg) / f"{stale.name}-p",
+                   "live": Path(cg) / f"{live.name}-p"}
+        for c in cgroups.values():
+            c.mkdir()
     try:
         swept = sweep_stale_storage()
         assert str(stale) in swept and not stale.exists()
-        assert live.is_mount()   # a living grader's (this one's) are left alone
-        assert stale_cg is None or not stale_cg.exists()
+        assert live.is_mount() and str(live) not in swept   # a living grader's (this one's)
+        if cg:   # by the old name, its PID gone; by the new, its folder not held
+            assert not cgroups["legacy"].exists() and not cgroups["stale"].exists()
+            assert cgroups["live"].exists()
     finally:
+        for c in cgroups.values():
+            if c.exists():
+                c.rmdir()
         libc.umount2(str(live).encode(), 2)
         live.rmdir()
+        let_go(live)
+
+
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()

@@ -22,8 +22,9 @@ import os
 
 from .linux import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, MS_BIND, MS_NODEV,
                     MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC)
-from .privilege import drop_capabilities, drop_to, share_read_only
-from .seccomp import deny_network
+from .privilege import (confine_writes, device_files, drop_capabilities, drop_to, no_new_privs,
+                        share_read_only)
+from .seccomp import deny_ipc, deny_network
 
 
 def isolate(cfg, fatal) -> dict:
@@ -33,7 +34,7 @@ def isolate(cfg, fatal) -> dict:
     libc = ctypes.CDLL(None, use_errno=True)
     if not cfg.isolate:
         got["notes"].append("isolation disabled by the grader's options")
-        return privileges(cfg, got, libc, userns=False)
+        return confine(cfg, privileges(cfg, got, libc, userns=False), libc)
     uid, gid = os.getuid(), os.getgid()
     userns = False
     # under compute-sanitizer (grade --sanitize) the launcher made the network namespace around
@@ -93,7 +94,50 @@ def isolate(cfg, fatal) -> dict:
         got["notes"].append("no mount namespace: the repository and other submissions are not "
                             "hidden from this submission (run the grader as root or enable user "
                             "namespaces)")
-    return privileges(cfg, got, libc, userns)
+    return confine(cfg, privileges(cfg, got, libc, userns), libc)
+
+
+def confine(cfg, got, libc) -> dict:
+    """The last step, as the uid the submission runs as: nothing it writes may outlive it where
+    another child could read it. Writes only beneath its own folders (its working folder and
+    its private /tmp and /dev/shm; Landlock), so no file lands in a place every uid shares
+    (/tmp, /dev/shm without a mount namespace; /var/tmp, /run/lock always); and where it has no
+    IPC namespace of its own, no System V IPC or POSIX message queue (seccomp). Where either
+    cannot be done the grader removes what its uid left when it ends (process.remove_left_by),
+    and ``got`` says which (``writes``, ``ipc_objects``). Not under a wrapper (compute-sanitizer
+    and its target meet in /tmp), not for the grader's own children (``storage.confine``)."""
+    if cfg.mode != "student":
+        return got
+    if not cfg.storage.confine or cfg.launch.wrap:
+        why = ("not asked" if not cfg.storage.confine else
+               "under a wrapper (compute-sanitizer), which shares /tmp with it")
+        got["writes"] = f"not confined ({why})"
+        got["ipc_objects"] = ("an IPC namespace of its own" if got.get("ipc") else
+                              f"not refused ({why})")
+        return got
+    private = list(got.get("private_storage", []))
+    folders = [os.path.realpath(cfg.workdir), *private]
+    shared = []
+    if not cfg.simulated and "/dev/shm" not in private:
+        shared.append("/dev/shm")   # the CUDA driver's: what is left there is removed by uid
+    no_new_privs(libc)   # (Landlock needs it, or CAP_SYS_ADMIN, which the child has not)
+    why_writes = confine_writes(folders + shared, device_files(gpu=not cfg.simulated))
+    got["writes"] = (f"only beneath {', '.join(folders + shared)} (Landlock)" if not why_writes
+                     else f"not confined: {why_writes}")
+    if why_writes:
+        got["notes"].append(f"writes: {got['writes']}")
+    why_ipc = ""
+    if got.get("ipc"):
+        got["ipc_objects"] = "an IPC namespace of its own"
+    else:
+        why_ipc = deny_ipc()
+        got["ipc_objects"] = ("refused (seccomp): no IPC namespace of its own" if not why_ipc else
+                              f"NOT refused: no IPC namespace of its own and no seccomp filter "
+                              f"({why_ipc})")
+    # nothing it can write is seen by another child (what it writes to a shared /dev/shm on a
+    # GPU is removed by its uid when it ends)
+    got["confined"] = not why_writes and not why_ipc and not shared
+    return got
 
 
 def privileges(cfg, got, libc, userns):

@@ -10,7 +10,8 @@ Docker's default limits) and with no containment (allowed by the instructor only
 launcher stays as the subreaper of the tree and kills everything below it when the driver
 ends, and by uid every process of the child's uid, wherever it went. If the grader dies
 this launcher gets SIGTERM, kills its tree, and removes what the grader would have: the
-child's folder (its file system, where it has one of its own) and its cgroups.
+child's folder (its file system, where it has one of its own), its cgroups, and what the
+child's uid left where every uid may write (files in /tmp, /dev/shm, ...; System V IPC).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import sys
 
 from .isolation import fresh_proc, net_around_wrapper
 from .linux import CLONE_NEWPID, MNT_DETACH, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG
-from .process import kill_cgroup, kill_tree, kill_uid
+from .process import kill_cgroup, kill_tree, kill_uid, remove_left_by
 from .settings import DriverSettings
 
 
@@ -164,6 +165,11 @@ def _teardown(cfg, pid: int, libc) -> None:
     if cfg.storage.private:
         libc.umount2(work.encode(), MNT_DETACH)
         shutil.rmtree(work, ignore_errors=True)
+    if cfg.drop_uid is not None:   # what its uid left where every uid may write (/tmp, IPC)
+        try:
+            remove_left_by([cfg.drop_uid], skip=[work])
+        except OSError:
+            pass
     for cg in cgroups:
         for _ in range(100):   # its last tasks take a moment to leave it (EBUSY)
             try:

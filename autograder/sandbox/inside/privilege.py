@@ -132,3 +132,114 @@ def privileged() -> str:
         return "with capabilities it could not read (/proc/self/status)"
     held = {k: v for k, v in caps.items() if v}
     return f"with capabilities {held}" if held else ""
+
+
+# --------------------------------------------------------------------------- Landlock
+# Landlock (Linux 5.13+; allowed by Docker's default seccomp profile since Docker 23) lets a
+# process with no privilege refuse itself access rights for good, for it and everything it
+# starts. The child refuses itself every write outside its own folders: a file written to a
+# place every uid shares (/tmp, /var/tmp, /dev/shm without a mount namespace; /var/tmp and
+# /run/lock with one) could otherwise outlive it and be read by the next child (the kernel
+# proof's, another submission's). Reading is left to permissions, as before.
+_LANDLOCK_NR = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+# access rights (include/uapi/linux/landlock.h): what a rule on a file may grant, then the
+# rights that create, remove or change entries of a folder; each with the ABI it came in
+FS_WRITE_FILE, FS_TRUNCATE = 1 << 1, 1 << 14
+FILE_RIGHTS = ((FS_WRITE_FILE, 1), (FS_TRUNCATE, 3))
+DIR_RIGHTS = ((1 << 4, 1), (1 << 5, 1), (1 << 6, 1), (1 << 7, 1), (1 << 8, 1), (1 << 9, 1),
+              (1 << 10, 1), (1 << 11, 1), (1 << 12, 1), (1 << 13, 2))   # REMOVE_DIR .. REFER
+# scopes (ABI 6): no connecting to an abstract Unix socket, nor signalling a process, outside
+# the child's own domain (another child's, the grader's)
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1, 2
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _landlock_calls(libc):
+    import platform
+
+    m = platform.machine().lower()
+    nrs = _LANDLOCK_NR.get({"amd64": "x86_64", "arm64": "aarch64"}.get(m, m))
+    libc.syscall.restype = ctypes.c_long
+    return nrs
+
+
+def landlock_abi() -> tuple[int, str]:
+    """(the Landlock ABI this kernel offers, '') or (0, why there is none)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    nrs = _landlock_calls(libc)
+    if nrs is None:
+        return 0, "no Landlock system calls are known for this architecture"
+    abi = libc.syscall(nrs[0], None, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    if abi < 1:
+        err = ctypes.get_errno()
+        why = {38: "the kernel has no Landlock (ENOSYS: older than Linux 5.13, or a seccomp "
+                   "profile refuses it, as Docker's did before Docker 23)",
+               95: "Landlock is built into the kernel but not enabled (EOPNOTSUPP: the boot's "
+                   "lsm= list leaves it out)",
+               1: "Landlock is refused here (EPERM: a seccomp profile)"}
+        return 0, why.get(err, f"landlock_create_ruleset failed: {os.strerror(err)}")
+    return int(abi), ""
+
+
+def confine_writes(folders, files=(), write_beneath=("/proc",)) -> str:
+    """From now on this process (and all it starts) may create, change or remove files only
+    beneath ``folders``, and write (not create) only the existing ``files`` (devices: /dev/null,
+    a GPU's) and files beneath ``write_beneath`` (/proc: a thread's name, which libraries set;
+    what else there is not its own root refuses); with ABI 6 it may also signal and reach
+    abstract Unix sockets only within itself. '' when done (the caller has set no_new_privs or
+    holds CAP_SYS_ADMIN), else why not."""
+    abi, why = landlock_abi()
+    if not abi:
+        return why
+    libc = ctypes.CDLL(None, use_errno=True)
+    nrs = _landlock_calls(libc)
+    file_rights = sum(r for r, since in FILE_RIGHTS if abi >= since)
+    handled = file_rights + sum(r for r, since in DIR_RIGHTS if abi >= since)
+    attr = _RulesetAttr(handled, 0, (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0)
+    size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else 16 if abi >= 4 else 8
+    ruleset = libc.syscall(nrs[0], ctypes.byref(attr), size, 0)
+    if ruleset < 0:
+        return f"landlock_create_ruleset failed: {os.strerror(ctypes.get_errno())}"
+    try:
+        for path, rights in [*((f, handled) for f in folders),
+                             *((f, file_rights) for f in (*files, *write_beneath))]:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                rule = _PathBeneath(rights, fd)
+                if libc.syscall(nrs[1], ruleset, LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+                    return f"landlock_add_rule({path}) failed: {os.strerror(ctypes.get_errno())}"
+            finally:
+                os.close(fd)
+        if libc.syscall(nrs[2], ruleset, 0) != 0:
+            return f"landlock_restrict_self failed: {os.strerror(ctypes.get_errno())}"
+    finally:
+        os.close(ruleset)
+    return ""
+
+
+def device_files(gpu: bool) -> list[str]:
+    """The devices a child writes (never creates): /dev/null and its kind, the terminal, and on a
+    GPU the NVIDIA driver's (/dev/nvidia*, /dev/nvidia-caps/*, /dev/dri/*)."""
+    out = [f"/dev/{n}" for n in ("null", "zero", "full", "random", "urandom", "tty", "ptmx")]
+    if gpu:
+        for d in ("/dev", "/dev/nvidia-caps", "/dev/dri"):
+            try:
+                out += [os.path.join(d, n) for n in sorted(os.listdir(d))
+                        if d != "/dev" or n.startswith("nvidia")]
+            except OSError:
+                pass
+    return [p for p in out if os.path.exists(p) and not os.path.isdir(p)]

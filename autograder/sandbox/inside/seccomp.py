@@ -3,8 +3,10 @@
 Where a child gets no network namespace (Docker's default seccomp profile refuses unshare(2)
 without CAP_SYS_ADMIN, and Gradescope runs autograders in such a container) its network is cut
 here instead: ``deny_network()`` makes every socket but a Unix one fail with EACCES (and
-io_uring, which can open sockets without the socket(2) call, fail with EPERM). A filter needs
-no privilege (it sets no_new_privs) and nothing the filtered process does can lift it.
+io_uring, which can open sockets without the socket(2) call, fail with EPERM). Where it gets no
+IPC namespace, ``deny_ipc()`` refuses it System V IPC and POSIX message queues (objects that
+outlive their maker, in a namespace every process of the machine shares). A filter needs no
+privilege (it sets no_new_privs) and nothing the filtered process does can lift it.
 
 ``Rule`` and ``install`` are the one assembler of classic-BPF filters in the course: the
 sandbox's network cut, and the rehearsal of Docker's default limits
@@ -34,12 +36,24 @@ SYSCALLS = {
                "umount2": 166, "unshare": 272, "setns": 308, "io_uring_setup": 425,
                "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
                "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-               "clone3": 435, "mount_setattr": 442},
+               "clone3": 435, "mount_setattr": 442,
+               "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65,
+               "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70,
+               "msgctl": 71, "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242,
+               "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
+               "landlock_create_ruleset": 444, "landlock_add_rule": 445,
+               "landlock_restrict_self": 446},
     "aarch64": {"socket": 198, "socketpair": 199, "clone": 220, "pivot_root": 41, "mount": 40,
                 "umount2": 39, "unshare": 97, "setns": 268, "io_uring_setup": 425,
                 "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
                 "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-                "clone3": 435, "mount_setattr": 442},
+                "clone3": 435, "mount_setattr": 442,
+                "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197, "semget": 190,
+                "semop": 193, "semctl": 191, "semtimedop": 192, "msgget": 186, "msgsnd": 189,
+                "msgrcv": 188, "msgctl": 187, "mq_open": 180, "mq_unlink": 181,
+                "mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184,
+                "mq_getsetattr": 185, "landlock_create_ruleset": 444, "landlock_add_rule": 445,
+                "landlock_restrict_self": 446},
 }
 
 AF_UNIX = 1
@@ -154,6 +168,27 @@ def network_rules() -> list[Rule]:
             Rule("socketpair", no, arg=0, value=AF_UNIX, equal=False),
             *(Rule(n, errno_ret(errno.EPERM))
               for n in ("io_uring_setup", "io_uring_enter", "io_uring_register"))]
+
+
+#: System V IPC and POSIX message queues: objects that outlive the process that made them, in
+#: the IPC namespace it shares with every other process of the machine where it has none of its
+#: own (the kernel proof's child, the next submission could read them)
+IPC_CALLS = ("shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop",
+             "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend",
+             "mq_timedreceive", "mq_notify", "mq_getsetattr")
+
+
+def ipc_rules() -> list[Rule]:
+    """No System V shared memory, semaphore or message queue, no POSIX message queue (EPERM):
+    for a child with no IPC namespace of its own. No lab needs them; POSIX shared memory and
+    semaphores are files in /dev/shm, which the child's write confinement covers."""
+    return [Rule(n, errno_ret(errno.EPERM)) for n in IPC_CALLS]
+
+
+def deny_ipc() -> str:
+    """Refuse this process (and everything it starts) the IPC objects of ``ipc_rules``; ''
+    when done, else why not."""
+    return install(ipc_rules())
 
 
 def deny_network() -> str:

@@ -54,13 +54,18 @@ class Storage:
     """Where the child may write. ``private``: the working folder is a tmpfs of its own (the
     grader is root), and each (place, subfolder) of ``places`` is bound over ``place`` in the
     child's mount namespace; otherwise a fresh tmpfs of ``size_bytes`` and ``files`` covers
-    each place. ``keep``: what the child needs that may lie under a place (put back there)."""
+    each place. ``keep``: what the child needs that may lie under a place (put back there).
+    ``confine``: a student child may write only beneath its own folders (Landlock) and, with no
+    IPC namespace of its own, use no System V IPC (seccomp), so that nothing it writes is seen by
+    another child; False leaves only the removal of what its uid left when it ends (as on a
+    kernel without Landlock: the tests of that removal)."""
 
     private: bool
     places: tuple[tuple[str, str], ...]
     keep: tuple[str, ...]
     size_bytes: int
     files: int
+    confine: bool = True
 
     def __post_init__(self):
         _set(self, places=tuple(tuple(p) for p in self.places), keep=tuple(self.keep))
