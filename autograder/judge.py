@@ -17,7 +17,7 @@ from .hazards import from_report, messages
 from .inputs import guard_damage, unguarded
 from .recording import RecordingError, copy_recording, recording_summary
 from .results import PERFORMANCE, TestRecord
-from .sandbox import SIM_MAX_THREADS, ChildError
+from .sandbox import SIM_MAX_THREADS, ChildError, own_thread_failure
 from .sandbox import describe_thread_failure as describe_threads
 
 NOT_REPRODUCED = ("the kernels your function launched, replayed by the grader on fresh inputs without "
@@ -54,6 +54,19 @@ def too_large_message(what: str) -> str:
 
 
 def thread_failure_message(facts: dict) -> str:
+    """What a test whose block's threads could not start is told: the submission's own doing
+    where its own processes and threads held its limit (own_thread_failure), else the
+    grader's limit."""
+    if own_thread_failure(facts):
+        return ("not graded: the simulator could not start the threads of a block (Numba's CUDA "
+                "simulator runs one Python thread per CUDA thread: RuntimeError: can't start new "
+                f"thread) because your code's own processes and threads, {int(facts['own_tasks']):,} "
+                "of them still running, held the limit of "
+                f"{int(facts['tasks_limit']):,} processes and threads that one submission may run at "
+                f"once ({int(facts['tasks']):,} were running, counted by {facts.get('counted_by')}). "
+                "This is your code's doing, not the grader's: end every thread and process you start "
+                "(join them) before your cells end and before your function returns. This test earns "
+                "nothing, and it is not graded again on a GPU")
     return ("not graded in the simulator: the grader's simulator could not start the threads of "
             "a block (Numba's CUDA simulator runs one Python thread per CUDA thread, and the "
             "grading sandbox refused another: RuntimeError: can't start new thread). This is the "
@@ -107,12 +120,18 @@ class Judge:
                 dead = "the simulator cannot run this submission's launches (see above)"
                 continue
             if r.get("thread_failure") and not r.get("ok"):
-                needs_gpu(t, result, thread_failure_message(r["thread_failure"]),
-                          "the simulator could not start a block's threads",
-                          describe_threads(r["thread_failure"])[:300])
+                facts = r["thread_failure"]
+                if own_thread_failure(facts):   # its own tasks held its limit: its points
+                    t.output = thread_failure_message(facts)
+                    dead = ("your code's own processes and threads left no room for the "
+                            "simulator's (see above)")
+                else:
+                    needs_gpu(t, result, thread_failure_message(facts),
+                              "the simulator could not start a block's threads",
+                              describe_threads(facts)[:300])
+                    dead = "the simulator could not start a block's threads (see above)"
                 ctx.log(kind="test", id=result.id, test=case["name"], ok=False, hidden=hidden,
-                        thread_failure=r["thread_failure"])
-                dead = "the simulator could not start a block's threads (see above)"
+                        thread_failure=facts, own=own_thread_failure(facts))
                 continue
             ok, msg = judge_calls(ctx, case, r, child)
             if not ok and "OUT_OF_MEMORY" in msg.upper().replace(" ", "_") and ctx.crowded():

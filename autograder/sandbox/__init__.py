@@ -29,7 +29,8 @@ The package, by concept:
 - ``budgets``: host and GPU memory summed over a submission's processes, watched while it runs.
 - ``threads`` (inside/threads.py): a simulated child's room for the simulator's threads under
   its address-space limit (``limit_malloc_arenas``, ``ARENAS``), and the facts reported when a
-  block's threads still cannot start (``describe_thread_failure``).
+  block's threads still cannot start (``describe_thread_failure``), whose, said by
+  ``own_thread_failure``: the submission's own tasks at its limit, or not its doing.
 
 ``python -m autograder grade`` stopped by SIGTERM, SIGINT or SIGHUP kills every open child
 itself first (``kill_open_children``); a launcher whose grader died tears its child down
@@ -68,7 +69,8 @@ from .inside.privilege import landlock_abi
 from .inside.process import (alive, descendants, ipc_objects, kill_tree, kill_uid, pids_in_namespace,
                              pids_of_uid, process_info, remove_left_by, shared_places)
 from .inside.settings import SIM_MAX_THREADS, DriverSettings, LaunchSettings, Limits, Storage
-from .inside.threads import ARENAS, describe as describe_thread_failure, limit_malloc_arenas
+from .inside.threads import (ARENAS, describe as describe_thread_failure, limit_malloc_arenas,
+                             own_fault as own_thread_failure)
 from .storage import (PLACES, held, held_uids, hold, let_go, new_folder, storage_message,
                       storage_use, sweep_stale_storage)
 from .tasks import pids_cgroup_base, tasks_message, tasks_refused
@@ -78,7 +80,7 @@ from .uid import CHILD_UID_BASE, CHILD_UID_SPAN, NOBODY, can_drop_uid, uid_drop_
 
 __all__ = [
     "CHILD_UID_BASE", "CHILD_UID_SPAN", "GPU_BUDGET_FRACTION", "NOBODY", "PLACES",
-    "SIM_MAX_THREADS", "ARENAS", "describe_thread_failure", "limit_malloc_arenas", "TRUSTED_BOOT", "CHILD_MARK", "CHILD_PACKAGE", "CUDA_INIT_FAILED", "GRADED_KERNEL_MODULES",
+    "SIM_MAX_THREADS", "ARENAS", "describe_thread_failure", "limit_malloc_arenas", "own_thread_failure", "TRUSTED_BOOT", "CHILD_MARK", "CHILD_PACKAGE", "CUDA_INIT_FAILED", "GRADED_KERNEL_MODULES",
     "Budget", "Child", "child_command", "copy_trusted", "cuda_init_failure", "entry_point",
     "ChildError", "ContainmentUnavailable", "DriverSettings", "LaunchSettings", "Limits", "Storage",
     "alive", "can_drop_uid",

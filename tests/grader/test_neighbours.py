@@ -2,7 +2,8 @@
 
 One grading run in the simulator, through the instructor's CLI, of hostile submissions beside
 honest ones (tests/fixtures/neighbours/): one that fills every place it may write, one that
-starts thousands of threads, and a copy of the lab's master whose CUDA
+starts thousands of threads, one whose own threads hold its limit when the simulator needs a
+block's (its fork bomb, said as its own: issue 41), and a copy of the lab's master whose CUDA
 initialisation is made to fail once by the tests' fault injection (tests/grader/faults.py), as
 the master's did on the H100 beside a disk filler. The honest ones must get their normal score,
 the hostile ones be told what they did and where the limit is, and the injected failure end in
@@ -56,7 +57,8 @@ def graded(tmp_path_factory):
     # the injected one first: it fails at once, while the others are starting beside it
     cmd = grade_cmd("lab2", [subs / "injected_master.ipynb", NEIGHBOURS / "many_threads.py",
                              NEIGHBOURS / "fills_storage.py", MASTER, subs / "broken_machine.ipynb",
-                             NEIGHBOURS / "fakes_init_failure.py"], out,
+                             NEIGHBOURS / "fakes_init_failure.py", NEIGHBOURS / "holds_threads.py"],
+                    out,
                     "--rubric", str(base / "rubric.toml"), "--workers", "3")
     # the grader run through the fault injection: `python faults.py SPEC grade ...`
     injected = [cmd[0], str(Path(__file__).parent / "faults.py"),
@@ -110,7 +112,7 @@ def test_injected_cuda_initialisation_failure_ends_in_a_regrade_not_a_zero(grade
     # regrade alone is what keeps its grade its own (test_honest_neighbour_keeps_its_score)
     regraded = {x["id"] for x in log if x["kind"] == "regrade_alone"}
     assert {sid, "broken_machine", "fakes_init_failure"} <= regraded, regraded
-    assert not regraded & {"many_threads", "fills_storage"}, regraded
+    assert not regraded & {"many_threads", "fills_storage", "holds_threads"}, regraded
     assert regraded <= {sid, "broken_machine", "fakes_init_failure", "lab2_packed_swiglu"}, regraded
 
 
@@ -165,6 +167,30 @@ def test_too_many_threads_is_that_submissions_alone_and_said_so(graded):
     assert report["sandbox"]["tasks"]["refused"] >= 1
     # its own kernel still ran once it let its threads go: nothing but the message is lost
     assert sum(t["score"] for t in r["tests"]) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.getuid() != 0 and pids_cgroup_base()[0] is None,
+                    reason="its tasks are counted apart from the grader's by a pids cgroup or a uid "
+                           "of its own (a root grader); here neither exists")
+def test_its_own_fork_bomb_is_said_as_its_own(graded):
+    """A submission whose own threads, still running, hold its limit of tasks when the
+    simulator needs a block's threads: its doing, said so with its count and the limit; its
+    points lost, no GPU regrade, no review flag (a block refused while it had started nothing
+    is the grader's: tests/grader/test_sim_threads.py)."""
+    out, log, _ = graded
+    r = results(out, "holds_threads")
+    first = next(t for t in r["tests"] if t["name"] != "performance")
+    said = first["output"]
+    assert said.startswith("not graded: the simulator could not start the threads of a block"), said
+    assert "because your code's own processes and threads" in said and "your code's doing" in said, said
+    assert "processes and threads that one submission may run at once" in said, said
+    assert "not graded again on a GPU" in said and "grader's limit" not in said, said
+    assert r["score"] == 0 and r["extra_data"].get("status") != "needs a GPU", r["extra_data"]
+    assert not [f for f in r["extra_data"].get("flags", []) if "needs a GPU regrade" in f]
+    failure = next(x for x in log if x["kind"] == "test" and x["id"] == "holds_threads"
+                   and x.get("thread_failure"))
+    assert failure["own"] is True and failure["thread_failure"]["own_tasks"] > 1000, failure
 
 
 # --------------------------------------------------------------------------- real processes

@@ -21,7 +21,7 @@ from .channel import cuda_init_failure
 from .import_blocker import Blocker
 from .privilege import privileged
 from .sim_replay import replay_sim
-from .threads import is_thread_failure, thread_failure
+from .threads import is_thread_failure, set_baseline, thread_failure
 
 
 def init_cuda() -> None:
@@ -59,6 +59,8 @@ def serve(cfg, iso: dict, channel) -> None:
         msg = channel.command()
         if not msg or msg.get("cmd") != "load":
             os._exit(0)
+        # the tasks counted against its limit from here on are the submission's (threads.py)
+        set_baseline(own_uid=cfg.drop_uid is not None)
         ns, errors = load_submission(cfg.workdir)
         fns, problems = signature_problems(ns, cfg.functions)
         cuda.synchronize()
