@@ -1,6 +1,6 @@
 """Run a command under Docker's default limits, for real, without Docker (issue 28).
 
-    python tests/grader/docker_default.py COMMAND [ARG...]
+    python tests/grader/docker_default.py [--shm DIR] [--ipc PID] [--no-landlock] COMMAND [ARG...]
 
 What a process of a container started with `docker run` and no options may not do, done to
 this process (as root, before it becomes COMMAND) by the kernel's own means:
@@ -16,6 +16,15 @@ this process (as root, before it becomes COMMAND) by the kernel's own means:
   namespace is refused too;
 - cgroups: the cgroup file system is read-only (a private mount namespace in which every
   cgroup mount is remounted read-only, as Docker mounts it in a container).
+
+What a container has of its own, given by the caller so that it outlives one command (a
+class's submissions graded one after another in one container, issue 41):
+
+- ``--shm DIR``: DIR (a tmpfs of 64 MiB, Docker's default ``--shm-size``) bound over /dev/shm;
+- ``--ipc PID``: the IPC namespace of process PID joined (a container's own: System V objects
+  one command leaves are there for the next, as in one container);
+- ``--no-landlock``: Landlock refused (ENOSYS), as on a kernel before Linux 5.13 or under a
+  Docker whose profile predates it (Docker 23 allowed it).
 
 no_new_privs is not set (Docker does not set it by default). The filter is built by the
 sandbox's one BPF assembler (autograder/sandbox/inside/seccomp.py). Exit status 77 with the reason
@@ -44,11 +53,16 @@ MOUNT_CALLS = ("unshare", "setns", "mount", "umount2", "pivot_root", "open_tree"
                "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr")
 
 
-def docker_rules() -> list:
+LANDLOCK_CALLS = ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self")
+
+
+def docker_rules(landlock: bool = True) -> list:
     eperm = seccomp.errno_ret(errno.EPERM)
     return [*(seccomp.Rule(n, eperm) for n in MOUNT_CALLS),
             seccomp.Rule("clone", eperm, arg=0, mask=seccomp.CLONE_NAMESPACES, value=0, equal=False),
-            seccomp.Rule("clone3", seccomp.errno_ret(errno.ENOSYS))]
+            seccomp.Rule("clone3", seccomp.errno_ret(errno.ENOSYS)),
+            *([] if landlock else [seccomp.Rule(n, seccomp.errno_ret(errno.ENOSYS))
+                                   for n in LANDLOCK_CALLS])]
 
 
 def cgroup_mounts() -> list[str]:
@@ -63,6 +77,16 @@ def cgroup_mounts() -> list[str]:
 
 
 def main(argv) -> int:
+    shm, ipc, landlock = None, None, True
+    while argv and argv[0].startswith("--"):
+        opt = argv.pop(0)
+        if opt == "--no-landlock":
+            landlock = False
+        elif opt in ("--shm", "--ipc") and argv:
+            shm, ipc = (argv.pop(0), ipc) if opt == "--shm" else (shm, argv.pop(0))
+        else:
+            print(f"docker_default: unknown option {opt}\n{__doc__}", file=sys.stderr)
+            return 2
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
@@ -78,13 +102,24 @@ def main(argv) -> int:
             libc.mount(b"none", b"/", None, linux.MS_REC | linux.MS_PRIVATE, None) != 0:
         print(f"docker_default: no private mount namespace ({os.strerror(ctypes.get_errno())})", file=sys.stderr)
         return SKIP
+    if ipc is not None:   # the container's IPC namespace
+        fd = os.open(f"/proc/{int(ipc)}/ns/ipc", os.O_RDONLY)
+        if libc.setns(fd, linux.CLONE_NEWIPC) != 0:
+            print(f"docker_default: could not join the IPC namespace of {ipc} "
+                  f"({os.strerror(ctypes.get_errno())})", file=sys.stderr)
+            return SKIP
+        os.close(fd)
+    if shm is not None and libc.mount(shm.encode(), b"/dev/shm", None, linux.MS_BIND, None) != 0:
+        print(f"docker_default: could not bind {shm} over /dev/shm ({os.strerror(ctypes.get_errno())})",
+              file=sys.stderr)
+        return SKIP
     for m in cgroup_mounts():   # read-only, as in a container
         if libc.mount(None, m.encode(), None, linux.MS_REMOUNT | linux.MS_BIND | linux.MS_RDONLY,
                       None) != 0:
             print(f"docker_default: could not make {m} read-only ({os.strerror(ctypes.get_errno())})",
                   file=sys.stderr)
             return SKIP
-    why = seccomp.install(docker_rules(), no_new_privs=False)   # (with CAP_SYS_ADMIN, still held here)
+    why = seccomp.install(docker_rules(landlock), no_new_privs=False)   # (with CAP_SYS_ADMIN, still held here)
     if why:
         print(f"docker_default: {why}", file=sys.stderr)
         return SKIP
