@@ -41,6 +41,7 @@ from .chapters import (activation_time_share, add_rmsnorm_bytes, attainable_tflo
                        uncoalesced_counter)
 from .choice import Choice
 from .core import PLACEHOLDER, Exercise, Feedback, Text
+from .fp8_chapter import e4m3_value, epilogue_scales, fp8_weight_read, unfused_pass_bytes
 from .fragment import FragmentExercise
 from .kernel import KernelExercise
 from .number import Number
@@ -51,4 +52,5 @@ __all__ = ["Feedback", "Exercise", "Text", "Number", "Choice", "KernelExercise",
            "attainable_tflops", "activation_time_share", "fusion_speedup", "fix_fused_kernel", "uncoalesced_counter",
            "add_rmsnorm_bytes", "separate_pass_share", "fix_fragment_index",
            "moved_accumulators", "descriptor_address", "stage_tx_bytes", "producer_first_parity",
-           "rule_share", "last_block_sum"]
+           "rule_share", "last_block_sum", "fp8_weight_read", "e4m3_value", "epilogue_scales",
+           "unfused_pass_bytes"]

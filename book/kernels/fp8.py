@@ -39,6 +39,7 @@ can quantize); wgmma has no simulator version (chapter 9's rule).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,8 +49,9 @@ from .hopper import operand_addresses
 
 SIMULATED = bool(config.ENABLE_CUDASIM)
 
-__all__ = ["Format", "FORMATS", "E4M3", "E5M2", "values", "decode", "encode", "pack_model",
-           "widen_model", "f16_bits", "wgmma_model", "NAN_BITS", "F16_NAN"]
+__all__ = ["Format", "FORMATS", "E4M3", "E5M2", "values", "decode", "encode", "encode_table",
+           "encode_fast", "pack_model", "widen_model", "f16_bits", "wgmma_model", "NAN_BITS",
+           "F16_NAN"]
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,34 @@ def encode(x, fmt="e4m3") -> np.ndarray:
                     np.rint(y / f.min_subnormal).astype(np.int64))
     code = code | (neg.astype(np.int64) << 7)
     return np.where(nan, NAN_BITS[f.name], code).astype(np.uint8)
+
+
+@functools.lru_cache(maxsize=None)
+def encode_table(fmt="e4m3") -> np.ndarray:
+    """uint8[2**17]: :func:`encode` of every float32 class that decides a code: the upper
+    16 bits of the float32 and whether any of its lower 16 bits is set (index
+    ``(bits >> 16) << 1 | sticky``).
+
+    Why that is enough: both formats keep at most 3 mantissa bits, so rounding to nearest
+    even reads the kept bits, the round bit just below them (bit 19 or higher of the
+    float32, in the upper half) and whether anything below the round bit is set (bits 16
+    and up in the upper half, the rest in ``sticky``); subnormal results keep fewer bits, so
+    their round bit sits higher still. Inf and NaN are decided by the same class (a NaN
+    whose payload sits in the lower half has sticky set). Each entry is :func:`encode` of
+    one member of its class (``tests/library/test_fp8.py`` draws others from every class)."""
+    top = np.arange(1 << 16, dtype=np.uint32) << 16
+    members = np.stack([top, top | 1], axis=1).reshape(-1)  # sticky 0, then 1
+    with np.errstate(invalid="ignore"):  # the NaN classes: signalling payloads
+        return encode(members.view(np.float32), fmt)
+
+
+def encode_fast(x, fmt="e4m3") -> np.ndarray:
+    """:func:`encode` by table (:func:`encode_table`): the same codes, for the millions of
+    weights :mod:`book.quantize` rounds at a time (a few float32 bit operations and one
+    gather per value, no float64 temporaries)."""
+    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    idx = ((b >> 16) << 1) | ((b & 0xFFFF) != 0)
+    return encode_table(fmt)[idx]
 
 
 def pack_model(hi, lo, fmt="e4m3") -> np.ndarray:

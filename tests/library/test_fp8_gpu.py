@@ -93,7 +93,7 @@ def test_one_fp8_wgmma_matches_the_model_and_the_product(hopper, fmt, n, mode, k
     assert np.array_equal(placed, A[:, ks] @ B[:, ks].T)
 
 
-@pytest.mark.parametrize("scheme", Q.SCHEMES)
+@pytest.mark.parametrize("scheme", ["tensor", "row"])  # quantize_torch's (not "block")
 def test_torchs_quantization_on_the_gpu_gives_the_models_codes(hopper, scheme):
     torch = hopper
     x = np.random.default_rng(2).standard_normal((300, 512)).astype(np.float32) * 3

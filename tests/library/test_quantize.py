@@ -44,7 +44,7 @@ def test_a_static_scale_saturates_and_counts_it():
     assert q.saturated == 2 and q.codes.tolist() == [[0x38, 0x7E, 0xFE, 0x7E]]
 
 
-@pytest.mark.parametrize("scheme", Q.SCHEMES)
+@pytest.mark.parametrize("scheme", ["tensor", "row"])
 def test_torchs_codes_are_the_models(scheme):
     x, _, _ = layer(seed=3)
     x[5, 7] = 0.0
