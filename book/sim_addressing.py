@@ -151,8 +151,8 @@ def _addressed_class():
                 return None
             first, last, count = found
             rec = _hz.ACTIVE
-            if rec is not None:
-                rec.on_global_range(self, first, count, self._steps[0], write)
+            for k in range(count if rec is not None else 0):   # each element, as it is read
+                rec.on_global(self, first + k * self._steps[0], write)
             if count > 0 and not (0 <= first < self._flat.size and 0 <= last < self._flat.size):
                 raise self._outside(idx, first if not 0 <= first < self._flat.size else last)
             view = self._flat[first:first + count * self._steps[0]:self._steps[0]]

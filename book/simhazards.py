@@ -9,14 +9,9 @@ nothing says so. Values alone gave the same kernel full marks on one run and non
 the threads' schedule:
 
 - ``race_global``: a global word accessed by two blocks, at least one access a plain
-  (non-atomic) write, with no happens-before between them. Happens-before, as the course
-  teaches it (chapter 7's split-K, lab 6): the accesses of one thread in program order, of one
-  block across a ``cuda.syncthreads()``; a block's accesses before a ``cuda.threadfence()``
-  then an atomic on some word (its writes need the fence; its reads and atomics only come
-  before the atomic) are *released* by that atomic, and *acquired* by every later atomic of
-  another block on the same word and whatever that block does after it (a plain or an atomic
-  read alike), transitively; the launches of a call are ordered. ``cuda.atomic.add(a, i, 0)``
-  (a coherent read) conflicts only with plain writes.
+  (non-atomic) write, with no happens-before between them: as the course teaches it, a
+  ``cuda.threadfence()`` then an atomic releases a block's writes, a later atomic of another
+  block on the same word acquires them (:mod:`book.happens_before` says it in full).
 - ``race_shared``: a shared word written by one warp and read or written by another in the same
   barrier interval (no ``cuda.syncthreads()`` between; atomics on both sides excepted).
 - ``barrier``: the threads of a block released from one barrier while waiting at different
@@ -224,10 +219,6 @@ class Recorder:
                    t._book_epoch, self._site(t, sys._getframe(2)) if site is None else site,
                    GLOBAL))
 
-    def on_global_range(self, arr, first: int, count: int, step: int, write: bool) -> None:
-        for k in range(count):
-            self.on_global(arr, first + k * step, write)
-
     def on_shared(self, arr, idx, write: bool) -> None:
         """An access of a block's shared array (``_Shared``) at NumPy index ``idx``."""
         t = _current_thread()
@@ -400,8 +391,7 @@ def _ptr(a: np.ndarray) -> int:
 
 
 def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
-    fn = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds  # moved in NumPy 2
-    lo, hi = fn(a)
+    lo, hi = (getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds)(a)  # NumPy 2
     return int(lo), int(hi)
 
 
