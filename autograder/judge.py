@@ -143,8 +143,11 @@ class Judge:
                 dead = (f"a CUDA error in test '{case['name']}' (e.g. an illegal memory access) "
                         "leaves the GPU context unusable for the rest of this submission")
             shapes = r.get("launch_shapes") if isinstance(r.get("launch_shapes"), list) else []
+            notes = [str(n)[:300] for n in (r.get("hazard_notes") or [])[:10]] \
+                if isinstance(r.get("hazard_notes"), list) else []
             ctx.log(kind="test", id=result.id, test=case["name"], ok=ok, hidden=hidden,
                     seconds=r.get("seconds"), launches=r.get("launches"), message=msg[:2000],
+                    hazard_notes=notes,
                     calls=1 + len(r.get("repeats") or []), launch_shapes=shapes[:16],
                     paths=ctx.lab.paths_taken(case, shapes) if ctx.lab.kernel and shapes else [])
 
