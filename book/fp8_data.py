@@ -11,7 +11,8 @@ Each row becomes a ``book.data`` row (``variant``, ``dtype``: the inputs' format
 ``shape`` [T, d, h], ``seconds``, ``p10_s``, ``p90_s``, ``flops_per_s``, ``method``; and what
 the FP8 runs add: ``torch_events_s``, the independent re-timing with torch CUDA events;
 ``sm_mhz`` and ``power_w``, the medians of the GPU's state read after each turn; for decode rows
-``bytes`` and ``bandwidth``, the weight bytes read and their rate) carrying the provenance of
+``bytes`` and ``bandwidth``, the weight bytes read and their rate, and ``graph_s``, the same
+calls as pure GPU time, replayed from a CUDA graph) carrying the provenance of
 the run that measured it; a later record's row replaces an earlier one's of the same variant,
 dtype and shape. The record's own ``provenance`` is its first run's; ``records`` lists the files
 it was built from, in order, so that ``tests/library/test_fp8_chapter.py`` can build it again
@@ -68,6 +69,9 @@ def rows_of(doc: dict) -> list[dict]:
         if r.get("weight_bytes"):
             row["bytes"] = r["weight_bytes"]
             row["bandwidth"] = r["weight_bytes"] / sec
+        if r.get("graph_us") is not None:
+            row["graph_s"] = r["graph_us"] * 1e-6
+            row["graph_method"] = r.get("graph_method")
         for k in ("path", "tile", "note"):
             if r.get(k) is not None:
                 row[k] = r[k]

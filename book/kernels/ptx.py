@@ -164,7 +164,7 @@ def hopper_kernels():
 
 def fp8_kernels():
     """name -> (dispatcher, signature) of the eight-bit kernels (book.kernels.fp8_probes,
-    fp8_gemm); they need ``cc=(9, 0, "a")``."""
+    fp8_gemm, fp8_gemv); they need ``cc=(9, 0, "a")``."""
     from . import fp8_probes as fp
     from . import hopper_probes as hp
 
@@ -179,6 +179,10 @@ def fp8_kernels():
 
     for name, kern in g.ptx_variants().items():
         table[f"fp8_{name}"] = (kern, g.SIGNATURE)
+    from . import fp8_gemv as gv
+
+    for name, (kern, sig) in gv.ptx_variants().items():
+        table[f"fp8_gemv_{name}"] = (kern, sig)
     return table
 
 

@@ -1,0 +1,266 @@
+"""The FP8 MLP-up at decode (T = 1, 4, 16) on Hopper: the FP8 GEMV against cuBLASLt FP8 +
+torch.compile, its controls and chapter 9's bf16 decode path.
+
+Record: `records/fp8/fp8_decode_h200.json` (or `_h100`: the GPU's tag in the name); then
+`python -m book.fp8_data records/fp8/fp8_bench_h200.json records/fp8/fp8_decode_h200.json`
+puts its rows beside the prefill run's in `book/data/fp8/h200.json`, where the chapter reads
+them.
+
+    python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_h200.json [--T 1 4 16]
+
+d = 4096, h = 14336, nn.Linear weights; x per token and the weights per output channel in e4m3
+(book.quantize), two copies of the weights taken in turn (234 MB of e4m3, beyond any L2), the
+e4m3 output's scale static (taken once from the bf16 output's largest value / 448, times 2).
+Rows of one T, measured by :func:`book.bench.measure_interleaved` one row at a time, round
+after round, the SM clock, power and temperature read (nvidia-smi) after each turn:
+
+- ``fp8_gemv_e4m3_out``: :func:`book.kernels.fp8_gemv.swiglu_fp8_gemv`, e4m3 out;
+- ``fp8_gemv_bf16_out``: the same kernel storing bfloat16 (the control);
+- ``fp8_fused_gemm_decode``: the fused FP8 GEMM of the prefill rows
+  (:func:`book.kernels.fp8_gemm.swiglu_fp8`) at these T: the tile design at decode;
+- ``scaled_mm_rowwise_decode_gemm``: ``torch._scaled_mm`` of x (padded to 16 rows with zeros,
+  as cuBLASLt's FP8 GEMM asks) and [Wg; Wu] with the same per-token and per-channel scales,
+  bfloat16 out: the GEMM alone;
+- ``scaled_mm_rowwise_decode_e4m3_compiled``: that GEMM, then a ``torch.compile``d SiLU*up and
+  quantization to e4m3 with the same scale, on its first T rows (what a PyTorch user runs);
+- ``scaled_mm_rowwise_decode_bf16_compiled``: the same with a bf16 output;
+- ``bf16_decode_planned``: chapter 9's bf16 decode path (``fastcall.planned("decode")``, the
+  dispatcher's kernel for T) on bf16 weights: the same layer at two bytes per weight.
+
+Each row's GB/s are of its weight bytes (2dh for e4m3, 4dh for bf16). Then each row again as
+pure GPU time, the calls captured in a CUDA graph and replayed (``book.bench.measure`` with
+``graph=True``; ``graph_us``): no host time in it at all. Every path is checked first against
+float64 of its quantized layer; the GEMV's registers and local memory as built on this GPU are
+recorded. Prints a table and writes JSON (provenance, rows, checks, ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+D, H = 4096, 14336
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--T", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--reps", type=int, default=8)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+    import book
+    from book import quantize as Q
+    from book.bench import measure, measure_interleaved, summarize
+    from book.data import write
+    from book.kernels import fp8_gemm as G
+    from book.kernels import fp8_gemv as V
+    from book.kernels.fastcall import planned
+    from book.provenance import provenance
+    from fp8_bench import gpu_state, kernel_report
+
+    if book.gpu.SIMULATED:
+        print("not measured: no CUDA GPU here")
+        return 2
+    import torch
+    import torch.nn.functional as F
+
+    prov = provenance("python3 benchmarks/fp8_decode_bench.py " + " ".join(argv or sys.argv[1:]))
+    print(f"{prov['gpu']}; torch {prov.get('torch')}, numba-cuda {prov.get('numba_cuda')}",
+          flush=True)
+    doc = {"provenance": prov, "rows": [], "checks": [], "ratios": [], "notes": []}
+    t0 = time.time()
+
+    @torch.compile
+    def silu_mul_e4m3(gu, inv):
+        g, u = gu[:, :H].float(), gu[:, H:].float()
+        return (F.silu(g) * u * inv).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+
+    @torch.compile
+    def silu_mul_bf16(gu):
+        return F.silu(gu[:, :H]) * gu[:, H:]
+
+    def check(name, T, got, ref):
+        err = float(((got.double() - ref).norm() / ref.norm()).item())
+        ok = math.isfinite(err) and err < (0.05 if "e4m3" in name else 1e-2)
+        doc["checks"].append({"name": name, "T": T, "rel_error": err, "ok": ok})
+        print(f"  check {name:<40} T={T:<3} rel. error vs float64 {err:.2e} "
+              f"{'ok' if ok else 'FAILED'}", flush=True)
+        return ok
+
+    def silu64(g, u):
+        return F.silu(g) * u
+
+    try:
+        gen = torch.Generator(device="cuda").manual_seed(42)
+        ws = []  # two copies of the layer's weights, e4m3 and bf16
+        for _ in range(2):
+            wg = torch.randn(H, D, device="cuda", generator=gen) / math.sqrt(D)
+            wu = torch.randn(H, D, device="cuda", generator=gen) / math.sqrt(D)
+            (gq, sg), (uq, su) = Q.quantize_torch(wg), Q.quantize_torch(wu)
+            wq = torch.cat([gq.view(torch.uint8), uq.view(torch.uint8)]).view(
+                torch.float8_e4m3fn)
+            ws.append({"gq": gq, "sg": sg, "uq": uq, "su": su, "wqt": wq.t(),
+                       "sw": torch.cat([sg, su])[None, :].contiguous(),
+                       "wgb": wg.bfloat16(), "wub": wu.bfloat16()})
+            del wg, wu
+        wb8, wb16 = V.weight_bytes(D, H), 2 * V.weight_bytes(D, H)
+        decode = planned("decode")
+        for T in args.T:
+            xs = [torch.randn(T, D, device="cuda", generator=gen) for _ in range(2)]
+            qx = [Q.quantize_torch(x) for x in xs]
+            pad = [(torch.cat([xq.view(torch.uint8), torch.zeros(16 - T, D, dtype=torch.uint8,
+                                                                  device="cuda")])
+                    .view(torch.float8_e4m3fn),
+                    torch.cat([sx, torch.ones(16 - T, device="cuda")])[:, None].contiguous())
+                   for xq, sx in qx]  # cuBLASLt's FP8 GEMM takes rows in sixteens
+            xb = [x.bfloat16() for x in xs]
+            o16 = [torch.empty(T, H, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+            o8 = [torch.empty(T, H, device="cuda", dtype=torch.float8_e4m3fn) for _ in range(2)]
+            ob = [torch.empty(T, H, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+
+            # float64 of the quantized layer; the static output scale
+            w0 = ws[0]
+            xq0, sx0 = qx[0]
+            xv = xq0.double() * sx0.double()[:, None]
+            ref = silu64(xv @ (w0["gq"].double() * w0["sg"].double()[:, None]).T,
+                         xv @ (w0["uq"].double() * w0["su"].double()[:, None]).T)
+            V.swiglu_fp8_gemv(xq0, sx0, w0["gq"], w0["sg"], w0["uq"], w0["su"], o16[0])
+            out_scale = 2 * float(o16[0].float().abs().amax()) / 448
+            inv = torch.tensor(1.0 / out_scale, device="cuda")
+            check("fp8_gemv_bf16_out", T, o16[0], ref)
+            V.swiglu_fp8_gemv(xq0, sx0, w0["gq"], w0["sg"], w0["uq"], w0["su"], o8[0],
+                              out_dtype="e4m3", out_scale=out_scale)
+            check("fp8_gemv_e4m3_out", T, o8[0].float() * out_scale, ref)
+            check("fp8_fused_gemm_decode", T,
+                  G.swiglu_fp8(xq0, sx0, w0["gq"], w0["sg"], w0["uq"], w0["su"]), ref)
+
+            def scaled_mm(i, w):
+                return torch._scaled_mm(pad[i][0], w["wqt"], scale_a=pad[i][1],
+                                        scale_b=w["sw"], out_dtype=torch.bfloat16)
+
+            gu = scaled_mm(0, w0)[:T].double()
+            check("scaled_mm_rowwise_decode", T, silu64(gu[:, :H], gu[:, H:]), ref)
+            check("scaled_mm_rowwise_decode_e4m3_compiled", T,
+                  silu_mul_e4m3(scaled_mm(0, w0)[:T], inv).float() * out_scale, ref)
+            decode(xb[0], w0["wgb"], w0["wub"], None, None, ob[0])
+            xb64 = xb[0].double()
+            check("bf16_decode_planned", T, ob[0], silu64(xb64 @ w0["wgb"].double().T,
+                                                          xb64 @ w0["wub"].double().T))
+
+            sets = [(0,), (1,)]  # call i: x_i with the weights' copy i
+
+            def gemv(out, **kw):
+                def call(i):
+                    w = ws[i]
+                    return V.swiglu_fp8_gemv(*qx[i], w["gq"], w["sg"], w["uq"], w["su"],
+                                             out[i], **kw)
+                return call
+
+            cands = {
+                "fp8_gemv_e4m3_out": (gemv(o8, out_dtype="e4m3", out_scale=out_scale), wb8),
+                "fp8_gemv_bf16_out": (gemv(o16), wb8),
+                "fp8_fused_gemm_decode": (
+                    lambda i: G.swiglu_fp8(*qx[i], ws[i]["gq"], ws[i]["sg"], ws[i]["uq"],
+                                           ws[i]["su"], o16[i]), wb8),
+                "scaled_mm_rowwise_decode_gemm": (lambda i: scaled_mm(i, ws[i]), wb8),
+                "scaled_mm_rowwise_decode_e4m3_compiled": (
+                    lambda i: silu_mul_e4m3(scaled_mm(i, ws[i])[:T], inv), wb8),
+                "scaled_mm_rowwise_decode_bf16_compiled": (
+                    lambda i: silu_mul_bf16(scaled_mm(i, ws[i])[:T]), wb8),
+                "bf16_decode_planned": (
+                    lambda i: decode(xb[i], ws[i]["wgb"], ws[i]["wub"], None, None, ob[i]),
+                    wb16),
+            }
+            fl = 4 * T * D * H
+            # plan every path on the stream torch.cuda.graph captures on, outside the capture
+            # (a plan made there would allocate its workspace while the stream captures)
+            cap = torch.cuda.graph.default_capture_stream
+            if cap is None:
+                cap = torch.cuda.graph.default_capture_stream = torch.cuda.Stream()
+            cap.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(cap):
+                for fn, _ in cands.values():
+                    fn(0)
+                    fn(1)
+            torch.cuda.current_stream().wait_stream(cap)
+            torch.cuda.synchronize()
+            pooled = {n: [] for n in cands}
+            states = {n: [] for n in cands}
+            for _ in range(args.rounds):
+                for name, (fn, wb) in cands.items():
+                    t = measure_interleaved({name: (fn, sets, {"flops": fl, "bytes_moved": wb})},
+                                            rounds=1, reps=args.reps)[name]
+                    pooled[name].extend(t.samples_s)
+                    states[name].append(gpu_state())
+            for name, (fn, wb) in cands.items():
+                med, p10, p90 = summarize(pooled[name])
+                try:  # pure GPU time: the calls captured in a CUDA graph
+                    g = measure(fn, sets, bytes_moved=wb, flops=fl, reps=args.reps * 2,
+                                graph=True)
+                    graph_us, graph_note = g.seconds * 1e6, g.method
+                except Exception as e:  # a path that cannot be captured is said so
+                    graph_us, graph_note = None, f"not captured: {e!r}"[:300]
+                st = [s for s in states[name] if "sm_mhz" in s]
+                doc["rows"].append({
+                    "name": name, "dtype": "bfloat16" if name.startswith("bf16_") else "e4m3",
+                    "shape": [T, D, H], "median_us": med * 1e6, "p10_us": p10 * 1e6,
+                    "p90_us": p90 * 1e6, "samples": len(pooled[name]), "weight_bytes": wb,
+                    "tb_per_s": wb / med / 1e12, "graph_us": graph_us, "graph_method": graph_note,
+                    "gpu_states": states[name],
+                    "sm_mhz_median": summarize([s["sm_mhz"] for s in st])[0] if st else None,
+                    "power_w_median": summarize([s["power_w"] for s in st])[0] if st else None,
+                    "method": f"book.bench.measure_interleaved per row, {args.rounds} rounds of "
+                              f"{args.reps} samples, rows in turn"})
+            by = {r["name"]: r for r in doc["rows"] if r["shape"][0] == T}
+            peak = prov.get("peak_bandwidth")
+            for a, b in (("fp8_gemv_e4m3_out", "scaled_mm_rowwise_decode_e4m3_compiled"),
+                         ("fp8_gemv_e4m3_out", "scaled_mm_rowwise_decode_gemm"),
+                         ("fp8_gemv_e4m3_out", "fp8_gemv_bf16_out"),
+                         ("fp8_gemv_e4m3_out", "fp8_fused_gemm_decode"),
+                         ("fp8_gemv_e4m3_out", "bf16_decode_planned")):
+                ra, rb = by[a], by[b]
+                ga, gb = ra["graph_us"], rb["graph_us"]
+                doc["ratios"].append({"T": T, "ours": a, "theirs": b,
+                                      "speedup": rb["median_us"] / ra["median_us"],
+                                      "speedup_graph": gb / ga if ga and gb else None})
+            doc["ratios"].append({"T": T, "ours": "fp8_gemv_e4m3_out", "theirs": "hbm_peak",
+                                  "fraction_of_peak": by["fp8_gemv_e4m3_out"]["tb_per_s"] * 1e12
+                                  / peak if peak else None, "peak_bandwidth": peak})
+            doc["out_scale_" + str(T)] = out_scale
+            write(args.out, doc)
+        doc["kernels"] = kernel_report({
+            f"gemv_t{T}_{o}": V.make_fp8_gemv(V.gemv_tile(T, D, prov["gpu"]), o)
+            for T in args.T for o in V.OUTS})
+    finally:
+        prov["elapsed_s"] = round(time.time() - t0, 1)
+        write(args.out, doc)
+    print(f"\n{'row':<40} {'T':>3} {'median us':>9} {'p10-p90':>13} {'graph':>6} {'TB/s':>5} "
+          f"{'SM MHz':>6} {'W':>4}")
+    for r in doc["rows"]:
+        print(f"{r['name']:<40} {r['shape'][0]:>3} {r['median_us']:>9.1f} "
+              f"{r['p10_us']:>6.1f}-{r['p90_us']:<6.1f} {r['graph_us'] or 0:>6.1f} "
+              f"{r['tb_per_s']:>5.2f} {r['sm_mhz_median'] or 0:>6.0f} "
+              f"{r['power_w_median'] or 0:>4.0f}")
+    for q in doc["ratios"]:
+        if "speedup" in q:
+            g = q["speedup_graph"]
+            print(f"T={q['T']}: {q['ours']} is {q['speedup']:.3f}x {q['theirs']}"
+                  + (f" (graph {g:.3f}x)" if g else ""))
+        elif q.get("fraction_of_peak"):
+            print(f"T={q['T']}: {q['ours']} reads the weights at {q['fraction_of_peak']:.1%} of "
+                  "the HBM peak")
+    print("kernels:", doc.get("kernels"))
+    return 0 if all(c["ok"] for c in doc["checks"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,530 @@
+"""The FP8 MLP-up at decode on Hopper: chapter 9's ``wgmma`` GEMV with one byte per value.
+
+``out = silu(sx sg (xq @ wgq.T)) * (sx su (xq @ wuq.T))`` for a few tokens (T at most
+:data:`MAX_T`): the inputs of :func:`book.kernels.fp8_gemm.swiglu_fp8` (x e4m3 [T, d] with a
+scale per token, the nn.Linear weights e4m3 [h, d] with a scale per output channel), the
+output bfloat16 or e4m3 with a static scale. At decode the call *is* the weights' read (117 MB
+at d = 4096, h = 14336, half of bf16's), so the kernel's one job is chapter 9's: keep HBM busy
+while the weights stream through once.
+
+It is :mod:`book.kernels.wgmma_gemv`'s design with eight-bit operands, its options cut to
+the ones its defaults use (what each one bought is measured there):
+
+- **Roles swapped**: a weight tile is ``wgmma``'s A operand (64 rows of wg, and the same 64
+  rows of wu, two ``m64nNk32`` sharing one B), the tokens its B operand (N = T rounded up to
+  8; TMA reads zeros past T). FP8 ``wgmma`` takes both operands K-major, which both are.
+- **The same bytes**: a 128-byte swizzled row holds 128 e4m3 values, so the boxes are the
+  bf16 kernel's 64 x 128 bytes (:class:`Fp8GemvTile` is its tile with twice the k per box),
+  the ring's stages the same bytes, the descriptors the same; an instruction reads 32
+  bytes of each row (k = 32), four per box as bf16's k16 are.
+- **A ring fed by TMA**, one thread copying up to ``stages`` k-blocks ahead, the weights
+  ``evict_first`` and the tokens ``evict_last`` in L2, the first ``lead`` stages' weights asked
+  of L2 before the barriers are set up.
+- **Stream-K** (:mod:`book.kernels.stream_k`): the (row tile, k-block) steps cut into one
+  equal range a block over every SM, then whole tiles; a tile cut between blocks is finished
+  by the last piece to arrive, in a finisher warp of its own, which adds the pieces in block
+  order (the same sums every launch) and leaves the counters at zero.
+- **The epilogue**: the scales (the token's, the output channel's; ``1 / out_scale`` folded
+  into up's, as :mod:`book.kernels.fp8_gemm` folds it), ``silu(gate) * up`` in float32, and
+  one store per output: bfloat16, or the e4m3 code of ``cvt.rn.satfinite``.
+
+:func:`model` computes what the kernel stores, block by block through the same walk and the
+models of TMA and FP8 ``wgmma``: Numba's simulator has neither, so there the model stands in
+for the kernel, and the GPU lane holds the kernel to it (``tests/library/test_fp8_gemv.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import struct
+
+import numpy as np
+from numba import cuda, float32, uint8, uint32, uint64
+
+from ..numba_compat import compiled_for
+from . import fp8
+from .fused import silu_mul
+from .hopper import SIMULATED, descriptor, tma_box
+from .stream_k import ENTRY, next_step, step_at, stream_k, walk
+from .wgmma_gemv_tile import (ALIGN, BM, WgmmaGemvTile, lead_for, output_of,
+                              promotion_for)
+
+__all__ = ["BK", "BM", "MAX_T", "OUTS", "Fp8GemvTile", "gemv_tile", "make_fp8_gemv",
+           "swiglu_fp8_gemv", "model", "weight_bytes", "ptx_variants", "signature"]
+
+BK = 128  # k per box: 128 e4m3 = one 128-byte swizzled row
+#: the most tokens: x is copied with every stage (no resident x), N up to 32
+MAX_T = 32
+OUTS = ("bfloat16", "e4m3")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fp8GemvTile(WgmmaGemvTile):
+    """:class:`book.kernels.wgmma_gemv_tile.WgmmaGemvTile` for one byte per value: the same
+    boxes, stages, barriers and shared-memory layout (byte for byte), ``BK`` = 128 values of
+    k per box. Of the bf16 tile's options it keeps ``n``, ``stages``, ``ctas_per_sm``,
+    ``kblocks``, ``promotion``, ``waves``, ``hold``, ``hints`` and ``lead``; the others
+    (resident x, traces, dynamic ranges, cp.async, rotation, prefetch, fold) are refused."""
+
+    @property
+    def stage_k(self):  # k a stage covers
+        return self.kblocks * BK
+
+    def validate(self) -> "Fp8GemvTile":
+        super().validate()
+        p = []
+        if self.n > MAX_T:
+            p.append(f"n must be at most {MAX_T}")
+        for name in ("x_resident", "trace", "fold", "cpasync", "rotate", "dynamic",
+                     "prefetch"):
+            if getattr(self, name):
+                p.append(f"{name} is the bf16 GEMV's option, not this kernel's")
+        if not self.early:
+            p.append("early must be True")
+        if p:
+            raise ValueError(f"invalid {self}: " + "; ".join(p))
+        return self
+
+    def describe(self) -> str:
+        return (f"wgmma m64n{self.n}k32 e4m3 twice a k32 (gate and up rows, the tokens shared),"
+                f" {self.stages} stages of {self.tx_bytes:,} bytes (k {self.stage_k}: "
+                f"{self.kblocks * self.w_bytes // 1024} KiB of each weight + "
+                f"{self.kblocks * self.x_bytes:,} of tokens), {self.ctas_per_sm} block(s) an "
+                f"SM, {self.shared_bytes:,} bytes of dynamic shared memory")
+
+
+def gemv_tile(T: int, d: int = 4096, gpu: str = "") -> Fp8GemvTile:
+    """The default tile for T tokens: the bf16 GEMV's up to 16 tokens (four stages of two
+    boxes along k, a weight row read 256 bytes at a time, x copied a stage, the GPU's L2
+    promotion and lead: :func:`book.kernels.wgmma_gemv_tile.gemv_tile`); beyond, six stages
+    of one box."""
+    if not 1 <= T <= MAX_T:
+        raise ValueError(f"the FP8 GEMV takes 1 to {MAX_T} tokens, got T = {T}")
+    n = -(-T // 8) * 8
+    promo = promotion_for(gpu)
+    if n <= 16:
+        return Fp8GemvTile(n=n, stages=4, kblocks=2, promotion=promo, lead=lead_for(gpu))
+    return Fp8GemvTile(n=n, stages=6, promotion=promo)
+
+
+def weight_bytes(d: int, h: int) -> int:
+    """The bytes one call must read at least: both weights, one byte each."""
+    return 2 * d * h
+
+
+def signature(out: str) -> str:
+    """The kernel's argument types: tensor maps, stream-K table, sx, sg, su, out (flat),
+    the seams' workspace, T, d, h, 1 / out_scale."""
+    o = "uint8" if out == "e4m3" else "uint16"
+    return (f"void(uint64[::1], int32[::1], float32[::1], float32[::1], float32[::1], "
+            f"{o}[::1], float32[::1], int32[::1], int64, int64, int64, float32)")
+
+
+# ---------------------------------------------------------------------------------------
+# the kernel
+
+
+@functools.lru_cache(maxsize=None)
+def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
+    """``k(maps, sk, sx, sg, su, out, part, count, T, d, h, inv)``: ``maps`` the tensor maps of
+    wg, wu and x (16 uint64 each), ``sk`` the stream-K table
+    (:func:`book.kernels.stream_k.stream_k`), ``out`` [T * h] flat (bf16 bits or e4m3
+    codes), ``part``/``count`` the seams' workspace, ``inv`` = 1 / out_scale (1 for bf16).
+    Launch one block an SM (``ctas_per_sm``) of 256 threads with ``tile.shared_bytes`` of
+    dynamic shared memory."""
+    tile.validate()
+    if out not in OUTS or fmt not in fp8.FORMATS:
+        raise ValueError(f"out must be one of {OUTS} and fmt e4m3 or e5m2, got {out!r}, {fmt!r}")
+    if SIMULATED:
+        raise RuntimeError("the FP8 GEMV needs a Hopper GPU: Numba's simulator has no wgmma or "
+                           "TMA (book.kernels.fp8_gemv.model computes what it does)")
+    from .fp8 import cvt_e4m3x2
+    from .hopper import (fence_mbarrier_init, global_address, l2_evict_first, l2_evict_last,
+                         make_wgmma, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
+                         ring_next, shared_address, tma_load_2d, tma_load_2d_hint,
+                         tma_prefetch, tma_prefetch_2d, wgmma_commit, wgmma_fence, wgmma_wait)
+    from .splitk import load_f32_cg
+    from .wide import store_f32
+
+    WGMMA = make_wgmma(tile.n, fmt)
+    NA = tile.accumulators
+    ST, SB, WB, TX = tile.stages, tile.stage_bytes, tile.w_bytes, tile.tx_bytes
+    KB, XS = tile.kblocks, tile.x_slot
+    U_OFF, X_OFF = KB * WB, 2 * KB * WB  # wu's boxes, then the tokens', in a stage
+    SHIFT = 7 + KB.bit_length() - 1  # log2 of the k a stage covers (BK = 128)
+    LAY = tile.layout
+    FULL, EMPTY, RING, SEAM = LAY["full"], LAY["empty"], LAY["ring"], LAY["seam"]
+    DESC = np.uint64(descriptor(0, 16, 1024, "128B"))  # chapter 9's, byte for byte
+    STEP = np.uint64(32 >> 4)  # the next k32: 32 bytes along the swizzled row
+    KSTEPS = BK // 32
+    MASK = uint32(0xFFFFFC00)
+    SLOT = 128 * 2 * NA  # floats of one workspace slot: every consumer thread's gate and up
+    WR = 4 if NA <= 8 else 2 if NA <= 16 else 1  # consumer threads a finisher lane sums at once
+    WRNA = WR * NA
+    HOLD, HINTS, LEAD_ST = tile.hold, tile.hints, tile.lead
+    E4M3 = out == "e4m3"
+
+    place = cuda.jit(device=True, inline="always")(output_of)
+    at_step = cuda.jit(device=True, inline="always")(step_at)
+    advance = cuda.jit(device=True, inline="always")(next_step)
+
+    @cuda.jit(device=True, inline="always")
+    def emit(out, sx, sg, su, mt, lt, i, gate, up, T, h, inv):
+        # dequantize, activate, requantize: the output of consumer thread lt's accumulators
+        # i (gate and up) of row tile mt
+        r, t = place(lt, i)
+        j = mt * BM + r
+        if j < h and t < T:
+            s = sx[t]
+            y = silu_mul(gate * s * sg[j], up * s * (su[j] * inv))
+            if E4M3:
+                out[t * h + j] = uint8(cvt_e4m3x2(float32(0.0), y) & 0xFF)
+            else:
+                store_f32(out, t * h + j, y)
+
+    @cuda.jit(device=True, inline="always")
+    def copy_box(dst, tmap, c0, c1, bar, policy):  # one TMA box, with its L2 hint if HINTS
+        if HINTS:
+            tma_load_2d_hint(dst, tmap, c0, c1, bar, policy)
+        else:
+            tma_load_2d(dst, tmap, c0, c1, bar)
+
+    @cuda.jit(device=True, inline="always")
+    def settle(sk, part, count, out, sx, sg, su, gs, us, mt, tiles, lane, T, h, inv):
+        # a piece of tile mt is in: the finisher warp counts it, and the last piece's adds
+        # every piece in block order and runs the epilogue (wgmma_gemv's, with the scales)
+        p0 = sk[tiles + 2 * mt]
+        p1 = sk[tiles + 2 * mt + 1]
+        last = 0
+        if lane == 0:
+            cuda.threadfence()  # the piece (ordered before the barrier) is visible
+            before = cuda.atomic.add(count, mt, 1)
+            if before == p1 - p0:
+                last = 1
+                count[mt] = 0  # every piece is in: ready for the next launch
+                cuda.threadfence()
+        last = cuda.shfl_sync(0xFFFFFFFF, last, 0)
+        if last == 1:
+            for w0 in range(0, 4, WR):
+                for v in range(WRNA):
+                    gs[v] = float32(0.0)
+                    us[v] = float32(0.0)
+                for c in range(p0, p1 + 1):
+                    pc = (2 * c + (0 if mt == sk[ENTRY * c] else 1)) * SLOT + 32 * w0 + lane
+                    for w in range(WR):
+                        for i in range(NA):
+                            gs[w * NA + i] += load_f32_cg(part, pc + 32 * w + i * 128)
+                            us[w * NA + i] += load_f32_cg(part, pc + 32 * w + (NA + i) * 128)
+                for w in range(WR):
+                    for i in range(NA):
+                        emit(out, sx, sg, su, mt, 32 * (w0 + w) + lane, i, gs[w * NA + i],
+                             us[w * NA + i], T, h, inv)
+
+    def fp8_gemv(maps, sk, sx, sg, su, out, part, count, T, d, h, inv):
+        smem = cuda.shared.array(0, uint8)
+        base = (shared_address(smem, 0) + uint32(ALIGN - 1)) & MASK
+        tid = cuda.threadIdx.x
+        G = cuda.gridDim.x
+        e = ENTRY * cuda.blockIdx.x  # this block's walk: its stream-K range, then whole tiles
+        m0 = sk[e]
+        kb0 = sk[e + 1]
+        n = sk[e + 2]
+        w0 = sk[e + 3]
+        nw = sk[e + 4]
+        nk = (d + (BK * KB - 1)) >> SHIFT  # stages of a row tile (TMA reads zeros past d)
+        if tid == 0:
+            tma_prefetch(global_address(maps, 0))
+            tma_prefetch(global_address(maps, 16))
+            tma_prefetch(global_address(maps, 32))
+            if LEAD_ST:  # the first stages' weights asked of L2 before the set-up
+                pm = m0
+                pkb = kb0
+                for pq in range(min(LEAD_ST, n + nw * nk)):
+                    pm, pkb = at_step(pq, pm, pkb, n, w0)
+                    for kk in range(KB):
+                        tma_prefetch_2d(global_address(maps, 0), (pkb * KB + kk) * BK, pm * BM)
+                        tma_prefetch_2d(global_address(maps, 16), (pkb * KB + kk) * BK, pm * BM)
+                    pm, pkb = advance(pm, pkb, nk)
+            for s in range(ST):
+                mbar_init(base + FULL + 8 * s, 1)  # the producer's (+ the bytes)
+                mbar_init(base + EMPTY + 8 * s, 1)  # the consumer's release
+            for s in range(2):  # once a launch each: every consumer thread's piece stored
+                mbar_init(base + SEAM + 8 * s, 128)
+            fence_mbarrier_init()
+        cuda.syncthreads()
+        if tid == 0:  # the producer: the TMA copies, up to ST stages ahead
+            map_g = global_address(maps, 0)
+            map_u = global_address(maps, 16)
+            map_x = global_address(maps, 32)
+            once = l2_evict_first() if HINTS else uint64(0)
+            again = l2_evict_last() if HINTS else uint64(0)
+            s = 0
+            ph = 0
+            m = m0
+            kb = kb0
+            for q in range(n + nw * nk):
+                m, kb = at_step(q, m, kb, n, w0)
+                mbar_wait(base + EMPTY + 8 * s, ph ^ 1)  # the consumer is done with it
+                full = base + FULL + 8 * s
+                mbar_arrive_expect_tx(full, TX)
+                st = base + RING + s * SB
+                for kk in range(KB):  # a row's 128 KB bytes asked for back to back
+                    kc = (kb * KB + kk) * BK
+                    copy_box(st + kk * WB, map_g, kc, m * BM, full, once)
+                    copy_box(st + U_OFF + kk * WB, map_u, kc, m * BM, full, once)
+                    copy_box(st + X_OFF + kk * XS, map_x, kc, 0, full, again)
+                m, kb = advance(m, kb, nk)
+                s, ph = ring_next(s, ph, ST)
+        elif 32 <= tid < 64:  # the finisher warp: the range's seams, off the consumer's path
+            lane = tid - 32
+            gs = cuda.local.array(WRNA, float32)
+            us = cuda.local.array(WRNA, float32)
+            m = m0
+            kb = kb0
+            left = n
+            while left > 0:  # the consumer's walk through the range, tile by tile
+                nb = min(nk - kb, left)
+                left -= nb
+                kb = 0
+                m += 1
+                if nb == nk:
+                    continue
+                mt = m - 1  # a seam: wait for the consumer's piece of tile mt
+                mbar_wait(base + SEAM + 8 * (0 if mt == m0 else 1), 0)
+                settle(sk, part, count, out, sx, sg, su, gs, us, mt, ENTRY * G, lane, T, h, inv)
+        elif tid >= 128:  # the consumer warpgroup
+            lt = tid - 128
+            accg = cuda.local.array(NA, float32)
+            accu = cuda.local.array(NA, float32)
+            s = 0
+            ph = 0
+            prev = 0
+            m = m0
+            kb = kb0
+            left = n
+            whole = 0  # 1 once the range is read and the whole tiles begin
+            while left > 0 or whole == 0:
+                if left == 0:  # the range read (or empty): the whole tiles, if any
+                    whole = 1
+                    m = w0
+                    kb = 0
+                    left = nw * nk
+                    if left == 0:
+                        break
+                nb = min(nk - kb, left)
+                for q in range(nb):
+                    mbar_wait(base + FULL + 8 * s, ph)  # the stage's bytes have landed
+                    st = base + RING + s * SB
+                    wgmma_fence()
+                    for kk in range(KB):
+                        da = DESC | uint64((st + kk * WB) >> 4)
+                        du = DESC | uint64((st + U_OFF + kk * WB) >> 4)
+                        dx = DESC | uint64((st + X_OFF + kk * XS) >> 4)
+                        for ks in range(KSTEPS):
+                            acc_on = uint32(q + kk + ks > 0)
+                            WGMMA(accg, da + STEP * uint64(ks), dx + STEP * uint64(ks), acc_on)
+                            WGMMA(accu, du + STEP * uint64(ks), dx + STEP * uint64(ks), acc_on)
+                    wgmma_commit()
+                    if HOLD:
+                        wgmma_wait(1)  # the previous k-block's wgmma are done: its stage is free
+                        if q > 0 and lt == 0:
+                            mbar_arrive(base + EMPTY + 8 * prev)
+                    else:
+                        wgmma_wait(0)
+                        if lt == 0:
+                            mbar_arrive(base + EMPTY + 8 * s)
+                    prev = s
+                    s, ph = ring_next(s, ph, ST)
+                wgmma_wait(0)
+                if HOLD and lt == 0:
+                    mbar_arrive(base + EMPTY + 8 * prev)
+                left -= nb
+                kb = 0
+                m += 1
+                mt = m - 1  # the tile just read
+                if nb < nk:  # a seam: the piece to its slot, the finisher takes it from there
+                    pb = (2 * cuda.blockIdx.x + (0 if mt == m0 else 1)) * SLOT
+                    for i in range(NA):
+                        part[pb + i * 128 + lt] = accg[i]
+                        part[pb + (NA + i) * 128 + lt] = accu[i]
+                    # (mbarrier.arrive releases: the stores come before it for the finisher)
+                    mbar_arrive(base + SEAM + 8 * (0 if mt == m0 else 1))
+                    continue
+                for i in range(NA):  # a whole tile: the epilogue from registers
+                    emit(out, sx, sg, su, mt, lt, i, accg[i], accu[i], T, h, inv)
+
+    return cuda.jit(fastmath=True, launch_bounds=(256, tile.ctas_per_sm))(fp8_gemv)
+
+
+def ptx_variants() -> dict:
+    """The kernels whose PTX the tests read (book.kernels.ptx: ``fp8_gemv_<name>``), with
+    their argument types."""
+    return {f"t{T}_{o}": (make_fp8_gemv(gemv_tile(T, gpu="H200"), o), signature(o))
+            for T, o in ((1, "bfloat16"), (4, "e4m3"), (16, "e4m3"), (16, "bfloat16"))}
+
+
+# ---------------------------------------------------------------------------------------
+# the model: the kernel in NumPy, block by block
+
+
+def _bf16_round(y):
+    b = np.asarray(y, dtype=np.float32).view(np.uint32)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000).view(np.float32)
+
+
+def model(xq, sx, wgq, sg, wuq, su, out="bfloat16", out_scale=1.0, fmt="e4m3",
+          tile: Fp8GemvTile | None = None, blocks: int = 132) -> np.ndarray:
+    """What the kernel stores, computed as it computes it: ``blocks`` blocks each walking its
+    range of the stream-K table (:func:`book.kernels.stream_k.walk`), each step's TMA boxes
+    (:func:`book.kernels.hopper.tma_box`) multiplied by FP8 wgmma
+    (:func:`book.kernels.fp8.wgmma_model`, float32 accumulators), the pieces of a tile cut at
+    a seam added in block order in float32, the epilogue thread by thread through the
+    accumulators' layout (:func:`book.kernels.wgmma_gemv_tile.output_of`). Returns float32
+    values rounded to bf16 (bf16 out) or uint8 codes (e4m3 out). The kernel's exp is the
+    fast one and the tensor cores keep fewer bits than float32 in their FP8 sums: the GPU
+    agrees with the model to rounding, not bit for bit."""
+    xq, wgq, wuq = (np.ascontiguousarray(a, dtype=np.uint8) for a in (xq, wgq, wuq))
+    sx, sg, su = (np.asarray(a, dtype=np.float32) for a in (sx, sg, su))
+    T, d = xq.shape
+    h = wgq.shape[0]
+    tile = (tile or gemv_tile(T, d)).validate()
+    n, KB = tile.n, tile.kblocks
+    mt, nk = -(-h // BM), -(-d // tile.stage_k)
+    blocks = min(blocks, mt * nk)
+    table = stream_k(mt, nk, blocks)
+    inv = np.float32(1.0) / np.float32(out_scale) if out == "e4m3" else np.float32(1.0)
+    desc = descriptor(0, 16, 1024, "128B")
+    pieces = {}  # row tile -> [(block, gate acc, up acc)] in block order
+    for b in range(blocks):
+        cur, acc = None, None
+        for m, kb in walk(table, b, nk) + [(None, None)]:
+            if m != cur:
+                if cur is not None:
+                    pieces.setdefault(cur, []).append((b, *acc))
+                cur, acc = m, [np.zeros((BM, n), np.float32), np.zeros((BM, n), np.float32)]
+            if m is None:
+                break
+            for kk in range(KB):
+                kc = (kb * KB + kk) * BK
+                x = tma_box(xq, kc, 0, (BK, n))
+                for w, weight in enumerate((wgq, wuq)):
+                    a = tma_box(weight, kc, m * BM, (BK, BM))
+                    img = np.concatenate([a, x])
+                    for ks in range(BK // 32):
+                        acc[w] = fp8.wgmma_model(img, desc + 2 * ks,
+                                                 desc + ((a.size + 32 * ks) >> 4), n, fmt,
+                                                 d=acc[w])
+    res = np.zeros((T, h), dtype=np.uint8 if out == "e4m3" else np.float32)
+    lt = np.arange(128)
+    for m in range(mt):
+        got = sorted(pieces[m], key=lambda p: p[0])
+        g = np.zeros((BM, n), np.float32)
+        u = np.zeros((BM, n), np.float32)
+        for _, pg, pu in got:
+            g, u = g + pg, u + pu  # float32, in block order, as the finisher adds them
+        for i in range(n // 2):
+            r, t = output_of(lt, i)
+            j = m * BM + r
+            ok = (j < h) & (t < T)
+            jj, tt = j[ok], t[ok]
+            s = sx[tt]
+            gate = g[r[ok], tt] * s * sg[jj]
+            up = u[r[ok], tt] * s * (su[jj] * inv)
+            y = (gate / (np.float32(1) + np.exp(-gate)) * up).astype(np.float32)
+            res[tt, jj] = fp8.encode(y, fmt="e4m3") if out == "e4m3" else _bf16_round(y)
+    return res
+
+
+# ---------------------------------------------------------------------------------------
+# host side
+
+
+_TABLES = {}  # (device, row tiles, k-blocks, blocks) -> the stream-K table on the device
+
+
+def _gpu_name() -> str:
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, stream_key):
+    from cuda.bindings import driver as cu
+
+    from .fastcall import PackedParams, cufunction, pack_array
+    from .launch import allow_shared, flat, pointer, sm_count
+    from .splitk import device_key, workspace
+    from .wgmma_gemm import Plan, tensor_maps
+
+    kern = make_fp8_gemv(tile, out_dtype, fmt)
+    mt, nk = -(-h // BM), -(-d // tile.stage_k)
+    grid = min(sm_count() * tile.ctas_per_sm * tile.waves, mt * nk)
+    key = (device_key(), mt, nk, grid)
+    if key not in _TABLES:
+        _TABLES[key] = cuda.to_device(stream_k(mt, nk, grid))
+    sk = _TABLES[key]
+    # every launch leaves the tiles' counters at zero: launches on one stream share it
+    ws = workspace("fp8_gemv", stream_key, 2 * grid * 128 * tile.n, mt)
+    maps = tensor_maps([gd, ud, xd], [(BK, BM), (BK, BM), (BK, tile.n)], tile.promotion)
+    fo = flat(od, "out")
+    args = [maps, sk, sxd, sgd, sud, fo, ws.part, ws.count, T, d, h, np.float32(inv)]
+    smem = tile.shared_bytes
+    allow_shared(kern, args, smem)
+    function = cufunction(cu, compiled_for(kern, args))
+    params = []
+    for a in args[:8]:
+        params.extend(pack_array(pointer(a), a.shape, a.strides, a.dtype.itemsize))
+    params += [T, d, h, struct.unpack("<I", struct.pack("<f", inv))[0]]
+    return Plan(function, grid, 256, smem, PackedParams(params), None,
+                (maps, sk, sxd, sgd, sud, fo, ws))
+
+
+def swiglu_fp8_gemv(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16",
+                    out_scale: float = 1.0, fmt: str = "e4m3", tile: Fp8GemvTile | None = None,
+                    stream=None):
+    """``out = silu(sx sg (xq @ wgq.T)) * (sx su (xq @ wuq.T))`` for T <= :data:`MAX_T`
+    tokens, bfloat16, or e4m3 codes of ``out / out_scale`` (saturated) when
+    ``out_dtype="e4m3"``: the arguments of :func:`book.kernels.fp8_gemm.swiglu_fp8`. torch
+    CUDA tensors (float8 or their uint8 codes; float32 scales) or Numba device arrays.
+    A launch is planned once per set of torch tensors (``out`` given) and then replayed with
+    ``cuLaunchKernel``, as the FP8 GEMM's, on the stream of each call (a CUDA graph's capture
+    too: a planned call allocates nothing). Its seams' workspace is the one of the stream it
+    was planned on: two plans launched at once on two streams must not share one (plan each
+    on its own stream)."""
+    from .fp8_gemm import _bytes, _output, _scales
+    from .hopper import check_capability
+    from .tensorcore import target_cc
+    from .wgmma_gemm import _PLANS, _launch, _stream, _torch_key
+
+    if out_dtype not in OUTS:
+        raise ValueError(f"out_dtype must be one of {OUTS}, got {out_dtype!r}")
+    inv = 1.0 if out_dtype == "bfloat16" else float(np.float32(1.0) / np.float32(out_scale))
+    raw = _stream(stream, xq)
+    key = None
+    if out is not None:
+        key = _torch_key(("fp8_gemv", out_dtype, fmt, inv), tile,
+                         (xq, sx, wgq, sg, wuq, su, out))
+        plan = _PLANS.get(key) if key is not None else None
+        if plan is not None:
+            _launch(plan, raw)
+            return out
+    check_capability(target_cc())
+    xd, gd, ud = _bytes(xq, "xq"), _bytes(wgq, "wgq"), _bytes(wuq, "wuq")
+    T, d = xd.shape
+    h = gd.shape[0]
+    if tuple(gd.shape) != (h, d) or tuple(ud.shape) != (h, d):
+        raise ValueError(f"wgq, wuq must be [h, d] = [{h}, {d}] (nn.Linear layout), got "
+                         f"{tuple(gd.shape)}, {tuple(ud.shape)}")
+    if d % 16 or h % 16 or not d or not h or not 1 <= T <= MAX_T:
+        raise ValueError(f"the FP8 GEMV takes 1 to {MAX_T} tokens and d, h positive multiples "
+                         f"of 16 (16-byte rows for TMA): got T = {T}, d = {d}, h = {h}")
+    tile = (tile or gemv_tile(T, d, _gpu_name())).validate()
+    if T > tile.n:
+        raise ValueError(f"{tile} takes at most {tile.n} tokens (its wgmma's N), got T = {T}")
+    sxd, sgd, sud = _scales(sx, T, "sx"), _scales(sg, h, "sg"), _scales(su, h, "su")
+    res, od = _output(out, xq, T, h, out_dtype)
+    plan = _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, int(raw))
+    if key is not None:
+        _PLANS.put(key, plan)
+    _launch(plan, raw)
+    return res

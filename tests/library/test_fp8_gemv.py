@@ -1,0 +1,245 @@
+"""The FP8 decode GEMV (book/kernels/fp8_gemv.py): without a GPU, its NumPy model (the
+kernel block by block: the stream-K walk, TMA boxes, FP8 wgmma, the seams' pieces added in
+block order, the epilogue thread by thread) against float64 and against the fused FP8
+GEMM's model, its tile, and its PTX through ptxas for sm_90a; on a Hopper GPU (the GPU
+lane), the kernel against the model, against float64 and against itself launch after
+launch."""
+
+import re
+
+import numpy as np
+import pytest
+
+import book
+from book import quantize as Q
+from book.kernels import fp8 as F
+from book.kernels import fp8_gemm as G
+from book.kernels import fp8_gemv as V
+from book.kernels import hopper as H
+from book.kernels.wgmma_gemv_tile import WgmmaGemvTile
+
+
+def quantized(T, d, h, seed=0):
+    x, wg, wu = Q.random_layer(T, d, h, seed=seed)
+    return Q.per_token(x), Q.per_channel(wg), Q.per_channel(wu)
+
+
+def codes(qx, qg, qu):
+    return qx.codes, qx.scale, qg.codes, qg.scale, qu.codes, qu.scale
+
+
+def reference(qx, qg, qu):
+    xv = qx.values()
+    g, u = xv @ qg.values().T, xv @ qu.values().T
+    return 0.5 * g * (1 + np.tanh(g / 2)) * u
+
+
+# ------------------------------------------------------------------ the model
+
+@pytest.mark.parametrize("T,d,h,blocks", [(4, 512, 256, 3), (1, 256, 128, 1),
+                                          (16, 1024, 192, 5), (5, 768, 160, 7),
+                                          (9, 512, 64, 4)])
+def test_the_model_computes_the_layer_and_matches_the_fused_gemms_model(T, d, h, blocks):
+    """Seams and whole tiles (a few blocks over a few tiles): float64 of the quantized layer
+    to bf16's rounding, and the fused GEMM's model (another walk of the same instructions)
+    output for output."""
+    q = quantized(T, d, h, seed=T + d)
+    y = V.model(*codes(*q), blocks=blocks)
+    ref = reference(*q)
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 4e-3
+    assert np.array_equal(y, G.model(*codes(*q)))
+    s = 2 * float(np.abs(ref).max()) / F.E4M3.max
+    c = V.model(*codes(*q), out="e4m3", out_scale=s, blocks=blocks)
+    assert c.dtype == np.uint8
+    assert np.array_equal(c, G.model(*codes(*q), out="e4m3", out_scale=s))
+    assert np.linalg.norm(F.decode(c) * s - ref) / np.linalg.norm(ref) < 0.05
+
+
+def test_a_static_output_scale_saturates_in_the_model_as_satfinite_does():
+    q = quantized(4, 256, 128, seed=1)
+    ref = reference(*q)
+    s = float(np.abs(ref).max()) / F.E4M3.max / 4  # four times too small
+    c = V.model(*codes(*q), out="e4m3", out_scale=s, blocks=2)
+    big = np.abs(ref) / s > 464
+    assert big.any() and (c[big] & 0x7F == 0x7E).all()  # +-448, never NaN
+    assert not (c & 0x7F == 0x7F).any()
+
+
+# ------------------------------------------------------------------ the tile
+
+def test_the_tile_is_the_bf16_gemvs_bytes_with_twice_the_k():
+    t = V.gemv_tile(16, gpu="NVIDIA H200")
+    b = WgmmaGemvTile(n=16, stages=4, kblocks=2)
+    assert (t.w_bytes, t.x_bytes, t.stage_bytes, t.tx_bytes, t.layout) == (
+        b.w_bytes, b.x_bytes, b.stage_bytes, b.tx_bytes, b.layout)
+    assert t.stage_k == 2 * b.stage_k == 256
+    assert (t.n, t.stages, t.kblocks, t.promotion, t.lead) == (16, 4, 2, "128B", 4)
+    assert V.gemv_tile(1).n == 8 and V.gemv_tile(4).n == 8 and V.gemv_tile(32).kblocks == 1
+    assert "m64n16k32 e4m3" in t.describe()
+    with pytest.raises(ValueError):
+        V.gemv_tile(33)
+    for bad in ({"x_resident": True}, {"trace": True}, {"dynamic": 4}, {"cpasync": True},
+                {"prefetch": 2}, {"n": 40}):
+        with pytest.raises(ValueError):
+            V.Fp8GemvTile(**{"n": 16, **bad}).validate()
+    assert V.weight_bytes(4096, 14336) == 2 * 4096 * 14336
+
+
+def test_in_the_simulator_the_kernel_is_refused_with_what_runs_instead():
+    if not book.gpu.SIMULATED:
+        pytest.skip("the simulator's message")
+    with pytest.raises(RuntimeError, match="model"):
+        V.make_fp8_gemv(V.gemv_tile(4), "bfloat16")
+
+
+# ------------------------------------------------------------------ PTX, through ptxas for sm_90a
+
+GEMVS = {"fp8_gemv_t1_bfloat16": (8, "bfloat16"), "fp8_gemv_t4_e4m3": (8, "e4m3"),
+         "fp8_gemv_t16_e4m3": (16, "e4m3"), "fp8_gemv_t16_bfloat16": (16, "bfloat16")}
+
+
+@pytest.fixture(scope="module")
+def texts():
+    from book.kernels import ptx
+
+    got = ptx.ptx_many([(n, "bfloat16") for n in GEMVS], cc=H.ARCH)
+    return {n: got[f"{n}/bfloat16"] for n in GEMVS}
+
+
+@pytest.mark.parametrize("name", sorted(GEMVS))
+def test_the_kernel_assembles_with_tma_and_unserialized_fp8_wgmma(texts, name):
+    from book.kernels import ptx
+
+    n, out = GEMVS[name]
+    text = texts[name]
+    ok, log = ptx.ptxas_log(text)
+    assert ok, log[-2000:]
+    # a division on the device would be a subroutine call, and a call serializes wgmma
+    assert not re.findall(r"\((C75(?:09|10|15|17))\)", log), log[-1500:]
+    assert re.findall(r"(\d+) bytes spill stores", log) == ["0"] and ".local" not in text
+    assert f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3" in text
+    assert "div.s64" not in text and "div.u64" not in text
+    # the copies with their L2 hints, the tiles' pieces counted with one atomic
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" \
+           ".L2::cache_hint" in text
+    assert len(re.findall(r"atom\.global\.add", text)) == 1
+    # the first stages' weights asked of L2 before the barriers are set up (lead)
+    prefetch = "cp.async.bulk.prefetch.tensor.2d.L2.global.tile"
+    assert 0 <= text.find(prefetch) < text.find("mbarrier.init.shared::cta.b64")
+    # e4m3 out: satfinite conversions and byte stores, no bf16 rounding; bf16 out: the reverse
+    sat = "cvt.rn.satfinite.e4m3x2.f32" in text
+    assert sat == (out == "e4m3") and ("st.global.u8" in text) == (out == "e4m3")
+
+
+# ------------------------------------------------------------------ on a Hopper GPU
+
+def _torch_hopper():
+    info = book.gpu.device_info()
+    if info is None or tuple(info.compute_capability)[:2] != (9, 0):
+        pytest.skip("needs a Hopper GPU (sm_90)")
+    import torch
+
+    return torch
+
+
+def _on_gpu(torch, q):
+    return [torch.from_numpy(np.ascontiguousarray(a)).cuda() for a in codes(*q)]
+
+
+def _grid(T, d, h):
+    from book.kernels.launch import sm_count
+
+    tile = V.gemv_tile(T, d)
+    return min(sm_count(), -(-h // V.BM) * -(-d // tile.stage_k))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T,d,h", [(1, 512, 256), (4, 1024, 384), (16, 768, 160), (5, 256, 64),
+                                   (16, 4096, 1024)])
+@pytest.mark.parametrize("out", ["bfloat16", "e4m3"])
+def test_on_a_hopper_gpu_the_kernel_matches_its_model(T, d, h, out):
+    """The same walk, seams and epilogue: bf16 out within bf16's rounding of the model; e4m3
+    codes mostly equal (the tensor cores' FP8 sums keep fewer bits than the model's float32,
+    and the kernel's exp is the fast one), one code apart at most."""
+    torch = _torch_hopper()
+    q = quantized(T, d, h, seed=T * d + h)
+    ref = reference(*q)
+    s = 2 * float(np.abs(ref).max()) / F.E4M3.max if out == "e4m3" else 1.0
+    got = V.swiglu_fp8_gemv(*_on_gpu(torch, q), out_dtype=out, out_scale=s)
+    want = V.model(*codes(*q), out=out, out_scale=s, blocks=_grid(T, d, h))
+    if out == "e4m3":
+        g = got.view(torch.uint8).cpu().numpy()
+        gv, wv = F.decode(g), F.decode(want)
+        step = np.abs(wv) * 2.0 ** -3 + 2.0 ** -9
+        assert (np.abs(gv - wv) <= step).all(), np.argwhere(np.abs(gv - wv) > step)[:6]
+        assert (g != want).mean() < 0.05
+    else:
+        g = got.float().cpu().numpy()
+        assert np.linalg.norm(g - want) / np.linalg.norm(want) < 4e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [1, 4, 16])
+def test_on_a_hopper_gpu_the_course_shape_against_float64_and_the_fused_gemm(T):
+    torch = _torch_hopper()
+    d, h = 4096, 14336
+    gen = torch.Generator(device="cuda").manual_seed(T)
+    x = torch.randn(T, d, device="cuda", generator=gen)
+    wg = torch.randn(h, d, device="cuda", generator=gen) / d ** 0.5
+    wu = torch.randn(h, d, device="cuda", generator=gen) / d ** 0.5
+    (xq, sx), (gq, sg), (uq, su) = (Q.quantize_torch(a) for a in (x, wg, wu))
+    xv = xq.double() * sx.double()[:, None]
+    ref = (torch.nn.functional.silu(xv @ (gq.double() * sg.double()[:, None]).T)
+           * (xv @ (uq.double() * su.double()[:, None]).T))
+    o = torch.full((T, h), float("nan"), device="cuda", dtype=torch.bfloat16)
+    V.swiglu_fp8_gemv(xq, sx, gq, sg, uq, su, o)
+    assert not o.isnan().any()
+    assert float((o.double() - ref).norm() / ref.norm()) < 1e-2
+    fused = G.swiglu_fp8(xq, sx, gq, sg, uq, su)  # the prefill kernel on the same inputs
+    assert float((o.double() - fused.double()).norm() / fused.double().norm()) < 1e-2
+    scale = float(ref.abs().max() / 448) * 2
+    o8 = torch.empty((T, h), device="cuda", dtype=torch.float8_e4m3fn)
+    V.swiglu_fp8_gemv(xq, sx, gq, sg, uq, su, o8, out_dtype="e4m3", out_scale=scale)
+    v = torch.from_numpy(F.decode(o8.view(torch.uint8).cpu().numpy())).cuda() * scale
+    assert float((v - ref).norm() / ref.norm()) < 0.05
+    # the same kernel's bf16 output, requantized here: one code apart at most
+    again = F.decode(F.encode(o.float().cpu().numpy() * np.float32(1 / scale)))
+    got = F.decode(o8.view(torch.uint8).cpu().numpy())
+    assert (np.abs(got - again) <= np.abs(again) * 2.0 ** -3 + 2.0 ** -9).all()
+
+
+@pytest.mark.gpu
+def test_on_a_hopper_gpu_launches_repeat_bit_for_bit_and_plans_hold_addresses():
+    """The seams' counters are left at zero, so every launch (a planned replay too) adds the
+    same pieces in the same order; a plan keeps addresses, never values."""
+    torch = _torch_hopper()
+    from book.kernels.wgmma_gemm import _PLANS
+
+    q = quantized(16, 4096, 2048, seed=3)
+    args = _on_gpu(torch, q)
+    o = torch.empty(16, 2048, device="cuda", dtype=torch.bfloat16)
+    V.swiglu_fp8_gemv(*args, o)
+    first = o.clone()
+    n = len(_PLANS)
+    for _ in range(3):
+        o.fill_(float("nan"))
+        V.swiglu_fp8_gemv(*args, o)
+        assert torch.equal(o, first)
+    assert len(_PLANS) == n
+    args[1].mul_(2)  # sx doubled: gate and up doubled
+    V.swiglu_fp8_gemv(*args, o)
+    assert not torch.equal(o, first)
+
+
+@pytest.mark.gpu
+def test_on_a_hopper_gpu_bad_inputs_are_refused():
+    torch = _torch_hopper()
+    q = quantized(4, 256, 128)
+    a = _on_gpu(torch, q)
+    with pytest.raises(ValueError, match="tokens"):
+        big = quantized(40, 256, 128)
+        V.swiglu_fp8_gemv(*_on_gpu(torch, big))
+    with pytest.raises(ValueError, match="float32"):
+        V.swiglu_fp8_gemv(a[0], a[1].double(), *a[2:])
+    with pytest.raises(ValueError, match="out_dtype"):
+        V.swiglu_fp8_gemv(*a, out_dtype="float16")
