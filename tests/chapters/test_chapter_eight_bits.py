@@ -115,3 +115,18 @@ def test_the_chapter_runs_in_the_simulator(tmp_path):
     assert "bit for bit: True" in out["ch09b-014"]
     assert "equals the fused GEMM's model: True" in out["ch09b-038"]
     assert "ridge with bf16" in out["ch09b-005"]
+
+
+@pytest.mark.parametrize("cid,var", [("ch09b-ex1", "ex1"), ("ch09b-ex2", "ex2"),
+                                     ("ch09b-ex3", "ex3"), ("ch09b-ex4", "ex4")])
+def test_each_exercise_cell_asks_then_takes_the_right_answer_and_refuses_a_wrong_one(cid, var):
+    from book import exercises
+
+    ns = {"exercises": exercises, "spec_key": "H200", "h": 14336, "display": lambda _: None}
+    exec(_cell(cid), ns)
+    ex = ns[var]
+    assert ns["answer"] is None and ex.name == var
+    right = ex.truth if hasattr(ex, "truth") else ex.answer
+    wrong = 3 * ex.truth + 1 if hasattr(ex, "truth") else next(
+        k for k in ex.options if k != ex.answer)
+    assert ex.check(right) and not ex.check(wrong)
