@@ -7,6 +7,7 @@ puts its rows beside the prefill run's in `book/data/fp8/h200.json`, where the c
 them.
 
     python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_h200.json [--T 1 4 16]
+    python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_sweep_h200.json --T 4 16 --sweep
 
 d = 4096, h = 14336, nn.Linear weights; x per token and the weights per output channel in e4m3
 (book.quantize), two copies of the weights taken in turn (234 MB of e4m3, beyond any L2), the
@@ -31,7 +32,10 @@ Each row's GB/s are of its weight bytes (2dh for e4m3, 4dh for bf16). Then each 
 pure GPU time, the calls captured in a CUDA graph and replayed (``book.bench.measure`` with
 ``graph=True``; ``graph_us``): no host time in it at all. Every path is checked first against
 float64 of its quantized layer; the GEMV's registers and local memory as built on this GPU are
-recorded. Prints a table and writes JSON (provenance, rows, checks, ratios).
+recorded. ``--sweep`` (its own record, `records/fp8/fp8_decode_sweep_h200.json`, not the
+chapter's): instead of the rows, the GEMV's tiles of :data:`SWEEP`, rows ``fp8_gemv_sweep_<i>``
+(e4m3 out, the tile's fields under ``tile``). Prints a table and writes JSON (provenance, rows,
+checks, ratios).
 """
 
 from __future__ import annotations
@@ -49,12 +53,68 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 D, H = 4096, 14336
 
 
+#: the GEMV's tiles ``--sweep`` measures beside the default (each must fit an SM): deeper or
+#: shallower rings, longer rows a stage, two blocks an SM, no lead or a longer one, the L2
+#: promotion, no L2 hints
+SWEEP = ({}, {"stages": 6}, {"stages": 3, "kblocks": 4}, {"stages": 8, "kblocks": 1},
+         {"ctas_per_sm": 2, "stages": 3, "kblocks": 1}, {"lead": 0}, {"lead": 8},
+         {"promotion": "256B"}, {"promotion": "none"}, {"hints": False})
+
+
+def sweep(args, doc, ws, gen, V, Q, measure_interleaved, summarize, write, prov, torch):
+    """Rows ``fp8_gemv_sweep_<i>`` (e4m3 out, the tile of SWEEP[i] over the default, its fields
+    under ``tile``), every tile of a T measured in turn, round after round."""
+    import dataclasses
+
+    for T in args.T:
+        qx = [Q.quantize_torch(torch.randn(T, D, device="cuda", generator=gen)) for _ in range(2)]
+        o8 = [torch.empty(T, H, device="cuda", dtype=torch.float8_e4m3fn) for _ in range(2)]
+        base = V.gemv_tile(T, D, prov["gpu"])
+        tiles = {}
+        for i, change in enumerate(SWEEP):
+            try:
+                tiles[i] = dataclasses.replace(base, **change).validate()
+            except ValueError as e:
+                doc["notes"].append(f"sweep tile {change} at T = {T} refused: {e}")
+
+        def call(tile):
+            def run(i):
+                w = ws[i]
+                return V.swiglu_fp8_gemv(*qx[i], w["gq"], w["sg"], w["uq"], w["su"], o8[i],
+                                         out_dtype="e4m3", out_scale=1.0, tile=tile)
+            return run
+
+        cands = {i: (call(t), [(0,), (1,)], {"bytes_moved": V.weight_bytes(D, H)})
+                 for i, t in tiles.items()}
+        pooled = {i: [] for i in cands}
+        for _ in range(args.rounds):
+            for i, cand in cands.items():
+                pooled[i].extend(measure_interleaved({i: cand}, rounds=1,
+                                                     reps=args.reps)[i].samples_s)
+        for i, tile in tiles.items():
+            med, p10, p90 = summarize(pooled[i])
+            doc["rows"].append({
+                "name": f"fp8_gemv_sweep_{i}", "dtype": "e4m3", "shape": [T, D, H],
+                "median_us": med * 1e6, "p10_us": p10 * 1e6, "p90_us": p90 * 1e6,
+                "samples": len(pooled[i]), "weight_bytes": V.weight_bytes(D, H),
+                "tb_per_s": V.weight_bytes(D, H) / med / 1e12,
+                "tile": {**dataclasses.asdict(tile), "change": SWEEP[i]},
+                "method": f"book.bench.measure_interleaved per tile, {args.rounds} rounds of "
+                          f"{args.reps} samples, tiles in turn"})
+            print(f"  sweep T={T} {SWEEP[i] or 'default'}: {med * 1e6:.1f} us "
+                  f"({V.weight_bytes(D, H) / med / 1e12:.2f} TB/s)", flush=True)
+        write(args.out, doc)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--T", type=int, nargs="+", default=[1, 4, 16])
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--reps", type=int, default=8)
+    ap.add_argument("--sweep", action="store_true",
+                    help="instead of the rows, the GEMV's tiles of SWEEP (e4m3 out), "
+                         "interleaved, per T (its own record: fp8_decode_sweep_<gpu>.json)")
     args = ap.parse_args(argv)
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import book
@@ -114,7 +174,7 @@ def main(argv=None):
             del wg, wu
         wb8, wb16 = V.weight_bytes(D, H), 2 * V.weight_bytes(D, H)
         decode = planned("decode")
-        for T in args.T:
+        for T in ([] if args.sweep else args.T):
             xs = [torch.randn(T, D, device="cuda", generator=gen) for _ in range(2)]
             qx = [Q.quantize_torch(x) for x in xs]
             pad = [(torch.cat([xq.view(torch.uint8), torch.zeros(16 - T, D, dtype=torch.uint8,
@@ -237,6 +297,8 @@ def main(argv=None):
                                   / peak if peak else None, "peak_bandwidth": peak})
             doc["out_scale_" + str(T)] = out_scale
             write(args.out, doc)
+        if args.sweep:
+            sweep(args, doc, ws, gen, V, Q, measure_interleaved, summarize, write, prov, torch)
         doc["kernels"] = kernel_report({
             f"gemv_t{T}_{o}": V.make_fp8_gemv(V.gemv_tile(T, D, prov["gpu"]), o)
             for T in args.T for o in V.OUTS})
@@ -247,9 +309,9 @@ def main(argv=None):
           f"{'SM MHz':>6} {'W':>4}")
     for r in doc["rows"]:
         print(f"{r['name']:<40} {r['shape'][0]:>3} {r['median_us']:>9.1f} "
-              f"{r['p10_us']:>6.1f}-{r['p90_us']:<6.1f} {r['graph_us'] or 0:>6.1f} "
-              f"{r['tb_per_s']:>5.2f} {r['sm_mhz_median'] or 0:>6.0f} "
-              f"{r['power_w_median'] or 0:>4.0f}")
+              f"{r['p10_us']:>6.1f}-{r['p90_us']:<6.1f} {r.get('graph_us') or 0:>6.1f} "
+              f"{r['tb_per_s']:>5.2f} {r.get('sm_mhz_median') or 0:>6.0f} "
+              f"{r.get('power_w_median') or 0:>4.0f}")
     for q in doc["ratios"]:
         if "speedup" in q:
             g = q["speedup_graph"]
