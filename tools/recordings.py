@@ -160,8 +160,16 @@ def compare(src_nb, rec_nb) -> list[str]:
     return problems
 
 
-def find(src: str, root: Path = ROOT, gpu: str = PUBLISHED_GPU) -> Recording:
-    """The recording of chapter ``src`` (relative to ``root``) and whether it is current."""
+def find(src: str, root: Path = ROOT, gpu: str | None = None) -> Recording:
+    """The recording of chapter ``src`` (relative to ``root``) and whether it is current:
+    ``gpu``'s, or where none is named the published GPU's, else (a chapter newer than the
+    published GPU's last session: only another GPU was lent since) the first other GPU's
+    folder, by name, that holds one; its provenance names the GPU on the page."""
+    if gpu is None:
+        folders = [PUBLISHED_GPU] + sorted(
+            d.name for d in (root / "records" / "chapters").glob("*")
+            if d.is_dir() and d.name != PUBLISHED_GPU)
+        gpu = next((g for g in folders if record_path(src, g, root).is_file()), PUBLISHED_GPU)
     path = record_path(src, gpu, root)
     if not path.is_file():
         return Recording(src, None)

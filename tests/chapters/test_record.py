@@ -50,11 +50,32 @@ def test_every_chapter_has_a_gpu_recording():
     a recording (a fresh chapter falls back to the simulator, labelled, until it is recorded)."""
     from tools.execute import executed_notebooks
 
-    missing = [src for src in executed_notebooks() if not recordings.record_path(src).is_file()]
+    missing = [src for src in executed_notebooks() if not recordings.find(src).exists]
+    shown = {src: recordings.find(src) for src in executed_notebooks()}
+    for src, rec in shown.items():   # the recording a page shows, another GPU's included
+        if rec.exists:
+            assert not rec.problems, rec.stale_message()
+            assert not rec.provenance.get("simulated") and rec.provenance.get("gpu"), src
     assert not missing, (
-        f"no GPU recording in records/chapters/{recordings.PUBLISHED_GPU}/ for: "
+        "no GPU recording in records/chapters/ for: "
         + ", ".join(missing) + f"\nRecord them on a GPU: {recordings.RECORD_COMMAND} "
         + " ".join(missing) + f", then {recordings.INSTALL_COMMAND} here.")
+
+
+def test_a_chapter_the_published_gpu_never_recorded_shows_another_gpus_recording(tmp_path):
+    """A chapter newer than the published GPU's last session (only an H200 was lent since) is
+    shown with another GPU's recording, named by its provenance; the published GPU's comes
+    first wherever it has one, and a GPU asked for by name is that GPU's only."""
+    _fake_recording(tmp_path)
+    pub = recordings.record_path("chapters/x.ipynb", root=tmp_path)
+    other = recordings.record_path("chapters/x.ipynb", "h200", root=tmp_path)
+    other.parent.mkdir(parents=True)
+    pub.rename(other)
+    rec = recordings.find("chapters/x.ipynb", root=tmp_path)
+    assert rec.usable and rec.path == other
+    assert recordings.find("chapters/x.ipynb", root=tmp_path, gpu=recordings.PUBLISHED_GPU).path is None
+    pub.write_bytes(other.read_bytes())
+    assert recordings.find("chapters/x.ipynb", root=tmp_path).path == pub
 
 
 def _fake_recording(tmp_path, src_rel="chapters/x.ipynb"):
