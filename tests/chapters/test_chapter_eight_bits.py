@@ -12,7 +12,7 @@ import nbformat
 import pytest
 import yaml
 
-import book  # noqa: F401
+import book
 from book import fp8_data as D
 from book import fp8_figures as ff
 from repo import ROOT
