@@ -130,3 +130,10 @@ def test_each_exercise_cell_asks_then_takes_the_right_answer_and_refuses_a_wrong
     wrong = 3 * ex.truth + 1 if hasattr(ex, "truth") else next(
         k for k in ex.options if k != ex.answer)
     assert ex.check(right) and not ex.check(wrong)
+
+
+def test_its_code_lines_fit_the_column():
+    long = [(c.get("id"), line) for c in _nb().cells if c.cell_type == "code"
+            and c.get("id") != "course-setup" for line in c.source.splitlines()
+            if len(line) > 80]
+    assert not long, long
