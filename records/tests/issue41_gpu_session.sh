@@ -15,7 +15,7 @@ source benchmarks/device_env.sh > "$W/env.log" 2>&1
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv > "$W/gpu_before.csv"
 part() {  # part NAME PYTEST_ARGS...: the gpu tests of one part, in a process of its own
   local name=$1; shift
-  timeout "${PART_S:-480}" python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
+  timeout "${PART_S:-460}" python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
     --junitxml="$W/junit_$name.xml" "$@" > "$W/log_$name.txt" 2>&1
   echo "$name exit $?" >> "$W/exits.txt"
 }
@@ -25,7 +25,8 @@ for lab in lab2 lab3 lab4 lab5 lab6; do
   part "paths_$lab" tests/grader/test_lab_paths.py -k "$lab" &
 done
 part sanitizer tests/grader/test_feedback.py -k compute_sanitizer &
-(timeout "${RECORD_S:-420}" python3 -m tools.record --out "$W/chapters" \
+part fp8gemv tests/library/test_fp8_gemv.py -k matches_its_model &
+(timeout "${RECORD_S:-460}" python3 -m tools.record --out "$W/chapters" --timeout 440 \
    chapters/07b_reductions.ipynb chapters/09b_eight_bits.ipynb > "$W/log_record.txt" 2>&1;
  echo "record exit $?" >> "$W/exits.txt") &
 wait
