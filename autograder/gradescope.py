@@ -58,6 +58,7 @@ CONFIG = "gradescope.json"          # in the bundle's root: the lab, the class's
 # versions pinned as the course's requirements.txt pins them
 RUNTIME = ("numba", "numba-cuda", "numpy")
 GRADE_TIMEOUT_S = 3000              # Gradescope's own limit is the assignment's (up to hours)
+STOP_GRACE_S = 20                   # a stopped `grade`'s time to end its children and their folders
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, when it builds the image, from the unpacked bundle
@@ -339,9 +340,10 @@ def run(base: Path | None = None) -> int:
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)   # `grade` kills its children whole on SIGTERM
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()   # gone before its folder goes: nothing written into it after
         shutil.rmtree(work, ignore_errors=True)
         let_go(work)
         say(f"stopped by {signal.Signals(signum).name}")

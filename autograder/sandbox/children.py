@@ -488,7 +488,6 @@ class Child:
         except subprocess.TimeoutExpired:
             pass
         self._closed.set()
-        _open_children.discard(self)
         left = self._leftovers(timeout=3.0)
         for p in left:
             try:
@@ -526,6 +525,9 @@ class Child:
                 self.storage = {"error": f"its folder could not be read: {e}"}
         self._remove_folder()
         self._remove_left_behind()
+        # open until here: a grader stopped meanwhile (kill_open_children, in its main thread)
+        # still finds it and removes what this close had not yet removed before it dies
+        _open_children.discard(self)
 
     def _remove_folder(self) -> None:
         """Its working folder, and its own file system where it had one: emptied while mounted
