@@ -438,19 +438,30 @@ def hidden_needles() -> list[str]:
     return out
 
 
+def before_the_due_date(doc) -> str:
+    """What Gradescope shows the student before the due date: the result's output and every
+    test shown at once (a test's visibility, else the result's); never ``extra_data``, nor a
+    hidden case's own test, which is shown after the due date."""
+    shown = [doc.get("output", "")]
+    for t in doc["tests"]:
+        if t.get("visibility", doc.get("visibility", "visible")) == "visible":
+            shown += [t["name"], t.get("output", "")]
+    return "\n".join(shown)
+
+
 def test_hidden_cases_never_reach_the_student(the_class):
     """The exfiltrator: its function read every test's inputs off the stack and tried to write
     them where every uid may write; its writes are confined to its own folder, so the kernel
-    proof's child (another uid) found nothing to carry out, and nothing it was shown names a
-    hidden shape or seed."""
+    proof's child (another uid) found nothing to carry out: nothing it is shown before the due
+    date names a hidden shape or seed, and nothing of the proof's child's error is anywhere."""
     run = the_class["exfiltrates_cases"]
     doc, printed = run["doc"], _printed(run["doc"])
     assert "PROBE-DENIED /tmp/" in printed and "PROBE-WROTE" not in printed, printed
     public = [t for t in doc["tests"] if t["name"].startswith("public")]
     assert public and all(t["score"] == t["max_score"] for t in public), doc["output"]
-    said = json.dumps(doc)
+    said = before_the_due_date(doc)
     assert not [n for n in hidden_needles() if n in said], said[:3000]
-    assert "EXFILTRATED" not in said
+    assert "EXFILTRATED" not in json.dumps(doc)
     iso = doc["extra_data"]["isolation"]
     assert iso["writes"].startswith("only beneath ") and iso["outlives"] == [], iso
 
@@ -499,13 +510,14 @@ def test_without_landlock_hidden_cases_never_reach_the_student(without_landlock)
     doc = run["doc"]
     assert "PROBE-WROTE /tmp/" in _printed(doc)   # its writes were not confined
     assert run["files_left"] == [], run["files_left"]   # and were removed when it ended
-    said = json.dumps(doc)
+    said = before_the_due_date(doc)
     assert not [n for n in hidden_needles() if n in said], said[:3000]
 
 
 def _stop_mid_run(image, sig):
     """A run of the sleeper (its cells take minutes, it leaves a daemon) stopped by ``sig`` once
-    its child runs: the runner's folder, its `grade`'s children's folders."""
+    its child runs: the runner's folder and its `grade`'s children's folders, and what the
+    runner said."""
     proc = submit(image, {"sleeps.py": (HOSTILE / "sleeps.py").read_bytes()}, wait=False)
     deadline = time.monotonic() + 120
     while len(child_uid_processes(CHILD_MARK)) < 2 and time.monotonic() < deadline:
@@ -518,22 +530,24 @@ def _stop_mid_run(image, sig):
     assert any("gradescope-" in f.name for f in folders) and len(folders) >= 2, folders
     os.kill(runner, sig)
     proc.wait(timeout=60)
+    said = proc.stdout.read()[-3000:]
     deadline = time.monotonic() + 20
     while child_uid_processes() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert child_uid_processes() == {}
-    return folders
+    assert child_uid_processes() == {}, said
+    return folders, said
 
 
 def test_a_grader_stopped_by_sigterm_leaves_nothing_behind(image, the_class):
     """SIGTERM of run_autograder's Python mid-run (Gradescope's time limit): it stops its
     `grade`, which kills its children whole and removes their folders, and removes its own
     folder (the class's seed in it): nothing is left, at once."""
-    folders = _stop_mid_run(image, signal.SIGTERM)
+    folders, said = _stop_mid_run(image, signal.SIGTERM)
     deadline = time.monotonic() + 10
     while any(f.exists() for f in folders) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not any(f.exists() for f in folders), folders
+    left = {str(f): sorted(os.listdir(f)) for f in folders if f.exists()}
+    assert not left and "stopped by SIGTERM" in said, (left, said)
 
 
 def test_a_killed_grader_leaves_nothing_behind(image, the_class):
@@ -541,7 +555,7 @@ def test_a_killed_grader_leaves_nothing_behind(image, the_class):
     children whole, removing their folders): no process of the submission is left, and the
     run's own folder (the class's seed in it) is gone once the next run has started (no lock
     holds it any more)."""
-    folders = _stop_mid_run(image, signal.SIGKILL)
+    folders, _said = _stop_mid_run(image, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while any(f.exists() and "gradescope-" not in f.name for f in folders) and \
             time.monotonic() < deadline:
