@@ -188,7 +188,10 @@ def test_on_a_gpu_a_store_past_the_end_is_caught_in_the_same_words(lab, tmp_path
     every case of a store past `out` fails in the simulator's words; the master keeps full
     correctness; and for the labs whose kernels take the same launch on a GPU as in the
     simulator (all but lab 5, whose tile the notebook shrinks there), the public cases' whole
-    messages are the simulator's, character for character."""
+    messages are the simulator's, character for character, but for the lines of the tool only
+    a GPU runs (compute-sanitizer's findings on its sanitized case, which the simulator's trace
+    says again in its own line: on the H200 at 0ecfd36 memcheck's read past `x` led lab 2's
+    message)."""
     correctness_only(lab, tmp_path / "rubric.toml")
     # not lab 5 (the notebook shrinks its tile in the simulator), nor lab 6 (its fixture's
     # extra block races block 0 for out[t + 1, 0]: the values differ run to run on a GPU, and
@@ -212,4 +215,10 @@ def test_on_a_gpu_a_store_past_the_end_is_caught_in_the_same_words(lab, tmp_path
         if "writes_past" in name:
             for a, b in zip(_correctness(gpu[name]), _correctness(sim[name])):
                 if "hidden" not in a["name"]:
-                    assert a["output"] == b["output"], (name, a["output"], b["output"])
+                    assert _without_gpu_tools(a["output"]) == b["output"], (name, a["output"], b["output"])
+
+
+def _without_gpu_tools(message: str) -> str:
+    """A case's message less the lines of compute-sanitizer's findings (a GPU's alone)."""
+    return "\n".join(line for line in message.split("\n")
+                     if "Found by compute-sanitizer's" not in line)
