@@ -240,10 +240,16 @@ class Run:
             if got.loaded:
                 self._loaded(got, result)
                 self.judge.run_tests(child, result)
-                self.judge.prove_kernels(child, result, cells, gpu)
-                self.judge.trace_hazards(result, cells)
+                proof = self.judge.proof_recording(child, result)
                 if self.ctx.perf and (not self.simulated or self.sim_timing):
                     self.timer.record(child, result, gpu)
+                # the graded child closed (killed, everything it wrote removed) before any
+                # child after it loads the submission again: the proof's replay and the hazard
+                # trace see nothing of what it did with the hidden cases
+                self._ended(child, result, gpu)
+                self.judge.prove_kernels(result, cells, gpu, proof)
+                self.judge.trace_hazards(result, cells)
+                self.timer.unless_correct(result)
             else:
                 self._not_loaded(got, result)
         except Exception as e:  # the grader's own bug: say so, keep the class going

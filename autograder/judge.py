@@ -192,23 +192,38 @@ class Judge:
                 t.output = hazard_words(hz, t.output)
 
     # -- correctness needs kernels: replay the recorded launches on fresh inputs
-    def prove_kernels(self, child, result, cells, gpu):
-        """The launches recorded during the largest passing kernel test are replayed on fresh
-        inputs of the same shape (another seed), without calling the student's function: on a
-        GPU by the trusted replay process, in the simulator by a fresh sandboxed child that
-        only launches the recorded kernels. If they do not reproduce the answer, every
-        correctness point is withdrawn."""
+    def proof_recording(self, child, result):
+        """What the kernel proof replays, taken while the graded child is alive: the recording
+        of the largest passing kernel test, copied out of the child's folder into the grader's
+        (then the child is closed: nothing of it is left when the proof's own child runs).
+        ``(case, folder or the RecordingError)``, or None where there is nothing to prove."""
         ctx = self.ctx
         if not ctx.lab.kernel:
-            return
+            return None
         passed = [(c, r) for c, r, ok in result.replies.values() if ok]
         if not passed:
-            return
+            return None
         case, r = max(passed, key=lambda cr: ctx.lab.out_size(cr[0]))
+        try:
+            return case, copy_recording(child.workdir, r.get("recording", ""), ctx.rec_dir(result, "proof"))
+        except RecordingError as e:
+            return case, e
+
+    def prove_kernels(self, result, cells, gpu, taken):
+        """The launches recorded during the largest passing kernel test (``taken``:
+        ``proof_recording``'s) are replayed on fresh inputs of the same shape (another seed),
+        without calling the student's function: on a GPU by the trusted replay process, in the
+        simulator by a fresh sandboxed child that only launches the recorded kernels. If they
+        do not reproduce the answer, every correctness point is withdrawn."""
+        ctx = self.ctx
+        if taken is None:
+            return
+        case, folder = taken
         fresh = dict(case, seed=int(case["seed"]) * 7 + 123457, id=case["id"] + "_replay")
         proof = {"case": case["name"]}
         try:
-            folder = copy_recording(child.workdir, r.get("recording", ""), ctx.rec_dir(result, "proof"))
+            if isinstance(folder, RecordingError):
+                raise folder
             proof.update(recording_summary(folder))
             if ctx.simulated:
                 ok, msg = replay_in_simulator(ctx, folder, fresh, cells)

@@ -208,6 +208,18 @@ class Timer:
         # on a GPU the recording is timed later, when no submission's process is alive (grade())
         result.timing = {"folder": str(folder), "info": info, "gpu": gpu}
 
+    def unless_correct(self, result):
+        """A recording taken for timing is dropped when a later verdict (the kernel proof, the
+        hazard trace) took correctness points: performance points need every correctness test
+        to pass, as ``record`` checks before it records."""
+        p = result.test(PERFORMANCE)
+        if p is None or p.score or all(t.score == t.max_score for t in result.tests if t is not p):
+            return
+        if result.timing is not None or result.performance:
+            result.timing = None
+            result.performance = {"status": "skipped: correctness"}
+            p.output = "not measured: performance points need every correctness test to pass"
+
     def time_pending(self, result):
         """Phase 2 of a GPU run: time a recording with the trusted replay process while no
         submission's process exists, then score it."""

@@ -168,29 +168,53 @@ def test_labs_2_and_4_masters_have_none_and_their_faults_are_found():
         assert sorted({k[0] for k in _key(said)}) == want, said
 
 
+# The child's side of the sandbox is imported only inside a child (its package may move its
+# parts: tests/grader/test_sandbox_package.py), so this runs in a process of its own, as the
+# child does, and says what it found as JSON.
+CHILD_CALL = """
+import json, sys
+import numpy as np
+import book
+from numba import cuda
+from autograder import labs
+from autograder.inputs import generate, guarded
+from autograder.sandbox.inside import launches
+from book.sim_addressing import installed
+lab = labs.get("lab6_decode_mlp_up")
+case = json.loads(sys.argv[2])
+ns = {"__name__": "submission"}
+exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), ns)
+args, built = [], []
+for n, spec in lab.input_specs(case).items():
+    a = generate(spec)
+    flat = cuda.to_device(guarded(a, 64, "in"))
+    built.append(flat[64:64 + a.size].reshape(a.shape))
+    args.append({"name": n, "role": "in"})
+o = lab.out_spec(case)
+built.append(cuda.to_device(np.full(o["shape"], np.nan, o["dtype"])))
+args.append({"name": "out", "role": "out"})
+with launches.watching_hazards(args, built) as watched, installed():
+    ns["decode_swiglu"](*built)
+print(json.dumps({"hazards": watched.hazards, "notes": watched.notes}))
+"""
+
+
 def test_the_childs_reply_carries_the_calls_hazards():
-    """launches.watching_hazards, around a call as calls.run_test makes it: the reply's
-    "hazards" are autograder/hazards.py's, named by the test's arguments."""
-    from numba import cuda
+    """launches.watching_hazards, around a call as calls.run_test makes it (in a process of
+    its own, as the child's): the reply's "hazards" are autograder/hazards.py's, named by the
+    test's arguments."""
+    import json
+    import os
+    import subprocess
+    import sys
 
-    from autograder.inputs import generate, guarded
-    from autograder.sandbox.inside import launches
-    from book.sim_addressing import installed
-
-    fn = _module(COUNTER)["decode_swiglu"]
-    args, built = [], []
-    for n, spec in LAB6.input_specs(SPLIT).items():
-        flat = cuda.to_device(guarded(generate(spec), 64, "in"))
-        a = generate(spec)
-        built.append(flat[64:64 + a.size].reshape(a.shape))
-        args.append({"name": n, "role": "in"})
-    o = LAB6.out_spec(SPLIT)
-    built.append(cuda.to_device(np.full(o["shape"], np.nan, o["dtype"])))
-    args.append({"name": "out", "role": "out"})
-    with launches.watching_hazards(args, built) as watched, installed():
-        fn(*built)
-    found = hazards.from_report(watched.hazards)
+    env = dict(os.environ, BOOK_SIMULATOR="1", PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", CHILD_CALL, str(COUNTER), json.dumps(SPLIT)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    found = hazards.from_report(said["hazards"])
     assert [(h.kind, h.array, h.index) for h in found] == [("race_global", "count", 0),
                                                             ("race_global", "part", 0)]
-    assert watched.notes == []
+    assert said["notes"] == []
     assert hazards.message(found[0]).startswith("A RACE BETWEEN BLOCKS on `count` at flat index 0")

@@ -21,6 +21,9 @@ LARGE = {
                                "kernel factory and planned launch",
     "book.kernels.hopper": "Hopper's instructions as intrinsics, each with the model of what "
                            "it computes",
+    "autograder.sandbox.children": "one sandboxed child from its start to its teardown: the "
+                                   "protocol, the watchdog, the kill and the check that "
+                                   "nothing of it is left",
     "autograder.sanitize": "the grader's compute-sanitizer runs: the case chosen by the "
                            "master's paths, the three tools' sandboxed children, their "
                            "findings as hazards that cost the case",
