@@ -2,7 +2,8 @@
 # The runbook of one device call (2026-11-28, an H200): issue 41's GPU lane (lab 6's split-K
 # faults, every lab's paths on a GPU's cases, the bounds and state fixtures, the graded
 # compute-sanitizer case) and the new chapters recorded (07b reductions, 09b eight bits), side
-# by side (16 cores, one GPU: the grading runs judge cases and time nothing). Writes, under OUT:
+# by side (16 cores, one GPU: the grading runs judge cases and time nothing); PARTS="splitk
+# bounds_lab2 ..." runs only those parts (and records nothing). Writes, under OUT:
 # lane.tar.gz (pytest's logs and JUnit reports per part, the recording's bundle) and
 # gpu_grader_<gpu>.json (the summary, with provenance, that records/tests/ keeps).
 #
@@ -15,6 +16,7 @@ source benchmarks/device_env.sh > "$W/env.log" 2>&1
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv > "$W/gpu_before.csv"
 part() {  # part NAME PYTEST_ARGS...: the gpu tests of one part, in a process of its own
   local name=$1; shift
+  case " ${PARTS:-$name} " in *" $name "*) ;; *) return 0 ;; esac   # PARTS="a b": only those
   timeout "${PART_S:-460}" python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider \
     --junitxml="$W/junit_$name.xml" "$@" > "$W/log_$name.txt" 2>&1
   echo "$name exit $?" >> "$W/exits.txt"
@@ -26,7 +28,7 @@ for lab in lab2 lab3 lab4 lab5 lab6; do
 done
 part sanitizer tests/grader/test_feedback.py -k compute_sanitizer &
 part fp8gemv tests/library/test_fp8_gemv.py -k matches_its_model &
-(timeout "${RECORD_S:-460}" python3 -m tools.record --out "$W/chapters" --timeout 440 \
+[ -n "${PARTS:-}" ] || (timeout "${RECORD_S:-460}" python3 -m tools.record --out "$W/chapters" --timeout 440 \
    chapters/07b_reductions.ipynb chapters/09b_eight_bits.ipynb > "$W/log_record.txt" 2>&1;
  echo "record exit $?" >> "$W/exits.txt") &
 wait
