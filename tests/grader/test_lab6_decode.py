@@ -202,8 +202,8 @@ DERIVED = {  # file: (first line, the master's cells, their edits, code appended
         GRADED_CELLS, {}, _REREAD),
     "cached_by_pointer.py": (
         "# cached result: the master, skipping the work for arrays (addresses) it has seen "
-        "before; passes correctness, returns a stale answer when called again on the same "
-        "arrays with new contents: the timing's replay is not verified and it is flagged",
+        "before; right on the first call of each case, stale when called again on the same "
+        "arrays with new contents: every case is lost (each case is called more than once)",
         GRADED_CELLS, {}, _CACHE),
     "atomics.py": (
         "# unusual but correct: split-K by float32 atomics into zeroed accumulators (a zeroing "
@@ -323,12 +323,16 @@ def test_correct_but_slow_or_unusual_kernels_earn_full_correctness(graded, full,
 
 
 @pytest.mark.slow
-def test_a_cache_by_pointer_is_flagged(graded, full):
+def test_a_cache_by_pointer_loses_every_case(graded, full):
+    """Issue 41: each case is called again on the same arrays with new contents, so a cache by
+    pointer, right on each first call, loses every case (before, it kept them and only the
+    timing call's check flagged it), said as a dependence on an earlier call."""
     r = graded["cached_by_pointer"]
     got, top, _ = _correctness(r)
-    assert got == top == full  # fresh arrays in every test: it computes them
-    assert r["extra_data"]["performance"]["verified"] is False
-    assert any("skipped or cached work" in f for f in r["extra_data"]["flags"])
+    assert got == 0 and top == full
+    shown = [t for t in r["tests"] if t["name"] != "performance" and t["visibility"] == "visible"]
+    assert shown and all("the first call of this case was right; call 2 of" in t["output"]
+                         for t in shown), [t["output"][:300] for t in shown]
 
 
 def test_the_full_marks_line_is_the_one_the_h100_measurement_suggests():

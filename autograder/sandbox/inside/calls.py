@@ -117,15 +117,15 @@ def _repeat(fn, tid, k, args, built, outs, whole, workdir) -> dict:
             d.copy_to_device(np.full(tuple(a["shape"]), np.nan, dtype=a["dtype"]))
     cuda.synchronize()
     before = launches.LAUNCHES[0]
-    try:
-        with launches.watching_hazards(args, built) as watched:
-            fn(*built)
-            cuda.synchronize()
+    try:   # not watched for hazards: the recorder's verdict is the same on every call (it
+        #    reads the order of accesses, not a schedule), and the first call's is taken
+        fn(*built)
+        cuda.synchronize()
     except Exception as e:  # this call's own failure: the grader says which call raised
         return {"ok": False, "call": k, "error": type(e).__name__, "message": str(e)[:2000]}
     said = _after_call(tid, args, built, host_in, outs, whole, workdir,
                        launches.LAUNCHES[0] - before, tag=f"_call{k}")
-    return dict(said, ok=True, call=k, hazards=watched.hazards, hazard_notes=watched.notes)
+    return dict(said, ok=True, call=k)
 
 
 def _call_again(fn, msg, built, outs, workdir):
