@@ -12,9 +12,11 @@ STAMP := $(VENV)/.swiglu-requirements
 TEST_STAMP := $(VENV)/.swiglu-requirements-test
 NPM_STAMP := node_modules/.swiglu-package-lock
 CHROMIUM ?= /usr/bin/chromium
-# pytest-xdist workers for `make test` (CI has two cores; 0 runs the suite in one process). How
-# the tests are shared between them: tests/conftest.py, SERIAL_FOLDERS.
-TEST_WORKERS ?= 2
+# pytest-xdist workers for `make test` (0 runs the suite in one process). CI has two cores; a
+# third worker runs while the others wait on a browser, a download or a time limit (the suite
+# kept two cores busy about three quarters of its time with two). How the tests are shared
+# between them: tests/conftest.py, SERIAL_UNITS.
+TEST_WORKERS ?= 3
 
 .PHONY: book test test-gpu lint venv install install-test assets setup-cells pin clean help
 

@@ -96,22 +96,38 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# `make test` runs the suite on two workers (pytest-xdist, `pytest -n 2`: CI's two cores). They
+# `make test` runs the suite on three workers (pytest-xdist, `pytest -n 3`: CI's two cores and
+# the time tests wait; the Makefile's TEST_WORKERS). They
 # share it by work units, never test by test: a test file is one unit (its module fixtures run
-# once), and each folder of SERIAL_FOLDERS is one unit that one worker runs in order: the built
-# book (a session fixture, built once, and the browser tests that read it) and the grader (its
-# long runs start once for the folder, tests/grader/grading_runs.py, and some of its tests read
-# every process of the machine, which another grading run beside them would be). The units of
-# FIRST start first, in that order (the two longest, then the Colab rehearsal, which waits on
-# its downloads most of its time); the other files follow in collection order.
-SERIAL_FOLDERS = ("tests/grader/", "tests/built_book/")
-FIRST = SERIAL_FOLDERS + ("tests/tooling/test_colab_rehearsal.py",)
+# once), and each group of SERIAL_UNITS is one unit that one worker runs in order: the built
+# book (a session fixture, built once, and the browser tests that read it) and the grader's
+# tests that read the long runs of tests/grader/grading_runs.start_all (started once in the
+# process that asks first; tests/grader/test_autograder.py checks that every file asking is
+# listed here). Every other grader file is a unit of its own: a grading run is made safe beside
+# another by the grader itself (its own folders, uids and process tree: test_neighbours.py),
+# and the tests that read processes read only those of their own runs. The units of FIRST
+# start first, in that order (the longest first, so that neither worker is left with a long
+# one at the end); the other files follow in collection order.
+SERIAL_UNITS = {
+    "tests/built_book/": ("tests/built_book/",),
+    "tests/grader/ (the runs of grading_runs.start_all)": (
+        "tests/grader/test_autograder.py", "tests/grader/test_autograder_robustness.py",
+        "tests/grader/test_lab_paths.py"),
+}
+FIRST = ("tests/built_book/", "tests/grader/ (the runs of grading_runs.start_all)",
+         "tests/library/test_gemm.py", "tests/grader/test_bounds_grading.py",
+         "tests/grader/test_feedback.py", "tests/grader/test_lab6_decode.py",
+         "tests/grader/test_lab5_tensor_core.py", "tests/tooling/test_colab_rehearsal.py",
+         "tests/library/test_tensorcore.py", "tests/grader/test_gradescope.py",
+         "tests/grader/test_sim_kernel_proof.py", "tests/grader/test_docker_default.py",
+         "tests/grader/test_split_k_faults.py")
 
 
 def work_unit(nodeid: str) -> str:
-    """The unit of work a test belongs to: its file, or the folder of SERIAL_FOLDERS it is in."""
+    """The unit of work a test belongs to: the group of SERIAL_UNITS its file is in, or its file."""
     path = nodeid.split("::", 1)[0]
-    return next((folder for folder in SERIAL_FOLDERS if path.startswith(folder)), path)
+    return next((unit for unit, paths in SERIAL_UNITS.items()
+                 if any(path.startswith(p) for p in paths)), path)
 
 
 @pytest.hookimpl(optionalhook=True)   # a hook of pytest-xdist's, called when it is there

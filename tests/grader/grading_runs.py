@@ -16,10 +16,11 @@ from autograder import labs
 FIX = FIXTURES / "submissions"
 THREATS = FIXTURES / "threats"
 LABS = list(labs.names())  # every lab of autograder/labs/
-def fast_rubric(lab: str = "lab2_packed_swiglu", *, hidden_cases: int = 2, load_s: int = 60,
+def fast_rubric(lab: str = "lab2_packed_swiglu", *, hidden_cases: int = 1, load_s: int = 60,
                 test_s: int = 20, limits: str = "") -> str:
-    """A rubric for test runs: few hidden cases and short limits (``limits``: more lines of
-    its [limits] table)."""
+    """A rubric for test runs: one hidden case (lab 2's is seconds of simulator a call) and
+    short limits (``limits``: more lines of its [limits] table). Full correctness under it
+    is FAST_FULL points."""
     return f"""lab = "{lab}"
 [correctness]
 public_points = 1
@@ -37,6 +38,7 @@ test_s = {test_s}
 
 
 FAST_RUBRIC = fast_rubric()
+FAST_FULL = 2 * 1 + 1 * 2   # lab 2's two public cases and the hidden one
 
 
 def one_hidden_case(lab: str, path: Path) -> Path:
@@ -74,6 +76,41 @@ def full_correctness(lab: str, public_cases: int, rubric: Path) -> int:
     return public_cases * c["public_points"] + c["hidden_cases"] * c["hidden_points"]
 
 
+_MASTERS: dict[str, Path] = {}
+
+
+def master(lab: str) -> Path:
+    """The lab's master as a student who finished every part hands it in: solutions/<lab>.ipynb
+    without the instructor's hidden-test blocks (autograder.assign's markers). A student's
+    notebook never has them, and in the simulator they are seconds of kernels (lab 6's: 20)
+    in every child that loads the submission: the graded one, the proof's replay. Written
+    once per test process, in a folder named solutions/ (the submission id is the master's)."""
+    name = labs.resolve(lab)
+    if name not in _MASTERS:
+        import nbformat
+
+        from autograder.assign import BEGIN_HIDDEN, END_HIDDEN
+
+        nb = nbformat.read(REPO / "solutions" / f"{name}.ipynb", as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            kept, hidden = [], False
+            for line in cell.source.split("\n"):
+                if BEGIN_HIDDEN.match(line):
+                    hidden = True
+                elif END_HIDDEN.match(line):
+                    hidden = False
+                elif not hidden:
+                    kept.append(line)
+            cell.source = "\n".join(kept)
+        folder = Path(tempfile.mkdtemp(prefix="agmaster-")) / "solutions"
+        folder.mkdir()
+        nbformat.write(nb, folder / f"{name}.ipynb")
+        _MASTERS[name] = folder / f"{name}.ipynb"
+    return _MASTERS[name]
+
+
 _RUNS = {}
 
 
@@ -98,12 +135,12 @@ def start_all():
     rub.write_text(FAST_RUBRIC)
     for lab in LABS:
         out = base / lab
-        subs = [REPO / "solutions" / f"{lab}.ipynb", REPO / "labs" / f"{lab}.ipynb"]
+        subs = [master(lab), REPO / "labs" / f"{lab}.ipynb"]
         _RUNS[lab] = (subprocess.Popen(grade_cmd(lab, subs, out), cwd=REPO, env=env(),
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT), out)
     # the flawed and hostile submissions, and the threats of issue 12 that the grader itself
     # answers (the escaping process and the memory grab are tests/grader/test_isolation.py's)
-    subs = (sorted(FIX.glob("*.py")) + [FIX / "malformed.ipynb", REPO / "solutions" / "lab2_packed_swiglu.ipynb"]
+    subs = (sorted(FIX.glob("*.py")) + [FIX / "malformed.ipynb", master("lab2")]
             + [THREATS / f for f in ("host_numpy_counter.py", "replay_undercount.py", "grid_stride_264.py")])
     out = base / "robust"
     _RUNS["robust"] = (subprocess.Popen(grade_cmd("lab2", subs, out, "--rubric", str(rub), "--sim-timing"),

@@ -19,6 +19,19 @@ from repo import FIXTURES
 
 
 
+def test_every_file_reading_the_shared_runs_is_one_work_unit():
+    """grading_runs.start_all starts its runs once per test process: a file that reads them
+    outside the unit of tests/conftest.py's SERIAL_UNITS would start them all again on the
+    other worker (minutes of simulator)."""
+    import conftest
+
+    readers = sorted(f"tests/grader/{p.name}" for p in (REPO / "tests" / "grader").glob("test_*.py")
+                     if any(w in p.read_text() for w in ("start_all(", "finished(")))
+    assert "tests/grader/test_autograder.py" in readers
+    units = {conftest.work_unit(f) for f in readers}
+    assert len(units) == 1 and units != {readers[0]}, (readers, units)
+
+
 def test_labs_are_generated_from_the_masters_and_not_stale():
     r = subprocess.run([sys.executable, "-m", "autograder", "assign", "--check"], cwd=REPO, env=env(),
                        capture_output=True, text=True)

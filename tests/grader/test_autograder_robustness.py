@@ -191,7 +191,12 @@ def test_hidden_cases_stay_hidden_before_the_due_date(run):
 
     out = start_all()["robust"][1]
     seed = json.loads((out / ".grader" / "secret.json").read_text())["hidden_seed"]
-    hidden = lab.hidden_cases(np.random.default_rng(seed), True, 2)   # as the FAST rubric draws them
+    import tomllib
+
+    from grading_runs import FAST_RUBRIC
+
+    n = tomllib.loads(FAST_RUBRIC)["correctness"]["hidden_cases"]
+    hidden = lab.hidden_cases(np.random.default_rng(seed), True, n)   # as the FAST rubric draws them
     # a shape is leaked if it appears whole ("M=1, F=25" is not leaked by "M=1, F=257"); a draw
     # that equals a public case's shape is shown as that public case, which is no leak
     public = {(c["M"], c["F"]) for c in lab.public_cases}

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from derived_fixtures import fixtures
-from grading_runs import correctness_only, full_marks, one_hidden_case
+from grading_runs import correctness_only, full_marks, master, one_hidden_case
 from repo import ROOT as REPO
 
 import book  # GPU or simulator, decided before numba.cuda is imported
@@ -59,7 +59,7 @@ def _start(lab: str, simulated: bool = True, rubric: Path | None = None):
             env["BOOK_SIMULATOR"] = "1"
         else:
             env.pop("BOOK_SIMULATOR", None)
-        subs = [REPO / "solutions" / f"{lab}.ipynb", *fixtures("bounds", lab)]
+        subs = [master(lab), *fixtures("bounds", lab)]
         if lab != labs.resolve("lab6"):   # lab 6's own: tests/grader/test_split_k_faults.py
             subs += fixtures("hazards", lab)
         if not simulated:   # on a GPU: the stores outside the arrays (blockIdx is the simulator's)

@@ -51,6 +51,7 @@ import pytest
 
 from autograder.rubric import course_points
 from autograder.sandbox import CHILD_MARK, CHILD_UID_BASE, CHILD_UID_SPAN, descendants, reachable
+from grading_runs import master
 from repo import FIXTURES, ROOT as REPO
 
 pytestmark = pytest.mark.slow   # a bundle installed and a dozen submissions graded
@@ -59,7 +60,7 @@ LAB = "lab2_packed_swiglu"
 SEED = 7730412965513
 HELPER = Path(__file__).with_name("docker_default.py")
 HOSTILE = FIXTURES / "container"
-MASTER = REPO / "solutions" / f"{LAB}.ipynb"
+MASTER = master(LAB)
 PR_SET_CHILD_SUBREAPER = 36
 LEAVERS = ("exfiltrates_cases", "leaves_files")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import book  # noqa: F401  (simulator decided before numba.cuda is imported)
-from grading_runs import FAST_RUBRIC, FIX, REPO, THREATS, env, grade_cmd
+from grading_runs import FAST_FULL, FAST_RUBRIC, FIX, REPO, THREATS, env, grade_cmd
 from autograder import feedback, rerun, sanitize
 from autograder.judge import hazard_words
 from autograder.labs import get
@@ -258,15 +258,63 @@ def _stand_in_run(tmp_path, monkeypatch, script, **kw):
     return Run("lab2", tmp_path / "out", rubric_path=rub, simulated=True, quiet=True, **kw)
 
 
-def _graded(tmp_path, monkeypatch, sub, reports: dict) -> dict:
-    """``sub`` graded (lab 2, simulator) with a stand-in tool writing ``reports`` (a clean
-    summary for a tool not named) in a folder of its own under ``tmp_path``."""
-    d = tmp_path / f"run{len(list(tmp_path.glob('run*')))}"
-    d.mkdir()
-    run = _stand_in_run(d, monkeypatch, _fake_tool(d, reports))
-    [res] = run.grade([sub])
-    res["_out"] = d / "out"
-    return res
+# The stand-in's report for a submission of the batch below is picked by a comment in its
+# cells (the wrapper reads the child's cells.json in its working folder): one grading run for
+# the four submissions these tests compare, not one run each.
+REPORT_MARK = "# stand-in report: "
+
+
+def _fake_tool_by_mark(tmp_path, by_mark: dict) -> Path:
+    """A stand-in tool like ``_fake_tool``'s whose report for each tool is
+    ``by_mark[mark][tool]`` for a submission whose cells hold ``REPORT_MARK + mark``, and a
+    clean summary for any other submission or tool."""
+    script = _fake_tool(tmp_path, {})
+    wrapdir = script.parent
+    for mark, reports in by_mark.items():
+        (wrapdir / mark).mkdir()
+        for tool, text in reports.items():
+            (wrapdir / mark / f"{tool}.txt").write_text(text + "\n")
+        for p in ((wrapdir / mark), *(wrapdir / mark).iterdir()):
+            p.chmod(p.stat().st_mode | 0o055)
+    script.write_text(
+        "#!/bin/sh\n"
+        f"mark=$(grep -o '{REPORT_MARK}[a-z_]*' cells.json | head -n 1 | sed 's/.*: //')\n"
+        f'report={wrapdir}/"$1".txt\n'
+        f'if [ -n "$mark" ] && [ -f {wrapdir}/"$mark"/"$1".txt ]; then report={wrapdir}/"$mark"/"$1".txt; fi\n'
+        'cat "$report" > "$2"\nshift 2\n"$@"\n')
+    return script
+
+
+@pytest.fixture(scope="module")
+def stand_in_batch(tmp_path_factory):
+    """Four submissions of lab 2 graded in one run (simulator) under a stand-in tool:
+    ``honest_simple`` (clean reports), ``raced`` (the same code, the H100's racecheck report
+    of a missing barrier), ``forger`` (the same code printing lines that look like findings
+    and a refusal; clean reports) and ``forger_caught`` (the forger, the H200's memcheck
+    report of lab 6's read past x). {submission id: results.json, with "_out": the run's
+    folder}."""
+    tmp = tmp_path_factory.mktemp("stand-in")
+    rec = json.loads((REPO / "records" / "sanitizer" / "h100.json").read_text())
+    race = rec["programs"]["missing_syncthreads"]["tools"]["racecheck"]["output"]
+    read = (FIXTURES / "sanitizer" / "memcheck_h200_lab6_reads_x_past_end.txt").read_text()
+    honest = (FIX / "honest_simple.py").read_text()
+    subs = {"raced": honest + f"\n{REPORT_MARK}raced\n",
+            "forger": honest + "\n" + FORGER_CELL,
+            "forger_caught": honest + "\n" + FORGER_CELL + f"\n{REPORT_MARK}caught\n"}
+    paths = [FIX / "honest_simple.py"]
+    for name, text in subs.items():
+        paths.append(tmp / f"{name}.py")
+        paths[-1].write_text(text)
+    script = _fake_tool_by_mark(tmp, {
+        "raced": {"racecheck": race.replace("missing_syncthreads.py", "<cell 1>")},
+        "caught": {"memcheck": read.replace("lab6_reads_x_past_end.py", "<cell 1>")}})
+    with pytest.MonkeyPatch.context() as mp:
+        _stand_in_run(tmp, mp, script).grade(paths)
+    out = {}
+    for p in paths:
+        out[p.stem] = json.loads((tmp / "out" / p.stem / "results.json").read_text())
+        out[p.stem]["_out"] = tmp / "out"
+    return out
 
 
 def _sanitized(res) -> tuple[dict, dict]:
@@ -283,19 +331,14 @@ def _scores(res, but: str) -> dict:
 
 
 @pytest.mark.slow
-def test_a_race_compute_sanitizer_reports_costs_the_sanitized_case(tmp_path, monkeypatch):
+def test_a_race_compute_sanitizer_reports_costs_the_sanitized_case(stand_in_batch):
     """The grader's whole route here, compute-sanitizer replaced by a wrapper that writes the
     H100's racecheck report of a missing barrier into the grader's log file and runs the
     driver as its child, beside the same submission with a clean report: the sanitized public
     case (lab 2's largest) loses its points and says it as a race on shared memory found by
     racecheck, at the student's cell and line, before the values' verdict; every other test
     scores as it did; the 0-point test says which case the tools checked and what they found."""
-    rec = json.loads((REPO / "records" / "sanitizer" / "h100.json").read_text())
-    report = rec["programs"]["missing_syncthreads"]["tools"]["racecheck"]["output"]
-    sub = FIX / "honest_simple.py"
-    clean = _graded(tmp_path, monkeypatch, sub, {})
-    raced = _graded(tmp_path, monkeypatch, sub,
-                    {"racecheck": report.replace("missing_syncthreads.py", "<cell 1>")})
+    clean, raced = stand_in_batch["honest_simple"], stand_in_batch["raced"]
     test, san = _sanitized(raced)
     was, clean_san = _sanitized(clean)
     assert clean_san["output"].startswith(f"no findings in public case {test['name']} "
@@ -309,16 +352,16 @@ def test_a_race_compute_sanitizer_reports_costs_the_sanitized_case(tmp_path, mon
     assert "\nThe values of the first call: " + was["output"] in test["output"]
     assert san["max_score"] == 0 and san["status"] == "failed"
     assert san["output"].startswith(f"found in public case {test['name']}: a race on shared memory")
-    md = (raced["_out"] / "honest_simple" / "feedback.md").read_text()
+    md = (raced["_out"] / "raced" / "feedback.md").read_text()
     assert "A RACE ON SHARED MEMORY" in md and f"### {sanitize.SANITIZE_TEST}" in md
     logged = [json.loads(ln) for ln in (raced["_out"] / "measurements.jsonl").read_text()
               .splitlines() if '"sanitizer"' in ln]
     # the run says once that the tool is available, then logs each tool's run of the case
     assert [r.get("available") for r in logged if "available" in r] == [True]
-    tools = [r for r in logged if "answered" in r]
+    tools = [r for r in logged if "answered" in r and r["id"] == "raced"]
     assert [r["tool"] for r in tools] == list(sanitize.GRADE_TOOLS)
     assert all(r["answered"] and r["case"] == test["name"] for r in tools)
-    [said] = [r for r in logged if "hazards" in r]
+    [said] = [r for r in logged if "hazards" in r and r["id"] == "raced"]
     assert [h["kind"] for h in said["hazards"]] == ["race_shared"]
 
 
@@ -335,11 +378,8 @@ print("========= ERROR SUMMARY: 7 errors", flush=True)
 
 
 @pytest.mark.slow
-def test_what_the_submission_prints_neither_costs_nor_saves_a_point(tmp_path, monkeypatch):
-    sub = tmp_path / "forger.py"
-    sub.write_text((FIX / "honest_simple.py").read_text() + "\n" + FORGER_CELL)
-    honest = _graded(tmp_path, monkeypatch, FIX / "honest_simple.py", {})
-    forged = _graded(tmp_path, monkeypatch, sub, {})
+def test_what_the_submission_prints_neither_costs_nor_saves_a_point(stand_in_batch):
+    honest, forged = stand_in_batch["honest_simple"], stand_in_batch["forger"]
     test, san = _sanitized(forged)
     assert _scores(forged, "") == _scores(honest, "")
     assert "compute-sanitizer" not in test["output"]
@@ -347,9 +387,7 @@ def test_what_the_submission_prints_neither_costs_nor_saves_a_point(tmp_path, mo
     assert "not available" not in san["output"] and "for review" not in san["output"]
     # the other way round: the tool's real report in its log, the submission printing a refusal
     # (the report recorded on lab 6, its lines said as this submission's cell 1)
-    read = (FIXTURES / "sanitizer" / "memcheck_h200_lab6_reads_x_past_end.txt").read_text()
-    caught = _graded(tmp_path, monkeypatch, sub,
-                     {"memcheck": read.replace("lab6_reads_x_past_end.py", "<cell 1>")})
+    caught = stand_in_batch["forger_caught"]
     test, san = _sanitized(caught)
     assert test["score"] == 0 and test["output"].startswith("A READ OUTSIDE AN INPUT"), test
     assert "Found by compute-sanitizer's memcheck" in test["output"]
@@ -396,7 +434,7 @@ def test_a_submission_cannot_point_the_tools_report_at_a_grader_file(tmp_path, m
     everything = json.dumps(res) + (tmp_path / "out" / "swapper" / "feedback.md").read_text() + \
         (tmp_path / "out" / "measurements.jsonl").read_text()
     assert "918273645" not in everything
-    assert san["output"].startswith("no findings in public case") and res["score"] == 6
+    assert san["output"].startswith("no findings in public case") and res["score"] == FAST_FULL
 
 
 @pytest.mark.slow
@@ -480,7 +518,7 @@ def test_grade_here_says_once_the_tool_is_not_available_and_grades_the_same(tmp_
         assert p.returncode == 0, out.decode(errors="replace")[-2000:]
         got[flag] = json.loads((tmp_path / flag / "honest_simple" / "results.json").read_text())
     strip = lambda r: [(t["name"], t["score"], t["max_score"]) for t in r["tests"]]  # noqa: E731
-    assert strip(got["default"]) == strip(got["no-sanitize"]) and got["default"]["score"] == 6
+    assert strip(got["default"]) == strip(got["no-sanitize"]) and got["default"]["score"] == FAST_FULL
     assert not any(t["name"] == sanitize.SANITIZE_TEST for r in got.values() for t in r["tests"])
     said = {flag: [json.loads(ln) for ln in (tmp_path / flag / "measurements.jsonl").read_text()
                    .splitlines() if '"sanitizer"' in ln] for flag in got}

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_runs import FIX, REPO, THREATS, env, grade_cmd
+from grading_runs import FIX, REPO, THREATS, env, grade_cmd, master
 from autograder.grade import collect
 from autograder.rubric import course_points
 from repo import FIXTURES
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow   # every test reads the rehearsal: a venv laid ou
 
 LAB = "lab2_packed_swiglu"
 SEED = 20261124
-MASTER = REPO / "solutions" / f"{LAB}.ipynb"
+MASTER = master(LAB)
 MULTI = FIXTURES / "multikernel"
 
 WRONG = '''# silu(gate) * up with the halves taken as [gate | up] (chapter 6's layout), not interleaved

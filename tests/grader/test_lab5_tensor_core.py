@@ -190,10 +190,10 @@ def graded(tmp_path_factory, rubric):
     untouched lab and the four fixtures."""
     import subprocess
 
-    from grading_runs import env, grade_cmd, results
+    from grading_runs import env, grade_cmd, master, results
 
     out = tmp_path_factory.mktemp("lab5-grade")
-    subs = [REPO / "solutions" / f"{LAB}.ipynb", REPO / "labs" / f"{LAB}.ipynb",
+    subs = [master(LAB), REPO / "labs" / f"{LAB}.ipynb",
             *sorted(FIX.glob("*.py"))]
     p = subprocess.run(grade_cmd(LAB, subs, out, "--rubric", str(rubric)), cwd=REPO, env=env(),
                        capture_output=True, text=True, timeout=1500)

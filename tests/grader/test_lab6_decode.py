@@ -278,10 +278,10 @@ def graded(tmp_path_factory, rubric):
     master, the untouched lab and the fixtures."""
     import subprocess
 
-    from grading_runs import env, grade_cmd, results
+    from grading_runs import env, grade_cmd, master, results
 
     out = tmp_path_factory.mktemp("lab6-grade")
-    subs = [REPO / "solutions" / f"{LAB}.ipynb", REPO / "labs" / f"{LAB}.ipynb",
+    subs = [master(LAB), REPO / "labs" / f"{LAB}.ipynb",
             *(FIX / f"{n}.py" for n in SUBMISSIONS), CONTROL]
     p = subprocess.run(grade_cmd(LAB, subs, out, "--sim-timing", "--rubric", str(rubric)),
                        cwd=REPO, env=env(), capture_output=True, text=True, timeout=2400)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from grading_runs import correctness_only, finished
+from grading_runs import correctness_only, finished, master
 from repo import ROOT as REPO
 
 import book  # GPU or simulator, decided before numba.cuda is imported
@@ -93,7 +93,7 @@ def test_the_master_takes_every_declared_path_on_a_gpus_cases(lab):
     env.pop("BOOK_SIMULATOR", None)
     correctness_only(lab, out / "rubric.toml")   # the cases, not the timing
     cmd = [sys.executable, "-m", "autograder", "grade", lab,
-           str(REPO / "solutions" / f"{lab}.ipynb"), "--out", str(out / "graded"), "--quiet",
+           str(master(lab)), "--out", str(out / "graded"), "--quiet",
            "--rubric", str(out / "rubric.toml")]
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

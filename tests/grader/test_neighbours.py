@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_runs import REPO, env, fast_rubric, full_marks, grade_cmd, results
+from grading_runs import REPO, env, fast_rubric, full_marks, grade_cmd, master, results
 
 sys.path.insert(0, str(REPO))
 from autograder.sandbox import NOBODY, Child, can_drop_uid, pids_cgroup_base
@@ -37,7 +37,7 @@ needs_pids_cgroup = pytest.mark.skipif(pids_cgroup_base()[0] is None,
                                        reason=f"no pids cgroup here: {pids_cgroup_base()[1]}")
 
 NEIGHBOURS = FIXTURES / "neighbours"
-MASTER = REPO / "solutions" / "lab2_packed_swiglu.ipynb"
+MASTER = master("lab2")
 RUBRIC = fast_rubric(hidden_cases=1, load_s=90, test_s=30, limits=(
     "disk_mib = 64       # working folder, /tmp and /dev/shm together\n"
     "files = 2000\n"))

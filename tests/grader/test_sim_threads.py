@@ -22,6 +22,7 @@ import sys
 import textwrap
 
 import pytest
+from grading_runs import master, one_hidden_case
 from repo import ROOT as REPO
 
 ARENA_COUNT = textwrap.dedent(r"""
@@ -72,12 +73,12 @@ def test_a_simulated_child_caps_malloc_arenas():
 
 
 def grade(tmp_path, lab: str, extra_limits: str) -> dict:
-    rubric = tmp_path / "rubric.toml"
-    rubric.write_text((REPO / "autograder" / "rubrics" / f"{lab}.toml").read_text() + extra_limits)
+    rubric = tmp_path / "rubric.toml"   # one hidden case: the blocks, not how many cases
+    rubric.write_text(one_hidden_case(lab, rubric).read_text() + extra_limits)
     out = tmp_path / "graded"
     env = dict(os.environ, BOOK_SIMULATOR="1", PYTHONPATH=str(REPO))
     p = subprocess.run([sys.executable, "-m", "autograder", "grade", lab,
-                        str(REPO / "solutions" / f"{lab}.ipynb"), "--out", str(out), "--rubric",
+                        str(master(lab)), "--out", str(out), "--rubric",
                         str(rubric), "--quiet"], cwd=REPO, env=env, capture_output=True,
                        text=True, timeout=900)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from grading_runs import correctness_only, full_marks, results
+from grading_runs import correctness_only, full_marks, master, results
 from repo import FIXTURES, ROOT as REPO
 
 import book  # GPU or simulator, decided before numba.cuda is imported
@@ -62,7 +62,7 @@ def _subs(tmp: Path) -> list[Path]:
     hz, sz = FIXTURES / "hazards", FIXTURES / "sanitizer"
     again = tmp / "lab6_missing_syncthreads_again.py"
     shutil.copy(sz / "lab6_missing_syncthreads.py", again)
-    return [REPO / "solutions" / f"{LAB}.ipynb", hz / "lab6_counter_never_reset.py",
+    return [master(LAB), hz / "lab6_counter_never_reset.py",
             hz / "lab6_one_piece_per_thread.py", hz / "lab6_counter_without_atomic.py",
             sz / "lab6_missing_syncthreads.py", again, sz / "lab6_reads_x_past_end.py"]
 
