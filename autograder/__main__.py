@@ -56,6 +56,9 @@ def main(argv=None) -> int:
     e.add_argument("--out", required=True, help="zip file (gradescope) or graded folder (csv)")
     e.add_argument("--seed", type=int, default=None,
                    help="gradescope: the class's hidden-case seed (default AUTOGRADER_SEED, else drawn now)")
+    e.add_argument("--rubric", default=None,
+                   help="gradescope: your rubric TOML, carried in the bundle and graded with "
+                        "(default autograder/rubrics/LAB.toml)")
 
     args = ap.parse_args(argv)
     if args.cmd == "list":
@@ -110,8 +113,8 @@ def main(argv=None) -> int:
 
         lab = labs.resolve(args.lab)
         if args.what == "gradescope":
-            print(f"wrote {bundle(lab, Path(args.out), Path(__file__).resolve().parent.parent, args.seed)}")
-            print(assignment_total(lab))
+            print(f"wrote {bundle(lab, Path(args.out), Path(__file__).resolve().parent.parent, args.seed, args.rubric)}")
+            print(assignment_total(lab, args.rubric))
         else:
             print(f"wrote {write_grades_csv(Path(args.out), lab)}")
         return 0

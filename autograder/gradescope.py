@@ -17,7 +17,9 @@ expected when there is nothing it can grade; it never grades a file that is not 
 Its stdout (Gradescope shows it to the instructor) says what it did.
 Every student of a class draws the same hidden cases: the bundle carries a seed drawn when it
 was exported (``export gradescope --seed N`` or ``AUTOGRADER_SEED`` at export time pin it;
-``AUTOGRADER_SEED`` in the container overrides it).
+``AUTOGRADER_SEED`` in the container overrides it). The rubric is the lab's shipped one, or the
+instructor's own (``export gradescope --rubric FILE``: carried in the bundle as RUBRIC and
+graded with, its points the bundle's totals).
 
 The totals are the course's (rubric.course_points: what `autograder list` says). Gradescope
 counts every test's max_score; the performance test, which needs a GPU, keeps its points there
@@ -54,6 +56,7 @@ from .sandbox import TRUSTED_BOOT, let_go, new_folder, sweep_stale_storage, trus
 
 ROOT_ENV = "AUTOGRADER_ROOT"
 CONFIG = "gradescope.json"          # in the bundle's root: the lab, the class's seed
+RUBRIC = "rubric.toml"              # in the bundle's root when exported with --rubric
 # the grader's runtime in the container: no GPU there (no torch, no book build stack), the
 # versions pinned as the course's requirements.txt pins them
 RUNTIME = ("numba", "numba-cuda", "numpy")
@@ -104,9 +107,9 @@ def root() -> Path:
     return Path(os.environ.get(ROOT_ENV) or "/autograder")
 
 
-def assignment_total(lab: str) -> str:
+def assignment_total(lab: str, rubric_path=None) -> str:
     """What the instructor sets in Gradescope, said when the bundle is exported."""
-    p = course_points(lab)
+    p = course_points(lab, rubric_path)
     return (f"{lab}: set the Gradescope assignment's autograder points to {p['total']:g} "
             f"({p['correctness']:g} correctness, graded in Gradescope's container, and "
             f"{p['performance']:g} performance, pending there: its test shows 0 of "
@@ -130,16 +133,21 @@ def runtime_requirements(repo: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def bundle(lab: str, out: Path, repo: Path, seed: int | None = None) -> Path:
+def bundle(lab: str, out: Path, repo: Path, seed: int | None = None, rubric=None) -> Path:
     """autograder.zip: setup.sh, run_autograder, requirements.txt, gradescope.json (the lab and
-    the class's seed) and the course's `book` and `autograder` at the zip's root, as Gradescope
-    wants them in /autograder/source."""
+    the class's seed), the instructor's ``rubric`` where given (RUBRIC: checked here, so that
+    a rubric that does not load is said at export, not in every student's container) and the
+    course's `book` and `autograder` at the zip's root, as Gradescope wants them in
+    /autograder/source."""
     out = Path(out)
     if seed is None:
         env = os.environ.get("AUTOGRADER_SEED")
         seed = int(env) if env else secrets.randbits(62)
     cfg = {"lab": lab, "seed": int(seed),
            "exported": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    if rubric is not None:
+        course_points(lab, rubric)   # SystemExit naming the problem if it does not load
+        cfg["rubric"] = RUBRIC
 
     def add(z, name, text, mode=0o644):
         info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
@@ -152,6 +160,8 @@ def bundle(lab: str, out: Path, repo: Path, seed: int | None = None) -> Path:
         add(z, "run_autograder", RUN_AUTOGRADER, 0o755)
         add(z, "requirements.txt", runtime_requirements(repo))
         add(z, CONFIG, json.dumps(cfg, indent=1) + "\n")
+        if rubric is not None:
+            add(z, RUBRIC, Path(rubric).read_text())
         for sub in ("book", "autograder"):
             for p in sorted((repo / sub).rglob("*")):
                 if p.is_file() and "__pycache__" not in p.parts:
@@ -313,8 +323,9 @@ def run(base: Path | None = None) -> int:
     results.mkdir(parents=True, exist_ok=True)
     cfg = json.loads((base / "source" / CONFIG).read_text())
     lab = cfg["lab"]
+    rubric = [str(base / "source" / cfg["rubric"])] if cfg.get("rubric") else []
     say = lambda *a: print("run_autograder:", *a, flush=True)  # noqa: E731
-    total = course_points(lab)["total"]
+    total = course_points(lab, *rubric)["total"]
     say(f"{lab}, {total:g} points (the course's total: correctness here, performance pending "
         "until a GPU regrade)")
     changed = protect(base)
@@ -375,7 +386,9 @@ def run(base: Path | None = None) -> int:
         env = dict(os.environ)
         env.setdefault("AUTOGRADER_SEED", str(cfg["seed"]))   # the class's seed, unless overridden
         proc = subprocess.Popen(trusted_command("autograder", "grade", lab, str(path), "--out",
-                                                str(out), "--quiet", path=[str(base / "source")]),
+                                                str(out), "--quiet",
+                                                *(["--rubric", *rubric] if rubric else []),
+                                                path=[str(base / "source")]),
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, preexec_fn=_die_with_parent)
         try:

@@ -96,8 +96,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# `make test` runs the suite on three workers (pytest-xdist, `pytest -n 3`: CI's two cores and
-# the time tests wait; the Makefile's TEST_WORKERS). They
+# `make test` runs the suite on two workers (pytest-xdist, `pytest -n 2`: CI's two cores). They
 # share it by work units, never test by test: a test file is one unit (its module fixtures run
 # once), and each group of SERIAL_UNITS is one unit that one worker runs in order: the built
 # book (a session fixture, built once, and the browser tests that read it) and the grader's

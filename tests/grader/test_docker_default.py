@@ -54,7 +54,7 @@ from autograder.sandbox import CHILD_MARK, CHILD_UID_BASE, CHILD_UID_SPAN, desce
 from grading_runs import master
 from repo import FIXTURES, ROOT as REPO
 
-pytestmark = pytest.mark.slow   # a bundle installed and a dozen submissions graded
+pytestmark = [pytest.mark.slow, pytest.mark.extended]   # a bundle installed and a dozen submissions graded
 
 LAB = "lab2_packed_swiglu"
 SEED = 7730412965513

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_runs import FIX, REPO, THREATS, env, grade_cmd, master
+from grading_runs import FIX, REPO, THREATS, env, grade_cmd, master, one_hidden_case
 from autograder.grade import collect
 from autograder.rubric import course_points
 from repo import FIXTURES
@@ -132,6 +132,9 @@ def no_repo_env(**extra):
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gradescope")
+    # the instructor's own rubric, carried in the bundle: the shipped one with one hidden case
+    # (each of lab 2's is seconds of simulator a call, for the dozen gradings here)
+    rubric = one_hidden_case(LAB, tmp / "rubric.toml")
     # the batch: the same single files graded by `grade` with the bundle's seed, started first
     batch_dir = tmp / "batch"
     batch_subs = []
@@ -143,14 +146,14 @@ def rehearsal(tmp_path_factory):
             CLASS[name] = (CLASS[name][0], f)
         if f is not None and f not in batch_subs:
             batch_subs.append(f)
-    batch = subprocess.Popen(grade_cmd(LAB, batch_subs, batch_dir), cwd=REPO,
+    batch = subprocess.Popen(grade_cmd(LAB, batch_subs, batch_dir, "--rubric", str(rubric)), cwd=REPO,
                              env=dict(env(), AUTOGRADER_SEED=str(SEED)),
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     # the bundle, unpacked as Gradescope unpacks it
     zpath = tmp / "autograder.zip"
     r = subprocess.run([sys.executable, "-m", "autograder", "export", "gradescope", "lab2", "--out",
-                        str(zpath), "--seed", str(SEED)], cwd=REPO, env=env(), capture_output=True,
-                       text=True)
+                        str(zpath), "--seed", str(SEED), "--rubric", str(rubric)], cwd=REPO,
+                       env=env(), capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     image = tmp / "image"
     (image / "source").mkdir(parents=True)
@@ -193,7 +196,7 @@ def rehearsal(tmp_path_factory):
     assert batch.returncode == 0, text.decode(errors="replace")[-3000:]
     ids = {f: sid for sid, f in collect(batch_subs)}
     return {"setup": setup, "runs": runs, "batch": batch_dir, "zip": zpath, "ids": ids,
-            "export": r.stdout}
+            "export": r.stdout, "rubric": rubric}
 
 
 def _run(rehearsal, name):
@@ -231,7 +234,8 @@ def test_the_bundle_installs_as_gradescope_lays_it_out(rehearsal):
     assert {"setup.sh", "run_autograder", "requirements.txt", "gradescope.json",
             "autograder/grade.py", "book/gpu.py"} <= set(names)
     cfg = json.loads(zipfile.ZipFile(rehearsal["zip"]).read("gradescope.json"))
-    assert cfg == dict(cfg, lab=LAB, seed=SEED)
+    assert cfg == dict(cfg, lab=LAB, seed=SEED, rubric="rubric.toml")
+    assert zipfile.ZipFile(rehearsal["zip"]).read("rubric.toml").decode() == rehearsal["rubric"].read_text()
 
 
 @pytest.mark.parametrize("name", ["master", "untouched", "two_kernels", "wrong", "syntax_error",
@@ -239,8 +243,8 @@ def test_the_bundle_installs_as_gradescope_lays_it_out(rehearsal):
 def test_each_file_is_graded_as_grade_grades_it_in_one_batch(rehearsal, name):
     doc = _run(rehearsal, name)
     _same(doc, _batch(rehearsal, name))   # the hidden cases' messages too: the class's seed
-    pts = course_points(LAB)
-    assert sum(t["max_score"] for t in doc["tests"]) == pts["total"]   # the course's, as `list` says
+    pts = course_points(LAB, rehearsal["rubric"])
+    assert sum(t["max_score"] for t in doc["tests"]) == pts["total"]   # the bundle's rubric's
     first = doc["output"].splitlines()[0]
     if name in ("master", "two_kernels"):
         assert doc["score"] == pts["correctness"] > 0, doc["output"]
@@ -265,7 +269,7 @@ def test_needs_a_gpu_is_marked_for_the_instructor_in_grades_csv(rehearsal):
 
 def test_uploads_that_are_not_one_file(rehearsal):
     empty = _run(rehearsal, "empty")
-    total = course_points(LAB)["total"]
+    total = course_points(LAB, rehearsal["rubric"])["total"]
     assert empty["score"] == 0 and empty["output"].startswith("nothing to grade: your submission held nothing")
     assert f"{LAB}.ipynb" in empty["output"] and "points for" not in empty["output"]
     assert [t["name"] for t in empty["tests"]] == ["submission"]
@@ -277,7 +281,7 @@ def test_uploads_that_are_not_one_file(rehearsal):
     for name in ("a_zip", "two_files"):
         doc = _run(rehearsal, name)
         _same(doc, _batch(rehearsal, name))
-        assert doc["score"] == course_points(LAB)["correctness"] > 0
+        assert doc["score"] == course_points(LAB, rehearsal["rubric"])["correctness"] > 0
     assert "notes/scratch.py" in _run(rehearsal, "two_files")["output"]
     amb = _run(rehearsal, "ambiguous")
     assert amb["score"] == 0 and amb["output"].startswith("nothing graded: your submission holds 2 files")
@@ -285,15 +289,17 @@ def test_uploads_that_are_not_one_file(rehearsal):
 
 
 def test_the_totals_are_the_courses_and_performance_is_pending(rehearsal):
-    """Gradescope counts every test's max_score: the bundle's maximum is the course's (what
-    `autograder list` says and `export gradescope` tells the instructor to set), and the
-    performance test, which needs a GPU, keeps its points as a pending test, never "passed"
-    at 0/0."""
-    pts = course_points(LAB)
+    """Gradescope counts every test's max_score: the bundle's maximum is its rubric's (the
+    course's, as `autograder list` says, for the shipped one; here the instructor's, one hidden
+    case), which `export gradescope` tells the instructor to set, and the performance test,
+    which needs a GPU, keeps its points as a pending test, never "passed" at 0/0."""
+    shipped = course_points(LAB)
     listed = subprocess.run([sys.executable, "-m", "autograder", "list"], cwd=REPO, env=env(),
                             capture_output=True, text=True).stdout
-    assert (f"{LAB}\n" in listed and f"points: {pts['total']:g} ({pts['correctness']:g} correctness, "
-            f"{pts['performance']:g} performance)" in listed.split(f"{LAB}\n")[1].split("lab")[0])
+    assert (f"{LAB}\n" in listed and f"points: {shipped['total']:g} ({shipped['correctness']:g} correctness, "
+            f"{shipped['performance']:g} performance)" in listed.split(f"{LAB}\n")[1].split("lab")[0])
+    pts = course_points(LAB, rehearsal["rubric"])
+    assert pts["total"] < shipped["total"]   # the bundle's rubric, not the shipped one
     assert f"autograder points to {pts['total']:g}" in rehearsal["export"]
     doc = _run(rehearsal, "master")
     [perf] = [t for t in doc["tests"] if t["name"] == "performance"]

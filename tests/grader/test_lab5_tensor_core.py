@@ -118,6 +118,7 @@ def test_the_untouched_lab_says_not_written_yet(capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_the_master_compiles_for_a_t4_an_a100_and_an_h100():
     """Every kernel the master launches compiles with the simulator off, for sm_75 (the T4's
     m16n8k8 path, no cp.async), sm_80 and sm_90, with no GPU (tools/lab_ptx.py)."""

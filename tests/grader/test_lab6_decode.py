@@ -67,6 +67,7 @@ def test_a_lost_partial_sum_in_the_graded_kernel_is_caught(capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_the_master_compiles_for_a_t4_an_a100_and_an_h100():
     """Every kernel the master launches compiles with the simulator off, for sm_75, sm_80 and
     sm_90, with no GPU (tools/lab_ptx.py)."""

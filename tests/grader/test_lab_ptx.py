@@ -16,10 +16,10 @@ import book  # first: GPU or simulator, decided before numba.cuda is imported
 from autograder import labs as L
 from tools import lab_ptx
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.extended, pytest.mark.skipif(
     not book.gpu.SIMULATED,
     reason="on a GPU every launch in test_lab_steps compiles for real; the recording needs "
-           "the simulator")
+           "the simulator")]
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import pytest
 from grading_runs import REPO, env, full_marks, grade_cmd, one_hidden_case, results
 from repo import FIXTURES
 
-pytestmark = pytest.mark.slow   # every test reads a grading run of the multi-kernel solutions
+pytestmark = [pytest.mark.slow, pytest.mark.extended]   # every test reads a grading run of the multi-kernel solutions
 
 MULTI = FIXTURES / "multikernel"
 RUNS = {

@@ -266,6 +266,7 @@ def body(text):
 
 
 @pytest.mark.parametrize("name", ["gemm", "gemm_edge", "dual", "dual_edge", "dual_identity"])
+@pytest.mark.extended
 def test_ptx_registers_only_float32_vector_shared_loads(ptx, name):
     lines = body(ptx[name])
     local = [l for l in lines if ".local" in l]
@@ -300,6 +301,7 @@ print(json.dumps(res))
 """
 
 
+@pytest.mark.extended
 def test_ptxas_fits_two_blocks_per_sm_and_never_spills(ptx, tmp_path):
     pytest.importorskip("cuda.bindings.nvjitlink", reason="nvJitLink (numba-cuda[cu13]) not installed")
     src = tmp_path / "ptx.json"

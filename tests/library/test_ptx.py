@@ -143,6 +143,7 @@ def decode_texts():
 
 
 @pytest.mark.parametrize("name", DECODE_ITEMS + ["decode_mma_t64_sm75"])
+@pytest.mark.extended
 def test_decode_gemvs_read_weights_16_bytes_at_a_time_and_keep_registers(decode_texts, name):
     text = decode_texts[name]
     o = ptx.opcodes(text)
@@ -167,6 +168,7 @@ def test_decode_gemvs_read_weights_16_bytes_at_a_time_and_keep_registers(decode_
         assert "shfl.sync.bfly.b32" in o  # the warp's sums by shuffles
 
 
+@pytest.mark.extended
 def test_the_ring_assembles_with_the_shared_memory_its_tile_counts(decode_texts):
     # ptxas (nvJitLink, no GPU) takes the staged kernel for sm_90: no spills, and the static
     # shared memory it reports is what MmaGemvTile.shared_bytes validates (+ 1 KiB that sm_90
@@ -184,6 +186,7 @@ def test_the_ring_assembles_with_the_shared_memory_its_tile_counts(decode_texts)
 
 
 @pytest.mark.parametrize("T", [1, 2, 4, 8])
+@pytest.mark.extended
 def test_the_cuda_core_gemv_unrolls_a_whole_piece(decode_texts, T):
     # every FMA of one 16-byte piece (rows x (gate, up) x tokens x 8) is in the straight-line
     # body: nothing of the accumulators is indexed at run time

@@ -357,6 +357,7 @@ MMA = {"bf16": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
        "1688": "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"}
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize("name,cc", PTX_ITEMS + SM75_ITEMS)
 def test_tensor_core_ptx(texts, name, cc):
     text = texts[(name, cc)]
@@ -373,6 +374,7 @@ def test_tensor_core_ptx(texts, name, cc):
     assert not re.search(r"\b(ld|st)\.local", text), f"{name} spills to local memory"
 
 
+@pytest.mark.extended
 def test_gemm_main_loop_is_all_tensor_work(texts):
     # per 32-deep stage a warp issues 64 mma (4 x 8 tiles, two steps) and 16 ldmatrix
     text = texts[("mma_swiglu", (9, 0))]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from repo import ROOT
 
-pytestmark = pytest.mark.slow   # downloads Colab's wheels and builds a venv that mirrors Colab
+pytestmark = [pytest.mark.slow, pytest.mark.extended]   # downloads Colab's wheels and builds a venv that mirrors Colab
 
 WHEELS = Path(os.environ.get("COLAB_WHEELS", ROOT / ".whl-colab"))
 
