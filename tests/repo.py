@@ -6,3 +6,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def ci_keeps(cases, keep: int = 1) -> list:
+    """A parametrize list whose first ``keep`` cases CI's `make test` runs and whose others are
+    marked extended (`make test-all` runs them all): for a test whose cases are each seconds
+    of simulator, the first being the one that takes the most paths at the least cost."""
+    import pytest
+
+    out = []
+    for i, c in enumerate(cases):
+        if i < keep:
+            out.append(c)
+        else:
+            out.append(pytest.param(*(c if isinstance(c, tuple) else (c,)),
+                                    marks=pytest.mark.extended))
+    return out

@@ -320,3 +320,16 @@ def test_run_autograders_stdout_says_what_it_did(rehearsal):
     _, p = rehearsal["runs"]["empty"]
     assert "uploaded: no notebook or .py" in p.stdout and "(nothing to grade)" in p.stdout
     assert str(SEED) not in p.stdout + rehearsal["runs"]["two_files"][1].stdout
+
+
+def test_a_rubric_that_does_not_load_is_refused_at_export(tmp_path):
+    """`export gradescope --rubric FILE` loads the rubric before it writes anything: one for
+    another lab is said at export, by name, and no bundle is left to upload."""
+    bad = tmp_path / "rubric.toml"
+    bad.write_text((REPO / "autograder" / "rubrics" / "lab3_half_precision.toml").read_text())
+    zpath = tmp_path / "autograder.zip"
+    r = subprocess.run([sys.executable, "-m", "autograder", "export", "gradescope", "lab2", "--out",
+                        str(zpath), "--rubric", str(bad)], cwd=REPO, env=env(),
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "is for lab 'lab3_half_precision', not 'lab2_packed_swiglu'" in r.stderr
+    assert not zpath.exists()

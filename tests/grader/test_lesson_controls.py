@@ -18,6 +18,8 @@ from autograder import labs
 from autograder.rubric import (CONTROL_MAX, CONTROL_SHARE, FULL_AT_FLOOR, lines_from_control,
                                load_rubric, performance_points)
 
+pytestmark = pytest.mark.extended   # each control graded as a correct solution: `make test-all`
+
 KERNEL_LABS = [n for n, s in labs.registry().items() if s.kernel]
 RECORD = REPO / "records" / "labs" / "lesson_controls_h100.json"
 

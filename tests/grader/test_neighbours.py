@@ -30,6 +30,8 @@ sys.path.insert(0, str(REPO))
 from autograder.sandbox import NOBODY, Child, can_drop_uid, pids_cgroup_base
 from repo import FIXTURES
 
+pytestmark = pytest.mark.extended   # graders side by side on one machine: `make test-all`
+
 # a tmpfs of the child's own as its working folder needs a root grader; without one /tmp and
 # /dev/shm are still the child's own (user namespace), and the isolation notes say the rest
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="the working folder's own tmpfs needs a root grader")

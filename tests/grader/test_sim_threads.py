@@ -25,6 +25,8 @@ import pytest
 from grading_runs import master, one_hidden_case
 from repo import ROOT as REPO
 
+pytestmark = pytest.mark.extended   # the simulator's threads under memory limits: `make test-all`
+
 ARENA_COUNT = textwrap.dedent(r"""
     import ctypes, ctypes.util, os, re, sys, tempfile, threading
     sys.path.insert(0, sys.argv[2])

@@ -110,6 +110,7 @@ def logs(texts):
 
 
 @pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.extended
 def test_ptxas_assembles_the_fp8_gemm_without_serializing_or_waiting(logs, texts, name):
     ok, log = logs[f"{name}/bfloat16"]
     assert ok, log[-2000:]
@@ -128,6 +129,7 @@ def test_ptxas_assembles_the_fp8_gemm_without_serializing_or_waiting(logs, texts
     assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in text
 
 
+@pytest.mark.extended
 def test_the_e4m3_output_is_stored_through_satfinite_conversions(texts):
     e4 = texts["fp8_gemm_e4m3_out/bfloat16"]
     assert e4.count("cvt.rn.satfinite.e4m3x2.f32") == 32  # 64 outputs per thread per tile

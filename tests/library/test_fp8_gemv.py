@@ -107,6 +107,7 @@ def texts():
 
 
 @pytest.mark.parametrize("name", sorted(GEMVS))
+@pytest.mark.extended
 def test_the_kernel_assembles_with_tma_and_unserialized_fp8_wgmma(texts, name):
     from book.kernels import ptx
 

@@ -214,6 +214,7 @@ def logs(texts):
 
 
 @pytest.mark.parametrize("name", HOPPER)
+@pytest.mark.extended
 def test_ptxas_assembles_for_sm90a_without_serializing_or_waiting(logs, name):
     ok, log = logs[f"{name}/bfloat16"]
     assert ok, log[-2000:]
@@ -224,6 +225,7 @@ def test_ptxas_assembles_for_sm90a_without_serializing_or_waiting(logs, name):
 @pytest.mark.parametrize("name", ["wgmma_swiglu", "wgmma_identity", "wgmma_ceiling",
                                   "wgmma_swiglu_f16", "wgmma_swiglu_single",
                                   "wgmma_swiglu_multicast"])
+@pytest.mark.extended
 def test_the_main_kernels_keep_everything_in_registers(logs, texts, name):
     ok, log = logs[f"{name}/bfloat16"]
     spills = re.findall(r"(\d+) bytes spill stores", log)
@@ -236,6 +238,7 @@ def test_the_main_kernels_keep_everything_in_registers(logs, texts, name):
     assert ".maxntid 384" in text  # the register cap setmaxnreg needs at entry
 
 
+@pytest.mark.extended
 def test_the_kernel_uses_tma_mbarriers_and_tma_stores(texts):
     text = texts["wgmma_swiglu/bfloat16"]
     for op in ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
@@ -249,6 +252,7 @@ def test_the_kernel_uses_tma_mbarriers_and_tma_stores(texts):
     assert "barrier.cluster" not in texts["wgmma_swiglu_single/bfloat16"]
 
 
+@pytest.mark.extended
 def test_plain_sm90_is_refused_by_ptxas(texts):
     """The trap: compiled for sm_90 (no "a"), the same PTX does not assemble."""
     text = texts["probe_wgmma_n64/bfloat16"].replace(".target sm_90a", ".target sm_90")

@@ -6,6 +6,7 @@ GPU (``-m gpu``) at full size with a static and a dynamic ring.
 
 import numpy as np
 import pytest
+from repo import ci_keeps
 
 import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
 from numba import cuda
@@ -22,7 +23,7 @@ def staged(tile=None, split=None):
     return fn
 
 
-@pytest.mark.parametrize("T,d,h,dtype,bias,tile,split", [
+@pytest.mark.parametrize("T,d,h,dtype,bias,tile,split", ci_keeps([
     # the register path: a partial last chunk (200 = 3 x 64 + 8), rows past h, tokens past T
     (1, 200, 9, "bfloat16", True, StagedTile(nt=1, warps=2, chunk=64), None),
     (9, 136, 20, "float16", False, StagedTile(nt=2, mp=2, warps=2, chunk=64), 2),
@@ -30,7 +31,7 @@ def staged(tile=None, split=None):
     (5, 328, 13, "float16", True, StagedTile(nt=1, warps=2, chunk=64, stages=2), None),
     (17, 200, 9, "bfloat16", False, StagedTile(nt=4, warps=2, chunk=64, stages=3), 2),
     (3, 72, 17, "bfloat16", True, StagedTile(nt=1, warps=1, chunk=32, stages=2), 3),
-])
+], keep=2))
 def test_the_staged_gemv_matches_float64(T, d, h, dtype, bias, tile, split):
     arrs, ref = case(T, d, h, dtype, bias, seed=T + d)
     close(run(staged(tile, split), arrs, dtype), ref, dtype)

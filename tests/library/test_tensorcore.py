@@ -23,7 +23,7 @@ import sys as _sys
 
 import numpy as np
 import pytest
-from repo import ROOT as _ROOT
+from repo import ci_keeps, ROOT as _ROOT
 
 import book
 from numba import cuda  # after book: it picks GPU or simulator
@@ -264,7 +264,7 @@ def test_float16_paths(kind):
 # T = 1 (decode), 64 and 200 (ragged prefill batches, not a multiple of any block tile); d
 # and h off the block tile and the k-slab, so the last block-row, block-column and k-slab
 # are all partial and their predicated copies must read zeros.
-@pytest.mark.parametrize("T,d,h", [(1, 40, 24), (64, 8, 8), (200, 16, 8)])
+@pytest.mark.parametrize("T,d,h", ci_keeps([(1, 40, 24), (64, 8, 8), (200, 16, 8)]))
 def test_any_t_and_multiples_of_8_match_float64(T, d, h):
     (x, wg, wu), g, u = inputs(T, d, h, seed=T)
     dev = [cuda.to_device(a) for a in (x, wg, wu)]

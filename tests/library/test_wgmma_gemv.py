@@ -247,6 +247,7 @@ def texts():
                                           ("wgmma_gemv_t16_trace", 16, "bf16"),
                                           ("wgmma_gemv_t8_dynamic", 8, "bf16"),
                                           ("wgmma_gemv_t16_lead", 16, "bf16")])
+@pytest.mark.extended
 def test_the_kernel_assembles_with_tma_and_unserialized_wgmma(texts, name, n, ptype):
     import re
 
