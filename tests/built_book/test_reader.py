@@ -15,7 +15,7 @@ import pytest
 
 from book.sources import SOURCES
 from conftest import SitePage
-from repo import ROOT
+from repo import ROOT, ci_keeps
 
 # "seed 000", "Seed 003's", "seeds 001 and 002": the file numbers of the source documents
 SEED_NUMBER = re.compile(r"(?i)\bseeds?\s*0\d\d\b|\bseeds?['’]s?\s+(claim|figure)")
@@ -238,7 +238,7 @@ LABELS = """() => [...document.querySelectorAll(".swg-field label")]
   .filter((l) => l.scrollWidth > l.clientWidth + 1).map((l) => l.textContent)"""
 
 
-@pytest.mark.parametrize("width", [1280, 1400])
+@pytest.mark.parametrize("width", ci_keeps([1280, 1400]))
 def test_widget_dropdowns_and_labels_are_not_cut_at_laptop_widths(built_book, browser, site_url,
                                                                   laptop_tour, width):
     """At 1280 px what the laptop tour kept; at 1400 px the explorer pages loaded at that width."""

@@ -100,6 +100,7 @@ def test_the_decode_table_is_drawn_from_decode_rows(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extended   # CI's book build executes the chapter in the simulator too
 def test_the_chapter_runs_in_the_simulator(tmp_path):
     """Executed as the build executes it (the simulator): no error, the models' lines."""
     from tools.execute import _run

@@ -45,6 +45,7 @@ def _check_master(simulator: bool) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_the_master_passes_check_on_sm75_in_the_simulator():
     if not book.gpu.SIMULATED:
         pytest.skip("on a GPU: test_the_master_passes_check_and_grade_on_sm75_on_the_gpu")

@@ -533,6 +533,7 @@ def _ptxas_for(text: str, arch: str):
     return rc, msg
 
 
+@pytest.mark.extended
 @pytest.mark.skipif(_shutil.which("ptxas") is None, reason="no ptxas on PATH (the CUDA toolkit)")
 def test_the_t4_ptx_assembles_for_sm75_and_a_newer_gpu_and_the_bf16_kernel_is_refused():
     """What the switch relies on, with no GPU: PTX compiled for sm_75 assembles for sm_75 and
