@@ -38,7 +38,18 @@ test_s = {test_s}
 
 
 FAST_RUBRIC = fast_rubric()
-FAST_FULL = 2 * 1 + 1 * 2   # lab 2's two public cases and the hidden one
+
+
+def _fast_full() -> int:
+    """Full correctness under FAST_RUBRIC: lab 2's public cases and the hidden one, by its points."""
+    import tomllib
+
+    c = tomllib.loads(FAST_RUBRIC)["correctness"]
+    return (len(labs.get("lab2").public_cases) * c["public_points"]
+            + c["hidden_cases"] * c["hidden_points"])
+
+
+FAST_FULL = _fast_full()
 
 
 def one_hidden_case(lab: str, path: Path) -> Path:
