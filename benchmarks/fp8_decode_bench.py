@@ -8,6 +8,7 @@ them.
 
     python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_h200.json [--T 1 4 16]
     python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_sweep_h200.json --T 4 16 --sweep
+    python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_line_h200.json --bytes-line
 
 d = 4096, h = 14336, nn.Linear weights; x per token and the weights per output channel in e4m3
 (book.quantize), two copies of the weights taken in turn (234 MB of e4m3, beyond any L2), the
@@ -58,7 +59,14 @@ D, H = 4096, 14336
 #: promotion, no L2 hints
 SWEEP = ({}, {"stages": 6}, {"stages": 3, "kblocks": 4}, {"stages": 8, "kblocks": 1},
          {"ctas_per_sm": 2, "stages": 3, "kblocks": 1}, {"lead": 0}, {"lead": 8},
-         {"promotion": "256B"}, {"promotion": "none"}, {"hints": False})
+         {"promotion": "256B"}, {"promotion": "none"}, {"hints": False},
+         {"stages": 5}, {"stages": 6, "kblocks": 2, "lead": 6}, {"hold": 0}, {"waves": 2},
+         {"stages": 12, "kblocks": 1, "lead": 8})
+
+#: rows of each weight the bytes line times the default GEMV at (half, the layer's, twice):
+#: time against bytes, its slope the kernel's streaming rate, its intercept what a launch
+#: costs whatever it reads; chapter 9's bf16 GEMV at the first two beside it
+LINE_H = (7168, 14336, 28672)
 
 
 def sweep(args, doc, ws, gen, V, Q, measure_interleaved, summarize, write, prov, torch):
@@ -106,6 +114,74 @@ def sweep(args, doc, ws, gen, V, Q, measure_interleaved, summarize, write, prov,
         write(args.out, doc)
 
 
+def bytes_line(args, doc, gen, V, Q, measure_interleaved, summarize, write, torch, planned):
+    """Rows ``bytes_line_fp8_h<h>`` (the default tile, e4m3 out) and ``bytes_line_bf16_h<h>``
+    (chapter 9's planned decode path), the weights [h, D] of :data:`LINE_H`, every row of a
+    T in turn, round after round; then the line through the FP8 rows (least squares): its
+    slope in TB/s and its intercept in us."""
+    import numpy as np
+
+    layers = {}
+    for h in LINE_H:
+        copies = []
+        for _ in range(2):
+            wg = torch.randn(h, D, device="cuda", generator=gen) / math.sqrt(D)
+            wu = torch.randn(h, D, device="cuda", generator=gen) / math.sqrt(D)
+            (gq, sg), (uq, su) = Q.quantize_torch(wg), Q.quantize_torch(wu)
+            copies.append({"gq": gq, "sg": sg, "uq": uq, "su": su,
+                           "wgb": wg.bfloat16() if h <= H else None,
+                           "wub": wu.bfloat16() if h <= H else None})
+            del wg, wu
+        layers[h] = copies
+    decode = planned("decode")
+    for T in args.T:
+        xs = [torch.randn(T, D, device="cuda", generator=gen) for _ in range(2)]
+        qx = [Q.quantize_torch(x) for x in xs]
+        xb = [x.bfloat16() for x in xs]
+        cands = {}
+        for h, ws in layers.items():
+            o8 = [torch.empty(T, h, device="cuda", dtype=torch.float8_e4m3fn) for _ in range(2)]
+
+            def fp8(i, ws=ws, o8=o8):
+                w = ws[i]
+                return V.swiglu_fp8_gemv(*qx[i], w["gq"], w["sg"], w["uq"], w["su"], o8[i],
+                                         out_dtype="e4m3", out_scale=1.0)
+            cands[f"bytes_line_fp8_h{h}"] = (fp8, V.weight_bytes(D, h), h)
+            if ws[0]["wgb"] is not None:
+                ob = [torch.empty(T, h, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+
+                def bf16(i, ws=ws, ob=ob):
+                    return decode(xb[i], ws[i]["wgb"], ws[i]["wub"], None, None, ob[i])
+                cands[f"bytes_line_bf16_h{h}"] = (bf16, 2 * V.weight_bytes(D, h), h)
+        pooled = {n: [] for n in cands}
+        for _ in range(args.rounds):
+            for name, (fn, wb, h) in cands.items():
+                pooled[name].extend(measure_interleaved(
+                    {name: (fn, [(0,), (1,)], {"bytes_moved": wb})}, rounds=1,
+                    reps=args.reps)[name].samples_s)
+        pts = []
+        for name, (fn, wb, h) in cands.items():
+            med, p10, p90 = summarize(pooled[name])
+            doc["rows"].append({
+                "name": name, "dtype": "e4m3" if "fp8" in name else "bfloat16",
+                "shape": [T, D, h], "median_us": med * 1e6, "p10_us": p10 * 1e6,
+                "p90_us": p90 * 1e6, "samples": len(pooled[name]), "weight_bytes": wb,
+                "tb_per_s": wb / med / 1e12,
+                "method": f"book.bench.measure_interleaved per row, {args.rounds} rounds of "
+                          f"{args.reps} samples, rows in turn"})
+            print(f"  bytes line T={T} {name}: {med * 1e6:.1f} us ({wb / med / 1e12:.2f} TB/s)",
+                  flush=True)
+            if "fp8" in name:
+                pts.append((wb, med))
+        b, t = np.array(pts, dtype=float).T
+        slope, icept = np.polyfit(b, t, 1)
+        doc["ratios"].append({"T": T, "bytes_line": "fp8_gemv", "slope_tb_per_s":
+                              1 / slope / 1e12, "intercept_us": icept * 1e6})
+        print(f"  bytes line T={T}: the FP8 GEMV streams at {1 / slope / 1e12:.2f} TB/s, "
+              f"{icept * 1e6:.1f} us whatever it reads", flush=True)
+        write(args.out, doc)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
@@ -115,6 +191,9 @@ def main(argv=None):
     ap.add_argument("--sweep", action="store_true",
                     help="instead of the rows, the GEMV's tiles of SWEEP (e4m3 out), "
                          "interleaved, per T (its own record: fp8_decode_sweep_<gpu>.json)")
+    ap.add_argument("--bytes-line", action="store_true",
+                    help="instead of the rows, the default GEMV (and the bf16 one) at the "
+                         "weights' rows of LINE_H: time against bytes (its own record)")
     args = ap.parse_args(argv)
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import book
@@ -174,7 +253,7 @@ def main(argv=None):
             del wg, wu
         wb8, wb16 = V.weight_bytes(D, H), 2 * V.weight_bytes(D, H)
         decode = planned("decode")
-        for T in ([] if args.sweep else args.T):
+        for T in ([] if args.sweep or args.bytes_line else args.T):
             xs = [torch.randn(T, D, device="cuda", generator=gen) for _ in range(2)]
             qx = [Q.quantize_torch(x) for x in xs]
             pad = [(torch.cat([xq.view(torch.uint8), torch.zeros(16 - T, D, dtype=torch.uint8,
@@ -266,7 +345,7 @@ def main(argv=None):
                 try:  # pure GPU time: the calls captured in a CUDA graph
                     g = measure(fn, sets, bytes_moved=wb, flops=fl, reps=args.reps * 2,
                                 graph=True)
-                    graph_us, graph_note = g.seconds * 1e6, g.method
+                    graph_us, graph_note = g.median_s * 1e6, g.method
                 except Exception as e:  # a path that cannot be captured is said so
                     graph_us, graph_note = None, f"not captured: {e!r}"[:300]
                 st = [s for s in states[name] if "sm_mhz" in s]
@@ -297,6 +376,9 @@ def main(argv=None):
                                   / peak if peak else None, "peak_bandwidth": peak})
             doc["out_scale_" + str(T)] = out_scale
             write(args.out, doc)
+        if args.bytes_line:
+            bytes_line(args, doc, gen, V, Q, measure_interleaved, summarize, write, torch,
+                       planned)
         if args.sweep:
             sweep(args, doc, ws, gen, V, Q, measure_interleaved, summarize, write, prov, torch)
         doc["kernels"] = kernel_report({

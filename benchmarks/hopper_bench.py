@@ -4,6 +4,7 @@ Record: `records/hopper/hopper_bench_h100.json`, `book/data/h100.json` (its rows
 same run, so every cuBLAS figure the two chapters compare with comes from one run.
 
     python3 benchmarks/hopper_bench.py --out $OUT/hopper_h100.json [--no-tensorcore]
+    python3 benchmarks/hopper_bench.py --out $OUT/hopper_tiles_h200.json --tiles 256,384,512,768,1024
 
 Checks every wgmma kernel against a float64 reference first (whole tiles and edges: T = 1,
 64, 200), then times the rows of :mod:`book.bench.hopper` (each shape's rows interleaved,
@@ -16,6 +17,7 @@ checks, targets). Merge it into book/data/<gpu>.json with ``python -m book.bench
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import subprocess
@@ -58,12 +60,107 @@ def kernel_report():
     return out
 
 
+#: the dual GEMM's tiles ``--tiles`` times at mid-size T (the dispatcher's default first): half
+#: the columns a tile (twice the tiles: a fuller last wave), half the rows, each without the
+#: cluster, and a deeper ring for the narrow tile
+MID_TILES = ("HopperTile()", "HopperTile(bn=64)", "HopperTile(bn=64, cluster=1)",
+             "HopperTile(bm=64)", "HopperTile(bm=64, cluster=1)", "HopperTile(bn=64, stages=6)")
+
+
+def wave_model(T, h, tile, blocks):
+    """(tiles, waves, padded work): the tiles of T x h outputs, how many waves of ``blocks``
+    resident blocks they take, and the work of the waves the blocks run (whole waves of whole
+    tiles) over the outputs': 1.0 when every wave is full and T a multiple of the rows."""
+    tiles = -(-T // tile.bm) * -(-h // tile.bn)
+    waves = tiles / blocks
+    return tiles, waves, math.ceil(waves) * blocks * tile.bm * tile.bn / (T * h)
+
+
+def mid_t(args, prov):
+    """The wgmma dual GEMM at each T of ``--tiles`` at every tile of :data:`MID_TILES`,
+    beside cuBLAS (F.linear on [wg; wu]) alone and + a compiled SiLU*up (compiled for the
+    T), every row of a T in turn, round after round, the SM clock and power after each turn;
+    each tile's result checked against torch's first; the wave model beside each row."""
+    import torch
+    import torch.nn.functional as F
+
+    from book.bench import measure_interleaved, summarize
+    from book.bench.decode import D, H
+    from book.kernels.launch import sm_count
+    from book.kernels.wgmma_gemm import HopperTile, swiglu_wgmma
+    from fp8_bench import gpu_state
+
+    blocks = sm_count()
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    ws = [[(torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
+           for _ in range(2)] for _ in range(2)]
+    cat = [torch.cat(w).contiguous() for w in ws]
+    doc = {"provenance": prov, "rows": [], "checks": [], "blocks": blocks}
+    tiles = {name: eval(name, {"HopperTile": HopperTile}).validate() for name in MID_TILES}
+    for T in [int(v) for v in args.tiles.split(",")]:
+        xs = [torch.randn(T, D, device="cuda", generator=gen).bfloat16() for _ in range(2)]
+        outs = [torch.empty(T, H, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+
+        @torch.compile(dynamic=False)
+        def silu_mul(gu):
+            return F.silu(gu[:, :H]) * gu[:, H:]
+
+        gu = F.linear(xs[0], cat[0])
+        ref = (F.silu(gu[:, :H].float()) * gu[:, H:].float())
+        cands = {}
+        for name, tile in tiles.items():
+            def call(i, tile=tile):
+                return swiglu_wgmma(xs[i], ws[i][0], ws[i][1], outs[i], tile=tile)
+            call(0)
+            err = float(((outs[0].float() - ref).norm() / ref.norm()).item())
+            doc["checks"].append({"T": T, "tile": name, "rel_error_vs_cublas": err,
+                                  "ok": err < 1e-2})
+            cands[name] = call
+        cands["cublas_gemm"] = lambda i: F.linear(xs[i], cat[i])
+        cands["cublas_compiled"] = lambda i: silu_mul(F.linear(xs[i], cat[i]))
+        fl = 4 * T * D * H
+        pooled = {n: [] for n in cands}
+        states = {n: [] for n in cands}
+        for _ in range(args.rounds):
+            for name, fn in cands.items():
+                pooled[name].extend(measure_interleaved(
+                    {name: (fn, [(0,), (1,)], {"flops": fl})}, rounds=1, reps=8)[name].samples_s)
+                states[name].append(gpu_state())
+        ref_us = summarize(pooled["cublas_compiled"])[0] * 1e6
+        for name in cands:
+            med, p10, p90 = summarize(pooled[name])
+            st = [s for s in states[name] if "sm_mhz" in s]
+            row = {"name": name, "T": T, "shape": [T, D, H], "median_us": med * 1e6,
+                   "p10_us": p10 * 1e6, "p90_us": p90 * 1e6, "tflops": fl / med / 1e12,
+                   "vs_cublas_compiled": ref_us / (med * 1e6), "gpu_states": states[name],
+                   "sm_mhz_median": summarize([s["sm_mhz"] for s in st])[0] if st else None,
+                   "power_w_median": summarize([s["power_w"] for s in st])[0] if st else None}
+            if name in tiles:
+                row["tiles"], row["waves"], row["padded_work"] = wave_model(T, H, tiles[name],
+                                                                            blocks)
+            doc["rows"].append(row)
+            print(f"T={T:5d} {name:34s} {med * 1e6:8.1f} us {fl / med / 1e12:6.0f} TFLOP/s "
+                  f"{ref_us / (med * 1e6):5.3f}x cuBLAS+compile"
+                  + (f"  waves {row['waves']:.2f} padded {row['padded_work']:.3f}"
+                     if name in tiles else ""), flush=True)
+        write_doc(args.out, doc)
+    return doc
+
+
+def write_doc(path, doc):
+    from book.data import write
+    write(path, doc)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--only", help="rows whose name matches this regex (re.search)")
     ap.add_argument("--no-tensorcore", action="store_true", help="the Hopper rows only")
     ap.add_argument("--rounds", type=int, default=6, help="interleaved rounds per shape")
+    ap.add_argument("--tiles", metavar="T,T,...",
+                    help="instead of the rows: the dual GEMM's MID_TILES at these T beside "
+                         "cuBLAS + compile, with the wave model (its own record)")
     args = ap.parse_args(argv)
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import book
@@ -82,6 +179,12 @@ def main(argv=None):
     prov = provenance("python3 benchmarks/hopper_bench.py " + " ".join(argv or sys.argv[1:]))
     print(f"{prov['gpu']}; torch {prov['torch']}, numba-cuda {prov['numba_cuda']}", flush=True)
     t0 = time.time()
+    if args.tiles:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        doc = mid_t(args, prov)
+        prov["elapsed_s"] = round(time.time() - t0, 1)
+        write(args.out, doc)
+        return 0 if all(c["ok"] for c in doc["checks"]) else 1
     doc = {"provenance": prov}
     try:
         print("[Hopper]", flush=True)

@@ -106,6 +106,9 @@ def main(argv=None):
     ap.add_argument("--bits-of", choices=("bfloat16", "float16"), default=None,
                     help="the weights made in this type and their bits read as --dtype: does "
                          "a time follow the kernel or the bytes it reads?")
+    ap.add_argument("--h", type=int, default=None,
+                    help="rows of each weight (default the MLP-up's 14336; 7168 reads 117 MB "
+                         "of bf16, the FP8 GEMV's bytes: the probes' ceiling at that size)")
     ap.add_argument("--timeline", action="append", default=[], metavar="T:TILE",
                     help="a traced timeline more, of a wgmma GEMV tile (repeatable)")
     args = ap.parse_args(argv)
@@ -114,7 +117,8 @@ def main(argv=None):
     from numba import cuda
 
     from book import bench, gpu
-    from book.bench.decode import D, H, weight_bytes
+    from book.bench.decode import D, H
+    from book.bench.decode import weight_bytes as _wb
     from book.data import write
     from book.kernels import decode_mlp as dm
     from book.kernels import stream_probes as sp
@@ -123,6 +127,11 @@ def main(argv=None):
     from book.kernels.wgmma_gemm import tensor_maps
     from book.kernels.wgmma_gemv import WgmmaGemvTile, gemv_tile
     from book.provenance import provenance
+
+    H = args.h or H
+
+    def weight_bytes():
+        return _wb(D, H)
 
     prov = provenance("python3 benchmarks/weight_stream.py " + " ".join(sys.argv[1:]))
     info = gpu.device_info()
