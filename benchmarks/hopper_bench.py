@@ -96,7 +96,8 @@ def mid_t(args, prov):
            for _ in range(2)] for _ in range(2)]
     cat = [torch.cat(w).contiguous() for w in ws]
     doc = {"provenance": prov, "rows": [], "checks": [], "blocks": blocks}
-    tiles = {name: eval(name, {"HopperTile": HopperTile}).validate() for name in MID_TILES}
+    tiles = {name: eval(name, {"HopperTile": HopperTile}).validate()
+             for name in (args.tile or MID_TILES)}
     for T in [int(v) for v in args.tiles.split(",")]:
         xs = [torch.randn(T, D, device="cuda", generator=gen).bfloat16() for _ in range(2)]
         outs = [torch.empty(T, H, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
@@ -161,6 +162,9 @@ def main(argv=None):
     ap.add_argument("--tiles", metavar="T,T,...",
                     help="instead of the rows: the dual GEMM's MID_TILES at these T beside "
                          "cuBLAS + compile, with the wave model (its own record)")
+    ap.add_argument("--tile", action="append", default=[], metavar="EXPR",
+                    help="with --tiles: these tiles instead of MID_TILES, e.g. "
+                         "'HopperTile(bn=64, stages=6)' (repeatable; the first is the control)")
     args = ap.parse_args(argv)
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import book
