@@ -17,7 +17,6 @@ checks, targets). Merge it into book/data/<gpu>.json with ``python -m book.bench
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shutil
 import subprocess
@@ -67,27 +66,22 @@ MID_TILES = ("HopperTile()", "HopperTile(bn=64)", "HopperTile(bn=64, cluster=1)"
              "HopperTile(bm=64)", "HopperTile(bm=64, cluster=1)", "HopperTile(bn=64, stages=6)")
 
 
-def wave_model(T, h, tile, blocks):
-    """(tiles, waves, padded work): the tiles of T x h outputs, how many waves of ``blocks``
-    resident blocks they take, and the work of the waves the blocks run (whole waves of whole
-    tiles) over the outputs': 1.0 when every wave is full and T a multiple of the rows."""
-    tiles = -(-T // tile.bm) * -(-h // tile.bn)
-    waves = tiles / blocks
-    return tiles, waves, math.ceil(waves) * blocks * tile.bm * tile.bn / (T * h)
-
-
 def mid_t(args, prov):
     """The wgmma dual GEMM at each T of ``--tiles`` at every tile of :data:`MID_TILES`,
     beside cuBLAS (F.linear on [wg; wu]) alone and + a compiled SiLU*up (compiled for the
     T), every row of a T in turn, round after round, the SM clock and power after each turn;
-    each tile's result checked against torch's first; the wave model beside each row."""
+    each tile's result checked against torch's first; the wave model beside each row
+    (:mod:`book.kernels.waves`: rounds, and the predicted time in rounds of the wide tile),
+    and the dispatcher's choice (``choose``: a tile or a ColumnSplit) as a row of its own."""
     import torch
     import torch.nn.functional as F
 
     from book.bench import measure_interleaved, summarize
     from book.bench.decode import D, H
     from book.kernels.launch import sm_count
-    from book.kernels.wgmma_gemm import HopperTile, swiglu_wgmma
+    from book.kernels.fastcall import planned
+    from book.kernels.waves import choose, predicted, rounds
+    from book.kernels.wgmma_gemm import ColumnSplit, HopperTile, swiglu_wgmma
     from fp8_bench import gpu_state
 
     blocks = sm_count()
@@ -109,7 +103,8 @@ def mid_t(args, prov):
         gu = F.linear(xs[0], cat[0])
         ref = (F.silu(gu[:, :H].float()) * gu[:, H:].float())
         cands = {}
-        for name, tile in tiles.items():
+        per_t = dict(tiles, dispatcher=choose(T, H, blocks))
+        for name, tile in per_t.items():
             def call(i, tile=tile):
                 return swiglu_wgmma(xs[i], ws[i][0], ws[i][1], outs[i], tile=tile)
             call(0)
@@ -117,6 +112,15 @@ def mid_t(args, prov):
             doc["checks"].append({"T": T, "tile": name, "rel_error_vs_cublas": err,
                                   "ok": err < 1e-2})
             cands[name] = call
+        decode = planned("decode")  # the dispatcher, as a model calls it
+
+        def dispatched(i):
+            return decode(xs[i], ws[i][0], ws[i][1], None, None, outs[i])
+        dispatched(0)
+        err = float(((outs[0].float() - ref).norm() / ref.norm()).item())
+        doc["checks"].append({"T": T, "tile": "planned_decode", "rel_error_vs_cublas": err,
+                              "ok": err < 1e-2})
+        cands["planned_decode"] = dispatched
         cands["cublas_gemm"] = lambda i: F.linear(xs[i], cat[i])
         cands["cublas_compiled"] = lambda i: silu_mul(F.linear(xs[i], cat[i]))
         fl = 4 * T * D * H
@@ -136,14 +140,17 @@ def mid_t(args, prov):
                    "vs_cublas_compiled": ref_us / (med * 1e6), "gpu_states": states[name],
                    "sm_mhz_median": summarize([s["sm_mhz"] for s in st])[0] if st else None,
                    "power_w_median": summarize([s["power_w"] for s in st])[0] if st else None}
-            if name in tiles:
-                row["tiles"], row["waves"], row["padded_work"] = wave_model(T, H, tiles[name],
-                                                                            blocks)
+            if name in per_t:
+                tile = per_t[name]
+                one = tile.wide if isinstance(tile, ColumnSplit) else tile
+                r = rounds(T, H, one, blocks)
+                row.update(tile=repr(tile), tiles=r.tiles, waves=r.waves,
+                           predicted_rounds=predicted(T, H, tile, blocks))
             doc["rows"].append(row)
             print(f"T={T:5d} {name:34s} {med * 1e6:8.1f} us {fl / med / 1e12:6.0f} TFLOP/s "
                   f"{ref_us / (med * 1e6):5.3f}x cuBLAS+compile"
-                  + (f"  waves {row['waves']:.2f} padded {row['padded_work']:.3f}"
-                     if name in tiles else ""), flush=True)
+                  + (f"  waves {row['waves']:.2f} predicted {row['predicted_rounds']:.2f} rounds"
+                     if name in per_t else ""), flush=True)
         write_doc(args.out, doc)
     return doc
 

@@ -38,7 +38,10 @@ import book  # noqa: E402,F401  (decides GPU or simulator before numba.cuda)
 LAB = "lab6_decode_mlp_up"
 MARGIN = 1.25  # the master stands this far above the full-marks line (as lab 5's)
 EXTRA_T = (1, 8, 16)
-FIXTURES = ("one_thread_per_output", "reads_weights_twice", "atomics")
+#: the fixtures timed beside the master, by their path under tests/fixtures (the lesson's
+#: control is the rubric's control, tests/fixtures/controls since issue 44's derived fixtures)
+FIXTURES = {"one_thread_per_output": "controls/lab6_one_thread_per_output.py",
+            "reads_weights_twice": "lab6/reads_weights_twice.py", "atomics": "lab6/atomics.py"}
 
 
 def namespace_of(cells_src) -> dict:
@@ -86,7 +89,8 @@ def main(argv=None) -> int:
            "gpu": info.name, "margin": MARGIN, "rows": [], "fixtures": []}
     fns = {"master": namespace_of(master_cells())[lab.function]}
     for name in FIXTURES:
-        fns[name] = namespace_of([(ROOT / "tests" / "fixtures" / "lab6" / f"{name}.py").read_text()])[lab.function]
+        fns[name] = namespace_of([(ROOT / "tests" / "fixtures" / FIXTURES[name])
+                                  .read_text()])[lab.function]
     print(f"{info.name}: lab 6's master against cuBLAS float16 + compiled SwiGLU, GB/s of weights")
 
     def dev_inputs(case):

@@ -911,10 +911,13 @@ def path_for(T: int, cc=None, bias: bool = False) -> str:
 def hopper_dual_gemm(x, wg, wu, bg, bu, out, stream=0):
     """The "hopper" path: :func:`book.kernels.wgmma_gemm.swiglu_wgmma` (no biases) with the
     tile the dispatcher gives it."""
-    from .wgmma_gemm import HopperTile, swiglu_wgmma
+    from .waves import dispatch_tile
+    from .wgmma_gemm import swiglu_wgmma
 
-    # up to one row tile, a cluster of two would leave one CTA of each pair idle
-    tile = HopperTile(cluster=1) if x.shape[0] <= 128 else None
+    # the wave model's tile for T: without the cluster where row tiles are odd (one row
+    # tile: a cluster of two would leave one CTA of each pair idle), a ColumnSplit where the
+    # last round of the wide tile would run mostly empty (T = 512, 768 on 132 SMs)
+    tile = dispatch_tile(x.shape[0], wg.shape[0])
     return swiglu_wgmma(x, wg, wu, out, tile=tile, stream=stream or None)
 
 

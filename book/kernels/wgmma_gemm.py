@@ -63,7 +63,7 @@ from .launch import MAX_SHARED, allow_shared, pointer, sm_count
 from .mma_gemm import half_dtype, half_matrix, half_out
 from .tensorcore import target_cc
 
-__all__ = ["HopperTile", "TILE", "EPILOGUES", "build_kernel", "schedule", "pairs",
+__all__ = ["HopperTile", "TILE", "ColumnSplit", "EPILOGUES", "build_kernel", "schedule", "pairs",
            "swiglu_wgmma", "swiglu_wgmma_identity", "gate_up_wgmma", "matmul_wgmma",
            "ceiling_wgmma", "flops", "check_shapes", "tensor_maps"]
 
@@ -184,21 +184,50 @@ class HopperTile:
 TILE = HopperTile()
 
 
+@dataclass(frozen=True)
+class ColumnSplit:
+    """One GEMM in two launches over the output's columns: ``wide`` takes columns
+    [0, ``cols``), ``narrow`` the rest, one after the other on one stream. Why: a persistent
+    grid runs its tiles in rounds of one tile per block, and a last round only partly full
+    costs a whole one; the wide tiles' columns are chosen to fill whole rounds and the
+    narrow tiles (half the columns, about half a round's time) finish the rest
+    (:mod:`book.kernels.waves` chooses it, with the wave model's prediction)."""
+
+    wide: HopperTile
+    narrow: HopperTile
+    cols: int
+
+    def validate(self) -> "ColumnSplit":
+        self.wide.validate()
+        self.narrow.validate()
+        if self.cols <= 0 or self.cols % self.wide.bn or self.cols % self.narrow.bn:
+            raise ValueError(f"invalid {self}: cols must be a positive multiple of both "
+                             f"tiles' bn ({self.wide.bn}, {self.narrow.bn})")
+        return self
+
+    def describe(self) -> str:
+        return (f"columns [0, {self.cols}) by {self.wide.bm} x {self.wide.bn} tiles, the rest "
+                f"by {self.narrow.bm} x {self.narrow.bn} tiles, in a second launch")
+
+
 def pairs(tile: HopperTile = TILE):
     """For each accumulator index i of a gate column: the index of its up partner (the
     same output, ``bn`` accumulator columns on: ``4 bn / 8`` registers on)."""
     return [(i, i + tile.bn // 2) for i in range(tile.bn // 2)]
 
 
-def schedule(m_tiles: int, n_tiles: int, group: int) -> np.ndarray:
+def schedule(m_tiles: int, n_tiles: int, group: int, first: int = 0) -> np.ndarray:
     """The tiles in the order blocks take them, packed ``(row tile << 16) | column tile``:
     ``group`` column tiles at a time, each row of the group in turn. Blocks b, b + grid, ...
     take entries b, b + grid, ...: one wave works on about grid / group rows of ``group``
-    neighbouring columns."""
+    neighbouring columns. Column tiles ``first`` to ``n_tiles - 1`` (a :class:`ColumnSplit`'s
+    second launch starts past the first's columns)."""
     if m_tiles >= 1 << 15 or n_tiles >= 1 << 16:
         raise ValueError(f"{m_tiles} x {n_tiles} tiles do not fit the schedule's 16-bit fields")
+    if not 0 <= first < n_tiles:
+        raise ValueError(f"the first column tile must be in [0, {n_tiles}), got {first}")
     out = []
-    for c0 in range(0, n_tiles, group):
+    for c0 in range(first, n_tiles, group):
         cols = range(c0, min(c0 + group, n_tiles))
         for m in range(m_tiles):
             out.extend((m << 16) | n for n in cols)
@@ -483,13 +512,13 @@ def tensor_maps(arrays, boxes, promotion="256B", mode="128B"):
     return dev
 
 
-def _schedule(m_tiles, n_tiles, tile):
+def _schedule(m_tiles, n_tiles, tile, first=0):
     """The device schedule: with clusters of 2, its row entries are pairs of row tiles."""
     m_units = -(-m_tiles // tile.cluster)
-    key = (m_units, n_tiles, tile.group)
+    key = (m_units, n_tiles, tile.group, first)
     dev = _SCHED.get(key)
     if dev is None:
-        dev = _SCHED[key] = cuda.to_device(schedule(m_units, n_tiles, tile.group))
+        dev = _SCHED[key] = cuda.to_device(schedule(m_units, n_tiles, tile.group, first))
     return dev
 
 
@@ -562,12 +591,15 @@ def _config(cu, tile, grid):
     return cfg
 
 
-def _plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h):
+def _plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h, span=None):
+    """A launch of ``tile`` over the output's columns ``span`` = (start, end) (all of them
+    if None; the start a multiple of the tile's columns)."""
     cu = _driver()
     box_x, box_w, box_o = (tile.bk, tile.bm), (tile.bk, tile.bn), (64, 64)
     maps = tensor_maps([xd, ws[0], ws[-1], o, o2], [box_x, box_w, box_w, box_o, box_o])
     cols = tile.bn if epilogue in ("swiglu", "identity", "store2") else 2 * tile.bn
-    sched = _schedule(-(-T // tile.bm), -(-h // cols), tile)
+    c0, c1 = span or (0, h)
+    sched = _schedule(-(-T // tile.bm), -(-c1 // cols), tile, c0 // cols)
     kern = build_kernel(tile, epilogue, kind)
     args = [maps, sched, d]
     allow_shared(kern, args, tile.shared_bytes)  # compiles for these types
@@ -631,9 +663,11 @@ def _run(epilogue, x, wg, wu, out, out2, tile, stream):
         key = _torch_key(epilogue, tile, (x, wg, wu, out, out2))
         plan = _PLANS.get(key) if key is not None else None
         if plan is not None:  # every check of this key passed when it was planned
-            _launch(plan, _stream(stream, x))
+            _launch_all(plan, _stream(stream, x))
             return (out, out2) if epilogue == "store2" else out
     tile = tile.validate()
+    if isinstance(tile, ColumnSplit) and epilogue not in ("swiglu", "identity", "store2"):
+        raise ValueError("a ColumnSplit is for the dual GEMM's epilogues")
     check_capability(target_cc())  # the GPU, or what the T4 switch names (book/target.py)
     dual = epilogue in ("swiglu", "identity", "store2")
     names = ("wg", "wu") if dual else ("w",)
@@ -646,11 +680,22 @@ def _run(epilogue, x, wg, wu, out, out2, tile, stream):
     o2, res2 = o, None
     if epilogue == "store2":
         res2, o2 = half_out(out2, x, (T, h), dtype, "out2")
-    plan = _plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h)
+    if isinstance(tile, ColumnSplit):  # two launches, the narrow tiles' after the wide's
+        cut = min(tile.cols, h)
+        plan = (_plan(epilogue, tile.wide, kind, xd, ws, o, o2, T, d, h, (0, cut)),)
+        if cut < h:
+            plan += (_plan(epilogue, tile.narrow, kind, xd, ws, o, o2, T, d, h, (cut, h)),)
+    else:
+        plan = (_plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h),)
     if key is not None:
         _PLANS.put(key, plan)
-    _launch(plan, _stream(stream, x))
+    _launch_all(plan, _stream(stream, x))
     return (res, res2) if epilogue == "store2" else res
+
+
+def _launch_all(plans, stream):
+    for plan in plans:
+        _launch(plan, stream)
 
 
 def swiglu_wgmma(x, wg, wu, out=None, *, tile=None, stream=None):

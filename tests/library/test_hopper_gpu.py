@@ -103,6 +103,33 @@ def test_the_dual_gemm_against_float64(hopper, shape, tile):
     assert float((o.double() - ref).norm() / ref.norm()) < 1e-2
 
 
+@pytest.mark.parametrize("shape,cols", [((512, 1024, 14336), 12672), ((200, 520, 1016), 512),
+                                        ((384, 512, 2048), 1024)])
+def test_a_column_split_covers_every_output_once(hopper, shape, cols):
+    """The wide tile's launch over columns [0, cols), the narrow tile's over the rest (the
+    dispatcher's ColumnSplit at T = 512): every output written (NaN-poisoned before), right."""
+    from book.kernels import wgmma_gemm as W
+    from book.kernels.waves import NARROW
+
+    torch = hopper
+    F = torch.nn.functional
+    T, d, h = shape
+    gen = torch.Generator(device="cuda").manual_seed(T + h)
+    x = torch.randn(T, d, device="cuda", generator=gen).bfloat16()
+    wg = (torch.randn(h, d, device="cuda", generator=gen) / math.sqrt(d)).bfloat16()
+    wu = (torch.randn(h, d, device="cuda", generator=gen) / math.sqrt(d)).bfloat16()
+    ref = F.silu(x.double() @ wg.double().T) * (x.double() @ wu.double().T)
+    for cluster in (1, 2):
+        split = W.ColumnSplit(W.HopperTile(cluster=cluster),
+                              W.HopperTile(bn=NARROW.bn, stages=NARROW.stages, cluster=cluster),
+                              cols)
+        o = torch.full((T, h), float("nan"), device="cuda", dtype=torch.bfloat16)
+        for _ in range(2):  # planned, then the plan's two launches again
+            W.swiglu_wgmma(x, wg, wu, o, tile=split)
+            assert not o.isnan().any()
+            assert float((o.double() - ref).norm() / ref.norm()) < 1e-2
+
+
 def test_controls_and_float16(hopper):
     from book.kernels import wgmma_gemm as W
 
