@@ -19,7 +19,8 @@ tensor-core GEMM and dual GEMM), ``fragments`` (one warp, one ``mma``: who holds
 ``splitk`` (split-K met in the kernel), ``fastcall`` (the cheap launch from torch tensors),
 ``fp8`` (e4m3 and e5m2: formats, conversions and FP8 ``wgmma``, each with its NumPy model),
 ``fp8_probes`` (the conversions run on the GPU), ``fp8_gemm`` (the fused FP8 MLP-up on
-Hopper: scaled e4m3 operands, bf16 or e4m3 out).
+Hopper: scaled e4m3 operands, bf16 or e4m3 out), ``norm_quant`` (RMSNorm fused with the
+activations' per-token e4m3 quantization).
 """
 
 from dataclasses import dataclass

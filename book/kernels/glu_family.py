@@ -40,6 +40,10 @@ STREAMS = {
     "geglu": {"unfused": 5, "fused": 3},           # the same shape with gelu
     "add_rmsnorm": {"unfused": 5, "fused": 4},     # add: 2R+1W; norm: 1R+1W  vs  2R+2W
     "swiglu_int8": {"unfused": None, "fused": None},  # bytes differ per stream: see traffic_bytes
+    # RMSNorm + the per-token e4m3 quantization (book.kernels.norm_quant), alone and after
+    # the residual add: one-byte codes and a 4-byte scale a token, see traffic_bytes
+    "rmsnorm_quant": {"unfused": None, "fused": None},
+    "add_rmsnorm_quant": {"unfused": None, "fused": None},
 }
 
 
@@ -312,11 +316,20 @@ def traffic_bytes(op, T, h, dtype_bytes):
 
     swiglu_int8 compares SwiGLU writing a dtype_bytes-wide result that a separate
     quantize kernel reads back and writes as int8, against one kernel that stores
-    int8 directly."""
+    int8 directly; rmsnorm_quant and add_rmsnorm_quant the same for RMSNorm's y
+    quantized to e4m3 with a float32 scale per token (h = T tokens of width h)."""
     n = T * h
     if op == "swiglu_int8":
         unfused = n * (3 * dtype_bytes) + n * (dtype_bytes + 1)
         fused = n * (2 * dtype_bytes + 1)
+        return unfused, fused
+    if op in ("rmsnorm_quant", "add_rmsnorm_quant"):
+        # the norm's streams: x in, y out (2); fused with the add, x and residual in, h and
+        # y out (4). Unfused, a quantize kernel reads y back once; fused, y is never stored.
+        norm = STREAMS["add_rmsnorm"]["fused"] if op == "add_rmsnorm_quant" else 2
+        codes = n + 4 * T  # e4m3 codes, a float32 scale per token
+        unfused = norm * n * dtype_bytes + n * dtype_bytes + codes
+        fused = (norm - 1) * n * dtype_bytes + codes
         return unfused, fused
     if op not in STREAMS:
         raise ValueError(f"unknown op {op!r}; choose from {sorted(STREAMS)}.")

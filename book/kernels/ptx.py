@@ -183,7 +183,18 @@ def fp8_kernels():
 
     for name, (kern, sig) in gv.ptx_variants().items():
         table[f"fp8_gemv_{name}"] = (kern, sig)
+    from . import norm_quant as nq  # RMSNorm + per-token e4m3 (bfloat16 in, as its bits)
+
+    table["fp8_norm_quant"] = (nq.rmsnorm_quant_kernel, NORM_QUANT_SIGNATURE)
+    table["fp8_add_norm_quant"] = (nq.add_rmsnorm_quant_kernel, ADD_NORM_QUANT_SIGNATURE)
     return table
+
+
+#: argument types of book.kernels.norm_quant's kernels: x (residual), weight, eps, d, (h),
+#: codes, scales
+NORM_QUANT_SIGNATURE = "void(uint16[::1], uint16[::1], float32, int64, uint8[::1], float32[::1])"
+ADD_NORM_QUANT_SIGNATURE = ("void(uint16[::1], uint16[::1], uint16[::1], float32, int64, "
+                            "uint16[::1], uint8[::1], float32[::1])")
 
 
 def ptxas_log(text: str, arch: str = "sm_90a") -> tuple[bool, str]:

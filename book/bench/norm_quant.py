@@ -1,0 +1,122 @@
+"""The rows of :mod:`book.kernels.norm_quant`: RMSNorm fused with the per-token e4m3
+quantization against the unfused pair and against ``torch.compile``.
+
+At each T (d = 4096 by default), from float16 or float32 activations (``dtype``; bfloat16
+is left out because :func:`book.kernels.glu_family.rmsnorm`, the unfused row's first
+kernel, reads float32 and float16 only), rows measured by
+:func:`book.bench.measure_interleaved` one row at a time, round after round, ``state()``
+(the SM clock and power: ``benchmarks/fp8_bench.py``'s ``gpu_state``) read after each turn:
+
+- ``norm_quant_fused``: :func:`book.kernels.norm_quant.rmsnorm_quant`, codes and scales;
+- ``rmsnorm_then_quantize_torch``: our :func:`glu_family.rmsnorm` writing y, then
+  :func:`book.quantize.quantize_torch` of y (torch's eager kernels: amax, division, clamp,
+  cast);
+- ``compiled_rmsnorm_quant``: RMSNorm and the same per-token quantization written in torch
+  and ``torch.compile``d (what a PyTorch user gets);
+- ``rmsnorm_only``: our RMSNorm alone, the floor the fused kernel's quantization adds to.
+
+``bytes`` is the fused kernel's DRAM traffic (:func:`glu_family.traffic_bytes`), the same
+for every row, so ``gb_per_s`` compares the rows on one scale. Checks: the fused kernel's
+codes and scales against :func:`norm_quant.rmsnorm_quant_reference` on the first 64 rows
+(exact), and the codes of the other rows against the fused kernel's (the fraction that
+differ: their float32 roundings differ, so some codes may by one step).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+D = 4096
+TS = (1, 16, 2048, 8192)
+MAX_SETS = 16  # argument sets cycled (fewer once they outgrow L2 twice: rotation_count)
+
+
+def norm_quant_rows(Ts=TS, d=D, dtype="float16", eps=1e-6, rounds=6, reps=8, state=None):
+    """(rows, checks): one row a candidate and T, each with its median, p10, p90 (us),
+    GB/s of the fused kernel's bytes and, with ``state``, the readings after each turn."""
+    import torch
+
+    from .. import quantize as Q
+    from ..kernels import glu_family as gf
+    from ..kernels import norm_quant as nq
+    from . import measure_interleaved, rotation_count, summarize
+
+    if dtype not in ("float16", "float32"):
+        raise ValueError(f"dtype must be float16 or float32, got {dtype!r}")
+    tdt = getattr(torch, dtype)
+    top = 448.0
+
+    @torch.compile
+    def compiled(x, w):
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()
+        scale = y.abs().amax(dim=1) / top
+        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+        return (y / scale[:, None]).clamp(-top, top).to(torch.float8_e4m3fn), scale
+
+    rows, checks = [], []
+    for T in Ts:
+        unfused, fused = gf.traffic_bytes("rmsnorm_quant", T, d, np.dtype(dtype).itemsize)
+        n_sets = min(MAX_SETS, rotation_count(fused))
+        gen = torch.Generator(device="cuda").manual_seed(T)
+        xs = [torch.randn(T, d, device="cuda", generator=gen).to(tdt) for _ in range(n_sets)]
+        w = (1 + 0.1 * torch.randn(d, device="cuda", generator=gen)).to(tdt)
+        codes = torch.empty(T, d, device="cuda", dtype=torch.uint8)
+        scales = torch.empty(T, device="cuda", dtype=torch.float32)
+        y = torch.empty(T, d, device="cuda", dtype=tdt)
+
+        def fused_call(i, xs=xs, w=w, codes=codes, scales=scales):
+            return nq.rmsnorm_quant(xs[i], w, eps, codes, scales)
+
+        def unfused_call(i, xs=xs, w=w, y=y):
+            gf.rmsnorm(xs[i], w, eps, y)
+            return Q.quantize_torch(y)
+
+        def compiled_call(i, xs=xs, w=w):
+            return compiled(xs[i], w)
+
+        def norm_call(i, xs=xs, w=w, y=y):
+            return gf.rmsnorm(xs[i], w, eps, y)
+
+        cands = {"norm_quant_fused": fused_call, "rmsnorm_then_quantize_torch": unfused_call,
+                 "compiled_rmsnorm_quant": compiled_call, "rmsnorm_only": norm_call}
+        # checks: ours against the model exactly; the others' codes against ours
+        nq.rmsnorm_quant(xs[0], w, eps, codes, scales)
+        k = min(T, 64)
+        q = nq.rmsnorm_quant_reference(xs[0][:k].float().cpu().numpy(),
+                                       w.float().cpu().numpy(), eps)
+        ours = codes.cpu().numpy()
+        exact = bool(np.array_equal(ours[:k], q.codes)
+                     and np.array_equal(scales[:k].cpu().numpy(), q.scale))
+        checks.append({"name": "norm_quant_fused_vs_model", "T": T, "rows": k, "ok": exact})
+        for name in ("rmsnorm_then_quantize_torch", "compiled_rmsnorm_quant"):
+            theirs = cands[name](0)[0].view(torch.uint8).cpu().numpy()
+            checks.append({"name": f"{name}_codes_differing", "T": T,
+                           "fraction": float((theirs != ours).mean())})
+
+        sets = [(i,) for i in range(n_sets)]
+        pooled = {name: [] for name in cands}
+        states = {name: [] for name in cands}
+        for _ in range(rounds):
+            for name, fn in cands.items():
+                t = measure_interleaved({name: (fn, sets, {"bytes_moved": fused})}, rounds=1,
+                                        reps=reps)[name]
+                pooled[name].extend(t.samples_s)
+                if state is not None:
+                    states[name].append(state())
+        for name in cands:
+            med, p10, p90 = summarize(pooled[name])
+            st = [s for s in states[name] if "sm_mhz" in s]
+            rows.append({"name": name, "shape": [T, d], "dtype": dtype,
+                         "median_us": med * 1e6, "p10_us": p10 * 1e6, "p90_us": p90 * 1e6,
+                         "samples": len(pooled[name]), "bytes": fused,
+                         "unfused_bytes": unfused, "gb_per_s": fused / med / 1e9,
+                         "argument_sets": n_sets, "gpu_states": states[name],
+                         "sm_mhz_median": summarize([s["sm_mhz"] for s in st])[0] if st else None,
+                         "power_w_median": summarize([s["power_w"] for s in st])[0] if st
+                         else None,
+                         "method": f"book.bench.measure_interleaved per row, {rounds} rounds of "
+                                   f"{reps} samples, rows in turn", "time": time.time()})
+    return rows, checks
