@@ -163,7 +163,9 @@ def sim_shared_array(shared, shape, dtype, caller):
     ``caller`` (its (file, line)): the block's one array for that line (``FakeCUDAShared``
     keys a static array by the line that asks for it, which it finds on the stack: a wrapper
     around ``array`` must say the line itself), or the launch's dynamic buffer for
-    ``shape == 0``. ``shared`` is the running kernel's ``cuda.shared``."""
+    ``shape == 0``. ``shared`` is the running kernel's ``cuda.shared``. Safe when the block's
+    threads ask at once (numba-cuda's own ``array`` is not: book/simfidelity.py replaces it
+    by this)."""
     import numpy as np
 
     from numba.cuda import types
@@ -175,7 +177,13 @@ def sim_shared_array(shared, shape, dtype, caller):
         return np.frombuffer(shared._dynshared.data, dtype=dtype, count=count)
     made = shared._allocations.get(caller)
     if made is None:
-        made = shared._allocations[caller] = np.empty(shape, dtype)
+        # The block's threads all ask at once, each a Python thread. numba-cuda's
+        # ``FakeCUDAShared.array`` looks up, then stores: a thread preempted between the two
+        # lets another miss too, and each keeps an array of its own (garbage where the others
+        # wrote: chapter 7's dual GEMM returned inf on a loaded CI machine). ``setdefault`` is
+        # one step under the GIL (a (str, int) key hashes in C): the first array stored is
+        # the one every thread gets.
+        made = shared._allocations.setdefault(caller, np.empty(shape, dtype))
     return made
 
 
@@ -213,6 +221,11 @@ def sim_array_class():
 def host_array(a):
     """The NumPy array behind a simulator device array (``a`` itself for anything else)."""
     return a._ary if isinstance(a, sim_array_class()) else a
+
+
+#: the simulator's kernel API module: its ``FakeCUDAShared`` makes a block's shared arrays
+#: (book/simfidelity.py replaces its ``array`` when the module is imported)
+SIM_KERNELAPI_MODULE = "numba.cuda.simulator.kernelapi"
 
 
 #: the simulator's kernel module: its ``BlockManager`` runs a block's threads

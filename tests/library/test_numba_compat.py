@@ -181,9 +181,10 @@ def test_the_simulators_atomics_fences_barriers_and_shared_arrays_where_simhazar
     module = nc.sim_cuda_module_class()
     for name in ("threadfence", "threadfence_system", "threadfence_block", "syncthreads"):
         assert callable(getattr(module, name, None)), fixed(f"FakeCUDAModule.{name}")
-    # sim_shared_array gives what FakeCUDAShared.array gives, keyed as it keys it
+    # sim_shared_array gives what numba-cuda's FakeCUDAShared.array gives, keyed as it keys it
+    # (book/simfidelity.py keeps numba-cuda's as _numba_array when it replaces it)
     shared = nc.sim_shared_class()(16)
-    a = shared.array(4, np.float32)
+    a = getattr(type(shared), "_numba_array", type(shared).array)(shared, 4, np.float32)
     (key,) = shared._allocations
     assert nc.sim_shared_array(shared, 4, np.float32, key) is a, fixed(
         "FakeCUDAShared._allocations keyed by (file, line) (sim_shared_array)")

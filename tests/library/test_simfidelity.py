@@ -60,3 +60,86 @@ def test_the_patch_holds_when_numba_cuda_was_imported_before_book_in_simulator_m
         print(a.T.copy_to_host().flags["C_CONTIGUOUS"], a.T is not a)
     """)
     assert out.split() == ["True", "True"], out
+
+
+def test_every_thread_of_a_block_gets_the_one_shared_array_when_two_ask_at_once():
+    # Chapter 7's dual GEMM at 40x44x40 returned inf in about one loaded CI build in five:
+    # numba-cuda's FakeCUDAShared.array looks a line's array up, then stores a new np.empty one
+    # on a miss; a thread preempted between the two let another thread miss too, and each kept
+    # an array of its own (reading garbage where the others wrote). Here every lookup that
+    # misses waits for a second thread to miss the same line, the preemption made certain.
+    out = run_sim("""
+        import threading
+
+        import book
+        import numpy as np
+        from numba import cuda
+        from book import numba_compat as nc, simfidelity
+        from book.kernels import dual_gemm
+
+        class Preempted(dict):
+            # a thread that misses waits until a second thread has missed the same line
+            def get(self, key, default=None):
+                got = dict.get(self, key, default)
+                if got is None:
+                    with LOCK:
+                        ev = MISSED.setdefault(key, [0, threading.Event()])
+                        ev[0] += 1
+                        if ev[0] >= 2:
+                            ev[1].set()
+                    ev[1].wait(timeout=0.5)
+                return got
+
+        LOCK, MISSED = threading.Lock(), {}
+        cls = nc.sim_shared_class()
+        init = cls.__init__
+
+        def preempted_init(self, *args):
+            init(self, *args)
+            self._allocations = Preempted()
+            MISSED.clear()
+
+        cls.__init__ = preempted_init
+        print(cls.array is getattr(simfidelity, "shared_array_of_the_block", None))
+
+        # the course's own lookup (the hazard recorder's), asked by two threads at once
+        shared = cls(0)
+        got = []
+        ts = [threading.Thread(target=lambda: got.append(
+            nc.sim_shared_array(shared, 4, np.float32, ("k.py", 1)))) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        print(got[0] is got[1])
+
+        @cuda.jit
+        def mirror(a, out):
+            s = cuda.shared.array(64, np.float32)
+            i = cuda.threadIdx.x
+            s[i] = a[i]
+            cuda.syncthreads()
+            out[i] = s[63 - i]
+
+        a = np.arange(64, dtype=np.float32) + 0.5
+        o = np.zeros(64, np.float32)
+        mirror[1, 64](a, o)
+        print(np.array_equal(o, a[::-1]))
+
+        # chapter 7's cell: the SwiGLU dual GEMM at the simulator's shape, 40x44x40
+        rng = np.random.default_rng(21)
+        x = rng.standard_normal((40, 44)).astype(np.float32)
+        wg, wu = ((rng.standard_normal((44, 40)) / np.sqrt(44)).astype(np.float32)
+                  for _ in range(2))
+        G, U = x.astype(np.float64) @ wg, x.astype(np.float64) @ wu
+        ref = G / (1 + np.exp(-G)) * U
+        try:  # a thread with an array of its own overflows exp() on garbage, or gives inf
+            res = dual_gemm.swiglu_dual_gemm(*(cuda.to_device(m) for m in (x, wg, wu)))
+            err = np.abs(res.copy_to_host() - ref).max() / np.abs(ref).max()
+            print(bool(err < 1e-5), err)
+        except OverflowError as e:
+            print(False, e)
+    """)
+    # the simulator runs the course's shared.array; two threads asking at once get one array; a
+    # block's threads see each other's writes; chapter 7's dual GEMM is right (no inf)
+    assert [ln.split()[0] for ln in out.splitlines()] == ["True"] * 4, out
