@@ -58,6 +58,7 @@ def norm_quant_rows(Ts=TS, d=D, dtype="float16", eps=1e-6, rounds=6, reps=8, sta
 
     rows, checks = [], []
     for T in Ts:
+        print(f"  T = {T}: inputs, checks", flush=True)
         unfused, fused = gf.traffic_bytes("rmsnorm_quant", T, d, np.dtype(dtype).itemsize)
         n_sets = min(MAX_SETS, rotation_count(fused))
         gen = torch.Generator(device="cuda").manual_seed(T)
@@ -96,6 +97,7 @@ def norm_quant_rows(Ts=TS, d=D, dtype="float16", eps=1e-6, rounds=6, reps=8, sta
             checks.append({"name": f"{name}_codes_differing", "T": T,
                            "fraction": float((theirs != ours).mean())})
 
+        print(f"  T = {T}: timing {len(cands)} rows", flush=True)
         sets = [(i,) for i in range(n_sets)]
         pooled = {name: [] for name in cands}
         states = {name: [] for name in cands}
