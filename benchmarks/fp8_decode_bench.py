@@ -9,6 +9,7 @@ them.
     python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_h200.json [--T 1 4 16]
     python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_sweep_h200.json --T 4 16 --sweep
     python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_line_h200.json --bytes-line
+    python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_geometry_h200.json --geometry
 
 d = 4096, h = 14336, nn.Linear weights; x per token and the weights per output channel in e4m3
 (book.quantize), two copies of the weights taken in turn (234 MB of e4m3, beyond any L2), the
@@ -114,72 +115,93 @@ def sweep(args, doc, ws, gen, V, Q, measure_interleaved, summarize, write, prov,
         write(args.out, doc)
 
 
-def bytes_line(args, doc, gen, V, Q, measure_interleaved, summarize, write, torch, planned):
-    """Rows ``bytes_line_fp8_h<h>`` (the default tile, e4m3 out) and ``bytes_line_bf16_h<h>``
-    (chapter 9's planned decode path), the weights [h, D] of :data:`LINE_H`, every row of a
-    T in turn, round after round; then the line through the FP8 rows (least squares): its
-    slope in TB/s and its intercept in us."""
-    import numpy as np
+#: one weight byte count (117 MB of e4m3, the layer's) in other shapes: the FP8 GEMV with
+#: twice and four times the k per row tile (half and a quarter of the row tiles), chapter 9's
+#: bf16 GEMV with the FP8 layer's row tiles (d = 2048) and its own (d = 4096, h = 7168): does
+#: a launch's fixed cost follow the bytes, the row tiles or the eight-bit kernel?
+GEOMETRY = (("fp8", 4096, 14336), ("fp8", 8192, 7168), ("fp8", 16384, 3584),
+            ("bf16", 2048, 14336), ("bf16", 4096, 7168))
 
+
+def time_shapes(args, doc, specs, prefix, gen, V, Q, measure_interleaved, summarize, write,
+                torch, planned):
+    """Rows ``<prefix>_<kind>_d<d>_h<h>`` of ``specs`` ((kind, d, h): "fp8", the default GEMV
+    with e4m3 out; "bf16", chapter 9's planned decode path), two copies of each layer's
+    weights taken in turn, every row of a T in turn, round after round. Returns
+    {T: [(kind, weight bytes, median s)]}."""
     layers = {}
-    for h in LINE_H:
+    for kind, d, h in specs:
         copies = []
         for _ in range(2):
-            wg = torch.randn(h, D, device="cuda", generator=gen) / math.sqrt(D)
-            wu = torch.randn(h, D, device="cuda", generator=gen) / math.sqrt(D)
-            (gq, sg), (uq, su) = Q.quantize_torch(wg), Q.quantize_torch(wu)
-            copies.append({"gq": gq, "sg": sg, "uq": uq, "su": su,
-                           "wgb": wg.bfloat16() if h <= H else None,
-                           "wub": wu.bfloat16() if h <= H else None})
+            wg = torch.randn(h, d, device="cuda", generator=gen) / math.sqrt(d)
+            wu = torch.randn(h, d, device="cuda", generator=gen) / math.sqrt(d)
+            if kind == "fp8":
+                (gq, sg), (uq, su) = Q.quantize_torch(wg), Q.quantize_torch(wu)
+                copies.append({"gq": gq, "sg": sg, "uq": uq, "su": su})
+            else:
+                copies.append({"wgb": wg.bfloat16(), "wub": wu.bfloat16()})
             del wg, wu
-        layers[h] = copies
+        layers[kind, d, h] = copies
     decode = planned("decode")
+    out = {}
     for T in args.T:
-        xs = [torch.randn(T, D, device="cuda", generator=gen) for _ in range(2)]
-        qx = [Q.quantize_torch(x) for x in xs]
-        xb = [x.bfloat16() for x in xs]
         cands = {}
-        for h, ws in layers.items():
-            o8 = [torch.empty(T, h, device="cuda", dtype=torch.float8_e4m3fn) for _ in range(2)]
+        for (kind, d, h), ws in layers.items():
+            x = [torch.randn(T, d, device="cuda", generator=gen) for _ in range(2)]
+            if kind == "fp8":
+                qx = [Q.quantize_torch(v) for v in x]
+                o8 = [torch.empty(T, h, device="cuda", dtype=torch.float8_e4m3fn)
+                      for _ in range(2)]
 
-            def fp8(i, ws=ws, o8=o8):
-                w = ws[i]
-                return V.swiglu_fp8_gemv(*qx[i], w["gq"], w["sg"], w["uq"], w["su"], o8[i],
-                                         out_dtype="e4m3", out_scale=1.0)
-            cands[f"bytes_line_fp8_h{h}"] = (fp8, V.weight_bytes(D, h), h)
-            if ws[0]["wgb"] is not None:
+                def call(i, ws=ws, o8=o8, qx=qx):
+                    w = ws[i]
+                    return V.swiglu_fp8_gemv(*qx[i], w["gq"], w["sg"], w["uq"], w["su"], o8[i],
+                                             out_dtype="e4m3", out_scale=1.0)
+                wb = V.weight_bytes(d, h)
+            else:
+                xb = [v.bfloat16() for v in x]
                 ob = [torch.empty(T, h, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
 
-                def bf16(i, ws=ws, ob=ob):
+                def call(i, ws=ws, ob=ob, xb=xb):
                     return decode(xb[i], ws[i]["wgb"], ws[i]["wub"], None, None, ob[i])
-                cands[f"bytes_line_bf16_h{h}"] = (bf16, 2 * V.weight_bytes(D, h), h)
+                wb = 2 * V.weight_bytes(d, h)
+            cands[f"{prefix}_{kind}_d{d}_h{h}"] = (call, wb, kind, d, h)
         pooled = {n: [] for n in cands}
         for _ in range(args.rounds):
-            for name, (fn, wb, h) in cands.items():
+            for name, (fn, wb, *_) in cands.items():
                 pooled[name].extend(measure_interleaved(
                     {name: (fn, [(0,), (1,)], {"bytes_moved": wb})}, rounds=1,
                     reps=args.reps)[name].samples_s)
-        pts = []
-        for name, (fn, wb, h) in cands.items():
+        out[T] = []
+        for name, (fn, wb, kind, d, h) in cands.items():
             med, p10, p90 = summarize(pooled[name])
             doc["rows"].append({
-                "name": name, "dtype": "e4m3" if "fp8" in name else "bfloat16",
-                "shape": [T, D, h], "median_us": med * 1e6, "p10_us": p10 * 1e6,
+                "name": name, "dtype": "e4m3" if kind == "fp8" else "bfloat16",
+                "shape": [T, d, h], "median_us": med * 1e6, "p10_us": p10 * 1e6,
                 "p90_us": p90 * 1e6, "samples": len(pooled[name]), "weight_bytes": wb,
                 "tb_per_s": wb / med / 1e12,
                 "method": f"book.bench.measure_interleaved per row, {args.rounds} rounds of "
                           f"{args.reps} samples, rows in turn"})
-            print(f"  bytes line T={T} {name}: {med * 1e6:.1f} us ({wb / med / 1e12:.2f} TB/s)",
-                  flush=True)
-            if "fp8" in name:
-                pts.append((wb, med))
-        b, t = np.array(pts, dtype=float).T
+            print(f"  T={T} {name}: {med * 1e6:.1f} us ({wb / med / 1e12:.2f} TB/s)", flush=True)
+            out[T].append((kind, wb, med))
+        write(args.out, doc)
+    return out
+
+
+def bytes_line(args, doc, *tools):
+    """Rows ``bytes_line_<kind>_d<d>_h<h>``: the default FP8 GEMV (e4m3 out) at the weights
+    [h, D] of :data:`LINE_H`, chapter 9's bf16 GEMV at the first two; then the line through
+    the FP8 rows (least squares): its slope in TB/s and its intercept in us."""
+    import numpy as np
+
+    specs = [("fp8", D, h) for h in LINE_H] + [("bf16", D, h) for h in LINE_H if h <= H]
+    for T, pts in time_shapes(args, doc, specs, "bytes_line", *tools).items():
+        b, t = np.array([(wb, s) for kind, wb, s in pts if kind == "fp8"], dtype=float).T
         slope, icept = np.polyfit(b, t, 1)
         doc["ratios"].append({"T": T, "bytes_line": "fp8_gemv", "slope_tb_per_s":
                               1 / slope / 1e12, "intercept_us": icept * 1e6})
         print(f"  bytes line T={T}: the FP8 GEMV streams at {1 / slope / 1e12:.2f} TB/s, "
               f"{icept * 1e6:.1f} us whatever it reads", flush=True)
-        write(args.out, doc)
 
 
 def main(argv=None):
@@ -191,6 +213,9 @@ def main(argv=None):
     ap.add_argument("--sweep", action="store_true",
                     help="instead of the rows, the GEMV's tiles of SWEEP (e4m3 out), "
                          "interleaved, per T (its own record: fp8_decode_sweep_<gpu>.json)")
+    ap.add_argument("--geometry", action="store_true",
+                    help="instead of the rows, the GEOMETRY shapes of one byte count (its own "
+                         "record: fp8_decode_geometry_<gpu>.json)")
     ap.add_argument("--bytes-line", action="store_true",
                     help="instead of the rows, the default GEMV (and the bf16 one) at the "
                          "weights' rows of LINE_H: time against bytes (its own record)")
@@ -253,7 +278,7 @@ def main(argv=None):
             del wg, wu
         wb8, wb16 = V.weight_bytes(D, H), 2 * V.weight_bytes(D, H)
         decode = planned("decode")
-        for T in ([] if args.sweep or args.bytes_line else args.T):
+        for T in ([] if args.sweep or args.bytes_line or args.geometry else args.T):
             xs = [torch.randn(T, D, device="cuda", generator=gen) for _ in range(2)]
             qx = [Q.quantize_torch(x) for x in xs]
             pad = [(torch.cat([xq.view(torch.uint8), torch.zeros(16 - T, D, dtype=torch.uint8,
@@ -376,9 +401,11 @@ def main(argv=None):
                                   / peak if peak else None, "peak_bandwidth": peak})
             doc["out_scale_" + str(T)] = out_scale
             write(args.out, doc)
+        tools = (gen, V, Q, measure_interleaved, summarize, write, torch, planned)
         if args.bytes_line:
-            bytes_line(args, doc, gen, V, Q, measure_interleaved, summarize, write, torch,
-                       planned)
+            bytes_line(args, doc, *tools)
+        if args.geometry:
+            time_shapes(args, doc, GEOMETRY, "geometry", *tools)
         if args.sweep:
             sweep(args, doc, ws, gen, V, Q, measure_interleaved, summarize, write, prov, torch)
         doc["kernels"] = kernel_report({
