@@ -1,8 +1,8 @@
 #!/bin/bash
-# The three device calls of 2026-11-28's fourth session (issues 42 and 43) on an H200, each
+# The five device calls of 2026-11-28's fourth session (issues 42 and 43) on an H200, each
 # one `run` (carry .whl), alone on the machine; what each settled is in records/hopper/README.md
 # and records/fp8/README.md. Kept beside the records they made (a runbook, not an instrument).
-#   COURSE_COMMIT=<sha> bash records/hopper/midt_fp8_sessions_h200.sh 1|2|3
+#   COURSE_COMMIT=<sha> bash records/hopper/midt_fp8_sessions_h200.sh 1|2|3|4|5
 source benchmarks/device_env.sh
 export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
 case "$1" in
@@ -39,5 +39,16 @@ case "$1" in
       | grep -v Warning | tail -40
     timeout 150 python3 benchmarks/lab6_master_probe.py --out $OUT/lab6_master_$GPU_TAG.json \
       2>&1 | grep -v Warning | tail -20
+    ;;
+4)  # at a977feb: the fused RMSNorm + e4m3's GPU tests, its timing (did not finish in 300 s)
+    timeout 120 python3 -m pytest tests/library/test_norm_quant.py -m gpu -p no:randomly \
+      -p no:cacheprovider -q -rf --junitxml=$OUT/gpu_norm_quant_$GPU_TAG.xml 2>&1 | tail -6
+    timeout 300 python3 benchmarks/norm_quant_bench.py --out $OUT/norm_quant_$GPU_TAG.json
+    ;;
+5)  # at 97dc201: one byte count in five shapes; the norm-quant timing again (stuck at T = 1)
+    timeout 170 python3 -u benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_geometry_$GPU_TAG.json \
+      --geometry --T 1 16 --rounds 4
+    timeout 230 python3 -u benchmarks/norm_quant_bench.py --out $OUT/norm_quant_$GPU_TAG.json \
+      --T 1 2048 8192 --rounds 4
     ;;
 esac
