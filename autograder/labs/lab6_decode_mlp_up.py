@@ -1,4 +1,4 @@
-"""Lab 6: the decode MLP-up, a fused split-K GEMV at the bandwidth ceiling, in float16.
+"""Lab 6: the decode MLP-up, a fused split-K GEMV toward the bandwidth ceiling, in float16.
 
 At decode a model runs its MLP-up on a handful of tokens (T = 1 .. 16: one per sequence of a
 small batch) and the weights are the work: ``2 h d`` halves read once for about ``4 T h d``
@@ -173,7 +173,7 @@ STEPS = (
 
 LAB = KernelLab(
     name="lab6_decode_mlp_up",
-    title="Lab 6: the decode MLP-up, a fused split-K GEMV at the bandwidth ceiling, in float16",
+    title="Lab 6: the decode MLP-up, a fused split-K GEMV toward the bandwidth ceiling, in float16",
     chapters="chapters 6, 7 and 7b",
     asks=("lab 4's layer at **decode** (T = 1..16, float16, CUDA cores: Colab's T4 runs it): a "
           "GEMV with 16-byte weight loads, d split over blocks with the partial sums met in the "

@@ -149,3 +149,27 @@ def test_the_lines_a_lab_page_states_are_its_rubrics():
             assert int(m.group(1)) == round(100 * perf["zero_at"]), (lab, m.group(0))
             stated += 1
     assert stated >= 3
+
+
+def test_lab6_says_what_its_reference_solution_reaches_as_recorded():
+    """Lab 6's page states the fractions of the HBM peak its master reached on the H200
+    (records/labs/lab6_master_h200.json): at the graded shape, chapter 9's GEMV beside it, and
+    at T = 1; a new record cannot leave the page behind (issue 43)."""
+    import json
+    import re
+
+    rec = json.loads((ROOT / "records" / "labs" / "lab6_master_h200.json").read_text())
+    peak = rec["provenance"]["peak_bandwidth"]
+    rows = {r["T"]: r for r in rec["rows"]}
+    text = re.sub(r"\s+", " ", "".join("".join(c["source"]) for c in json.loads(
+        (ROOT / "solutions" / "lab6_decode_mlp_up.ipynb").read_text())["cells"]
+        if c["cell_type"] == "markdown"))
+    m = re.search(r"reads the weights at (\d+)% of the HBM peak at the graded shape \(`T = 4`\), "
+                  r"where chapter 9's GEMV .*? reads them at (\d+)%, and at (\d+)% at `T = 1`", text)
+    assert m, "lab 6's page no longer says what its reference solution reaches"
+    pct = [round(100 * v * 1e9 / peak) for v in (rows[4]["master_weight_GBps"],
+                                                   rows[4]["course_gemv_weight_GBps"],
+                                                   rows[1]["master_weight_GBps"])]
+    assert [int(g) for g in m.groups()] == pct
+    assert text.startswith("# Lab 6: the decode MLP-up, a fused split-K GEMV toward the bandwidth "
+                           "ceiling")  # not "at" it: its reference solution is not
