@@ -235,9 +235,13 @@ def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
     from book.kernels.fastcall import planned
 
     tdt = getattr(t, dtype)
-    wg, wu = _weights(t, dtype, d, h)
-    wcat = t.cat([wg, wu]).contiguous()
-    wgt, wut = wg.t().contiguous(), wu.t().contiguous()  # [d, h]: swiglu_mma's layout
+    # two weight sets, taken in turn with the two token sets: the calls of a sample read the
+    # sets alternately, so none starts on the end of the previous call's weights still in L2
+    # (a 50 MB L2 holds a fifth of one set; issue 43 L13: the sweep recorded before this read
+    # one set three times a sample)
+    layers = [_weights(t, dtype, d, h, seed=5 + k) for k in range(2)]
+    wcats = [t.cat(ws).contiguous() for ws in layers]
+    wts = [tuple(w.t().contiguous() for w in ws) for ws in layers]  # [d, h]: swiglu_mma's layout
     mma = planned("swiglu_mma")
     eager = _halves(F, h)
     wb = weight_bytes(d, h)
@@ -253,7 +257,7 @@ def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
                       suite.later(fn, sets, bytes_moved=wb, flops=fl, reps=reps),
                       description=desc, path=dm.path_for(T, suite.info.compute_capability))
 
-        ours = [(xs[i], wg, wu, None, None, outs[i]) for i in range(2)]
+        ours = [(xs[i], *layers[i], None, None, outs[i]) for i in range(2)]
         row("sweep_ours", planned("decode"), ours,
             "ours: the dispatcher (the GEMVs; on sm_90 the wgmma GEMV, then the wgmma dual GEMM)")
         if T <= 1024:
@@ -265,9 +269,9 @@ def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
             row("sweep_wgmma_dual", dm.hopper_dual_gemm, ours,
                 "ours: the wgmma dual GEMM (book.kernels.wgmma_gemm) at the dispatcher's tile")
         if T >= 16:
-            row("sweep_mma", mma, [(xs[i], wgt, wut, outs[i]) for i in range(2)],
+            row("sweep_mma", mma, [(xs[i], *wts[i], outs[i]) for i in range(2)],
                 "ours: the mma.sync dual GEMM (swiglu_mma, [d, h] copies of the weights)")
-        lin = [(xs[i], wcat) for i in range(2)]
+        lin = [(xs[i], wcats[i]) for i in range(2)]
         row("sweep_cublas", lambda a, w: F.linear(a, w), lin, "cuBLAS F.linear(x, [wg; wu])")
         # a static-shape compile for each T, the practitioner's best case (compiled for the
         # shape it runs), as the decode rows; before this the sweep used one dynamic-shape compile
@@ -277,7 +281,7 @@ def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
         row("sweep_cublas_eager", lambda a, w: eager(F.linear(a, w)), lin,
             "cuBLAS F.linear, then F.silu(g) * u (eager)")
         del xs, outs
-    del wg, wu, wcat, wgt, wut
+    del layers, wcats, wts
     t.cuda.empty_cache()
 
 
