@@ -31,8 +31,8 @@ from .data import load as _load
 from .data import write
 from .specs import slug
 
-__all__ = ["rows_of", "build", "path_for", "load", "extras", "available", "ROOT", "BF16_ROWS",
-           "PREFERRED"]
+__all__ = ["rows_of", "build", "targets", "path_for", "load", "extras", "available", "ROOT",
+           "BF16_ROWS", "PREFERRED", "TARGETS"]
 
 ROOT = DATA.parent.parent
 #: rows whose inputs are bfloat16 (chapter 9's kernels and cuBLAS's bf16 GEMMs, measured
@@ -42,6 +42,46 @@ BF16_ROWS = ("wgmma_dual_gemm_bf16", "bf16_")
 #: the GPU whose record the chapter reads when several are there (the course's published
 #: one first)
 PREFERRED = ("h100", "h200")
+
+
+#: issue 42's lines, as (what, ours, theirs or "hbm_peak", the T it holds at, the least ratio):
+#: ours / theirs in speed (their time over ours), or ours' weight bytes a second over the
+#: HBM peak
+TARGETS = (
+    ("fused FP8, e4m3 out, against cuBLASLt FP8 + compiled SiLU*up + quantization",
+     "fp8_fused_e4m3_out", "scaled_mm_rowwise_mlp_up_e4m3_compiled", (2048, 8192), 1.0),
+    ("stretch: fused FP8, e4m3 out, against cuBLASLt's FP8 GEMM alone",
+     "fp8_fused_e4m3_out", "scaled_mm_rowwise_gemm", (2048, 8192), 0.95),
+    ("decode GEMV, e4m3 out, against cuBLASLt FP8 + compiled SiLU*up + quantization",
+     "fp8_gemv_e4m3_out", "scaled_mm_rowwise_decode_e4m3_compiled", (1, 4, 16), 1.0),
+    ("decode GEMV, e4m3 out: its weight bytes a second over the HBM peak",
+     "fp8_gemv_e4m3_out", "hbm_peak", (1, 4, 16), 0.85),
+)
+
+
+def targets(rows, peak: float | None) -> list[dict]:
+    """Each line of :data:`TARGETS` at each of its T, as measured by ``rows`` (book.data
+    rows of one GPU; ``peak``: its HBM peak in bytes a second): the ratio, the line and
+    whether the ratio meets it; a line whose rows are missing is left out."""
+    by = {(r["variant"], r["shape"][0]): r for r in rows}
+    out = []
+    for what, ours, theirs, ts, goal in TARGETS:
+        for T in ts:
+            a = by.get((ours, T))
+            if a is None:
+                continue
+            if theirs == "hbm_peak":
+                if not peak or not a.get("bandwidth"):
+                    continue
+                value = a["bandwidth"] / peak
+            else:
+                b = by.get((theirs, T))
+                if b is None:
+                    continue
+                value = b["seconds"] / a["seconds"]
+            out.append({"target": what, "T": T, "ours": ours, "theirs": theirs,
+                        "value": value, "goal": goal, "met": value >= goal})
+    return out
 
 
 def _dtype(row) -> str:
@@ -105,11 +145,15 @@ def build(paths) -> dict:
                 extra.setdefault("out_scale", {})[k.removeprefix("out_scale_")] = v
             elif k in ("launches", "kernels"):
                 extra.setdefault(k, {}).update(v)
+    rows = list(rows.values())
+    peak = next((d["provenance"].get("peak_bandwidth") for _, d in docs
+                 if d["provenance"].get("peak_bandwidth")), None)
     return {"about": "the FP8 chapter's rows, built by python -m book.fp8_data from the "
                      "records listed (each row keeps its run's provenance)",
             "records": [_relative(p) for p, _ in docs],
             "provenance": docs[0][1]["provenance"],
-            "rows": list(rows.values()), "checks": checks, "ratios": ratios, **extra}
+            "rows": rows, "checks": checks, "ratios": ratios,
+            "targets": targets(rows, peak), **extra}
 
 
 def _relative(p: Path) -> str:
@@ -159,6 +203,9 @@ def main(argv=None) -> int:
     out = Path(args.out) if args.out else path_for(slug(doc["provenance"].get("gpu")))
     write(out, doc)
     print(f"{out}: {len(doc['rows'])} rows from {len(doc['records'])} record(s)")
+    for t in doc["targets"]:
+        print(f"  T = {t['T']:>4}: {t['value']:.3f} (line {t['goal']:.2f}) "
+              f"{'met' if t['met'] else 'NOT MET'}: {t['target']}")
     return 0
 
 

@@ -154,6 +154,21 @@ def test_each_row_keeps_its_runs_provenance_and_the_records_numbers():
     assert D.available()[0] in ("h100", "h200")
 
 
+def test_the_record_says_each_of_issue_42s_lines_as_its_rows_measure_it():
+    """Every line of book.fp8_data.TARGETS at each of its T, from the rows beside it: their
+    time ratio (or the GEMV's share of the HBM peak of the run's provenance), met or not."""
+    doc = json.loads(D.path_for("h200").read_text())
+    by = {(r["variant"], r["shape"][0]): r for r in doc["rows"]}
+    got = {(t["ours"], t["theirs"], t["T"]): t for t in doc["targets"]}
+    assert len(got) == sum(len(ts) for *_, ts, _ in D.TARGETS)
+    for (ours, theirs, T), t in got.items():
+        a = by[ours, T]
+        want = (a["bandwidth"] / doc["provenance"]["peak_bandwidth"] if theirs == "hbm_peak"
+                else by[theirs, T]["seconds"] / a["seconds"])
+        assert t["value"] == pytest.approx(want, rel=1e-12)
+        assert t["met"] == (t["value"] >= t["goal"])
+
+
 def test_building_refuses_records_of_two_gpus(tmp_path):
     raw = json.loads((ROOT / "records/fp8/fp8_bench_h200.json").read_text())
     other = json.loads(json.dumps(raw))
