@@ -43,6 +43,7 @@ checks, ratios).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -62,7 +63,7 @@ SWEEP = ({}, {"stages": 6}, {"stages": 3, "kblocks": 4}, {"stages": 8, "kblocks"
          {"ctas_per_sm": 2, "stages": 3, "kblocks": 1}, {"lead": 0}, {"lead": 8},
          {"promotion": "256B"}, {"promotion": "none"}, {"hints": False},
          {"stages": 5}, {"stages": 6, "kblocks": 2, "lead": 6}, {"hold": 0}, {"waves": 2},
-         {"stages": 12, "kblocks": 1, "lead": 8})
+         {"stages": 12, "kblocks": 1, "lead": 8}, {"tma_elem": 2})
 
 #: rows of each weight the bytes line times the default GEMV at (half, the layer's, twice):
 #: time against bytes, its slope the kernel's streaming rate, its intercept what a launch
@@ -80,7 +81,7 @@ def sweep(args, doc, ws, gen, V, Q, measure_interleaved, summarize, write, prov,
         o8 = [torch.empty(T, H, device="cuda", dtype=torch.float8_e4m3fn) for _ in range(2)]
         base = V.gemv_tile(T, D, prov["gpu"])
         tiles = {}
-        for i, change in enumerate(SWEEP):
+        for i, change in enumerate(args.changes or SWEEP):
             try:
                 tiles[i] = dataclasses.replace(base, **change).validate()
             except ValueError as e:
@@ -93,6 +94,14 @@ def sweep(args, doc, ws, gen, V, Q, measure_interleaved, summarize, write, prov,
                                          out_dtype="e4m3", out_scale=1.0, tile=tile)
             return run
 
+        # every tile's codes equal the default's (the same sums in the same order)
+        ref = None
+        for i, t in tiles.items():
+            call(t)(0)
+            got = o8[0].view(torch.uint8).clone()
+            ref = got if ref is None else ref
+            doc["checks"].append({"name": f"fp8_gemv_sweep_{i}_equals_default", "T": T,
+                                  "ok": bool(torch.equal(got, ref))})
         cands = {i: (call(t), [(0,), (1,)], {"bytes_moved": V.weight_bytes(D, H)})
                  for i, t in tiles.items()}
         pooled = {i: [] for i in cands}
@@ -107,10 +116,10 @@ def sweep(args, doc, ws, gen, V, Q, measure_interleaved, summarize, write, prov,
                 "median_us": med * 1e6, "p10_us": p10 * 1e6, "p90_us": p90 * 1e6,
                 "samples": len(pooled[i]), "weight_bytes": V.weight_bytes(D, H),
                 "tb_per_s": V.weight_bytes(D, H) / med / 1e12,
-                "tile": {**dataclasses.asdict(tile), "change": SWEEP[i]},
+                "tile": {**dataclasses.asdict(tile), "change": (args.changes or SWEEP)[i]},
                 "method": f"book.bench.measure_interleaved per tile, {args.rounds} rounds of "
                           f"{args.reps} samples, tiles in turn"})
-            print(f"  sweep T={T} {SWEEP[i] or 'default'}: {med * 1e6:.1f} us "
+            print(f"  sweep T={T} {(args.changes or SWEEP)[i] or 'default'}: {med * 1e6:.1f} us "
                   f"({V.weight_bytes(D, H) / med / 1e12:.2f} TB/s)", flush=True)
         write(args.out, doc)
 
@@ -213,6 +222,9 @@ def main(argv=None):
     ap.add_argument("--sweep", action="store_true",
                     help="instead of the rows, the GEMV's tiles of SWEEP (e4m3 out), "
                          "interleaved, per T (its own record: fp8_decode_sweep_<gpu>.json)")
+    ap.add_argument("--changes", type=json.loads, default=None, metavar="JSON",
+                    help="with --sweep: these changes of the default tile instead of SWEEP, "
+                         "e.g. '[{}, {\"tma_elem\": 2}]' (the first the control)")
     ap.add_argument("--geometry", action="store_true",
                     help="instead of the rows, the GEOMETRY shapes of one byte count (its own "
                          "record: fp8_decode_geometry_<gpu>.json)")

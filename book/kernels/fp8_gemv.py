@@ -65,7 +65,13 @@ class Fp8GemvTile(WgmmaGemvTile):
     boxes, stages, barriers and shared-memory layout (byte for byte), ``BK`` = 128 values of
     k per box. Of the bf16 tile's options it keeps ``n``, ``stages``, ``ctas_per_sm``,
     ``kblocks``, ``promotion``, ``waves``, ``hold``, ``hints`` and ``lead``; the others
-    (resident x, traces, dynamic ranges, cp.async, rotation, prefetch, fold) are refused."""
+    (resident x, traces, dynamic ranges, cp.async, rotation, prefetch, fold) are refused.
+    Its own: ``tma_elem`` (the element the tensor maps describe to TMA: 1, the e4m3 bytes
+    as they are; 2, each pair of bytes as one 16-bit element, the boxes 64 elements wide:
+    the same 128-byte rows, the same swizzle, the same bytes in shared memory, as chapter
+    9's bf16 maps; a probe of whether the copy engine reads one-byte tensors slower)."""
+
+    tma_elem: int = 1
 
     @property
     def stage_k(self):  # k a stage covers
@@ -82,6 +88,8 @@ class Fp8GemvTile(WgmmaGemvTile):
                 p.append(f"{name} is the bf16 GEMV's option, not this kernel's")
         if not self.early:
             p.append("early must be True")
+        if self.tma_elem not in (1, 2):
+            p.append("tma_elem must be 1 or 2 (bytes of the element the tensor maps describe)")
         if p:
             raise ValueError(f"invalid {self}: " + "; ".join(p))
         return self
@@ -164,6 +172,7 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
     WRNA = WR * NA
     HOLD, HINTS, LEAD_ST = tile.hold, tile.hints, tile.lead
     E4M3 = out == "e4m3"
+    CS = tile.tma_elem >> 1  # a column of the maps is 2**CS bytes of k
 
     place = cuda.jit(device=True, inline="always")(output_of)
     at_step = cuda.jit(device=True, inline="always")(step_at)
@@ -243,8 +252,10 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                 for pq in range(min(LEAD_ST, n + nw * nk)):
                     pm, pkb = at_step(pq, pm, pkb, n, w0)
                     for kk in range(KB):
-                        tma_prefetch_2d(global_address(maps, 0), (pkb * KB + kk) * BK, pm * BM)
-                        tma_prefetch_2d(global_address(maps, 16), (pkb * KB + kk) * BK, pm * BM)
+                        tma_prefetch_2d(global_address(maps, 0), ((pkb * KB + kk) * BK) >> CS,
+                                        pm * BM)
+                        tma_prefetch_2d(global_address(maps, 16), ((pkb * KB + kk) * BK) >> CS,
+                                        pm * BM)
                     pm, pkb = advance(pm, pkb, nk)
             for s in range(ST):
                 mbar_init(base + FULL + 8 * s, 1)  # the producer's (+ the bytes)
@@ -270,7 +281,7 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                 mbar_arrive_expect_tx(full, TX)
                 st = base + RING + s * SB
                 for kk in range(KB):  # a row's 128 KB bytes asked for back to back
-                    kc = (kb * KB + kk) * BK
+                    kc = ((kb * KB + kk) * BK) >> CS
                     copy_box(st + kk * WB, map_g, kc, m * BM, full, once)
                     copy_box(st + U_OFF + kk * WB, map_u, kc, m * BM, full, once)
                     copy_box(st + X_OFF + kk * XS, map_x, kc, 0, full, again)
@@ -465,7 +476,12 @@ def _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, str
     sk = _TABLES[key]
     # every launch leaves the tiles' counters at zero: launches on one stream share it
     ws = workspace("fp8_gemv", stream_key, 2 * grid * 128 * tile.n, mt)
-    maps = tensor_maps([gd, ud, xd], [(BK, BM), (BK, BM), (BK, tile.n)], tile.promotion)
+    if tile.tma_elem == 2:  # each byte pair one 16-bit element: the same boxes' bytes
+        arrays = [a.view(np.uint16) for a in (gd, ud, xd)]
+    else:
+        arrays = [gd, ud, xd]
+    bk = BK // tile.tma_elem
+    maps = tensor_maps(arrays, [(bk, BM), (bk, BM), (bk, tile.n)], tile.promotion)
     fo = flat(od, "out")
     args = [maps, sk, sxd, sgd, sud, fo, ws.part, ws.count, T, d, h, np.float32(inv)]
     smem = tile.shared_bytes

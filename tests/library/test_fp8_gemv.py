@@ -5,6 +5,7 @@ GEMM's model, its tile, and its PTX through ptxas for sm_90a; on a Hopper GPU (t
 lane), the kernel against the model, against float64 and against itself launch after
 launch."""
 
+import dataclasses
 import re
 
 import numpy as np
@@ -79,10 +80,11 @@ def test_the_tile_is_the_bf16_gemvs_bytes_with_twice_the_k():
     with pytest.raises(ValueError):
         V.gemv_tile(33)
     for bad in ({"x_resident": True}, {"trace": True}, {"dynamic": 4}, {"cpasync": True},
-                {"prefetch": 2}, {"n": 40}):
+                {"prefetch": 2}, {"n": 40}, {"tma_elem": 4}):
         with pytest.raises(ValueError):
             V.Fp8GemvTile(**{"n": 16, **bad}).validate()
     assert V.weight_bytes(4096, 14336) == 2 * 4096 * 14336
+    assert dataclasses.replace(t, tma_elem=2).validate().stage_bytes == t.stage_bytes
 
 
 def test_in_the_simulator_the_kernel_is_refused_with_what_runs_instead():
