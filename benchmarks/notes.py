@@ -156,7 +156,7 @@ def decode_host(r, w):
     probe = ROOT / "records" / "launch" / "fastcall_probe_h100.json"
     if probe.exists():
         doc = json.loads(probe.read_text())
-        w(f"\nThe probe (`benchmarks/fastcall_probe.py`, {doc['provenance']['date'][:10]}): "
+        w(f"\nThe probe (`fastcall_probe.py`, retired: `records/launch/README.md`; {doc['provenance']['date'][:10]}): "
           "outputs bit-equal to the wrappers, parameters equal to numba-cuda's own marshalling, "
           "graph capture and replay correct: "
           + ", ".join(f"{c['variant']} {c['dtype']} {'x'.join(map(str, c['shape']))} "

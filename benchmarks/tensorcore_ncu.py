@@ -1,23 +1,34 @@
-"""Launch each tensor-core kernel once at T x 4096 x 14336, for ncu to profile.
+"""The tensor-core kernels under ncu: launch each once at T x 4096 x 14336 for ncu to profile;
+``--parse`` turns ncu's text reports kept in records/tensorcore/ into book/data (no GPU).
 
-Record: `records/tensorcore/tensorcore_ncu_h100.txt` (ncu's text report of its launches).
+Record: `records/tensorcore/tensorcore_ncu_h100.txt` (ncu's text report of its launches);
+`book/data/ncu/tensorcore_h100.json` (`--parse`).
 
     ncu --clock-control none --kernel-name regex:mma_gemm --section SpeedOfLight \
         --section WarpStateStats --metrics <see tensorcore_ncu.METRICS> \
         python3 benchmarks/tensorcore_ncu.py [--T 2048] [--config NAME]
+    python benchmarks/tensorcore_ncu.py --parse   # writes book/data/ncu/tensorcore_h100.json
 
 Order of launches: ceiling, dual GEMM (SwiGLU), identity epilogue, gate|up store.
 ``--config`` names a tile of benchmarks/tensorcore_tune.py (default: the library's TILE).
+
+Chapter 8 shows what limits the kernel from those counters, so ``--parse`` reads them (each
+kernel's "Command line profiler metrics" and "Warp State Statistics" values, in launch order,
+from the reports of PROFILES) and stores them with the provenance of the run that made them,
+rather than typed into the chapter. (It was benchmarks/tensorcore_ncu_record.py until issue 44.)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 METRICS = ",".join([
     "gpu__time_duration.sum",
@@ -31,13 +42,68 @@ METRICS = ",".join([
     "sm__warps_active.avg.pct_of_peak_sustained_active",
     "smsp__inst_executed.sum",
 ])
+RECORDS = ROOT / "records" / "tensorcore"
+OUT = ROOT / "book" / "data" / "ncu" / "tensorcore_h100.json"
+LAUNCHES = ("ceiling", "swiglu", "identity", "store2")  # main's order
+# (ncu text, the record whose provenance is the same run's, what that version was)
+PROFILES = {
+    "final": ("tensorcore_ncu_h100.txt", "tensorcore_h100.json",
+              "the library's kernel: addresses computed once before the main loop"),
+    "first": ("ncu_before_address_fix_h100.txt", "tensorcore_tune2_h100.json",
+              "the first version: every cp.async and ldmatrix recomputed its addresses"),
+}
+_ROW = re.compile(r"^\s{4}(\S.*?)\s{2,}(\S+)?\s+([\d,.]+)\s*$")
+_UNIT = {"": 1.0, "%": 1.0, "inst": 1.0, "cycle": 1.0, "us": 1e-6, "ms": 1e-3, "s": 1.0,
+         "Gbyte/s": 1e9, "Tbyte/s": 1e12, "Mbyte/s": 1e6}
+
+
+def parse(text: str) -> list[dict]:
+    """One dict per profiled kernel, in launch order: metric name -> value in base units
+    (seconds, bytes/s, percent, counts)."""
+    kernels, cur = [], None
+    for line in text.splitlines():
+        if line.startswith("  mma_gemm["):
+            cur = {}
+            kernels.append(cur)
+            continue
+        m = _ROW.match(line) if cur is not None else None
+        if m and not line.strip().startswith(("Metric", "-")):
+            name, unit, value = m.group(1).strip(), m.group(2) or "", m.group(3)
+            if unit and unit not in _UNIT:  # a name that ends in a word, not a unit
+                name, unit = f"{name} {unit}", ""
+            cur[name] = float(value.replace(",", "")) * _UNIT[unit]
+    return kernels
+
+
+def write_record():
+    """book/data/ncu/tensorcore_h100.json from the reports of PROFILES."""
+    doc = {"profiles": {}}
+    for key, (txt, run, what) in PROFILES.items():
+        kernels = parse((RECORDS / txt).read_text())
+        prov = json.loads((RECORDS / run).read_text())["provenance"]
+        doc["profiles"][key] = {
+            "what": what, "source": f"records/tensorcore/{txt}",
+            "provenance": {**prov, "command": "ncu --clock-control none --metrics <"
+                           "benchmarks/tensorcore_ncu.py METRICS> python3 "
+                           "benchmarks/tensorcore_ncu.py --T 2048", "run": prov["command"]},
+            "kernels": dict(zip(LAUNCHES, kernels)),
+        }
+    doc["provenance"] = {**doc["profiles"]["final"]["provenance"],
+                         "written_by": "python benchmarks/tensorcore_ncu.py --parse"}
+    OUT.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {OUT.relative_to(ROOT)}: " + ", ".join(
+        f"{k} {list(p['kernels'])}" for k, p in doc["profiles"].items()))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--T", type=int, default=2048)
     ap.add_argument("--config", default=None)
+    ap.add_argument("--parse", action="store_true",
+                    help="no launch: write book/data/ncu/tensorcore_h100.json from the reports")
     args = ap.parse_args()
+    if args.parse:
+        return write_record()
     import torch
 
     from book.kernels import mma_gemm as mg

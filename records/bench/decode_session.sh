@@ -1,10 +1,12 @@
 #!/bin/bash
 # Record: `records/bench/` (`decode_rows_h100.json`, `decode_sweep_h100.json`, `decode_tune_h100.json`), `records/labs/` (`lab6_master_h100.json`), `book/data/h100.json`.
+# A runbook kept beside its records (issue 44); the lab-6 probe it ran is now
+# `benchmarks/lab_master_probe.py --lab 6`.
 # Issue 31 on the H100, in one device session: the decode MLP-up rows, the T sweep for the
 # book's figure, the host rows of the cheap call, the decode tiles, lab 6's master probe and
 # the GPU-lane tests of the decode paths.
 #
-#   COURSE_COMMIT=$(git rev-parse HEAD) bash benchmarks/decode_session.sh $OUT [STEP...]
+#   COURSE_COMMIT=$(git rev-parse HEAD) bash records/bench/decode_session.sh $OUT [STEP...]
 #   (device tool: carry .whl, the numpy wheel of benchmarks/device_env.sh)
 #
 # STEPs (default: all, in this order; each under its own timeout, a failing step is reported
@@ -31,10 +33,10 @@
 #   (tests/grader/test_lab6_decode.py holds the rubric to the record), and the defaults of
 #   book/kernels/decode_mlp.py (CUDA_CORE_MAX_T, gemv_tile, mma_gemv_tile) from the tune run.
 set -u
-OUT=${1:?usage: COURSE_COMMIT=<sha> bash benchmarks/decode_session.sh OUTDIR [STEP...]}
+OUT=${1:?usage: COURSE_COMMIT=<sha> bash records/bench/decode_session.sh OUTDIR [STEP...]}
 shift
 STEPS=${*:-tests rows sweep tune lab6}
-. "$(dirname "$0")/device_env.sh"
+. benchmarks/device_env.sh
 mkdir -p "$OUT"
 
 for step in $STEPS; do

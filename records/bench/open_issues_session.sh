@@ -1,9 +1,11 @@
 #!/bin/bash
 # Record: `records/hopper/hopper_default_h100.json`, `records/bench/decode_tune_h100.json`, `records/labs/lesson_controls_h100.json`, `records/tests/`.
+# A runbook kept beside its records (issue 44); the ncu and balance steps' scripts are retired
+# (`git show 3faadbc:benchmarks/decode_ncu.py`, `.../sm_balance.py`; findings in records/bench/README.md).
 # The open issues' GPU steps that no other session script holds, on the H100, each under its
 # own timeout (a failing step is reported and the next one runs):
 #
-#   COURSE_COMMIT=$(git rev-parse --short HEAD) bash benchmarks/open_issues_session.sh $OUT STEP...
+#   COURSE_COMMIT=$(git rev-parse --short HEAD) bash records/bench/open_issues_session.sh $OUT STEP...
 #   (device tool: carry .whl, numpy < 2.5 for numba-cuda 0.30.4)
 #
 #   machine    what bounds processes and threads here (pids.max, ulimit -u, threads-max)
@@ -54,9 +56,9 @@
 #
 # Back here: records/hopper/README.md and records/bench/README.md say where each file goes.
 set -u
-OUT=${1:?usage: COURSE_COMMIT=<sha> bash benchmarks/open_issues_session.sh OUTDIR STEP...}
+OUT=${1:?usage: COURSE_COMMIT=<sha> bash records/bench/open_issues_session.sh OUTDIR STEP...}
 shift
-. "$(dirname "$0")/device_env.sh"
+. benchmarks/device_env.sh
 mkdir -p "$OUT"
 
 limits() {
@@ -129,7 +131,7 @@ EOF
       echo "tune4 exit $?"; grep "cuda_cores" "$OUT/decode_tune4_${GPU_TAG}.log"
       sed -n '/fastest per T/,$p' "$OUT/decode_tune4_${GPU_TAG}.log" ;;
     rows)    # issue 31's rows and targets, the sweep and the host rows (decode_session.sh)
-      bash benchmarks/decode_session.sh "$OUT" rows sweep 2>&1 | grep -v "^WARNING: no Jupyter" ;;
+      bash records/bench/decode_session.sh "$OUT" rows sweep 2>&1 | grep -v "^WARNING: no Jupyter" ;;
     record)  # issue 30: chapters 8, 9 and 11 recorded again (carry .whl-nb too)
       timeout 480 python3 -m tools.record --out "$OUT" --budget 460 chapters/08_tensor_cores.ipynb \
         chapters/09_hopper.ipynb chapters/11_same_move_everywhere.ipynb > "$OUT/record.log" 2>&1
@@ -153,7 +155,7 @@ EOF
     final)   # issue 31's rows and sweep on the H100, merged into book/data here, then chapters 8, 9
              # and 11 recorded on them (carry .whl-nb too); back here the same merge of the same
              # files gives the same book/data/h100.json
-      bash benchmarks/decode_session.sh "$OUT" rows sweep 2>&1 | grep -v "^WARNING: no Jupyter" \
+      bash records/bench/decode_session.sh "$OUT" rows sweep 2>&1 | grep -v "^WARNING: no Jupyter" \
         | grep -E "MISS|met|host|exit|correctness" | head -30
       python3 -m book.bench.merge "$OUT/decode_rows_${GPU_TAG}.json" "$OUT/decode_sweep_${GPU_TAG}.json" \
         > "$OUT/merge.log" 2>&1; echo "merge exit $?"; tail -3 "$OUT/merge.log"
@@ -216,7 +218,7 @@ EOF
              # back here the same merge of the same file gives the same book/data/h100.json.
              # The run's host rows stay out of the merge: the book's come from the `host` step,
              # and a fresh machine's host can be far slower (torch.matmul 20.4 us against 12.0)
-      bash benchmarks/decode_session.sh "$OUT" sweep 2>&1 | grep -v "^WARNING: no Jupyter"
+      bash records/bench/decode_session.sh "$OUT" sweep 2>&1 | grep -v "^WARNING: no Jupyter"
       python3 -m book.bench.merge "$OUT/decode_sweep_${GPU_TAG}.json" --variants '^sweep_' \
         > "$OUT/merge.log" 2>&1
       echo "merge exit $?"; tail -2 "$OUT/merge.log"

@@ -6,7 +6,7 @@
 # replay process starts with `python -I` (its path given explicitly: the carried numpy must
 # still win), performance is measured, not pending.
 #
-#   COURSE_COMMIT=$(git rev-parse HEAD) bash benchmarks/container_session.sh $OUT
+#   COURSE_COMMIT=$(git rev-parse HEAD) bash records/grader/container_session.sh $OUT
 #   (device tool: carry .whl, the numpy wheel of benchmarks/device_env.sh)
 #
 # 1. lab 2 graded as shipped: its master, an honest neighbour and the container fixtures
@@ -22,11 +22,11 @@
 # Back here: nothing to commit unless it fails; its lines go in the report of issue 28.
 # SIMULATOR=1 runs step 1 without a GPU (a rehearsal of this script; performance pending).
 set -u
-OUT=${1:?usage: COURSE_COMMIT=<sha> bash benchmarks/container_session.sh OUTDIR}
+OUT=${1:?usage: COURSE_COMMIT=<sha> bash records/grader/container_session.sh OUTDIR}
 PY=${PY:-python3}   # (a rehearsal here: PY=.venv/bin/python)
 mkdir -p "$OUT"
 if [ -z "${SIMULATOR:-}" ]; then
-  . "$(dirname "$0")/device_env.sh"
+  . benchmarks/device_env.sh
   SIM=""
 else
   export COURSE_COMMIT="${COURSE_COMMIT:-$(git rev-parse --short HEAD)}"
@@ -72,7 +72,7 @@ for d in os.listdir("/proc"):
         if 0x50000000 <= uid < 0x51000000:
             left.append(d)
 planted = glob.glob("/tmp/ag-planted-ran-*")
-s = {"provenance": provenance("bash benchmarks/container_session.sh"), "results": rows,
+s = {"provenance": provenance("bash records/grader/container_session.sh"), "results": rows,
      "child_uid_processes_left": left, "planted_code_ran": planted}
 json.dump(s, open(out, "w"), indent=1, default=str)
 print(f"{'id':<22} {'score':>6} {'max':>4} {'pend':>4} {'status':<10} {'frac':>6} {'contain':<8} uid_drop")

@@ -4,7 +4,7 @@
 # in device calls of under 10 minutes each (device tool: carry .whl, numpy < 2.5 for
 # numba-cuda 0.30.4; no Jupyter needed):
 #
-#   COURSE_COMMIT=$(git rev-parse --short HEAD) bash benchmarks/guard_session.sh $OUT report
+#   COURSE_COMMIT=$(git rev-parse --short HEAD) bash records/grader/guard_session.sh $OUT report
 #     1. python3 -m tools.grader_report $OUT/h100 --only hostile,labs         (about 8 min)
 #        lab 2's master and neighbours beside every hostile file, its bounds fixtures and its
 #        control; labs 1, 3, 4, 5 with their own fixtures, bounds fixtures and controls
@@ -12,12 +12,12 @@
 #          --out $OUT/lesson_controls_h100.json                             (no GPU time)
 #        each control's fraction of the master (scored by that report) -> the rubrics' lines
 #
-#   COURSE_COMMIT=... bash benchmarks/guard_session.sh $OUT tests             (about 4 min)
+#   COURSE_COMMIT=... bash records/grader/guard_session.sh $OUT tests             (about 4 min)
 #     3. the GPU lane of the new tests: check() and grade catch a store past the end of `out`
 #        on the H100 in the simulator's words (tests/grader/test_guard_zones.py,
 #        tests/grader/test_bounds_grading.py, marker gpu) -> $OUT/gpu_guard_*.xml, .log
 #
-#   COURSE_COMMIT=... bash benchmarks/guard_session.sh $OUT probe             (about 5 min)
+#   COURSE_COMMIT=... bash records/grader/guard_session.sh $OUT probe             (about 5 min)
 #     4. only if step 2 found no fraction: the probe on its own (grades each lab's master and
 #        controls) -> $OUT/lesson_controls_h100.json
 #
@@ -27,10 +27,10 @@
 #   python benchmarks/lesson_controls_probe.py --apply records/labs/lesson_controls_h100.json
 #   (then the rubrics hold the measured lines; tests/grader/test_lesson_controls.py checks them)
 set -u
-OUT=${1:?usage: COURSE_COMMIT=<sha> bash benchmarks/guard_session.sh OUTDIR report|tests|probe}
+OUT=${1:?usage: COURSE_COMMIT=<sha> bash records/grader/guard_session.sh OUTDIR report|tests|probe}
 WHAT=${2:-report}
 mkdir -p "$OUT"
-. "$(dirname "$0")/device_env.sh"
+. benchmarks/device_env.sh
 
 case "$WHAT" in
 report)

@@ -1,9 +1,11 @@
 #!/bin/bash
 # Record: `records/labs/lab5_master_h100.json`, `records/sanitizer/lab5_grade_sanitize_h100.csv`, `records/tests/gpu_h100.json`.
+# A runbook kept beside its records (issue 44); the lab-5 probe it ran is now
+# `benchmarks/lab_master_probe.py --lab 5`.
 # One device session (under 10 minutes on the H100) for what lab 5 and the merged grader need
 # from a GPU:
 #
-#   COURSE_COMMIT=$(git rev-parse HEAD) bash benchmarks/lab5_session.sh $OUT
+#   COURSE_COMMIT=$(git rev-parse HEAD) bash records/labs/lab5_session.sh $OUT
 #   (device tool: carry .whl and .whl-nb, the wheels of CONTRIBUTING.md "To record on the
 #    device machine"; the image has no Jupyter)
 #
@@ -22,8 +24,8 @@
 #   python -m tools.record --install <files>/chapters-h100.tar.gz
 #   cp <files>/gpu_h100.json records/tests/
 set -u
-OUT=${1:?usage: COURSE_COMMIT=<sha> bash benchmarks/lab5_session.sh OUTDIR}
-. "$(dirname "$0")/device_env.sh"
+OUT=${1:?usage: COURSE_COMMIT=<sha> bash records/labs/lab5_session.sh OUTDIR}
+. benchmarks/device_env.sh
 
 echo "[1] lab 5 master probe ($SECONDS s)"
 timeout 180 python3 benchmarks/lab5_master_probe.py --out "$OUT/lab5_master_h100.json" \

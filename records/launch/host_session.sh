@@ -1,10 +1,12 @@
 #!/bin/bash
 # Record: `records/launch/host_rows_h100.json`, `book/data/h100.json`, `records/chapters/h100/`.
+# A runbook kept beside its records (issue 44); step 4's probe is retired
+# (`git show 3faadbc:benchmarks/fastcall_probe.py`, its findings in records/launch/README.md).
 # One device session for the decode section's host rows, the compiled MLP-up rows and the
 # chapters that show them, inside 9 minutes on the H100 (bench capped at 200 s, expected ~90;
 # recording budget 300 s, expected ~240: ch6 54 s, ch7 169 s, ch8 10 s when last recorded):
 #
-#   COURSE_COMMIT=$(git rev-parse HEAD) bash benchmarks/host_session.sh $OUT
+#   COURSE_COMMIT=$(git rev-parse HEAD) bash records/launch/host_session.sh $OUT
 #   (device tool: carry .whl and .whl-nb, the wheels of CONTRIBUTING.md "To record on the
 #    device machine"; the image has no Jupyter)
 #
@@ -24,8 +26,8 @@
 #   python -m tools.record --install <files>/chapters-h100.tar.gz
 #   (and, if step 4 ran, cp <files>/fastcall_probe_h100.json records/launch/)
 set -u
-OUT=${1:?usage: COURSE_COMMIT=<sha> bash benchmarks/host_session.sh OUTDIR}
-. "$(dirname "$0")/device_env.sh"
+OUT=${1:?usage: COURSE_COMMIT=<sha> bash records/launch/host_session.sh OUTDIR}
+. benchmarks/device_env.sh
 
 DECODE='^(vec4|half8|torch_eager|torch_compile|torch_eager_graph)$|launch_layer|_torch_call$|python_launch|raw_launch|checks_only'
 MLP_UP='^torch_mlp_up'

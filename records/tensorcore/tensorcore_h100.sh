@@ -2,7 +2,7 @@
 # Record: `records/tensorcore/` (the sweep, the rows, ncu's reports).
 # The tensor-core measurements on a GPU machine, in one go (the device tool's copy of the tree,
 # numpy < 2.5 for numba-cuda 0.30.4 unpacked from a carried wheel when there is one):
-#   bash benchmarks/tensorcore_h100.sh $OUT
+#   bash records/tensorcore/tensorcore_h100.sh $OUT
 # 1. tile sweep at T=2048 (tensorcore_tune.py), 2. the full rows with the fastest tile
 # (tensorcore_bench.py), 3. ncu on the ceiling and the dual GEMM with that tile.
 set -u

@@ -6,18 +6,18 @@
 # Hopper plan, the simulated warp), run for real, in device calls of under 10 minutes each
 # (device tool: carry .whl, numpy < 2.5 for numba-cuda 0.30.4; .whl-nb for step 4):
 #
-#   COURSE_COMMIT=$(git rev-parse HEAD) bash benchmarks/house_session.sh $OUT grader   (~8 min)
+#   COURSE_COMMIT=$(git rev-parse HEAD) bash records/tests/house_session.sh $OUT grader   (~8 min)
 #     1. the GPU lane of tests/grader (the sandbox, the recording and its replay, NVML, the
 #        budgets, the grader's GPU grading) -> $OUT/gpu_grader_h100.json, .log
-#   COURSE_COMMIT=... bash benchmarks/house_session.sh $OUT library                   (~8 min)
+#   COURSE_COMMIT=... bash records/tests/house_session.sh $OUT library                   (~8 min)
 #     2. the GPU lane of tests/library and tests/chapters (every launch path, fastcall and the
 #        planned calls, the tensor-core and Hopper kernels, the decode paths)
 #        -> $OUT/gpu_library_h100.json, .log
-#   COURSE_COMMIT=... bash benchmarks/house_session.sh $OUT report                    (~8 min)
+#   COURSE_COMMIT=... bash records/tests/house_session.sh $OUT report                    (~8 min)
 #     3. python3 -m tools.grader_report $OUT/h100 --only hostile,labs: every lab's master and
 #        fixtures graded on the GPU, one neighbour's CUDA start failed by tests/grader/faults.py
 #        (graded again alone), nothing left running -> $OUT/h100/report.md, summary.json
-#   COURSE_COMMIT=... bash benchmarks/house_session.sh $OUT chapter8                  (~3 min)
+#   COURSE_COMMIT=... bash records/tests/house_session.sh $OUT chapter8                  (~3 min)
 #     4. chapter 8 recorded again (it shows make_mma_gemm, which now reads MmaGeometry)
 #        -> $OUT/chapters-h100.tar.gz, record-summary.json
 #
@@ -27,10 +27,10 @@
 #   cp <files>/h100/report.md <files>/h100/summary.json records/grader/h100-house/
 #   python -m tools.record --install <files>/chapters-h100.tar.gz; commit records/chapters/h100/
 set -u
-OUT=${1:?usage: COURSE_COMMIT=<sha> bash benchmarks/house_session.sh OUTDIR grader|library|report|chapter8}
+OUT=${1:?usage: COURSE_COMMIT=<sha> bash records/tests/house_session.sh OUTDIR grader|library|report|chapter8}
 WHAT=${2:-grader}
 mkdir -p "$OUT"
-. "$(dirname "$0")/device_env.sh"
+. benchmarks/device_env.sh
 
 case "$WHAT" in
 grader)

@@ -7,7 +7,7 @@
 # `grade` (tests/grader/test_lab5_t4.py), the T4 branches of book.kernels.mma_gemm run against
 # float64 (tests/library/test_tensorcore.py), and the rest of the lane runs as it does anyway.
 #
-#   COURSE_COMMIT=$(git rev-parse HEAD) bash benchmarks/t4_path_session.sh $OUT
+#   COURSE_COMMIT=$(git rev-parse HEAD) bash records/tests/t4_path_session.sh $OUT
 #   (device tool: carry .whl and .whl-nb, the wheels of CONTRIBUTING.md "To record on the
 #    device machine"; chapter 8's test executes the chapter in a Jupyter kernel)
 #
@@ -15,9 +15,9 @@
 # lane's summary: provenance with target_cc "7.5", each test's outcome). Back here:
 #   cp <files>/gpu_h100_sm75.json records/tests/
 set -u
-OUT=${1:?usage: COURSE_COMMIT=<sha> bash benchmarks/t4_path_session.sh OUTDIR}
+OUT=${1:?usage: COURSE_COMMIT=<sha> bash records/tests/t4_path_session.sh OUTDIR}
 mkdir -p "$OUT"
-. "$(dirname "$0")/device_env.sh"
+. benchmarks/device_env.sh
 export COURSE_TARGET_CC=7.5
 # a fresh kernel cache: nothing compiled for sm_90 by an earlier run may be loaded instead
 NUMBA_CACHE_DIR=$(mktemp -d)

@@ -663,7 +663,7 @@ def test_planted_race_fixture_differs_from_its_control_by_one_barrier():
 
 
 def test_the_h100_record_caught_the_planted_race_inside_the_full_sandbox():
-    """records/sanitizer/grade_h100.json (benchmarks/sanitizer_probe.py --grade on the H100):
+    """records/sanitizer/grade_h100.json (the retired sanitizer_probe.py --grade on the H100):
     grade --sanitize ran compute-sanitizer in the grader's sandbox with full isolation, found
     the planted race at the fixture's lines, found nothing in its control, and left nothing
     running. Re-read from the record, so a new recording that loses any of it fails here."""

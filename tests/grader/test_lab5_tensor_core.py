@@ -263,7 +263,7 @@ def test_derived_fixtures_follow_the_master():
 
 def test_the_full_marks_line_is_the_one_the_h100_measurement_suggests():
     """The rubric's full_at comes from the master measured on a GPU against cuBLAS float16 +
-    a compiled SwiGLU (benchmarks/lab5_master_probe.py), not from a guess: the record holds
+    a compiled SwiGLU (benchmarks/lab_master_probe.py --lab 5), not from a guess: the record holds
     the line, measured with the master correct at the grader's timing shape. That line (the
     master 1.25x above full marks, issue 23) is the floor of the rule every rubric's lines
     now follow (issue 28: rubric.lines_from_control), which raises it where the lab's control

@@ -338,12 +338,12 @@ def test_a_cache_by_pointer_loses_every_case(graded, full):
 
 def test_the_full_marks_line_is_the_one_the_h100_measurement_suggests():
     """The rubric's full_at comes from the master measured on a GPU against cuBLAS float16 +
-    a compiled SwiGLU (benchmarks/lab6_master_probe.py), not from a guess."""
+    a compiled SwiGLU (benchmarks/lab_master_probe.py --lab 6), not from a guess."""
     from autograder.rubric import load_rubric
 
     path = REPO / "records" / "labs" / "lab6_master_h100.json"
     if not path.exists():
-        pytest.skip("not measured yet: benchmarks/decode_session.sh writes "
+        pytest.skip("not measured yet: benchmarks/lab_master_probe.py --lab 6 writes "
                     "records/labs/lab6_master_h100.json on an H100")
     rec = json.loads(path.read_text())
     perf = load_rubric(LAB)["performance"]

@@ -1,5 +1,5 @@
 """book.decode_sweep: the MLP-up T sweep's curves and figure from a record's rows (synthetic
-rows here: the record's own come from an H100 run of benchmarks/decode_session.sh)."""
+rows here: the record's own come from an H100 run of records/bench/decode_session.sh)."""
 
 import pytest
 

@@ -4,7 +4,7 @@ There is no GPU here: in the simulator FastCall always takes the ordinary wrappe
 so: ``fast`` is False), so these tests check that fallback, the packing against numba-cuda's
 own marshalling code (run in a process without the simulator, where numba-cuda's real
 dispatcher imports without a driver), and the errors. The driver path itself is checked on
-a GPU by benchmarks/fastcall_probe.py (bit-equal outputs, equal packed parameters, graph
+a GPU by the retired fastcall_probe.py (bit-equal outputs, equal packed parameters, graph
 replay: records/launch/fastcall_probe_h100.json) and by the bench suite's checks.
 """
 

@@ -97,12 +97,12 @@ def test_scripts_refuse_to_record_in_the_simulator(tmp_path):
 
 
 def test_tensorcore_profiles_are_the_records_ncu_text():
-    """book/data/ncu/tensorcore_h100.json is what benchmarks/tensorcore_ncu_record.py parses
+    """book/data/ncu/tensorcore_h100.json is what benchmarks/tensorcore_ncu.py --parse reads
     from records/tensorcore's ncu reports, with the provenance of the run that made them."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "tensorcore_ncu_record", ROOT / "benchmarks" / "tensorcore_ncu_record.py")
+        "tensorcore_ncu", ROOT / "benchmarks" / "tensorcore_ncu.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     rec = data.record("ncu/tensorcore_h100")

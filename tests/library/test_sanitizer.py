@@ -1,6 +1,6 @@
 """book.sanitizer: 'not available' here, and its parser on compute-sanitizer's real H100 output.
 
-The record (records/sanitizer/h100.json) was written by benchmarks/sanitizer_probe.py on the
+The record (records/sanitizer/h100.json) was written by the retired benchmarks/sanitizer_probe.py on the
 H100: planted bugs run under memcheck and racecheck, raw output kept."""
 
 import json
@@ -126,7 +126,7 @@ def test_one_command_line_for_both_routes_without_api_errors(monkeypatch):
 
 
 # ---------------------------------------------------------------- the H200's reports (issue 41)
-# records/sanitizer/hazards_h200.json (benchmarks/sanitizer_probe.py --hazards): the tool's own
+# records/sanitizer/hazards_h200.json (the retired sanitizer_probe.py --hazards): the tool's own
 # lines of each run kept as fixtures (tests/fixtures/sanitizer/*_h200_*.txt, their README)
 H200 = ROOT / "records" / "sanitizer" / "hazards_h200.json"
 

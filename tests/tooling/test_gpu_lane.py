@@ -55,11 +55,11 @@ T4_TESTS = ("test_chapter_8_runs_on_sm75_on_the_gpu",
 
 def test_the_t4_path_has_run_on_a_gpu_under_the_switch():
     """Chapter 8 and the instructors' appendix say the T4's paths run in the GPU lane under the
-    switch: a committed summary of that lane (benchmarks/t4_path_session.sh) says so, made with
+    switch: a committed summary of that lane (records/tests/t4_path_session.sh) says so, made with
     the switch on (its provenance's target_cc), with the T4 tests passed."""
     found = sorted((REPO / "records" / "tests").glob("gpu_*_sm75.json"))
     assert found, ("no summary of the GPU lane under COURSE_TARGET_CC=7.5 in records/tests/: run "
-                   "COURSE_COMMIT=<sha> bash benchmarks/t4_path_session.sh $OUT on a GPU and "
+                   "COURSE_COMMIT=<sha> bash records/tests/t4_path_session.sh $OUT on a GPU and "
                    "commit $OUT/gpu_h100_sm75.json")
     for f in found:
         s = json.loads(f.read_text())
