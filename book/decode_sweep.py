@@ -36,7 +36,7 @@ def curves(results, dtype="bfloat16") -> dict:
             out[variant] = sorted(rows, key=lambda r: r["shape"][0])
     if "sweep_ours" not in out:
         raise KeyError("no decode_sweep rows in this record: measure them on a GPU with "
-                       "`bash benchmarks/decode_session.sh OUT sweep` and merge "
+                       "`bash records/bench/decode_session.sh OUT sweep` and merge "
                        "OUT/decode_sweep_h100.json (python -m book.bench.merge)")
     return out
 

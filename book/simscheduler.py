@@ -7,8 +7,8 @@ never pauses, so it holds the GIL for whole switch intervals, competing with the
 it waits for (profiled, lab 6's three small public checks spent nearly all their time in its
 ``is_alive`` calls). The same loop with ``time.sleep(0)`` after each pass (which releases the
 GIL and lets the block's threads run) does the same work in the same order, several times
-faster where blocks are many and long (``benchmarks/simscheduler_probe.py`` times ``check()``
-of every lab's master both ways: records/simulator/simscheduler_cpu.json). The simulator is
+faster where blocks are many and long (a retired probe timed ``check()`` of every lab's
+master both ways: records/simulator/simscheduler_cpu.json and its README). The simulator is
 what CI, a laptop without a GPU and Gradescope run, so every simulated kernel gains.
 
 The replacement keeps numba-cuda 0.30.4's loop line for line (what it checks, in that order;

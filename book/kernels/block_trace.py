@@ -4,7 +4,7 @@ host-side reader of the stamps.
 A traced block writes one int32 per event after the seams' counters (``count[mt + len(
 TRACE_EVENTS) * block + event]``): times as the low 32 bits of ``%globaltimer`` (ns, one clock
 for every SM, so blocks compare), sums of ns, and the SM it ran on. ``benchmarks/weight_stream.py``
-and ``benchmarks/sm_balance.py`` print them; records/bench/README.md keeps what they found.
+prints them (and the retired sm_balance.py did); records/bench/README.md keeps what they found.
 """
 
 from __future__ import annotations
