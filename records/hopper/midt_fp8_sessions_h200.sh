@@ -1,8 +1,9 @@
 #!/bin/bash
-# The five device calls of 2026-11-28's fourth session (issues 42 and 43) on an H200, each
+# The seven device calls of 2026-11-28's fourth session (issues 42 and 43) on an H200, each
 # one `run` (carry .whl), alone on the machine; what each settled is in records/hopper/README.md
 # and records/fp8/README.md. Kept beside the records they made (a runbook, not an instrument).
-#   COURSE_COMMIT=<sha> bash records/hopper/midt_fp8_sessions_h200.sh 1|2|3|4|5
+#   COURSE_COMMIT=<sha> bash records/hopper/midt_fp8_sessions_h200.sh 1|2|3|4|5|6|7
+# (lab6_master_probe.py, called by 2 and 3, is benchmarks/lab_master_probe.py --lab 6 since 1a8d186)
 source benchmarks/device_env.sh
 export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
 case "$1" in
@@ -50,5 +51,13 @@ case "$1" in
       --geometry --T 1 16 --rounds 4
     timeout 230 python3 -u benchmarks/norm_quant_bench.py --out $OUT/norm_quant_$GPU_TAG.json \
       --T 1 2048 8192 --rounds 4
+    ;;
+6)  # at a9ebf4c: the FP8 GEMV's maps as 16-bit elements (tma_elem)
+    timeout 110 python3 -u benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_tma2_$GPU_TAG.json \
+      --sweep --T 1 16 --rounds 5 --changes '[{}, {"tma_elem": 2}, {"tma_elem": 2, "promotion": "none"}]'
+    ;;
+7)  # at a9ebf4c: the decode sweep through the dispatcher at mid T, two weight sets in turn
+    timeout 120 python3 -u benchmarks/decode_bench.py --out $OUT/decode_sweep512_$GPU_TAG.json --ts '' \
+      --dtypes bfloat16 --sweep 256,512,1024 --only 'sweep_(ours|cublas_compiled)?$' --reps 10
     ;;
 esac
