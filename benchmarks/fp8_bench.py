@@ -50,16 +50,11 @@ D, H = 4096, 14336
 
 
 def gpu_state():
-    """SM clock (MHz), power (W), temperature (C) and the active clock-event reasons."""
-    q = "clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active"
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10).stdout.strip()
-        sm, pw, temp, why = [s.strip() for s in out.splitlines()[0].split(",")]
-        return {"sm_mhz": float(sm), "power_w": float(pw), "temp_c": float(temp),
-                "reasons": why}
-    except Exception as e:  # a reading we cannot take is recorded as such
-        return {"error": repr(e)[:200]}
+    """SM clock (MHz), power (W), temperature (C) and the active clock-event reasons:
+    :func:`book.gpu.state` (the harness reads it after every measurement too)."""
+    from book import gpu
+
+    return gpu.state()
 
 
 def kernel_report(kernels):

@@ -41,6 +41,9 @@ from .driver_errors import (  # noqa: F401  (re-exported)
 
 __all__ = [
     "SIMULATED",
+    "STATE_QUERY",
+    "state",
+    "parse_state",
     "REASON",
     "DeviceInfo",
     "CudaSetupError",
@@ -325,6 +328,36 @@ def device_info(ordinal: int = 0) -> DeviceInfo:
 def _check(rc: int, what: str) -> None:
     if rc != CUDA_SUCCESS:
         raise RuntimeError(f"{what} failed with CUDA error {rc}")
+
+
+#: what :func:`state` asks nvidia-smi for, in this order
+STATE_QUERY = "clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active"
+
+
+def parse_state(line: str) -> dict:
+    """One line of ``nvidia-smi --query-gpu=STATE_QUERY --format=csv,noheader,nounits``
+    as a dict: ``sm_mhz``, ``power_w``, ``temp_c`` and ``reasons`` (the clock-event
+    reasons' bit mask, as nvidia-smi prints it; 0x0 is none: no power or thermal cap)."""
+    sm, pw, temp, why = [v.strip() for v in line.split(",")]
+    return {"sm_mhz": float(sm), "power_w": float(pw), "temp_c": float(temp), "reasons": why}
+
+
+def state(ordinal: int = 0) -> dict:
+    """The GPU's state now (:func:`parse_state`'s fields), read with nvidia-smi: a timing
+    carries the SM clock and power it ran at, since a card's clocks drift with power and
+    heat. ``{}`` in the simulator; ``{"error": ...}`` when nvidia-smi cannot be read (a
+    reading not taken is recorded as such, never guessed)."""
+    if SIMULATED:
+        return {}
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", f"--id={ordinal}", f"--query-gpu={STATE_QUERY}",
+                              "--format=csv,noheader,nounits"], capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+        return parse_state(out.splitlines()[0])
+    except Exception as e:
+        return {"error": repr(e)[:200]}
 
 
 def describe() -> str:

@@ -89,6 +89,21 @@ class Timing:
     batch: int = 1  # calls per sample
     samples_s: tuple = field(default=(), repr=False)  # seconds per call, each sample
     notes: tuple = ()
+    #: the GPU's state read right after the samples (book.gpu.state: SM clock, power,
+    #: temperature, clock-event reasons), one reading per measurement pooled
+    gpu_states: tuple = field(default=(), repr=False)
+
+    @property
+    def sm_mhz(self) -> float | None:
+        """The median SM clock of the readings (None without one)."""
+        v = [s["sm_mhz"] for s in self.gpu_states if "sm_mhz" in s]
+        return summarize(v)[0] if v else None
+
+    @property
+    def power_w(self) -> float | None:
+        """The median power draw of the readings (None without one)."""
+        v = [s["power_w"] for s in self.gpu_states if "power_w" in s]
+        return summarize(v)[0] if v else None
 
     @property
     def bandwidth(self) -> float | None:
@@ -117,6 +132,9 @@ class Timing:
             "flops": self.flops,
             "flops_per_s": self.flops_per_s,
             "notes": list(self.notes),
+            "sm_mhz": self.sm_mhz,
+            "power_w": self.power_w,
+            "gpu_states": [dict(s) for s in self.gpu_states],
         }
 
     def __str__(self) -> str:
@@ -126,6 +144,12 @@ class Timing:
         if self.flops_per_s is not None:
             s += f", {self.flops_per_s / 1e12:.2f} TFLOP/s"
         return s + f" [{self.method}]"
+
+
+def _reading() -> tuple:
+    """The GPU's state now, as a Timing's ``gpu_states`` (book.gpu.state; empty if none)."""
+    st = gpu.state()
+    return (st,) if st else ()
 
 
 # --------------------------------------------------------------------------
@@ -360,7 +384,8 @@ def measure_back_to_back(fn, arg_sets, *, bytes_moved=None, flops=None, calls: i
     med, p10, p90 = summarize(samples)
     method = (f"CUDA events around {calls} back-to-back calls from Python, no delay kernel: "
               "host time shows wherever it exceeds GPU time")
-    return Timing(med, p10, p90, reps, method, bytes_moved, flops, calls, tuple(samples))
+    return Timing(med, p10, p90, reps, method, bytes_moved, flops, calls, tuple(samples),
+                  gpu_states=_reading())
 
 
 def _check_arg_sets(arg_sets):
@@ -460,7 +485,8 @@ def measure(fn, arg_sets, *, bytes_moved=None, flops=None, warmup: int = 3, reps
     else:
         method = (f"CUDA events, {n} back-to-back calls per sample (one call is shorter than "
                   f"{min_batch_s * 1e6:.0f} us), queued behind a delay kernel")
-    return Timing(med, p10, p90, reps, method, bytes_moved, flops, n, tuple(samples), tuple(notes))
+    return Timing(med, p10, p90, reps, method, bytes_moved, flops, n, tuple(samples), tuple(notes),
+                  _reading())
 
 
 def _measure_graph(fn, arg_sets, bytes_moved, flops, reps, min_batch_s, host_s, notes):
@@ -526,7 +552,8 @@ def _measure_graph(fn, arg_sets, bytes_moved, flops, reps, min_batch_s, host_s, 
     torch.cuda.synchronize()
     med, p10, p90 = summarize(samples)
     method = f"CUDA graph replay ({n} calls captured per graph), CUDA events, queued behind a delay kernel"
-    return Timing(med, p10, p90, reps, method, bytes_moved, flops, n, tuple(samples), tuple(notes))
+    return Timing(med, p10, p90, reps, method, bytes_moved, flops, n, tuple(samples), tuple(notes),
+                  _reading())
 
 
 def measure_interleaved(candidates, *, rounds: int = 6, reps: int = 8, **kw) -> dict:
@@ -539,11 +566,13 @@ def measure_interleaved(candidates, *, rounds: int = 6, reps: int = 8, **kw) -> 
     after the other can differ by more than the kernels do. Interleaved, a drift falls on
     every candidate alike and their ratios hold."""
     pooled = {name: [] for name in candidates}
+    states = {name: [] for name in candidates}
     first = {}
     for r in range(rounds):
         for name, (fn, sets, extra) in candidates.items():
             t = measure(fn, sets, reps=reps, warmup=3 if r == 0 else 1, **{**kw, **extra})
             pooled[name].extend(t.samples_s)
+            states[name].extend(t.gpu_states)
             first.setdefault(name, t)
     out = {}
     for name, samples in pooled.items():
@@ -552,5 +581,5 @@ def measure_interleaved(candidates, *, rounds: int = 6, reps: int = 8, **kw) -> 
         method = (f"{t.method}; interleaved with {len(candidates) - 1} other rows, "
                   f"{rounds} rounds of {reps} samples")
         out[name] = Timing(med, p10, p90, len(samples), method, t.bytes_moved, t.flops,
-                           t.batch, tuple(samples), t.notes)
+                           t.batch, tuple(samples), t.notes, tuple(states[name]))
     return out

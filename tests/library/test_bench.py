@@ -83,6 +83,26 @@ def test_timing_row_and_rates():
     assert "GB/s" in str(t)
 
 
+def test_a_timing_row_carries_the_clock_and_power_it_ran_at():
+    """Every measurement reads the GPU's state after its samples (book.gpu.state, from
+    nvidia-smi's line); a row carries the readings and their medians (issue 43, M3), and
+    says None where none was taken (the simulator, or nvidia-smi missing)."""
+    line = "1980, 123.84, 36, 0x0000000000000000"  # nvidia-smi --format=csv,noheader,nounits
+    st = book.gpu.parse_state(line)
+    assert st == {"sm_mhz": 1980.0, "power_w": 123.84, "temp_c": 36.0,
+                  "reasons": "0x0000000000000000"}
+    states = (st, book.gpu.parse_state("1830, 480.5, 60, 0x0000000000000004"),
+              book.gpu.parse_state("1905, 470.0, 58, 0x0000000000000004"), {"error": "x"})
+    row = bench.Timing(1e-3, 1e-3, 1e-3, 3, "m", gpu_states=states).row()
+    assert (row["sm_mhz"], row["power_w"]) == (1905.0, 470.0)  # the medians of the readings
+    assert len(row["gpu_states"]) == 4 and row["gpu_states"][3] == {"error": "x"}
+    none = bench.Timing(1e-3, 1e-3, 1e-3, 3, "m").row()
+    assert (none["sm_mhz"], none["power_w"], none["gpu_states"]) == (None, None, [])
+    if book.gpu.SIMULATED:
+        assert book.gpu.state() == {}
+    assert book.gpu.STATE_QUERY.split(",")[:2] == ["clocks.sm", "power.draw"]
+
+
 def test_arg_sets_validation():
     with pytest.raises(ValueError, match="empty"):
         bench._check_arg_sets([])
