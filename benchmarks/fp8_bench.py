@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
