@@ -1,6 +1,58 @@
 """The course's autograder, split the way otter-grader is: assign (masters -> labs), check
 (the student's self-test inside a lab), grade (a class, sandboxed, on GPU or simulator),
-export (Gradescope results and bundles, merging shards). ``python -m autograder --help``."""
+export (Gradescope results and bundles, merging shards). ``python -m autograder --help``.
+
+The map (every module named; tests/tooling/test_contributing.py checks). Its threat model and
+the table of labs: autograder/README.md.
+
+The verbs (``__main__``: ``python -m autograder list|new-lab|assign|check|grade|merge|export``)
+  ``assign``: masters to labs; a master without its setup cell, or one that drifts from its
+  spec, is refused. ``check``: the student's self-test. ``scaffold``: ``new-lab``, a new lab's
+  three files from a working template (CONTRIBUTING.md, "Add a lab"). ``grade``: the run and
+  its two phases, composed of three parts that each take one ``context.RunContext`` (lab,
+  cases, limits, log, folders and the ``ChildFactory`` that builds every sandboxed child).
+  ``export``: results.json, feedback.md, grades.csv; the only writer of Gradescope's keys.
+  ``gradescope``: the Gradescope bundle and the run of one submission in Gradescope's
+  container, root from ``AUTOGRADER_ROOT``: the bundle closed to the submission's uid, the
+  course's totals with performance pending, a log on stdout.
+
+What check and grade share
+  ``compare``: a result against its float64 reference, said the same way to student and
+  instructor. ``inputs``: inputs generated from a seed, by the grader and inside the child
+  alike, and the guard zones every array the grader hands a submission sits between (their
+  size, poison and what was written into them). ``submission``: a submission (a Colab
+  ``.ipynb`` or a ``.py``) read into code cells without running it, its source scanned for what
+  a reviewer should see. ``rubric``: rubrics (autograder/rubrics/) and the scoring rule
+  (``lines_from_control``: a rubric's performance lines from its control's timing).
+  ``setup_template``: the setup cell's one template and its place in a notebook, which
+  ``assign`` writes into each lab (``tools.setup_cell`` is the build tool around it).
+  ``hazards``: a race between blocks or on shared memory, a barrier not every thread reaches,
+  a read outside an input: one set of words for the tracer and compute-sanitizer, each costing
+  its case. ``feedback``: the access pattern traced in the simulator, printed by ``check``.
+  ``rerun``: a student's code run again in a fresh process, what ``feedback`` and ``sanitize``
+  need on a GPU; each names itself as that process's entry point.
+
+The grading run's parts
+  ``context``: the ``RunContext`` and the ``ChildFactory``. ``loading``: the one way a child is
+  started and a submission loaded in it, one typed outcome (``Loaded``, ``FailedBeforeCode``,
+  ``CrashedLoading``, ``Unexpected``; the tests inject faults around it:
+  tests/grader/faults.py). ``judge``: ``Judge``, each case's calls (every case called several
+  times on the same arrays, every call judged: ``context.CALLS_*``), the kernel proof, the
+  simulator's replay of a recording, on a GPU the simulator's hazard trace of each case.
+  ``timing``: ``Timer``, the timing call recorded, then timed with no submission alive, paired
+  with the master. ``recording``: a child's recorded launches copied out, checked, summarised.
+  ``replay_client``: the trusted replay process of each GPU seen from the grader; ``replay`` is
+  that process. ``sanitize``: ``Sanitizer``, on every GPU ``grade`` (``--no-sanitize`` turns it
+  off) racecheck, synccheck and memcheck on the public case that takes the most of the lab's
+  paths, a finding costing that case; and ``check(fn, sanitize=True)``: all the grader's
+  compute-sanitizer code (the tool itself is ``book.sanitizer``). ``results``: the ``Result``
+  and its typed ``TestRecord``s, which the exporters read. ``gpuwatch``: NVML: who holds a GPU
+  and how much of its memory (``others_on`` before and after a timing window).
+
+Packages
+  ``labs``: one module per lab and the registry (its docstring is its map). ``sandbox``: one
+  child in its own process (its docstring is its map; ``sandbox.inside`` the child's side).
+"""
 
 __all__ = ["check"]
 

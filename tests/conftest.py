@@ -1,4 +1,63 @@
-"""Shared pytest fixtures: the built book, a local web server and a real browser.
+"""The suite's map and markers, and its shared fixtures: the built book, a local web server and
+a real browser.
+
+One folder per thing exercised (a new test goes in the folder of what it exercises; test file
+names stay unique across folders, since pytest imports them by name):
+
+- ``library/``: the ``book`` package: kernels, timing harness, models, tracer, exercises, the
+  widgets' Python side (``decode_cases.py``: cases the decode GEMVs' tests share).
+- ``grader/``: ``autograder``: assign, check, grade, the sandbox, feedback, Gradescope
+  (``grading_runs.py`` starts the long grading runs once for the folder; ``faults.py`` injects
+  the failures of a grading machine where a child is started; ``derived_fixtures.py`` writes
+  the bounds, controls and hazards fixtures from the masters; ``docker_default.py`` makes
+  Docker's default limits real for ``test_docker_default.py``).
+- ``chapters/``: the chapters' code, exercises and GPU recordings (``test_record.py``,
+  ``test_recorded_outputs.py``: a table that reads several runs names each, no output prints
+  a path of the machine that ran it; ``test_glossary.py``: a bold term an earlier page already
+  uses).
+- ``built_book/``: the book built by ``make book`` in a clean copy, read as HTML and in chromium
+  (every page of ``_toc.yml`` built, a Colab link, no request to another host, fits a phone).
+- ``tooling/``: ``tools/`` (setup cell, Colab rehearsal, GPU lane, lint helper, the lab pages)
+  and the house's rules: the structure map's (``test_structure.py``), CONTRIBUTING.md's paths
+  and the packages' maps (``test_contributing.py``), every benchmark names its record
+  (``test_benchmarks.py``), no duration asserted in the fast lane (``test_fast_lane.py``).
+- ``repo.py``: ``ROOT``, ``FIXTURES`` (import these, never count ``parents[...]``) and
+  ``ci_keeps``; this file: the fixtures below, the markers and the workers' units.
+- ``fixtures/``: the submissions the grader's tests feed it, most folders with a README:
+  ``submissions/`` (careless and hostile lab-2 files), ``threats/``, ``neighbours/`` (the
+  resource families: storage, threads, a faked CUDA-init failure), ``multikernel/`` (honest
+  multi-kernel solutions of labs 2-4 and a hostile one), ``container/`` (hostile lab-2 files
+  for Gradescope's container: they read the seed, forge results and kill the grader, plant
+  code, start threads without end, carry hidden cases out through /tmp and the proof's child,
+  leave files and IPC objects behind; ``grader/test_docker_default.py`` grades them under
+  Docker's default limits), ``sanitizer/``, ``lab5/`` (lab 5's cuBLAS-through-ctypes,
+  float32-CUDA-core, missing-``cp.async``-wait and transposed-fragment files:
+  ``test_lab5_tensor_core.py``), ``lab6/`` (lab 6's split-K without its reduction, weights
+  read twice, cache by pointer, atomics and one-thread-per-output files:
+  ``test_lab6_decode.py``), and, derived from the masters by ``derived_fixtures.py``,
+  ``bounds/`` (per lab, the master with a store past the end of ``out`` or a forgotten
+  ``blockIdx``: ``test_bounds_grading.py``, ``test_guard_zones.py``), ``controls/`` (per lab,
+  the "lesson not learned" control its rubric names: ``test_lesson_controls.py``) and
+  ``hazards/`` (lab 6's split-K faults: a counter without an atomic, one never reset, one
+  piece per thread, ``test_split_k_faults.py``; labs 2-5's result kept by shape and lab 2's
+  read past ``x``, graded beside the bounds fixtures).
+
+Markers, registered in pyproject.toml: ``slow`` (builds the site, executes a notebook, or runs
+the grader on submissions: write ``@pytest.mark.slow``, or ``pytestmark = pytest.mark.slow``
+when the whole file does), ``browser`` (playwright and Debian's chromium), ``gpu`` (needs a
+CUDA GPU: skipped in the simulator, so CI never runs it; ``make test-gpu`` runs only those,
+tools/gpu_tests.py, and its summary is committed under records/tests/ whenever kernels or the
+grader change), ``extended`` (what ``make test`` leaves to ``make test-all``: long compile
+checks, rehearsals of other machines, the later cases of a ``ci_keeps`` list). A test that asks
+for the fixture ``built_book`` is ``slow`` and one that asks for ``browser`` (or ``site_page``)
+is ``browser`` without writing it (``MARKED_BY_FIXTURE``). ``make test`` lints with ruff
+(``[tool.ruff]`` in pyproject.toml) and runs the rest on two workers (pytest-xdist;
+``TEST_WORKERS=0`` for one process): each test file stays on one worker, and so does each group
+of ``SERIAL_UNITS``; files that share a session fixture go there together, and a long unit goes
+in ``FIRST`` so that it starts early. ``pytest -m "not slow and not browser"`` is the fast lane
+while you work; ``pytest tests/grader`` runs one folder.
+
+Shared fixtures
 
 The book is built ONCE per test session, from a clean copy of the repository, and shared by every
 test that asks for it. Use these fixtures in your own tests rather than building again:

@@ -4,7 +4,21 @@ one ``LAB = KernelLab(...)`` or ``LAB = NumericLab(...)`` (``autograder.labs.spe
 read. A lab is its module, its master ``solutions/<name>.ipynb`` and its rubric
 ``autograder/rubrics/<name>.toml``; nothing else names it. Instructor-side: the sandboxed
 child never receives these modules, only seeds, shapes and argument order (see
-autograder/sandbox/inside/)."""
+autograder/sandbox/inside/).
+
+The map: ``spec`` (the typed spec, ``KernelLab`` or ``NumericLab``, whose ``title``,
+``chapters`` and ``asks`` the lab pages are written from); the problems labs share, each lab
+binding its dtype and keeping what is its own: ``elementwise`` (an activation of gate and up,
+``Elementwise``: labs 2 and 3 and the template) and ``linear_layer`` (an nn.Linear SwiGLU layer
+and its single projection: labs 4, 5 and 6); ``seeds``: the per-array seeds; and the labs,
+``lab<number>_<topic>``, found by ``registry()`` (``python -m autograder list`` names them).
+A staged lab's spec lists the ``Step``s its notebook builds the kernel in, each checked by
+``check(fn, step=...)`` and each with the ``PlantedBug`` its check is tested to catch,
+optionally an ``explain(fn)`` that ``check`` prints after a failure (lab 5's first step draws
+which lane holds what: ``book.kernels.fragments.probe_tile``); each kernel lab declares the
+``paths`` (``LabPath``) its master must take on every grader's case (logged per case;
+tests/grader/test_lab_paths.py); a lab whose instructions the access tracer does not model
+says why in ``untraced``, and ``check`` says so instead of tracing."""
 
 from __future__ import annotations
 

@@ -4,28 +4,34 @@ The package, by concept:
 
 - ``inside/``: the child's side, a package copied whole into every child and started by its
   entry point (``inside/__main__.py launcher|driver CONFIG``): the launcher (limits,
-  containment, its teardown when the grader dies), the driver (isolation, then the session:
-  the submission's cells, the grader's commands, the launches recorded). Its standard-library
+  containment, its teardown when the grader dies), the driver (isolation, then the session: the
+  submission's cells, the grader's commands, the launches recorded). Its standard-library
   modules serve the grader too: ``settings`` (``DriverSettings``, what the grader tells a child:
-  one typed definition both sides read), ``process`` (the process table, killing a tree, cgroup
-  or uid, and removing what a uid left where every uid may write: ``remove_left_by``), ``linux``
-  (the kernel's constants), ``privilege`` (the uid drop; Landlock: a child's writes confined to
-  its own folders), ``permissions`` (what another uid may read or change) and ``seccomp`` (the
-  filters that cut the network, and System V IPC, where no namespace can); ``channel``: the
-  protocol's JSON lines.
+  one typed definition both sides read, and the simulator's thread limit), ``process`` (the
+  process table, killing a tree, cgroup or uid, and removing what a uid left where every uid may
+  write: ``remove_left_by``), ``linux`` (the kernel's constants), ``privilege`` (the uid drop,
+  capabilities, the grader's Python shared read-only; Landlock: a student child writes only
+  beneath its own folder, /tmp and /dev/shm; the session's own root check), ``permissions``
+  (what another uid may read or change) and ``seccomp`` (the one BPF assembler: the filters that
+  cut the network, and System V IPC, where no namespace can); ``channel``: the protocol's JSON
+  lines.
 - ``children``: ``Child``, one sandboxed child speaking that protocol (working folder,
   limits, capped output, deadlines, the budgets' watchdog), and the grader's open children
   (``open_children_pids``, ``kill_open_children``); ``trusted``: what a child is given (the
-  copy of the trusted code, the entry point's command line, the scrubbed environment);
+  copy of the trusted code: ``inside/``, autograder/inputs.py and ``book`` without its kernels
+  but for the instruction modules graded code may import, ``GRADED_KERNEL_MODULES``:
+  ``tensorcore``; the entry point's command line, the scrubbed environment);
   ``protections``: what a child got and, said, what it lacked.
 - ``containment``: how a submission's processes are held so that they die with it (a PID
   namespace, else a cgroup killed whole, else (as root, Docker's default limits) the child's
   own uid; else refused unless allowed), and cgroups.
 - ``paths``, ``uid``, ``storage``, ``tasks``: what a child sees (every path hidden but what it
-  needs; the grader's own processes started with ``python -I``), the uid of its own it becomes
-  (student code never runs as root), the size-limited file system it writes to (in a folder
-  its grader holds by a lock while it lives: ``new_folder``; what no living grader holds, the
-  next sweeps: ``sweep_stale_storage``), the count of its processes and threads.
+  needs; the grader's own processes started with ``python -I``: ``trusted_command``), the uid of
+  its own it becomes (student code never runs as root: a uid of its own, or a refusal that names
+  the fix), the size-limited file system it writes to (its working folder, /tmp and /dev/shm, in
+  a folder its grader holds by an flock while it lives: ``new_folder``; what no living grader
+  holds, what killed graders left, the next sweeps, never by pid: ``sweep_stale_storage``), the
+  count of its processes and threads (a pids cgroup).
 - ``budgets``: host and GPU memory summed over a submission's processes, watched while it runs.
 - ``threads`` (inside/threads.py): a simulated child's room for the simulator's threads under
   its address-space limit (``limit_malloc_arenas``, ``ARENAS``), and the facts reported when a

@@ -35,6 +35,18 @@ that runs in the same process before or during ``measure`` could still replace
 these functions, so a grader must time untrusted code in a process whose
 harness the student's code cannot reach (or re-time it in a clean process) and
 should flag results above the measured copy bandwidth.
+
+The map: ``suite`` runs the suite (``__main__``: ``python -m book.bench``; the run, its checks,
+tuning and targets; ``--only REGEX --rows-out FILE`` a few rows, ``--shapes TxH ...`` only those
+elementwise shapes, ``--no-decode``/``--no-elementwise`` skip phases), its rows in
+``elementwise_rows`` and ``gemm_rows``, a record's rows found by ``rows``; ``merge`` puts rows
+into ``book/data/<gpu>.json`` (``--retarget``, ``--variants REGEX``); ``targets``: the goals as
+measured ratios and the sizes they are judged at (the suite writes them, the merge recomputes
+them). The phases, each also run alone from benchmarks/: ``tensorcore`` (the bf16 tensor-core
+rows and targets; tensorcore_bench.py), ``hopper`` (the Hopper rows on sm_90, measured
+interleaved, the epilogue rule at several d; hopper_bench.py, with chapter 8's rows of the same
+run), ``decode`` (the decode MLP-up rows, the T sweep, the planned calls' host rows, issue 31's
+targets; decode_bench.py), ``norm_quant`` (norm_quant_bench.py).
 """
 
 from __future__ import annotations

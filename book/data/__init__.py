@@ -8,7 +8,9 @@ the ``targets`` (measured ratios against the course's goals) and the block/grid
 
 Rows, tuning entries and targets note the run that measured them when a number is read, and
 :func:`record` notes each run a record holds (:mod:`book.data.lineage`): in a notebook, a cell
-whose numbers come from several runs names each of them under its output.
+whose numbers come from several runs names each of them under its output, and ``tools.record``
+keeps every cell's runs in the recording. :func:`write` writes a record atomically. The
+records here, and the command that writes each: book/data/README.md.
 """
 
 from __future__ import annotations

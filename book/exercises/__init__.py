@@ -26,10 +26,15 @@ The framework is one module per kind (:mod:`~book.exercises.core`: the verdict a
 question; :mod:`~book.exercises.number`, :mod:`~book.exercises.choice`,
 :mod:`~book.exercises.kernel`, :mod:`~book.exercises.fragment`,
 :mod:`~book.exercises.reduction`); the chapters' own exercises
-are in :mod:`book.exercises.chapters`, their right answers computed by the library
-(``book.traffic``, ``book.roofline``, ``book.data``), never typed, so a chapter cell shows the
-question without giving the answer away. Both are reachable here, as the chapters' cells
-read them (``exercises.Number``, ``exercises.naive_pair_bytes``).
+are in :mod:`book.exercises.chapters` and the "Eight bits" chapter's in
+:mod:`book.exercises.fp8_chapter`, their right answers computed by the library
+(``book.traffic``, ``book.roofline``, ``book.data``) or by running the code the exercise names,
+never typed, so a chapter cell shows the question without giving the answer away (a question
+that asks the reader to run or change code is a checked exercise, never a typed answer:
+tests/chapters/test_exercise_answers.py). All are reachable here as ``book.exercises.X``, as
+the chapters' cells read them (``exercises.Number``, ``exercises.naive_pair_bytes``), each with
+``check(answer)``, ``hint()`` and ``solution()``. Tests: tests/library/test_exercises.py, and
+tests/chapters/ for cells taken from a chapter.
 """
 
 from __future__ import annotations

@@ -6,21 +6,102 @@ in Numba's CUDA simulator, and one line saying what it shows. The benchmark suit
 (``python -m book.bench``) measures every variant; chapters show their source with
 ``book.show``.
 
-Modules: ``reference`` (float64 truth, tolerances, checks), ``naive`` (two kernels),
-``fused`` (one kernel; fast math and the float64-literal pitfall), ``vectorized`` (more
-bytes in flight: ILP and 8/16-byte accesses), ``halfprec`` (float16/bfloat16),
-``packed`` (the [M, 2F] gate|up layout), ``coalescing`` (strided and uncoalesced
-access, chapter 6), ``decode`` (CUDA graphs for one-token sizes),
-``wide`` (the vector load/store intrinsics), ``ptx`` (compile to PTX, even with no GPU),
-``gemm``/``dual_gemm`` (epilogue fusion), ``tensorcore`` (``mma.sync``, ``ldmatrix``,
-``cp.async`` through inline PTX, with simulator versions), ``mma_gemm`` (the bf16/fp16
-tensor-core GEMM and dual GEMM), ``fragments`` (one warp, one ``mma``: who holds what),
-``decode_mlp`` (the MLP-up at decode: GEMVs on CUDA cores and on tensor cores, chosen by T),
-``splitk`` (split-K met in the kernel), ``fastcall`` (the cheap launch from torch tensors),
-``fp8`` (e4m3 and e5m2: formats, conversions and FP8 ``wgmma``, each with its NumPy model),
-``fp8_probes`` (the conversions run on the GPU), ``fp8_gemm`` (the fused FP8 MLP-up on
-Hopper: scaled e4m3 operands, bf16 or e4m3 out), ``norm_quant`` (RMSNorm fused with the
-activations' per-token e4m3 quantization).
+The map, by layer (every module named; tests/tooling/test_contributing.py checks):
+
+Truth and the host side
+  ``reference``: the float64 truth, tolerances and checks. ``launch``: the wrappers' host side:
+  checks, torch views, the prepared launch (``prepare``, ``launch_kernel``); ``jit_bounds``: a
+  tile's ``min_blocks`` as ``launch_bounds``; ``KernelLaunch``, the launch ``fastcall`` plans;
+  ``deliberate_grid`` keeps the course's own small launches from printing numba-cuda's "Grid
+  size N" warning. An elementwise wrapper takes its host side from here as
+  ``vectorized.swiglu_vec4`` does, through ``vectorized.launch_vector``. ``fastcall``: the cheap
+  launch from torch tensors: checks answered once per key, parameters packed once as Numba packs
+  them, ``cuLaunchKernel`` on torch's current stream, plans and stream handles in a
+  ``BoundedCache`` (chapter 6's decode section; tests/library/test_fastcall.py; its per-call
+  Python path, timed on a CPU with the launch stubbed, in records/launch/README.md); its
+  ``PlannedCall`` / ``planned(name)`` is the cheap call of ``mma_gemm`` and ``decode_mlp``.
+  ``ptx``: compile the kernels to PTX, even with no GPU (``kernels()``: what
+  tests/library/test_ptx.py reads).
+
+Instructions, as intrinsics with their models and simulator versions
+  ``wide``: 8- and 16-byte vector loads and stores. ``tensorcore``: inline-PTX ``mma.sync``,
+  ``ldmatrix`` and ``cp.async`` (the predicated ``cp_async16_zfill_at`` of edge tiles too),
+  ``shfl_xor``, their fragment tables and simulator versions; ``target_cc()``,
+  ``cannot_run(dtype)``: the target, the T4 switch included. ``hopper``: Hopper's own
+  instructions: ``wgmma`` with its shared-memory matrix descriptors, TMA loads, stores and
+  multicast from host-made tensor maps, ``cp.async`` of a swizzled box completing on an
+  ``mbarrier``, ``mbarrier``, fences, ``setmaxnreg``, clusters; each with a pure-Python model
+  of what it computes and where it reads and writes (``swizzle``, ``descriptor``,
+  ``operand_addresses``, ``d_coords``, ``wgmma_model``, ``tma_box``, ``MbarrierModel``).
+  ``fp8`` (issue 42): e4m3 and e5m2 bit for bit (``encode_fast``: the same codes by a table of
+  float32 classes), ``cvt.rn.satfinite`` pack and ``cvt.rn.f16x2`` widen with their NumPy
+  models (simulator versions too), FP8 ``wgmma`` m64nNk32 built by ``hopper.make_wgmma``, no
+  transpose arguments (tests/library/test_fp8.py).
+
+Elementwise, one module per idea
+  ``naive`` (two kernels), ``fused`` (one kernel; fast math and the float64-literal pitfall),
+  ``vectorized`` (more bytes in flight: ILP and 8/16-byte accesses), ``halfprec``
+  (float16/bfloat16), ``packed`` (the [M, 2F] gate|up layout), ``coalescing`` (strided and
+  uncoalesced access, chapter 6), ``glu_family`` (the same fusion for GeGLU, RMSNorm and
+  quantization), ``decode`` (CUDA graphs for one-token sizes), ``norm_quant`` (issue 42:
+  RMSNorm, or the residual add and RMSNorm, fused with the activations' per-token e4m3
+  quantization, one block a token, x read once; bit for bit its NumPy model
+  ``rmsnorm_quant_reference``, ``book.quantize``'s ``per_token`` of the kernels' float32 y
+  (``rmsnorm_f32``); tests/library/test_norm_quant.py).
+
+GEMM
+  ``gemm`` and ``dual_gemm``: the tiled float32 GEMM and epilogue fusion. ``mma_gemm``: the
+  bf16 tensor-core GEMM and dual GEMM (SwiGLU, identity and gate|up epilogues, main-loop
+  ceiling; any T, d and h multiples of 8; ``prepare``: one launch worked out once); its tile in
+  ``mma_tile``: ``MmaTile`` and ``MmaGeometry``, every size the kernel factory reads, named and
+  printable. ``wgmma_gemm``: the warp-specialized Hopper dual GEMM (TMA into an mbarrier ring,
+  a producer warpgroup and two consumer warpgroups, clusters of two, TMA-stored epilogue; its
+  geometry ``HopperTile``, its schedule, a plan-cached launch through ``cuLaunchKernelEx``;
+  chapter 9). ``waves``: wave quantization of that persistent dual GEMM and the tile the
+  dispatcher gives it for T tokens. ``fp8_gemm``: the fused FP8 MLP-up on Hopper: x per token
+  and the weights per output channel in e4m3, bf16 or e4m3 out with a static scale;
+  ``wgmma_gemm``'s ``HopperTile`` (``elem=1``), schedule, tensor maps and launch, the scales
+  staged in shared memory; ``model``, the kernel in NumPy tile by tile
+  (tests/library/test_fp8_gemm.py).
+
+GEMV: the MLP-up at decode
+  ``decode_mlp``: the MLP-up at decode in nn.Linear layout: a CUDA-core GEMV and a tensor-core
+  GEMV with the weights on the M side, a dispatcher by T with a large-T hook
+  (tests/library/test_decode_mlp.py, cases shared with the next in
+  tests/library/decode_cases.py). ``splitk``: split-K met in the kernel (the last block to
+  arrive adds the partials; its workspace; ``fragment_meeting``, the tensor-core GEMVs' warps'
+  sum and that meeting in one device function). ``staged_gemv``: a measured control of the
+  decode path: the tensor-core GEMV with its weights staged through shared memory in
+  whole-row chunks, gate and up rows in one m-tile, a register prefetch or a ``cp.async`` ring;
+  ``prepare("staged", ...)``, never the dispatcher's pick (tests/library/test_staged_gemv.py;
+  records/bench/README.md says what it measured). ``wgmma_gemv``: the decode MLP-up on Hopper:
+  the weights as ``wgmma``'s A operand copied by TMA into an mbarrier ring, the row tiles that
+  do not divide evenly cut into equal stream-K ranges over every SM, then whole tiles, the
+  seams met by the last piece in a finisher warp of their own; ``prepare("hopper_gemv",
+  ...)``, the dispatcher's pick on sm_90 from ``HOPPER_GEMV_MIN_T`` to ``HOPPER_GEMV_MAX_T``
+  (tests/library/test_wgmma_gemv.py). Its geometry in ``wgmma_gemv_tile``: ``WgmmaGemvTile``
+  (copies with L2 hints: the weights ``evict_first``, x ``evict_last``; ``cpasync``: the
+  weights copied by a warp's 16-byte ``cp.async`` instead of TMA; with ``trace``: a per-block
+  ``%globaltimer`` timeline) and ``gemv_tile``, the default for T. ``stream_k``: its stream-K
+  worked out on the host: which block reads which (row tile, k-block) steps, the seams'
+  pieces and slots (``stream_k``, ``split``, ``walk``); ``guided``: the table of a launch whose
+  blocks take short ranges as they run out of work, the ``dynamic`` tile. ``block_trace``: that
+  timeline: the events a traced block stamps, ``timeline`` reading them back, ``traced_runs``
+  launching and reading (benchmarks/weight_stream.py). ``fp8_gemv``: the FP8 MLP-up at decode,
+  T <= 32: ``wgmma_gemv``'s design with e4m3 weights and tokens, ``Fp8GemvTile`` (the bf16
+  tile's bytes, 128 values of k a box), the TMA ring with L2 hints and ``lead``, stream-K with
+  the finisher warp, the scales in the epilogue, bf16 or e4m3 out; a plan-cached
+  ``cuLaunchKernel`` call, ``swiglu_fp8_gemv``; ``model``, the kernel in NumPy block by block
+  (tests/library/test_fp8_gemv.py).
+
+Probes and demos (kernels the GPU lane and the chapters run beside the models)
+  ``fragments``: one-warp mma demos of which lane holds what; ``probe_tile``: where a
+  student's one-tile mma took each element from, drawn by lane. ``hopper_probes``:
+  one-instruction kernels compared with ``hopper``'s models. ``fp8_probes``: the conversions
+  run on the GPU beside their models, FP8 wgmma through ``hopper_probes.wgmma_once``
+  (tests/library/test_fp8_gpu.py). ``stream_probes``: the decode weights read with no math, by
+  16-byte loads, TMA boxes, the same boxes by ``cp.async`` and 1-D bulk copies: the ceilings
+  the decode GEMVs work under (benchmarks/weight_stream.py).
 """
 
 from dataclasses import dataclass

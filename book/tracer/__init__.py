@@ -23,6 +23,15 @@ thread, so it can tell us exactly that:
   Its :meth:`~Trace.table` summarises by instruction, :meth:`~Trace.show` draws which thread
   touched which element (a colour per warp) and :meth:`~Trace.heatmap` sectors per request.
 
+One module per part: ``model`` (accesses, warp requests, ``Trace``: sectors per request,
+bank-conflict ways, pictures of threads per element and of a shared request bank by bank),
+``recorder`` (``trace`` a kernel, or ``trace_call`` a host function and every kernel it
+launches, in the simulator), ``advice`` (the one access advice, thresholds as parameters: what
+``check()`` prints), ``course`` (the course's kernels launched as their wrappers do,
+``COURSE_VARIANTS``; ``gemm_block`` traces one block of the tiled GEMM by name; the agreement
+with ncu, tested), ``child`` (a GPU session's side of the simulator process it traces in: the
+job, the process, the result) and ``__main__`` (that process, ``python -m book.tracer``).
+
 Vector loads from :mod:`book.kernels.wide` (``load4``, ``load_half8``, ...) are plain loops in
 the simulator; the tracer folds the elements of one such call back into the single 8- or
 16-byte access the GPU makes.

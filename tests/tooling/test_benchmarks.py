@@ -7,7 +7,14 @@ device_env.sh, the helper the device sessions source. A device session's runbook
 Diagnostics whose question is closed are retired, their findings kept in the records' READMEs;
 one question asked of several labs is one script with an argument (lab_master_probe.py --lab N).
 The scripts still put the repository on sys.path themselves (`python3 benchmarks/X.py`, as the
-runbooks call them), not run as modules."""
+runbooks call them), not run as modules; each says in its docstring how to run it.
+
+The map (tests/tooling/test_contributing.py checks it names every file): the suite's phases
+alone, decode_bench.py, tensorcore_bench.py, hopper_bench.py; FP8, fp8_bench.py,
+fp8_decode_bench.py, norm_quant_bench.py; tuning, gemm_bench.py, tensorcore_tune.py; counters
+and traces, ncu_check.py, ncu_diagnose.py, tensorcore_ncu.py, profile_decode.py, sass_dump.py,
+coalescing.py, weight_stream.py; the labs' masters, lab_master_probe.py (--lab N),
+lesson_controls_probe.py; notes.py (no GPU); device_env.sh."""
 
 from __future__ import annotations
 

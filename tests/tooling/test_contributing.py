@@ -1,5 +1,6 @@
-"""CONTRIBUTING.md is the map of the tree: every path it names exists, and every module it
-runs (`python -m X`) is there. A path is named in backticks, from the repository's root or
+"""CONTRIBUTING.md is the map of the tree on one screen (under MOST_BYTES, a line per
+top-level folder), every path it names exists, and every module it runs (`python -m X`) is
+there; each folder's own map (a package's docstring, else its README) names every module. A path is named in backticks, from the repository's root or
 from a folder its table row or paragraph named before it (`benchmarks/` ... `gemm_bench.py`);
 `<...>` stands for a part the reader fills in (the folder before it must exist), `$OUT` for
 the device's output folder and a leading dot for a git-ignored folder (not checked)."""
@@ -7,8 +8,10 @@ the device's output folder and a leading dot for a git-ignored folder (not check
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
+import pytest
 from repo import ROOT
 
 TEXT = (ROOT / "CONTRIBUTING.md").read_text()
@@ -49,10 +52,11 @@ def resolve(tok: str, folders: list[Path]) -> Path | None:
     return None
 
 
-def named_paths():
-    """(block's first words, token, resolved path or None) for every path CONTRIBUTING names."""
-    for block in blocks(TEXT):
-        folders = [ROOT]
+def named_paths(text: str = TEXT, base: tuple[Path, ...] = (ROOT,)):
+    """(block's first words, token, resolved path or None) for every path CONTRIBUTING (or a
+    folder's README, from its folder) names."""
+    for block in blocks(text):
+        folders = list(base)
         for tok in re.findall(r"`([^`\n]+)`", block):
             if not is_path(tok):
                 continue
@@ -66,6 +70,13 @@ def test_every_path_contributing_names_exists():
     missing = [(where, tok) for where, tok, found in named_paths() if found is None]
     assert not missing, "CONTRIBUTING.md names paths that do not exist:\n" + "\n".join(
         f"  {tok!r} (in: {where!r})" for where, tok in missing)
+
+
+@pytest.mark.parametrize("folder", ["tools", "records"])
+def test_every_path_a_folders_readme_names_exists(folder):
+    missing = [(where, tok) for where, tok, found in named_paths(
+        (ROOT / folder / "README.md").read_text(), (ROOT / folder, ROOT)) if found is None]
+    assert not missing, f"{folder}/README.md names paths that do not exist: {missing}"
 
 
 def test_every_module_contributing_runs_exists():
@@ -88,3 +99,93 @@ def test_the_check_finds_a_path_that_is_gone():
     assert resolve("spec.py", folders) is None                     # no context: not at the root
     assert resolve("spec.py", [ROOT, ROOT / "autograder" / "labs"]) == ROOT / "autograder" / "labs" / "spec.py"
     assert resolve("records/chapters/<gpu>/", folders) == ROOT / "records" / "chapters"
+
+
+# CONTRIBUTING.md is a map on one screen; the detail lives beside the code: each package's
+# `__init__.py` docstring is its map, and a folder that is not a package has a README (or, for
+# tests/ and benchmarks/, the docstring of the file that holds its rules).
+MOST_BYTES = 10_000
+PACKAGES = ("book", "book/kernels", "book/bench", "book/exercises", "book/widgets", "book/tracer",
+            "book/data", "autograder", "autograder/labs", "autograder/sandbox",
+            "autograder/sandbox/inside")
+
+
+def docstring(path: Path) -> str:
+    import ast
+
+    return ast.get_docstring(ast.parse(path.read_text())) or ""
+
+
+# Where each folder's map is, and what in the folder it names: (folder, the map's text, entries).
+def maps() -> list[tuple[str, str, list[str]]]:
+    out = []
+    for pkg in PACKAGES:
+        d = ROOT / pkg
+        entries = [p.stem for p in d.glob("*.py") if p.name != "__init__.py"]
+        entries += [p.name + "/" for p in d.iterdir() if (p / "__init__.py").is_file()]
+        out.append((pkg, docstring(d / "__init__.py"), entries))
+    tools = ROOT / "tools"
+    out.append(("tools", (tools / "README.md").read_text(),
+                [p.name for p in tools.iterdir() if p.suffix in (".py", ".sh")]
+                + [p.name for p in (tools / "colab").glob("*.py")]
+                + [p.name + "/" for p in tools.iterdir() if p.is_dir() and p.name != "__pycache__"]))
+    tests = ROOT / "tests"
+    out.append(("tests", docstring(tests / "conftest.py"),
+                [p.name + "/" for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))]
+                + [p.name + "/" for p in (tests / "fixtures").iterdir() if p.is_dir()]
+                + [p.name for p in tests.glob("*.py") if p.name != "conftest.py"]))
+    out.append(("benchmarks", docstring(tests / "tooling" / "test_benchmarks.py"),
+                [p.name for p in (ROOT / "benchmarks").iterdir() if p.is_file()]))
+    records = ROOT / "records"
+    out.append(("records", (records / "README.md").read_text(),
+                [p.name + "/" for p in records.iterdir() if p.is_dir()]))
+    return out
+
+
+def names(text: str, entry: str) -> bool:
+    """Whether a map names this module, file or folder: as ``x`` or `x`, x.py, x/ or :mod:`...x`."""
+    stem = re.escape(re.sub(r"(\.py|\.sh|/)$", "", entry))
+    return bool(re.search(rf"``?{stem}(\.py|\.sh|/)?``?|(?<![\w.]){stem}(\.py|\.sh|/)(?![\w])|"
+                          rf":mod:`[~\w.]*(?<=[.~`]){stem}`", text))
+
+
+def test_contributing_fits_on_one_screen():
+    size = len(TEXT.encode())
+    assert size < MOST_BYTES, (f"CONTRIBUTING.md is {size} bytes (under {MOST_BYTES}): a line per "
+                               "folder and the recipes; the detail goes in the package's docstring")
+
+
+MAPS = maps()
+
+
+@pytest.mark.parametrize("folder,text,entries", MAPS, ids=[m[0] for m in MAPS])
+def test_each_folders_map_names_every_module(folder, text, entries):
+    assert text, f"{folder} has no map"
+    lab_modules = re.compile(r"lab\d+_\w+$")
+    missing = sorted(e for e in entries if not names(text, e)
+                     and not (folder == "autograder/labs" and lab_modules.match(e)
+                              and "lab<number>_<topic>" in text))
+    assert not missing, f"{folder}'s map does not name {missing}"
+
+
+def test_the_map_check_finds_a_module_left_out():
+    assert names("``reference``: the float64 truth", "reference.py")
+    assert names("its verbs in `colab/`: `mirror.py`", "mirror.py")
+    assert names(":mod:`~book.exercises.core`", "core")
+    assert not names("``references``: the float64 truth", "reference")
+    assert not names("a <gpu>.json record", "gpu")
+
+
+def top_level_folders() -> list[str]:
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split("\n")
+    return sorted({f.split("/")[0] for f in files if "/" in f and not f.startswith(".")})
+
+
+def test_every_top_level_folder_has_its_line_in_the_map():
+    section = TEXT[TEXT.index("## Map\n"):]
+    section = section[:section.index("\n## ")]
+    lines = [line for line in section.split("\n") if line.startswith("- ")]
+    missing = [d for d in top_level_folders()
+               if not any(re.match(rf"- (`[\w/]+`, )*`{d}/`", line) for line in lines)]
+    assert not missing, f"CONTRIBUTING.md's map has no line for {missing}"

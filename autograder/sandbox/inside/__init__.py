@@ -13,7 +13,9 @@ nothing here runs on import.
   (the network filter where no namespace can be made), ``linux`` (the kernel's constants),
   ``process`` (the process table, killing a tree, cgroup or uid).
 - ``settings``: what the grader tells a child (``DriverSettings``); ``channel``: the JSON-lines
-  protocol on the two pipes.
+  protocol on the two pipes; ``threads``: the simulator's threads under the address-space
+  limit (glibc's malloc arenas capped, and the facts reported when a block's threads still
+  cannot start).
 - ``session``: the CUDA context, then the submission's cells (``cells``) and the grader's
   commands: a test (``calls``), the simulator's replay (``sim_replay``), the probe;
   ``launches``: every launch counted and, in a test, recorded; ``import_blocker``: what graded
