@@ -1,6 +1,6 @@
 # Sourced by the device-session scripts (host_session.sh, lab5_session.sh): the carried wheels
 # installed into /tmp/site and put on PYTHONPATH with this tree. The device image has torch and
-# numba-cuda but no Jupyter (carry .whl-nb, the wheels of CONTRIBUTING.md "To record on the
+# numba-cuda but no Jupyter (carry .whl-nb, the wheels of CONTRIBUTING.md "Record on the
 # device machine") and a numpy too new for numba-cuda 0.30.4 (carry .whl).
 : "${COURSE_COMMIT:?set COURSE_COMMIT to the commit of this tree (there is no .git here)}"
 export COURSE_COMMIT

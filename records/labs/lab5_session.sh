@@ -6,7 +6,7 @@
 # from a GPU:
 #
 #   COURSE_COMMIT=$(git rev-parse HEAD) bash records/labs/lab5_session.sh $OUT
-#   (device tool: carry .whl and .whl-nb, the wheels of CONTRIBUTING.md "To record on the
+#   (device tool: carry .whl and .whl-nb, the wheels of CONTRIBUTING.md "Record on the
 #    device machine"; the image has no Jupyter)
 #
 # 1. benchmarks/lab5_master_probe.py: lab 5's master against cuBLAS float16 + a compiled

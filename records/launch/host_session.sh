@@ -7,7 +7,7 @@
 # recording budget 300 s, expected ~240: ch6 54 s, ch7 169 s, ch8 10 s when last recorded):
 #
 #   COURSE_COMMIT=$(git rev-parse HEAD) bash records/launch/host_session.sh $OUT
-#   (device tool: carry .whl and .whl-nb, the wheels of CONTRIBUTING.md "To record on the
+#   (device tool: carry .whl and .whl-nb, the wheels of CONTRIBUTING.md "Record on the
 #    device machine"; the image has no Jupyter)
 #
 # 1. one benchmark run, one provenance: every row chapter 6's decode section shows at 1x18944

@@ -8,7 +8,7 @@
 # float64 (tests/library/test_tensorcore.py), and the rest of the lane runs as it does anyway.
 #
 #   COURSE_COMMIT=$(git rev-parse HEAD) bash records/tests/t4_path_session.sh $OUT
-#   (device tool: carry .whl and .whl-nb, the wheels of CONTRIBUTING.md "To record on the
+#   (device tool: carry .whl and .whl-nb, the wheels of CONTRIBUTING.md "Record on the
 #    device machine"; chapter 8's test executes the chapter in a Jupyter kernel)
 #
 # Writes $OUT/preflight_sm75.log, $OUT/gpu_tests_sm75.log and $OUT/gpu_h100_sm75.json (the
