@@ -191,15 +191,30 @@ def swiglu_int8(gate, up, scale, out=None):
     return out
 
 
-def _rows(x, name):
+def _floats(a, name):
+    """``a`` if it holds float32 or float16 values: a bfloat16 torch tensor arrives as its
+    int16 bits (book.kernels.launch), which these kernels would read as numbers."""
+    if a.dtype not in _FLOAT_DTYPES:
+        raise TypeError(f"{name} is {a.dtype} (a bfloat16 torch tensor arrives as its 16-bit "
+                        "bits): these kernels read float32 or float16 values; pass "
+                        f"{name}.float() or {name}.half() (book.kernels.norm_quant reads "
+                        "bfloat16 itself)")
+    return a
+
+
+def _rows(x, name, floats=True):
     x = as_device(x, name)
+    if floats:
+        x = _floats(x, name)
     if x.ndim != 2:
         raise ValueError(f"{name} must be 2-D [tokens, d], got {x.ndim}-D shape {x.shape}.")
     return x
 
 
-def _check_weight(weight, d):
+def _check_weight(weight, d, floats=True):
     weight = as_device(weight, "weight")
+    if floats:
+        weight = _floats(weight, "weight")
     if weight.shape != (d,):
         raise ValueError(f"weight must have shape ({d},) to match d = {d}, got {weight.shape}.")
     return weight

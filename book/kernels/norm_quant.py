@@ -211,7 +211,7 @@ def _outputs(given, T, d, out, scales):
 
 
 def _check_input(x, name):
-    x = _rows(x, name)
+    x = _rows(x, name, floats=False)  # bfloat16's bits too: load_f32 reads them
     try:
         dtype = array_dtype(x)
     except TypeError:
@@ -238,7 +238,7 @@ def rmsnorm_quant(x, weight, eps=1e-6, out=None, scales=None, stream=0):
     ``codes.view(torch.float8_e4m3fn)`` is what ``torch._scaled_mm`` takes)."""
     given, x = x, _check_input(x, "x")
     T, d = x.shape
-    weight = _check_weight(weight, d)
+    weight = _check_weight(weight, d, floats=False)
     out, scales, c, s = _outputs(given, T, d, out, scales)
     args = (flat(x, "x"), weight, np.float32(eps), d, flat(c, "out"), s)
     return _launch(rmsnorm_quant_kernel, args, T, d, (out, scales), stream)
@@ -249,10 +249,10 @@ def add_rmsnorm_quant(x, residual, weight, eps=1e-6, h=None, out=None, scales=No
     """(h, codes, scales): h = x + residual (x's dtype) and the e4m3 codes and per-token
     scales of ``rmsnorm(x + residual) * weight``, in one kernel (see :func:`rmsnorm_quant`)."""
     given, x = x, _check_input(x, "x")
-    residual = _rows(residual, "residual")
+    residual = _rows(residual, "residual", floats=False)
     _same(x, residual, "residual", "x")
     T, d = x.shape
-    weight = _check_weight(weight, d)
+    weight = _check_weight(weight, d, floats=False)
     if h is None:
         h = given.new_empty(given.shape) if _is_torch(given) else \
             cuda.device_array(x.shape, dtype=x.dtype)

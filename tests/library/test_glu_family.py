@@ -103,6 +103,16 @@ def test_bad_inputs_get_clear_errors():
         gf.rmsnorm(x, cuda.to_device(np.ones(3, np.float32)))
     with pytest.raises(ValueError, match="positive finite"):
         gf.swiglu_int8(cuda.to_device(g), cuda.to_device(g), 0.0)
+    # a bfloat16 torch tensor arrives as its 16-bit bits: read as numbers it would be a wrong
+    # answer, so RMSNorm and its fused forms refuse it and say what to pass
+    bits = cuda.to_device(np.ones((2, 4), np.int16))
+    w = cuda.to_device(np.ones(4, np.float32))
+    with pytest.raises(TypeError, match=r"x is int16 .*bfloat16.*x\.float\(\)"):
+        gf.rmsnorm(bits, w)
+    with pytest.raises(TypeError, match=r"weight is int16"):
+        gf.rmsnorm(cuda.to_device(np.ones((2, 4), np.float32)), cuda.to_device(np.ones(4, np.int16)))
+    with pytest.raises(TypeError, match=r"residual is int16"):
+        gf.add_rmsnorm(cuda.to_device(np.ones((2, 4), np.float32)), bits, w)
 
 
 def test_traffic_counts():
