@@ -82,9 +82,9 @@ def _start(lab: str, simulated: bool = True, rubric: Path | None = None):
 
 def graded(lab: str, simulated: bool = True, rubric: Path | None = None) -> dict:
     """{submission id: results.json} of the lab's run (the master's id is the lab's name)."""
-    if simulated and book.gpu.SIMULATED:   # CI: every lab's run starts with the first asked for
-        for one in KERNEL_LABS:
-            _start(one)
+    if simulated and book.gpu.SIMULATED:   # CI's two labs' runs start together with the first
+        for one in CI_LABS:                 # asked for; labs 3-5's (make test-all's) on demand,
+            _start(one)                     # never in make test, which does not ask for them
     proc, out, subs = _start(lab, simulated, rubric)
     text, _ = proc.communicate(timeout=2400)
     assert proc.returncode == 0, text.decode(errors="replace")[-3000:]
