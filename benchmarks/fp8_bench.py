@@ -48,14 +48,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 D, H = 4096, 14336
 
 
-def gpu_state():
-    """SM clock (MHz), power (W), temperature (C) and the active clock-event reasons:
-    :func:`book.gpu.state` (the harness reads it after every measurement too)."""
-    from book import gpu
-
-    return gpu.state()
-
-
 def kernel_report(kernels):
     out = {}
     for name, k in kernels.items():
@@ -79,7 +71,7 @@ def main(argv=None):
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import book
     from book import quantize as Q
-    from book.bench import measure_interleaved, summarize
+    from book.bench import measure_interleaved
     from book.data import write
     from book.kernels import fp8_gemm as G
     from book.kernels import wgmma_gemm as W
@@ -216,22 +208,11 @@ def main(argv=None):
                     except Exception as e:  # the profiler is a witness, not a row
                         doc["launches"][name] = repr(e)[:200]
                 print("  kernels launched:", doc["launches"], flush=True)
-            pooled = {n: [] for n in cands}
-            states = {n: [] for n in cands}
-            for r in range(args.rounds):
-                for name, cand in cands.items():
-                    t = measure_interleaved({name: cand}, rounds=1, reps=args.reps)[name]
-                    pooled[name].extend(t.samples_s)
-                    states[name].append(gpu_state())
+            timed = measure_interleaved(cands, rounds=args.rounds, reps=args.reps, warmup=3)
             for name in cands:
-                med, p10, p90 = summarize(pooled[name])
-                st = [s for s in states[name] if "sm_mhz" in s]
-                row = {"name": name, "shape": [T, D, H], "median_us": med * 1e6,
-                       "p10_us": p10 * 1e6, "p90_us": p90 * 1e6, "samples": len(pooled[name]),
-                       "tflops": fl / med / 1e12, "gpu_states": states[name],
-                       "sm_mhz_median": summarize([s["sm_mhz"] for s in st])[0] if st else None,
-                       "power_w_median": summarize([s["power_w"] for s in st])[0] if st else None,
-                       "method": f"book.bench.measure_interleaved per row, {args.rounds} rounds"
+                med = timed[name].median_s
+                row = {"name": name, "shape": [T, D, H], **timed[name].record_fields(),
+                       "tflops": fl / med / 1e12, "method": f"book.bench.measure_interleaved per row, {args.rounds} rounds"
                                  f" of {args.reps} samples, rows in turn"}
                 doc["rows"].append(row)
             # an independent re-timing: torch CUDA events around 20 back-to-back calls, five

@@ -71,7 +71,7 @@ SWEEP = ({}, {"stages": 6}, {"stages": 3, "kblocks": 4}, {"stages": 8, "kblocks"
 LINE_H = (7168, 14336, 28672)
 
 
-def sweep(args, doc, ws, gen, V, Q, measure_interleaved, summarize, write, prov, torch):
+def sweep(args, doc, ws, gen, V, Q, measure_interleaved, write, prov, torch):
     """Rows ``fp8_gemv_sweep_<i>`` (e4m3 out, the tile of SWEEP[i] over the default, its fields
     under ``tile``), every tile of a T measured in turn, round after round."""
     import dataclasses
@@ -104,17 +104,13 @@ def sweep(args, doc, ws, gen, V, Q, measure_interleaved, summarize, write, prov,
                                   "ok": bool(torch.equal(got, ref))})
         cands = {i: (call(t), [(0,), (1,)], {"bytes_moved": V.weight_bytes(D, H)})
                  for i, t in tiles.items()}
-        pooled = {i: [] for i in cands}
-        for _ in range(args.rounds):
-            for i, cand in cands.items():
-                pooled[i].extend(measure_interleaved({i: cand}, rounds=1,
-                                                     reps=args.reps)[i].samples_s)
+        timed = measure_interleaved(cands, rounds=args.rounds, reps=args.reps, warmup=3)
         for i, tile in tiles.items():
-            med, p10, p90 = summarize(pooled[i])
+            t = timed[i]
+            med = t.median_s
             doc["rows"].append({
                 "name": f"fp8_gemv_sweep_{i}", "dtype": "e4m3", "shape": [T, D, H],
-                "median_us": med * 1e6, "p10_us": p10 * 1e6, "p90_us": p90 * 1e6,
-                "samples": len(pooled[i]), "weight_bytes": V.weight_bytes(D, H),
+                **t.record_fields(), "weight_bytes": V.weight_bytes(D, H),
                 "tb_per_s": V.weight_bytes(D, H) / med / 1e12,
                 "tile": {**dataclasses.asdict(tile), "change": (args.changes or SWEEP)[i]},
                 "method": f"book.bench.measure_interleaved per tile, {args.rounds} rounds of "
@@ -132,7 +128,7 @@ GEOMETRY = (("fp8", 4096, 14336), ("fp8", 8192, 7168), ("fp8", 16384, 3584),
             ("bf16", 2048, 14336), ("bf16", 4096, 7168))
 
 
-def time_shapes(args, doc, specs, prefix, gen, V, Q, measure_interleaved, summarize, write,
+def time_shapes(args, doc, specs, prefix, gen, V, Q, measure_interleaved, write,
                 torch, planned):
     """Rows ``<prefix>_<kind>_d<d>_h<h>`` of ``specs`` ((kind, d, h): "fp8", the default GEMV
     with e4m3 out; "bf16", chapter 9's planned decode path), two copies of each layer's
@@ -175,19 +171,16 @@ def time_shapes(args, doc, specs, prefix, gen, V, Q, measure_interleaved, summar
                     return decode(xb[i], ws[i]["wgb"], ws[i]["wub"], None, None, ob[i])
                 wb = 2 * V.weight_bytes(d, h)
             cands[f"{prefix}_{kind}_d{d}_h{h}"] = (call, wb, kind, d, h)
-        pooled = {n: [] for n in cands}
-        for _ in range(args.rounds):
-            for name, (fn, wb, *_) in cands.items():
-                pooled[name].extend(measure_interleaved(
-                    {name: (fn, [(0,), (1,)], {"bytes_moved": wb})}, rounds=1,
-                    reps=args.reps)[name].samples_s)
+        timed = measure_interleaved(
+            {name: (fn, [(0,), (1,)], {"bytes_moved": wb})
+             for name, (fn, wb, *_) in cands.items()}, rounds=args.rounds, reps=args.reps,
+            warmup=3)
         out[T] = []
         for name, (fn, wb, kind, d, h) in cands.items():
-            med, p10, p90 = summarize(pooled[name])
+            med = timed[name].median_s
             doc["rows"].append({
                 "name": name, "dtype": "e4m3" if kind == "fp8" else "bfloat16",
-                "shape": [T, d, h], "median_us": med * 1e6, "p10_us": p10 * 1e6,
-                "p90_us": p90 * 1e6, "samples": len(pooled[name]), "weight_bytes": wb,
+                "shape": [T, d, h], **timed[name].record_fields(), "weight_bytes": wb,
                 "tb_per_s": wb / med / 1e12,
                 "method": f"book.bench.measure_interleaved per row, {args.rounds} rounds of "
                           f"{args.reps} samples, rows in turn"})
@@ -235,13 +228,13 @@ def main(argv=None):
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import book
     from book import quantize as Q
-    from book.bench import measure, measure_interleaved, summarize
+    from book.bench import measure, measure_interleaved
     from book.data import write
     from book.kernels import fp8_gemm as G
     from book.kernels import fp8_gemv as V
     from book.kernels.fastcall import planned
     from book.provenance import provenance
-    from fp8_bench import gpu_state, kernel_report
+    from fp8_bench import kernel_report
 
     if book.gpu.SIMULATED:
         print("not measured: no CUDA GPU here")
@@ -369,31 +362,22 @@ def main(argv=None):
                     fn(1)
             torch.cuda.current_stream().wait_stream(cap)
             torch.cuda.synchronize()
-            pooled = {n: [] for n in cands}
-            states = {n: [] for n in cands}
-            for _ in range(args.rounds):
-                for name, (fn, wb) in cands.items():
-                    t = measure_interleaved({name: (fn, sets, {"flops": fl, "bytes_moved": wb})},
-                                            rounds=1, reps=args.reps)[name]
-                    pooled[name].extend(t.samples_s)
-                    states[name].append(gpu_state())
+            timed = measure_interleaved(
+                {name: (fn, sets, {"flops": fl, "bytes_moved": wb})
+                 for name, (fn, wb) in cands.items()}, rounds=args.rounds, reps=args.reps,
+                warmup=3)
             for name, (fn, wb) in cands.items():
-                med, p10, p90 = summarize(pooled[name])
+                med = timed[name].median_s
                 try:  # pure GPU time: the calls captured in a CUDA graph
                     g = measure(fn, sets, bytes_moved=wb, flops=fl, reps=args.reps * 2,
                                 graph=True)
                     graph_us, graph_note = g.median_s * 1e6, g.method
                 except Exception as e:  # a path that cannot be captured is said so
                     graph_us, graph_note = None, f"not captured: {e!r}"[:300]
-                st = [s for s in states[name] if "sm_mhz" in s]
                 doc["rows"].append({
                     "name": name, "dtype": "bfloat16" if name.startswith("bf16_") else "e4m3",
-                    "shape": [T, D, H], "median_us": med * 1e6, "p10_us": p10 * 1e6,
-                    "p90_us": p90 * 1e6, "samples": len(pooled[name]), "weight_bytes": wb,
+                    "shape": [T, D, H], **timed[name].record_fields(), "weight_bytes": wb,
                     "tb_per_s": wb / med / 1e12, "graph_us": graph_us, "graph_method": graph_note,
-                    "gpu_states": states[name],
-                    "sm_mhz_median": summarize([s["sm_mhz"] for s in st])[0] if st else None,
-                    "power_w_median": summarize([s["power_w"] for s in st])[0] if st else None,
                     "method": f"book.bench.measure_interleaved per row, {args.rounds} rounds of "
                               f"{args.reps} samples, rows in turn"})
             by = {r["name"]: r for r in doc["rows"] if r["shape"][0] == T}
@@ -413,13 +397,13 @@ def main(argv=None):
                                   / peak if peak else None, "peak_bandwidth": peak})
             doc["out_scale_" + str(T)] = out_scale
             write(args.out, doc)
-        tools = (gen, V, Q, measure_interleaved, summarize, write, torch, planned)
+        tools = (gen, V, Q, measure_interleaved, write, torch, planned)
         if args.bytes_line:
             bytes_line(args, doc, *tools)
         if args.geometry:
             time_shapes(args, doc, GEOMETRY, "geometry", *tools)
         if args.sweep:
-            sweep(args, doc, ws, gen, V, Q, measure_interleaved, summarize, write, prov, torch)
+            sweep(args, doc, ws, gen, V, Q, measure_interleaved, write, prov, torch)
         doc["kernels"] = kernel_report({
             f"gemv_t{T}_{o}": V.make_fp8_gemv(V.gemv_tile(T, D, prov["gpu"]), o)
             for T in args.T for o in V.OUTS})

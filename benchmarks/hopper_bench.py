@@ -76,13 +76,12 @@ def mid_t(args, prov):
     import torch
     import torch.nn.functional as F
 
-    from book.bench import measure_interleaved, summarize
+    from book.bench import measure_interleaved
     from book.bench.decode import D, H
     from book.kernels.launch import sm_count
     from book.kernels.fastcall import planned
     from book.kernels.waves import choose, predicted, rounds
     from book.kernels.wgmma_gemm import ColumnSplit, HopperTile, swiglu_wgmma
-    from fp8_bench import gpu_state
 
     blocks = sm_count()
     gen = torch.Generator(device="cuda").manual_seed(7)
@@ -124,22 +123,14 @@ def mid_t(args, prov):
         cands["cublas_gemm"] = lambda i: F.linear(xs[i], cat[i])
         cands["cublas_compiled"] = lambda i: silu_mul(F.linear(xs[i], cat[i]))
         fl = 4 * T * D * H
-        pooled = {n: [] for n in cands}
-        states = {n: [] for n in cands}
-        for _ in range(args.rounds):
-            for name, fn in cands.items():
-                pooled[name].extend(measure_interleaved(
-                    {name: (fn, [(0,), (1,)], {"flops": fl})}, rounds=1, reps=8)[name].samples_s)
-                states[name].append(gpu_state())
-        ref_us = summarize(pooled["cublas_compiled"])[0] * 1e6
+        timed = measure_interleaved({name: (fn, [(0,), (1,)], {"flops": fl})
+                                     for name, fn in cands.items()}, rounds=args.rounds, reps=8,
+                                    warmup=3)
+        ref_us = timed["cublas_compiled"].median_s * 1e6
         for name in cands:
-            med, p10, p90 = summarize(pooled[name])
-            st = [s for s in states[name] if "sm_mhz" in s]
-            row = {"name": name, "T": T, "shape": [T, D, H], "median_us": med * 1e6,
-                   "p10_us": p10 * 1e6, "p90_us": p90 * 1e6, "tflops": fl / med / 1e12,
-                   "vs_cublas_compiled": ref_us / (med * 1e6), "gpu_states": states[name],
-                   "sm_mhz_median": summarize([s["sm_mhz"] for s in st])[0] if st else None,
-                   "power_w_median": summarize([s["power_w"] for s in st])[0] if st else None}
+            med = timed[name].median_s
+            row = {"name": name, "T": T, "shape": [T, D, H], **timed[name].record_fields(),
+                   "tflops": fl / med / 1e12, "vs_cublas_compiled": ref_us / (med * 1e6)}
             if name in per_t:
                 tile = per_t[name]
                 one = tile.wide if isinstance(tile, ColumnSplit) else tile
@@ -191,7 +182,6 @@ def main(argv=None):
     print(f"{prov['gpu']}; torch {prov['torch']}, numba-cuda {prov['numba_cuda']}", flush=True)
     t0 = time.time()
     if args.tiles:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         doc = mid_t(args, prov)
         prov["elapsed_s"] = round(time.time() - t0, 1)
         write(args.out, doc)

@@ -7,7 +7,7 @@ Record: `records/fp8/norm_quant_h200.json` (or `_h100`: the GPU's tag in the nam
 The rows are :func:`book.bench.norm_quant.norm_quant_rows`' (d = 4096, float16 by default):
 :func:`book.kernels.norm_quant.rmsnorm_quant`, our RMSNorm then ``quantize_torch``, the two
 written in torch and ``torch.compile``d, and our RMSNorm alone; SM clock and power read after
-each turn (``fp8_bench.gpu_state``). Prints a table and writes JSON (provenance, rows,
+each turn (``book.gpu.state``, by the harness). Prints a table and writes JSON (provenance, rows,
 checks); exits 1 if the fused kernel's codes are not its model's.
 """
 
@@ -21,7 +21,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fp8_bench import gpu_state  # this folder, as the script's own
 
 
 def main(argv=None):
@@ -47,7 +46,7 @@ def main(argv=None):
     prov = provenance("python3 benchmarks/norm_quant_bench.py " + " ".join(argv or sys.argv[1:]))
     t0 = time.time()
     rows, checks = norm_quant_rows(args.T, args.d, args.dtype, rounds=args.rounds,
-                                   reps=args.reps, state=gpu_state)
+                                   reps=args.reps)
     prov["elapsed_s"] = round(time.time() - t0, 1)
     write(args.out, {"provenance": prov, "rows": rows, "checks": checks})
     print(f"{prov['gpu']}; {args.dtype}, d = {args.d}")

@@ -149,6 +149,14 @@ class Timing:
             "gpu_states": [dict(s) for s in self.gpu_states],
         }
 
+    def record_fields(self) -> dict:
+        """The fields of a benchmark record's row (records/fp8, records/hopper: times in us):
+        median and p10/p90, the samples, the GPU readings and their medians."""
+        return {"median_us": self.median_s * 1e6, "p10_us": self.p10_s * 1e6,
+                "p90_us": self.p90_s * 1e6, "samples": len(self.samples_s) or self.reps,
+                "gpu_states": [dict(s) for s in self.gpu_states],
+                "sm_mhz_median": self.sm_mhz, "power_w_median": self.power_w}
+
     def __str__(self) -> str:
         s = f"{self.median_s * 1e6:,.2f} µs (p10 {self.p10_s * 1e6:,.2f}, p90 {self.p90_s * 1e6:,.2f})"
         if self.bandwidth is not None:
@@ -568,10 +576,13 @@ def _measure_graph(fn, arg_sets, bytes_moved, flops, reps, min_batch_s, host_s, 
                   _reading())
 
 
-def measure_interleaved(candidates, *, rounds: int = 6, reps: int = 8, **kw) -> dict:
+def measure_interleaved(candidates, *, rounds: int = 6, reps: int = 8,
+                        warmup: int | None = None, **kw) -> dict:
     """``{name: Timing}`` for ``candidates`` (``{name: (fn, arg_sets, extra)}``, ``extra`` a
     dict of :func:`measure` arguments such as ``flops``): each candidate measured ``reps``
-    samples at a time, in turn, ``rounds`` times over, and its samples pooled.
+    samples at a time, in turn, ``rounds`` times over, and its samples pooled, with the GPU
+    state read after each turn (``Timing.gpu_states``: one reading a turn). ``warmup``:
+    calls before each turn's samples (default 3 in the first round, 1 after).
 
     Why: a card's clocks drift over a run (power and temperature: seen on the H100 as a
     10% swing of the same cuBLAS GEMM between minutes of one session), so rows measured one
@@ -582,7 +593,8 @@ def measure_interleaved(candidates, *, rounds: int = 6, reps: int = 8, **kw) -> 
     first = {}
     for r in range(rounds):
         for name, (fn, sets, extra) in candidates.items():
-            t = measure(fn, sets, reps=reps, warmup=3 if r == 0 else 1, **{**kw, **extra})
+            w = warmup if warmup is not None else 3 if r == 0 else 1
+            t = measure(fn, sets, reps=reps, warmup=w, **{**kw, **extra})
             pooled[name].extend(t.samples_s)
             states[name].extend(t.gpu_states)
             first.setdefault(name, t)

@@ -4,8 +4,8 @@ quantization against the unfused pair and against ``torch.compile``.
 At each T (d = 4096 by default), from float16 or float32 activations (``dtype``; bfloat16
 is left out because :func:`book.kernels.glu_family.rmsnorm`, the unfused row's first
 kernel, reads float32 and float16 only), rows measured by
-:func:`book.bench.measure_interleaved` one row at a time, round after round, ``state()``
-(the SM clock and power: ``benchmarks/fp8_bench.py``'s ``gpu_state``) read after each turn:
+:func:`book.bench.measure_interleaved`, rows in turn, round after round, the GPU's state (SM
+clock and power: ``book.gpu.state``) read after each turn:
 
 - ``norm_quant_fused``: :func:`book.kernels.norm_quant.rmsnorm_quant`, codes and scales;
 - ``rmsnorm_then_quantize_torch``: our :func:`glu_family.rmsnorm` writing y, then
@@ -33,15 +33,15 @@ TS = (1, 16, 2048, 8192)
 MAX_SETS = 16  # argument sets cycled (fewer once they outgrow L2 twice: rotation_count)
 
 
-def norm_quant_rows(Ts=TS, d=D, dtype="float16", eps=1e-6, rounds=6, reps=8, state=None):
+def norm_quant_rows(Ts=TS, d=D, dtype="float16", eps=1e-6, rounds=6, reps=8):
     """(rows, checks): one row a candidate and T, each with its median, p10, p90 (us),
-    GB/s of the fused kernel's bytes and, with ``state``, the readings after each turn."""
+    GB/s of the fused kernel's bytes and the GPU's readings after each turn."""
     import torch
 
     from .. import quantize as Q
     from ..kernels import glu_family as gf
     from ..kernels import norm_quant as nq
-    from . import measure_interleaved, rotation_count, summarize
+    from . import measure_interleaved, rotation_count
 
     if dtype not in ("float16", "float32"):
         raise ValueError(f"dtype must be float16 or float32, got {dtype!r}")
@@ -99,26 +99,15 @@ def norm_quant_rows(Ts=TS, d=D, dtype="float16", eps=1e-6, rounds=6, reps=8, sta
 
         print(f"  T = {T}: timing {len(cands)} rows", flush=True)
         sets = [(i,) for i in range(n_sets)]
-        pooled = {name: [] for name in cands}
-        states = {name: [] for name in cands}
-        for _ in range(rounds):
-            for name, fn in cands.items():
-                t = measure_interleaved({name: (fn, sets, {"bytes_moved": fused})}, rounds=1,
-                                        reps=reps)[name]
-                pooled[name].extend(t.samples_s)
-                if state is not None:
-                    states[name].append(state())
+        timed = measure_interleaved({name: (fn, sets, {"bytes_moved": fused})
+                                     for name, fn in cands.items()}, rounds=rounds, reps=reps,
+                                    warmup=3)
         for name in cands:
-            med, p10, p90 = summarize(pooled[name])
-            st = [s for s in states[name] if "sm_mhz" in s]
+            med = timed[name].median_s
             rows.append({"name": name, "shape": [T, d], "dtype": dtype,
-                         "median_us": med * 1e6, "p10_us": p10 * 1e6, "p90_us": p90 * 1e6,
-                         "samples": len(pooled[name]), "bytes": fused,
+                         **timed[name].record_fields(), "bytes": fused,
                          "unfused_bytes": unfused, "gb_per_s": fused / med / 1e9,
-                         "argument_sets": n_sets, "gpu_states": states[name],
-                         "sm_mhz_median": summarize([s["sm_mhz"] for s in st])[0] if st else None,
-                         "power_w_median": summarize([s["power_w"] for s in st])[0] if st
-                         else None,
+                         "argument_sets": n_sets,
                          "method": f"book.bench.measure_interleaved per row, {rounds} rounds of "
                                    f"{reps} samples, rows in turn", "time": time.time()})
     return rows, checks

@@ -96,6 +96,11 @@ def test_a_timing_row_carries_the_clock_and_power_it_ran_at():
     row = bench.Timing(1e-3, 1e-3, 1e-3, 3, "m", gpu_states=states).row()
     assert (row["sm_mhz"], row["power_w"]) == (1905.0, 470.0)  # the medians of the readings
     assert len(row["gpu_states"]) == 4 and row["gpu_states"][3] == {"error": "x"}
+    rec = bench.Timing(2e-6, 1e-6, 3e-6, 3, "m", samples_s=(1e-6, 2e-6, 3e-6),
+                       gpu_states=states).record_fields()  # a benchmark record's row, in us
+    assert rec == {"median_us": 2.0, "p10_us": 1.0, "p90_us": 3.0, "samples": 3,
+                   "gpu_states": [dict(x) for x in states], "sm_mhz_median": 1905.0,
+                   "power_w_median": 470.0}
     none = bench.Timing(1e-3, 1e-3, 1e-3, 3, "m").row()
     assert (none["sm_mhz"], none["power_w"], none["gpu_states"]) == (None, None, [])
     if book.gpu.SIMULATED:
