@@ -30,13 +30,13 @@ In Numba's CUDA simulator nothing is timed: :func:`measure` raises
 What it trusts (for the autograder): the CUDA driver, Numba's event API and the
 Python interpreter of the process it runs in. It keeps no module-level settings
 that change a result (every parameter is an argument; the only module state is
-a cache of the compiled delay kernel), and it returns every raw sample. Code
+a cache of the compiled delay kernel, in ``delay``), and it returns every raw sample. Code
 that runs in the same process before or during ``measure`` could still replace
 these functions, so a grader must time untrusted code in a process whose
 harness the student's code cannot reach (or re-time it in a clean process) and
 should flag results above the measured copy bandwidth.
 
-The map: ``suite`` runs the suite (``__main__``: ``python -m book.bench``; the run, its checks,
+The map: ``delay`` primes the queue for :func:`measure`; ``suite`` runs the suite (``__main__``: ``python -m book.bench``; the run, its checks,
 tuning and targets; ``--only REGEX --rows-out FILE`` a few rows, ``--shapes TxH ...`` only those
 elementwise shapes, ``--no-decode``/``--no-elementwise`` skip phases), its rows in
 ``elementwise_rows`` and ``gemm_rows``, a record's rows found by ``rows``; ``merge`` puts rows
@@ -57,6 +57,7 @@ import time
 from dataclasses import dataclass, field
 
 from .. import gpu
+from .delay import primed
 
 __all__ = [
     "SimulatorTimingError",
@@ -235,83 +236,6 @@ def batch_size(single_s: float, min_batch_s: float = DEFAULT_MIN_BATCH_S,
     return int(min(max_batch, max(1, math.ceil(round(min_batch_s / single_s, 9)))))
 
 
-# --------------------------------------------------------------------------
-# GPU side
-
-_DELAY = {}  # compiled delay kernel and its calibration (cache only)
-# One thread per block would do; 128 blocks keep Numba's low-occupancy warning
-# (grids under 128 blocks) quiet. Each block runs the same chain on its own SM,
-# so the duration is that of one chain; the racing stores go to a scratch cell.
-_DELAY_GRID = 128
-
-
-def _delay_py(out, iters, a, b):
-    # One thread runs a dependent chain of fused multiply-adds: a busy GPU
-    # that the host can queue work behind. Storing x keeps the loop alive.
-    x = out[0]
-    for _ in range(iters):
-        x = x * a + b
-    out[0] = x
-
-
-def _delay_kernel():
-    if "kernel" not in _DELAY:
-        import numpy as np
-        from numba import cuda
-
-        k = cuda.jit(_delay_py)
-        buf = cuda.to_device(np.zeros(1, dtype=np.float32))
-        _DELAY.update(kernel=k, buf=buf)
-        # per-iteration time from the difference of two lengths (the launch
-        # gap cancels out)
-        ts = []
-        for iters in (1 << 14, 1 << 16):
-            best = math.inf
-            for _ in range(3):
-                s, e = cuda.event(), cuda.event()
-                s.record()
-                k[_DELAY_GRID, 1](buf, iters, np.float32(0.999), np.float32(0.001))
-                e.record()
-                e.synchronize()
-                best = min(best, s.elapsed_time(e) * 1e-3)
-            ts.append(best)
-        per_iter = max((ts[1] - ts[0]) / ((1 << 16) - (1 << 14)), 1e-10)
-        _DELAY["per_iter_s"] = per_iter
-    return _DELAY
-
-
-def _delay(seconds: float, stream=None) -> None:
-    import numpy as np
-
-    d = _delay_kernel()
-    iters = max(1, int(seconds / d["per_iter_s"]))
-    args = (d["buf"], iters, np.float32(0.999), np.float32(0.001))
-    if stream is None:
-        d["kernel"][_DELAY_GRID, 1](*args)
-    else:
-        d["kernel"][_DELAY_GRID, 1, stream](*args)
-
-
-def _primed(timed, delay_s, notes, stream=None):
-    """One sample queued behind the delay kernel: ``timed()`` records its start event,
-    enqueues the work and its end event, and returns (start, end) events that have
-    ``query()``, ``synchronize()`` and ``elapsed_time()`` (milliseconds; Numba's and torch's
-    both do). If the GPU had already finished the delay when ``timed`` returned (the start
-    event had been reached), host launch gaps could be inside the sample: retake it with
-    twice the delay, three times at most. Returns (seconds, the delay that worked)."""
-    for _attempt in range(4):
-        _delay(delay_s, stream)
-        start, end = timed()
-        primed = not start.query()  # GPU still busy with the delay: no gaps
-        end.synchronize()
-        t = start.elapsed_time(end) * 1e-3
-        if primed:
-            return t, delay_s
-        delay_s *= 2
-    notes.append("queue could not be kept ahead of the GPU: host launch gaps may be included")
-    return t, delay_s
-
-
 def host_overhead(fn, arg_sets, calls: int = 50) -> float:
     """Host seconds per call of ``fn`` (the Python launch cost), GPU drained before and after."""
     from numba import cuda
@@ -488,7 +412,7 @@ def measure(fn, arg_sets, *, bytes_moved=None, flops=None, warmup: int = 3, reps
             end.record()
             return start, end
 
-        return _primed(timed, delay_s, notes)
+        return primed(timed, delay_s, notes)
 
     # one call, primed, to size the batch
     delay_s = 1.5 * host_s + 50e-6
@@ -559,7 +483,7 @@ def _measure_graph(fn, arg_sets, bytes_moved, flops, reps, min_batch_s, host_s, 
                 end.record()
             return start, end
 
-        return _primed(timed, delay_s, notes, nb_replay)
+        return primed(timed, delay_s, notes, nb_replay)
 
     g1 = capture(1)
     single, delay_s = sample(g1, 200e-6)
