@@ -26,6 +26,9 @@ What check and grade share
   (``lines_from_control``: a rubric's performance lines from its control's timing).
   ``setup_template``: the setup cell's one template and its place in a notebook, which
   ``assign`` writes into each lab (``tools.setup_cell`` is the build tool around it).
+  ``master``: a lab's master read (``graded_cells``: the one reader of its graded code) and
+  edited (``labs.edits``' ``Edit``s made: ``namespace``, ``derive``), for the planted bugs, the
+  derived fixtures, ``tools.lab_ptx`` and the benchmarks; and its markers, ``assign``'s.
   ``hazards``: a race between blocks or on shared memory, a barrier not every thread reaches,
   a read outside an input: one set of words for the tracer and compute-sanitizer, each costing
   its case. ``feedback``: the access pattern traced in the simulator, printed by ``check``.

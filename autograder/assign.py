@@ -29,13 +29,10 @@ from pathlib import Path
 import nbformat
 
 from . import setup_template
+from .master import BEGIN, BEGIN_HIDDEN, END, END_HIDDEN  # the master's markers: its reader's
 
 REPO = Path(__file__).resolve().parent.parent
 DROP_TAGS = {"remove_cell", "solution", "instructor"}
-BEGIN = re.compile(r"^(\s*)#+\s*BEGIN SOLUTION\b[:\s]*(.*)$")
-END = re.compile(r"^\s*#+\s*END SOLUTION\b")
-BEGIN_HIDDEN = re.compile(r"^\s*#+\s*BEGIN HIDDEN TESTS\b")
-END_HIDDEN = re.compile(r"^\s*#+\s*END HIDDEN TESTS\b")
 DEFAULT_HINT = "write this part (see the instructions above)"
 
 

@@ -27,7 +27,9 @@ def neutralize_magics(src: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _is_setup(cell: dict, src: str) -> bool:
+def is_setup(cell: dict, src: str) -> bool:
+    """A setup cell: the course's install cell or the `# autograder: setup` cell (by tag, id
+    or first line), which no grader runs."""
     tags = (cell.get("metadata") or {}).get("tags") or []
     return ("setup" in tags or cell.get("id") == "course-setup"
             or any(src.lstrip().startswith(m) for m in SETUP_MARKERS))
@@ -71,7 +73,7 @@ def read_cells(path) -> list[dict]:
             src = "".join(s for s in src if isinstance(s, str))
         if not isinstance(src, str):
             continue
-        if _is_setup(cell, src):
+        if is_setup(cell, src):
             continue
         cells.append({"index": i, "source": neutralize_magics(src)})
     if not cells:

@@ -62,21 +62,18 @@ LAB2_VARIANTS = [(256, 4, 1024), (256, 4, 65535), (128, 4, 1024), (256, 8, 1024)
                  (512, 4, 1024)]
 LAB5_EXTRA_SHAPES = [(1, 4096, 14336), (512, 4096, 14336)]
 LAB6_EXTRA_T = (1, 8, 16)
-#: lab 6's fixtures timed beside the master, by their path under tests/fixtures (the lesson's
-#: control is the rubric's control, tests/fixtures/controls since issue 44's derived fixtures)
-LAB6_FIXTURES = {"one_thread_per_output": "controls/lab6_one_thread_per_output.py",
-                 "reads_weights_twice": "lab6/reads_weights_twice.py", "atomics": "lab6/atomics.py"}
+#: lab 6's fixtures timed beside the master (the record's name: the submission the lab module
+#: derives from its master; the lesson's control is the rubric's)
+LAB6_FIXTURES = {"one_thread_per_output": "lab6_one_thread_per_output",
+                 "reads_weights_twice": "reads_weights_twice", "atomics": "atomics"}
 
 
 def graded_cells(name: str) -> list[str]:
-    """The master's graded code: the code cells the grader runs (autograder.submission's
-    reader), less the check cells, the instructor's hidden tests and the setup cells."""
-    from autograder.submission import read_cells
+    """The master's graded code (autograder.master: the cells the grader runs, less the check
+    cells, the instructor's hidden tests and the setup cells)."""
+    from autograder import master
 
-    return [c["source"] for c in read_cells(ROOT / "solutions" / f"{name}.ipynb")
-            if not (re.match(r"\s*check\(", c["source"])
-                    or c["source"].lstrip().startswith("# autograder: setup")
-                    or "### BEGIN HIDDEN TESTS" in c["source"])]
+    return [c.source for c in master.graded_cells(name)]
 
 
 def namespace(name: str, sources: list[str]) -> dict:
@@ -85,6 +82,14 @@ def namespace(name: str, sources: list[str]) -> dict:
     for i, src in enumerate(sources):
         exec(compile(src, f"<{name} cell {i}>", "exec"), ns)
     return ns
+
+
+def derived(name: str, fixture: str) -> dict:
+    """The names of a submission lab ``name`` derives from its master (LabSpec.derived)."""
+    from autograder import master
+    from autograder.labs import get
+
+    return namespace(fixture, [master.derive(name, get(name).derived_named(fixture))])
 
 
 class Probe:
@@ -281,8 +286,8 @@ def lab6(p: Probe) -> tuple[dict, int]:
     rec = {"provenance": p.provenance, "gpu": p.info.name, "margin": MARGIN, "rows": [],
            "fixtures": []}
     fns = {"master": namespace(p.name, graded_cells(p.name))[lab.function]}
-    for name, path in LAB6_FIXTURES.items():
-        fns[name] = namespace(p.name, [(ROOT / "tests" / "fixtures" / path).read_text()])[lab.function]
+    for name, fixture in LAB6_FIXTURES.items():
+        fns[name] = derived(p.name, fixture)[lab.function]
     print(f"{p.info.name}: lab 6's master against cuBLAS float16 + compiled SwiGLU, GB/s of weights")
     ok, msg = p.correct(fns["master"], case)
     rec["timing_case_correct"] = {"ok": ok, "message": msg}

@@ -1,20 +1,20 @@
 """Each lab's master against its "lesson not learned" control, timed by the grader on a GPU:
-
-Record: `records/labs/lesson_controls_h100.json`.
 the figures every rubric's performance lines are set from (issue 28).
 
+Record: `records/labs/lesson_controls_<gpu>.json` (any GPU of book.specs; the H100's so far).
+
 A control is a correct solution that misses what the lab teaches (lab 2's two kernels, lab 3's
-two-byte loads, lab 4's and lab 5's unfused two passes: tests/fixtures/controls/, derived
-from the masters by tests/grader/derived_fixtures.py); each rubric names its own
-([performance] control). For every kernel lab this runs `python -m autograder grade` as
-shipped on a copy of the master and every control of that lab, so each fraction is exactly
-what the grader scores: the master's time over the submission's, timed in alternating windows
-on the same GPU in the same run. From the named control's fraction,
+two-byte loads, lab 4's and lab 5's unfused two passes: the ``derived`` of each lab module,
+written to tests/fixtures/controls/ by ``python -m tools.lab_fixtures --write``); each rubric
+names its own ([performance] control, by name). For every kernel lab this runs `python -m
+autograder grade` as shipped on a copy of the master and every control of that lab, so each
+fraction is exactly what the grader scores: the master's time over the submission's, timed in
+alternating windows on the same GPU in the same run. From the named control's fraction,
 ``autograder.rubric.lines_from_control`` gives the lines (full marks at 80% of the master or
 halfway from the control to the master, whichever is higher; the control earning a quarter of
 the points); chapters/appendix_instructors.md states the rule.
 
-    python3 benchmarks/lesson_controls_probe.py --out $OUT/lesson_controls_h100.json
+    python3 benchmarks/lesson_controls_probe.py --out $OUT/lesson_controls_<gpu>.json
     python3 benchmarks/lesson_controls_probe.py --out ... --from-report $OUT/h100/summary.json
         (no GPU time: the fractions of a grader report that graded the controls,
          `python -m tools.grader_report`, steps hostile and labs)
@@ -39,7 +39,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-CONTROLS = ROOT / "tests" / "fixtures" / "controls"
 SEED = "20281"   # every lab's run draws the same hidden and timing cases
 
 
@@ -50,15 +49,18 @@ def kernel_labs() -> list[str]:
 
 
 def controls_of(lab: str) -> list[Path]:
-    return sorted(CONTROLS.glob(lab.split("_")[0] + "_*.py"))
+    """The lab's controls' files, as its module derives them."""
+    from tools.lab_fixtures import fixtures
+
+    return fixtures("controls", lab)
 
 
 def named_control(lab: str, rubric_dir: Path | None = None) -> str:
-    """The stem of the control the lab's rubric names."""
+    """The name (the file's stem) of the control the lab's rubric names."""
     from autograder.rubric import load_rubric
 
     path = (rubric_dir / f"{lab}.toml") if rubric_dir else None
-    return Path(load_rubric(lab, path)["performance"]["control"]).stem
+    return load_rubric(lab, path)["performance"]["control"]
 
 
 def _row(res: dict | None) -> dict | None:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.labs import get, staged
+from autograder.master import graded_cells
 
 REPO = Path(__file__).resolve().parent.parent
 CC = (9, 0)  # Hopper: the course's GPU
@@ -68,23 +69,10 @@ class Compiled:
 
 
 def master_cells(lab: str, notebook: str | Path | None = None) -> list[tuple[str, str]]:
-    """(cell id, source) of the code cells a lab's steps need, in order: the setup cells
-    (course install, ``from autograder import check``), check calls and instructor hidden
-    tests are left out (the setup cell would import ``book``, which picks the simulator)."""
-    import nbformat
-
-    path = Path(notebook) if notebook else REPO / "solutions" / f"{lab}.ipynb"
-    nb = nbformat.read(path, as_version=4)
-    out = []
-    for i, c in enumerate(nb.cells):
-        src = c.source
-        if c.cell_type != "code" or c.get("id") == "course-setup":
-            continue
-        if (src.lstrip().startswith("# autograder: setup") or re.match(r"\s*check\(", src)
-                or "### BEGIN HIDDEN TESTS" in src):
-            continue
-        out.append((c.get("id") or f"cell-{i}", src))
-    return out
+    """(cell id, source) of the code cells a lab's steps need, in order: the master's graded
+    cells (autograder.master: the setup cells, which would import ``book`` and pick the
+    simulator, check calls and instructor hidden tests left out)."""
+    return [(c.id, c.source) for c in graded_cells(lab, notebook)]
 
 
 def _step_after_cell(steps, src: str) -> list:

@@ -10,10 +10,13 @@ The map: ``spec`` (the typed spec, ``KernelLab`` or ``NumericLab``, whose ``titl
 ``chapters`` and ``asks`` the lab pages are written from); the problems labs share, each lab
 binding its dtype and keeping what is its own: ``elementwise`` (an activation of gate and up,
 ``Elementwise``: labs 2 and 3 and the template) and ``linear_layer`` (an nn.Linear SwiGLU layer
-and its single projection: labs 4, 5 and 6); ``seeds``: the per-array seeds; and the labs,
-``lab<number>_<topic>``, found by ``registry()`` (``python -m autograder list`` names them).
+and its single projection: labs 4, 5 and 6); ``seeds``: the per-array seeds; ``edits``: the
+edits of a master a lab declares (``Edit``; ``Derived``, a submission made of them: its bounds
+bugs, hazards, lesson controls and hostile submissions, ``LabSpec.derived``, which
+``autograder.master`` makes and ``python -m tools.lab_fixtures`` writes for the suite); and the
+labs, ``lab<number>_<topic>``, found by ``registry()`` (``python -m autograder list`` names them).
 A staged lab's spec lists the ``Step``s its notebook builds the kernel in, each checked by
-``check(fn, step=...)`` and each with the ``PlantedBug`` its check is tested to catch,
+``check(fn, step=...)`` and each with the ``PlantedBug`` (an ``Edit``) its check is tested to catch,
 optionally an ``explain(fn)`` that ``check`` prints after a failure (lab 5's first step draws
 which lane holds what: ``book.kernels.fragments.probe_tile``); each kernel lab declares the
 ``paths`` (``LabPath``) its master must take on every grader's case (logged per case;

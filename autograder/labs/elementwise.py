@@ -153,7 +153,7 @@ class Elementwise:
 
     def lab(self, *, name: str, title: str, chapters: str, asks: str, function: str,
             public_cases, steps=(), reference_name: str = "torch's reference",
-            paths=()) -> KernelLab:
+            paths=(), derived=()) -> KernelLab:
         """The KernelLab of this problem: graded in bandwidth against torch.add."""
         return KernelLab(
             name=name, title=title, chapters=chapters, asks=asks, function=function,
@@ -164,4 +164,4 @@ class Elementwise:
             describe=self.describe, timing_case=self.timing_case, min_bytes=self.min_bytes,
             flops=self.flops, make_reference_runner=self.reference_runner(),
             reference_name=reference_name, steps=tuple(steps), guard_tile=self.guard_tile,
-            sim_blocks=self.sim_blocks, paths=tuple(paths))
+            sim_blocks=self.sim_blocks, paths=tuple(paths), derived=tuple(derived))

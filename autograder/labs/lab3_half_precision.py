@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .elementwise import Elementwise
+from .edits import Derived, Edit, cache_by_shape
 from .spec import LabPath, PlantedBug, blocks_along
 
 LIMIT, ALPHA = 7.0, 1.702
@@ -60,6 +61,36 @@ STEPS = (
                             r"never written")),
 )
 
+# Submissions made from the master by edits (autograder/labs/edits.py), which the suite grades:
+# `python -m tools.lab_fixtures --write` writes them under tests/fixtures/<kind>/.
+DERIVED = (
+    Derived("bounds", "lab3_writes_past_end", """\
+writes past the end of `out`: the master without the bounds test of its scalar tail (the last
+n % 8 elements): every thread of the last block stores one element, most of them past the end
+of `out`; every case fails with "wrote N elements past the end of `out`".""",
+            [Edit("        if i < n:\n"
+                  "            out[i] = _act(float32(gate[i]), float32(up[i]))\n",
+                  "        out[i] = _act(float32(gate[i]), float32(up[i]))  # no `if i < n`\n",
+                  "lab3-03")]),
+    Derived("bounds", "lab3_forgets_blockidx_x", """\
+forgets blockIdx.x (the master's grid is 1D): every block starts at the first vectors. Passes
+the public cases (one block covers them); fails every hidden case, which spans two blocks of
+the largest block the lab allows (1024 threads x 16 halves) in the simulator too.""",
+            [Edit("for base in range(cuda.blockIdx.x * tile, nvec, cuda.gridDim.x * tile):",
+                  "for base in range(0, nvec, cuda.gridDim.x * tile):  # blockIdx.x forgotten",
+                  "lab3-03")]),
+    Derived("controls", "lab3_two_byte_loads", """\
+lab 3's "lesson not learned" control: correct, the lab's own hint 1 of step 3 (the graded
+function calls step 2's kernel): EPT = 8 two-byte loads per thread, all before the math, and no
+packed 16-byte access. Named by autograder/rubrics/lab3_half_precision.toml; timed against the
+master by benchmarks/lesson_controls_probe.py.""",
+            append='''
+def swiglu_clamped_fp16(gate, up, out):  # the control: step 2's two-byte loads
+    return clamped_ilp(gate, up, out)
+'''),
+    cache_by_shape("lab3", "swiglu_clamped_fp16"),
+)
+
 LAB = PROBLEM.lab(
     name="lab3_half_precision",
     title="Lab 3: half precision at the bandwidth ceiling (clamped SwiGLU, fp16)",
@@ -74,4 +105,4 @@ LAB = PROBLEM.lab(
                    lambda c, L: c["M"] * c["F"] >= 8)),
     public_cases=({"name": "public M=2 F=70", "M": 2, "F": 70, "seed": 3},
                   {"name": "public M=1 F=129", "M": 1, "F": 129, "seed": 4}),
-    steps=STEPS)
+    steps=STEPS, derived=DERIVED)

@@ -12,6 +12,7 @@ from functools import partial
 
 from . import linear_layer as layer
 from .linear_layer import INPUTS, OUTPUT
+from .edits import Derived, Edit, cache_by_shape
 from .spec import KernelLab, LabPath, PlantedBug, blocks_along
 
 DTYPE = "float32"
@@ -94,6 +95,87 @@ STEPS = (
                      "        for j in range(1):\n            c = col0", r"never written")),
 )
 
+# Submissions made from the master by edits (autograder/labs/edits.py), which the suite grades:
+# `python -m tools.lab_fixtures --write` writes them under tests/fixtures/<kind>/.
+DERIVED = (
+    Derived("bounds", "lab4_writes_past_end", """\
+writes past the end of `out`: the master's epilogue without its row test `if r < T` (the last
+tile's rows past T are stored beyond `out`); every case fails with "wrote N elements past the
+end of `out`".""",
+            [Edit("        if r < T:\n",
+                  "        if True:  # the row test `r < T` dropped\n",
+                  "lab4-03")]),
+    Derived("bounds", "lab4_forgets_blockidx_x", """\
+forgets blockIdx.x: every block computes the first tile of h. Passes the public cases (h <= 18:
+one tile); fails every hidden case, which spans two tiles of the largest block the lab allows
+(32 x 32 threads x R = 4: 128 columns) in the simulator too.""",
+            [Edit("col0 = cuda.blockIdx.x * TN",
+                  "col0 = 0 * TN  # blockIdx.x forgotten",
+                  "lab4-03")]),
+    Derived("bounds", "lab4_forgets_blockidx_y", """\
+forgets blockIdx.y: every block computes the first tile of T. Passes the public cases (T <= 3:
+one tile); fails every hidden case, which spans two tiles of the largest block the lab allows
+(128 rows) in the simulator too.""",
+            [Edit("row0 = cuda.blockIdx.y * TM",
+                  "row0 = 0 * TM  # blockIdx.y forgotten",
+                  "lab4-03")]),
+    Derived("controls", "lab4_unfused", """\
+lab 4's "lesson not learned" control: correct, the lab's own hint 1 of step 4: the two
+projections by step 3's register-blocked GEMM into float32 scratch arrays, then a small
+elementwise kernel for the biases, SiLU and the product (x read twice, the two projections
+written and read back). Named by autograder/rubrics/lab4_dual_gemm.toml; timed against the
+master by benchmarks/lesson_controls_probe.py.""",
+            append='''
+# the control: two GEMMs, then the epilogue in a kernel of its own
+@cuda.jit(fastmath=True)
+def _epilogue(a, b, bg, bu, out, T, h):
+    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    r = cuda.blockIdx.y
+    if c < h:
+        g = a[r, c] + bg[c]
+        u = b[r, c] + bu[c]
+        out[r, c] = g / (float32(1.0) + math.exp(-g)) * u
+
+
+def linear_swiglu(x, wg, bg, wu, bu, out):
+    T, d = x.shape
+    h = wg.shape[0]
+    a = cuda.device_array((T, h), dtype=np.float32)
+    b = cuda.device_array((T, h), dtype=np.float32)
+    gemm_blocked(x, wg, a)
+    gemm_blocked(x, wu, b)
+    _epilogue[((h + 255) // 256, T), 256](a, b, bg, bu, out, T, h)
+    return out
+'''),
+    Derived("controls", "lab4_unfused_tiled", """\
+an alternative control for lab 4 (measured beside the rubric's, for the record): hint 1 of
+step 4 with step 2's shared-memory tiles instead of step 3's register blocks, so neither the
+register block nor the fusion is learned.""",
+            append='''
+# the alternative control: two tiled GEMMs (one output per thread), then the epilogue
+@cuda.jit(fastmath=True)
+def _epilogue(a, b, bg, bu, out, T, h):
+    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    r = cuda.blockIdx.y
+    if c < h:
+        g = a[r, c] + bg[c]
+        u = b[r, c] + bu[c]
+        out[r, c] = g / (float32(1.0) + math.exp(-g)) * u
+
+
+def linear_swiglu(x, wg, bg, wu, bu, out):
+    T, d = x.shape
+    h = wg.shape[0]
+    a = cuda.device_array((T, h), dtype=np.float32)
+    b = cuda.device_array((T, h), dtype=np.float32)
+    gemm_tiled(x, wg, a)
+    gemm_tiled(x, wu, b)
+    _epilogue[((h + 255) // 256, T), 256](a, b, bg, bu, out, T, h)
+    return out
+'''),
+    cache_by_shape("lab4", "linear_swiglu"),
+)
+
 LAB = KernelLab(
     name="lab4_dual_gemm",
     title="Lab 4: epilogue-fused dual GEMM with nn.Linear weights and biases",
@@ -110,5 +192,5 @@ LAB = KernelLab(
     out_spec=partial(layer.out_spec, dtype=DTYPE), reference=layer.reference,
     describe=partial(layer.describe, dtype=DTYPE), timing_case=timing_case,
     min_bytes=partial(layer.min_bytes, dtype=DTYPE), flops=layer.flops,
-    make_reference_runner=make_reference_runner, reference_name="strict-f32 cuBLAS", steps=STEPS,
+    make_reference_runner=make_reference_runner, reference_name="strict-f32 cuBLAS", steps=STEPS, derived=DERIVED,
     guard_tile=GUARD_TILE, sim_blocks=sim_blocks)

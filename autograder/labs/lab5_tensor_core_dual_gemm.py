@@ -24,6 +24,7 @@ import numpy as np
 from . import linear_layer as layer
 from .seeds import seeds
 from .linear_layer import INPUTS, OUTPUT
+from .edits import Derived, Edit, cache_by_shape
 from .spec import KernelLab, LabPath, PlantedBug, blocks_along
 
 DTYPE = "float16"
@@ -151,6 +152,78 @@ STEPS = (
                      r"first bad index .*expected .*got ")),
 )
 
+# what the graded function uses of the master (step 1's single tile does not): the cells of
+# the hostile submissions below
+GRADED_CELLS = ("lab5-02", "lab5-s2-code", "lab5-s3-code", "lab5-03")
+# Submissions made from the master by edits (autograder/labs/edits.py), which the suite grades:
+# `python -m tools.lab_fixtures --write` writes them under tests/fixtures/<kind>/.
+DERIVED = (
+    Derived("bounds", "lab5_writes_past_end", """\
+writes past the end of `out` (issue 28): the master's epilogue without its row test `if r < T`,
+so the last tile's rows past T are stored beyond `out` (12/12 on the H100 and the H200 before
+guard zones; 0/8 with IndexError in the simulator). Every case fails with "wrote N elements
+past the end of `out`".""",
+            [Edit("if r < T:", "if True:  # the row test `r < T` dropped", "lab5-03")]),
+    Derived("bounds", "lab5_forgets_blockidx_x", """\
+forgets blockIdx.x: every block computes the first tile of h (BN = 32 columns in the
+simulator, 128 on a GPU). Fails the public case with h = 40 and every hidden case, which spans
+two of the simulator's tiles in each dimension.""",
+            [Edit("m0, n0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN",
+                  "m0, n0 = cuda.blockIdx.y * BM, 0 * BN  # blockIdx.x forgotten",
+                  "lab5-03")]),
+    Derived("bounds", "lab5_forgets_blockidx_y", """\
+forgets blockIdx.y: every block computes the first tile of T (BM = 16 rows in the simulator,
+128 on a GPU). Passes the public cases (T <= 5); fails every hidden case, which spans two of
+the simulator's tiles in each dimension.""",
+            [Edit("m0, n0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN",
+                  "m0, n0 = 0 * BM, cuda.blockIdx.x * BN  # blockIdx.y forgotten",
+                  "lab5-03")]),
+    Derived("controls", "lab5_two_pass", """\
+lab 5's "lesson not learned" control: correct, the lab's own hint 1 of step 4 (issue 28: the
+unfused two-pass solution got 11.65/12 at 0.75 of the master on the H100): the two projections
+by step 3's pipelined tensor-core GEMM into float32 scratch arrays, then a small elementwise
+kernel for the biases, SiLU, the product and the half-precision store. Named by
+autograder/rubrics/lab5_tensor_core_dual_gemm.toml; timed against the master by
+benchmarks/lesson_controls_probe.py.""",
+            append='''
+# the control: two GEMMs into float32, then the epilogue in a kernel of its own
+@cuda.jit(fastmath=True)
+def _epilogue(a, b, bg, bu, out, T, h):
+    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    r = cuda.blockIdx.y
+    if c < h:
+        g = a[r, c] + float32(bg[c])
+        u = b[r, c] + float32(bu[c])
+        out[r, c] = g / (float32(1.0) + math.exp(-g)) * u
+
+
+def linear_swiglu_tc(x, wg, bg, wu, bu, out):
+    T, d = x.shape
+    h = wg.shape[0]
+    a = cuda.device_array((T, h), dtype=np.float32)
+    b = cuda.device_array((T, h), dtype=np.float32)
+    gemm_pipelined(x, wg, a)
+    gemm_pipelined(x, wu, b)
+    _epilogue[((h + 127) // 128, T), 128](a, b, bg, bu, out, T, h)
+    return out
+'''),
+    cache_by_shape("lab5", "linear_swiglu_tc"),
+    # hostile and unusual submissions (tests/grader/test_lab5_tensor_core.py grades them, with
+    # the hand-written ones of tests/fixtures/lab5/): the master's cells the graded function uses
+    Derived("hostile", "missing_cp_async_wait",
+            "race: the master without cp_async_wait(1), so a slab may be read before its cp.async "
+            "copies land; the simulator copies at once (correct there), a GPU races: wrong now and "
+            "then, and compute-sanitizer's racecheck (grade --sanitize) is the place that can say so",
+            [Edit("                cp_async_wait(1)\n", "", "lab5-03")], cells=GRADED_CELLS),
+    Derived("hostile", "transposed_fragments",
+            "wrong answer: the A fragment's registers 1 and 2 exchanged (its 8 x 8 quarters "
+            "transposed: rows 8-15 of k 0-7 taken for rows 0-7 of k 8-15); every correctness test "
+            "fails with the first bad index",
+            [Edit("dd = MMA(fa, (fg[", "dd = MMA((fa[0], fa[2], fa[1], fa[3]), (fg[", "lab5-03"),
+             Edit("dd = MMA(fa, (fu[", "dd = MMA((fa[0], fa[2], fa[1], fa[3]), (fu[", "lab5-03")],
+            cells=GRADED_CELLS),
+)
+
 LAB = KernelLab(
     name="lab5_tensor_core_dual_gemm",
     title="Lab 5: a tensor-core dual GEMM with a SwiGLU epilogue, in half precision",
@@ -172,7 +245,7 @@ LAB = KernelLab(
     describe=partial(layer.describe, dtype=DTYPE), timing_case=timing_case,
     min_bytes=partial(layer.min_bytes, dtype=DTYPE), flops=layer.flops,
     make_reference_runner=make_reference_runner,
-    reference_name="cuBLAS float16 + compiled SwiGLU", steps=STEPS,
+    reference_name="cuBLAS float16 + compiled SwiGLU", steps=STEPS, derived=DERIVED,
     guard_tile=GUARD_TILE, sim_blocks=sim_blocks,
     untraced=("the access tracer does not model cp.async's 16-byte copies, ldmatrix's "
               "warp-wide loads or the paired half stores; on a GPU, check(linear_swiglu_tc, "

@@ -19,6 +19,7 @@ from functools import partial
 
 from . import linear_layer as layer
 from .linear_layer import INPUTS, OUTPUT
+from .edits import Derived, Edit
 from .spec import KernelLab, LabPath, PlantedBug
 
 DTYPE = "float16"
@@ -171,6 +172,261 @@ STEPS = (
           params=("x", "w", "out", "splits"), splits=3),
 )
 
+# Submissions made from the master by edits (autograder/labs/edits.py), which the suite grades:
+# `python -m tools.lab_fixtures --write` writes them under tests/fixtures/<kind>/.
+DERIVED = (
+    Derived("bounds", "lab6_writes_past_end", """\
+writes past the end of `out`: the master launching one block more than there are rows of the
+weights ((h + 1) * splits, a grid rounded up) with no test of the row j against h (its scratch
+sized for that grid). The extra block reads past the end of wg, wu and the biases (their guard
+zones: NaN) and stores out[t, h] for every token: the first element of the next token's row
+(where it races block 0; the simulator runs it last, so NaN stays), and for the last token
+one element past the end of `out`. Every case fails with "wrote 1 element past the end of
+`out`, the first at flat index T*h".""",
+            [Edit("np.zeros(h * splits * 2 * T_MAX, np.float32)",
+                  "np.zeros((h + 1) * splits * 2 * T_MAX, np.float32)",
+                  "lab6-02"),
+             Edit("cuda.to_device(np.zeros(h, np.int32))",
+                  "cuda.to_device(np.zeros(h + 1, np.int32))",
+                  "lab6-02"),
+             Edit("KERNELS[T][h * splits, THREADS]",
+                  "KERNELS[T][(h + 1) * splits, THREADS]",
+                  "lab6-03")]),
+    Derived("bounds", "lab6_forgets_blockidx_x", """\
+forgets blockIdx.x (the master's grid is 1D: a block per row of the weights): every block
+takes row 0, each a share of d that is empty but for the first. Fails every case with more than
+one row (the simulator's hidden cases have h >= 2: two blocks at least).""",
+            [Edit("        j = cuda.blockIdx.x // splits\n",
+                  "        j = 0 // splits  # blockIdx.x forgotten\n",
+                  "lab6-03")]),
+    Derived("controls", "lab6_one_thread_per_output", """\
+lab 6's "lesson not learned" control: correct, the GEMV a first try writes: one thread per
+output out[t, j], reading its two weight rows whole, 2 bytes at a time; the 32 threads of a
+warp read 32 rows d halves apart (no coalescing, no 16-byte loads) and every token re-reads
+the weights. Named by autograder/rubrics/lab6_decode_mlp_up.toml; timed against the master by
+benchmarks/lesson_controls_probe.py.""",
+            append='''
+# the control: one thread per output, each reading its weight rows whole
+@cuda.jit(fastmath=True)
+def _one_thread_per_output(x, wg, bg, wu, bu, out, T, d, h):
+    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    t = cuda.blockIdx.y
+    if j < h:
+        a = float32(bg[j])
+        b = float32(bu[j])
+        for k in range(d):
+            xk = float32(x[t, k])
+            a += float32(wg[j, k]) * xk
+            b += float32(wu[j, k]) * xk
+        out[t, j] = a / (float32(1.0) + math.exp(-a)) * b
+
+
+def decode_swiglu(x, wg, bg, wu, bu, out):
+    T, d = x.shape
+    h = wg.shape[0]
+    grid = ((h + THREADS - 1) // THREADS, T)
+    _one_thread_per_output[grid, THREADS](x, wg, bg, wu, bu, out, T, d, h)
+    return out
+'''),
+    Derived("controls", "lab6_two_pass", """\
+(measured for the record, not the rubric's) lab 6's hint 1 of step 3: the two projections by
+step 2's split-K GEMV into float32 scratch, then an elementwise kernel for the biases, SiLU and
+the product. Each weight is still read once, by whole warps, 16 bytes at a time: at decode the
+fused epilogue saves a launch and a little traffic, not a pass over the weights.""",
+            append='''
+# the control: two GEMVs into float32, then the epilogue in a kernel of its own
+@cuda.jit(fastmath=True)
+def _epilogue(a, b, bg, bu, out, T, h):
+    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    t = cuda.blockIdx.y
+    if j < h:
+        g = a[t, j] + float32(bg[j])
+        u = b[t, j] + float32(bu[j])
+        out[t, j] = g / (float32(1.0) + math.exp(-g)) * u
+
+
+def decode_swiglu(x, wg, bg, wu, bu, out):
+    T, d = x.shape
+    h = wg.shape[0]
+    a = cuda.device_array((T, h), dtype=np.float32)
+    b = cuda.device_array((T, h), dtype=np.float32)
+    splits = choose_splits(h, d)
+    gemv_splitk(x, wg, a, splits)
+    gemv_splitk(x, wu, b, splits)
+    _epilogue[((h + THREADS - 1) // THREADS, T), THREADS](a, b, bg, bu, out, T, h)
+    return out
+'''),
+    Derived("sanitizer", "lab6_control", """\
+lab 6's master's graded code, unchanged: the control of the hazard fixtures beside it, on which
+racecheck, synccheck and memcheck find nothing."""),
+    Derived("sanitizer", "lab6_missing_syncthreads", """\
+lab 6's master without the barrier before the cross-warp sum: lane 0 of each warp stores its
+warp's sums in shared memory (`red[0, t, warp] = vg`) and the threads of warp 0 read every
+warp's (`v += red[k, t, q]`) with no `cuda.syncthreads()` between. Warp 0 usually arrives
+last, so the values often come out right on a GPU; compute-sanitizer's racecheck reports a RAW
+hazard on shared memory between those lines, and grade takes the sanitized case's points.""",
+            [Edit("                red[1, t, warp] = vu\n"
+                  "        cuda.syncthreads()\n",
+                  "                red[1, t, warp] = vu\n"
+                  "        # (planted) no cuda.syncthreads() here: warp 0 may read a\n"
+                  "        # warp's sums before that warp has stored them\n",
+                  "lab6-03")]),
+    Derived("sanitizer", "lab6_reads_x_past_end", """\
+lab 6's master with its token loops run over every token slot (T_MAX) instead of the call's
+T: each thread loads rows T .. 15 of x, past its end, sums them into accumulators and shared
+words that are never stored to `out`. The values are right (the grader's guard zones after x
+hold NaN that is never used); with exact-size arrays compute-sanitizer's memcheck reports
+"Invalid __global__ read" just past the end of x, and grade takes the sanitized case's points
+as a read outside `x`.""",
+            [Edit("cuda.local.array(T, float32)", "cuda.local.array(T_MAX, float32)", "lab6-03"),
+             Edit("for t in range(T):", "for t in range(T_MAX):  # (planted) not T", "lab6-03")]),
+    Derived("hazards", "lab6_counter_without_atomic", """\
+lab 6's master with the split-K arrival counted by a plain read and write of the row's counter
+instead of an atomic add: two blocks of a row can read the same count, neither sees itself
+last, and the row's `out` is never written (on a GPU on some runs; in the simulator's block
+order never). Every grader must report a race between blocks on the counter, every run.""",
+            [Edit("        last = cuda.atomic.add(count, j, 1) == splits - 1\n",
+                  "        n = count[j]  # (planted) a plain read and write, no atomic\n"
+                  "        count[j] = n + 1\n"
+                  "        last = n == splits - 1\n",
+                  "lab6-02")]),
+    Derived("hazards", "lab6_counter_never_reset", """\
+lab 6's master whose last block never sets its row's arrival counter back to zero: the first
+call at each shape is right; the next call on the same rows starts from `splits` arrivals, no
+block sees itself last and `out` stays unwritten. Graded right on the first call and wrong on
+the second, with the same words on every grader (the simulator's split cases included).""",
+            [Edit("        if last:\n"
+                  "            count[j] = 0  # all of row j's blocks arrived: ready again\n",
+                  "        # (planted) the counter is never set back to zero\n",
+                  "lab6-02")]),
+    Derived("hazards", "lab6_one_piece_per_thread", """\
+lab 6's master with no loop over a block's share of d: each thread reads one 16-byte piece
+(`c = c0 + tid`), so a share longer than the block's threads loses its tail. Right on every
+case with at most THREADS pieces per block (all the simulator's cases before issue 41); wrong
+wherever a share is longer, which the simulator's split cases now are.""",
+            [Edit("        for c in range(c0 + tid, c1, THREADS):\n",
+                  "        for c in range(c0 + tid, min(c1, c0 + tid + 1)):  # (planted) one piece\n",
+                  "lab6-03")]),
+    # hostile and unusual submissions, made of the cells the graded function uses
+    # (tests/grader/test_lab6_decode.py grades them; tests/fixtures/lab6/README.md)
+    Derived("hostile", "split_k_no_reduction",
+            "wrong answer: the master always splitting d over 2 blocks per row, the last block "
+            "to arrive adding only its own partial sums (the reduction left out); every "
+            "correctness test fails: 0 points, the first bad index named",
+            [Edit("                for q in range(splits):\n",
+                  "                for q in range(s, s + 1):\n", "lab6-03"),
+             Edit("    return max(1, min(want, (d // PIECE) // THREADS))", "    return 2",
+                  "lab6-03")]),
+    Derived("hostile", "reads_weights_twice",
+            "slow but correct: the master called once per half of the tokens, so every weight "
+            "is read twice at T >= 2; full correctness, and on a GPU about half the master's "
+            "GB/s at the grader's timing shape (T = 4)",
+            append='''
+
+_one_pass = decode_swiglu
+
+
+def decode_swiglu(x, wg, bg, wu, bu, out):
+    """The tokens in two halves, a launch (a pass over every weight) for each."""
+    T = x.shape[0]
+    half = (T + 1) // 2
+    _one_pass(x[:half], wg, bg, wu, bu, out[:half])
+    if T > half:
+        _one_pass(x[half:], wg, bg, wu, bu, out[half:])
+    return out
+'''),
+    Derived("hostile", "cached_by_pointer",
+            "cached result: the master, skipping the work for arrays (addresses) it has seen "
+            "before; right on the first call of each case, stale when called again on the same "
+            "arrays with new contents: every case is lost (each case is called more than once)",
+            append='''
+
+_compute = decode_swiglu
+_seen = []  # the arrays already computed, kept alive: their addresses are never reused
+
+
+def _address(a):
+    try:
+        return a.__cuda_array_interface__["data"][0]
+    except AttributeError:  # the simulator's arrays have none: their identity stands in
+        return id(a)
+
+
+def decode_swiglu(x, wg, bg, wu, bu, out):
+    """Skips the work when it has seen these arrays (by address) before."""
+    arrays = (x, wg, bg, wu, bu, out)
+    key = tuple(_address(a) for a in arrays)
+    if any(k == key for k, _ in _seen):
+        return out  # "already computed"
+    _seen.append((key, arrays))
+    return _compute(x, wg, bg, wu, bu, out)
+'''),
+    Derived("hostile", "atomics",
+            "unusual but correct: split-K by float32 atomics into zeroed accumulators (a zeroing "
+            "kernel, the partial sums added atomically in any order, a separate epilogue kernel: "
+            "three launches, no in-kernel meeting); full correctness, its speed the GPU's to judge",
+            cells=("lab6-02",), append='''
+
+
+@cuda.jit
+def _zero(acc):
+    i = cuda.grid(1)
+    if i < acc.size:
+        acc[i] = float32(0.0)
+
+
+@cuda.jit
+def _partial_sums(x, wg, wu, acc, T, d, h, splits):
+    """Block (j, s): its share of row j's pieces, both weights; every thread adds its sums
+    into acc [2, h, T_MAX] with float32 atomics (in whatever order they land)."""
+    tid = cuda.threadIdx.x
+    j = cuda.blockIdx.x // splits
+    s = cuda.blockIdx.x - j * splits
+    pieces = d // PIECE
+    per = (pieces + splits - 1) // splits
+    for c in range(s * per + tid, min(pieces, (s + 1) * per), THREADS):
+        g8 = load8(wg, j * d + PIECE * c)
+        u8 = load8(wu, j * d + PIECE * c)
+        for t in range(T):
+            x8 = load8(x, t * d + PIECE * c)
+            vg = float32(0.0)
+            vu = float32(0.0)
+            for e in range(PIECE):
+                vg += g8[e] * x8[e]
+                vu += u8[e] * x8[e]
+            cuda.atomic.add(acc, j * T_MAX + t, vg)
+            cuda.atomic.add(acc, (h + j) * T_MAX + t, vu)
+
+
+@cuda.jit
+def _epilogue(acc, bg, bu, out, T, h):
+    i = cuda.grid(1)
+    if i < T * h:
+        t, j = i // h, i % h
+        a = acc[j * T_MAX + t] + float32(bg[j])
+        b = acc[(h + j) * T_MAX + t] + float32(bu[j])
+        out[t * h + j] = a / (float32(1.0) + math.exp(-a)) * b
+
+
+_ACC = {}
+
+
+def decode_swiglu(x, wg, bg, wu, bu, out):
+    """Three launches: zero the float32 accumulators, add every block's partial sums into them
+    atomically (d split over 4 blocks per row), then the epilogue."""
+    T, d = x.shape
+    h = wg.shape[0]
+    if h not in _ACC:
+        _ACC[h] = cuda.device_array(2 * h * T_MAX, dtype=np.float32)
+    acc = _ACC[h]
+    splits = 4
+    _zero[(acc.size + 255) // 256, 256](acc)
+    _partial_sums[h * splits, THREADS](flat(x), flat(wg), flat(wu), acc, T, d, h, splits)
+    _epilogue[(T * h + 255) // 256, 256](acc, bg, bu, flat(out), T, h)
+    return out
+'''),
+)
+
 LAB = KernelLab(
     name="lab6_decode_mlp_up",
     title="Lab 6: the decode MLP-up, a fused split-K GEMV toward the bandwidth ceiling, in float16",
@@ -190,7 +446,7 @@ LAB = KernelLab(
     describe=partial(layer.describe, dtype=DTYPE), timing_case=timing_case,
     min_bytes=weight_bytes, flops=layer.flops,
     make_reference_runner=make_reference_runner,
-    reference_name="cuBLAS float16 + compiled SwiGLU", steps=STEPS,
+    reference_name="cuBLAS float16 + compiled SwiGLU", steps=STEPS, derived=DERIVED,
     guard_tile=GUARD_TILE, sim_blocks=sim_blocks, paths=PATHS,
     untraced=("the access-pattern advice does not model the 16-byte loads this lab asks for "
               "(simulated element by element) or the warps' split of a row; races on the "

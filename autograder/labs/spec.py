@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
+from .edits import Derived, Edit
+
 Case = dict[str, Any]            # one case: "name", then the lab's own keys (shapes, "seed", ...)
 Spec = dict[str, Any]            # one array: {"shape": [...], "dtype": "float32", "seed": int, ...}
 
@@ -39,12 +41,19 @@ def lab_number(name: str) -> int:
 @dataclass(frozen=True)
 class PlantedBug:
     """A typical mistake in a step, which its check must catch and name: the master's step cell
-    with ``right`` replaced by ``wrong`` (every occurrence) fails ``check(fn, step=...)`` with a
-    message matching the regular expression ``says`` (tests/grader/test_lab_steps.py plants it)."""
+    (``cell``: another of the cells up to it, by id) with ``right`` replaced by ``wrong`` (every
+    occurrence) fails ``check(fn, step=...)`` with a message matching the regular expression
+    ``says`` (tests/grader/test_lab_steps.py plants it: ``autograder.master.namespace``)."""
 
     right: str
     wrong: str
     says: str
+    cell: str | None = None
+
+    @property
+    def edit(self) -> Edit:
+        """The bug as an edit of the master (None: the step's own cell, the last one read)."""
+        return Edit(self.right, self.wrong, self.cell)
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,10 @@ class LabSpec:
     steps: tuple[Step, ...] = ()
     """The stages a kernel lab's notebook builds its kernel in, before the graded function
     (empty: the lab is not staged)."""
+    derived: tuple[Derived, ...] = ()
+    """Submissions made from the master by edits (``autograder.labs.edits``): the lab's bounds
+    bugs, hazards, lesson controls (the rubric names one) and hostile submissions, which the
+    suite grades (``python -m tools.lab_fixtures --write`` writes them)."""
 
     kernel: ClassVar[bool] = False
     hidden_key: ClassVar[str] = "hidden_cases"     # the rubric's [correctness] key for n
@@ -150,6 +163,17 @@ class LabSpec:
         if not callable(self.hidden_cases):
             raise LabSpecError(f"{self.name}: hidden_cases must be a function "
                                "(rng, simulated, n) -> list of cases")
+        object.__setattr__(self, "derived", tuple(self.derived))
+        names = [d.name for d in self.derived if isinstance(d, Derived)]
+        if len(names) != len(self.derived) or len(set(names)) != len(names):
+            raise LabSpecError(f"{self.name}: derived holds Derived(...) objects with names of "
+                               f"their own (got {names})")
+        # a shared folder (bounds/, controls/, ...) finds a lab's files by their prefix
+        short = self.name.split("_")[0] + "_"
+        wrong = [d.name for d in self.derived if d.kind != "hostile" and not d.name.startswith(short)]
+        if wrong:
+            raise LabSpecError(f"{self.name}: derived {wrong}: a name outside the lab's own "
+                               f"folder starts with {short!r}")
 
     @property
     def number(self) -> int:
@@ -163,6 +187,14 @@ class LabSpec:
     @property
     def staged(self) -> bool:
         return bool(self.steps)
+
+    def derived_named(self, name: str) -> Derived:
+        """One of the lab's derived submissions, by name (a rubric names its control so)."""
+        for d in self.derived:
+            if d.name == name:
+                return d
+        raise KeyError(f"{self.name} derives no submission {name!r}: it derives "
+                       + (", ".join(d.name for d in self.derived) or "none"))
 
     def signature(self) -> str:
         return ", ".join(f"{f}({', '.join(p)})" for f, p in self.functions.items())

@@ -18,7 +18,8 @@ import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is impor
 from numba import config
 from repo import FIXTURES, ROOT
 
-from autograder import hazards, labs
+from autograder import hazards, labs, master
+from autograder.labs.edits import Edit
 from book import simscheduler
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM,
@@ -43,27 +44,15 @@ def _module(path, edit=None) -> dict:
     return ns
 
 
-def _master6(edit=None):
-    """The lab 6 master's graded function, from its notebook's code cells (``edit`` applied to
-    their joined source), as the grader runs them: each cell in order, checks skipped."""
-    import re
+def _master6(edits=()):
+    """The lab 6 master's graded function, from its graded cells (autograder.master), each
+    executed in order as the grader runs them, ``edits`` made."""
+    return master.namespace(LAB6, edits)["decode_swiglu"]
 
-    import nbformat
 
-    nb = nbformat.read(ROOT / "solutions" / "lab6_decode_mlp_up.ipynb", as_version=4)
-    src = "\n\n".join(c.source for c in nb.cells if c.cell_type == "code"
-                       and c.get("id") != "course-setup" and not re.match(r"\s*check\(", c.source)
-                       and not c.source.lstrip().startswith("# autograder: setup")
-                       and "BEGIN HIDDEN TESTS" not in c.source)
-    if edit is not None:
-        changed = edit(src)
-        assert changed != src, "the edit did not apply: the master changed"
-        src = changed
-    name = "<lab6 master>"
-    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
-    ns = {"__name__": "__main__"}
-    exec(compile(src, name, "exec"), ns)
-    return ns["decode_swiglu"]
+# the fence that publishes a block's partials before it is counted, dropped
+NO_FENCE = Edit("    cuda.threadfence()  # this block's partials", "    pass  # this block's partials",
+                "lab6-02")
 
 
 def _found(lab, fn, case):
@@ -120,15 +109,13 @@ def test_the_verdict_is_the_same_over_runs_and_block_orders():
 
 
 def test_partials_published_without_a_fence_are_a_race_on_the_partials():
-    fn = _master6(lambda s: s.replace("    cuda.threadfence()  # this block's partials",
-                                      "    pass  # this block's partials"))
+    fn = _master6([NO_FENCE])
     said, ok = _found(LAB6, fn, SPLIT)
     assert _key(said) == [("A RACE BETWEEN BLOCKS", "`part`", "0")]
     assert "read by an atomic by block" in said[0] and "in read_l2, called at" in said[0]
     # read plainly too: the same race
-    fn = _master6(lambda s: s.replace("    cuda.threadfence()  # this block's partials",
-                                      "    pass  # this block's partials")
-                  .replace("return cuda.atomic.add(a, i, float32(0.0))", "return a[i]"))
+    fn = _master6([NO_FENCE, Edit("return cuda.atomic.add(a, i, float32(0.0))", "return a[i]",
+                                  "lab6-02")])
     said, _ = _found(LAB6, fn, SPLIT)
     assert _key(said) == [("A RACE BETWEEN BLOCKS", "`part`", "0")]
 

@@ -10,40 +10,24 @@ from __future__ import annotations
 
 import re
 
-import nbformat
 import pytest
 
 import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
 from repo import ROOT as REPO
 
 from autograder import labs as L
+from autograder.labs.edits import Edit
+from autograder.master import namespace, notebook
 
 LAB = "lab5_tensor_core_dual_gemm"
 SPEC = L.get(LAB)
 STEPS = [s.name for s in SPEC.all_steps]
 
 
-def _namespace(upto: str, where: str = "solutions", edits=None) -> dict:
-    """Run the notebook's code cells up to the one defining step ``upto``'s function (check
-    cells and the instructor's hidden tests skipped); ``edits``: {cell id: source -> source}."""
-    fn = SPEC.step(upto).function
-    nb = nbformat.read(REPO / where / f"{LAB}.ipynb", as_version=4)
-    ns = {"__name__": "__main__"}
-    edits = dict(edits or {})
-    for c in nb.cells:
-        src = c.source
-        if (c.cell_type != "code" or c.get("id") == "course-setup" or re.match(r"\s*check\(", src)
-                or src.lstrip().startswith("# autograder: setup")):
-            continue
-        if c.get("id") in edits:
-            changed = edits.pop(c.get("id"))(src)
-            assert changed != src, "the planted bug did not apply: the master changed"
-            src = changed
-        exec(compile(src, f"<{LAB} {c.get('id')}>", "exec"), ns)
-        if re.search(rf"^def {fn}\(", src, re.M):
-            assert not edits, f"cells {sorted(edits)} come after step {upto!r}"
-            return ns
-    raise AssertionError(f"no cell of {where}/{LAB} defines {fn}")
+def _namespace(upto: str, where: str = "solutions", edits=()) -> dict:
+    """The notebook's graded cells up to the one defining step ``upto``'s function
+    (autograder.master: check cells and the instructor's hidden tests skipped), ``edits`` made."""
+    return namespace(SPEC, edits, upto=upto, path=notebook(LAB, where))
 
 
 def test_the_graded_function_passes_on_the_master(capsys):
@@ -61,22 +45,14 @@ def test_the_graded_function_passes_on_the_master(capsys):
 # step's PlantedBug in its own cell): A's registers 1 and 2 exchanged in step 1's table; the B
 # fragment's two registers (k 0-7, k 8-15) exchanged in the slab routine of step 2's cell,
 # which step 3 uses, or in the graded kernel's.
-def SWAP_A(s):
-    return s.replace("return g + 8 * ((e >> 1) & 1), 2 * t + (e & 1) + 8 * (e >> 2)",
-                     "return g + 8 * (e >> 2), 2 * t + (e & 1) + 8 * ((e >> 1) & 1)")
-
-
-def SWAP_B(s):
-    return s.replace("(fb[2 * q], fb[2 * q + 1])", "(fb[2 * q + 1], fb[2 * q])")
-
-
-def SWAP_B4(s):
-    return s.replace("(fu[2 * q], fu[2 * q + 1])", "(fu[2 * q + 1], fu[2 * q])")
-
+SWAP_A = Edit("return g + 8 * ((e >> 1) & 1), 2 * t + (e & 1) + 8 * (e >> 2)",
+              "return g + 8 * (e >> 2), 2 * t + (e & 1) + 8 * ((e >> 1) & 1)", "lab5-s1-code")
+SWAP_B = Edit("(fb[2 * q], fb[2 * q + 1])", "(fb[2 * q + 1], fb[2 * q])", "lab5-s2-code")
+SWAP_B4 = Edit("(fu[2 * q], fu[2 * q + 1])", "(fu[2 * q + 1], fu[2 * q])", "lab5-03")
 
 WRONG = {
-    "pipeline": ({"lab5-s2-code": SWAP_B}, r"first bad index .*expected .*got "),
-    "final": ({"lab5-03": SWAP_B4}, r"first bad index .*expected .*got "),
+    "pipeline": ([SWAP_B], r"first bad index .*expected .*got "),
+    "final": ([SWAP_B4], r"first bad index .*expected .*got "),
 }
 
 
@@ -97,7 +73,7 @@ def test_step_one_draws_the_lanes_of_a_wrong_fragment(capsys):
     from autograder.check import check
 
     with pytest.raises(AssertionError):
-        check(_namespace("fragments", edits={"lab5-s1-code": SWAP_A})["mma_tile"], step="fragments")
+        check(_namespace("fragments", edits=[SWAP_A])["mma_tile"], step="fragments")
     out = capsys.readouterr().out
     assert "B: every element right" in out
     grid = out[out.index("A (16 x 16)"):].splitlines()
@@ -131,41 +107,9 @@ def test_the_master_compiles_for_a_t4_an_a100_and_an_h100():
 
 
 # ---------------------------------------------------------------------------------------
-# Fixtures (tests/fixtures/lab5): two written by hand, two derived from the master by one edit
-# each (test_derived_fixtures_follow_the_master keeps them in step; rewrite them with
-# `PYTHONPATH=tests:. python tests/grader/test_lab5_tensor_core.py`).
+# Fixtures (tests/fixtures/lab5): three written by hand, two the lab module derives from the
+# master (missing_cp_async_wait, transposed_fragments: `python -m tools.lab_fixtures --write`).
 FIX = REPO / "tests" / "fixtures" / "lab5"
-DERIVED = {
-    "missing_cp_async_wait.py": (
-        "# race: the master without cp_async_wait(1), so a slab may be read before its cp.async "
-        "copies land; the simulator copies at once (correct there), a GPU races: wrong now and "
-        "then, and compute-sanitizer's racecheck (grade --sanitize) is the place that can say so",
-        "lab5-03", lambda s: s.replace("                cp_async_wait(1)\n", "")),
-    "transposed_fragments.py": (
-        "# wrong answer: the A fragment's registers 1 and 2 exchanged (its 8 x 8 quarters "
-        "transposed: rows 8-15 of k 0-7 taken for rows 0-7 of k 8-15); every correctness test "
-        "fails with the first bad index",
-        "lab5-03", lambda s: s.replace("dd = MMA(fa, (fg[", "dd = MMA((fa[0], fa[2], fa[1], fa[3]), (fg[")
-                               .replace("dd = MMA(fa, (fu[", "dd = MMA((fa[0], fa[2], fa[1], fa[3]), (fu[")),
-}
-
-
-def _derived_source(name: str) -> str:
-    head, cell, edit = DERIVED[name]
-    nb = nbformat.read(REPO / "solutions" / f"{LAB}.ipynb", as_version=4)
-    keep = ("lab5-02", "lab5-s2-code", "lab5-s3-code", "lab5-03")  # what the graded function uses
-    parts = []
-    for c in nb.cells:
-        if c.get("id") not in keep:
-            continue
-        src = c.source
-        if c.get("id") == cell:
-            changed = edit(src)
-            assert changed != src, f"{name}: the edit did not apply: the master changed"
-            src = changed
-        parts.append("\n".join(line for line in src.split("\n")
-                               if not re.match(r"\s*#+\s*(BEGIN|END) SOLUTION", line)).strip("\n"))
-    return head + "\n" + "\n\n\n".join(parts) + "\n"
 
 
 @pytest.fixture(scope="module")
@@ -254,13 +198,6 @@ def test_transposed_fragments_are_a_wrong_answer(graded):
     assert got == 0 and all("first bad index" in t["output"] for t in tests)
 
 
-def test_derived_fixtures_follow_the_master():
-    for name in DERIVED:
-        assert (FIX / name).read_text() == _derived_source(name), (
-            f"tests/fixtures/lab5/{name} is stale: run `PYTHONPATH=tests:. python tests/grader/test_lab5_tensor_core.py`")
-
-
-
 def test_the_full_marks_line_is_the_one_the_h100_measurement_suggests():
     """The rubric's full_at comes from the master measured on a GPU against cuBLAS float16 +
     a compiled SwiGLU (benchmarks/lab_master_probe.py --lab 5), not from a guess: the record holds
@@ -281,8 +218,3 @@ def test_the_full_marks_line_is_the_one_the_h100_measurement_suggests():
     assert rec["suggested"]["full_at_reference_units"] == pytest.approx(
         rec["suggested"]["fraction_of_reference"] / rec["margin"])
     assert perf["zero_at"] < perf["full_at"]
-
-if __name__ == "__main__":
-    for name in DERIVED:
-        (FIX / name).write_text(_derived_source(name))
-        print("wrote", FIX / name)

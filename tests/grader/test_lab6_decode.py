@@ -11,40 +11,25 @@ from __future__ import annotations
 import json
 import re
 
-import nbformat
 import pytest
 
 import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
 from repo import ROOT as REPO
 
 from autograder import labs as L
+from autograder.master import namespace
+from tools.lab_fixtures import control
 
 LAB = "lab6_decode_mlp_up"
 SPEC = L.get(LAB)
 STEPS = [s.name for s in SPEC.all_steps]
 FIX = REPO / "tests" / "fixtures" / "lab6"
-# the master's cells the graded function uses, in order
-GRADED_CELLS = ("lab6-02", "lab6-s1-code", "lab6-s2-code", "lab6-03")
 
 
-def _namespace(edits=None) -> dict:
-    """The master's code cells (check cells, setup and hidden tests skipped), ``edits``:
-    {cell id: source -> source}."""
-    nb = nbformat.read(REPO / "solutions" / f"{LAB}.ipynb", as_version=4)
-    ns = {"__name__": "__main__"}
-    edits = dict(edits or {})
-    for c in nb.cells:
-        src = c.source
-        if (c.cell_type != "code" or c.get("id") == "course-setup" or re.match(r"\s*check\(", src)
-                or src.lstrip().startswith("# autograder: setup") or "BEGIN HIDDEN TESTS" in src):
-            continue
-        if c.get("id") in edits:
-            changed = edits.pop(c.get("id"))(src)
-            assert changed != src, "the edit did not apply: the master changed"
-            src = changed
-        exec(compile(src, f"<{LAB} {c.get('id')}>", "exec"), ns)
-    assert not edits, f"no cells {sorted(edits)}"
-    return ns
+def _namespace(edits=()) -> dict:
+    """The master's graded cells (autograder.master: check cells, setup and hidden tests
+    skipped), ``edits`` made."""
+    return namespace(SPEC, edits)
 
 
 def test_the_graded_function_passes_on_the_master(capsys):
@@ -60,7 +45,7 @@ def test_a_lost_partial_sum_in_the_graded_kernel_is_caught(capsys):
     # the graded kernel always split in 2, its last block adding only its own partial sums
     from autograder.check import check
 
-    fn = _namespace({"lab6-03": _no_reduction})[SPEC.function]
+    fn = _namespace(SPEC.derived_named("split_k_no_reduction").edits)[SPEC.function]
     with pytest.raises(AssertionError):
         check(fn, perf=False, access=False)
     assert re.search(r"first bad index .*expected .*got ", capsys.readouterr().out)
@@ -80,173 +65,15 @@ def test_the_master_compiles_for_a_t4_an_a100_and_an_h100():
 
 
 # ---------------------------------------------------------------------------------------
-# Fixtures (tests/fixtures/lab6): four derived from the master's cells
-# (test_derived_fixtures_follow_the_master keeps them in step; rewrite them with
-# `PYTHONPATH=tests:. python tests/grader/test_lab6_decode.py`).
-
-
-def _no_reduction(s):
-    return (s.replace("                for q in range(splits):\n",
-                      "                for q in range(s, s + 1):\n")
-             .replace("    return max(1, min(want, (d // PIECE) // THREADS))", "    return 2"))
-
-
-_REREAD = '''
-
-_one_pass = decode_swiglu
-
-
-def decode_swiglu(x, wg, bg, wu, bu, out):
-    """The tokens in two halves, a launch (a pass over every weight) for each."""
-    T = x.shape[0]
-    half = (T + 1) // 2
-    _one_pass(x[:half], wg, bg, wu, bu, out[:half])
-    if T > half:
-        _one_pass(x[half:], wg, bg, wu, bu, out[half:])
-    return out
-'''
-
-_CACHE = '''
-
-_compute = decode_swiglu
-_seen = []  # the arrays already computed, kept alive: their addresses are never reused
-
-
-def _address(a):
-    try:
-        return a.__cuda_array_interface__["data"][0]
-    except AttributeError:  # the simulator's arrays have none: their identity stands in
-        return id(a)
-
-
-def decode_swiglu(x, wg, bg, wu, bu, out):
-    """Skips the work when it has seen these arrays (by address) before."""
-    arrays = (x, wg, bg, wu, bu, out)
-    key = tuple(_address(a) for a in arrays)
-    if any(k == key for k, _ in _seen):
-        return out  # "already computed"
-    _seen.append((key, arrays))
-    return _compute(x, wg, bg, wu, bu, out)
-'''
-
-_ATOMICS = '''
-
-
-@cuda.jit
-def _zero(acc):
-    i = cuda.grid(1)
-    if i < acc.size:
-        acc[i] = float32(0.0)
-
-
-@cuda.jit
-def _partial_sums(x, wg, wu, acc, T, d, h, splits):
-    """Block (j, s): its share of row j's pieces, both weights; every thread adds its sums
-    into acc [2, h, T_MAX] with float32 atomics (in whatever order they land)."""
-    tid = cuda.threadIdx.x
-    j = cuda.blockIdx.x // splits
-    s = cuda.blockIdx.x - j * splits
-    pieces = d // PIECE
-    per = (pieces + splits - 1) // splits
-    for c in range(s * per + tid, min(pieces, (s + 1) * per), THREADS):
-        g8 = load8(wg, j * d + PIECE * c)
-        u8 = load8(wu, j * d + PIECE * c)
-        for t in range(T):
-            x8 = load8(x, t * d + PIECE * c)
-            vg = float32(0.0)
-            vu = float32(0.0)
-            for e in range(PIECE):
-                vg += g8[e] * x8[e]
-                vu += u8[e] * x8[e]
-            cuda.atomic.add(acc, j * T_MAX + t, vg)
-            cuda.atomic.add(acc, (h + j) * T_MAX + t, vu)
-
-
-@cuda.jit
-def _epilogue(acc, bg, bu, out, T, h):
-    i = cuda.grid(1)
-    if i < T * h:
-        t, j = i // h, i % h
-        a = acc[j * T_MAX + t] + float32(bg[j])
-        b = acc[(h + j) * T_MAX + t] + float32(bu[j])
-        out[t * h + j] = a / (float32(1.0) + math.exp(-a)) * b
-
-
-_ACC = {}
-
-
-def decode_swiglu(x, wg, bg, wu, bu, out):
-    """Three launches: zero the float32 accumulators, add every block's partial sums into them
-    atomically (d split over 4 blocks per row), then the epilogue."""
-    T, d = x.shape
-    h = wg.shape[0]
-    if h not in _ACC:
-        _ACC[h] = cuda.device_array(2 * h * T_MAX, dtype=np.float32)
-    acc = _ACC[h]
-    splits = 4
-    _zero[(acc.size + 255) // 256, 256](acc)
-    _partial_sums[h * splits, THREADS](flat(x), flat(wg), flat(wu), acc, T, d, h, splits)
-    _epilogue[(T * h + 255) // 256, 256](acc, bg, bu, flat(out), T, h)
-    return out
-'''
-
-DERIVED = {  # file: (first line, the master's cells, their edits, code appended)
-    "split_k_no_reduction.py": (
-        "# wrong answer: the master always splitting d over 2 blocks per row, the last block "
-        "to arrive adding only its own partial sums (the reduction left out); every correctness "
-        "test fails: 0 points, the first bad index named",
-        GRADED_CELLS, {"lab6-03": _no_reduction}, ""),
-    "reads_weights_twice.py": (
-        "# slow but correct: the master called once per half of the tokens, so every weight "
-        "is read twice at T >= 2; full correctness, and on a GPU about half the master's "
-        "GB/s at the grader's timing shape (T = 4)",
-        GRADED_CELLS, {}, _REREAD),
-    "cached_by_pointer.py": (
-        "# cached result: the master, skipping the work for arrays (addresses) it has seen "
-        "before; right on the first call of each case, stale when called again on the same "
-        "arrays with new contents: every case is lost (each case is called more than once)",
-        GRADED_CELLS, {}, _CACHE),
-    "atomics.py": (
-        "# unusual but correct: split-K by float32 atomics into zeroed accumulators (a zeroing "
-        "kernel, the partial sums added atomically in any order, a separate epilogue kernel: "
-        "three launches, no in-kernel meeting); full correctness, its speed the GPU's to judge",
-        ("lab6-02",), {}, _ATOMICS),
-}
-
-
-def _derived_source(name: str) -> str:
-    head, cells, edits, tail = DERIVED[name]
-    nb = nbformat.read(REPO / "solutions" / f"{LAB}.ipynb", as_version=4)
-    parts = []
-    for c in nb.cells:
-        if c.get("id") not in cells:
-            continue
-        src = c.source
-        if c.get("id") in edits:
-            changed = edits[c.get("id")](src)
-            assert changed != src, f"{name}: the edit did not apply: the master changed"
-            src = changed
-        parts.append("\n".join(line for line in src.split("\n")
-                               if not re.match(r"\s*#+\s*(BEGIN|END) SOLUTION", line)).strip("\n"))
-    return head + "\n" + "\n\n\n".join(parts) + "\n" + tail
-
-
-def test_derived_fixtures_follow_the_master():
-    for name in DERIVED:
-        assert (FIX / name).read_text() == _derived_source(name), (
-            f"tests/fixtures/lab6/{name} is stale: run "
-            "`PYTHONPATH=tests:. python tests/grader/test_lab6_decode.py`")
-
-
+# Fixtures (tests/fixtures/lab6): the master with one edit or one addition each, which the lab
+# module derives (its `derived`, kind "hostile"; `python -m tools.lab_fixtures --write`).
 SUBMISSIONS = ("split_k_no_reduction", "reads_weights_twice", "cached_by_pointer", "atomics")
-# the lab's "lesson not learned" control, which its rubric names (tests/grader/derived_fixtures.py)
-CONTROL = REPO / "tests" / "fixtures" / "controls" / "lab6_one_thread_per_output.py"
+# the lab's "lesson not learned" control, which its rubric names
+CONTROL = control(LAB)
 
 
 def test_every_fixture_is_graded_here_and_said_in_the_readme():
-    from autograder.rubric import load_rubric
-
-    assert REPO / load_rubric(LAB)["performance"]["control"] == CONTROL
+    assert CONTROL.stem == "lab6_one_thread_per_output"
     on_disk = {p.stem for p in FIX.glob("*.py")}
     assert on_disk == set(SUBMISSIONS)
     readme = (FIX / "README.md").read_text()
@@ -351,9 +178,3 @@ def test_the_full_marks_line_is_the_one_the_h100_measurement_suggests():
     assert perf["basis"] == "master"
     assert perf["full_at"] == pytest.approx(rec["suggested"]["full_at_master_units"])
     assert perf["zero_at"] < perf["full_at"]
-
-
-if __name__ == "__main__":
-    for name in DERIVED:
-        (FIX / name).write_text(_derived_source(name))
-        print("wrote", FIX / name)

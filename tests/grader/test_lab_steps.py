@@ -16,34 +16,16 @@ import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is impor
 from grading_runs import REPO, env, full_marks, grade_cmd
 
 from autograder import labs as L
+from autograder.master import namespace, notebook
 
 STAGED = L.staged()
 STEPS = [(lab, s.name) for lab in STAGED for s in L.get(lab).steps]
 
 
-def _cells(where: str, lab: str) -> list:
-    nb = nbformat.read(REPO / where / f"{lab}.ipynb", as_version=4)
-    return [c for c in nb.cells if c.cell_type == "code" and c.get("id") != "course-setup"]
-
-
-def _namespace(lab: str, upto: str, where: str = "solutions", edit=None) -> dict:
-    """Run a notebook's code cells up to and including the cell that defines step ``upto``'s
-    function (check cells skipped), with ``edit(source)`` applied to that last cell."""
-    fn = L.get(lab).step(upto).function
-    ns = {"__name__": "__main__"}
-    for c in _cells(where, lab):
-        src = c.source
-        if re.match(r"\s*check\(", src) or src.lstrip().startswith("# autograder: setup"):
-            continue
-        last = re.search(rf"^def {fn}\(", src, re.M) is not None
-        if last and edit is not None:
-            changed = edit(src)
-            assert changed != src, "the planted bug did not apply: the master changed"
-            src = changed
-        exec(compile(src, f"<{lab} {c.get('id')}>", "exec"), ns)
-        if last:
-            return ns
-    raise AssertionError(f"no cell of {where}/{lab} defines {fn}")
+def _namespace(lab: str, upto: str, where: str = "solutions", edits=()) -> dict:
+    """A notebook's graded cells up to and including the one that defines step ``upto``'s
+    function (autograder.master: check cells skipped), ``edits`` made."""
+    return namespace(lab, edits, upto=upto, path=notebook(lab, where))
 
 
 @pytest.mark.parametrize("lab,step", STEPS)
@@ -72,9 +54,8 @@ def test_step_check_fails_on_a_wrong_step_with_a_specific_message(lab, step, cap
     st = L.get(lab).step(step)
     if st.bug is None:
         pytest.fail(f"{lab} step {step!r} declares no planted bug (Step.bug)")
-    edit = lambda s: s.replace(st.bug.right, st.bug.wrong)  # noqa: E731
     words = st.bug.says
-    fn = _namespace(lab, step, edit=edit)[st.function]
+    fn = _namespace(lab, step, edits=[st.bug.edit])[st.function]
     with pytest.raises(AssertionError) as e:
         check(fn, step=step)
     msg = str(e.value)
