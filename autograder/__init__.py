@@ -17,8 +17,10 @@ The verbs (``__main__``: ``python -m autograder list|new-lab|assign|check|grade|
   course's totals with performance pending, a log on stdout.
 
 What check and grade share
-  ``compare``: a result against its float64 reference, said the same way to student and
-  instructor. ``inputs``: inputs generated from a seed, by the grader and inside the child
+  ``book.answers`` (book's, as a chapter's exercise says a result too): a result against its
+  float64 reference, said the same way to student and instructor; ``compare``, where
+  ``labs.spec`` still finds it (it defines nothing).
+  ``inputs``: inputs generated from a seed, by the grader and inside the child
   alike, and the guard zones every array the grader hands a submission sits between (their
   size, poison and what was written into them). ``submission``: a submission (a Colab
   ``.ipynb`` or a ``.py``) read into code cells without running it, its source scanned for what

@@ -11,7 +11,6 @@ import os
 import shutil
 import time
 
-from .compare import guard_notes
 from .context import RunContext, ask, child_problem
 from .hazards import from_report, messages
 from .inputs import guard_damage, unguarded
@@ -284,6 +283,8 @@ def replay_in_simulator(ctx: RunContext, folder, case, cells):
     recorded kernels on inputs it generates from the fresh case: never the function.
     (True, msg) reproduced; (False, msg) the replay ran every launch and the answer was
     wrong (or nothing was launched); (None, msg) the replay could not be carried out."""
+    from book.answers import guard_notes   # not at the top: as in verdict below
+
     def bring_recording(child):   # before any of the notebook's code runs in the child
         dest = child.workdir / "recording"
         shutil.copytree(folder, dest)
@@ -327,6 +328,10 @@ def verdict(ctx: RunContext, case, r, child, guard: bool = True) -> tuple[bool, 
     reference, for a kernel lab read back from the output array the grader passed in, whose
     guard zones (and the inputs', which the child compared) must be as the grader made them
     (``guard=False``: the test ran without guard zones)."""
+    # book's answer checker imported here, not at the top of this module: importing book
+    # decides GPU or simulator, which grade decides first (--simulator)
+    from book.answers import guard_notes
+
     lab = ctx.lab
     if not r.get("ok"):
         return False, f"your function raised {r.get('error')}:\n{r.get('message', '')}"

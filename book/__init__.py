@@ -20,6 +20,12 @@ Packages
   runs names each under its output, and ``tools.record`` keeps every cell's runs in the
   recording.
 
+Answers
+  ``answers``: the one answer checker: a result against its float64 reference (the tolerance
+  test ``within``, an output array's words and a number's, how far a number is, stores outside
+  an array), said the same way by the chapters' exercises, a lab's ``check()`` and the grader,
+  which imports it from here (``book`` never imports ``autograder``).
+
 GPU or simulator
   ``gpu``: find a CUDA GPU or switch Numba to its simulator (runs on ``import book``, before
   ``numba.cuda`` is imported); device facts; the simulator's speed (``SIM_THREADS_PER_S``,

@@ -20,7 +20,9 @@ Numba's CUDA simulator where there is none, and compared with the float64 truth 
 function, compared with the registers of one warp's real ``ldmatrix`` + ``mma.sync``) and
 :class:`ReductionExercise` (a split row sum whose blocks meet in the kernel, the last block to
 arrive adding their partials, run like a kernel exercise). A number may be typed with its
-unit, ``ex.check("0.25 KiB")``.
+unit, ``ex.check("0.25 KiB")``. A kernel's output and a number are compared, and a wrong one
+said, by :mod:`book.answers`, the checker a lab's ``check()`` and the grader use too: a
+reader meets the same words in a chapter and in a lab.
 
 The framework is one module per kind (:mod:`~book.exercises.core`: the verdict and the
 question; :mod:`~book.exercises.number`, :mod:`~book.exercises.choice`,

@@ -76,27 +76,32 @@ class KernelExercise(Exercise):
         out_all = d_out.copy_to_host()
         if not np.isnan(out_all[self.n:]).all():
             return self._past_the_end(grid, spare, "wrote past the end of `out`")
-        out = out_all[:self.n]
+        return self.verdict(out_all[:self.n], gate, up)
+
+    def verdict(self, out, gate, up) -> Feedback:
+        """Right or not yet, and why, for what a kernel wrote into ``out`` (float32, filled
+        with NaN before the launch) from ``gate`` and ``up``: compared with the float64
+        reference within the float32 tolerance by :func:`book.answers.compare_array`, in the
+        words a lab's ``check()`` and the grader use; after them, for the first bad element,
+        its worked value (what a reader checks a formula against) or, never written, where to
+        look (the thread index)."""
+        import numpy as np
+
+        from ..answers import compare_array, within
+        from ..kernels import reference
+
         expected = reference.swiglu(gate, up, "float32")
         tol = reference.TOLERANCE["float32"]
-        unwritten = np.isnan(out)
-        if unwritten.all():
-            return Feedback(False, "the kernel wrote no element of `out`: store the "
-                                   "result with `out[i] = ...`")
-        if unwritten.any():
-            first = int(np.argmax(unwritten))
-            return Feedback(False, f"{int(unwritten.sum())} of {self.n} elements were never "
-                                   f"written, the first at index {first}: does every "
-                                   "element get a thread (`cuda.grid(1)`)?")
-        bad = np.abs(out - expected) > tol["atol"] + tol["rtol"] * np.abs(expected)
-        if bad.any():
-            i = int(np.argmax(bad))
-            return Feedback(False, f"{int(bad.sum())} of {self.n} elements are wrong; "
-                                   f"the first at index {i}: got {out[i]:.6g}, expected "
-                                   f"silu({gate[i]:.4g}) * {up[i]:.4g} = "
-                                   f"{expected[i]:.6g}.")
-        return Feedback(True, f"all {self.n} elements match `silu(gate) * up` within the "
-                              f"float32 tolerance (rtol {tol['rtol']:g}).")
+        ok, said = compare_array(out, expected, rtol=tol["rtol"], atol=tol["atol"],
+                                 dtype_name="float32", what="out")
+        if ok:
+            return Feedback(True, f"all {out.size} elements match `silu(gate) * up`: {said}.")
+        i = int(np.argmax(~within(out.astype(np.float64), expected, **tol)))
+        if np.isnan(out[i]):  # never written: the grid, not the formula, is what to look at
+            return Feedback(False, f"{said}. Does every element get a thread "
+                                   "(`cuda.grid(1)`)?")
+        return Feedback(False, f"{said}. There `silu(gate) * up` = silu({gate[i]:.4g}) * "
+                               f"{up[i]:.4g} = {expected[i]:.6g}.")
 
     def _past_the_end(self, grid, spare, what) -> Feedback:
         return Feedback(False, f"the kernel {what}. "

@@ -6,17 +6,10 @@ import math
 import numbers
 import re
 
+from ..answers import factor_apart, how_far, number_text, percent_text, prefix_apart, within
 from .core import Exercise, Feedback
 
 __all__ = ["Number"]
-
-def _fmt(x: float) -> str:
-    """A number as a reader writes it: thousands separators, three significant figures."""
-    if float(x).is_integer() and abs(x) < 1e15:
-        return f"{int(x):,}"
-    if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
-        return f"{x:.3g}"
-    return f"{x:,.3g}" if abs(x) >= 1000 else f"{x:.3g}"
 
 
 # -- units a reader may type after a number -----------------------------------------------
@@ -76,18 +69,6 @@ del _k, _d, _b, _dw, _bw, _p, _size
 _NUMBER = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?)\s*(.*)", re.I | re.S)
 
 
-def _pct(p: float) -> str:
-    """A percentage to two significant figures: 2.3%, 12%, 0.16%."""
-    return f"{float(f'{p:.2g}'):g}%"
-
-
-def _factor(f: float) -> str:
-    """A factor (1.5 or more) to two significant figures: 1.9, 12, 1,000, 10^6."""
-    if f >= 1e6:
-        return f"10^{round(math.log10(f))}"
-    return _fmt(float(f"{f:.2g}"))
-
-
 class Number(Exercise):
     """A number to predict: right within ``rel`` (relative) or ``abs_tol`` of ``truth``.
 
@@ -127,7 +108,7 @@ class Number(Exercise):
                          name=name)
 
     def _close(self, a: float, b: float) -> bool:
-        return abs(a - b) <= self.abs_tol + self.rel * abs(b)
+        return bool(within(a, b, rtol=self.rel, atol=self.abs_tol))
 
     def _placeholder(self) -> str:
         unit = f" (in {self.unit})" if self.unit else ""
@@ -146,8 +127,8 @@ class Number(Exercise):
     def _u(self, x: float) -> str:
         """``x`` with this exercise's unit: "640 bytes", "3.2%"."""
         if not self.unit:
-            return _fmt(x)
-        return _fmt(x) + ("" if self.unit == "%" else " ") + self.unit
+            return number_text(x)
+        return number_text(x) + ("" if self.unit == "%" else " ") + self.unit
 
     def _parse(self, text: str):
         """``text`` read as a number in this exercise's unit, or a Feedback saying why not.
@@ -210,17 +191,11 @@ class Number(Exercise):
             if len(near) > 1:
                 text += " Or: " + " Or: ".join(m for _, m in near[1:])
             return Feedback(False, text)
-        if self.truth == 0 or a == 0 or (a > 0) != (self.truth > 0):
-            return Feedback(False, f"{shown} is {side} (check the sign and the units). "
-                                   f"{self._try_hint()}")
-        ratio = abs(a / self.truth)
-        far = max(ratio, 1 / ratio)
-        if far < 1.5:  # close: say how far in percent ("a factor of 1.02" says nothing)
-            p = 100 * abs(a - self.truth) / abs(self.truth)
-            off = _pct(p) if p >= 0.1 else self._u(abs(a - self.truth))
-            text = f"{shown} is {off} {side}"
-        else:
-            text = f"{shown} is {side}, by a factor of about {_factor(far)}"
+        # how far, in the words a lab's check says it too (book.answers.how_far)
+        text = f"{shown} is {how_far(a, self.truth, small=self._u)}"
+        far = factor_apart(a, self.truth)
+        if far is None:  # a sign or a zero apart: no factor or percentage says it
+            return Feedback(False, f"{text}. {self._try_hint()}")
         if twin is not None and self._close(twin[0], self.truth):
             # right with the other prefix: say which one the course means
             base, other = (1024, 1000) if "i" in _unit_key(twin[1]) else (1000, 1024)
@@ -232,17 +207,15 @@ class Number(Exercise):
                                    f"right. {self._try_hint()}")
         text += "."
         # a factor of 1,000 or 1,024 (or their powers) is a unit prefix, not a wrong count
-        fits = [(abs(far / base ** round(math.log(far, base)) - 1), what) for base, what in
-                ((1000, "a decimal prefix (k, M, G)"), (1024, "a binary prefix (Ki, Mi, Gi)"))
-                if round(math.log(far, base)) >= 1]
-        if fits and min(fits)[0] < 0.01:
-            text += f" That is {min(fits)[1]} away: check the units."
+        prefix = prefix_apart(far)
+        if prefix:
+            text += f" That is {prefix} away: check the units."
         return Feedback(False, f"{text} {self._try_hint()}")
 
     def _tolerance_text(self) -> str:
         parts = []
         if self.rel:
-            parts.append(_pct(100 * self.rel))
+            parts.append(percent_text(100 * self.rel))
         if self.abs_tol:
             parts.append(self._u(self.abs_tol))
         return " + ".join(parts) or "rounding"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 
+from ..answers import within
 from .core import Exercise, Feedback
 from .kernel import _quiet_performance_warnings
 
@@ -100,7 +101,7 @@ class ReductionExercise(Exercise):
         # float32 accumulation: a few roundings of the running sums, each up to 2**-24 of
         # the magnitudes added
         tol = 1e-5 * np.abs(a).astype(np.float64).sum(axis=1) + 1e-6
-        ok = np.abs(got - truth) <= tol
+        ok = within(got, truth, rtol=0.0, atol=tol)   # the one tolerance test (book.answers)
         which = "the first launch" if launch == 0 else (
             f"the second launch ({splits} blocks per row, on the workspace the first left)")
         if ok.all():
@@ -120,7 +121,7 @@ class ReductionExercise(Exercise):
                                    "what `out` already held. The last block to arrive stores "
                                    "`out[row]` once.")
         shares = self._shares(a, splits)
-        if np.any(np.abs(shares[r] - got[r]) <= tol[r]):
+        if np.any(within(got[r], shares[r], rtol=0.0, atol=tol[r])):
             return Feedback(False, f"in {which}, `out[{r}]` is {got[r]:.6g}: one block's share "
                                    f"of row {r}, not the row's sum ({truth[r]:.6g}). The blocks "
                                    "of a row did not meet: each stored its own partial and "

@@ -1,4 +1,5 @@
-"""The float64 truth every kernel is checked against, and the checking itself.
+"""The float64 truth every kernel is checked against, and the check of the course's own kernels
+(:func:`check`; its tolerance test is :func:`book.answers.within`, a student's answer's too).
 
 SwiGLU's activation: ``out = silu(gate) * up`` with ``silu(g) = g / (1 + exp(-g))``.
 
@@ -12,6 +13,9 @@ import numpy as np
 # STORAGE is used here; ITEMSIZE stays reachable as reference.ITEMSIZE for chapter 4's cells
 # (and DTYPES beside it); the library reads both from book.dtypes
 from .. import dtypes
+# the one tolerance test (a NaN matches nothing, the same infinity matches), the labs' and the
+# exercises' too; this module keeps its own words, which chapter 4's recorded page shows
+from ..answers import within
 from ..dtypes import DTYPES, ITEMSIZE, STORAGE  # noqa: F401
 from ..dtypes import name as dtype_name
 
@@ -118,8 +122,7 @@ def check(out, gate, up, dtype=None):
     got = to_float64(out, dtype)
     tol = TOLERANCE[dtype]
     unwritten = np.isnan(got) & ~np.isnan(expected)
-    bad = ~(np.abs(got - expected) <= tol["atol"] + tol["rtol"] * np.abs(expected))
-    bad |= np.isnan(got) != np.isnan(expected)
+    bad = ~within(got, expected, **tol)
     if bad.any():
         first = np.unravel_index(np.flatnonzero(bad)[0], bad.shape) if bad.ndim else ()
         idx = tuple(int(i) for i in first)
@@ -146,7 +149,7 @@ def check_device(out, gate, up, dtype):
     g, u, o = f64(gate), f64(up), f64(out)
     expected = g * torch.sigmoid(g) * u
     tol = TOLERANCE[dtype_name(dtype)]
-    bad = ~((o - expected).abs() <= tol["atol"] + tol["rtol"] * expected.abs())
+    bad = ~within(o, expected, **tol)   # on the GPU: torch tensors
     if bool(bad.any()):
         flat_bad = bad.flatten()
         i = int(flat_bad.nonzero()[0])

@@ -1,7 +1,7 @@
 """Guard zones (issue 28): every array the grader hands a submission sits between two
 poisoned guard zones (autograder/inputs.py), a simulated kernel's arrays are addressed as on a
 GPU (book/sim_addressing.py), and a store outside `out` or an input is reported in one set of
-words (autograder.compare.guard_message) by check(), the grader (tests/grader/test_bounds_grading.py)
+words (book.answers.guard_message) by check(), the grader (tests/grader/test_bounds_grading.py)
 and the GPU replay. In Numba's simulator, with the real allocations and kernels."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from numba import cuda, float32  # module level: the simulator swaps a kernel's 
 from derived_fixtures import fixtures
 
 from autograder import labs
-from autograder.compare import guard_message, guard_notes
 from autograder.inputs import (GUARD_ALIGN_BYTES, guard_bits, guard_damage, guard_elems, guarded,
                                unguarded)
+from book.answers import guard_message, guard_notes
 
 # ------------------------------------------------------------------------- the layout
 def test_a_guard_holds_a_tile_row_and_keeps_the_array_aligned():
