@@ -83,7 +83,7 @@ def main(argv=None) -> int:
             return 2
         for p in written:
             print(f"wrote {p.relative_to(REPO)}")
-        print("next: CONTRIBUTING.md, \"Add a lab\" (the setup cell, assign, the lab pages)")
+        print("next: CONTRIBUTING.md, \"Add a lab\" (assign, the lab pages, the derived fixtures)")
         return 0
     if args.cmd == "assign":
         from .assign import assign_all

@@ -3,14 +3,18 @@ is a working lab (CONTRIBUTING.md, "Add a lab", takes it from there):
 
 - ``autograder/labs/NAME.py``: the lab's spec, built on the elementwise problem labs 2 and 3
   share (``labs/elementwise.py``): ``out = relu(gate)**2 * up`` in float32, one checked step
-  with its planted bug, the graded function;
-- ``solutions/NAME.ipynb``: its master (title, the setup cell's placeholder, the grader's
+  with its planted bug, the graded function, and the submissions the suite derives from the
+  master (``derived``: a store past the end of ``out``, a forgotten ``blockIdx``, a result kept
+  by shape, and the "lesson not learned" control the rubric names, two passes through a
+  temporary);
+- ``solutions/NAME.ipynb``: its master (title, the course's setup cell, folded, the grader's
   ``check`` import, the step, its check and hints, the graded function);
 - ``autograder/rubrics/NAME.toml``: its points, provisional performance lines (the shipped
-  bandwidth labs' until its lesson's control is measured) and limits.
+  bandwidth labs', until its control is timed on a GPU), its lesson and control, and limits.
 
-Each is meant to be edited into the lab you want; as written they list, assign, check and
-grade (tests/grader/test_lab_registry.py follows the recipe with them).
+Each is meant to be edited into the lab you want (the kernel keeps its template name,
+``_relu2_kernel``, until you rename it); as written they list, assign, check and grade, and
+pass the suite's lab tests (tests/grader/test_lab_registry.py follows the recipe with them).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .edits import Derived, Edit, cache_by_shape
 from .elementwise import Elementwise
 from .spec import PlantedBug
 
@@ -73,6 +78,58 @@ STEPS = (
                  PlantedBug("if i < M * F:", "if i < M * F - 1:", r"never written")),
 )
 
+# The submissions the suite grades, each the master made wrong (or slow) by edits of its cells
+# (by id: the step's cell is {short}-05); `python -m tools.lab_fixtures --write` writes them.
+DERIVED = (
+    Derived("bounds", "{short}_writes_past_end", """\\
+writes past the end of `out`: the master launching one block more than it needs with its bounds
+test dropped, so the last block's threads store past the end of `out`. Every case fails with
+"wrote N elements past the end of `out`".""",
+            [Edit("    if i < M * F:\\n", "    if True:  # (planted) the bounds test dropped\\n",
+                  "{short}-05"),
+             Edit("[(M * F + THREADS - 1) // THREADS, THREADS]",
+                  "[(M * F + THREADS - 1) // THREADS + 1, THREADS]", "{short}-05")]),
+    Derived("bounds", "{short}_forgets_blockidx_x", """\\
+forgets blockIdx.x: every block does the first block's elements. Fails every hidden case,
+which spans two of the largest blocks in the simulator too.""",
+            [Edit("    i = cuda.grid(1)\\n", "    i = cuda.threadIdx.x  # blockIdx.x forgotten\\n",
+                  "{short}-05")]),
+    cache_by_shape("{short}", "{fn}"),
+    Derived("controls", "{short}_two_passes", """\\
+the "lesson not learned" control: correct, relu(gate)**2 into a float32 temporary, then the
+product with up in a second kernel: five streams of float32 where the fused kernel moves three.
+Named by the rubric; timed against the master by benchmarks/lesson_controls_probe.py.""",
+            append="""
+import numpy as np
+
+
+# the control: the same work in two passes through a temporary
+@cuda.jit
+def _relu2_pass(gate, tmp):
+    i = cuda.grid(1)
+    M, F = tmp.shape
+    if i < M * F:
+        g = max(gate[i // F, i % F], float32(0.0))
+        tmp[i // F, i % F] = g * g
+
+
+@cuda.jit
+def _times_up_pass(tmp, up, out):
+    i = cuda.grid(1)
+    M, F = out.shape
+    if i < M * F:
+        out[i // F, i % F] = tmp[i // F, i % F] * up[i // F, i % F]
+
+
+def {fn}(gate, up, out):
+    M, F = out.shape
+    tmp = cuda.device_array((M, F), dtype=np.float32)
+    blocks = (M * F + THREADS - 1) // THREADS
+    _relu2_pass[blocks, THREADS](gate, tmp)
+    _times_up_pass[blocks, THREADS](tmp, up, out)
+"""),
+)
+
 LAB = PROBLEM.lab(
     name="{name}",
     title="Lab {n}: {words}",
@@ -81,7 +138,7 @@ LAB = PROBLEM.lab(
     function="{fn}",
     public_cases=({{"name": "public M=3 F=40", "M": 3, "F": 40, "seed": 1}},
                   {{"name": "public M=1 F=257", "M": 1, "F": 257, "seed": 2}}),
-    steps=STEPS)
+    steps=STEPS, derived=DERIVED)
 '''
 
 RUBRIC = '''lab = "{name}"
@@ -97,10 +154,11 @@ points = 4
 # Units: the lab's master, timed by the grader beside each submission on the same GPU in the
 # same run (basis = "master": a copy of the master scores 1.0 on every GPU). Provisional
 # lines, the shipped bandwidth labs', until the lesson's control (a correct solution that
-# misses the lesson: tests/grader/derived_fixtures.py) is timed against the master on a GPU
-# (benchmarks/lesson_controls_probe.py --apply writes the lines by the rule of
-# autograder/rubric.py, lines_from_control).
+# misses the lesson, named here: one of the submissions the lab module derives) is timed
+# against the master on a GPU (benchmarks/lesson_controls_probe.py, then --apply writes the
+# lines by the rule of autograder/rubric.py, lines_from_control).
 lesson = "one fused pass: gate and up read once, out written once (three streams of float32)"
+control = "{short}_two_passes"
 basis = "master"
 zero_at = 0.30
 full_at = 0.80
@@ -116,7 +174,7 @@ test_s = 30
 CELLS = [
     ("markdown", "# Lab {n}: {words}\n\n**Goal.** Write `{fn}(gate, up, out)`: "
                  "`out = relu(gate)**2 * up` on two `[M, F]` float32 arrays, in one fused kernel."),
-    ("code", "import book"),   # the setup cell's placeholder: python -m tools.setup_cell --write
+    ("code", "import book"),   # the setup cell's placeholder, made the setup cell by new_lab
     ("code", "# autograder: setup (the grader skips this cell)\n"
              "from autograder import check  # check(fn): the public tests on your function"),
     ("code", "from numba import cuda, float32\n\nTHREADS = 256    # threads per block"),
@@ -163,7 +221,7 @@ def new_lab(name: str, root: Path = REPO) -> list[Path]:
     its number is taken or a file exists); the paths written."""
     import nbformat
 
-    from . import labs
+    from . import labs, setup_template
 
     n = lab_number(name)   # lab<number>_<topic>, or a LabSpecError that says so
     taken = [x for x in labs.names() if lab_number(x) == n]
@@ -174,7 +232,7 @@ def new_lab(name: str, root: Path = REPO) -> list[Path]:
     if there:
         raise LabSpecError(f"{', '.join(there)} exist already: new-lab writes new files only")
     topic = name.split("_", 1)[1]
-    words = dict(name=name, n=n, fn=topic, words=topic.replace("_", " "))
+    words = dict(name=name, n=n, fn=topic, words=topic.replace("_", " "), short=f"lab{n}")
     files["module"].write_text(MODULE.format(**words))
     files["rubric"].write_text(RUBRIC.format(**words))
     nb = nbformat.v4.new_notebook()
@@ -182,6 +240,10 @@ def new_lab(name: str, root: Path = REPO) -> list[Path]:
     nb.cells = [make[kind](src.format(**words)) for kind, src in CELLS]
     for k, c in enumerate(nb.cells):
         c["id"] = f"lab{n}-{k:02d}"
+    try:   # the placeholder made the course's setup cell, folded (assign refuses a lab without)
+        setup_template.fix(nb)
+    except FileNotFoundError:   # not a checkout: `python -m tools.setup_cell --write` later
+        pass
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, str(files["master"]))
     return list(files.values())

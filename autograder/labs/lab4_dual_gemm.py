@@ -178,7 +178,7 @@ def linear_swiglu(x, wg, bg, wu, bu, out):
 
 LAB = KernelLab(
     name="lab4_dual_gemm",
-    title="Lab 4: epilogue-fused dual GEMM with nn.Linear weights and biases",
+    title="Lab 4: an epilogue-fused dual GEMM for nn.Linear weights with biases",
     chapters="chapter 7",
     asks=("an epilogue-fused dual GEMM for **nn.Linear weights `[h, d]` with biases** "
           "(chapter 7's weights were `[d, h]`, without bias), float32"),

@@ -226,7 +226,7 @@ def linear_swiglu_tc(x, wg, bg, wu, bu, out):
 
 LAB = KernelLab(
     name="lab5_tensor_core_dual_gemm",
-    title="Lab 5: a tensor-core dual GEMM with a SwiGLU epilogue, in half precision",
+    title="Lab 5: a tensor-core dual GEMM with a SwiGLU epilogue",
     chapters="chapter 8",
     asks=("lab 4's layer on tensor cores: float16 `mma.sync` fed by `ldmatrix` and a "
           "`cp.async` double buffer, built in four checked steps (one tile, a block tile, the "

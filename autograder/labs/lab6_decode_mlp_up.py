@@ -429,7 +429,7 @@ def decode_swiglu(x, wg, bg, wu, bu, out):
 
 LAB = KernelLab(
     name="lab6_decode_mlp_up",
-    title="Lab 6: the decode MLP-up, a fused split-K GEMV toward the bandwidth ceiling, in float16",
+    title="Lab 6: the decode MLP-up, a fused split-K GEMV toward the bandwidth ceiling",
     chapters="chapters 6, 7 and 7b",
     asks=("lab 4's layer at **decode** (T = 1..16, float16, CUDA cores: Colab's T4 runs it): a "
           "GEMV with 16-byte weight loads, d split over blocks with the partial sums met in the "

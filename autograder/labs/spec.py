@@ -125,7 +125,8 @@ class LabSpec:
     """``lab<number>_<topic>``: the module's file name, the master ``solutions/<name>.ipynb``
     and the rubric ``autograder/rubrics/<name>.toml``."""
     title: str
-    """One line, shown by ``python -m autograder list`` and in feedback."""
+    """One line, shown by ``python -m autograder list`` and in feedback: the master's title
+    (its first heading), as the lab's page shows it (tests/grader/test_lab_registry.py)."""
     chapters: str
     """The chapters the lab builds on, in words ("chapters 4-6")."""
     asks: str

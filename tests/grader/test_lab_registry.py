@@ -1,11 +1,12 @@
-"""A lab is three files: its module (autograder/labs/<lab>.py, declaring ``LAB``), its master
-(solutions/<lab>.ipynb) and its rubric (autograder/rubrics/<lab>.toml). The registry finds it;
-``list``, ``assign``, ``grade``, ``check``, the tests' and the tools' lab lists all follow, and
-the pages that list the labs are written from it.
+"""A lab is its module, its master and its rubric: the module (autograder/labs/<lab>.py,
+declaring ``LAB``: its steps with their planted bugs, and the submissions the suite derives from
+the master) the master (solutions/<lab>.ipynb) and the rubric (autograder/rubrics/<lab>.toml).
+The registry finds it; ``list``, ``assign``, ``grade``, ``check``, the tests' and the tools' lab
+lists all follow, and the pages that list the labs and the derived fixtures are written from it.
 
 The end-to-end test follows CONTRIBUTING.md's "Add a lab" literally in a copy of the tree
-(nothing is left in this one): the template's three files, then the recipe's commands, in the
-simulator."""
+(nothing is left in this one), under the next free lab number: the template's three files, the
+recipe's commands, in the simulator, then the suite's lab tests on the result."""
 
 from __future__ import annotations
 
@@ -29,17 +30,22 @@ from repo import ROOT as REPO
 from tools import lab_pages
 
 CONTRIBUTING = (REPO / "CONTRIBUTING.md").read_text()
+SECTION = CONTRIBUTING[CONTRIBUTING.index("## Add a lab\n"):CONTRIBUTING.index("## Conventions\n")]
+NEXT = max(s.number for s in labs.registry().values()) + 1   # the number a new lab takes
 
 
 def recipe() -> list[str]:
-    """The commands of CONTRIBUTING.md's "Add a lab", in order, as written there."""
-    section = CONTRIBUTING[CONTRIBUTING.index("## Add a lab\n"):CONTRIBUTING.index("## Conventions\n")]
-    block = re.search(r"```console\n(.*?)```", section, re.S).group(1)
-    return [line for line in block.split("\n") if line.strip()]
+    """The commands of CONTRIBUTING.md's "Add a lab", in order, as written there, for a lab
+    numbered NEXT (the recipe's example number, whatever it is, replaced)."""
+    block = re.search(r"```console\n(.*?)```", SECTION, re.S).group(1)
+    lines = [line for line in block.split("\n") if line.strip()]
+    example = re.search(r"new-lab lab(\d+)_", lines[0]).group(1)
+    return [re.sub(rf"\blab{example}(?!\d)", f"lab{NEXT}", line) for line in lines]
 
 
 RECIPE = recipe()
 NAME = re.search(r"new-lab (lab\d+_\w+)", RECIPE[0]).group(1)
+SHORT = f"lab{NEXT}"
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +54,9 @@ def tree(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
                            capture_output=True, text=True, check=True).stdout.split()
-    for f in files:
-        if f.startswith("records/") or not (REPO / f).is_file():
+    for f in files:   # the records aside, but for the lessons' controls the lab tests read
+        if (f.startswith("records/") and not f.startswith("records/labs/lesson_controls_")
+                or not (REPO / f).is_file()):
             continue
         (root / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / f, root / f)
@@ -71,27 +78,42 @@ def run(root: Path, *args, timeout=600):
     return r.stdout
 
 
+# The suite's lab tests, run on the copy for the new lab (its parametrized cases) and the
+# registry-wide checks it must not break: registry and pages, steps (its master, planted bug and
+# blank), the lesson control (correct; its lines provisional, skipped, saying so), the derived
+# fixtures, the simulator's hidden cases, the folded setup cell. Not the grading runs (slow).
+LAB_TESTS = ("tests/grader/test_lab_registry.py", "tests/grader/test_lab_steps.py",
+             "tests/grader/test_lesson_controls.py", "tests/grader/test_bounds_grading.py",
+             "tests/tooling/test_lab_fixtures.py", "tests/tooling/test_lab_pages.py",
+             "tests/tooling/test_setup_cell.py")
+WHOLE = ("test_lab_registry", "test_lab_fixtures", "test_lab_pages", "folds_its_setup_cell")
+
+
 @pytest.mark.slow
-def test_a_lab_added_by_following_contributing_literally_is_listed_assigned_checked_and_graded(
+def test_a_lab_added_by_following_contributing_literally_passes_the_suites_lab_tests(
         tree, tmp_path):
-    """CONTRIBUTING.md's recipe, its commands run as written (the grade's output folder the
-    one word changed: this test's own), in a copy of the tree: the new lab is three files
-    and the files the recipe names, and it grades."""
+    """CONTRIBUTING.md's recipe, its commands run as written (the lab's number the next free
+    one, the grade's output folder this test's own), in a copy of the tree: the new lab is its
+    three files, the files the recipe's commands write, and it grades and passes the lab tests."""
     before = snapshot(tree)
     said = {}
     for line in RECIPE:
-        args = shlex.split(line.replace("/tmp/lab9", str(tmp_path / "graded")))
+        args = shlex.split(re.sub(r"--out \S+", f"--out {tmp_path / 'graded'}", line))
         assert args[0] == "python", f"a recipe step that is not python: {line}"
         said[line] = run(tree, *args[1:])
     after = snapshot(tree)
     added = sorted(set(after) - set(before))
     changed = sorted(k for k in set(before) & set(after) if before[k] != after[k])
     assert added == sorted([f"autograder/labs/{NAME}.py", f"autograder/rubrics/{NAME}.toml",
-                            f"solutions/{NAME}.ipynb", f"labs/{NAME}.ipynb"]), added
-    assert changed == sorted(["_toc.yml", "intro.md", "chapters/appendix_instructors.md",
-                              "autograder/README.md"]), changed
-    section = CONTRIBUTING[CONTRIBUTING.index("## Add a lab\n"):CONTRIBUTING.index("## Conventions\n")]
-    assert all(f"`{f}`" in section for f in changed), "the recipe names every file it changes"
+                            f"solutions/{NAME}.ipynb", f"labs/{NAME}.ipynb",
+                            f"tests/fixtures/bounds/{SHORT}_writes_past_end.py",
+                            f"tests/fixtures/bounds/{SHORT}_forgets_blockidx_x.py",
+                            f"tests/fixtures/hazards/{SHORT}_cache_by_shape.py",
+                            f"tests/fixtures/controls/{SHORT}_two_passes.py"]), added
+    pages = ["_toc.yml", "intro.md", "chapters/appendix_instructors.md", "autograder/README.md"]
+    assert changed == sorted(pages + ["tests/fixtures/bounds/README.md",
+                                      "tests/fixtures/controls/README.md"]), changed
+    assert all(f"`{f}`" in SECTION for f in pages), "the recipe names every page it changes"
 
     graded = tmp_path / "graded"
     sol = json.loads((graded / f"solutions_{NAME}" / "results.json").read_text())
@@ -106,30 +128,37 @@ def test_a_lab_added_by_following_contributing_literally_is_listed_assigned_chec
     for other in labs.names():                                         # the other labs untouched
         assert (tree / "labs" / f"{other}.ipynb").read_text() == (REPO / "labs" / f"{other}.ipynb").read_text()
 
-    out = run(tree, "-m", "autograder", "list")
-    assert out.index("lab5_tensor_core_dual_gemm") < out.index(NAME)  # in lab-number order
-    intro = (tree / "intro.md").read_text()
-    n = len(labs.names()) + 1
-    assert f"**Labs.** {lab_pages.count(n, capital=True)} labs apply" in intro
-    lists = run(tree, "-c", textwrap.dedent("""
+    out = run(tree, "-c", textwrap.dedent("""
         import json, sys
         sys.path[:0] = ["tests", "tests/grader"]
-        import grading_runs, test_lab_steps
+        import grading_runs
+        from autograder.__main__ import main
         from tools import grader_report, lab_ptx
-        print(json.dumps({"runs": grading_runs.LABS, "steps": test_lab_steps.STEPS,
-                          "staged": list(lab_ptx.STAGED), "report": list(grader_report.OTHER_LABS)}))
+        main(["list"])
+        print(json.dumps({"runs": grading_runs.LABS, "staged": list(lab_ptx.STAGED),
+                          "report": list(grader_report.OTHER_LABS)}))
         """))
-    found = json.loads(lists.strip().splitlines()[-1])
+    assert out.index("lab5_tensor_core_dual_gemm") < out.index(NAME)  # in lab-number order
+    found = json.loads(out.strip().splitlines()[-1])
     assert found["runs"] == [*labs.names(), NAME]
-    assert [NAME, "one"] in found["steps"]
     assert found["staged"] == [*labs.staged(), NAME]
     assert NAME in found["report"]
+    intro = (tree / "intro.md").read_text()
+    assert f"**Labs.** {lab_pages.count(len(labs.names()) + 1, capital=True)} labs apply" in intro
 
-    # the step tests run on the new lab as on the others (its master, its blank, its bug), and
-    # its pages check
-    tested = run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/grader/test_lab_steps.py",
-                 "tests/tooling/test_lab_pages.py", "-k", f"{NAME} or lab_pages_are")
-    assert "5 passed" in tested, tested
+    tested = run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rsp", "-m", "not slow",
+                 *LAB_TESTS, "-k", " or ".join((*WHOLE, SHORT)))
+    assert "failed" not in tested, tested[-3000:]
+    for test in (f"test_step_check_passes_on_the_master[{NAME}-one]",
+                 f"test_step_check_fails_on_a_wrong_step_with_a_specific_message[{NAME}-one]",
+                 f"test_blank_lab_steps_say_not_written_yet[{NAME}]",
+                 f"test_every_rubric_names_its_lesson_and_a_control_of_its_own[{NAME}]",
+                 f"test_a_control_is_a_correct_solution[{SHORT}_two_passes]",
+                 f"test_hidden_cases_in_the_simulator_cross_every_block_boundary[{NAME}]",
+                 "test_the_derived_fixtures_are_what_the_labs_derive",
+                 "test_every_page_folds_its_setup_cell", "test_every_lab_is_titled_as_its_page"):
+        assert re.search(rf"PASSED \S+::{re.escape(test)}", tested), (test, tested[-3000:])
+    assert f"{NAME}: provisional performance lines" in tested, tested[-3000:]
 
 
 def test_new_lab_refuses_a_taken_number_and_a_bad_name(tmp_path):
@@ -163,7 +192,16 @@ def test_the_registry_is_every_lab_module_in_number_order():
         assert (REPO / "autograder" / "rubrics" / f"{name}.toml").exists()
         assert spec.name == name
     with pytest.raises(KeyError, match="the labs are lab1_bytes_and_roofline"):
-        labs.get("lab7")
+        labs.get(f"lab{NEXT}")
+
+
+def test_every_lab_is_titled_as_its_page():
+    """`python -m autograder list` and feedback name a lab as the student's page does: the
+    spec's title is the master's first heading."""
+    for name, spec in labs.registry().items():
+        nb = nbformat.read(REPO / "solutions" / f"{name}.ipynb", as_version=4)
+        heading = nb.cells[0].source.split("\n")[0]
+        assert heading == f"# {spec.title}", f"{name}: title {spec.title!r}, page {heading!r}"
 
 
 @pytest.fixture

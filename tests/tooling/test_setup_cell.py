@@ -102,6 +102,18 @@ def test_lab_shows_its_title_before_the_setup_cell(tmp_path):
     assert fixed.cells[1].get("id") == template.CELL_ID and template.status(fixed) == "ok"
 
 
+def test_the_written_cell_is_folded_and_a_cell_shown_whole_is_stale():
+    """The scaffold's lab and a new chapter get the tag from the one writer (issue 44's trial:
+    neither did, so the page showed 60 lines of plumbing first)."""
+    nb = _nb("md:# A chapter", "import book", "x = 1")
+    template.fix(nb)
+    assert nb.cells[1].metadata["tags"] == [template.TAG] and template.status(nb) == "ok"
+    nb.cells[1].metadata["tags"] = ["other"]
+    assert template.status(nb) == "stale"
+    template.fix(nb)
+    assert nb.cells[1].metadata["tags"] == ["other", template.TAG]
+
+
 def test_no_title_setup_goes_before_the_first_code_cell():
     nb = _nb("md:Intro without a heading.", "x = 1")
     assert template.status(nb) == "missing"
