@@ -141,10 +141,12 @@ def score_performance(metric, perf, *, per_s, bandwidth, reference_s, copy_bandw
 
 
 # --------------------------------------------------------------------------- lines from a control
-# Each lab's rubric names its "lesson not learned" control ([performance] control): a correct
-# solution that misses what the lab teaches (lab 2's two kernels, lab 5's two passes, ...). Its
-# fraction of the master, measured by the grader on a GPU (benchmarks/lesson_controls_probe.py,
-# records/labs/lesson_controls_h100.json), sets the lines: full marks at 80% of the master or
+# Each lab's rubric names its "lesson not learned" control ([performance] control, by name): a
+# correct solution that misses what the lab teaches (lab 2's two kernels, lab 5's two passes,
+# ...), one of the submissions its lab module derives from the master. Its fraction of the
+# master, measured by the grader on a GPU (benchmarks/lesson_controls_probe.py,
+# records/labs/lesson_controls_<gpu>.json), sets the lines (until then the rubric's are
+# provisional, the template's): full marks at 80% of the master or
 # halfway from the control to the master, whichever is higher (the master keeps a margin of at
 # least 1/0.9 above full marks), and zero_at where the control earns CONTROL_SHARE of the
 # points. A control faster than CONTROL_MAX of the master does not show the lesson in speed on

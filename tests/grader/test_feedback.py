@@ -144,17 +144,9 @@ def test_coalesced_kernels_get_no_advice(tmp_path):
 def test_the_masters_patterns_are_not_flagged(lab):
     """Lab 2's gate/up loads each touch 8 sectors for 4 sectors' worth, lab 3's threads read
     runs of halves: per instruction they look wasteful, yet every byte moved is used."""
-    import linecache
+    from autograder import master
 
-    from autograder.submission import read_cells
-
-    ns = {"__name__": "__main__", "check": lambda *a, **k: None}
-    for c in read_cells(REPO / "solutions" / f"{lab}.ipynb"):
-        if "BEGIN HIDDEN TESTS" in c["source"]:
-            continue
-        name = f"<master cell {c['index']}>"
-        linecache.cache[name] = (len(c["source"]), None, c["source"].splitlines(True), name)
-        exec(compile(c["source"], name, "exec"), ns)
+    ns = master.namespace(lab)   # its graded cells, each named with its lines for the advice
     one = get(lab)
     assert feedback.access_advice(one, ns[one.function]) == []
 
