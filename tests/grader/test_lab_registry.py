@@ -1,6 +1,6 @@
 """A lab is its module, its master and its rubric: the module (autograder/labs/<lab>.py,
 declaring ``LAB``: its steps with their planted bugs, and the submissions the suite derives from
-the master) the master (solutions/<lab>.ipynb) and the rubric (autograder/rubrics/<lab>.toml).
+the master), the master (solutions/<lab>.ipynb) and the rubric (autograder/rubrics/<lab>.toml).
 The registry finds it; ``list``, ``assign``, ``grade``, ``check``, the tests' and the tools' lab
 lists all follow, and the pages that list the labs and the derived fixtures are written from it.
 
