@@ -159,9 +159,9 @@ def pytest_collection_modifyitems(config, items):
 # share it by work units, never test by test: a test file is one unit (its module fixtures run
 # once), and each group of SERIAL_UNITS is one unit that one worker runs in order: the built
 # book (a session fixture, built once, and the browser tests that read it) and the grader's
-# tests that read the long runs of tests/grader/grading_runs.start_all (started once in the
-# process that asks first; tests/grader/test_autograder.py checks that every file asking is
-# listed here). Every other grader file is a unit of its own: a grading run is made safe beside
+# tests that read the long runs of tests/grader/grading_runs.start_all or of its lab_run (each
+# started once in the process that asks first; tests/grader/test_autograder.py checks that
+# every file asking is listed here). Every other grader file is a unit of its own: a grading run is made safe beside
 # another by the grader itself (its own folders, uids and process tree: test_neighbours.py),
 # and the tests that read processes read only those of their own runs. The units of FIRST
 # start first, in that order (the longest first, so that neither worker is left with a long
@@ -171,12 +171,14 @@ SERIAL_UNITS = {
     "tests/grader/ (the runs of grading_runs.start_all)": (
         "tests/grader/test_autograder.py", "tests/grader/test_autograder_robustness.py",
         "tests/grader/test_lab_paths.py"),
+    "tests/grader/ (the runs of grading_runs.lab_run)": (
+        "tests/grader/test_bounds_grading.py", "tests/grader/test_split_k_faults.py",
+        "tests/grader/test_lab5_tensor_core.py", "tests/grader/test_lab6_decode.py"),
 }
 FIRST = ("tests/built_book/", "tests/grader/ (the runs of grading_runs.start_all)",
-         "tests/grader/test_feedback.py", "tests/grader/test_bounds_grading.py",
-         "tests/grader/test_lab5_tensor_core.py", "tests/grader/test_lab6_decode.py",
-         "tests/grader/test_split_k_faults.py", "tests/library/test_tensorcore.py",
-         "tests/library/test_decode_mlp.py", "tests/grader/test_gradescope.py")
+         "tests/grader/ (the runs of grading_runs.lab_run)", "tests/grader/test_feedback.py",
+         "tests/library/test_tensorcore.py", "tests/library/test_decode_mlp.py",
+         "tests/grader/test_gradescope.py")
 
 
 def work_unit(nodeid: str) -> str:

@@ -1,5 +1,20 @@
 """Shared by the autograder tests: run `python -m autograder grade` in subprocesses, started
-once and concurrently (the simulator is slow; the 2-core CI machine runs them side by side)."""
+once and concurrently (the simulator is slow; the 2-core CI machine runs them side by side).
+
+Two kinds of shared run, each read by the files of one of tests/conftest.py's SERIAL_UNITS:
+
+- :func:`start_all`: every lab's master and untouched lab under the shipped rubric, and the
+  flawed and hostile submissions of tests/fixtures/submissions under FAST_RUBRIC (the grader's
+  plumbing: no hidden case) with the few that a hidden case is the point of under
+  HIDDEN_RUBRIC;
+- :func:`lab_run`: per lab, ONE simulated run of the master and of every fixture the suite's
+  files grade it with (bounds, hazards, races, the lab's own fixtures, its control), under the
+  shipped rubric with one hidden case. Each file says at import what it grades
+  (:func:`grade_with_the_lab`); the master is graded once however many files compare with it.
+
+A run grades what its readers need and no more: a hidden case of lab 2 is seconds of simulator
+per call (two blocks of the largest block the lab allows in every dimension), its kernel proof
+replays it again, so a test of the grader's plumbing grades none."""
 
 from __future__ import annotations
 
@@ -16,11 +31,11 @@ from autograder import labs
 FIX = FIXTURES / "submissions"
 THREATS = FIXTURES / "threats"
 LABS = list(labs.names())  # every lab of autograder/labs/
-def fast_rubric(lab: str = "lab2_packed_swiglu", *, hidden_cases: int = 1, load_s: int = 60,
+def fast_rubric(lab: str = "lab2_packed_swiglu", *, hidden_cases: int = 0, load_s: int = 60,
                 test_s: int = 20, limits: str = "") -> str:
-    """A rubric for test runs: one hidden case (lab 2's is seconds of simulator a call) and
-    short limits (``limits``: more lines of its [limits] table). Full correctness under it
-    is FAST_FULL points."""
+    """A rubric for test runs: no hidden case (``hidden_cases``: how many; lab 2's is seconds
+    of simulator a call) and short limits (``limits``: more lines of its [limits] table).
+    Full correctness under FAST_RUBRIC is FAST_FULL points."""
     return f"""lab = "{lab}"
 [correctness]
 public_points = 1
@@ -38,13 +53,15 @@ test_s = {test_s}
 
 
 FAST_RUBRIC = fast_rubric()
+#: FAST_RUBRIC with one hidden case: for the runs whose point is what a hidden case shows
+HIDDEN_RUBRIC = fast_rubric(hidden_cases=1)
 
 
-def _fast_full() -> int:
-    """Full correctness under FAST_RUBRIC: lab 2's public cases and the hidden one, by its points."""
+def _fast_full(rubric: str = FAST_RUBRIC) -> int:
+    """Full correctness under ``rubric``: lab 2's public cases and its hidden ones, by its points."""
     import tomllib
 
-    c = tomllib.loads(FAST_RUBRIC)["correctness"]
+    c = tomllib.loads(rubric)["correctness"]
     return (len(labs.get("lab2").public_cases) * c["public_points"]
             + c["hidden_cases"] * c["hidden_points"])
 
@@ -157,6 +174,14 @@ def start_all():
     _RUNS["robust"] = (subprocess.Popen(grade_cmd("lab2", subs, out, "--rubric", str(rub), "--sim-timing"),
                                         cwd=REPO, env=env(), stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT), out)
+    # what a hidden case shows before the due date: a wrong answer, the master and leftover memory
+    hid = base / "hidden.toml"
+    hid.write_text(HIDDEN_RUBRIC)
+    out = base / "hidden"
+    subs = [FIX / "unwritten_output.py", master("lab2"), FIX / "leftover_memory.py"]
+    _RUNS["hidden"] = (subprocess.Popen(grade_cmd("lab2", subs, out, "--rubric", str(hid)),
+                                        cwd=REPO, env=env(), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT), out)
     # control: the file-reading submission WITHOUT isolation must find the solution (so the
     # isolated run's failure proves the hiding, not a broken fixture)
     out = base / "control"
@@ -185,3 +210,57 @@ def graded_max(r: dict) -> float:
 
 def full_marks(r: dict) -> bool:
     return r["score"] == graded_max(r) > 0
+
+
+# ------------------------------------------------------------------ one run per lab, its fixtures
+_WANTED: dict[tuple, dict] = {}   # (lab, extended) -> {submission id: path}
+_LAB_RUNS: dict[tuple, tuple] = {}
+_RUBRICS: dict[str, Path] = {}
+
+
+def grade_with_the_lab(lab: str, subs, *, extended: bool = False) -> None:
+    """Called at import by a test file: ``subs`` join the lab's one simulated run
+    (:func:`lab_run`), beside its master. ``extended``: only `make test-all`'s tests read
+    them; they go to a run of their own, started only when such a test asks for it."""
+    key = (labs.resolve(lab), extended)
+    want = _WANTED.setdefault(key, {key[0]: master(key[0])})
+    for p in map(Path, subs):
+        have = want.setdefault(p.stem, p)
+        assert have == p, f"two submissions named {p.stem} in {key[0]}'s run: {have} and {p}"
+
+
+def lab_rubric(lab: str) -> Path:
+    """The rubric of the lab's run: as shipped, with one hidden case (one_hidden_case)."""
+    lab = labs.resolve(lab)
+    if lab not in _RUBRICS:
+        _RUBRICS[lab] = one_hidden_case(lab, Path(tempfile.mkdtemp(prefix="agrubric-")) / "rubric.toml")
+    return _RUBRICS[lab]
+
+
+def start_lab_run(lab: str, extended: bool = False) -> None:
+    """Start the lab's one simulated run (:func:`lab_run`) unless it is started."""
+    key = (labs.resolve(lab), extended)
+    if key in _LAB_RUNS:
+        return
+    assert key in _WANTED, f"no test file gave {key[0]} a submission (grade_with_the_lab)"
+    out = Path(tempfile.mkdtemp(prefix=f"aglab-{key[0]}-"))
+    cmd = grade_cmd(key[0], list(_WANTED[key].values()), out / "graded", "--rubric",
+                    str(lab_rubric(key[0])))
+    _LAB_RUNS[key] = (subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT), out / "graded")
+
+
+def lab_run(lab: str, extended: bool = False, timeout: int = 2400) -> dict:
+    """{submission id: results.json} of the lab's one simulated run: the master (its id is the
+    lab's name) and every submission a test file gave :func:`grade_with_the_lab` (with
+    ``extended``, those of `make test-all`'s tests, in a run of their own). The first call
+    starts every lab's `make test` run (they run side by side), then waits for this one."""
+    key = (labs.resolve(lab), extended)
+    for other, ext in list(_WANTED):
+        if not ext:
+            start_lab_run(other)
+    start_lab_run(*key)
+    proc, out = _LAB_RUNS[key]
+    text, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, f"{key[0]}'s run failed:\n{text.decode(errors='replace')[-3000:]}"
+    return {sid: results(out, sid) for sid in _WANTED[key]}

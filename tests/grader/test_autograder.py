@@ -19,15 +19,19 @@ from repo import FIXTURES
 
 
 
-def test_every_file_reading_the_shared_runs_is_one_work_unit():
-    """grading_runs.start_all starts its runs once per test process: a file that reads them
-    outside the unit of tests/conftest.py's SERIAL_UNITS would start them all again on the
-    other worker (minutes of simulator)."""
+@pytest.mark.parametrize("calls, reader", [(("start_all", "finished"), "test_autograder.py"),
+                                            (("lab_run", "grade_with_the_lab"),
+                                             "test_bounds_grading.py")])
+def test_every_file_reading_the_shared_runs_is_one_work_unit(calls, reader):
+    """grading_runs.start_all and lab_run start their runs once per test process: a file that
+    reads them outside the unit of tests/conftest.py's SERIAL_UNITS would start them again on
+    the other worker (minutes of simulator), and a file that gives lab_run a submission outside
+    it would not find it graded there."""
     import conftest
 
     readers = sorted(f"tests/grader/{p.name}" for p in (REPO / "tests" / "grader").glob("test_*.py")
-                     if any(w in p.read_text() for w in ("start_all(", "finished(")))
-    assert "tests/grader/test_autograder.py" in readers
+                     if any(f"{w}(" in p.read_text() for w in calls))
+    assert f"tests/grader/{reader}" in readers
     units = {conftest.work_unit(f) for f in readers}
     assert len(units) == 1 and units != {readers[0]}, (readers, units)
 

@@ -1,5 +1,8 @@
 """Flawed and hostile submissions (tests/fixtures/submissions/) graded in one run through the
-instructor's CLI, in the simulator with the timing protocol switched on (--sim-timing)."""
+instructor's CLI, in the simulator with the timing protocol switched on (--sim-timing), under
+grading_runs.FAST_RUBRIC (public cases only: what these submissions do, they do on every case);
+what a hidden case shows before the due date is read from a run of three of them with one
+(grading_runs.HIDDEN_RUBRIC)."""
 
 from __future__ import annotations
 
@@ -188,26 +191,26 @@ def test_hidden_cases_stay_hidden_before_the_due_date(run):
 
     import numpy as np
 
-    from grading_runs import start_all
     from autograder.labs import get
 
     lab = get("lab2")
 
-    out = start_all()["robust"][1]
+    out = finished("hidden")   # the run with a hidden case (the robust run draws none)
     seed = json.loads((out / ".grader" / "secret.json").read_text())["hidden_seed"]
     import tomllib
 
-    from grading_runs import FAST_RUBRIC
+    from grading_runs import HIDDEN_RUBRIC
 
-    n = tomllib.loads(FAST_RUBRIC)["correctness"]["hidden_cases"]
-    hidden = lab.hidden_cases(np.random.default_rng(seed), True, n)   # as the FAST rubric draws them
+    n = tomllib.loads(HIDDEN_RUBRIC)["correctness"]["hidden_cases"]
+    assert n >= 1
+    hidden = lab.hidden_cases(np.random.default_rng(seed), True, n)   # as that rubric draws them
     # a shape is leaked if it appears whole ("M=1, F=25" is not leaked by "M=1, F=257"); a draw
     # that equals a public case's shape is shown as that public case, which is no leak
     public = {(c["M"], c["F"]) for c in lab.public_cases}
     shapes = [re.compile(rf"M={c['M']}, F={c['F']}(?!\d)") for c in hidden
               if (c["M"], c["F"]) not in public]
     for sid in ("unwritten_output", SOLUTION, "leftover_memory"):
-        r = run(sid)
+        r = results(out, sid)
         tests = [t for t in r["tests"] if "hidden" in t["name"]]
         assert tests and all(t["visibility"] == "after_due_date" for t in tests)
         feedback = (out / sid / "feedback.md").read_text()

@@ -10,9 +10,9 @@
   ``sim_blocks``), within the simulator's time budget;
 - the master, graded in the same run, keeps full marks.
 
-In the simulator each lab's run grades with its shipped rubric but one hidden case
-(grading_runs.one_hidden_case): what every hidden case drawn looks like is asserted over many
-seeds without grading (the first test).
+In the simulator the fixtures join the lab's one run (grading_runs.lab_run: its shipped rubric
+but one hidden case, the master and every fixture the suite grades of that lab): what every
+hidden case drawn looks like is asserted over many seeds without grading (the first test).
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from derived_fixtures import fixtures
-from grading_runs import correctness_only, full_marks, master, one_hidden_case
+from grading_runs import (correctness_only, full_marks, grade_with_the_lab, lab_run, master,
+                          start_lab_run)
 from repo import ROOT as REPO
 
-import book  # GPU or simulator, decided before numba.cuda is imported
+import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
 from autograder import labs
 from autograder.sandbox import SIM_MAX_THREADS
 
@@ -54,38 +55,44 @@ def _correctness(r):
             and not t["name"].startswith("compute-sanitizer")]
 
 
-def _start(lab: str, simulated: bool = True, rubric: Path | None = None):
-    """One grading run of the lab's master and its bounds fixtures (all started at once: the
-    simulator is slow and CI has two cores)."""
-    key = (lab, simulated)
-    if key not in _RUNS:
+def _subs(lab: str, simulated: bool = True) -> list[Path]:
+    """The lab's bounds fixtures and its result kept by shape (lab 6's hazards are
+    tests/grader/test_split_k_faults.py's); on a GPU only the stores outside the arrays
+    (blockIdx is the simulator's)."""
+    subs = [*fixtures("bounds", lab)]
+    if lab != labs.resolve("lab6"):
+        subs += fixtures("hazards", lab)
+    return subs if simulated else [s for s in subs if "forgets" not in s.name]
+
+
+# in the simulator they join the lab's one run (grading_runs.lab_run), beside the master
+for _lab in KERNEL_LABS:
+    grade_with_the_lab(_lab, _subs(_lab), extended=_lab not in CI_LABS)
+
+
+def _start_on_gpu(lab: str, rubric: Path | None = None):
+    """One grading run on this GPU of the lab's master and its fixtures."""
+    if lab not in _RUNS:
         out = Path(tempfile.mkdtemp(prefix=f"agbounds-{lab}-"))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
-        if simulated:
-            env["BOOK_SIMULATOR"] = "1"
-        else:
-            env.pop("BOOK_SIMULATOR", None)
-        subs = [master(lab), *fixtures("bounds", lab)]
-        if lab != labs.resolve("lab6"):   # lab 6's own: tests/grader/test_split_k_faults.py
-            subs += fixtures("hazards", lab)
-        if not simulated:   # on a GPU: the stores outside the arrays (blockIdx is the simulator's)
-            subs = [s for s in subs if "forgets" not in s.name]
-        elif rubric is None:   # the shipped rubric, one hidden case (the cases' blocks: above)
-            rubric = one_hidden_case(lab, out / "rubric.toml")
+        env.pop("BOOK_SIMULATOR", None)
+        subs = [master(lab), *_subs(lab, simulated=False)]
         cmd = [sys.executable, "-m", "autograder", "grade", lab, *map(str, subs), "--out",
                str(out / "graded"), "--quiet", *(["--rubric", str(rubric)] if rubric else [])]
-        _RUNS[key] = (subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+        _RUNS[lab] = (subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT), out / "graded", subs)
-    return _RUNS[key]
+    return _RUNS[lab]
 
 
 def graded(lab: str, simulated: bool = True, rubric: Path | None = None) -> dict:
-    """{submission id: results.json} of the lab's run (the master's id is the lab's name)."""
-    if simulated and book.gpu.SIMULATED:   # CI's two labs' runs start together with the first
-        for one in CI_LABS:                 # asked for; labs 3-5's (make test-all's) on demand,
-            _start(one)                     # never in make test, which does not ask for them
-    proc, out, subs = _start(lab, simulated, rubric)
+    """{submission id: results.json} of the lab's run (the master's id is the lab's name): in
+    the simulator the lab's one run (grading_runs.lab_run: the shipped rubric, one hidden
+    case), on a GPU its own under ``rubric``."""
+    if simulated:
+        assert rubric is None, "the simulator's run is the lab's one run, under its rubric"
+        return lab_run(lab, extended=lab not in CI_LABS)
+    proc, out, subs = _start_on_gpu(lab, rubric)
     text, _ = proc.communicate(timeout=2400)
     assert proc.returncode == 0, text.decode(errors="replace")[-3000:]
     return {s.stem: json.loads((out / s.stem / "results.json").read_text()) for s in subs}
@@ -205,7 +212,7 @@ def test_on_a_gpu_a_store_past_the_end_is_caught_in_the_same_words(lab, tmp_path
     # the race is said first on both graders, the simulator's trace's words)
     same_launch = lab not in (labs.resolve("lab5"), labs.resolve("lab6"))
     if same_launch:   # the simulator's run of the same files, meanwhile
-        _start(lab)
+        start_lab_run(lab, extended=lab not in CI_LABS)
     gpu = graded(lab, simulated=False, rubric=tmp_path / "rubric.toml")
     master = gpu[lab]
     assert all(t["score"] == t["max_score"] for t in _correctness(master)), _correctness(master)

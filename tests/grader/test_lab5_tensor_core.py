@@ -2,9 +2,10 @@
 tests/grader/test_lab_steps.py checks of every staged lab (each step passes on the master and its
 check catches the step's PlantedBug): step 1 draws which lane holds what; a fragment-index bug
 in the slab routine is caught by the checks of both steps that use it, and one in the graded
-kernel by its check; the master compiles for sm_75, sm_80 and sm_90; the master, the untouched
-lab and the fixtures (tests/fixtures/lab5) graded by `python -m autograder grade` (the shipped
-rubric with one hidden case, its point totals read from it)."""
+kernel by its check; the master compiles for sm_75, sm_80 and sm_90; the master and the
+fixtures (tests/fixtures/lab5) graded by `python -m autograder grade` in the lab's one run
+(grading_runs.lab_run: the shipped rubric with one hidden case, its point totals read from it;
+the untouched lab is test_autograder's)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from repo import ROOT as REPO
 from autograder import labs as L
 from autograder.labs.edits import Edit
 from autograder.master import namespace, notebook
+from grading_runs import full_correctness, grade_with_the_lab, lab_rubric, lab_run
 
 LAB = "lab5_tensor_core_dual_gemm"
 SPEC = L.get(LAB)
@@ -112,40 +114,28 @@ def test_the_master_compiles_for_a_t4_an_a100_and_an_h100():
 FIX = REPO / "tests" / "fixtures" / "lab5"
 
 
-@pytest.fixture(scope="module")
-def rubric(tmp_path_factory):
-    """The lab's shipped rubric with one hidden case (grading_runs.one_hidden_case: what each
-    submission earns is judged here, not how many cases the grader draws)."""
-    from grading_runs import one_hidden_case
+# the fixtures join the lab's one simulated run (grading_runs.lab_run: the shipped rubric with
+# one hidden case, the master beside them; what the untouched lab earns is test_autograder's)
+grade_with_the_lab(LAB, sorted(FIX.glob("*.py")))
 
-    return one_hidden_case(LAB, tmp_path_factory.mktemp("lab5-rubric") / "rubric.toml")
+
+@pytest.fixture(scope="module")
+def rubric():
+    """The rubric of the lab's run: as shipped, one hidden case (what each submission earns is
+    judged here, not how many cases the grader draws)."""
+    return lab_rubric(LAB)
 
 
 @pytest.fixture(scope="module")
 def full(rubric) -> int:
     """The correctness points a right answer earns under ``rubric``."""
-    from grading_runs import full_correctness
-
     return full_correctness(LAB, len(SPEC.public_cases), rubric)
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory, rubric):
-    """One `python -m autograder grade` run in the simulator under ``rubric``: the master, the
-    untouched lab and the four fixtures."""
-    import subprocess
-
-    from grading_runs import env, grade_cmd, master, results
-
-    out = tmp_path_factory.mktemp("lab5-grade")
-    subs = [master(LAB), REPO / "labs" / f"{LAB}.ipynb",
-            *sorted(FIX.glob("*.py"))]
-    p = subprocess.run(grade_cmd(LAB, subs, out, "--rubric", str(rubric)), cwd=REPO, env=env(),
-                       capture_output=True, text=True, timeout=1500)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return {sid: results(out, sid) for sid in (
-        f"solutions_{LAB}", f"labs_{LAB}", "cublas_ctypes", "float32_cuda_cores",
-        "missing_cp_async_wait", "transposed_fragments", "uses_mma_gemm")}
+def graded():
+    """{submission id: results.json} of the lab's one run (the master's id is the lab's name)."""
+    return lab_run(LAB)
 
 
 def _correctness(r):
@@ -154,11 +144,9 @@ def _correctness(r):
 
 
 @pytest.mark.slow
-def test_the_master_earns_full_correctness_and_the_untouched_lab_zero(graded, full):
-    got, top, _ = _correctness(graded[f"solutions_{LAB}"])
-    assert got == top == full and graded[f"solutions_{LAB}"]["extra_data"]["flags"] == []
-    got, _, tests = _correctness(graded[f"labs_{LAB}"])
-    assert got == 0 and all("NotImplementedError" in t["output"] for t in tests)
+def test_the_master_earns_full_correctness_beside_the_fixtures(graded, full):
+    got, top, _ = _correctness(graded[LAB])
+    assert got == top == full and graded[LAB]["extra_data"]["flags"] == []
 
 
 @pytest.mark.slow

@@ -2,9 +2,10 @@
 tests/grader/test_lab_steps.py checks of every staged lab (each step passes on the master and
 its check catches the step's PlantedBug): the graded function passes its public checks on the
 master; a lost partial sum in the graded kernel is caught by its check; the master compiles for
-sm_75 (Colab's T4), sm_80 and sm_90; the master, the untouched lab and the hostile and unusual
-fixtures (tests/fixtures/lab6) graded by `python -m autograder grade --sim-timing` (the shipped
-rubric with one hidden case, its point totals read from it), each judged as its first line says."""
+sm_75 (Colab's T4), sm_80 and sm_90; the master and the hostile and unusual
+fixtures (tests/fixtures/lab6) graded by `python -m autograder grade` in the lab's one run
+(grading_runs.lab_run: the shipped rubric with one hidden case, its point totals read from it;
+the untouched lab is test_autograder's), each judged as its first line says."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from repo import ROOT as REPO
 from autograder import labs as L
 from autograder.master import namespace
 from tools.lab_fixtures import control
+from grading_runs import full_correctness, grade_with_the_lab, lab_rubric, lab_run
 
 LAB = "lab6_decode_mlp_up"
 SPEC = L.get(LAB)
@@ -83,39 +85,28 @@ def test_every_fixture_is_graded_here_and_said_in_the_readme():
         assert first.startswith("# ") and ":" in first, f"{name}.py: first line says what it is"
 
 
-@pytest.fixture(scope="module")
-def rubric(tmp_path_factory):
-    """The lab's shipped rubric with one hidden case (grading_runs.one_hidden_case: what each
-    submission earns is judged here, not how many cases the grader draws)."""
-    from grading_runs import one_hidden_case
+# the fixtures join the lab's one simulated run (grading_runs.lab_run: the shipped rubric with
+# one hidden case, the master beside them; what the untouched lab earns is test_autograder's)
+grade_with_the_lab(LAB, [*(FIX / f"{n}.py" for n in SUBMISSIONS), CONTROL])
 
-    return one_hidden_case(LAB, tmp_path_factory.mktemp("lab6-rubric") / "rubric.toml")
+
+@pytest.fixture(scope="module")
+def rubric():
+    """The rubric of the lab's run: as shipped, one hidden case (what each submission earns is
+    judged here, not how many cases the grader draws)."""
+    return lab_rubric(LAB)
 
 
 @pytest.fixture(scope="module")
 def full(rubric) -> int:
     """The correctness points a right answer earns under ``rubric``."""
-    from grading_runs import full_correctness
-
     return full_correctness(LAB, len(SPEC.public_cases), rubric)
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory, rubric):
-    """One `python -m autograder grade --sim-timing` run in the simulator under ``rubric``: the
-    master, the untouched lab and the fixtures."""
-    import subprocess
-
-    from grading_runs import env, grade_cmd, master, results
-
-    out = tmp_path_factory.mktemp("lab6-grade")
-    subs = [master(LAB), REPO / "labs" / f"{LAB}.ipynb",
-            *(FIX / f"{n}.py" for n in SUBMISSIONS), CONTROL]
-    p = subprocess.run(grade_cmd(LAB, subs, out, "--sim-timing", "--rubric", str(rubric)),
-                       cwd=REPO, env=env(), capture_output=True, text=True, timeout=2400)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return {sid: results(out, sid) for sid in (f"solutions_{LAB}", f"labs_{LAB}", *SUBMISSIONS,
-                                                CONTROL.stem)}
+def graded():
+    """{submission id: results.json} of the lab's one run (the master's id is the lab's name)."""
+    return lab_run(LAB)
 
 
 def _correctness(r):
@@ -124,11 +115,9 @@ def _correctness(r):
 
 
 @pytest.mark.slow
-def test_the_master_earns_full_correctness_and_the_untouched_lab_zero(graded, full):
-    got, top, _ = _correctness(graded[f"solutions_{LAB}"])
-    assert got == top == full and graded[f"solutions_{LAB}"]["extra_data"]["flags"] == []
-    got, _, tests = _correctness(graded[f"labs_{LAB}"])
-    assert got == 0 and all("NotImplementedError" in t["output"] for t in tests)
+def test_the_master_earns_full_correctness_beside_the_fixtures(graded, full):
+    got, top, _ = _correctness(graded[LAB])
+    assert got == top == full and graded[LAB]["extra_data"]["flags"] == []
 
 
 @pytest.mark.slow

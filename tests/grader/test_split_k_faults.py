@@ -1,8 +1,8 @@
 """What a split-K GEMV invites, graded (issue 41): lab 6's master and its faulty variants by
-`python -m autograder grade` with the shipped rubric's cases (one hidden case, no timing:
-grading_runs.correctness_only), in the simulator (CI, and Gradescope, which grades there) and
-on a GPU (marker `gpu`, the GPU lane), each family losing correctness points in the same
-words on both:
+`python -m autograder grade` with the shipped rubric's cases (one hidden case), in the
+simulator (CI, and Gradescope, which grades there: lab 6's one run, grading_runs.lab_run) and
+on a GPU (marker `gpu`, the GPU lane: no timing, grading_runs.correctness_only), each family
+losing correctness points in the same words on both:
 
 - the arrival counter never set back to zero (tests/fixtures/hazards/): right on the first call
   of a case, wrong on the second on the same arrays, said as a dependence on an earlier call
@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from grading_runs import correctness_only, full_marks, master, results
+from grading_runs import correctness_only, full_marks, grade_with_the_lab, lab_run, master, results
 from repo import FIXTURES, ROOT as REPO
 
 import book  # GPU or simulator, decided before numba.cuda is imported
@@ -58,25 +58,32 @@ FAULTS = {  # fixture -> (the words its failing cases say, {simulated: the cases
 _RUNS = {}
 
 
-def _subs(tmp: Path) -> list[Path]:
+def _subs(folder: Path) -> list[Path]:
+    """The faults (the missing barrier twice: the second a copy in ``folder``)."""
     hz, sz = FIXTURES / "hazards", FIXTURES / "sanitizer"
-    again = tmp / "lab6_missing_syncthreads_again.py"
+    again = folder / "lab6_missing_syncthreads_again.py"
     shutil.copy(sz / "lab6_missing_syncthreads.py", again)
-    return [master(LAB), hz / "lab6_counter_never_reset.py",
-            hz / "lab6_one_piece_per_thread.py", hz / "lab6_counter_without_atomic.py",
-            sz / "lab6_missing_syncthreads.py", again, sz / "lab6_reads_x_past_end.py"]
+    return [hz / "lab6_counter_never_reset.py", hz / "lab6_one_piece_per_thread.py",
+            hz / "lab6_counter_without_atomic.py", sz / "lab6_missing_syncthreads.py", again,
+            sz / "lab6_reads_x_past_end.py"]
+
+
+# in the simulator they join lab 6's one run (grading_runs.lab_run), beside the master
+grade_with_the_lab(LAB, _subs(Path(tempfile.mkdtemp(prefix="agsplitk-"))))
 
 
 def graded(simulated: bool) -> dict:
-    """{submission id: results.json} of one grading run of the master and the faults."""
+    """{submission id: results.json} of one grading run of the master and the faults: in the
+    simulator lab 6's one run (the shipped rubric, one hidden case), on a GPU its own
+    (correctness only: nothing is timed)."""
+    if simulated:
+        return lab_run(LAB)
     if simulated not in _RUNS:
         tmp = Path(tempfile.mkdtemp(prefix="agsplitk-"))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
         env.pop("BOOK_SIMULATOR", None)
-        if simulated:
-            env["BOOK_SIMULATOR"] = "1"
-        subs = _subs(tmp)
+        subs = [master(LAB), *_subs(tmp)]
         rubric = correctness_only(LAB, tmp / "r.toml", hidden_cases=1)
         cmd = [sys.executable, "-m", "autograder", "grade", LAB, *map(str, subs), "--out",
                str(tmp / "graded"), "--quiet", "--rubric", str(rubric)]
