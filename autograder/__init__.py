@@ -18,8 +18,8 @@ The verbs (``__main__``: ``python -m autograder list|new-lab|assign|check|grade|
 
 What check and grade share
   ``book.answers`` (book's, as a chapter's exercise says a result too): a result against its
-  float64 reference, said the same way to student and instructor; ``compare``, where
-  ``labs.spec`` still finds it (it defines nothing).
+  float64 reference, said the same way to student and instructor (imported inside the
+  functions that use it: importing book decides GPU or simulator, which grade decides first).
   ``inputs``: inputs generated from a seed, by the grader and inside the child
   alike, and the guard zones every array the grader hands a submission sits between (their
   size, poison and what was written into them). ``submission``: a submission (a Colab

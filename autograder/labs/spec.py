@@ -267,7 +267,7 @@ class NumericLab(LabSpec):
 
     def check(self, got, case, expected=None) -> tuple[bool, str]:
         """(ok, message naming what is wrong) for what the student's code returned."""
-        from ..compare import compare_number
+        from book.answers import compare_number
 
         expected = self.expected(case) if expected is None else expected
         return compare_number(got, expected, rtol=self.rtol, what=case["name"])
@@ -427,7 +427,7 @@ class KernelLab(LabSpec):
 
     def check(self, got, case, expected=None) -> tuple[bool, str]:
         """(ok, message naming what is wrong) for the array the student's kernel wrote."""
-        from ..compare import compare_array
+        from book.answers import compare_array
 
         expected = self.expected(case) if expected is None else expected
         return compare_array(got, expected, rtol=self.rtol, atol=self.atol, dtype_name=self.dtype,
@@ -465,7 +465,7 @@ class KernelLab(LabSpec):
         from book.sim_addressing import installed
 
         from .. import hazards
-        from ..compare import guard_notes
+        from book.answers import guard_notes
         from ..inputs import generate, guard_damage, guarded, unguarded
 
         ins = {n: generate(s) for n, s in step.input_specs(case).items()}
@@ -494,7 +494,7 @@ class KernelLab(LabSpec):
 
     def check_step(self, got, step: Step, case, inputs) -> tuple[bool, str]:
         """(ok, message): the same words as check() and the grader (compare_array)."""
-        from ..compare import compare_array
+        from book.answers import compare_array
 
         return compare_array(got, step.reference(inputs), rtol=step.rtol, atol=step.atol,
                              dtype_name=step.dtype, what=step.output,

@@ -77,14 +77,10 @@ def test_a_lab_answer_and_a_chapter_number_say_how_far_the_same_way():
         assert phrase in fb.message, (phrase, fb.message)
 
 
-def test_the_graders_old_address_is_book_answers_and_grade_does_not_import_book():
-    from autograder import compare
-
-    for name in compare.NAMES:
-        assert getattr(compare, name) is getattr(answers, name)
+def test_importing_the_grader_does_not_import_book():
     # importing book decides GPU or simulator; grade decides that first (--simulator), so
-    # importing the grader (its judge and timer use the checker) must not import book
-    code = ("import sys\nimport autograder.grade, autograder.compare, autograder.check\n"
+    # importing the grader (its judge, timer and labs use the checker) must not import book
+    code = ("import sys\nimport autograder.grade, autograder.labs, autograder.check\n"
             "assert 'book' not in sys.modules, sorted(m for m in sys.modules if 'book' in m)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
