@@ -72,6 +72,7 @@ def run(root: Path, *args, timeout=600):
     import os
 
     env = dict(os.environ, BOOK_SIMULATOR="1", PYTHONPATH=str(root))
+    env.pop("PYTEST_ADDOPTS", None)   # the copy's suite runs as the recipe says, not with ours
     r = subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True, text=True,
                        timeout=timeout)
     assert r.returncode == 0, f"{args} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
