@@ -116,7 +116,13 @@ FIX = REPO / "tests" / "fixtures" / "lab5"
 
 # the fixtures join the lab's one simulated run (grading_runs.lab_run: the shipped rubric with
 # one hidden case, the master beside them; what the untouched lab earns is test_autograder's)
-grade_with_the_lab(LAB, sorted(FIX.glob("*.py")))
+# `make test` grades the two refused ones (seconds each: they stop at loading); the three that
+# run the whole simulated dual GEMM (a minute or more each on two cores) are `make test-all`'s,
+# in a run of their own beside the master: a planted bug's detection is also every CI run's,
+# by the step checks (tests/grader/test_lab_steps.py)
+WHOLE_RUNS = ("float32_cuda_cores", "missing_cp_async_wait", "transposed_fragments")
+grade_with_the_lab(LAB, [p for p in sorted(FIX.glob("*.py")) if p.stem not in WHOLE_RUNS])
+grade_with_the_lab(LAB, [FIX / f"{n}.py" for n in WHOLE_RUNS], extended=True)
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +142,12 @@ def full(rubric) -> int:
 def graded():
     """{submission id: results.json} of the lab's one run (the master's id is the lab's name)."""
     return lab_run(LAB)
+
+
+@pytest.fixture(scope="module")
+def graded_whole():
+    """The same of the run of WHOLE_RUNS (`make test-all`'s), the master beside them."""
+    return lab_run(LAB, extended=True)
 
 
 def _correctness(r):
@@ -167,22 +179,25 @@ def test_the_instructions_may_be_imported_the_course_gemm_may_not(graded):
 
 
 @pytest.mark.slow
-def test_float32_cuda_cores_are_correct_and_graded_as_such(graded, full):
+@pytest.mark.extended
+def test_float32_cuda_cores_are_correct_and_graded_as_such(graded_whole, full):
     # correct: full correctness; its speed is the GPU run's to judge (no timing here)
-    got, top, _ = _correctness(graded["float32_cuda_cores"])
+    got, top, _ = _correctness(graded_whole["float32_cuda_cores"])
     assert got == top == full
 
 
 @pytest.mark.slow
-def test_a_missing_cp_async_wait_is_correct_in_the_simulator(graded, full):
+@pytest.mark.extended
+def test_a_missing_cp_async_wait_is_correct_in_the_simulator(graded_whole, full):
     # the simulator's cp.async copies at once: the race needs a GPU (and racecheck) to show
-    got, top, _ = _correctness(graded["missing_cp_async_wait"])
+    got, top, _ = _correctness(graded_whole["missing_cp_async_wait"])
     assert got == top == full
 
 
 @pytest.mark.slow
-def test_transposed_fragments_are_a_wrong_answer(graded):
-    got, _, tests = _correctness(graded["transposed_fragments"])
+@pytest.mark.extended
+def test_transposed_fragments_are_a_wrong_answer(graded_whole):
+    got, _, tests = _correctness(graded_whole["transposed_fragments"])
     assert got == 0 and all("first bad index" in t["output"] for t in tests)
 
 
