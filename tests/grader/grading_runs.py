@@ -3,7 +3,9 @@ once and concurrently (the simulator is slow; the 2-core CI machine runs them si
 
 Two kinds of shared run, each read by the files of one of tests/conftest.py's SERIAL_UNITS:
 
-- :func:`start_all`: every lab's master and untouched lab under the shipped rubric, and the
+- :func:`start_all`: every lab's master and untouched lab under the shipped rubric (a kernel
+  lab's with one hidden case: every hidden case the simulator draws spans two of the largest
+  blocks in every dimension, test_bounds_grading's first test, so one takes every path), and the
   flawed and hostile submissions of tests/fixtures/submissions under FAST_RUBRIC (the grader's
   plumbing: no hidden case) with the few that a hidden case is the point of under
   HIDDEN_RUBRIC;
@@ -164,7 +166,10 @@ def start_all():
     for lab in LABS:
         out = base / lab
         subs = [master(lab), REPO / "labs" / f"{lab}.ipynb"]
-        _RUNS[lab] = (subprocess.Popen(grade_cmd(lab, subs, out), cwd=REPO, env=env(),
+        extra = ()
+        if labs.get(lab).kernel:   # one hidden case: each crosses every block boundary
+            extra = ("--rubric", str(one_hidden_case(lab, base / f"{lab}.toml")))
+        _RUNS[lab] = (subprocess.Popen(grade_cmd(lab, subs, out, *extra), cwd=REPO, env=env(),
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT), out)
     # the flawed and hostile submissions, and the threats of issue 12 that the grader itself
     # answers (the escaping process and the memory grab are tests/grader/test_isolation.py's)

@@ -4,7 +4,9 @@ several pieces per thread, several warps per row, T = 1 and T > 1, a ragged shar
 grader's cases make the lab's master take each of them. Read from the launches the grader
 recorded while it graded the master (measurements.jsonl, kind "test": the case's launch
 shapes and the paths they took): in the simulator (CI; what Gradescope runs) from the master's
-run of tests/grader/grading_runs.py, with the shipped rubric; on a GPU (marker `gpu`) from a
+run of tests/grader/grading_runs.py, with the shipped rubric but one hidden case (each hidden
+case drawn for the simulator spans two of the largest blocks in every dimension, so one takes
+every path a hidden case takes); on a GPU (marker `gpu`) from a
 run of its own. Lab 6's simulated hidden cases split d whatever the seed (the first test,
 over many seeds, without grading)."""
 
