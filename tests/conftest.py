@@ -7,10 +7,9 @@ names stay unique across folders, since pytest imports them by name):
 - ``library/``: the ``book`` package: kernels, timing harness, models, tracer, exercises, the
   widgets' Python side (``decode_cases.py``: cases the decode GEMVs' tests share).
 - ``grader/``: ``autograder``: assign, check, grade, the sandbox, feedback, Gradescope
-  (``grading_runs.py`` starts the long grading runs once for the folder; ``faults.py`` injects
-  the failures of a grading machine where a child is started; ``derived_fixtures.py`` writes
-  the bounds, controls and hazards fixtures from the masters; ``docker_default.py`` makes
-  Docker's default limits real for ``test_docker_default.py``).
+  (``grading_runs.py`` starts the long grading runs once for the folder, a lab's fixtures in
+  one run; ``faults.py`` injects the failures of a grading machine where a child is started;
+  ``docker_default.py`` makes Docker's default limits real for ``test_docker_default.py``).
 - ``chapters/``: the chapters' code, exercises and GPU recordings (``test_record.py``,
   ``test_recorded_outputs.py``: a table that reads several runs names each, no output prints
   a path of the machine that ran it; ``test_glossary.py``: a bold term an earlier page already
@@ -34,7 +33,8 @@ names stay unique across folders, since pytest imports them by name):
   float32-CUDA-core, missing-``cp.async``-wait and transposed-fragment files:
   ``test_lab5_tensor_core.py``), ``lab6/`` (lab 6's split-K without its reduction, weights
   read twice, cache by pointer, atomics and one-thread-per-output files:
-  ``test_lab6_decode.py``), and, derived from the masters by ``derived_fixtures.py``,
+  ``test_lab6_decode.py``), and, derived from the masters by the lab modules' edits
+  (``python -m tools.lab_fixtures --write``),
   ``bounds/`` (per lab, the master with a store past the end of ``out`` or a forgotten
   ``blockIdx``: ``test_bounds_grading.py``, ``test_guard_zones.py``), ``controls/`` (per lab,
   the "lesson not learned" control its rubric names: ``test_lesson_controls.py``) and

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from derived_fixtures import fixtures
+from tools.lab_fixtures import fixtures
 from grading_runs import (correctness_only, full_marks, grade_with_the_lab, lab_run, master,
                           start_lab_run)
 from repo import ROOT as REPO

@@ -13,7 +13,7 @@ import pytest
 
 import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
 from numba import cuda, float32  # module level: the simulator swaps a kernel's global `cuda`
-from derived_fixtures import fixtures
+from tools.lab_fixtures import fixtures
 
 from autograder import labs
 from autograder.inputs import (GUARD_ALIGN_BYTES, guard_bits, guard_damage, guard_elems, guarded,
