@@ -151,9 +151,27 @@ def env():
     return e
 
 
+def gpu_env() -> dict:
+    """The environment of a grading run on this machine's GPU: the repository first on the path,
+    then whatever the machine's path already holds (a GPU machine may carry pinned wheels
+    there), and no BOOK_SIMULATOR."""
+    e = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    e.pop("BOOK_SIMULATOR", None)
+    return e
+
+
 def grade_cmd(lab, subs, out, *extra):
     return [sys.executable, "-m", "autograder", "grade", lab, *map(str, subs), "--out", str(out),
             "--quiet", *extra]
+
+
+def start_grade(lab, subs, out, *extra, environ: dict | None = None) -> subprocess.Popen:
+    """`grade LAB SUBS --out OUT EXTRA...` started in the repository, its output in one pipe;
+    in the simulator unless ``environ`` says otherwise (e.g. :func:`gpu_env`)."""
+    return subprocess.Popen(grade_cmd(lab, subs, out, *extra), cwd=REPO,
+                            env=env() if environ is None else environ,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
 def start_all():
@@ -166,33 +184,26 @@ def start_all():
     for lab in LABS:
         out = base / lab
         subs = [master(lab), REPO / "labs" / f"{lab}.ipynb"]
-        extra = ()
-        if labs.get(lab).kernel:   # one hidden case: each crosses every block boundary
-            extra = ("--rubric", str(one_hidden_case(lab, base / f"{lab}.toml")))
-        _RUNS[lab] = (subprocess.Popen(grade_cmd(lab, subs, out, *extra), cwd=REPO, env=env(),
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT), out)
+        # one hidden case (lab_rubric): each crosses every block boundary
+        extra = ("--rubric", str(lab_rubric(lab))) if labs.get(lab).kernel else ()
+        _RUNS[lab] = (start_grade(lab, subs, out, *extra), out)
     # the flawed and hostile submissions, and the threats of issue 12 that the grader itself
     # answers (the escaping process and the memory grab are tests/grader/test_isolation.py's)
     subs = (sorted(FIX.glob("*.py")) + [FIX / "malformed.ipynb", master("lab2")]
             + [THREATS / f for f in ("host_numpy_counter.py", "replay_undercount.py", "grid_stride_264.py")])
     out = base / "robust"
-    _RUNS["robust"] = (subprocess.Popen(grade_cmd("lab2", subs, out, "--rubric", str(rub), "--sim-timing"),
-                                        cwd=REPO, env=env(), stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT), out)
+    _RUNS["robust"] = (start_grade("lab2", subs, out, "--rubric", str(rub), "--sim-timing"), out)
     # what a hidden case shows before the due date: a wrong answer, the master and leftover memory
     hid = base / "hidden.toml"
     hid.write_text(HIDDEN_RUBRIC)
     out = base / "hidden"
     subs = [FIX / "unwritten_output.py", master("lab2"), FIX / "leftover_memory.py"]
-    _RUNS["hidden"] = (subprocess.Popen(grade_cmd("lab2", subs, out, "--rubric", str(hid)),
-                                        cwd=REPO, env=env(), stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT), out)
+    _RUNS["hidden"] = (start_grade("lab2", subs, out, "--rubric", str(hid)), out)
     # control: the file-reading submission WITHOUT isolation must find the solution (so the
     # isolated run's failure proves the hiding, not a broken fixture)
     out = base / "control"
-    _RUNS["control"] = (subprocess.Popen(grade_cmd("lab2", [FIX / "reads_hidden.py"], out, "--rubric", str(rub),
-                                                   "--no-isolation"), cwd=REPO, env=env(),
-                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT), out)
+    _RUNS["control"] = (start_grade("lab2", [FIX / "reads_hidden.py"], out, "--rubric", str(rub),
+                                    "--no-isolation"), out)
     return _RUNS
 
 
@@ -249,10 +260,8 @@ def start_lab_run(lab: str, extended: bool = False) -> None:
         return
     assert key in _WANTED, f"no test file gave {key[0]} a submission (grade_with_the_lab)"
     out = Path(tempfile.mkdtemp(prefix=f"aglab-{key[0]}-"))
-    cmd = grade_cmd(key[0], list(_WANTED[key].values()), out / "graded", "--rubric",
-                    str(lab_rubric(key[0])))
-    _LAB_RUNS[key] = (subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT), out / "graded")
+    _LAB_RUNS[key] = (start_grade(key[0], list(_WANTED[key].values()), out / "graded",
+                                  "--rubric", str(lab_rubric(key[0]))), out / "graded")
 
 
 def lab_run(lab: str, extended: bool = False, timeout: int = 2400) -> dict:

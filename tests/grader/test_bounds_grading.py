@@ -18,19 +18,15 @@ hidden case drawn looks like is asserted over many seeds without grading (the fi
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from tools.lab_fixtures import fixtures
-from grading_runs import (correctness_only, full_marks, grade_with_the_lab, lab_run, master,
-                          start_lab_run)
-from repo import ROOT as REPO
+from grading_runs import (correctness_only, full_marks, gpu_env, grade_with_the_lab, lab_run, master,
+                          start_grade, start_lab_run)
 
 import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
 from autograder import labs
@@ -74,14 +70,10 @@ def _start_on_gpu(lab: str, rubric: Path | None = None):
     """One grading run on this GPU of the lab's master and its fixtures."""
     if lab not in _RUNS:
         out = Path(tempfile.mkdtemp(prefix=f"agbounds-{lab}-"))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
-        env.pop("BOOK_SIMULATOR", None)
         subs = [master(lab), *_subs(lab, simulated=False)]
-        cmd = [sys.executable, "-m", "autograder", "grade", lab, *map(str, subs), "--out",
-               str(out / "graded"), "--quiet", *(["--rubric", str(rubric)] if rubric else [])]
-        _RUNS[lab] = (subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT), out / "graded", subs)
+        _RUNS[lab] = (start_grade(lab, subs, out / "graded",
+                                  *(["--rubric", str(rubric)] if rubric else []), environ=gpu_env()),
+                      out / "graded", subs)
     return _RUNS[lab]
 
 

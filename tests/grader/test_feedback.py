@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import book  # noqa: F401  (simulator decided before numba.cuda is imported)
-from grading_runs import FAST_FULL, FAST_RUBRIC, FIX, REPO, THREATS, env, grade_cmd
+from grading_runs import FAST_FULL, FAST_RUBRIC, FIX, REPO, THREATS, env, gpu_env, grade_cmd
 from autograder import feedback, rerun, sanitize
 from autograder.judge import hazard_words
 from autograder.labs import get
@@ -820,7 +820,6 @@ def test_the_sanitized_case_is_chosen_by_the_masters_paths(tmp_path):
 # timed), in the grader's full sandbox.
 def _gpu_grade(out: Path, lab: str, subs: list) -> tuple[dict, list]:
     """({submission id: results.json}, the run's log) of `grade LAB SUBS` on this GPU."""
-    import os
     import sys
 
     from autograder import labs
@@ -832,9 +831,7 @@ def _gpu_grade(out: Path, lab: str, subs: list) -> tuple[dict, list]:
     out.mkdir(parents=True, exist_ok=True)
     rub = out / f"{name}.toml"
     rub.write_text(text)
-    envs = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
-    envs.pop("BOOK_SIMULATOR", None)
+    envs = gpu_env()
     r = subprocess.run([sys.executable, "-m", "autograder", "grade", name, *map(str, subs),
                         "--out", str(out / "graded"), "--rubric", str(rub)], cwd=REPO, env=envs,
                        capture_output=True, text=True, timeout=1500)

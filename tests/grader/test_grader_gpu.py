@@ -3,12 +3,12 @@ copies of lab 2's master, graded in one run as shipped, are scored against the m
 beside each of them and all earn full marks within 2% of each other (issue 18)."""
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 
 import pytest
+from grading_runs import gpu_env
 from repo import ROOT as REPO
 
 
@@ -20,11 +20,7 @@ def test_identical_copies_of_the_master_get_the_same_full_marks(tmp_path):
     for i in range(4):
         shutil.copy(REPO / "solutions" / "lab2_packed_swiglu.ipynb", subs / f"copy_{i}.ipynb")
     out = tmp_path / "graded"
-    # the repository first, and whatever the machine's path already holds after it (a GPU machine
-    # may carry pinned wheels there: numba-cuda 0.30.4 needs numpy < 2.5)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
-    env.pop("BOOK_SIMULATOR", None)
+    env = gpu_env()   # (a GPU machine's own path keeps its pinned wheels: numba-cuda 0.30.4 needs numpy < 2.5)
     r = subprocess.run([sys.executable, "-m", "autograder", "grade", "lab2", str(subs), "--out",
                         str(out), "--quiet"], cwd=REPO, env=env, capture_output=True, text=True,
                        timeout=900)

@@ -13,7 +13,6 @@ over many seeds, without grading)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from grading_runs import correctness_only, finished, master
+from grading_runs import correctness_only, finished, gpu_env, master
 from repo import ROOT as REPO
 
 import book  # GPU or simulator, decided before numba.cuda is imported
@@ -90,9 +89,7 @@ def test_the_master_takes_every_declared_path_on_the_simulators_cases(lab):
 @pytest.mark.parametrize("lab", PATH_LABS)
 def test_the_master_takes_every_declared_path_on_a_gpus_cases(lab):
     out = Path(tempfile.mkdtemp(prefix=f"agpaths-{lab}-"))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
-    env.pop("BOOK_SIMULATOR", None)
+    env = gpu_env()
     correctness_only(lab, out / "rubric.toml")   # the cases, not the timing
     cmd = [sys.executable, "-m", "autograder", "grade", lab,
            str(master(lab)), "--out", str(out / "graded"), "--quiet",

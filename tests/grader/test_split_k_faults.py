@@ -18,17 +18,15 @@ losing correctness points in the same words on both:
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from grading_runs import correctness_only, full_marks, grade_with_the_lab, lab_run, master, results
-from repo import FIXTURES, ROOT as REPO
+from grading_runs import (correctness_only, full_marks, gpu_env, grade_with_the_lab, lab_run, master,
+                          results, start_grade)
+from repo import FIXTURES
 
 import book  # GPU or simulator, decided before numba.cuda is imported
 from autograder import labs
@@ -80,15 +78,10 @@ def graded(simulated: bool) -> dict:
         return lab_run(LAB)
     if simulated not in _RUNS:
         tmp = Path(tempfile.mkdtemp(prefix="agsplitk-"))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
-        env.pop("BOOK_SIMULATOR", None)
         subs = [master(LAB), *_subs(tmp)]
         rubric = correctness_only(LAB, tmp / "r.toml", hidden_cases=1)
-        cmd = [sys.executable, "-m", "autograder", "grade", LAB, *map(str, subs), "--out",
-               str(tmp / "graded"), "--quiet", "--rubric", str(rubric)]
-        _RUNS[simulated] = (subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                             stderr=subprocess.STDOUT), tmp / "graded", subs)
+        _RUNS[simulated] = (start_grade(LAB, subs, tmp / "graded", "--rubric", str(rubric),
+                                        environ=gpu_env()), tmp / "graded", subs)
     proc, out, subs = _RUNS[simulated]
     text, _ = proc.communicate(timeout=2400)
     assert proc.returncode == 0, text.decode(errors="replace")[-3000:]
