@@ -97,6 +97,34 @@ STEPS = (
 
 # Submissions made from the master by edits (autograder/labs/edits.py), which the suite grades:
 # `python -m tools.lab_fixtures --write` writes them under tests/fixtures/<kind>/.
+
+def _unfused(comment: str, gemm: str) -> str:
+    """Lab 4's unfused controls: the two projections by the notebook's ``gemm`` into float32
+    scratch arrays, then the biases, SiLU and the product in a kernel of their own."""
+    return f'''
+# {comment}
+@cuda.jit(fastmath=True)
+def _epilogue(a, b, bg, bu, out, T, h):
+    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    r = cuda.blockIdx.y
+    if c < h:
+        g = a[r, c] + bg[c]
+        u = b[r, c] + bu[c]
+        out[r, c] = g / (float32(1.0) + math.exp(-g)) * u
+
+
+def linear_swiglu(x, wg, bg, wu, bu, out):
+    T, d = x.shape
+    h = wg.shape[0]
+    a = cuda.device_array((T, h), dtype=np.float32)
+    b = cuda.device_array((T, h), dtype=np.float32)
+    {gemm}(x, wg, a)
+    {gemm}(x, wu, b)
+    _epilogue[((h + 255) // 256, T), 256](a, b, bg, bu, out, T, h)
+    return out
+'''
+
+
 DERIVED = (
     Derived("bounds", "lab4_writes_past_end", """\
 writes past the end of `out`: the master's epilogue without its row test `if r < T` (the last
@@ -125,54 +153,14 @@ projections by step 3's register-blocked GEMM into float32 scratch arrays, then 
 elementwise kernel for the biases, SiLU and the product (x read twice, the two projections
 written and read back). Named by autograder/rubrics/lab4_dual_gemm.toml; timed against the
 master by benchmarks/lesson_controls_probe.py.""",
-            append='''
-# the control: two GEMMs, then the epilogue in a kernel of its own
-@cuda.jit(fastmath=True)
-def _epilogue(a, b, bg, bu, out, T, h):
-    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    r = cuda.blockIdx.y
-    if c < h:
-        g = a[r, c] + bg[c]
-        u = b[r, c] + bu[c]
-        out[r, c] = g / (float32(1.0) + math.exp(-g)) * u
-
-
-def linear_swiglu(x, wg, bg, wu, bu, out):
-    T, d = x.shape
-    h = wg.shape[0]
-    a = cuda.device_array((T, h), dtype=np.float32)
-    b = cuda.device_array((T, h), dtype=np.float32)
-    gemm_blocked(x, wg, a)
-    gemm_blocked(x, wu, b)
-    _epilogue[((h + 255) // 256, T), 256](a, b, bg, bu, out, T, h)
-    return out
-'''),
+            append=_unfused("the control: two GEMMs, then the epilogue in a kernel of its own",
+                            "gemm_blocked")),
     Derived("controls", "lab4_unfused_tiled", """\
 an alternative control for lab 4 (measured beside the rubric's, for the record): hint 1 of
 step 4 with step 2's shared-memory tiles instead of step 3's register blocks, so neither the
 register block nor the fusion is learned.""",
-            append='''
-# the alternative control: two tiled GEMMs (one output per thread), then the epilogue
-@cuda.jit(fastmath=True)
-def _epilogue(a, b, bg, bu, out, T, h):
-    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    r = cuda.blockIdx.y
-    if c < h:
-        g = a[r, c] + bg[c]
-        u = b[r, c] + bu[c]
-        out[r, c] = g / (float32(1.0) + math.exp(-g)) * u
-
-
-def linear_swiglu(x, wg, bg, wu, bu, out):
-    T, d = x.shape
-    h = wg.shape[0]
-    a = cuda.device_array((T, h), dtype=np.float32)
-    b = cuda.device_array((T, h), dtype=np.float32)
-    gemm_tiled(x, wg, a)
-    gemm_tiled(x, wu, b)
-    _epilogue[((h + 255) // 256, T), 256](a, b, bg, bu, out, T, h)
-    return out
-'''),
+            append=_unfused("the alternative control: two tiled GEMMs (one output per thread), then "
+                            "the epilogue", "gemm_tiled")),
     cache_by_shape("lab4", "linear_swiglu"),
 )
 
