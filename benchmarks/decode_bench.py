@@ -43,9 +43,9 @@ def tensor_core_tiles(T, stages=(0, 2, 3, 4), unrolls=(1,)):
     registers, less occupancy); each of ``stages`` beyond 0 adds the cp.async ring at one
     m-tile and 4 and 8 warps. Tiles that do not validate (48 KiB of shared memory) are left
     out."""
-    from book.kernels import decode_mlp as dm
+    from book.kernels import mma_gemv as mmv
 
-    base = dm.mma_gemv_tile(T)
+    base = mmv.gemv_tile(T)
     shapes = {(base.mt, base.warps, base.unroll, 0), (1, 4, 1, 0), (1, 8, 1, 0),
               (base.mt, 2, base.unroll, 0), (base.mt, 8, base.unroll, 0)}
     # the unroll: 32-deep steps a warp loads before it multiplies (bytes in registers)
@@ -55,7 +55,7 @@ def tensor_core_tiles(T, stages=(0, 2, 3, 4), unrolls=(1,)):
     tiles = []
     for mt, warps, unroll, st in sorted(shapes):
         try:
-            tiles.append(dm.MmaGemvTile(base.nt, mt, warps, unroll, st).validate())
+            tiles.append(mmv.MmaGemvTile(base.nt, mt, warps, unroll, st).validate())
         except ValueError:
             continue
     return tiles
@@ -66,7 +66,7 @@ def staged_tiles(T, stages=(0, 2, 3)):
     and 16 warps, chunks of 256 to 1024 halves, the register path (stages 0) and cp.async
     rings 2 to 8 deep (``stages`` beyond 0 turn the rings on), two m-tiles at 8 warps; tiles
     that do not validate are left out."""
-    from book.kernels.staged_gemv import StagedTile, staged_tile
+    from book.kernels.staged_gemv import StagedTile, gemv_tile as staged_tile
 
     base = staged_tile(T)
     ring = any(stages)
@@ -128,6 +128,7 @@ def tune(args):
     from book.bench.decode import D, H, weight_bytes
     from book.data import write
     from book.kernels import decode_mlp as dm
+    from book.kernels import cuda_core_gemv as ccg, mma_gemv as mmv
     from book.kernels.wgmma_gemv import MAX_T as HOPPER_GEMV_MOST
     from book.kernels.wgmma_gemv import gemv_tile as hopper_gemv_tile
     from book.provenance import provenance
@@ -143,13 +144,13 @@ def tune(args):
         outs = [torch.empty(T, H, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
         configs = []
         if T <= dm.CUDA_CORE_MAX_T and "cuda_cores" in args.tune_paths:
-            base = dm.gemv_tile(T, D)
+            base = ccg.gemv_tile(T, D)
             for rows_, threads in sorted({(base.rows, base.threads), (base.rows, 128),
                                           (max(1, base.rows // 2), 256), (base.rows, 512),
                                           (base.rows, 64), (max(1, base.rows // 2), 128),
                                           (max(1, base.rows // 2), 64)}):
                 try:
-                    tile = dm.GemvTile(base.tokens, rows_, threads).validate()
+                    tile = ccg.GemvTile(base.tokens, rows_, threads).validate()
                 except ValueError:
                     continue
                 for split in args.tune_splits:
@@ -161,28 +162,28 @@ def tune(args):
                     configs.append(("tensor_cores", tile, split))
         for mb in args.tune_min_blocks:  # the defaults (and neighbours) under a register cap
             if T <= dm.CUDA_CORE_MAX_T and "cuda_cores" in args.tune_paths:
-                base = dm.gemv_tile(T, D)
+                base = ccg.gemv_tile(T, D)
                 for threads in sorted({base.threads, 2 * base.threads}):
-                    configs.append(("cuda_cores", dm.GemvTile(base.tokens, base.rows, threads,
+                    configs.append(("cuda_cores", ccg.GemvTile(base.tokens, base.rows, threads,
                                                               mb).validate(), None))
             if T > dm.CUDA_CORE_MAX_T and "tensor_cores" in args.tune_paths:
-                base = dm.mma_gemv_tile(T)
+                base = mmv.gemv_tile(T)
                 for split in args.tune_splits:
-                    configs.append(("tensor_cores", dm.MmaGemvTile(
+                    configs.append(("tensor_cores", mmv.MmaGemvTile(
                         base.nt, base.mt, base.warps, base.unroll, base.stages, mb).validate(),
                         split))
         if args.tune_prefetch and T <= dm.CUDA_CORE_MAX_T and "cuda_cores" in args.tune_paths:
-            base = dm.gemv_tile(T, D)  # each thread's next piece loaded before its FMAs
+            base = ccg.gemv_tile(T, D)  # each thread's next piece loaded before its FMAs
             for rows_ in sorted({base.rows, max(1, base.rows // 2)}):
                 for threads in (64, 128, 256):
-                    configs.append(("cuda_cores", dm.GemvTile(base.tokens, rows_, threads, 0,
+                    configs.append(("cuda_cores", ccg.GemvTile(base.tokens, rows_, threads, 0,
                                                               True).validate(), None))
         if args.tune_warps and "tensor_cores" in args.tune_paths:  # warps a block, one m-tile
-            base = dm.mma_gemv_tile(T)
+            base = mmv.gemv_tile(T)
             for mt in (1, 2):
                 for warps in args.tune_warps:
                     for split in args.tune_splits:
-                        configs.append(("tensor_cores", dm.MmaGemvTile(base.nt, mt, warps)
+                        configs.append(("tensor_cores", mmv.MmaGemvTile(base.nt, mt, warps)
                                         .validate(), split))
         if "staged" in args.tune_paths:
             for tile in staged_tiles(T, args.tune_stages):
@@ -198,7 +199,7 @@ def tune(args):
             configs.append(("hopper", None, None))  # where the dual GEMM would take over
         if args.tune_gemv_defaults:  # the two GEMVs at their defaults only, as the controls
             configs = [c for c in configs if c[0] in ("hopper_gemv", "hopper") or c[2] is None and (
-                c[1] == (dm.gemv_tile(T, D) if c[0] == "cuda_cores" else dm.mma_gemv_tile(T)))]
+                c[1] == (ccg.gemv_tile(T, D) if c[0] == "cuda_cores" else mmv.gemv_tile(T)))]
         for path, tile, split in configs:
             sets = [(xs[i], wg, wu, None, None, outs[i]) for i in range(2)]
             if path == "hopper":  # the wgmma dual GEMM as the dispatcher calls it
@@ -215,8 +216,8 @@ def tune(args):
                 print(f"  T={T:4d} {path:12s} {tile} split={split}: FAILED {e!r}", flush=True)
                 continue
             default = split is None and (
-                (path == "cuda_cores" and tile == dm.gemv_tile(T, D))
-                or (path == "tensor_cores" and tile == dm.mma_gemv_tile(T))
+                (path == "cuda_cores" and tile == ccg.gemv_tile(T, D))
+                or (path == "tensor_cores" and tile == mmv.gemv_tile(T))
                 or (path == "hopper_gemv" and tile == hopper_gemv_tile(T, D, prov["gpu"] or "")))
             row = {"T": T, "path": path, "tile": repr(tile), "split": split,
                    "stages": getattr(tile, "stages", 0),

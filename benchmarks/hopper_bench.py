@@ -81,7 +81,8 @@ def mid_t(args, prov):
     from book.kernels.launch import sm_count
     from book.kernels.fastcall import planned
     from book.kernels.waves import choose, predicted, rounds
-    from book.kernels.wgmma_gemm import ColumnSplit, HopperTile, swiglu_wgmma
+    from book.kernels.wgmma_gemm import swiglu_wgmma
+    from book.kernels.wgmma_gemm_tile import ColumnSplit, HopperTile
 
     blocks = sm_count()
     gen = torch.Generator(device="cuda").manual_seed(7)

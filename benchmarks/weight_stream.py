@@ -121,6 +121,7 @@ def main(argv=None):
     from book.bench.decode import weight_bytes as _wb
     from book.data import write
     from book.kernels import decode_mlp as dm
+    from book.kernels import cuda_core_gemv as ccg
     from book.kernels import stream_probes as sp
     from book.kernels.launch import MAX_SHARED, KernelLaunch, as_device, sm_count
     from book.kernels.stream_k import stream_k
@@ -201,7 +202,7 @@ def main(argv=None):
     more += [("hopper_gemv", T, repr(tile)) for T, tile in variants]
     for path, T, tile in GEMVS + (EXTRA if args.tiles else []) + more:
         x, o = tokens(T)
-        t = eval(tile, {"GemvTile": dm.GemvTile, "WgmmaGemvTile": WgmmaGemvTile}) if tile else None
+        t = eval(tile, {"GemvTile": ccg.GemvTile, "WgmmaGemvTile": WgmmaGemvTile}) if tile else None
         launches[f"GEMV {path} T={T}" + (f" {tile}" if tile else "")] = (
             dm.prepare(path, x, wg, wu, None, None, o, tile=t),
             {"kind": "gemv", "path": path, "T": T, "tile": tile or "default"})

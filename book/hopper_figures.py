@@ -10,7 +10,7 @@ tile of :mod:`book.kernels.wgmma_gemm` and the records in ``book/data``.
   :func:`~book.kernels.hopper.operand_addresses` through the descriptors the kernel uses.
 - :func:`ring_model`, :func:`ring_figure`: the producer/consumer pipeline of the dual GEMM
   as a timeline, from a small event model of its mbarrier ring built on
-  :class:`~book.kernels.hopper.MbarrierModel` and :class:`~book.kernels.wgmma_gemm.HopperTile`
+  :class:`~book.kernels.hopper.MbarrierModel` and :class:`~book.kernels.wgmma_gemm_tile.HopperTile`
   (stages, the three TMA boxes of a stage and their byte count, the consumer warpgroups,
   the epilogue). Durations are parameters in arbitrary units: a model, not a measurement.
 - :func:`measurement_rows`, :func:`clustered`: the rows of the chapter's comparison table

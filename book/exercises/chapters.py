@@ -402,7 +402,7 @@ def descriptor_address(row: int = 10, k: int = 37, start: int = 2048,
 
 def stage_tx_bytes(tile=None, name: str = "ex") -> Number:
     """Chapter 9: the bytes one stage's ``arrive.expect_tx`` counts, from the kernel's tile
-    (``book.kernels.wgmma_gemm.HopperTile``)."""
+    (``book.kernels.wgmma_gemm_tile.HopperTile``)."""
     from ..kernels.wgmma_gemm import TILE
 
     t = (tile or TILE).validate()

@@ -9,7 +9,9 @@ in Numba's CUDA simulator, and one line saying what it shows. The benchmark suit
 The map, by layer (every module named; tests/tooling/test_contributing.py checks):
 
 Truth and the host side
-  ``reference``: the float64 truth, tolerances and checks. ``launch``: the wrappers' host side:
+  ``reference``: the float64 truth, tolerances and checks. ``tile``: what every kernel's tile
+  is (``TileShape``: ``problems``, ``validate``, ``shared_bytes``, ``describe``; every tile
+  class below is one). ``launch``: the wrappers' host side:
   checks, torch views, the prepared launch (``prepare``, ``launch_kernel``); ``jit_bounds``: a
   tile's ``min_blocks`` as ``launch_bounds``; ``KernelLaunch``, the launch ``fastcall`` plans;
   ``deliberate_grid`` keeps the course's own small launches from printing numba-cuda's "Grid
@@ -55,20 +57,24 @@ GEMM
   ceiling; any T, d and h multiples of 8; ``prepare``: one launch worked out once); its tile in
   ``mma_tile``: ``MmaTile`` and ``MmaGeometry``, every size the kernel factory reads, named and
   printable. ``wgmma_gemm``: the warp-specialized Hopper dual GEMM (TMA into an mbarrier ring,
-  a producer warpgroup and two consumer warpgroups, clusters of two, TMA-stored epilogue; its
-  geometry ``HopperTile``, its schedule, a plan-cached launch through ``cuLaunchKernelEx``;
-  chapter 9). ``waves``: wave quantization of that persistent dual GEMM and the tile the
-  dispatcher gives it for T tokens. ``fp8_gemm``: the fused FP8 MLP-up on Hopper: x per token
-  and the weights per output channel in e4m3, bf16 or e4m3 out with a static scale;
-  ``wgmma_gemm``'s ``HopperTile`` (``elem=1``), schedule, tensor maps and launch, the scales
-  staged in shared memory; ``model``, the kernel in NumPy tile by tile
+  a producer warpgroup and two consumer warpgroups, clusters of two, TMA-stored epilogue; a
+  plan-cached launch through ``cuLaunchKernelEx``; chapter 9); its geometry in
+  ``wgmma_gemm_tile``: ``HopperTile``, ``ColumnSplit`` and the tiles' ``schedule``.
+  ``waves``: wave quantization of that persistent dual GEMM and the tile the dispatcher gives
+  it for T tokens. ``fp8_gemm``: the fused FP8 MLP-up on Hopper: x per token and the weights
+  per output channel in e4m3, bf16 or e4m3 out with a static scale; ``HopperTile``
+  (``elem=1``: its shared memory counts the scales), ``wgmma_gemm``'s tensor maps and launch,
+  the scales staged in shared memory; ``model``, the kernel in NumPy tile by tile
   (tests/library/test_fp8_gemm.py).
 
 GEMV: the MLP-up at decode
-  ``decode_mlp``: the MLP-up at decode in nn.Linear layout: a CUDA-core GEMV and a tensor-core
-  GEMV with the weights on the M side, a dispatcher by T with a large-T hook
+  ``decode_mlp``: the MLP-up at decode in nn.Linear layout: the dispatcher by T over the GEMVs
+  (``path_for``, ``prepare``, ``swiglu_decode``) with a large-T hook
   (tests/library/test_decode_mlp.py, cases shared with the next in
-  tests/library/decode_cases.py). ``splitk``: split-K met in the kernel (the last block to
+  tests/library/decode_cases.py). ``cuda_core_gemv``: the CUDA-core GEMV (``GemvTile``), 16
+  bytes of a weight row a thread at a time, for the fewest tokens. ``mma_gemv``: the
+  tensor-core GEMV (``MmaGemvTile``), ``mma.sync`` with the weights on the M side, straight
+  to registers or through a ``cp.async`` ring. ``splitk``: split-K met in the kernel (the last block to
   arrive adds the partials; its workspace; ``fragment_meeting``, the tensor-core GEMVs' warps'
   sum and that meeting in one device function). ``staged_gemv``: a measured control of the
   decode path: the tensor-core GEMV with its weights staged through shared memory in

@@ -13,7 +13,7 @@ tensor cores, the scales applied once per output in the epilogue), the same for 
 static per-tensor scale: what the down projection reads; beyond +-448 it saturates).
 
 The machinery is :mod:`book.kernels.wgmma_gemm`'s (chapter 9), reused, not rewritten: its
-:class:`~book.kernels.wgmma_gemm.HopperTile` with ``elem=1`` (a stage's 128-byte swizzled
+:class:`~book.kernels.wgmma_gemm_tile.HopperTile` with ``elem=1`` (a stage's 128-byte swizzled
 rows now hold 128 values: ``bk = 128``, the same bytes per stage, twice the k), its tile
 schedule, tensor maps, plan cache and cluster launch. The kernel keeps its ring, its
 producer and consumer warpgroups and its TMA-stored epilogue as they are there; what
@@ -45,9 +45,9 @@ from .hopper import SIMULATED, SWIZZLE_PERIOD, check_capability, d_coords, descr
 from .launch import MAX_SHARED, allow_shared, as_device, pointer, sm_count
 from .tensorcore import target_cc
 from .wgmma_gemm import (
-    _PLANS, HopperTile, Plan, _cluster_grid, _config, _launch, _schedule, _stream, _torch_key,
-    schedule, tensor_maps,
+    _PLANS, Plan, _cluster_grid, _config, _launch, _schedule, _stream, _torch_key, tensor_maps,
 )
+from .wgmma_gemm_tile import HopperTile, schedule
 
 __all__ = ["TILE", "TILE_E4M3_OUT", "OUTS", "build_kernel", "swiglu_fp8", "model",
            "staging_offset", "SIGNATURE", "tile_for", "ptx_variants", "flops"]
@@ -84,10 +84,10 @@ def staging_offset(r, j, t, out_elem):
 
 
 def shared_bytes(tile: HopperTile) -> int:
-    """Dynamic shared memory to ask for: the tile's layout, then the scales of one tile
-    (gate's and up's columns, each consumer's rows: float32), and room to align the
-    start."""
-    return tile.shared_bytes + 2 * tile.bn * 4 + tile.consumers * 64 * 4
+    """Dynamic shared memory to ask for: the tile's layout, then the scales of one tile,
+    and room to align the start (:attr:`HopperTile.shared_bytes`, which counts the scales of
+    one-byte operands)."""
+    return tile.shared_bytes
 
 
 def flops(T: int, d: int, h: int) -> int:
@@ -98,7 +98,7 @@ def flops(T: int, d: int, h: int) -> int:
 def build_kernel(tile: HopperTile = TILE, out: str = "bfloat16", fmt: str = "e4m3"):
     """``k(maps, sched, sx, sg, su, T, d, h, inv_out)``: ``maps`` the tensor maps of x, wg,
     wu and the output (16 uint64 each), ``sched`` the tile schedule
-    (:func:`book.kernels.wgmma_gemm.schedule`)."""
+    (:func:`book.kernels.wgmma_gemm_tile.schedule`)."""
     tile = tile.validate()
     if tile.elem != 1 or tile.out_elem != (1 if out == "e4m3" else 2) or tile.multicast:
         raise ValueError(f"an FP8 tile has elem=1, out_elem {1 if out == 'e4m3' else 2} for "

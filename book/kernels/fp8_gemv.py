@@ -46,6 +46,7 @@ from ..numba_compat import compiled_for
 from . import fp8
 from .fused import silu_mul
 from .hopper import SIMULATED, descriptor, tma_box
+from .launch import device_name
 from .stream_k import ENTRY, next_step, step_at, stream_k, walk
 from .wgmma_gemv_tile import (ALIGN, BM, WgmmaGemvTile, lead_for, output_of,
                               promotion_for)
@@ -77,9 +78,8 @@ class Fp8GemvTile(WgmmaGemvTile):
     def stage_k(self):  # k a stage covers
         return self.kblocks * BK
 
-    def validate(self) -> "Fp8GemvTile":
-        super().validate()
-        p = []
+    def problems(self) -> list[str]:
+        p = super().problems()
         if self.n > MAX_T:
             p.append(f"n must be at most {MAX_T}")
         for name in ("x_resident", "trace", "fold", "cpasync", "rotate", "dynamic",
@@ -90,9 +90,7 @@ class Fp8GemvTile(WgmmaGemvTile):
             p.append("early must be True")
         if self.tma_elem not in (1, 2):
             p.append("tma_elem must be 1 or 2 (bytes of the element the tensor maps describe)")
-        if p:
-            raise ValueError(f"invalid {self}: " + "; ".join(p))
-        return self
+        return p
 
     def describe(self) -> str:
         return (f"wgmma m64n{self.n}k32 e4m3 twice a k32 (gate and up rows, the tokens shared),"
@@ -454,11 +452,6 @@ def model(xq, sx, wgq, sg, wuq, su, out="bfloat16", out_scale=1.0, fmt="e4m3",
 _TABLES = {}  # (device, row tiles, k-blocks, blocks) -> the stream-K table on the device
 
 
-def _gpu_name() -> str:
-    name = cuda.get_current_device().name
-    return name.decode() if isinstance(name, bytes) else str(name)
-
-
 def _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, stream_key):
     from cuda.bindings import driver as cu
 
@@ -534,7 +527,7 @@ def swiglu_fp8_gemv(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfl
     if d % 16 or h % 16 or not d or not h or not 1 <= T <= MAX_T:
         raise ValueError(f"the FP8 GEMV takes 1 to {MAX_T} tokens and d, h positive multiples "
                          f"of 16 (16-byte rows for TMA): got T = {T}, d = {d}, h = {h}")
-    tile = (tile or gemv_tile(T, d, _gpu_name())).validate()
+    tile = (tile or gemv_tile(T, d, device_name())).validate()
     if T > tile.n:
         raise ValueError(f"{tile} takes at most {tile.n} tokens (its wgmma's N), got T = {T}")
     sxd, sgd, sud = _scales(sx, T, "sx"), _scales(sg, h, "sg"), _scales(su, h, "su")

@@ -55,7 +55,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda, float32, uint64
 
-from .launch import address, as_device, cdiv, is_c_contiguous
+from .launch import address, as_device, cdiv, is_c_contiguous, is_torch
+from .tile import TileShape
 
 __all__ = [
     "CHAPTER", "Tile", "TILE", "TILE_VARIANTS", "SIM_TILE", "BM", "BN", "BK", "TM", "TN", "PAD", "THREADS", "MIN_BLOCKS",
@@ -68,8 +69,9 @@ CHAPTER = "07_epilogue_fusion"
 
 
 @dataclass(frozen=True)
-class Tile:
-    """Tile sizes of one kernel configuration (all compile-time constants)."""
+class Tile(TileShape):
+    """Tile sizes of one kernel configuration (all compile-time constants; the protocol:
+    :mod:`book.kernels.tile`)."""
 
     bm: int = 128  # output rows per block
     bn: int = 128  # accumulator columns per block (dual GEMM: half gate, half up)
@@ -90,7 +92,13 @@ class Tile:
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
-    def validate(self) -> "Tile":
+    @property
+    def shared_bytes(self) -> int:
+        # two stages (double buffer) of float32: the transposed A tile (bk x (bm + pad)) and
+        # the B tile (bk x bn); both sizes are multiples of 16 bytes, so no padding between
+        return 4 * 2 * self.bk * (self.bm + self.pad + self.bn)
+
+    def problems(self) -> list[str]:
         tx = self.bn // self.tn
         problems = []
         if self.bk not in (8, 16):
@@ -116,9 +124,12 @@ class Tile:
             problems.append("the threads must load each half of the B tile evenly")
         if t // 2 > self.bm:
             problems.append("too many threads for the A tile")
-        if problems:
-            raise ValueError(f"invalid {self}: " + "; ".join(problems))
-        return self
+        if not 32 <= t <= 1024:
+            problems.append(f"(bm / tm) x (bn / tn) = {t} threads: a block takes 32 to 1024")
+        if self.shared_bytes > 48 * 1024:
+            problems.append(f"{self.shared_bytes} bytes of shared memory (two stages of the A "
+                            "and B tiles): at most 48 KiB of static shared memory")
+        return problems
 
 
 #: The configuration measured on the H100: 128 x 128 tile, 8 x 8 per thread, BK = 8, two
@@ -447,10 +458,6 @@ def flops(M: int, N: int, K: int) -> int:
 # host side
 
 
-def _is_torch(x):
-    return type(x).__module__.startswith("torch")
-
-
 def check_matrix(x, name):
     """A Numba device view of a 2-D, C-contiguous float32 GPU array, or a clear error."""
     d = as_device(x, name)
@@ -492,7 +499,7 @@ def check_no_overlap(out_dev, inputs):
 
 def new_output(like, shape):
     """An uninitialised float32 output on the device, torch if ``like`` is torch."""
-    if _is_torch(like):
+    if is_torch(like):
         import torch
 
         result = torch.empty(shape, dtype=torch.float32, device=like.device)

@@ -35,7 +35,9 @@ class Prepared:
         self.n = math.prod(shape)
 
 
-def _is_torch(x):
+def is_torch(x) -> bool:
+    """Whether ``x`` is a torch tensor (told by its type's module: torch is never imported
+    here to ask)."""
     return type(x).__module__.startswith("torch")
 
 
@@ -128,7 +130,7 @@ def as_device(x, name):
     Torch CUDA tensors are converted once and the view is reused (:class:`_TorchViews`)."""
     if isinstance(x, _NUMBA_ARRAYS):
         return x  # already a Numba device array (or the simulator's)
-    if _is_torch(x):
+    if is_torch(x):
         view = _TORCH_VIEWS.get(x)
         return view if view is not None else _torch_view(x, name)
     if hasattr(x, "__cuda_array_interface__"):
@@ -201,7 +203,7 @@ def flat(a, name):
 
 def _empty_like(x, dev):
     """A new output like ``x``: a torch tensor for torch input, else a Numba array."""
-    if _is_torch(x):
+    if is_torch(x):
         import torch
 
         return torch.empty_like(x)
@@ -272,6 +274,17 @@ def ieee_control(fast):
     control.__doc__ = (f":func:`{fast.__name__}` without fastmath (libdevice expf, IEEE "
                        "division): the IEEE-math control.")
     return control
+
+
+def device_name() -> str:
+    """The current GPU's name ("" in the simulator): some tiles are chosen per GPU
+    (:data:`book.kernels.wgmma_gemv_tile.PROMOTION`, ``LEAD``)."""
+    from .. import gpu
+
+    if gpu.SIMULATED:
+        return ""
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 # Cached: every vector wrapper asks on every call (choose_block), and the driver query

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .launch import MAX_SHARED, STATIC_SHARED  # (re-exported: mma_gemm's users read them here)
 from .tensorcore import SIMULATED
+from .tile import TileShape
 
 __all__ = ["MmaTile", "MmaGeometry", "TILE", "SIM_TILE", "default_tile", "STATIC_SHARED",
            "MAX_SHARED"]
@@ -18,8 +19,9 @@ __all__ = ["MmaTile", "MmaGeometry", "TILE", "SIM_TILE", "default_tile", "STATIC
 
 
 @dataclass(frozen=True)
-class MmaTile:
-    """One kernel configuration (all compile-time constants)."""
+class MmaTile(TileShape):
+    """One kernel configuration (all compile-time constants; the protocol:
+    :mod:`book.kernels.tile`)."""
 
     warps_m: int = 2  # warps down a block
     warps_n: int = 2  # warps across
@@ -56,7 +58,7 @@ class MmaTile:
         """Every size the kernel is built from, named: what ``make_mma_gemm`` reads."""
         return MmaGeometry.of(self)
 
-    def validate(self) -> "MmaTile":
+    def problems(self) -> list[str]:
         p = []
         if self.bk % 16 or self.bk < 16:
             p.append("bk must be a multiple of 16 (one m16n8k16 step)")
@@ -77,9 +79,7 @@ class MmaTile:
         if self.shared_bytes > MAX_SHARED:
             p.append(f"{self.shared_bytes} bytes of shared memory: a block gets at most "
                      f"{MAX_SHARED} (sm_90; sm_80: 163 KiB)")
-        if p:
-            raise ValueError(f"invalid {self}: " + "; ".join(p))
-        return self
+        return p
 
 
 @dataclass(frozen=True)

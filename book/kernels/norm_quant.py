@@ -42,7 +42,7 @@ from numba import config, cuda, float32
 from ..quantize import Quantized, per_token
 from .fp8 import E4M3, cvt_e4m3x2
 from .glu_family import ROW_THREADS, _block_sum, _check_weight, _rows, _same
-from .launch import MAX_SHARED, KernelLaunch, _is_torch, array_dtype, as_device, flat
+from .launch import MAX_SHARED, KernelLaunch, is_torch, array_dtype, as_device, flat
 from .wide import load_f32, store_f32
 
 SIMULATED = bool(config.ENABLE_CUDASIM)
@@ -184,7 +184,7 @@ def _outputs(given, T, d, out, scales):
     """The codes (uint8 [T, d]) and scales (float32 [T]): given, or made (torch tensors on
     the device of ``given``, the caller's x, when it is one, else Numba device arrays); a
     torch float8_e4m3fn ``out`` is taken as its bytes."""
-    if _is_torch(given):
+    if is_torch(given):
         import torch
 
         if out is None:
@@ -197,7 +197,7 @@ def _outputs(given, T, d, out, scales):
         if scales is None:
             scales = cuda.device_array(T, dtype=np.float32)
     codes = out
-    if _is_torch(out) and out.element_size() == 1 and out.is_floating_point():
+    if is_torch(out) and out.element_size() == 1 and out.is_floating_point():
         import torch
 
         codes = out.view(torch.uint8)  # float8: torch exports no __cuda_array_interface__
@@ -254,7 +254,7 @@ def add_rmsnorm_quant(x, residual, weight, eps=1e-6, h=None, out=None, scales=No
     T, d = x.shape
     weight = _check_weight(weight, d, floats=False)
     if h is None:
-        h = given.new_empty(given.shape) if _is_torch(given) else \
+        h = given.new_empty(given.shape) if is_torch(given) else \
             cuda.device_array(x.shape, dtype=x.dtype)
     hd = as_device(h, "h")
     _same(x, hd, "h", "x")

@@ -77,35 +77,35 @@ def decode_kernels():
     built for (compile with ``ptx_many([(name, "bfloat16")], cc)``; the ``_f16`` ones take
     float16, the ``_sm75`` one is the T4's m16n8k8 path, the ``_ring`` one takes the weights
     through a cp.async ring, ``MmaGemvTile.stages``)."""
-    from . import decode_mlp as dm
+    from . import cuda_core_gemv as ccg, mma_gemv as mmv
 
     f16 = DECODE_SIGNATURE.replace("uint16", "float16")
     table = {}
     for T in (1, 2, 4, 8):
-        tile = dm.gemv_tile(T, 4096)
-        table[f"decode_gemv_t{T}"] = (dm.make_gemv(tile, True), DECODE_SIGNATURE)
-        table[f"decode_gemv_t{T}_f16"] = (dm.make_gemv(tile, True), f16)
+        tile = ccg.gemv_tile(T, 4096)
+        table[f"decode_gemv_t{T}"] = (ccg.make_gemv(tile, True), DECODE_SIGNATURE)
+        table[f"decode_gemv_t{T}_f16"] = (ccg.make_gemv(tile, True), f16)
     for T in (16, 64, 256):
-        tile = dm.mma_gemv_tile(T)
-        table[f"decode_mma_t{T}"] = (dm.make_mma_gemv(tile, True, "bf16"), DECODE_SIGNATURE)
-        table[f"decode_mma_t{T}_f16"] = (dm.make_mma_gemv(tile, True, "f16"), f16)
-    table["decode_mma_t64_sm75"] = (dm.make_mma_gemv(dm.mma_gemv_tile(64), True, "f16_sm75"), f16)
+        tile = mmv.gemv_tile(T)
+        table[f"decode_mma_t{T}"] = (mmv.make_mma_gemv(tile, True, "bf16"), DECODE_SIGNATURE)
+        table[f"decode_mma_t{T}_f16"] = (mmv.make_mma_gemv(tile, True, "f16"), f16)
+    table["decode_mma_t64_sm75"] = (mmv.make_mma_gemv(mmv.gemv_tile(64), True, "f16_sm75"), f16)
     # the weights through a cp.async ring of 3 shared-memory stages per warp (T = 16)
-    ring = dm.MmaGemvTile(nt=2, mt=1, warps=4, stages=3)
-    table["decode_mma_t16_ring"] = (dm.make_mma_gemv(ring, True, "bf16"), DECODE_SIGNATURE)
-    table["decode_gemv_t4_nobias"] = (dm.make_gemv(dm.gemv_tile(4, 4096), False), DECODE_SIGNATURE)
+    ring = mmv.MmaGemvTile(nt=2, mt=1, warps=4, stages=3)
+    table["decode_mma_t16_ring"] = (mmv.make_mma_gemv(ring, True, "bf16"), DECODE_SIGNATURE)
+    table["decode_gemv_t4_nobias"] = (ccg.make_gemv(ccg.gemv_tile(4, 4096), False), DECODE_SIGNATURE)
     # the measured controls: the next piece loaded ahead, a register cap (launch_bounds)
-    table["decode_gemv_t4_prefetch"] = (dm.make_gemv(dm.GemvTile(4, 2, 64, prefetch=True), True),
+    table["decode_gemv_t4_prefetch"] = (ccg.make_gemv(ccg.GemvTile(4, 2, 64, prefetch=True), True),
                                         DECODE_SIGNATURE)
-    table["decode_mma_t16_capped"] = (dm.make_mma_gemv(dm.MmaGemvTile(2, 1, 4, min_blocks=8),
+    table["decode_mma_t16_capped"] = (mmv.make_mma_gemv(mmv.MmaGemvTile(2, 1, 4, min_blocks=8),
                                                        True, "bf16"), DECODE_SIGNATURE)
     # the weights staged through shared memory by whole-row chunks (book.kernels.staged_gemv)
-    from .staged_gemv import StagedTile, make_staged_gemv, staged_tile
+    from .staged_gemv import StagedTile, make_staged_gemv, gemv_tile
 
     for T in (4, 16):
-        tile = staged_tile(T)
+        tile = gemv_tile(T)
         table[f"decode_mma_t{T}_staged"] = (make_staged_gemv(tile, True, "bf16"), DECODE_SIGNATURE)
-    table["decode_mma_t16_staged_f16"] = (make_staged_gemv(staged_tile(16), True, "f16"), f16)
+    table["decode_mma_t16_staged_f16"] = (make_staged_gemv(gemv_tile(16), True, "f16"), f16)
     for st in (2, 4):  # a ring in static shared memory, and one beyond 48 KiB (dynamic)
         ring = StagedTile(nt=2, stages=st)
         table[f"decode_mma_t16_staged{st}_ring"] = (make_staged_gemv(ring, True, "bf16"),
@@ -232,6 +232,21 @@ def signature(kind, dtype):
     return "void(" + ", ".join([t] * kind) + ")"
 
 
+#: argument types of chapter 7's tiled GEMM (a, b0, b1, out, row and column block offsets)
+GEMM_SIGNATURE = ("void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], "
+                  "int64, int64)")
+
+
+def gemm_kernels():
+    """name -> (dispatcher, signature) of chapter 7's CUDA-core GEMM (book.kernels.gemm), at
+    the simulator's tile and at 16-deep stages: tests/library/test_tiles.py holds their tiles'
+    ``shared_bytes`` to what ptxas reports."""
+    from . import gemm
+
+    return {"gemm_sim_tile": (gemm.build_kernel(gemm.SIM_TILE), GEMM_SIGNATURE),
+            "gemm_bk16": (gemm.build_kernel(gemm.TILE_VARIANTS["bk16_flat_u2"]), GEMM_SIGNATURE)}
+
+
 def _compile_here(name, dtype, cc):
     from numba import cuda
 
@@ -239,6 +254,8 @@ def _compile_here(name, dtype, cc):
     if name not in table:
         if name.startswith("decode_"):
             table = decode_kernels()
+        elif name.startswith("gemm_"):
+            table = gemm_kernels()
         elif name.startswith("fp8_"):
             table = fp8_kernels()
         elif name.startswith(("wgmma_", "probe_", "stream_")):

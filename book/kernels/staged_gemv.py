@@ -47,11 +47,12 @@ from numba import cuda, float32, int64, uint16, uint32
 from .fused import silu_mul
 from .launch import MAX_SHARED, jit_bounds
 from .splitk import fragment_meeting
+from .tile import TileShape
 from .tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
                          mma_bf16_16816, mma_f16_1688, mma_f16_16816, shared_address)
 from .wide import load_f32, load_words4, store_f32, store_words4
 
-__all__ = ["StagedTile", "staged_tile", "make_staged_gemv", "row_stride", "MAX_SHARED"]
+__all__ = ["StagedTile", "gemv_tile", "make_staged_gemv", "row_stride", "MAX_SHARED"]
 
 
 
@@ -63,7 +64,7 @@ def row_stride(chunk: int) -> int:
 
 
 @dataclass(frozen=True)
-class StagedTile:
+class StagedTile(TileShape):
     """The staged GEMV's compile-time shape: ``nt`` n-tiles of 8 tokens, ``mp`` m-tiles
     (8 output rows each: 8 rows of ``wg`` and the same 8 of ``wu``), ``warps`` per block,
     ``chunk`` halves of k per row staged at a time; ``min_blocks``, if not 0, blocks an SM
@@ -79,7 +80,7 @@ class StagedTile:
     min_blocks: int = 0
     stages: int = 0
 
-    def validate(self) -> "StagedTile":
+    def problems(self) -> list[str]:
         p = []
         if min(self.nt, self.mp, self.warps) < 1:
             p.append("nt, mp and warps must be at least 1")
@@ -103,9 +104,7 @@ class StagedTile:
             p.append(f"{self.shared_bytes} bytes of shared memory (the ring's "
                      f"{self.ring_bytes}): at most {MAX_SHARED} a block (sm_90's 227 KiB; "
                      "sm_80 takes 163 KiB, sm_86 99 KiB)")
-        if p:
-            raise ValueError(f"invalid {self}: " + "; ".join(p))
-        return self
+        return p
 
     @property
     def threads(self):
@@ -157,7 +156,7 @@ class StagedTile:
         return self.static_bytes + self.dynamic_bytes
 
 
-def staged_tile(T: int) -> StagedTile:
+def gemv_tile(T: int) -> StagedTile:
     """The staged GEMV for T tokens: up to 64 tokens a block (n-tiles a power of two)."""
     nt = 1
     while nt < min(8, max(1, -(-T // 8))):

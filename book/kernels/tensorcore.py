@@ -128,7 +128,7 @@ def runs_here(cc) -> bool:
     return here is not None and tuple(here)[:2] == tuple(cc)[:2]
 
 
-def _gpu_name(cc, refused: str) -> tuple[str, str]:
+def _refusal_terms(cc, refused: str) -> tuple[str, str]:
     """How a refusal names ``cc`` (and, for one asked about, what the course ``refused``
     there), and how it says what runs there instead."""
     where = f"sm_{cc[0]}{cc[1]} (compute capability {cc[0]}.{cc[1]})"
@@ -151,13 +151,13 @@ def check_capability(cc, dtype: str = "bfloat16") -> None:
         return
     cc = tuple(cc)
     if cc < (7, 5):
-        name, instead = _gpu_name(cc, "every tensor-core kernel")
+        name, instead = _refusal_terms(cc, "every tensor-core kernel")
         raise RuntimeError(
             f"{name} mma.sync m16n8k8/m16n8k16 and ldmatrix need compute "
             f"capability 7.5 (Turing, e.g. a T4) or newer. {instead} the course's CUDA-core "
             "kernels (book.kernels.gemm, book.kernels.dual_gemm) but no tensor-core kernel.")
     if cc < (8, 0) and dtype != "float16":
-        name, instead = _gpu_name(cc, f"{dtype} tensor-core kernels")
+        name, instead = _refusal_terms(cc, f"{dtype} tensor-core kernels")
         raise RuntimeError(
             f"{name} {dtype} mma.sync m16n8k16 and cp.async need compute "
             f"capability 8.0 (Ampere) or newer. {instead} the fp16 m16n8k8 instruction "

@@ -12,7 +12,7 @@ What this module chooses among, priced in rounds of the wide tile (:data:`ROUND_
 
 - the wide tile (128 x 128, clusters of two), and without its cluster where the row tiles
   are odd;
-- a :class:`book.kernels.wgmma_gemm.ColumnSplit`: the wide tile over as many columns as fill
+- a :class:`book.kernels.wgmma_gemm_tile.ColumnSplit`: the wide tile over as many columns as fill
   whole rounds, then the narrow tile (128 x 64: half the columns, a round about half as
   long) over the rest, in a second launch.
 
@@ -35,7 +35,7 @@ import functools
 import math
 from dataclasses import dataclass, replace
 
-from .wgmma_gemm import TILE, ColumnSplit, HopperTile
+from .wgmma_gemm_tile import TILE, ColumnSplit, HopperTile
 
 __all__ = ["NARROW", "ROUND_COST", "SPLIT_GAIN", "Rounds", "rounds", "predicted", "choose",
            "dispatch_tile"]

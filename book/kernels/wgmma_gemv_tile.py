@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .hopper import SWIZZLE_PERIOD
 from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
+from .tile import TileShape
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "output_of", "BK", "BM", "ALIGN",
            "PROMOTION", "promotion_for", "LEAD", "lead_for"]
@@ -21,7 +22,7 @@ MAX_T = 64
 
 
 @dataclass(frozen=True)
-class WgmmaGemvTile:
+class WgmmaGemvTile(TileShape):
     """The kernel's geometry: ``n`` (wgmma's N: the tokens, rounded up to 8), ``stages`` (the
     ring), ``ctas_per_sm`` (blocks per SM of the persistent grid), ``kblocks`` (64-column
     boxes of each operand a stage holds: a weight row is read ``128 kblocks`` contiguous
@@ -143,7 +144,7 @@ class WgmmaGemvTile:
     def accumulators(self):  # float32 a consumer thread holds per weight
         return self.n // 2
 
-    def validate(self) -> "WgmmaGemvTile":
+    def problems(self) -> list[str]:
         p = []
         if self.n % 8 or not 8 <= self.n <= MAX_T:
             p.append(f"n must be a multiple of 8 from 8 to {MAX_T}")
@@ -181,9 +182,7 @@ class WgmmaGemvTile:
             p.append(f"{self.ctas_per_sm} block(s) of {self.shared_bytes} bytes of shared memory"
                      f" do not fit (a block gets at most {MAX_SHARED}, an SM {SM_SHARED} with "
                      f"{RESERVED_SHARED} of each block's reserved)")
-        if p:
-            raise ValueError(f"invalid {self}: " + "; ".join(p))
-        return self
+        return p
 
     def describe(self) -> str:
         return (f"wgmma m64n{self.n}k16 twice a k16 (gate and up rows, the tokens shared), "

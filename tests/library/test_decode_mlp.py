@@ -24,6 +24,7 @@ import book  # GPU or simulator, decided before numba.cuda is imported
 from numba import cuda
 
 from book.kernels import decode_mlp as dm
+from book.kernels import cuda_core_gemv as ccg, mma_gemv as mmv
 from book.kernels import splitk
 from decode_cases import case, close, close_torch, run, torch_case, values
 
@@ -46,9 +47,9 @@ def test_tensor_core_gemv_matches_float64(T, d, h, dtype, bias):
 
 
 @pytest.mark.parametrize("T,d,h,dtype,tile,split", [
-    (1, 136, 7, "bfloat16", dm.GemvTile(1, 2, 32, prefetch=True), None),  # 17 pieces, 32 threads
-    (4, 520, 5, "float16", dm.GemvTile(4, 2, 32, prefetch=True), 3),      # a split's last piece
-    (3, 72, 9, "bfloat16", dm.GemvTile(4, 1, 64, prefetch=True), None),   # fewer pieces than threads
+    (1, 136, 7, "bfloat16", ccg.GemvTile(1, 2, 32, prefetch=True), None),  # 17 pieces, 32 threads
+    (4, 520, 5, "float16", ccg.GemvTile(4, 2, 32, prefetch=True), 3),      # a split's last piece
+    (3, 72, 9, "bfloat16", ccg.GemvTile(4, 1, 64, prefetch=True), None),   # fewer pieces than threads
 ])
 def test_the_cuda_core_gemv_that_loads_ahead_adds_every_piece_once(T, d, h, dtype, tile, split):
     # GemvTile.prefetch, a measured control: the next piece's words loaded before this one's FMAs
@@ -86,9 +87,9 @@ def test_a_workspace_belongs_to_one_gpu_and_one_stream(monkeypatch):
 
 
 @pytest.mark.parametrize("tile,d,split", ci_keeps([
-    (dm.MmaGemvTile(nt=1, mt=1, warps=2, unroll=4), 136, 2),     # groups past a split's end
-    (dm.MmaGemvTile(nt=1, mt=1, warps=2, unroll=2), 200, None),  # a partial last step
-    (dm.MmaGemvTile(nt=2, mt=2, warps=1, unroll=2), 264, 3),
+    (mmv.MmaGemvTile(nt=1, mt=1, warps=2, unroll=4), 136, 2),     # groups past a split's end
+    (mmv.MmaGemvTile(nt=1, mt=1, warps=2, unroll=2), 200, None),  # a partial last step
+    (mmv.MmaGemvTile(nt=2, mt=2, warps=1, unroll=2), 264, 3),
 ]))
 def test_an_unrolled_tensor_core_gemv_adds_every_step_once(tile, d, split):
     # U steps loaded before their mmas: a group that runs past its split's share or past d
@@ -101,18 +102,18 @@ def test_an_unrolled_tensor_core_gemv_adds_every_step_once(tile, d, split):
     assert launch.tile.unroll == tile.unroll
     close(run(dm.swiglu_gemv_tc, arrs, dtype, tile=tile, split=split), ref, dtype)
     with pytest.raises(ValueError, match="weight registers"):
-        dm.MmaGemvTile(nt=1, mt=2, warps=1, unroll=4).validate()
+        mmv.MmaGemvTile(nt=1, mt=2, warps=1, unroll=4).validate()
 
 
 # the cp.async ring (MmaGemvTile.stages): a share that ends mid-ring, d off the 32-deep step,
 # warps with no steps at all, rows past h and tokens past T, nt = 2 and two m-tiles
 RING_CASES = [
     # tile, T, d, h, dtype, bias, split
-    (dm.MmaGemvTile(nt=1, mt=1, warps=2, stages=2), 5, 200, 20, "float16", True, None),
-    (dm.MmaGemvTile(nt=1, mt=1, warps=2, stages=3), 7, 264, 18, "bfloat16", True, 3),
-    (dm.MmaGemvTile(nt=2, mt=1, warps=1, stages=4), 12, 136, 20, "float16", False, 2),
-    (dm.MmaGemvTile(nt=2, mt=2, warps=2, stages=2), 9, 96, 20, "bfloat16", True, None),
-    (dm.MmaGemvTile(nt=1, mt=1, warps=4, stages=4), 3, 40, 17, "bfloat16", False, 2),
+    (mmv.MmaGemvTile(nt=1, mt=1, warps=2, stages=2), 5, 200, 20, "float16", True, None),
+    (mmv.MmaGemvTile(nt=1, mt=1, warps=2, stages=3), 7, 264, 18, "bfloat16", True, 3),
+    (mmv.MmaGemvTile(nt=2, mt=1, warps=1, stages=4), 12, 136, 20, "float16", False, 2),
+    (mmv.MmaGemvTile(nt=2, mt=2, warps=2, stages=2), 9, 96, 20, "bfloat16", True, None),
+    (mmv.MmaGemvTile(nt=1, mt=1, warps=4, stages=4), 3, 40, 17, "bfloat16", False, 2),
 ]
 
 
@@ -165,11 +166,11 @@ class _DeferredCopies:
 def test_the_ring_waits_for_each_stage_before_reading_it(monkeypatch, honour_wait):
     # with copies that land only at the wait that covers them the ring still adds up; with
     # waits that land nothing (the control) it does not, so the model can catch a short wait
-    model = _DeferredCopies(dm.cp_async16_zfill_at, wait=honour_wait)
-    monkeypatch.setattr(dm, "cp_async16_zfill_at", model.copy)
-    monkeypatch.setattr(dm, "cp_async_commit", model.commit)
-    monkeypatch.setattr(dm, "cp_async_wait", model.wait)
-    tile = dm.MmaGemvTile(nt=1, mt=1, warps=2, stages=3)
+    model = _DeferredCopies(mmv.cp_async16_zfill_at, wait=honour_wait)
+    monkeypatch.setattr(mmv, "cp_async16_zfill_at", model.copy)
+    monkeypatch.setattr(mmv, "cp_async_commit", model.commit)
+    monkeypatch.setattr(mmv, "cp_async_wait", model.wait)
+    tile = mmv.MmaGemvTile(nt=1, mt=1, warps=2, stages=3)
     arrs, ref = case(4, 232, 16, "float16", seed=11)
     if honour_wait:
         close(run(dm.swiglu_gemv_tc, arrs, "float16", tile=tile, split=1), ref, "float16")
@@ -182,20 +183,20 @@ def test_the_ring_waits_for_each_stage_before_reading_it(monkeypatch, honour_wai
 
 
 def test_a_ring_tile_is_validated_and_refused_on_sm75():
-    t = dm.MmaGemvTile(nt=2, mt=1, warps=4, stages=4).validate()
+    t = mmv.MmaGemvTile(nt=2, mt=1, warps=4, stages=4).validate()
     assert t.stage_bytes == 2048 and t.ring_bytes == 4 * 4 * 2048
     assert t.shared_bytes == t.ring_bytes + 4 * 16 * 32 * 4 + 8 == 40 * 1024 + 8
-    assert dm.MmaGemvTile(nt=1, mt=1, warps=8, stages=2).validate().shared_bytes == 40 * 1024 + 8
+    assert mmv.MmaGemvTile(nt=1, mt=1, warps=8, stages=2).validate().shared_bytes == 40 * 1024 + 8
     # ring and reduction 48 KiB, + the split-K flag's 8 bytes: ptxas refuses 0xc008 > 0xc000
     with pytest.raises(ValueError, match="at most 48 KiB"):
-        dm.MmaGemvTile(nt=2, mt=1, warps=8, stages=2).validate()
+        mmv.MmaGemvTile(nt=2, mt=1, warps=8, stages=2).validate()
     with pytest.raises(ValueError, match="stages = 1"):
-        dm.MmaGemvTile(stages=1).validate()
+        mmv.MmaGemvTile(stages=1).validate()
     with pytest.raises(ValueError, match="takes unroll 1"):
-        dm.MmaGemvTile(mt=1, unroll=2, stages=2).validate()
+        mmv.MmaGemvTile(mt=1, unroll=2, stages=2).validate()
     with pytest.raises(ValueError, match=r"needs cp.async \(sm_80\+\).*f16_sm75"):
-        dm.make_mma_gemv(dm.MmaGemvTile(nt=1, mt=1, stages=2), True, "f16_sm75")
-    assert dm.MmaGemvTile().stages == 0  # the default: straight to registers
+        mmv.make_mma_gemv(mmv.MmaGemvTile(nt=1, mt=1, stages=2), True, "f16_sm75")
+    assert mmv.MmaGemvTile().stages == 0  # the default: straight to registers
 
 
 def test_the_t4_path_of_the_tensor_core_gemv():
@@ -205,7 +206,7 @@ def test_the_t4_path_of_the_tensor_core_gemv():
     dev = [cuda.to_device(a) for a in arrs]
     out = cuda.to_device(np.full((T, h), np.nan, np.float16))
     launch = dm.prepare("tensor_cores", *dev, out)
-    kern = dm.make_mma_gemv(launch.tile, True, "f16_sm75")
+    kern = mmv.make_mma_gemv(launch.tile, True, "f16_sm75")
     kern[launch.grid, launch.block](*launch.args)
     close(values(out.copy_to_host(), "float16"), ref, "float16")
 
@@ -255,22 +256,22 @@ def test_without_tensor_cores_the_gemv_takes_tokens_in_groups(monkeypatch):
 
 
 def test_dispatch_and_default_tiles():
-    assert dm.gemv_tile(1, 4096) == dm.GemvTile(tokens=1, rows=2, threads=256)  # the H100 tune
-    assert dm.gemv_tile(4, 4096).threads == 32 and dm.mma_gemv_tile(32).mt == 2
-    assert dm.gemv_tile(5, 64).tokens == 8 and dm.gemv_tile(5, 64).threads == 32
-    assert dm.mma_gemv_tile(1).tokens == 8 and dm.mma_gemv_tile(64).tokens == 64
-    assert dm.mma_gemv_tile(256).tokens == 64  # beyond: token groups
+    assert ccg.gemv_tile(1, 4096) == ccg.GemvTile(tokens=1, rows=2, threads=256)  # the H100 tune
+    assert ccg.gemv_tile(4, 4096).threads == 32 and mmv.gemv_tile(32).mt == 2
+    assert ccg.gemv_tile(5, 64).tokens == 8 and ccg.gemv_tile(5, 64).threads == 32
+    assert mmv.gemv_tile(1).tokens == 8 and mmv.gemv_tile(64).tokens == 64
+    assert mmv.gemv_tile(256).tokens == 64  # beyond: token groups
     assert splitk.splits(tiles=1000, k_pieces=8, want_blocks=528) == 1
     assert splitk.splits(tiles=64, k_pieces=8, want_blocks=528) == 8
     assert splitk.splits(tiles=200, k_pieces=8, want_blocks=528) == 3
     with pytest.raises(ValueError, match="at most 8"):
-        dm.GemvTile(tokens=16, rows=1).validate()
+        ccg.GemvTile(tokens=16, rows=1).validate()
     with pytest.raises(ValueError, match="at most 64"):
-        dm.MmaGemvTile(nt=8, mt=2).validate()
+        mmv.MmaGemvTile(nt=8, mt=2).validate()
     with pytest.raises(ValueError, match="at most 48 KiB"):
-        dm.MmaGemvTile(nt=8, mt=1, warps=8).validate()
-    assert dm.MmaGemvTile(nt=8, mt=1, warps=4).reduction_bytes == 32 * 1024
-    assert dm.MmaGemvTile(nt=8, mt=1, warps=4).shared_bytes == 32 * 1024 + 8  # + the flag
+        mmv.MmaGemvTile(nt=8, mt=1, warps=8).validate()
+    assert mmv.MmaGemvTile(nt=8, mt=1, warps=4).reduction_bytes == 32 * 1024
+    assert mmv.MmaGemvTile(nt=8, mt=1, warps=4).shared_bytes == 32 * 1024 + 8  # + the flag
 
 
 def test_bad_input_is_refused_with_the_fix():
@@ -293,7 +294,7 @@ def test_bad_input_is_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"out must have shape \[T, h\] = \[1, 4\]"):
         dm.swiglu_decode(z(1, 8), z(4, 8), z(4, 8), out=z(4, 1))
     with pytest.raises(ValueError, match="takes at most 1 tokens"):
-        dm.swiglu_gemv(z(2, 8), z(4, 8), z(4, 8), tile=dm.GemvTile(tokens=1, rows=1, threads=32))
+        dm.swiglu_gemv(z(2, 8), z(4, 8), z(4, 8), tile=ccg.GemvTile(tokens=1, rows=1, threads=32))
 
 
 def test_nothing_to_compute_launches_nothing():

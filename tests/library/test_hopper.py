@@ -148,7 +148,7 @@ def test_tile_geometry_is_named_and_fits_the_sm():
     assert t.consumers == 2 and t.threads == 384 and t.wgmma_n == 256
     assert lay["a"] % 1024 == 0 and lay["b"] % 1024 == 0 and lay["c"] % 1024 == 0
     assert lay["full"] % 8 == 0 and lay["end"] == lay["empty"] + 8 * t.stages
-    assert t.shared_bytes <= W.MAX_SHARED
+    assert t.shared_bytes <= book.kernels.launch.MAX_SHARED
     assert t.stage_bytes == 128 * 64 * 2 + 256 * 64 * 2
     assert "m64n256k16" in t.describe() and "4 stages" in t.describe()
     with pytest.raises(ValueError, match="bk must be 64"):

@@ -175,14 +175,14 @@ def test_the_ring_assembles_with_the_shared_memory_its_tile_counts(decode_texts)
     # reserves per block), so the 48 KiB check refuses what ptxas would
     import re
 
-    from book.kernels import decode_mlp as dm
+    from book.kernels import mma_gemv as mmv
 
     ok, log = ptx.ptxas_log(decode_texts["decode_mma_t16_ring"], arch="sm_90")
     assert ok, log
     m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert m and m.groups() == ("0", "0"), log
     smem = int(re.search(r"(\d+) bytes smem", log).group(1))
-    assert smem == dm.MmaGemvTile(nt=2, mt=1, warps=4, stages=3).shared_bytes + 1024, log
+    assert smem == mmv.MmaGemvTile(nt=2, mt=1, warps=4, stages=3).shared_bytes + 1024, log
 
 
 @pytest.mark.parametrize("T", [1, 2, 4, 8])
@@ -190,8 +190,8 @@ def test_the_ring_assembles_with_the_shared_memory_its_tile_counts(decode_texts)
 def test_the_cuda_core_gemv_unrolls_a_whole_piece(decode_texts, T):
     # every FMA of one 16-byte piece (rows x (gate, up) x tokens x 8) is in the straight-line
     # body: nothing of the accumulators is indexed at run time
-    from book.kernels import decode_mlp as dm
+    from book.kernels import cuda_core_gemv as ccg
 
-    tile = dm.gemv_tile(T, 4096)
+    tile = ccg.gemv_tile(T, 4096)
     fma = sum(line.startswith("fma.rn") for line in ptx.instructions(decode_texts[f"decode_gemv_t{T}"]))
     assert fma >= 2 * 8 * tile.rows * tile.tokens, (fma, tile)

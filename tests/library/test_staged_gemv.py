@@ -13,7 +13,7 @@ from numba import cuda
 
 from book.kernels import decode_mlp as dm
 from book.kernels import splitk
-from book.kernels.staged_gemv import StagedTile, row_stride, staged_tile
+from book.kernels.staged_gemv import StagedTile, row_stride, gemv_tile
 from decode_cases import case, close, close_torch, run, torch_case
 
 
@@ -67,7 +67,7 @@ def test_the_t4_path_of_the_staged_gemv():
 
 
 def test_staged_tiles_are_checked_and_name_their_shared_memory():
-    t = staged_tile(16)
+    t = gemv_tile(16)
     assert (t.nt, t.rows, t.tokens) == (2, 8, 16)
     assert row_stride(512) * 2 % 128 == 64  # a row 64 bytes past a multiple of 128
     ring = StagedTile(nt=2, warps=8, chunk=512, stages=2)  # two 17 KiB chunks: static
@@ -110,7 +110,7 @@ def test_store_words4_puts_back_what_load_words4_read():
                          ids=["registers", "ring2", "ring4_dynamic", "ring2_4warps"])
 def test_on_a_gpu_the_staged_gemv_is_right_at_full_size(T, dtype, tile):
     if tile is not None:  # the tile's n-tiles for T
-        tile = StagedTile(staged_tile(T).nt, tile.mp, tile.warps, tile.chunk, 0, tile.stages)
+        tile = StagedTile(gemv_tile(T).nt, tile.mp, tile.warps, tile.chunk, 0, tile.stages)
     torch, (x, wg, wu), ref = torch_case(T, 4104, 2048, dtype, seed=T)  # a partial last chunk
     for split in (None, 2):
         out = torch.full((T, 2048), float("nan"), device="cuda", dtype=x.dtype)

@@ -15,10 +15,6 @@ FOUND = structure.modules()
 LARGE = {
     "book.kernels.tensorcore": "the tensor-core instructions as intrinsics, each with its "
                                "fragment table and its simulator version",
-    "book.kernels.decode_mlp": "the decode MLP-up kernels (the CUDA-core GEMV, the tensor-core "
-                               "GEMV, their dispatcher)",
-    "book.kernels.wgmma_gemm": "the warp-specialized Hopper dual GEMM: its geometry, schedule, "
-                               "kernel factory and planned launch",
     "book.kernels.hopper": "Hopper's instructions as intrinsics, each with the model of what "
                            "it computes",
     "autograder.sandbox.children": "one sandboxed child from its start to its teardown: the "
