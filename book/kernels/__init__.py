@@ -57,8 +57,10 @@ GEMM
   ceiling; any T, d and h multiples of 8; ``prepare``: one launch worked out once); its tile in
   ``mma_tile``: ``MmaTile`` and ``MmaGeometry``, every size the kernel factory reads, named and
   printable. ``wgmma_gemm``: the warp-specialized Hopper dual GEMM (TMA into an mbarrier ring,
-  a producer warpgroup and two consumer warpgroups, clusters of two, TMA-stored epilogue; a
-  plan-cached launch through ``cuLaunchKernelEx``; chapter 9); its geometry in
+  a producer warpgroup and two consumer warpgroups, clusters of two, TMA-stored epilogue;
+  chapter 9), launched through ``cluster_launch`` (the Hopper kernels' plans, cached by key,
+  ``cuLaunchKernel`` or ``cuLaunchKernelEx`` with a cluster; the FP8 GEMM and GEMV's too); its
+  geometry in
   ``wgmma_gemm_tile``: ``HopperTile``, ``ColumnSplit`` and the tiles' ``schedule``.
   ``waves``: wave quantization of that persistent dual GEMM and the tile the dispatcher gives
   it for T tokens. ``fp8_gemm``: the fused FP8 MLP-up on Hopper: x per token and the weights

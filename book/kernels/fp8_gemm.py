@@ -44,9 +44,9 @@ from .fused import silu_mul
 from .hopper import SIMULATED, SWIZZLE_PERIOD, check_capability, d_coords, descriptor, tma_box
 from .launch import MAX_SHARED, allow_shared, as_device, pointer, sm_count
 from .tensorcore import target_cc
-from .wgmma_gemm import (
-    _PLANS, Plan, _cluster_grid, _config, _launch, _schedule, _stream, _torch_key, tensor_maps,
-)
+from .cluster_launch import (PLANS, LaunchPlan, cluster_config, cluster_grid, launch,
+                             raw_stream, torch_key)
+from .wgmma_gemm import device_schedule, tensor_maps
 from .wgmma_gemm_tile import HopperTile, schedule
 
 __all__ = ["TILE", "TILE_E4M3_OUT", "OUTS", "build_kernel", "swiglu_fp8", "model",
@@ -487,7 +487,7 @@ def _plan(tile, out, fmt, xd, gd, ud, od, sx, sg, su, T, d, h, inv):
 
     box_x, box_w, box_o = (tile.bk, tile.bm), (tile.bk, tile.bn), (128 // tile.out_elem, 64)
     maps = tensor_maps([xd, gd, ud, od], [box_x, box_w, box_w, box_o])
-    sched = _schedule(-(-T // tile.bm), -(-h // tile.bn), tile)
+    sched = device_schedule(-(-T // tile.bm), -(-h // tile.bn), tile)
     kern = build_kernel(tile, out, fmt)
     args = [maps, sched, sx, sg, su, T, d, h, np.float32(inv)]
     allow_shared(kern, args, shared_bytes(tile))
@@ -499,10 +499,10 @@ def _plan(tile, out, fmt, xd, gd, ud, od, sx, sg, su, T, d, h, inv):
     if tile.cluster == 1:
         grid, config = min(sched.size, tile.max_blocks or sm_count()), None
     else:
-        grid = _cluster_grid(cu, function, tile, sched.size)
-        config = _config(cu, tile, grid)
+        grid = cluster_grid(cu, function, tile, sched.size)
+        config = cluster_config(cu, tile, grid)
         config.sharedMemBytes = shared_bytes(tile)  # the tile's layout and the scales
-    return Plan(function, grid, tile.threads, shared_bytes(tile), PackedParams(params), config,
+    return LaunchPlan(function, grid, tile.threads, shared_bytes(tile), PackedParams(params), config,
                 (maps, sched, sx, sg, su))
 
 
@@ -518,10 +518,10 @@ def swiglu_fp8(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16
     inv = 1.0 if out_dtype == "bfloat16" else float(np.float32(1.0) / np.float32(out_scale))
     key = None
     if out is not None:
-        key = _torch_key(("fp8", out_dtype, fmt, inv), tile, (xq, sx, wgq, sg, wuq, su, out))
-        plan = _PLANS.get(key) if key is not None else None
+        key = torch_key(("fp8", out_dtype, fmt, inv), tile, (xq, sx, wgq, sg, wuq, su, out))
+        plan = PLANS.get(key) if key is not None else None
         if plan is not None:
-            _launch(plan, _stream(stream, xq))
+            launch(plan, raw_stream(stream, xq))
             return out
     check_capability(target_cc())
     xd, gd, ud = _bytes(xq, "xq"), _bytes(wgq, "wgq"), _bytes(wuq, "wuq")
@@ -537,6 +537,6 @@ def swiglu_fp8(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16
     res, od = _output(out, xq, T, h, out_dtype)
     plan = _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv)
     if key is not None:
-        _PLANS.put(key, plan)
-    _launch(plan, _stream(stream, xq))
+        PLANS.put(key, plan)
+    launch(plan, raw_stream(stream, xq))
     return res

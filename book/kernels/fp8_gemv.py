@@ -458,7 +458,8 @@ def _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, str
     from .fastcall import PackedParams, cufunction, pack_array
     from .launch import allow_shared, flat, pointer, sm_count
     from .splitk import device_key, workspace
-    from .wgmma_gemm import Plan, tensor_maps
+    from .cluster_launch import LaunchPlan
+    from .wgmma_gemm import tensor_maps
 
     kern = make_fp8_gemv(tile, out_dtype, fmt)
     mt, nk = -(-h // BM), -(-d // tile.stage_k)
@@ -484,7 +485,7 @@ def _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, str
     for a in args[:8]:
         params.extend(pack_array(pointer(a), a.shape, a.strides, a.dtype.itemsize))
     params += [T, d, h, struct.unpack("<I", struct.pack("<f", inv))[0]]
-    return Plan(function, grid, 256, smem, PackedParams(params), None,
+    return LaunchPlan(function, grid, 256, smem, PackedParams(params), None,
                 (maps, sk, sxd, sgd, sud, fo, ws))
 
 
@@ -503,19 +504,19 @@ def swiglu_fp8_gemv(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfl
     from .fp8_gemm import _bytes, _output, _scales
     from .hopper import check_capability
     from .tensorcore import target_cc
-    from .wgmma_gemm import _PLANS, _launch, _stream, _torch_key
+    from .cluster_launch import PLANS, launch, raw_stream, torch_key
 
     if out_dtype not in OUTS:
         raise ValueError(f"out_dtype must be one of {OUTS}, got {out_dtype!r}")
     inv = 1.0 if out_dtype == "bfloat16" else float(np.float32(1.0) / np.float32(out_scale))
-    raw = _stream(stream, xq)
+    raw = raw_stream(stream, xq)
     key = None
     if out is not None:
-        key = _torch_key(("fp8_gemv", out_dtype, fmt, inv), tile,
+        key = torch_key(("fp8_gemv", out_dtype, fmt, inv), tile,
                          (xq, sx, wgq, sg, wuq, su, out))
-        plan = _PLANS.get(key) if key is not None else None
+        plan = PLANS.get(key) if key is not None else None
         if plan is not None:
-            _launch(plan, raw)
+            launch(plan, raw)
             return out
     check_capability(target_cc())
     xd, gd, ud = _bytes(xq, "xq"), _bytes(wgq, "wgq"), _bytes(wuq, "wuq")
@@ -534,6 +535,6 @@ def swiglu_fp8_gemv(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfl
     res, od = _output(out, xq, T, h, out_dtype)
     plan = _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, int(raw))
     if key is not None:
-        _PLANS.put(key, plan)
-    _launch(plan, raw)
+        PLANS.put(key, plan)
+    launch(plan, raw)
     return res

@@ -59,7 +59,9 @@ from numba import cuda, float32, uint8, uint32, uint64
 from ..numba_compat import compiled_for
 from .fused import silu_mul
 from .hopper import SIMULATED, check_capability, descriptor, tensor_map
-from .fastcall import BoundedCache, PackedParams, cufunction, current_raw_stream, pack_array
+from .cluster_launch import (PLANS, LaunchPlan, cluster_config, cluster_grid, driver,
+                             launch_all, raw_stream, torch_key)
+from .fastcall import PackedParams, cufunction, pack_array
 from .launch import allow_shared, pointer, sm_count
 from .mma_gemm import half_dtype, half_matrix, half_out
 from .tensorcore import target_cc
@@ -68,7 +70,7 @@ from .wgmma_gemm_tile import ALIGN, TILE, ColumnSplit, HopperTile, schedule
 # (its geometry, HopperTile, TILE, ColumnSplit and schedule: book.kernels.wgmma_gemm_tile)
 __all__ = ["EPILOGUES", "build_kernel", "pairs", "swiglu_wgmma", "swiglu_wgmma_identity",
            "gate_up_wgmma", "matmul_wgmma", "ceiling_wgmma", "flops", "check_shapes",
-           "tensor_maps"]
+           "tensor_maps", "device_schedule"]
 
 EPILOGUES = ("swiglu", "identity", "store2", "gemm", "ceiling")
 
@@ -357,7 +359,7 @@ def tensor_maps(arrays, boxes, promotion="256B", mode="128B"):
     return dev
 
 
-def _schedule(m_tiles, n_tiles, tile, first=0):
+def device_schedule(m_tiles, n_tiles, tile, first=0):
     """The device schedule: with clusters of 2, its row entries are pairs of row tiles."""
     m_units = -(-m_tiles // tile.cluster)
     key = (m_units, n_tiles, tile.group, first)
@@ -386,65 +388,15 @@ def check_shapes(x, ws, names):
     return T, d, h
 
 
-class Plan:
-    """One launch, worked out once per key: the CUDA function, grid, block, dynamic shared
-    memory, packed parameters, the launch configuration (with its cluster size) and the
-    device arrays the parameters point to (kept alive here)."""
-
-    __slots__ = ("function", "grid", "block", "smem", "params", "config", "keep")
-
-    def __init__(self, function, grid, block, smem, params, config, keep):
-        self.function, self.grid, self.block, self.smem = function, grid, block, smem
-        self.params, self.config, self.keep = params, config, keep
-
-
-_PLANS = BoundedCache(64)
-
-
-def _driver():
-    from cuda.bindings import driver as cu
-
-    return cu
-
-
-def _cluster_grid(cu, function, tile, units):
-    """Blocks to launch: as many clusters as can be resident at once (the schedule is
-    persistent), and no more than there are schedule entries."""
-    cfg = _config(cu, tile, tile.cluster)
-    err, n = cu.cuOccupancyMaxActiveClusters(function, cfg)
-    OCCUPANCY[tile] = (str(err), n)
-    if err != cu.CUresult.CUDA_SUCCESS or n < 1:
-        n = sm_count() // tile.cluster
-    if tile.max_blocks:
-        n = min(n, tile.max_blocks // tile.cluster)
-    return tile.cluster * max(1, min(n, units))
-
-
-OCCUPANCY = {}  # tile -> what cuOccupancyMaxActiveClusters answered (for the record)
-
-
-def _config(cu, tile, grid):
-    cfg = cu.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid, 1, 1
-    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = tile.threads, 1, 1
-    cfg.sharedMemBytes = tile.shared_bytes
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = tile.cluster, 1, 1
-    cfg.attrs = [attr]
-    cfg.numAttrs = 1
-    return cfg
-
-
 def _plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h, span=None):
     """A launch of ``tile`` over the output's columns ``span`` = (start, end) (all of them
     if None; the start a multiple of the tile's columns)."""
-    cu = _driver()
+    cu = driver()
     box_x, box_w, box_o = (tile.bk, tile.bm), (tile.bk, tile.bn), (64, 64)
     maps = tensor_maps([xd, ws[0], ws[-1], o, o2], [box_x, box_w, box_w, box_o, box_o])
     cols = tile.bn if epilogue in ("swiglu", "identity", "store2") else 2 * tile.bn
     c0, c1 = span or (0, h)
-    sched = _schedule(-(-T // tile.bm), -(-c1 // cols), tile, c0 // cols)
+    sched = device_schedule(-(-T // tile.bm), -(-c1 // cols), tile, c0 // cols)
     kern = build_kernel(tile, epilogue, kind)
     args = [maps, sched, d]
     allow_shared(kern, args, tile.shared_bytes)  # compiles for these types
@@ -458,57 +410,20 @@ def _plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h, span=None):
     if tile.cluster == 1:
         grid, config = min(sched.size, tile.max_blocks or sm_count()), None
     else:
-        grid = _cluster_grid(cu, function, tile, sched.size)
-        config = _config(cu, tile, grid)
-    return Plan(function, grid, tile.threads, tile.shared_bytes, PackedParams(params), config,
-                (maps, sched))
-
-
-def _launch(plan, stream):
-    cu = _driver()
-    if plan.config is None:
-        err, = cu.cuLaunchKernel(plan.function, plan.grid, 1, 1, plan.block, 1, 1, plan.smem,
-                                 stream, plan.params.address, 0)
-    else:
-        plan.config.hStream = stream
-        err, = cu.cuLaunchKernelEx(plan.config, plan.function, plan.params.address, 0)
-    if err != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"launching the wgmma GEMM failed: {err}")
-
-
-def _stream(stream, like):
-    """The raw stream to launch on: ``stream`` if given (an int, or a Numba stream), else
-    torch's current stream for torch tensors, else the legacy default stream."""
-    cu = _driver()
-    if stream is None:
-        if type(like).__module__.startswith("torch"):
-            return cu.CUstream(current_raw_stream()(like.get_device()))
-        return cu.CUstream(0)
-    h = getattr(stream, "handle", stream)
-    return cu.CUstream(int(getattr(h, "value", h) or 0))
-
-
-def _torch_key(epilogue, tile, tensors):
-    """What a plan depends on, read cheaply from torch tensors (None: not all torch)."""
-    key = [epilogue, tile]
-    for t in tensors:
-        if t is None:
-            key.append(None)
-            continue
-        if not type(t).__module__.startswith("torch"):
-            return None
-        key.append((t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.get_device()))
-    return tuple(key)
+        grid = cluster_grid(cu, function, tile, sched.size)
+        config = cluster_config(cu, tile, grid)
+    return LaunchPlan(function, grid, tile.threads, tile.shared_bytes, PackedParams(params),
+                      config, (maps, sched))
 
 
 def _run(epilogue, x, wg, wu, out, out2, tile, stream):
     tile = tile or TILE
     key = None
     if out is not None and (out2 is not None or epilogue != "store2"):
-        key = _torch_key(epilogue, tile, (x, wg, wu, out, out2))
-        plan = _PLANS.get(key) if key is not None else None
+        key = torch_key(epilogue, tile, (x, wg, wu, out, out2))
+        plan = PLANS.get(key) if key is not None else None
         if plan is not None:  # every check of this key passed when it was planned
-            _launch_all(plan, _stream(stream, x))
+            launch_all(plan, raw_stream(stream, x))
             return (out, out2) if epilogue == "store2" else out
     tile = tile.validate()
     if isinstance(tile, ColumnSplit) and epilogue not in ("swiglu", "identity", "store2"):
@@ -533,14 +448,9 @@ def _run(epilogue, x, wg, wu, out, out2, tile, stream):
     else:
         plan = (_plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h),)
     if key is not None:
-        _PLANS.put(key, plan)
-    _launch_all(plan, _stream(stream, x))
+        PLANS.put(key, plan)
+    launch_all(plan, raw_stream(stream, x))
     return (res, res2) if epilogue == "store2" else res
-
-
-def _launch_all(plans, stream):
-    for plan in plans:
-        _launch(plan, stream)
 
 
 def swiglu_wgmma(x, wg, wu, out=None, *, tile=None, stream=None):

@@ -224,7 +224,7 @@ def test_on_a_hopper_gpu_launches_repeat_bit_for_bit_and_plans_hold_addresses():
     """The seams' counters are left at zero, so every launch (a planned replay too) adds the
     same pieces in the same order; a plan keeps addresses, never values."""
     torch = _torch_hopper()
-    from book.kernels.wgmma_gemm import _PLANS
+    from book.kernels.cluster_launch import PLANS as _PLANS
 
     q = quantized(16, 4096, 2048, seed=3)
     args = _on_gpu(torch, q)
