@@ -13,7 +13,7 @@ simulator has no clusters, TMA or wgmma).
 
 from __future__ import annotations
 
-from .fastcall import BoundedCache, current_raw_stream
+from .fastcall import BoundedCache, current_raw_stream, driver as fastcall_driver
 from .launch import is_torch, sm_count
 
 __all__ = ["LaunchPlan", "PLANS", "OCCUPANCY", "driver", "cluster_grid", "cluster_config",
@@ -39,9 +39,13 @@ OCCUPANCY = {}
 
 
 def driver():
-    """cuda-bindings' driver module (imported when a launch is first planned)."""
-    from cuda.bindings import driver as cu
-
+    """cuda-bindings' driver module (:func:`book.kernels.fastcall.driver`), or an error that
+    says why there is none."""
+    cu = fastcall_driver()
+    if cu is None:
+        raise RuntimeError("the Hopper kernels launch through the CUDA driver (cuda-bindings' "
+                           "cuda.bindings.driver): there is none here (Numba's simulator, or "
+                           "cuda-bindings not installed)")
     return cu
 
 

@@ -102,7 +102,7 @@ class PackedParams:
         return bytes(self.values)
 
 
-def _driver():
+def driver():
     """cuda-bindings' driver module, or None where there is no driver (the simulator)."""
     if _numba_config.ENABLE_CUDASIM:
         return None
@@ -182,7 +182,7 @@ class FastCall:
                              f"got {variant!r} (call VARIANTS[{variant!r}].fn instead)")
         self.variant, self.block = variant, block
         self.kernel, self.width, self.dtypes, self.ordinary = VECTOR_VARIANTS[variant]
-        self._cu = _driver()
+        self._cu = driver()
         self.fast = self._cu is not None
         self._plans = BoundedCache(self.MAX_PLANS)  # key -> Plan, or None: the wrapper's
         self._streams = BoundedCache(self.MAX_STREAMS)  # raw handle -> CUstream
@@ -309,7 +309,7 @@ class PlannedCall:
 
     def __init__(self, name, prepare):
         self.name, self.prepare = name, prepare
-        self._cu = _driver()
+        self._cu = driver()
         self.fast = self._cu is not None
         self._plans = BoundedCache(self.MAX_PLANS)  # (raw stream, keys...) -> Plan or None
         self._streams = BoundedCache(self.MAX_STREAMS)

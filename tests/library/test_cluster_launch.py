@@ -71,8 +71,11 @@ def test_only_torch_tensors_make_a_key():
     assert k1 != cl.torch_key("swiglu", "tile", (a.t(), None))        # another layout
 
 
-def test_the_stream_given_wins_and_none_is_the_default_stream():
-    pytest.importorskip("cuda.bindings")
+def test_the_stream_given_wins_and_none_is_the_default_stream(monkeypatch):
+    # cuda-bindings' real driver module (its CUstream needs no GPU); in the simulator the
+    # course reports no driver, so it is handed over here
+    cu = pytest.importorskip("cuda.bindings.driver")
+    monkeypatch.setattr(cl, "fastcall_driver", lambda: cu)
     assert int(cl.raw_stream(7, None)) == 7
     assert int(cl.raw_stream(types.SimpleNamespace(handle=types.SimpleNamespace(value=9)), None)) == 9
     assert int(cl.raw_stream(None, np.zeros(2))) == 0
@@ -82,3 +85,9 @@ def test_the_plan_cache_is_bounded():
     from book.kernels.fastcall import BoundedCache
 
     assert isinstance(cl.PLANS, BoundedCache) and cl.PLANS.limit == 64
+
+
+def test_without_a_driver_a_launch_says_why(monkeypatch):
+    monkeypatch.setattr(cl, "fastcall_driver", lambda: None)
+    with pytest.raises(RuntimeError, match="launch through the CUDA driver"):
+        cl.launch(_plan(), 0)
