@@ -123,16 +123,24 @@ def icon_on_redirect(html_dir: Path) -> bool:
     return True
 
 
-def sync_built_site(html_dir: Path) -> int:
-    """Mirror site_assets/ into an already built site, and name the icon in its redirect.
+#: the course's own stylesheet and script (_config.yml's html_static_path), served as _static/
+THEME = ROOT / "tools" / "theme"
 
-    Sphinx copies `html_extra_path` only when some page is rebuilt ("no targets are out of
-    date" skips it), so a changed asset would not reach _build/html without this.
+
+def sync_built_site(html_dir: Path) -> int:
+    """Mirror site_assets/ and the course's theme (tools/theme/) into an already built site,
+    and name the icon in its redirect.
+
+    Sphinx copies `html_extra_path` and `html_static_path` only when some page is rebuilt ("no
+    targets are out of date" skips it), so a changed asset, stylesheet or script would not reach
+    _build/html without this (course.css edited, `make book` served the old one).
     """
     src_root = OUT.parent
     changed = 0
     for f in sorted(p for p in src_root.rglob("*") if p.is_file()):
         changed += _copy_file(f, html_dir / f.relative_to(src_root))
+    for f in sorted(p for p in THEME.rglob("*") if p.is_file()):
+        changed += _copy_file(f, html_dir / "_static" / f.relative_to(THEME))
     if changed:
         print(f"site assets: {changed} files refreshed in {html_dir}")
     icon_on_redirect(html_dir)

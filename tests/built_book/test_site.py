@@ -533,6 +533,41 @@ def test_wide_tables_scroll_instead_of_squeezing_on_a_phone(built_book, site_pag
         assert site_page.page.evaluate("document.documentElement.scrollWidth") <= 376, path
 
 
+def test_a_table_wider_than_its_column_says_it_scrolls(built_book, site_page):
+    """Reader passes 5 and 6: at 375 px chapters 9's and 9b's tables hid their last columns
+    (the ratios to cuBLAS) with no sign that they scroll, since a phone shows no scrollbar until
+    touched. A line above every table wider than its column says so (tools/theme/course.js);
+    none above a table that fits, and a resize to a laptop's width takes the lines away."""
+    tables = """() => [...document.querySelectorAll('article.bd-article table')].map(t => ({
+        wide: t.scrollWidth > t.clientWidth + 1,
+        hinted: !!(t.previousElementSibling
+                   && t.previousElementSibling.classList.contains('course-scroll-hint'))}))"""
+    settled = ("() => document.readyState !== 'loading' && [...document.querySelectorAll("
+               "'article.bd-article table')].every(t => (t.scrollWidth > t.clientWidth + 1) === "
+               "!!(t.previousElementSibling && t.previousElementSibling.classList.contains("
+               "'course-scroll-hint')))")
+
+    def look():
+        # (playwright's "networkidle" can come before the page is parsed: wait for the page,
+        # and for the hints to follow the tables, a few seconds at most)
+        try:
+            site_page.page.wait_for_function(settled, timeout=5000)
+        except Exception:
+            pass  # the assertions below say what differs
+        return site_page.page.evaluate(tables)
+
+    for path in ("chapters/09_hopper.html", "chapters/09b_eight_bits.html"):
+        site_page.page.set_viewport_size({"width": 375, "height": 812})
+        site_page.goto(path)
+        seen = look()
+        assert any(t["wide"] for t in seen), f"{path}: no table wider than a phone's column"
+        assert all(t["wide"] == t["hinted"] for t in seen), f"{path} at 375 px: {seen}"
+        site_page.page.set_viewport_size({"width": 1280, "height": 900})
+        seen = look()
+        assert all(t["wide"] == t["hinted"] for t in seen), f"{path} at 1280 px: {seen}"
+        assert not all(t["hinted"] for t in seen), f"{path}: every table hinted at 1280 px"
+
+
 SHORT_CELLS_ON_TWO_LINES = """() =>
     [...document.querySelectorAll('article.bd-article table td:not(.prose-cell), '
                                   + 'article.bd-article table th:not(.prose-cell)')]
