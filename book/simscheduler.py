@@ -32,6 +32,11 @@ Two more things the loop does that numba-cuda's does not (issue 41):
   and what :mod:`book.simhazards` keeps per thread; at each barrier the hazard recorder, when
   one is recording, is told which threads it releases (threads waiting at different
   ``syncthreads`` are a barrier not every thread reaches).
+- **A block whose threads never meet runs them in turn** (:mod:`book.simsequential`): where
+  the kernel's code, and every function it reaches, has no barrier, warp exchange or while
+  loop, the block's threads run one after another on this Python thread instead of a Python
+  thread each (one schedule a GPU may choose), each still its ``BlockThread`` to
+  ``threading.current_thread()``; ``BOOK_SIM_SEQUENTIAL=0`` keeps every block threaded.
 
 :func:`apply` is called by :mod:`book.gpu` when it picks the simulator; like
 :mod:`book.simfidelity` it imports nothing of ``numba.cuda`` itself.
@@ -112,10 +117,13 @@ def run_block(self, grid_point, *args):
     know their block and count the barriers they pass (the module's docstring)."""
     import numpy as np
 
-    from . import simhazards
+    from . import simhazards, simsequential
 
     grid_point, linear = _run_as(grid_point, self._grid_dim)
     block_thread = sim_block_thread_class()
+    if simsequential.qualifies(self, args):   # no barrier, no warp meeting: threads in turn
+        simsequential.run_block_in_turn(self, grid_point, linear, args, block_thread)
+        return
     threads = set()
     livethreads = set()
     blockedthreads = set()

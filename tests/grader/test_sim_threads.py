@@ -10,7 +10,9 @@
   65 threads under 1100 MiB);
 - a block the simulator still cannot start is the grader's limit: "not graded in the
   simulator", with what the grading process had, a GPU regrade and a review flag; never "your
-  function raised".
+  function raised" (lab 4's, whose threads wait at barriers);
+- a block of a barrier-free kernel (lab 2's) needs no threads: book/simsequential.py runs them
+  in turn, so it grades in full where its 1024 threads could not be started.
 """
 
 from __future__ import annotations
@@ -102,8 +104,9 @@ def test_a_block_of_256_waiting_threads_grades_under_1100_mib(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="RLIMIT_NPROC of the child's own uid needs root")
 def test_a_block_the_simulator_cannot_start_is_the_graders_problem(tmp_path):
-    # two tasks: the child's uid may run 66 processes and threads, fewer than lab 2's block
-    r = grade(tmp_path, "lab2_packed_swiglu", "tasks = 2\n")
+    # two tasks: the child's uid may run 66 processes and threads, fewer than lab 4's block,
+    # whose threads wait at barriers (a barrier-free block needs none: the next test)
+    r = grade(tmp_path, "lab4_dual_gemm", "tasks = 2\n")
     tests = correctness(r)
     first = tests[0]["output"]
     assert first.startswith("not graded in the simulator: the grader's simulator could not start"), first
@@ -114,3 +117,13 @@ def test_a_block_the_simulator_cannot_start_is_the_graders_problem(tmp_path):
     flags = r["extra_data"]["flags"]   # "what [where]"
     assert any(f.startswith("needs a GPU regrade: the simulator could not start a block's threads "
                             "[threads_alive") for f in flags), flags
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="RLIMIT_NPROC of the child's own uid needs root")
+def test_a_barrier_free_block_grades_without_threads(tmp_path):
+    # lab 2's kernels have no barrier: book/simsequential.py runs a block's 1024 threads in
+    # turn on the child's own thread, so 66 tasks are enough (threaded, it could not start them)
+    r = grade(tmp_path, "lab2_packed_swiglu", "tasks = 2\n")
+    tests = correctness(r)
+    assert tests and all(t["score"] == t["max_score"] for t in tests), [t["output"][:600] for t in tests]
+    assert r["extra_data"].get("status") != "needs a GPU"
