@@ -49,9 +49,9 @@ GPU or simulator
   ``simsequential``: a block of a kernel whose code (and every function it reaches) has no
   barrier, warp exchange or while loop runs its threads one after another on the launching
   Python thread, each still its ``BlockThread`` to ``threading.current_thread()`` (the hazard
-  recorder, the tracer): 2-10x less CPU, 2.5-24x less wall time on a loaded 2-core machine,
-  for the elementwise labs and chapters (``BOOK_SIM_SEQUENTIAL=0``: always threaded); called
-  by ``simscheduler``'s loop.
+  recorder, the tracer): less CPU for the elementwise labs and chapters, measured in
+  records/simulator/simsequential_cpu.json (``BOOK_SIM_SEQUENTIAL=0``: always threaded);
+  called by ``simscheduler``'s loop.
   ``sim_addressing``: a simulated kernel's arrays addressed as on a GPU (an index past a
   dimension is the next element in memory; only an address outside the allocation raises):
   the grader's driver and ``check()`` launch through it, so a store past the end of ``out``

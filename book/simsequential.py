@@ -41,26 +41,11 @@ An exception is numba-cuda's (``BlockThread.run`` words it: ``tid=[...] ctaid=[.
 and ends the block: the threads after it never run (on the threaded path they run on,
 unjoined, while the launch raises).
 
-What it bought (2-core machine under another job's load, load average 14-17; one process per
-line, the best of one call, same output bytes both ways; ``BOOK_SIM_SEQUENTIAL=1`` vs ``0``;
-wall s / CPU s of the process):
-
-=====================================================  ===============  ==============
-call                                                   threaded         in turn
-=====================================================  ===============  ==============
-lab 2 master, one simulated hidden case (M=4, F=4669)  6.27 / 2.40      1.11 / 0.78
-lab 2 master, ``check(perf=False, access=False)``      0.62 / 0.29      0.09 / 0.08
-lab 3 master, one simulated hidden case (M=3, F=5780)  2.95 / 1.95      1.18 / 1.05
-``naive.swiglu_naive``, n=16384, block 256             24.4 / 9.88      1.03 / 0.96
-``fused.swiglu_fused``, n=16384, block 256             17.3 / 4.05      0.72 / 0.66
-``naive.swiglu_naive`` / ``fused``, n=4096             3.14 / 2.01      0.33 / 0.19
-=====================================================  ===============  ==============
-
-(the hidden case: ``spec.call_here(fn, spec.hidden_cases(default_rng(0), simulated=True)[0])``
-with the master's cells executed, guard zones and the hazard recorder on, as ``check()`` runs
-it). A block run in turn costs about 40 us of CPU a thread, a quarter of it making the
-``BlockThread``; the threaded path's wall time grows with the machine's load, since each
-simulated thread waits for the OS to schedule it. Kernels with barriers (labs 4-6, the GEMMs,
+What it buys is measured in records/simulator/simsequential_cpu.json (each call in a fresh
+process both ways, the same output bytes; records/simulator/README.md names the probe that
+made it and reads the ratios): most for the elementwise kernels of chapters 4 and 5 and lab 2's
+hidden cases. Under load the threaded path's wall time grows further, since each of its
+simulated threads waits for the OS to run it. Kernels with barriers (labs 4-6, the GEMMs,
 the norms' block sums) are unchanged. The grader's child reads ``BOOK_SIM_SEQUENTIAL`` from
 the environment the sandbox gives it (the default).
 """
