@@ -42,7 +42,7 @@ and ends the block: the threads after it never run (on the threaded path they ru
 unjoined, while the launch raises).
 
 What it buys is measured in records/simulator/simsequential_cpu.json (each call in a fresh
-process both ways, the same output bytes; records/simulator/README.md names the probe that
+process both ways, the same output bytes; records/simulator/README.md names the retired probe that
 made it and reads the ratios): most for the elementwise kernels of chapters 4 and 5 and lab 2's
 hidden cases. Under load the threaded path's wall time grows further, since each of its
 simulated threads waits for the OS to run it. Kernels with barriers (labs 4-6, the GEMMs,
