@@ -143,13 +143,14 @@ class _Scan:
         if bad:
             return self.no(f"{code.co_name} uses {sorted(bad)[0]}")
         jumps = set(dis.hasjrel) | set(dis.hasjabs)
-        for ins in dis.get_instructions(code):
+        instructions = list(dis.get_instructions(code))   # disassembled once a code object
+        for ins in instructions:
             if ins.opname == "IMPORT_NAME":
                 return self.no(f"{code.co_name} imports {ins.argval} as it runs")
             if ins.opcode in jumps and isinstance(ins.argval, int) and ins.argval < ins.offset:
                 # a backward jump: a for loop's returns to its FOR_ITER; any other is a while
                 if ins.opname != "JUMP_BACKWARD_NO_INTERRUPT":
-                    target = _at(code, ins.argval)
+                    target = _at(instructions, ins.argval)
                     if target is None or target.opname != "FOR_ITER":
                         return self.no(f"{code.co_name} has a while loop (a thread may wait "
                                        "for another)")
@@ -212,9 +213,10 @@ class _Scan:
         return self.no(f"names {name} ({type(v).__name__}), which it cannot look into")
 
 
-def _at(code, offset):
-    """The instruction a jump to ``offset`` lands on (past an EXTENDED_ARG prefix)."""
-    for ins in dis.get_instructions(code):
+def _at(instructions, offset):
+    """The instruction a jump to ``offset`` lands on (past an EXTENDED_ARG prefix), among a
+    code object's ``instructions``."""
+    for ins in instructions:
         if ins.offset >= offset and ins.opname != "EXTENDED_ARG":
             return ins
     return None
@@ -277,6 +279,14 @@ _active = threading._active          # CPython: ident -> Thread, what current_th
 _SWAP_WORKS = [False]
 
 
+def _restore(me, saved) -> None:
+    """Put this thread's ``threading._active`` entry back as it was (``saved``: None, none)."""
+    if saved is None:
+        _active.pop(me, None)
+    else:
+        _active[me] = saved
+
+
 def _check_swap() -> bool:
     """Does pointing this thread's ``threading._active`` entry at another Thread object make
     ``threading.current_thread()`` return it (CPython's threading, 3.8-3.13)?"""
@@ -289,10 +299,7 @@ def _check_swap() -> bool:
     except Exception:
         return False
     finally:
-        if saved is None:
-            _active.pop(me, None)
-        else:
-            _active[me] = saved
+        _restore(me, saved)
 
 
 _SWAP_WORKS[0] = _check_swap()
@@ -323,14 +330,8 @@ def run_block_in_turn(manager, grid_point, linear, args, block_thread) -> None:
             try:
                 contextvars.Context().run(t.run)   # BlockThread.run: keeps its exception
             finally:
-                if saved is None:
-                    _active.pop(me, None)
-                else:
-                    _active[me] = saved
+                _restore(me, saved)   # (the next BlockThread is made as this thread's own)
             if t.exception:
                 raise t.exception[0].with_traceback(t.exception[1])
     finally:
-        if saved is None:
-            _active.pop(me, None)
-        else:
-            _active[me] = saved
+        _restore(me, saved)

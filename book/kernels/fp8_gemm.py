@@ -44,7 +44,7 @@ from .fused import silu_mul
 from .hopper import SIMULATED, SWIZZLE_PERIOD, check_capability, d_coords, descriptor, tma_box
 from .launch import MAX_SHARED, allow_shared, as_device, pointer, sm_count
 from .tensorcore import target_cc
-from .cluster_launch import (PLANS, LaunchPlan, cluster_config, cluster_grid, launch,
+from .cluster_launch import (PLANS, LaunchPlan, cluster_config, cluster_grid, driver, launch,
                              raw_stream, torch_key)
 from .wgmma_gemm import device_schedule, tensor_maps
 from .wgmma_gemm_tile import HopperTile, schedule
@@ -483,14 +483,13 @@ def _output(out, like, T, h, kind):
 
 
 def _plan(tile, out, fmt, xd, gd, ud, od, sx, sg, su, T, d, h, inv):
-    from cuda.bindings import driver as cu
-
+    cu = driver()
     box_x, box_w, box_o = (tile.bk, tile.bm), (tile.bk, tile.bn), (128 // tile.out_elem, 64)
     maps = tensor_maps([xd, gd, ud, od], [box_x, box_w, box_w, box_o])
     sched = device_schedule(-(-T // tile.bm), -(-h // tile.bn), tile)
     kern = build_kernel(tile, out, fmt)
     args = [maps, sched, sx, sg, su, T, d, h, np.float32(inv)]
-    allow_shared(kern, args, shared_bytes(tile))
+    allow_shared(kern, args, tile.shared_bytes)  # the layout and the scales
     function = cufunction(cu, compiled_for(kern, args))
     params = []
     for a in (maps, sched, sx, sg, su):
@@ -501,9 +500,8 @@ def _plan(tile, out, fmt, xd, gd, ud, od, sx, sg, su, T, d, h, inv):
     else:
         grid = cluster_grid(cu, function, tile, sched.size)
         config = cluster_config(cu, tile, grid)
-        config.sharedMemBytes = shared_bytes(tile)  # the tile's layout and the scales
-    return LaunchPlan(function, grid, tile.threads, shared_bytes(tile), PackedParams(params), config,
-                (maps, sched, sx, sg, su))
+    return LaunchPlan(function, grid, tile.threads, tile.shared_bytes, PackedParams(params),
+                      config, (maps, sched, sx, sg, su))
 
 
 def swiglu_fp8(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16",

@@ -453,13 +453,13 @@ _TABLES = {}  # (device, row tiles, k-blocks, blocks) -> the stream-K table on t
 
 
 def _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, stream_key):
-    from cuda.bindings import driver as cu
-
+    from .cluster_launch import LaunchPlan, driver
     from .fastcall import PackedParams, cufunction, pack_array
     from .launch import allow_shared, flat, pointer, sm_count
     from .splitk import device_key, workspace
-    from .cluster_launch import LaunchPlan
     from .wgmma_gemm import tensor_maps
+
+    cu = driver()
 
     kern = make_fp8_gemv(tile, out_dtype, fmt)
     mt, nk = -(-h // BM), -(-d // tile.stage_k)
@@ -486,7 +486,7 @@ def _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, str
         params.extend(pack_array(pointer(a), a.shape, a.strides, a.dtype.itemsize))
     params += [T, d, h, struct.unpack("<I", struct.pack("<f", inv))[0]]
     return LaunchPlan(function, grid, 256, smem, PackedParams(params), None,
-                (maps, sk, sxd, sgd, sud, fo, ws))
+                      (maps, sk, sxd, sgd, sud, fo, ws))
 
 
 def swiglu_fp8_gemv(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16",
@@ -503,8 +503,8 @@ def swiglu_fp8_gemv(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfl
     on its own stream)."""
     from .fp8_gemm import _bytes, _output, _scales
     from .hopper import check_capability
-    from .tensorcore import target_cc
     from .cluster_launch import PLANS, launch, raw_stream, torch_key
+    from .tensorcore import target_cc
 
     if out_dtype not in OUTS:
         raise ValueError(f"out_dtype must be one of {OUTS}, got {out_dtype!r}")
