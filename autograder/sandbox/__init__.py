@@ -30,7 +30,8 @@ The package, by concept:
   its own it becomes (student code never runs as root: a uid of its own, or a refusal that names
   the fix), the size-limited file system it writes to (its working folder, /tmp and /dev/shm, in
   a folder its grader holds by an flock while it lives: ``new_folder``; what no living grader
-  holds, what killed graders left, the next sweeps, never by pid: ``sweep_stale_storage``), the
+  holds, what killed graders left, the next sweeps, never by pid: ``sweep_stale_storage``;
+  never while a grader is giving a child its uid: ``uid_lock``), the
   count of its processes and threads (a pids cgroup).
 - ``budgets``: host and GPU memory summed over a submission's processes, watched while it runs.
 - ``threads`` (inside/threads.py): a simulated child's room for the simulator's threads under
@@ -78,11 +79,11 @@ from .inside.settings import SIM_MAX_THREADS, DriverSettings, LaunchSettings, Li
 from .inside.threads import (ARENAS, describe as describe_thread_failure, limit_malloc_arenas,
                              own_fault as own_thread_failure)
 from .storage import (PLACES, held, held_uids, hold, let_go, new_folder, storage_message,
-                      storage_use, sweep_stale_storage)
+                      storage_use, sweep_stale_storage, uid_lock)
 from .tasks import pids_cgroup_base, tasks_message, tasks_refused
 from .trusted import (CHILD_MARK, CHILD_PACKAGE, GRADED_KERNEL_MODULES, child_command, copy_trusted, entry_point,
                       scrubbed_env)
-from .uid import CHILD_UID_BASE, CHILD_UID_SPAN, NOBODY, can_drop_uid, uid_drop_support
+from .uid import CHILD_UID_BASE, CHILD_UID_SPAN, NOBODY, can_drop_uid, uid_drop_support, uids_in_use
 
 __all__ = [
     "CHILD_UID_BASE", "CHILD_UID_SPAN", "GPU_BUDGET_FRACTION", "NOBODY", "PLACES",
@@ -97,6 +98,7 @@ __all__ = [
     "scrubbed_env", "storage_message", "storage_use", "sweep_stale_storage", "tasks_message",
     "held", "held_uids", "hold", "ipc_objects", "landlock_abi", "let_go", "new_folder",
     "remove_left_by", "shared_places",
-    "tasks_refused", "trusted_command", "uid_drop_support", "linux", "seccomp", "reachable",
+    "tasks_refused", "trusted_command", "uid_drop_support", "uid_lock", "uids_in_use",
+    "linux", "seccomp", "reachable",
     "writable_by_others",
 ]

@@ -36,7 +36,7 @@ from .inside.process import (all_pids, alive, descendants, kill_cgroup, kill_tre
 from .inside.settings import DriverSettings, LaunchSettings, Limits, Storage
 from .paths import grader_paths, hide_list, needed_paths
 from .protections import protections
-from .storage import (PLACES, held_uids, hold, let_go, mount_storage, new_folder, storage_use,
+from .storage import (PLACES, held_uids, hold, let_go, mount_storage, new_folder, storage_use, uid_lock,
                       sweep_stale_storage, unmount)
 from .tasks import new_pids_cgroup, tasks_refused
 from .trusted import child_command, copy_trusted, entry_point, scrubbed_env
@@ -131,16 +131,18 @@ class Child:
         if not _swept:   # once per grader: what graders killed before us left mounted
             _swept.append(sweep_stale_storage())
         # a uid of its own (as root): never one another child holds, here or under another
-        # grader beside this one (its folder, held, belongs to its uid: storage.held_uids)
-        self.uid = (new_child_uid({c.uid for c in list(_open_children)} | held_uids())
-                    if root and (untrusted or (drop_uid and support["uid"])) else None)
+        # grader beside this one (its folder, held, belongs to its uid: storage.held_uids);
+        # no grader's sweep runs until the folder is held and the uid's (storage.uid_lock)
+        with uid_lock(exclusive=False):
+            self.uid = (new_child_uid({c.uid for c in list(_open_children)} | held_uids())
+                        if root and (untrusted or (drop_uid and support["uid"])) else None)
+            # ag-<grader pid>-..., held by this grader until close (storage.new_folder)
+            self.workdir = new_folder()
+            if self.uid is not None:   # its uid's, as seen from any mount namespace
+                os.chown(self.workdir, self.uid, self.uid)
         self.uid_note = ("" if self.uid is not None else
                          "a trusted child: it runs as the grader" if root else support["why_not_uid"])
-        # ag-<grader pid>-..., held by this grader until close (storage.new_folder)
-        self.workdir = new_folder()
         self.left_behind: dict | None = None
-        if self.uid is not None:   # its uid's, as seen from any mount namespace
-            os.chown(self.workdir, self.uid, self.uid)
         # its own size-limited file system (as root), holding /tmp and /dev/shm too (PLACES)
         self.storage_note = (mount_storage(self.workdir, typed.disk_bytes, typed.files)
                              if isolate else "isolation disabled by the grader's options")

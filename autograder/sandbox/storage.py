@@ -10,9 +10,11 @@ import ctypes
 import fcntl
 import os
 import shutil
+import stat
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from .containment import cgroup2_dir, remove_cgroup
@@ -165,6 +167,58 @@ def _stale_cgroup(path: str, tmp: str) -> bool:
     return not held(os.path.join(tmp, name[:-2]))
 
 
+# --------------------------------------------------------------------------- uids claimed and swept
+# As root, one grader gives a new child a uid (children.Child: the uid chosen, the child's folder
+# made, held and made the uid's) while another sweeps what children of uids no living grader
+# holds left where every uid may write (sweep_stale_storage). The sweep reads the uids held and
+# the graders' folders first and removes after: a child given its uid in between was taken for
+# a dead grader's, its folder removed under its grader (CI: a control run's trusted copy went
+# missing while it was copied) and, without a mount namespace, its files in /tmp with it. The
+# two exclude each other: a claim holds UID_LOCK shared from the uid's choice until its folder
+# is held and the uid's, a sweep holds it exclusive from its first read to its last removal.
+UID_LOCK = ".ag-uids.lock"
+
+
+def _open_uid_lock(tmp: str) -> int:
+    """UID_LOCK in ``tmp``, a regular file of root's that no other uid may open (a child could
+    flock one of its own and stop every grader): anything else under that name is removed and
+    the file made again."""
+    path = os.path.join(tmp, UID_LOCK)
+    for _ in range(100):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError:   # a link (ELOOP), or another uid's file (protected_regular: EACCES)
+            fd = -1
+        if fd >= 0:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o077:
+                return fd
+            os.close(fd)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except FileNotFoundError:
+            pass
+    raise OSError(f"could not make the graders' uid lock {path}: something keeps replacing it")
+
+
+@contextmanager
+def uid_lock(exclusive: bool):
+    """Held shared while a child is given its uid, exclusive while a sweep removes what uids
+    left (as root; a grader that is not root gives no uids and sweeps none of theirs)."""
+    if os.getuid() != 0:
+        yield
+        return
+    fd = _open_uid_lock(os.path.realpath(tempfile.gettempdir()))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
 def held_uids() -> set[int]:
     """The uids of the children whose folders living graders hold (a child's folder belongs to
     its uid): a uid another grader's child may be using, even where its processes are out of
@@ -194,8 +248,6 @@ def sweep_stale_storage() -> list[str]:
     /tmp, /dev/shm, ...; System V IPC objects) where no living grader holds a folder of that
     uid. A killed grader's launchers remove their children's (inside/launcher.py); this is for
     what they could not. The folders removed."""
-    from .uid import CHILD_UID_BASE, CHILD_UID_SPAN
-
     gone = []
     tmp = os.path.realpath(tempfile.gettempdir())
     bases = {pids_cgroup_base()[0], cgroup2_dir()[0]} - {None}
@@ -221,6 +273,17 @@ def sweep_stale_storage() -> list[str]:
         shutil.rmtree(d, ignore_errors=True)
         gone.append(d)
     if os.getuid() == 0:   # files and IPC objects of children no living grader holds
+        gone += _remove_orphans(tmp)
+    return gone
+
+
+def _remove_orphans(tmp: str) -> list[str]:
+    """What children of uids no living grader holds left where every uid may write, removed
+    while no grader is giving a child its uid (uid_lock)."""
+    from .uid import CHILD_UID_BASE, CHILD_UID_SPAN
+
+    gone = []
+    with uid_lock(exclusive=True):
         live = held_uids() | {u for u in map(uid_of, all_pids()) if u is not None}
         orphaned = lambda u: CHILD_UID_BASE <= u < CHILD_UID_BASE + CHILD_UID_SPAN and u not in live  # noqa: E731
         # never a grader's folder (its own child's, whose uid may not run a process yet)

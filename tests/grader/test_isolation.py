@@ -994,3 +994,90 @@ def test_two_graders_in_different_pid_namespaces_keep_each_others_folders():
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+CLAIMER = """import os, shutil, sys, tempfile
+sys.path.insert(0, {repo!r})
+from autograder.sandbox import let_go, new_folder, uid_lock
+with uid_lock(exclusive=False):   # as a Child gives its child a uid
+    print("AG-A claimed", flush=True)
+    sys.stdin.readline()
+    folder = new_folder()
+    os.chown(folder, {uid}, {uid})
+scratch = os.path.join(tempfile.gettempdir(), "ag-test-scratch-{uid}")
+open(scratch, "w").close()   # what its child, with no mount namespace, writes to /tmp
+os.chown(scratch, {uid}, {uid})
+print("AG-A ready", folder, scratch, flush=True)
+sys.stdin.readline()
+let_go(folder)
+shutil.rmtree(folder)
+os.unlink(scratch)
+"""
+# a sweep that stops after it has read what is held, until the test says go
+SLOW_SWEEPER = """import os, sys, time
+sys.path.insert(0, {repo!r})
+import autograder.sandbox.storage as storage   # its own name for remove_left_by, paused
+remove = storage.remove_left_by
+def paused(*a, **kw):
+    print("AG-B read", flush=True)
+    while not os.path.exists({go!r}):
+        time.sleep(0.05)
+    return remove(*a, **kw)
+storage.remove_left_by = paused
+print("AG-B swept", storage.sweep_stale_storage(), flush=True)
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="child uids are given and swept by a root grader only")
+def test_a_sweep_never_takes_a_child_given_its_uid_while_it_read(tmp_path):
+    """Grader A gives a child a uid (its folder made, held and chowned; the child's file in
+    /tmp) while grader B sweeps what uids no grader holds left. B read the held uids and the
+    graders' folders before A's folder existed and removed after: it took A's folder and the
+    child's file for a dead grader's (CI, 2026-11-29: a control run's trusted copy vanished
+    while it was copied). The claim and the sweep exclude each other (storage.uid_lock)."""
+    from queue import Empty, Queue
+    from threading import Thread
+
+    from autograder.sandbox import CHILD_UID_BASE, CHILD_UID_SPAN, uids_in_use
+
+    uid = next(u for u in range(CHILD_UID_BASE + CHILD_UID_SPAN - 1, CHILD_UID_BASE, -1)
+               if u not in uids_in_use())
+    go = tmp_path / "go"
+    a = subprocess.Popen([sys.executable, "-c", CLAIMER.format(repo=str(REPO), uid=uid)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
+    b = None
+    try:
+        assert _line(a, "AG-A claimed")
+        b = subprocess.Popen([sys.executable, "-c", SLOW_SWEEPER.format(repo=str(REPO), go=str(go))],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        said: Queue = Queue()
+        reader = Thread(target=lambda: [said.put(ln) for ln in b.stdout], daemon=True)
+        reader.start()
+        early = []
+        try:   # unlocked, B reads within this while A is still choosing (it did, in CI)
+            while True:
+                early.append(said.get(timeout=3))
+        except Empty:
+            pass
+        assert not any(ln.startswith("AG-B read") for ln in early), early
+        a.stdin.write("go\n")
+        a.stdin.flush()
+        _, _, folder, scratch = _line(a, "AG-A ready").split()
+        go.touch()
+        b.wait(timeout=120)
+        reader.join(timeout=30)
+        out = "".join(early)
+        while not said.empty():
+            out += said.get()
+        assert "AG-B swept" in out, out
+        assert os.path.isdir(folder) and os.path.exists(scratch), out
+        a.stdin.write("end\n")
+        a.stdin.flush()
+        a.wait(timeout=60)
+        assert not os.path.exists(folder)
+    finally:
+        for p in (a, b):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
