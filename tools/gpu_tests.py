@@ -1,7 +1,7 @@
 """The suite's GPU lane: run the tests marked ``gpu`` on a GPU machine and write a summary
 with provenance that is committed whenever kernels or the grader change.
 
-    python -m tools.gpu_tests [--out records/tests/gpu_<gpu>.json] [--under tests/DIR ...] [PYTEST_ARGS...]
+    python -m tools.gpu_tests [--out records/tests/gpu_<gpu>.json] [--under tests/DIR|FILE ...] [PYTEST_ARGS...]
     make test-gpu                      (the same, with the default --out)
 
 The ``gpu`` marker (pyproject.toml) is on every test that needs a CUDA GPU; in the simulator
@@ -41,12 +41,14 @@ def outcomes(junit: Path) -> list[dict]:
 
 
 def gpu_test_files(under=("tests",)) -> list[str]:
-    """The test files that hold a ``gpu`` test (under the folders ``under``: a device call of
-    ten minutes runs the lane in parts). Only these are collected: the others import the book's
-    build and browser stack (anywidget, nbformat, playwright), which a GPU machine's image need
-    not have, and a collection error there would stop the lane before any GPU test ran."""
-    return [str(p.relative_to(REPO)) for d in under for p in sorted((REPO / d).rglob("test_*.py"))
-            if "mark.gpu" in p.read_text()]
+    """The test files that hold a ``gpu`` test (under the folders or among the files ``under``:
+    a device call of ten minutes runs the lane in parts). Only these are collected: the others
+    import the book's build and browser stack (anywidget, nbformat, playwright), which a GPU
+    machine's image need not have, and a collection error there would stop the lane before any
+    GPU test ran."""
+    paths = [p for d in under for p in
+             ([REPO / d] if (REPO / d).is_file() else sorted((REPO / d).rglob("test_*.py")))]
+    return [str(p.relative_to(REPO)) for p in paths if "mark.gpu" in p.read_text()]
 
 
 def summary(junits: list[Path], rc: int, command: str, prov: dict) -> dict:

@@ -66,3 +66,17 @@ def test_the_t4_path_has_run_on_a_gpu_under_the_switch():
         assert s["provenance"].get("target_cc") == "7.5", f
         passed = {t["test"].rsplit("::", 1)[-1] for t in s["tests"] if t["outcome"] == "passed"}
         assert set(T4_TESTS) <= passed, (f, sorted(set(T4_TESTS) - passed))
+
+
+def test_the_lane_runs_in_parts_by_folder_or_by_file():
+    """A device call has ten minutes: the lane is run a folder or a file at a time, and a file
+    named runs alone, only if it holds a gpu test."""
+    from tools.gpu_tests import gpu_test_files
+
+    everything = gpu_test_files()
+    library = gpu_test_files(["tests/library"])
+    assert library and set(library) < set(everything)
+    assert all(f.startswith("tests/library/") for f in library)
+    one = library[0]
+    assert gpu_test_files([one]) == [one]
+    assert gpu_test_files(["tests/tooling/test_gpu_lane.py"]) == []   # no gpu test in it
