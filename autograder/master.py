@@ -10,6 +10,8 @@ preprocessor spirit (each transformation of the master small and named: autograd
   bounds bug), each refused where its text is gone.
 - ``namespace(lab, edits)``: the cells, edited, executed as the notebook runs them.
 - ``derive(lab, derived)``: the text of a submission derived from the master (``Derived``).
+- ``handed_in(lab)``: the master notebook as a student who finished every part hands it in
+  (its instructor's hidden-test blocks removed, nothing else changed).
 
 Also the master's markers (otter-grader's and nbgrader's), which ``assign`` strips.
 """
@@ -26,7 +28,8 @@ from .labs.edits import Derived, Edit, EditError
 from .submission import is_setup
 
 __all__ = ["BEGIN", "BEGIN_HIDDEN", "END", "END_HIDDEN", "Cell", "Derived", "Edit", "EditError",
-           "defines", "derive", "edited", "graded_cells", "namespace", "notebook"]
+           "defines", "derive", "edited", "graded_cells", "handed_in", "namespace", "notebook",
+           "without_hidden_tests"]
 
 REPO = Path(__file__).resolve().parent.parent
 BEGIN = re.compile(r"^(\s*)#+\s*BEGIN SOLUTION\b[:\s]*(.*)$")
@@ -72,6 +75,32 @@ def graded_cells(lab, path: str | Path | None = None, upto: str | None = None) -
     if fn is not None:
         raise LookupError(f"no graded cell of {path} defines {fn}")
     return out
+
+
+def without_hidden_tests(source: str) -> str:
+    """``source`` less its instructor's hidden-test blocks, marker lines included."""
+    kept, hidden = [], False
+    for line in source.split("\n"):
+        if BEGIN_HIDDEN.match(line):
+            hidden = True
+        elif END_HIDDEN.match(line):
+            hidden = False
+        elif not hidden:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def handed_in(lab):
+    """Lab ``lab``'s master notebook (nbformat) as a student who finished every part hands it
+    in: each code cell without its hidden-test blocks, which a student's notebook never has
+    (``assign`` strips them with the solutions); the rest as it is."""
+    import nbformat
+
+    nb = nbformat.read(notebook(lab), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.source = without_hidden_tests(cell.source)
+    return nb
 
 
 def edited(cells: list[Cell], edits=()) -> list[Cell]:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.labs import get, staged
-from autograder.master import graded_cells
+from autograder.master import edited, graded_cells
 
 REPO = Path(__file__).resolve().parent.parent
 CC = (9, 0)  # Hopper: the course's GPU
@@ -68,11 +68,12 @@ class Compiled:
                 f"({sm}):\n{self.error}")
 
 
-def master_cells(lab: str, notebook: str | Path | None = None) -> list[tuple[str, str]]:
+def master_cells(lab: str, notebook: str | Path | None = None, edits=()) -> list[tuple[str, str]]:
     """(cell id, source) of the code cells a lab's steps need, in order: the master's graded
     cells (autograder.master: the setup cells, which would import ``book`` and pick the
-    simulator, check calls and instructor hidden tests left out)."""
-    return [(c.id, c.source) for c in graded_cells(lab, notebook)]
+    simulator, check calls and instructor hidden tests left out), ``edits`` made (``Edit``s
+    of autograder/labs/edits.py: a bug planted to see it caught)."""
+    return [(c.id, c.source) for c in edited(graded_cells(lab, notebook), edits)]
 
 
 def _step_after_cell(steps, src: str) -> list:
@@ -256,18 +257,19 @@ def _finish_child(lab: str, p: subprocess.Popen, timeout: float) -> list[Compile
 
 
 def check(labs=STAGED, notebooks=None, only=None, timeout: float = 300,
-          ccs=(CC,)) -> list[Compiled]:
+          ccs=(CC,), edits=None) -> list[Compiled]:
     """Record each lab's launches in the simulator, then compile them all for each compute
     capability of ``ccs`` (default sm_90; one child process per lab and capability, started
-    as soon as the lab's recording is done)."""
+    as soon as the lab's recording is done). ``notebooks``: {lab: another notebook of it};
+    ``edits``: {lab: [Edit]} made to its graded cells."""
     import tempfile
 
-    notebooks = notebooks or {}
+    notebooks, edits = notebooks or {}, edits or {}
     started = []
     with tempfile.TemporaryDirectory() as tmp:
         try:
             for lab in labs:
-                cells = master_cells(lab, notebooks.get(lab))
+                cells = master_cells(lab, notebooks.get(lab), edits.get(lab, ()))
                 launches = record(lab, cells, only)
                 for cc in ccs:
                     started.append((lab, _start_child(lab, cells, launches, Path(tmp), tuple(cc))))

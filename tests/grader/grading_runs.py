@@ -111,7 +111,7 @@ _MASTERS: dict[str, Path] = {}
 
 def master(lab: str) -> Path:
     """The lab's master as a student who finished every part hands it in: solutions/<lab>.ipynb
-    without the instructor's hidden-test blocks (autograder.assign's markers). A student's
+    without the instructor's hidden-test blocks (autograder.master.handed_in). A student's
     notebook never has them, and in the simulator they are seconds of kernels (lab 6's: 20)
     in every child that loads the submission: the graded one, the proof's replay. Written
     once per test process, in a folder named solutions/ (the submission id is the master's)."""
@@ -119,24 +119,11 @@ def master(lab: str) -> Path:
     if name not in _MASTERS:
         import nbformat
 
-        from autograder.assign import BEGIN_HIDDEN, END_HIDDEN
+        from autograder.master import handed_in
 
-        nb = nbformat.read(REPO / "solutions" / f"{name}.ipynb", as_version=4)
-        for cell in nb.cells:
-            if cell.cell_type != "code":
-                continue
-            kept, hidden = [], False
-            for line in cell.source.split("\n"):
-                if BEGIN_HIDDEN.match(line):
-                    hidden = True
-                elif END_HIDDEN.match(line):
-                    hidden = False
-                elif not hidden:
-                    kept.append(line)
-            cell.source = "\n".join(kept)
         folder = Path(tempfile.mkdtemp(prefix="agmaster-")) / "solutions"
         folder.mkdir()
-        nbformat.write(nb, folder / f"{name}.ipynb")
+        nbformat.write(handed_in(name), folder / f"{name}.ipynb")
         _MASTERS[name] = folder / f"{name}.ipynb"
     return _MASTERS[name]
 

@@ -76,3 +76,17 @@ def test_a_lab_refuses_derived_names_twice_or_without_its_prefix():
     assert LAB2.derived_named("lab2_two_kernels").kind == "controls"
     with pytest.raises(KeyError, match="derives no submission 'nope'"):
         LAB2.derived_named("nope")
+
+
+def test_the_master_handed_in_has_no_hidden_tests_and_nothing_else_changed():
+    import nbformat
+
+    assert master.without_hidden_tests(
+        "a = 1\n### BEGIN HIDDEN TESTS\nassert a\n### END HIDDEN TESTS\nb = 2") == "a = 1\nb = 2"
+    nb = nbformat.read(master.notebook("lab2"), as_version=4)
+    handed = master.handed_in("lab2")
+    assert [c.get("id") for c in handed.cells] == [c.get("id") for c in nb.cells]
+    changed = [c.get("id") for c, h in zip(nb.cells, handed.cells) if c.source != h.source]
+    assert changed and all("BEGIN HIDDEN TESTS" in c.source for c in nb.cells
+                           if c.get("id") in changed), changed
+    assert not any("HIDDEN TESTS" in c.source for c in handed.cells)
