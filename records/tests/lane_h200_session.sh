@@ -4,7 +4,7 @@
 # cluster_launch, the decode GEMVs by job) and the grader's GPU tests; the norm-quant timing
 # that stuck twice, under faulthandler. What each settled is in the session's note and
 # records/tests/README (if any) or records/fp8/README.md.
-#   COURSE_COMMIT=<sha> bash records/tests/lane_h200_session.sh 1|2
+#   COURSE_COMMIT=<sha> bash records/tests/lane_h200_session.sh 1|2|3
 source benchmarks/device_env.sh
 export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
 case "$1" in
@@ -17,8 +17,20 @@ case "$1" in
     PYTHONFAULTHANDLER=1 timeout -s ABRT 75 python3 -u benchmarks/norm_quant_bench.py \
       --out $OUT/norm_quant_$GPU_TAG.json --T 1 16 --rounds 2 2>&1 | grep -v Warning | tail -45
     ;;
-2)  # the grader's GPU tests (bounds, split-K faults, lab paths, isolation, feedback's sanitizer)
-    timeout 560 python3 -m tools.gpu_tests --out $OUT/gpu_grader_$GPU_TAG.json \
-      --under tests/grader 2>&1 | grep -v Warning | grep -E "passed|failed|FAILED|ERROR|wrote|error" | tail -40
+2)  # the grader's GPU tests owed since the fifth session: bounds, split-K faults, lab paths
+    for f in test_bounds_grading test_split_k_faults test_lab_paths; do
+      timeout 280 python3 -m tools.gpu_tests --out $OUT/gpu_${f#test_}_$GPU_TAG.json \
+        --under tests/grader/$f.py 2>&1 | grep -v Warning | grep -E "passed|failed|FAILED|ERROR|wrote|error" | tail -12
+    done
+    ;;
+3)  # the rest of the grader's GPU tests; the norm-quant timing's stuck point, every thread's
+    # stack dumped from a watchdog after 45 s (1's ABRT cut the dump short)
+    for f in test_grader_gpu test_feedback test_guard_zones test_isolation test_lab5_t4; do
+      timeout 200 python3 -m tools.gpu_tests --out $OUT/gpu_${f#test_}_$GPU_TAG.json \
+        --under tests/grader/$f.py 2>&1 | grep -v Warning | grep -E "passed|failed|FAILED|ERROR|wrote|error" | tail -12
+    done
+    timeout 70 python3 -u -c "import faulthandler, runpy, sys; faulthandler.dump_traceback_later(45, exit=True); \
+sys.argv = ['norm_quant_bench.py', '--out', '$OUT/norm_quant_$GPU_TAG.json', '--T', '1', '--rounds', '2']; \
+runpy.run_path('benchmarks/norm_quant_bench.py', run_name='__main__')" 2>&1 | grep -v Warning | tail -80
     ;;
 esac
