@@ -18,7 +18,7 @@ Record: `book/data/ncu/coalescing_h100.json`, `book/data/h100.json` (its rows), 
    ``book/data/launch/host_h100.json``): the host time of one Python launch, repeated,
    with median and 10th/90th percentiles, so that chapter 6 can plot a spread.
 
-Usage on a GPU machine:  python benchmarks/coalescing.py --out-dir DIR
+Usage on a GPU machine:  python -m benchmarks.coalescing --out-dir DIR
 (``COURSE_COMMIT=<sha>`` names the commit where there is no .git.)
 """
 
@@ -38,7 +38,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 LARGE = (8192, 14336)
 #: what ncu profiles, in launch order (each launched twice; the second launch is kept)
@@ -121,8 +120,9 @@ def run_ncu():
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     cmd = [ncu, "--clock-control", "none", "--print-units", "base", "--csv",
            "--metrics", ",".join(METRICS),
-           sys.executable, str(Path(__file__).resolve()), "--profile"]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), check=False)
+           sys.executable, "-m", "benchmarks.coalescing", "--profile"]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), cwd=ROOT,
+                         check=False)
     if res.returncode != 0:
         print(res.stdout[-3000:], res.stderr[-3000:])
         raise SystemExit(f"ncu failed with exit code {res.returncode}")
@@ -130,7 +130,7 @@ def run_ncu():
     if len(launches) != 2 * len(PROFILED):
         raise SystemExit(f"expected {2 * len(PROFILED)} profiled launches, got {len(launches)}: "
                          + ", ".join(x["kernel"][:40] for x in launches))
-    shown = " ".join(["ncu"] + cmd[1:-3] + ["python", "benchmarks/coalescing.py", "--profile"])
+    shown = " ".join(["ncu"] + cmd[1:-4] + ["python", "-m", "benchmarks.coalescing", "--profile"])
     return {name: launches[2 * k + 1] for k, name in enumerate(PROFILED)}, shown
 
 
@@ -291,7 +291,7 @@ def main():
 
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    command = "python benchmarks/coalescing.py " + " ".join(sys.argv[1:])
+    command = "python -m benchmarks.coalescing " + " ".join(sys.argv[1:])
     t0 = time.time()
 
     print("[coalescing: timing]", flush=True)

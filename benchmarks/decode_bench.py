@@ -2,9 +2,9 @@
 
 Record: `book/data/h100.json` (its rows, through `python -m book.bench.merge`), `records/bench/decode_rows_h100.json`, `records/bench/decode_tune_h100.json`.
 
-    python3 benchmarks/decode_bench.py --out $OUT/decode_h100.json            # rows, sweep, host
-    python3 benchmarks/decode_bench.py --out $OUT/decode_h100.json --only 'decode_|cublas_linear'
-    python3 benchmarks/decode_bench.py --tune-out $OUT/decode_tune_h100.json  # tiles and splits
+    python3 -m benchmarks.decode_bench --out $OUT/decode_h100.json            # rows, sweep, host
+    python3 -m benchmarks.decode_bench --out $OUT/decode_h100.json --only 'decode_|cublas_linear'
+    python3 -m benchmarks.decode_bench --tune-out $OUT/decode_tune_h100.json  # tiles and splits
 
 Checks every path against float64 at full size first (outputs poisoned with NaN; the
 plan-cached call bit-equal to the wrapper; a CUDA-graph replay), then measures the rows of
@@ -19,7 +19,7 @@ its cp.async ring, ``--tune-stages``), and writes every row: the data to set the
 ``gemv_tile``, ``mma_gemv_tile``, ``CUDA_CORE_MAX_T`` and ``BLOCKS_PER_SM`` from (a record
 for records/bench/, not book/data). The ring alone at the decode sizes it is meant for:
 
-    python3 benchmarks/decode_bench.py --tune-out $OUT/decode_tune_ring_h100.json \
+    python3 -m benchmarks.decode_bench --tune-out $OUT/decode_tune_ring_h100.json \
         --tune-t 4,8,16 --tune-paths tensor_cores
 """
 
@@ -29,9 +29,7 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TUNE_T = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -133,7 +131,7 @@ def tune(args):
     from book.kernels.wgmma_gemv import gemv_tile as hopper_gemv_tile
     from book.provenance import provenance
 
-    prov = provenance("python3 benchmarks/decode_bench.py " + " ".join(sys.argv[1:]))
+    prov = provenance("python3 -m benchmarks.decode_bench " + " ".join(sys.argv[1:]))
     print(f"{prov['gpu']}: decode GEMV tiles and splits, d={D} h={H} bfloat16", flush=True)
     gen = torch.Generator(device="cuda").manual_seed(1)
     wg = (torch.randn(H, D, device="cuda", generator=gen) / D ** 0.5).bfloat16()
@@ -316,7 +314,7 @@ def main(argv=None):
     sargs = argparse.Namespace(variants=None, only=args.only, reps=args.reps, quick=False,
                                verbose=False)
     suite = Suite(sargs)
-    prov = provenance("python3 benchmarks/decode_bench.py " + " ".join(argv or sys.argv[1:]))
+    prov = provenance("python3 -m benchmarks.decode_bench " + " ".join(argv or sys.argv[1:]))
     print(f"{prov['gpu']}; torch {prov['torch']}, numba-cuda {prov['numba_cuda']}", flush=True)
     t0 = time.time()
     ts = tuple(int(v) for v in args.ts.split(",") if v)

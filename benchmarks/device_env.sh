@@ -13,7 +13,7 @@ fi
 if ls .whl/numpy-2.4*.whl >/dev/null 2>&1; then  # numpy < 2.5 for numba-cuda 0.30.4
   python3 -m zipfile -e .whl/numpy-2.4*.whl "$SITE" >/dev/null || exit 1
 fi
-export PYTHONPATH=$SITE:$PWD
+export PYTHONPATH=$SITE:$PWD  # sourced in the tree's root: python3 -m benchmarks.<name> finds it
 python3 -c "import nbclient, ipykernel" 2>/dev/null \
   || echo "WARNING: no Jupyter stack (carry .whl-nb): recording chapters will fail"
 # the GPU's tag in the names of what a session writes (decode_rows_h100.json on an H100,

@@ -2,7 +2,7 @@
 
 Record: `records/fp8/fp8_bench_h200.json` (or `_h100`: the GPU's tag in the name).
 
-    python3 benchmarks/fp8_bench.py --out $OUT/fp8_bench_h200.json [--T 2048 8192]
+    python3 -m benchmarks.fp8_bench --out $OUT/fp8_bench_h200.json [--T 2048 8192]
 
 d = 4096, h = 14336, nn.Linear weights; x per token and the weights per output channel in
 e4m3 (book.quantize), the output scale static (the e4m3 rows store y / out_scale, out_scale
@@ -41,9 +41,7 @@ import math
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 D, H = 4096, 14336
 
@@ -83,7 +81,7 @@ def main(argv=None):
     import torch
     import torch.nn.functional as F
 
-    prov = provenance("python3 benchmarks/fp8_bench.py " + " ".join(argv or sys.argv[1:]))
+    prov = provenance("python3 -m benchmarks.fp8_bench " + " ".join(argv or sys.argv[1:]))
     print(f"{prov['gpu']}; torch {prov.get('torch')}, numba-cuda {prov.get('numba_cuda')}",
           flush=True)
     doc = {"provenance": prov, "rows": [], "checks": [], "ratios": [], "notes": []}

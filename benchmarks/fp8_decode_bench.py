@@ -6,10 +6,10 @@ Record: `records/fp8/fp8_decode_h200.json` (or `_h100`: the GPU's tag in the nam
 puts its rows beside the prefill run's in `book/data/fp8/h200.json`, where the chapter reads
 them.
 
-    python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_h200.json [--T 1 4 16]
-    python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_sweep_h200.json --T 4 16 --sweep
-    python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_line_h200.json --bytes-line
-    python3 benchmarks/fp8_decode_bench.py --out $OUT/fp8_decode_geometry_h200.json --geometry
+    python3 -m benchmarks.fp8_decode_bench --out $OUT/fp8_decode_h200.json [--T 1 4 16]
+    python3 -m benchmarks.fp8_decode_bench --out $OUT/fp8_decode_sweep_h200.json --T 4 16 --sweep
+    python3 -m benchmarks.fp8_decode_bench --out $OUT/fp8_decode_line_h200.json --bytes-line
+    python3 -m benchmarks.fp8_decode_bench --out $OUT/fp8_decode_geometry_h200.json --geometry
 
 d = 4096, h = 14336, nn.Linear weights; x per token and the weights per output channel in e4m3
 (book.quantize), two copies of the weights taken in turn (234 MB of e4m3, beyond any L2), the
@@ -48,10 +48,7 @@ import math
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 D, H = 4096, 14336
 
@@ -234,7 +231,7 @@ def main(argv=None):
     from book.kernels import fp8_gemv as V
     from book.kernels.fastcall import planned
     from book.provenance import provenance
-    from fp8_bench import kernel_report
+    from benchmarks.fp8_bench import kernel_report
 
     if book.gpu.SIMULATED:
         print("not measured: no CUDA GPU here")
@@ -242,7 +239,7 @@ def main(argv=None):
     import torch
     import torch.nn.functional as F
 
-    prov = provenance("python3 benchmarks/fp8_decode_bench.py " + " ".join(argv or sys.argv[1:]))
+    prov = provenance("python3 -m benchmarks.fp8_decode_bench " + " ".join(argv or sys.argv[1:]))
     print(f"{prov['gpu']}; torch {prov.get('torch')}, numba-cuda {prov.get('numba_cuda')}",
           flush=True)
     doc = {"provenance": prov, "rows": [], "checks": [], "ratios": [], "notes": []}

@@ -4,7 +4,7 @@ Record: `records/bench/gemm_h100.json`.
 
 Run on a CUDA GPU (the course ran it on the lent H100 through the device tool):
 
-    COURSE_COMMIT=$(git rev-parse HEAD) python benchmarks/gemm_bench.py --out DIR \
+    COURSE_COMMIT=$(git rev-parse HEAD) python -m benchmarks.gemm_bench --out DIR \
         [--variants peeled,flat_u2,...] [--full flat_u2] [--reps 20]
 
 Writes DIR/gemm_bench.json (provenance, correctness, rows, kernel facts, summary) and
@@ -24,8 +24,6 @@ import json
 import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import book
 import torch
@@ -230,7 +228,8 @@ def main():
                     help="comma-separated names from VARIANTS (timed: dual GEMM)")
     ap.add_argument("--full", default="flat_u2",
                     help="variants also timed as GEMM, unfused and identity control")
-    ap.add_argument("--command", default=" ".join(["python"] + sys.argv))
+    ap.add_argument("--command", default=" ".join(["python", "-m", "benchmarks.gemm_bench"]
+                                                  + sys.argv[1:]))
     a = ap.parse_args()
     if book.gpu.SIMULATED:
         sys.exit("no CUDA GPU: this benchmark measures, and the simulator cannot (run it on a GPU)")

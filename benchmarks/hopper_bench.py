@@ -1,10 +1,10 @@
 """The Hopper rows of book/data on an H100 (or H200), with chapter 8's tensor-core rows of the
-
-Record: `records/hopper/hopper_bench_h100.json`, `book/data/h100.json` (its rows).
 same run, so every cuBLAS figure the two chapters compare with comes from one run.
 
-    python3 benchmarks/hopper_bench.py --out $OUT/hopper_h100.json [--no-tensorcore]
-    python3 benchmarks/hopper_bench.py --out $OUT/hopper_tiles_h200.json --tiles 256,384,512,768,1024
+Record: `records/hopper/hopper_bench_h100.json`, `book/data/h100.json` (its rows).
+
+    python3 -m benchmarks.hopper_bench --out $OUT/hopper_h100.json [--no-tensorcore]
+    python3 -m benchmarks.hopper_bench --out $OUT/hopper_tiles_h200.json --tiles 256,384,512,768,1024
 
 Checks every wgmma kernel against a float64 reference first (whole tiles and edges: T = 1,
 64, 200), then times the rows of :mod:`book.bench.hopper` (each shape's rows interleaved,
@@ -23,9 +23,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def kernel_report():
@@ -179,7 +176,7 @@ def main(argv=None):
     sargs = argparse.Namespace(variants=None, only=args.only, reps=20, quick=False,
                                verbose=False)
     suite = Suite(sargs)
-    prov = provenance("python3 benchmarks/hopper_bench.py " + " ".join(argv or sys.argv[1:]))
+    prov = provenance("python3 -m benchmarks.hopper_bench " + " ".join(argv or sys.argv[1:]))
     print(f"{prov['gpu']}; torch {prov['torch']}, numba-cuda {prov['numba_cuda']}", flush=True)
     t0 = time.time()
     if args.tiles:

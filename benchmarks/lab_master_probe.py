@@ -3,9 +3,9 @@
 Record: `records/labs/` (`lab2_master_ceiling_h100.json`, `lab5_master_h100.json`,
 `lab6_master_h200.json`: the lab and the GPU's tag in the name).
 
-    python3 benchmarks/lab_master_probe.py --lab 2 --out $OUT/lab2_master_ceiling_h200.json
-    python3 benchmarks/lab_master_probe.py --lab 5 --out $OUT/lab5_master_h100.json
-    python3 benchmarks/lab_master_probe.py --lab 6 --out $OUT/lab6_master_h200.json
+    python3 -m benchmarks.lab_master_probe --lab 2 --out $OUT/lab2_master_ceiling_h200.json
+    python3 -m benchmarks.lab_master_probe --lab 5 --out $OUT/lab5_master_h100.json
+    python3 -m benchmarks.lab_master_probe --lab 6 --out $OUT/lab6_master_h200.json
 
 What every lab shares: the master's graded code (solutions/<lab>.ipynb: every code cell the
 grader runs, less the check cells, the instructor's hidden tests and the setup cells) is
@@ -47,10 +47,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import book  # noqa: E402,F401  (decides GPU or simulator before numba.cuda)
+import book  # noqa: F401  (decides GPU or simulator before numba.cuda)
 
 LABS = {2: "lab2_packed_swiglu", 5: "lab5_tensor_core_dual_gemm", 6: "lab6_decode_mlp_up"}
 MARGIN = 1.25  # the master stands this far above the full-marks line (issue 23)
@@ -106,7 +103,7 @@ class Probe:
         self.name = LABS[args.lab]
         self.lab = get(self.name)
         self.info = gpu.device_info()
-        self.provenance = provenance("python3 benchmarks/lab_master_probe.py "
+        self.provenance = provenance("python3 -m benchmarks.lab_master_probe "
                                      + " ".join(sys.argv[1:] if argv is None else argv))
         self.case = self.lab.timing_case(False, 12345)
         self.reps = {} if args.reps is None else {"reps": args.reps}

@@ -14,11 +14,11 @@ alternating windows on the same GPU in the same run. From the named control's fr
 halfway from the control to the master, whichever is higher; the control earning a quarter of
 the points); chapters/appendix_instructors.md states the rule.
 
-    python3 benchmarks/lesson_controls_probe.py --out $OUT/lesson_controls_<gpu>.json
-    python3 benchmarks/lesson_controls_probe.py --out ... --from-report $OUT/h100/summary.json
+    python3 -m benchmarks.lesson_controls_probe --out $OUT/lesson_controls_<gpu>.json
+    python3 -m benchmarks.lesson_controls_probe --out ... --from-report $OUT/h100/summary.json
         (no GPU time: the fractions of a grader report that graded the controls,
          `python -m tools.grader_report`, steps hostile and labs)
-    python3 benchmarks/lesson_controls_probe.py --apply records/labs/lesson_controls_h100.json
+    python3 -m benchmarks.lesson_controls_probe --apply records/labs/lesson_controls_h100.json
         (no GPU: writes each rubric's zero_at and full_at from the committed record)
 
 Prints one row per lab and control; writes every figure with provenance.
@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 SEED = "20281"   # every lab's run draws the same hidden and timing cases
 
@@ -200,7 +199,7 @@ def main(argv=None) -> int:
 
     if gpu.SIMULATED and not args.from_report:
         raise SystemExit("this probe times kernels: it needs a CUDA GPU (or --from-report)")
-    cmd = "python3 benchmarks/lesson_controls_probe.py " + " ".join(argv or sys.argv[1:])
+    cmd = "python3 -m benchmarks.lesson_controls_probe " + " ".join(argv or sys.argv[1:])
     rec = {"provenance": provenance(cmd), "rule": {"control_share": CONTROL_SHARE,
                                                   "control_max": CONTROL_MAX,
                                                   "full_at_floor": FULL_AT_FLOOR},

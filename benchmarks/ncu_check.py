@@ -12,7 +12,7 @@ For one large fused run (the vec4 kernel, float32, 8192 x 14336) this script
    (goal: within 5%), and ncu's DRAM bytes against the minimum bytes (extra traffic
    would show up here).
 
-Usage on a GPU machine with ncu:  python benchmarks/ncu_check.py --out OUT.json
+Usage on a GPU machine with ncu:  python -m benchmarks.ncu_check --out OUT.json
 (``--clock-control none``: ncu would otherwise lock the clocks to base and change the
 timing it is compared with.)
 """
@@ -29,7 +29,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 SHAPE = (8192, 14336)
 METRICS = ["dram__bytes_read.sum", "dram__bytes_write.sum", "dram__bytes.sum.per_second",
@@ -114,8 +113,8 @@ def main():
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     cmd = [ncu, "--clock-control", "none", "--csv", "--metrics", ",".join(METRICS),
            "--launch-skip", str(SKIP), "--launch-count", str(COUNT),
-           sys.executable, str(Path(__file__).resolve()), "--profile"]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+           sys.executable, "-m", "benchmarks.ncu_check", "--profile"]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), cwd=ROOT)
     if res.returncode != 0:
         print(res.stdout[-3000:], res.stderr[-3000:])
         raise SystemExit(f"ncu failed with exit code {res.returncode}")
@@ -131,7 +130,8 @@ def main():
                     "effective_bandwidth": t.bandwidth, "method": t.method},
         "ncu": {"dram_bytes_per_second": dram_bps, "dram_bytes": dram_bytes,
                 "gpu_time_s": ncu_time, "per_launch": m,
-                "command": " ".join(cmd[:-3] + ["python", "benchmarks/ncu_check.py", "--profile"])},
+                "command": " ".join(cmd[:-4] + ["python", "-m", "benchmarks.ncu_check",
+                                                 "--profile"])},
         "minimum_bytes": min_bytes,
         "note": ("DRAM writes can fall short of the output size: the last output lines may "
                  "still sit dirty in L2 when the kernel ends and are written back later"),
@@ -142,7 +142,7 @@ def main():
     }
     from book.provenance import provenance
 
-    doc["provenance"] = provenance("python benchmarks/ncu_check.py")
+    doc["provenance"] = provenance("python -m benchmarks.ncu_check")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(f"harness: {t.median_s * 1e6:.1f} us, effective {t.bandwidth / 1e12:.3f} TB/s")

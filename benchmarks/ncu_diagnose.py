@@ -4,7 +4,7 @@ Record: `book/data/ncu/diagnosis_h100.json`.
 
 One command on a GPU machine with ``ncu`` records ``book/data/ncu/diagnosis_<gpu>.json``:
 
-    python benchmarks/ncu_diagnose.py --out book/data/ncu/diagnosis_h100.json
+    python -m benchmarks.ncu_diagnose --out book/data/ncu/diagnosis_h100.json
 
 Each case runs in its own process under ``ncu --clock-control none`` (clocks as in normal
 use, so the profile is comparable with ``book.bench``), which profiles the launches of its
@@ -38,7 +38,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 SHAPE = (8192, 14336)
 CALLS = 3  # calls per case; ncu profiles the kernels of the last one
@@ -130,14 +129,14 @@ def run_case(case, ncu):
     cmd = [ncu, "--clock-control", "none", "--csv",
            "--metrics", ",".join(METRICS + [STALL_REGEX]),
            "--launch-skip", str(n * (CALLS - 1)), "--launch-count", str(n),
-           sys.executable, str(Path(__file__).resolve()), "--profile", case]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), timeout=500)
+           sys.executable, "-m", "benchmarks.ncu_diagnose", "--profile", case]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), cwd=ROOT,
+                         timeout=500)
     launches = parse_ncu(res.stdout)
     if res.returncode != 0 or not launches:
         print(res.stdout[-3000:], res.stderr[-3000:])
         raise SystemExit(f"ncu failed on {case} (exit code {res.returncode})")
     shown = [("python" if a == sys.executable else a) for a in cmd]
-    shown[shown.index(str(Path(__file__).resolve()))] = "benchmarks/ncu_diagnose.py"
     return launches, " ".join(shown)
 
 
@@ -206,7 +205,7 @@ def main():
               f"{c['sectors_per_load_request'] or 0:5.2f}  top stalls "
               + ", ".join(f"{k} {v:.1f}" for k, v in top), flush=True)
     # the command as a reader re-runs it (the output path is where the record is committed)
-    doc["provenance"] = provenance("python benchmarks/ncu_diagnose.py"
+    doc["provenance"] = provenance("python -m benchmarks.ncu_diagnose"
                                    + (f" --cases {args.cases}" if args.cases else ""))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")

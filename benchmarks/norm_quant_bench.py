@@ -2,7 +2,7 @@
 
 Record: `records/fp8/norm_quant_h200.json` (or `_h100`: the GPU's tag in the name).
 
-    python3 benchmarks/norm_quant_bench.py --out $OUT/norm_quant_h200.json [--T 1 16 2048 8192]
+    python3 -m benchmarks.norm_quant_bench --out $OUT/norm_quant_h200.json [--T 1 16 2048 8192]
 
 The rows are :func:`book.bench.norm_quant.norm_quant_rows`' (d = 4096, float16 by default):
 :func:`book.kernels.norm_quant.rmsnorm_quant`, our RMSNorm then ``quantize_torch``, the two
@@ -17,10 +17,6 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 
 
 def main(argv=None):
@@ -43,7 +39,7 @@ def main(argv=None):
     if book.gpu.SIMULATED:
         print("not measured: no CUDA GPU here")
         return 2
-    prov = provenance("python3 benchmarks/norm_quant_bench.py " + " ".join(argv or sys.argv[1:]))
+    prov = provenance("python3 -m benchmarks.norm_quant_bench " + " ".join(argv or sys.argv[1:]))
     t0 = time.time()
     rows, checks = norm_quant_rows(args.T, args.d, args.dtype, rounds=args.rounds,
                                    reps=args.reps)

@@ -4,7 +4,7 @@ Record: `book/data/profile/decode_timeline_h100.json`.
 
 One command on a GPU machine records ``book/data/profile/decode_timeline_<gpu>.json``:
 
-    python benchmarks/profile_decode.py --out book/data/profile/decode_timeline_h100.json
+    python -m benchmarks.profile_decode --out book/data/profile/decode_timeline_h100.json
 
 The same ``STEPS`` launches of the fused SwiGLU at decode size (1 x 18944, float32) run twice
 under ``torch.profiler`` (CUPTI's activity trace; Nsight Systems does not run on the course's
@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 SHAPE = (1, 18944)
 STEPS = 20  # launches per decode step (a real step graph holds hundreds of kernels)
@@ -160,7 +159,7 @@ def main():
                    "kernel or launch call; unprofiled_step_us: median wall time of the step "
                    "plus a synchronize over 200 runs with no profiler attached"),
         "runs": {"python_loop": loop, "graph_replay": replay},
-        "provenance": provenance("python benchmarks/profile_decode.py"),
+        "provenance": provenance("python -m benchmarks.profile_decode"),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")

@@ -5,7 +5,7 @@ Record: `book/data/sass/`.
 PTX is compiled anywhere (``book.kernels.ptx``); SASS needs the driver's assembler and
 ``nvdisasm``, i.e. a GPU machine. Writes ``<name>_<dtype>.sass`` files into a folder and
 a tarball of them (``--tar``), plus the registers and local memory per kernel.
-Usage on a GPU machine:  python benchmarks/sass_dump.py --dir OUT/sass --tar OUT/sass.tar.gz
+Usage on a GPU machine:  python -m benchmarks.sass_dump --dir OUT/sass --tar OUT/sass.tar.gz
 """
 
 import argparse
@@ -13,9 +13,6 @@ import json
 import sys
 import tarfile
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 ITEMS = [("fused", "float32"), ("fused_fastmath", "float32"), ("fused_f64_literal", "float32"),
          ("naive_silu", "float32"), ("naive_mul", "float32"), ("ilp4", "float32"),

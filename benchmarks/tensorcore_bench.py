@@ -2,7 +2,7 @@
 
 Record: `records/tensorcore/tensorcore_h100.json`, `book/data/h100.json` (its rows).
 
-    python3 benchmarks/tensorcore_bench.py --out $OUT/tensorcore_h100.json
+    python3 -m benchmarks.tensorcore_bench --out $OUT/tensorcore_h100.json
 
 Checks every kernel against a float64 reference first (small shape) and the dual GEMM
 against cuBLAS at full size, then times the rows of :mod:`book.bench.tensorcore` with
@@ -18,8 +18,6 @@ import os
 import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def kernel_resources(tile):
@@ -47,8 +45,7 @@ def pick_tile(spec):
 
     if not spec:
         return mg.TILE
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from tensorcore_tune import CONFIGS
+    from benchmarks.tensorcore_tune import CONFIGS
 
     if spec.startswith("best:"):
         import json
@@ -82,7 +79,7 @@ def main(argv=None):
     sargs = argparse.Namespace(variants=None, only=args.only, reps=args.reps, quick=False,
                                verbose=False)
     suite = Suite(sargs)
-    prov = provenance("python3 benchmarks/tensorcore_bench.py " + " ".join(argv or sys.argv[1:]))
+    prov = provenance("python3 -m benchmarks.tensorcore_bench " + " ".join(argv or sys.argv[1:]))
     print(f"{prov['gpu']}; torch {prov['torch']}, numba-cuda {prov['numba_cuda']}", flush=True)
     t0 = time.time()
     tile = pick_tile(args.tile)

@@ -6,8 +6,8 @@ Record: `records/tensorcore/tensorcore_ncu_h100.txt` (ncu's text report of its l
 
     ncu --clock-control none --kernel-name regex:mma_gemm --section SpeedOfLight \
         --section WarpStateStats --metrics <see tensorcore_ncu.METRICS> \
-        python3 benchmarks/tensorcore_ncu.py [--T 2048] [--config NAME]
-    python benchmarks/tensorcore_ncu.py --parse   # writes book/data/ncu/tensorcore_h100.json
+        python3 -m benchmarks.tensorcore_ncu [--T 2048] [--config NAME]
+    python -m benchmarks.tensorcore_ncu --parse   # writes book/data/ncu/tensorcore_h100.json
 
 Order of launches: ceiling, dual GEMM (SwiGLU), identity epilogue, gate|up store.
 ``--config`` names a tile of benchmarks/tensorcore_tune.py (default: the library's TILE).
@@ -24,11 +24,9 @@ import argparse
 import json
 import math
 import re
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 METRICS = ",".join([
     "gpu__time_duration.sum",
@@ -89,7 +87,7 @@ def write_record():
             "kernels": dict(zip(LAUNCHES, kernels)),
         }
     doc["provenance"] = {**doc["profiles"]["final"]["provenance"],
-                         "written_by": "python benchmarks/tensorcore_ncu.py --parse"}
+                         "written_by": "python -m benchmarks.tensorcore_ncu --parse"}
     OUT.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}: " + ", ".join(
         f"{k} {list(p['kernels'])}" for k, p in doc["profiles"].items()))
@@ -110,8 +108,7 @@ def main():
 
     tile = mg.TILE
     if args.config:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from tensorcore_tune import CONFIGS
+        from benchmarks.tensorcore_tune import CONFIGS
 
         tile = mg.MmaTile(**CONFIGS[args.config]).validate()
     T, d, h = args.T, 4096, 14336

@@ -2,7 +2,7 @@
 
 Record: `records/tensorcore/tensorcore_tune_h100.json`.
 
-    python3 benchmarks/tensorcore_tune.py --out $OUT/tensorcore_tune.json [--T 2048]
+    python3 -m benchmarks.tensorcore_tune --out $OUT/tensorcore_tune.json [--T 2048]
 
 For each :class:`book.kernels.mma_gemm.MmaTile` in ``CONFIGS`` (or ``--configs`` names):
 check the dual GEMM against cuBLAS (bf16 tolerance), then time the ceiling kernel and the
@@ -16,9 +16,7 @@ import argparse
 import math
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 CONFIGS = {
     "w2x2_m4n8_k32_s3": dict(),
@@ -56,7 +54,7 @@ def main(argv=None):
     if book.gpu.SIMULATED:
         print("not measured: no CUDA GPU here")
         return 2
-    prov = provenance("python3 benchmarks/tensorcore_tune.py " + " ".join(sys.argv[1:]))
+    prov = provenance("python3 -m benchmarks.tensorcore_tune " + " ".join(sys.argv[1:]))
     T, d, h = args.T, 4096, 14336
     fl = mg.flops(T, d, h)
     gen = torch.Generator(device="cuda").manual_seed(5)

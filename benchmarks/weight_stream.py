@@ -3,7 +3,7 @@ them that way (book.kernels.stream_probes): the ceiling each load method leaves 
 
 Record: `records/bench/weight_stream_h100.json`.
 
-    python3 benchmarks/weight_stream.py --out $OUT/weight_stream_h100.json
+    python3 -m benchmarks.weight_stream --out $OUT/weight_stream_h100.json
 
 wg and wu [14336, 4096] bfloat16 (235 MB, the decode MLP-up's weights; ``--dtype float16``,
 and ``--bits-of`` for one type's values read as the other's); each probe reads
@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # (name, kind, parameters): the probes, then the GEMVs at the T whose HBM line is open
 LDG = [(2, 256), (1, 256), (2, 128), (4, 128), (4, 64)]
@@ -134,7 +132,7 @@ def main(argv=None):
     def weight_bytes():
         return _wb(D, H)
 
-    prov = provenance("python3 benchmarks/weight_stream.py " + " ".join(sys.argv[1:]))
+    prov = provenance("python3 -m benchmarks.weight_stream " + " ".join(sys.argv[1:]))
     info = gpu.device_info()
     peak = prov.get("peak_bandwidth") or info.peak_bandwidth
     sms = sm_count()

@@ -68,7 +68,7 @@ def lab_fixtures(lab: str) -> list:
     its bounds fixtures (tests/fixtures/bounds/labN_*.py: a store past the end of `out`, a
     kernel that forgets blockIdx) and its "lesson not learned" controls
     (tests/fixtures/controls/labN_*.py, whose fractions of the master set the rubric's lines:
-    benchmarks/lesson_controls_probe.py --from-report reads them from this report)."""
+    python -m benchmarks.lesson_controls_probe --from-report reads them from this report)."""
     short = lab.split("_")[0]
     fix = REPO / "tests" / "fixtures"
     return (sorted((fix / short).glob("*.py")) + sorted((fix / "bounds").glob(f"{short}_*.py"))

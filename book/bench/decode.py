@@ -27,7 +27,7 @@ beside the ordinary wrappers and beside ``torch.matmul``'s and ``F.linear``'s ow
 (:func:`book.bench.host_timings`, the rows of one group taking turns).
 
 :func:`run` adds them to a :class:`book.bench.suite.Suite` (``python -m book.bench`` runs it as
-its "decode" phase); ``benchmarks/decode_bench.py`` runs it alone. :func:`targets` states
+its "decode" phase); ``python -m benchmarks.decode_bench`` runs it alone. :func:`targets` states
 issue 31's goals as measured ratios.
 """
 

@@ -23,7 +23,7 @@ Rows (``kind`` "hopper", dtype bfloat16, shape [T, d, h]; flops count x @ [Wg; W
 - host time per call (``host_swiglu_wgmma``, ``host_torch_linear``, shape [T, d, h]).
 
 :func:`run` adds them to a :class:`book.bench.suite.Suite` (its "Hopper" phase, on sm_90);
-``benchmarks/hopper_bench.py`` runs it alone.
+``python -m benchmarks.hopper_bench`` runs it alone.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Rows (``kind`` "tensorcore", dtype bfloat16, shape [T, d, h]; flops count x @ [W
   above where the record has them and their difference is measurable, from these elsewhere).
 
 :func:`run` adds them to a :class:`book.bench.suite.Suite`; ``python -m book.bench`` runs it
-as its "tensor cores" phase and ``benchmarks/tensorcore_bench.py`` runs it alone.
+as its "tensor cores" phase and ``python -m benchmarks.tensorcore_bench`` runs it alone.
 """
 
 from __future__ import annotations

@@ -68,13 +68,9 @@ def test_the_rule():
 
 
 def _probe():
-    import importlib.util
+    import importlib
 
-    spec = importlib.util.spec_from_file_location(
-        "lesson_controls_probe", REPO / "benchmarks" / "lesson_controls_probe.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
-    return probe
+    return importlib.import_module("benchmarks.lesson_controls_probe")
 
 
 def test_the_probe_reads_a_grader_report_and_suggests_the_rule_s_lines(tmp_path, capsys):
@@ -143,7 +139,7 @@ def test_each_rubric_holds_the_lines_its_control_measured(lab):
     if found is None:
         pytest.skip(f"{lab}: provisional performance lines (zero_at {perf['zero_at']}, full_at "
                     f"{perf['full_at']}): its control {name} is not measured on a GPU yet; "
-                    "`python3 benchmarks/lesson_controls_probe.py --out "
+                    "`python3 -m benchmarks.lesson_controls_probe --out "
                     "records/labs/lesson_controls_<gpu>.json` on one, then `--apply` the record")
     record, entry = found
     assert entry["control"] == name, f"{record}: the rubric names another control than the one measured"
@@ -158,5 +154,5 @@ def test_each_rubric_holds_the_lines_its_control_measured(lab):
     lines = lines_from_control(control["fraction"])
     assert lines is not None, entry["why_not"]
     assert {k: perf[k] for k in ("zero_at", "full_at")} == lines, (
-        f"{lab}: run `python benchmarks/lesson_controls_probe.py --apply {record}`")
+        f"{lab}: run `python -m benchmarks.lesson_controls_probe --apply {record}`")
     assert performance_points(control["fraction"], perf) <= CONTROL_SHARE * perf["points"] + 0.01

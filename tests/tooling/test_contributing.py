@@ -103,7 +103,8 @@ def test_the_check_finds_a_path_that_is_gone():
 
 # CONTRIBUTING.md is a map on one screen; the detail lives beside the code: each package's
 # `__init__.py` docstring is its map, and a folder that is not a package has a README (or, for
-# tests/ and benchmarks/, the docstring of the file that holds its rules).
+# tests/, the docstring of the file that holds its rules). benchmarks/ is a package of scripts
+# and device_env.sh: its docstring names them all.
 MOST_BYTES = 10_000
 PACKAGES = ("book", "book/kernels", "book/bench", "book/exercises", "book/widgets", "book/tracer",
             "book/data", "autograder", "autograder/labs", "autograder/sandbox",
@@ -134,8 +135,9 @@ def maps() -> list[tuple[str, str, list[str]]]:
                 [p.name + "/" for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))]
                 + [p.name + "/" for p in (tests / "fixtures").iterdir() if p.is_dir()]
                 + [p.name for p in tests.glob("*.py") if p.name != "conftest.py"]))
-    out.append(("benchmarks", docstring(tests / "tooling" / "test_benchmarks.py"),
-                [p.name for p in (ROOT / "benchmarks").iterdir() if p.is_file()]))
+    out.append(("benchmarks", docstring(ROOT / "benchmarks" / "__init__.py"),
+                [p.name for p in (ROOT / "benchmarks").iterdir()
+                 if p.is_file() and p.name != "__init__.py"]))
     records = ROOT / "records"
     out.append(("records", (records / "README.md").read_text(),
                 [p.name + "/" for p in records.iterdir() if p.is_dir()]))
