@@ -166,13 +166,17 @@ def quantize_torch(x, scheme: str = "row", fmt: str = "e4m3", scale=None):
     dt = torch.float8_e4m3fn if fmt == "e4m3" else torch.float8_e5m2
     xf = x.float()
     # divisors as tensors on x's device: torch's CUDA division by a Python number multiplies
-    # by its reciprocal (seen on the H200: scales an ulp off the model's)
+    # by its reciprocal (seen on the H200: scales an ulp off the model's). Made there by a fill
+    # (torch.full), never copied from the host (torch.tensor): a copy waits for the GPU, and a
+    # call that waits cannot be timed behind a queue (book.bench.delay.primed)
     if scale is None:
         if scheme not in ("tensor", "row"):
             raise ValueError(f"quantize_torch scales per tensor or per row, not {scheme!r}")
         amax = xf.abs().amax() if scheme == "tensor" else xf.abs().amax(dim=1)
-        scale = amax / torch.tensor(top, dtype=torch.float32, device=x.device)
+        scale = amax / torch.full((), top, dtype=torch.float32, device=x.device)
         scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    elif not isinstance(scale, torch.Tensor) and np.ndim(scale) == 0:   # a number: filled too
+        scale = torch.full((), float(scale), dtype=torch.float32, device=x.device)
     scale = torch.as_tensor(scale, dtype=torch.float32, device=x.device)
     q = xf / (scale if scale.ndim == 0 else scale[:, None])
     return q.clamp(-top, top).to(dt), scale

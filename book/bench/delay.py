@@ -65,23 +65,36 @@ def delay(seconds: float, stream=None) -> None:
         d["kernel"][_DELAY_GRID, 1, stream](*args)
 
 
+#: retakes of a sample whose start event the GPU had reached before the host was done
+RETAKES = 3
+NOT_PRIMED = "queue could not be kept ahead of the GPU: host launch gaps may be included"
+
+
 def primed(timed, delay_s, notes, stream=None):
     """One sample queued behind the delay kernel: ``timed()`` records its start event,
     enqueues the work and its end event, and returns (start, end) events that have
     ``query()``, ``synchronize()`` and ``elapsed_time()`` (milliseconds; Numba's and torch's
     both do). If the GPU had already finished the delay when ``timed`` returned (the start
     event had been reached), host launch gaps could be inside the sample: retake it with
-    twice the delay, three times at most. Returns (seconds, the delay that worked)."""
-    for _attempt in range(4):
-        delay(delay_s, stream)
+    twice the delay, RETAKES times at most. Returns (seconds, the delay that worked).
+
+    Where no delay worked, the delay given comes back, not the longest tried: a call that
+    waits for the GPU itself (a host-to-device copy of a Python number, ``.item()``) reaches
+    the start event whatever the delay, and each sample handed the next one sixteen times its
+    delay (the norm-quant timing ran for hours on an H200, 2026-11-28/29: torch.tensor(448.0,
+    device=...) in every call). The note says so once."""
+    tried = delay_s
+    for _attempt in range(RETAKES + 1):
+        delay(tried, stream)
         start, end = timed()
         primed = not start.query()  # GPU still busy with the delay: no gaps
         end.synchronize()
         t = start.elapsed_time(end) * 1e-3
         if primed:
-            return t, delay_s
-        delay_s *= 2
-    notes.append("queue could not be kept ahead of the GPU: host launch gaps may be included")
+            return t, tried
+        tried *= 2
+    if NOT_PRIMED not in notes:
+        notes.append(NOT_PRIMED)
     return t, delay_s
 
 

@@ -480,3 +480,51 @@ def test_decode_mlp_up_targets_are_issue_31s_ratios():
     # and they take the peak the suite and the merge pass (an H200 record's, here)
     merged = {t["target"]: t for t in targets(rows, GPU_SPECS["H200"].memory_bandwidth)}
     assert merged[bw200["target"]]["value"] == pytest.approx(bw200["value"])
+
+
+def test_a_call_that_waits_for_the_gpu_does_not_lengthen_every_later_sample(monkeypatch):
+    """A call that waits for the GPU (a host-to-device copy of a number) reaches its start
+    event whatever the delay: the primer retakes the sample with longer delays, says so once,
+    and hands the next sample the delay it was given, not sixteen times it (the norm-quant
+    timing's delays grew 16x a sample, for hours on an H200). Stand-in events and delay: the
+    primer's bookkeeping only (the GPU's part runs in test_measure_a_copy_kernel_on_the_gpu)."""
+    from book.bench import delay as D
+
+    asked = []
+    monkeypatch.setattr(D, "delay", lambda s, stream=None: asked.append(s))
+
+    class Reached:   # the GPU is at the start event already: the host waited for it
+        def query(self):
+            return True
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 0.01
+
+    notes, d = [], 1e-4
+    for _ in range(5):
+        t, d = D.primed(lambda: (Reached(), Reached()), d, notes)
+        assert t == 1e-5
+    assert d == 1e-4 and max(asked) == 1e-4 * 2 ** D.RETAKES
+    assert len(asked) == 5 * (D.RETAKES + 1)
+    assert notes == [D.NOT_PRIMED]
+
+
+@pytest.mark.gpu
+def test_torchs_quantization_never_waits_for_the_gpu():
+    """quantize_torch makes its divisors on the GPU (a fill), never copies a number from the
+    host: torch raises on any synchronizing call under sync_debug_mode "error"."""
+    torch = pytest.importorskip("torch")
+    from book import quantize as Q
+
+    x = torch.randn(16, 256, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for scheme in ("tensor", "row"):
+            Q.quantize_torch(x, scheme)
+        Q.quantize_torch(x, scale=0.5)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
