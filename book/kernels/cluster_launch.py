@@ -1,12 +1,13 @@
 """The Hopper kernels' launch, worked out once: ``cuLaunchKernel``, or ``cuLaunchKernelEx`` with
-a cluster.
+a cluster or as a dependent launch.
 
 :mod:`book.kernels.wgmma_gemm`, :mod:`book.kernels.fp8_gemm` and :mod:`book.kernels.fp8_gemv`
 plan a launch the first time they see a key (:func:`torch_key`: the tensors' pointers,
 shapes, strides, dtypes and devices, with what else the kernel depends on): the CUDA
 function, grid, block, dynamic shared memory, packed parameters and, for a cluster, its
 launch configuration (:func:`cluster_config`, :func:`cluster_grid`: as many clusters as can
-be resident at once), kept in :data:`PLANS` (a bounded cache); a later call with the same
+be resident at once; :func:`dependent_config`: a kernel that may start while the one before
+it on the stream ends; both :func:`launch_config`), kept in :data:`PLANS` (a bounded cache); a later call with the same
 key is a lookup and :func:`launch` on the stream :func:`raw_stream` names. GPU only (the
 simulator has no clusters, TMA or wgmma).
 """
@@ -17,7 +18,7 @@ from .fastcall import BoundedCache, current_raw_stream, driver as fastcall_drive
 from .launch import is_torch, sm_count
 
 __all__ = ["LaunchPlan", "PLANS", "OCCUPANCY", "driver", "cluster_grid", "cluster_config",
-           "launch", "launch_all", "raw_stream", "torch_key"]
+           "dependent_config", "launch_config", "launch", "launch_all", "raw_stream", "torch_key"]
 
 
 class LaunchPlan:
@@ -65,21 +66,37 @@ def cluster_grid(cu, function, tile, units):
 def cluster_config(cu, tile, grid):
     """The ``CUlaunchConfig`` of ``grid`` blocks of ``tile`` (its threads, its shared memory)
     in clusters of ``tile.cluster``."""
-    cfg = cu.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid, 1, 1
-    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = tile.threads, 1, 1
-    cfg.sharedMemBytes = tile.shared_bytes
     attr = cu.CUlaunchAttribute()
     attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = tile.cluster, 1, 1
-    cfg.attrs = [attr]
-    cfg.numAttrs = 1
+    return launch_config(cu, grid, tile.threads, tile.shared_bytes, [attr])
+
+
+def dependent_config(cu, grid, threads, smem):
+    """The ``CUlaunchConfig`` of a kernel that may start while the one before it on the stream
+    ends (programmatic dependent launch: the kernel waits with ``griddep_wait`` before it
+    touches what that one wrote, book.kernels.hopper)."""
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr.value.programmaticStreamSerializationAllowed = 1
+    return launch_config(cu, grid, threads, smem, [attr])
+
+
+def launch_config(cu, grid, threads, smem, attrs):
+    """A ``CUlaunchConfig`` of ``grid`` blocks of ``threads`` threads and ``smem`` bytes of
+    dynamic shared memory, with the launch attributes ``attrs`` (its stream set at launch)."""
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid, 1, 1
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = threads, 1, 1
+    cfg.sharedMemBytes = smem
+    cfg.attrs = list(attrs)
+    cfg.numAttrs = len(attrs)
     return cfg
 
 
 def launch(plan, stream):
     """Launch ``plan`` on the raw ``stream``: ``cuLaunchKernel``, or ``cuLaunchKernelEx`` with
-    its cluster configuration."""
+    its configuration (a cluster's, a dependent launch's)."""
     cu = driver()
     if plan.config is None:
         err, = cu.cuLaunchKernel(plan.function, plan.grid, 1, 1, plan.block, 1, 1, plan.smem,

@@ -70,9 +70,16 @@ class Fp8GemvTile(WgmmaGemvTile):
     Its own: ``tma_elem`` (the element the tensor maps describe to TMA: 1, the e4m3 bytes
     as they are; 2, each pair of bytes as one 16-bit element, the boxes 64 elements wide:
     the same 128-byte rows, the same swizzle, the same bytes in shared memory, as chapter
-    9's bf16 maps; a probe of whether the copy engine reads one-byte tensors slower)."""
+    9's bf16 maps; a probe of whether the copy engine reads one-byte tensors slower);
+    ``pdl``: a programmatic dependent launch. The call may start while the kernel before it
+    on the stream ends: its producer asks for its first ``stages`` stages of weights (which
+    nothing on the GPU writes) before it waits for that kernel (``griddep_wait``), then for
+    their tokens; every other thread waits before it reads or writes global memory. What
+    it attacks: the fixed cost of a call's start and of the tail before it, which weighs
+    on the 117 MB layer and not at twice the bytes (records/fp8/README.md)."""
 
     tma_elem: int = 1
+    pdl: bool = False
 
     @property
     def stage_k(self):  # k a stage covers
@@ -97,7 +104,8 @@ class Fp8GemvTile(WgmmaGemvTile):
                 f" {self.stages} stages of {self.tx_bytes:,} bytes (k {self.stage_k}: "
                 f"{self.kblocks * self.w_bytes // 1024} KiB of each weight + "
                 f"{self.kblocks * self.x_bytes:,} of tokens), {self.ctas_per_sm} block(s) an "
-                f"SM, {self.shared_bytes:,} bytes of dynamic shared memory")
+                f"SM, {self.shared_bytes:,} bytes of dynamic shared memory"
+                + (", launched as a dependent of the kernel before it" if self.pdl else ""))
 
 
 def gemv_tile(T: int, d: int = 4096, gpu: str = "") -> Fp8GemvTile:
@@ -146,10 +154,11 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
         raise RuntimeError("the FP8 GEMV needs a Hopper GPU: Numba's simulator has no wgmma or "
                            "TMA (book.kernels.fp8_gemv.model computes what it does)")
     from .fp8 import cvt_e4m3x2
-    from .hopper import (fence_mbarrier_init, global_address, l2_evict_first, l2_evict_last,
-                         make_wgmma, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
-                         ring_next, shared_address, tma_load_2d, tma_load_2d_hint,
-                         tma_prefetch, tma_prefetch_2d, wgmma_commit, wgmma_fence, wgmma_wait)
+    from .hopper import (fence_mbarrier_init, global_address, griddep_launch_dependents,
+                         griddep_wait, l2_evict_first, l2_evict_last, make_wgmma, mbar_arrive,
+                         mbar_arrive_expect_tx, mbar_init, mbar_wait, ring_next, shared_address,
+                         tma_load_2d, tma_load_2d_hint, tma_prefetch, tma_prefetch_2d,
+                         wgmma_commit, wgmma_fence, wgmma_wait)
     from .splitk import load_f32_cg
     from .wide import store_f32
 
@@ -171,6 +180,7 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
     HOLD, HINTS, LEAD_ST = tile.hold, tile.hints, tile.lead
     E4M3 = out == "e4m3"
     CS = tile.tma_elem >> 1  # a column of the maps is 2**CS bytes of k
+    PDL = tile.pdl
 
     place = cuda.jit(device=True, inline="always")(output_of)
     at_step = cuda.jit(device=True, inline="always")(step_at)
@@ -240,6 +250,8 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
         w0 = sk[e + 3]
         nw = sk[e + 4]
         nk = (d + (BK * KB - 1)) >> SHIFT  # stages of a row tile (TMA reads zeros past d)
+        if PDL:  # the next call on the stream may place its blocks as this one's leave
+            griddep_launch_dependents()
         if tid == 0:
             tma_prefetch(global_address(maps, 0))
             tma_prefetch(global_address(maps, 16))
@@ -272,7 +284,32 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
             ph = 0
             m = m0
             kb = kb0
-            for q in range(n + nw * nk):
+            steps = n + nw * nk
+            first = 0
+            if PDL:  # the first stages' weights before the kernel before this one is waited
+                first = min(ST, steps)  # for (the ring is empty: no release to wait for)
+                for q in range(first):
+                    m, kb = at_step(q, m, kb, n, w0)
+                    full = base + FULL + 8 * q
+                    mbar_arrive_expect_tx(full, TX)  # the tokens' bytes counted now, too
+                    st = base + RING + q * SB
+                    for kk in range(KB):
+                        kc = ((kb * KB + kk) * BK) >> CS
+                        copy_box(st + kk * WB, map_g, kc, m * BM, full, once)
+                        copy_box(st + U_OFF + kk * WB, map_u, kc, m * BM, full, once)
+                    m, kb = advance(m, kb, nk)
+                griddep_wait()  # what the kernel before wrote (the tokens) is there now
+                m = m0
+                kb = kb0
+                for q in range(first):  # the same stages again: their tokens
+                    m, kb = at_step(q, m, kb, n, w0)
+                    st = base + RING + q * SB
+                    for kk in range(KB):
+                        kc = ((kb * KB + kk) * BK) >> CS
+                        copy_box(st + X_OFF + kk * XS, map_x, kc, 0, base + FULL + 8 * q, again)
+                    m, kb = advance(m, kb, nk)
+                    s, ph = ring_next(s, ph, ST)
+            for q in range(first, steps):
                 m, kb = at_step(q, m, kb, n, w0)
                 mbar_wait(base + EMPTY + 8 * s, ph ^ 1)  # the consumer is done with it
                 full = base + FULL + 8 * s
@@ -286,6 +323,8 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                 m, kb = advance(m, kb, nk)
                 s, ph = ring_next(s, ph, ST)
         elif 32 <= tid < 64:  # the finisher warp: the range's seams, off the consumer's path
+            if PDL:  # the workspace and out: the kernel before may still use them
+                griddep_wait()
             lane = tid - 32
             gs = cuda.local.array(WRNA, float32)
             us = cuda.local.array(WRNA, float32)
@@ -303,6 +342,8 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                 mbar_wait(base + SEAM + 8 * (0 if mt == m0 else 1), 0)
                 settle(sk, part, count, out, sx, sg, su, gs, us, mt, ENTRY * G, lane, T, h, inv)
         elif tid >= 128:  # the consumer warpgroup
+            if PDL:  # the workspace, the scales and out: after the kernel before
+                griddep_wait()
             lt = tid - 128
             accg = cuda.local.array(NA, float32)
             accu = cuda.local.array(NA, float32)
@@ -369,8 +410,11 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
 def ptx_variants() -> dict:
     """The kernels whose PTX the tests read (book.kernels.ptx: ``fp8_gemv_<name>``), with
     their argument types."""
-    return {f"t{T}_{o}": (make_fp8_gemv(gemv_tile(T, gpu="H200"), o), signature(o))
-            for T, o in ((1, "bfloat16"), (4, "e4m3"), (16, "e4m3"), (16, "bfloat16"))}
+    out = {f"t{T}_{o}": (make_fp8_gemv(gemv_tile(T, gpu="H200"), o), signature(o))
+           for T, o in ((1, "bfloat16"), (4, "e4m3"), (16, "e4m3"), (16, "bfloat16"))}
+    pdl = dataclasses.replace(gemv_tile(16, gpu="H200"), pdl=True)
+    out["t16_e4m3_pdl"] = (make_fp8_gemv(pdl, "e4m3"), signature("e4m3"))
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -453,7 +497,7 @@ _TABLES = {}  # (device, row tiles, k-blocks, blocks) -> the stream-K table on t
 
 
 def _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, stream_key):
-    from .cluster_launch import LaunchPlan, driver
+    from .cluster_launch import LaunchPlan, dependent_config, driver
     from .fastcall import PackedParams, cufunction, pack_array
     from .launch import allow_shared, flat, pointer, sm_count
     from .splitk import device_key, workspace
@@ -485,7 +529,8 @@ def _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, str
     for a in args[:8]:
         params.extend(pack_array(pointer(a), a.shape, a.strides, a.dtype.itemsize))
     params += [T, d, h, struct.unpack("<I", struct.pack("<f", inv))[0]]
-    return LaunchPlan(function, grid, 256, smem, PackedParams(params), None,
+    config = dependent_config(cu, grid, 256, smem) if tile.pdl else None
+    return LaunchPlan(function, grid, 256, smem, PackedParams(params), config,
                       (maps, sk, sxd, sgd, sud, fo, ws))
 
 

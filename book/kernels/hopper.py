@@ -39,6 +39,11 @@ that emits inline PTX. What a Hopper GEMM needs, and what each does:
   address of ``arr[i]``, what TMA takes for the map), ``shared_address(arr, i)`` (from
   :mod:`book.kernels.tensorcore`), ``globaltimer()`` (nanoseconds, one clock for every SM),
   ``smid()`` (the SM a thread runs on).
+- Programmatic dependent launch: ``griddep_launch_dependents()`` (the next kernel on the
+  stream may start its blocks as this one's free their SMs) and ``griddep_wait()`` (wait
+  until the kernel before this one has finished and its memory is visible): a kernel
+  launched with the programmatic stream serialization attribute may begin while the one
+  before it ends, and must wait before it reads or writes what that one touches.
 
 All of it needs sm_90a: the "a" target, which ptxas requires for wgmma and setmaxnreg
 (Numba adds it when it compiles for the H100 it finds; a tool compiling with no GPU asks for
@@ -364,6 +369,8 @@ if not SIMULATED:
     wgmma_commit = _no_operand("wgmma.commit_group.sync.aligned;")
     fence_mbarrier_init = _no_operand("fence.mbarrier_init.release.cluster;")
     fence_proxy_async = _no_operand("fence.proxy.async.shared::cta;")
+    griddep_wait = _no_operand("griddepcontrol.wait;")
+    griddep_launch_dependents = _no_operand("griddepcontrol.launch_dependents;")
 
     @intrinsic
     def wgmma_wait(typingctx, n):

@@ -97,7 +97,8 @@ def test_in_the_simulator_the_kernel_is_refused_with_what_runs_instead():
 # ------------------------------------------------------------------ PTX, through ptxas for sm_90a
 
 GEMVS = {"fp8_gemv_t1_bfloat16": (8, "bfloat16"), "fp8_gemv_t4_e4m3": (8, "e4m3"),
-         "fp8_gemv_t16_e4m3": (16, "e4m3"), "fp8_gemv_t16_bfloat16": (16, "bfloat16")}
+         "fp8_gemv_t16_e4m3": (16, "e4m3"), "fp8_gemv_t16_bfloat16": (16, "bfloat16"),
+         "fp8_gemv_t16_e4m3_pdl": (16, "e4m3")}
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +133,11 @@ def test_the_kernel_assembles_with_tma_and_unserialized_fp8_wgmma(texts, name):
     # e4m3 out: satfinite conversions and byte stores, no bf16 rounding; bf16 out: the reverse
     sat = "cvt.rn.satfinite.e4m3x2.f32" in text
     assert sat == (out == "e4m3") and ("st.global.u8" in text) == (out == "e4m3")
+    # a dependent launch: the kernel lets the next one in and waits for the one before (its
+    # producer, the finisher warp and the consumers: three waits); none without the option
+    pdl = name.endswith("_pdl")
+    assert ("griddepcontrol.launch_dependents;" in text) == pdl
+    assert text.count("griddepcontrol.wait;") == (3 if pdl else 0)
 
 
 # ------------------------------------------------------------------ on a Hopper GPU
@@ -254,3 +260,33 @@ def test_on_a_hopper_gpu_bad_inputs_are_refused():
         V.swiglu_fp8_gemv(a[0], a[1].double(), *a[2:])
     with pytest.raises(ValueError, match="out_dtype"):
         V.swiglu_fp8_gemv(*a, out_dtype="float16")
+
+
+@pytest.mark.gpu
+def test_on_a_hopper_gpu_a_dependent_launch_gives_the_same_bits_back_to_back():
+    """A programmatic dependent launch (``Fp8GemvTile.pdl``) starts while the call before it
+    ends and shares its out, its seams' workspace and its counters: calls back to back on
+    one stream, each one's tokens written by a torch kernel just before it and every other
+    one into the same out, give the bits of the same tile launched plainly, call by call."""
+    torch = _torch_hopper()
+    T, d, h = 16, 4096, 4096
+    q = quantized(T, d, h, seed=11)
+    xq, sx, gq, sg, uq, su = _on_gpu(torch, q)
+    plain, dep = V.gemv_tile(T, d), dataclasses.replace(V.gemv_tile(T, d), pdl=True)
+    xs = [xq.clone() for _ in range(2)]
+    flips = [torch.roll(xq, k, dims=1) for k in (1, 2)]
+
+    def chain(tile):
+        outs = [torch.empty(T, h, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+        got = []
+        for i in range(24):
+            xs[i % 2].copy_(flips[i % 2] if i % 3 else xq)   # the kernel before writes x
+            V.swiglu_fp8_gemv(xs[i % 2], sx, gq, sg, uq, su, outs[i % 2], tile=tile)
+            if i % 4 == 3:
+                got.append([o.clone() for o in outs])
+        torch.cuda.synchronize()
+        return got
+
+    want, got = chain(plain), chain(dep)
+    for a, b in zip(want, got):
+        assert all(torch.equal(x, y) for x, y in zip(a, b))
