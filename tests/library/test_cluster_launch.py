@@ -91,3 +91,23 @@ def test_without_a_driver_a_launch_says_why(monkeypatch):
     monkeypatch.setattr(cl, "fastcall_driver", lambda: None)
     with pytest.raises(RuntimeError, match="launch through the CUDA driver"):
         cl.launch(_plan(), 0)
+
+
+def test_the_configurations_are_cuda_bindings_own_structures():
+    """cuda-bindings' real CUlaunchConfig (no GPU needed to build one): a cluster's carries
+    its cluster size, a dependent launch's the programmatic stream serialization attribute,
+    each with the grid, threads and shared memory asked for."""
+    cu = pytest.importorskip("cuda.bindings.driver")
+    from book.kernels.cluster_launch import cluster_config, dependent_config
+    from book.kernels.wgmma_gemm_tile import HopperTile
+
+    dep = dependent_config(cu, 132, 256, 200_000)
+    assert (dep.gridDimX, dep.blockDimX, dep.sharedMemBytes, dep.numAttrs) == (132, 256, 200_000, 1)
+    a = dep.attrs[0]
+    assert a.id == cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    assert a.value.programmaticStreamSerializationAllowed == 1
+    tile = HopperTile(cluster=2)
+    cl = cluster_config(cu, tile, 64)
+    assert (cl.gridDimX, cl.blockDimX, cl.sharedMemBytes) == (64, tile.threads, tile.shared_bytes)
+    assert cl.attrs[0].id == cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    assert cl.attrs[0].value.clusterDim.x == 2
