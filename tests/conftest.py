@@ -5,7 +5,8 @@ One folder per thing exercised (a new test goes in the folder of what it exercis
 names stay unique across folders, since pytest imports them by name):
 
 - ``library/``: the ``book`` package: kernels, timing harness, models, tracer, exercises, the
-  widgets' Python side (``decode_cases.py``: cases the decode GEMVs' tests share).
+  widgets' Python side (``decode_cases.py``: cases the decode GEMVs' tests share;
+  ``capability_messages.json``: the capability checks' refusals, pinned).
 - ``grader/``: ``autograder``: assign, check, grade, the sandbox, feedback, Gradescope
   (``grading_runs.py`` starts the long grading runs once for the folder, a lab's fixtures in
   one run; ``faults.py`` injects the failures of a grading machine where a child is started;
