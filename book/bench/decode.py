@@ -114,8 +114,8 @@ def check(suite, dtypes=DTYPES, ts=CHECK_T, d=D, h=H):
                 args = (x, wg, wu, bg if bias else None, bu if bias else None, o2)
                 if path:
                     dm.prepare(path, *args).launch()
-                else:
-                    dm.swiglu_decode(*args)
+                else:   # the wrapper's own launch (a named stream; called plainly, it is planned)
+                    dm.swiglu_decode(*args, stream=0)
                 suite.cuda.synchronize()
                 same = bool(t.equal(o, o2))
                 suite.checks.append({"variant": f"{name}_planned_equals_wrapper", "dtype": dtype,
@@ -305,12 +305,19 @@ def run_host(suite, T=1, dtype="bfloat16", d=D, h=H, calls=300, reps=15):
         "host_decode_planned": (planned("decode"), [(x, wg, wu, None, None, o)],
                                 "planned('decode')(x, wg, wu, None, None, out): key, plan, "
                                 "cuLaunchKernel"),
-        "host_decode_wrapper": (lambda *a: dm.swiglu_decode(*a), [(x, wg, wu, None, None, o)],
-                                "swiglu_decode(x, wg, wu, out=...): checks, views, Numba launch"),
+        "host_decode_plain": (lambda *a: dm.swiglu_decode(*a), [(x, wg, wu, None, None, o)],
+                              "swiglu_decode(x, wg, wu, out=...): the plain call (planned)"),
+        "host_decode_wrapper": (lambda *a: dm.swiglu_decode(*a, stream=0),
+                                [(x, wg, wu, None, None, o)],
+                                "swiglu_decode(x, wg, wu, out=..., stream=0): a named stream, "
+                                "the wrapper's own launch: checks, views, Numba launch"),
         "host_swiglu_mma_planned": (planned("swiglu_mma"), [(x, wgt, wut, o)],
                                     "planned('swiglu_mma')(x, wg, wu, out) ([d, h] weights)"),
-        "host_swiglu_mma_wrapper": (lambda *a: mg.swiglu_mma(*a), [(x, wgt, wut, o)],
-                                    "swiglu_mma(x, wg, wu, out): the ordinary wrapper"),
+        "host_swiglu_mma_plain": (lambda *a: mg.swiglu_mma(*a), [(x, wgt, wut, o)],
+                                  "swiglu_mma(x, wg, wu, out): the plain call (planned)"),
+        "host_swiglu_mma_wrapper": (lambda *a: mg.swiglu_mma(*a, stream=0), [(x, wgt, wut, o)],
+                                    "swiglu_mma(x, wg, wu, out, stream=0): a named stream, "
+                                    "the wrapper's own launch"),
         "host_torch_matmul": (lambda a, w, out: t.matmul(a, w, out=out), [(x, wcat_t, gu)],
                               "torch.matmul(x, [wg|wu], out=...): cuBLAS's call from Python"),
         "host_f_linear": (lambda a, w: F.linear(a, w), [(x, wcat)],

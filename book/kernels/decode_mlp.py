@@ -39,9 +39,12 @@ Shapes: any T and h, d a multiple of 8 (16-byte rows: a piece of 8 halves is all
 row), x and the weights 16-byte aligned; the wrappers refuse others, saying why.
 
 The host side: :func:`prepare` validates once and returns the launch (kernel, grid, block,
-arguments); the wrappers launch it through Numba, and :class:`book.kernels.fastcall.PlannedCall`
-(``fastcall.planned("decode")``) caches it per tensors and launches it with
-``cuLaunchKernel``.
+arguments). A wrapper called plainly (no ``stream``, no ``tile`` or ``split``) goes through
+:class:`book.kernels.fastcall.PlannedCall` (``fastcall.planned("decode")``): with torch CUDA
+tensors and ``out`` given, the launch is made once per tensors and then replayed with
+``cuLaunchKernel`` on torch's current stream, so the plain call is the cheap one; anything
+else (Numba arrays, no ``out``) is validated and launched through Numba on the default
+stream, as a call with ``stream=`` always is.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from numba import cuda
 
 from . import cuda_core_gemv, mma_gemv
 from .cuda_core_gemv import PIECE
+from .fastcall import planned
 from .launch import (KernelLaunch, address, as_device, device_name, flat, is_c_contiguous,
                      sm_count)
 from .mma_gemm import half_dtype, kind_for
@@ -339,14 +343,23 @@ def _placeholders():
             cuda.to_device(np.zeros(1, dtype=np.int32)))
 
 
-def swiglu_gemv(x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=None, stream=0):
-    """The CUDA-core GEMV (T up to its tile's tokens, at most 8): out [T, h]."""
+def swiglu_gemv(x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=None, stream=None):
+    """The CUDA-core GEMV (T up to its tile's tokens, at most 8): out [T, h]. Called plainly,
+    the planned call (module doc)."""
+    if stream is None and tile is None and split is None:
+        return planned("gemv")(x, wg, wu, bg, bu, out)
+    stream = 0 if stream is None else stream
     return prepare("cuda_cores", x, wg, wu, bg, bu, out, tile=tile, split=split,
                    stream_key=_stream_key(stream)).launch(stream)
 
 
-def swiglu_gemv_tc(x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=None, stream=0):
-    """The tensor-core GEMV, weights on the M side (any T; tuned for 16 < T <= 256)."""
+def swiglu_gemv_tc(x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=None,
+                   stream=None):
+    """The tensor-core GEMV, weights on the M side (any T; tuned for 16 < T <= 256). Called
+    plainly, the planned call (module doc)."""
+    if stream is None and tile is None and split is None:
+        return planned("gemv_tc")(x, wg, wu, bg, bu, out)
+    stream = 0 if stream is None else stream
     return prepare("tensor_cores", x, wg, wu, bg, bu, out, tile=tile, split=split,
                    stream_key=_stream_key(stream)).launch(stream)
 
@@ -415,8 +428,12 @@ def prepare_decode(x, wg, wu, bg=None, bu=None, out=None, *, stream_key=0):
     return prepare(path, x, wg, wu, bg, bu, out, stream_key=stream_key)
 
 
-def swiglu_decode(x, wg, wu, bg=None, bu=None, out=None, *, stream=0):
-    """``out = silu(x @ wg.T + bg) * (x @ wu.T + bu)``, the path chosen by T (:func:`path_for`)."""
+def swiglu_decode(x, wg, wu, bg=None, bu=None, out=None, *, stream=None):
+    """``out = silu(x @ wg.T + bg) * (x @ wu.T + bu)``, the path chosen by T (:func:`path_for`).
+    Called plainly (no ``stream``), the planned call: torch CUDA tensors with ``out`` given
+    are launched from a plan on torch's current stream (module doc)."""
+    if stream is None:
+        return planned("decode")(x, wg, wu, bg, bu, out)
     return prepare_decode(x, wg, wu, bg, bu, out, stream_key=_stream_key(stream)).launch(stream)
 
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import sys
 
 from numba import config as _numba_config
 
@@ -327,9 +328,12 @@ class PlannedCall:
     def __call__(self, *args):
         T = self._tensor
         if T is None:
-            T = self._tensor = _torch_tensor_type()
-            if self.fast and T is not type(None):
-                self._raw_stream = current_raw_stream()
+            torch = sys.modules.get("torch")
+            if torch is None or not self.fast:  # no torch tensor among the arguments, or no
+                self.stats["ordinary"] += 1     # driver: never imports torch for a plain call
+                return self.prepare(*args).launch(0)
+            T = self._tensor = torch.Tensor
+            self._raw_stream = current_raw_stream()
         out = args[-1]
         if not self.fast or out is None or not all(
                 a is None or type(a) is T or isinstance(a, T) for a in args):  # nn.Parameter too

@@ -423,30 +423,48 @@ def prepare(epilogue, x, wg, wu=None, out=None, out2=None, *, tile=None, stream_
 
 
 def _run(epilogue, x, wg, wu, out, out2, tile, stream):
-    return prepare(epilogue, x, wg, wu, out, out2, tile=tile).launch(stream)
+    launch = prepare(epilogue, x, wg, wu, out, out2, tile=tile)
+    return launch.launch(0 if stream is None else stream)
 
 
-def swiglu_mma(x, wg, wu, out=None, *, tile=None, stream=0):
-    """``out = silu(x @ wg) * (x @ wu)`` in bfloat16, one launch (the dual GEMM)."""
+def swiglu_mma(x, wg, wu, out=None, *, tile=None, stream=None):
+    """``out = silu(x @ wg) * (x @ wu)`` in bfloat16, one launch (the dual GEMM). Called
+    plainly (no ``tile``, no ``stream``): :func:`book.kernels.fastcall.planned`'s call, which
+    launches torch CUDA tensors with ``out`` given from a plan on torch's current stream
+    (anything else the same launch as with ``stream=0``)."""
+    if tile is None and stream is None:
+        return _planned("swiglu_mma")(x, wg, wu, out)
     return _run("swiglu", x, wg, wu, out, None, tile, stream)
 
 
-def swiglu_mma_identity(x, wg, wu, out=None, *, tile=None, stream=0):
-    """The control: the same kernel storing ``(x @ wg) + (x @ wu)``."""
+def swiglu_mma_identity(x, wg, wu, out=None, *, tile=None, stream=None):
+    """The control: the same kernel storing ``(x @ wg) + (x @ wu)`` (called plainly, planned
+    as :func:`swiglu_mma`)."""
+    if tile is None and stream is None:
+        return _planned("swiglu_mma_identity")(x, wg, wu, out)
     return _run("identity", x, wg, wu, out, None, tile, stream)
 
 
-def gate_up_mma(x, wg, wu, gate=None, up=None, *, tile=None, stream=0):
+def gate_up_mma(x, wg, wu, gate=None, up=None, *, tile=None, stream=None):
     """The unfused path's GEMM: the same kernel storing gate and up (two bf16 arrays)."""
     return _run("store2", x, wg, wu, gate, up, tile, stream)
 
 
-def matmul_mma(x, w, out=None, *, tile=None, stream=0):
-    """``out = x @ w`` in bfloat16 (float32 accumulation)."""
+def matmul_mma(x, w, out=None, *, tile=None, stream=None):
+    """``out = x @ w`` in bfloat16 (float32 accumulation; called plainly, planned as
+    :func:`swiglu_mma`)."""
+    if tile is None and stream is None:
+        return _planned("matmul_mma")(x, w, out)
     return _run("gemm", x, w, None, out, None, tile, stream)
 
 
-def ceiling_mma(x, w, out=None, *, tile=None, stream=0):
+def _planned(name):
+    from .fastcall import planned   # fastcall imports this module's prepare, by name
+
+    return planned(name)
+
+
+def ceiling_mma(x, w, out=None, *, tile=None, stream=None):
     """The main-loop ceiling: the GEMM's loop on shared memory only (its result is not
     a product: it times the ldmatrix + mma issue rate at this tile, nothing else)."""
     return _run("ceiling", x, w, None, out, None, tile, stream)

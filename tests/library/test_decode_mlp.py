@@ -321,13 +321,18 @@ def test_on_a_gpu_every_path_and_the_planned_call(T, dtype):
                           ("gemv", dm.swiglu_gemv)):
         if name == "gemv" and T > dm.CUDA_CORE_MAX_T:
             continue
-        o1, o2 = nan(), nan()
+        o1, o2, o3 = nan(), nan(), nan()
         for _ in range(3):  # plan, then the plan replayed
             planned(name)(x, wg, wu, None, None, o1)
-        wrapper(x, wg, wu, None, None, o2)
+        wrapper(x, wg, wu, None, None, o2, stream=0)   # the wrapper's own launch
+        fast = planned(name).stats["fast"]
+        wrapper(x, wg, wu, None, None, o3)   # the plain call: the planned call's replay
         torch.cuda.synchronize()
         close_torch(o1, ref, dtype)
         assert torch.equal(o1, o2), f"planned({name!r}) differs from its wrapper"
+        assert torch.equal(o1, o3)
+        if planned(name).stats["planned"]:   # (a key it cannot plan: ordinary every time)
+            assert planned(name).stats["fast"] in (fast, fast + 1)
     if dm.path_for(T, book.gpu.device_info().compute_capability) != "hopper":
         assert planned("decode").stats["fast"] > 0  # (the Hopper kernel has its own plans)
 

@@ -291,3 +291,51 @@ def test_the_courses_small_grids_are_silenced_in_numbas_own_words():
             warnings.warn(NumbaPerformanceWarning(text, highlighting=False))
         shown = [str(w.message) for w in caught]
         assert shown == ["\x1b[1mHost array used in CUDA kernel\x1b[0m", text], shown
+
+
+def test_a_plain_call_of_a_wrapper_is_its_planned_call_and_a_named_stream_is_not():
+    """The plain call is the cheap call (issue 44): ``swiglu_decode``, the GEMVs,
+    ``swiglu_mma`` and ``matmul_mma`` called with no ``stream`` (and no ``tile``/``split``) go
+    through their :func:`fastcall.planned` call (here, in the simulator, its ordinary launch,
+    counted), computing what a launch on a named stream computes; a named stream or a tile
+    takes the wrapper's own launch."""
+    from book.kernels import decode_mlp as dm, mma_gemm as mg
+
+    x = cuda.to_device(np.linspace(-1, 1, 2 * 16).reshape(2, 16).astype(np.float16))
+    w = cuda.to_device(np.linspace(-1, 1, 4 * 16).reshape(4, 16).astype(np.float16) / 4)
+    wt = cuda.to_device(np.linspace(-1, 1, 16 * 8).reshape(16, 8).astype(np.float16) / 4)
+    for name, plain, named in (
+            ("decode", lambda: dm.swiglu_decode(x, w, w), lambda: dm.swiglu_decode(x, w, w, stream=0)),
+            ("gemv", lambda: dm.swiglu_gemv(x, w, w), lambda: dm.swiglu_gemv(x, w, w, stream=0)),
+            ("gemv_tc", lambda: dm.swiglu_gemv_tc(x, w, w), lambda: dm.swiglu_gemv_tc(x, w, w, split=1)),
+            ("swiglu_mma", lambda: mg.swiglu_mma(x, wt, wt), lambda: mg.swiglu_mma(x, wt, wt, stream=0)),
+            ("matmul_mma", lambda: mg.matmul_mma(x, wt), lambda: mg.matmul_mma(x, wt, stream=0))):
+        pc = fastcall.planned(name)
+        before = dict(pc.stats)
+        a = plain().copy_to_host()
+        assert pc.stats["ordinary"] == before["ordinary"] + 1, name
+        b = named().copy_to_host()
+        assert pc.stats == {**before, "ordinary": before["ordinary"] + 1}, name
+        assert np.array_equal(a, b), name
+
+
+def test_a_plain_call_with_numba_arrays_never_imports_torch():
+    """A student in the simulator (or anyone without torch in the process) pays no torch
+    import for the planned route: it looks for torch among the modules already loaded."""
+    code = ("import sys, numpy as np\n"
+            "import book\n"
+            "from numba import cuda\n"
+            "from book.kernels import decode_mlp as dm, mma_gemm as mg\n"
+            "x = cuda.to_device(np.ones((2, 16), np.float16))\n"
+            "w = cuda.to_device(np.ones((4, 16), np.float16) / 16)\n"
+            "dm.swiglu_decode(x, w, w)\n"
+            "mg.matmul_mma(x, cuda.to_device(np.ones((16, 8), np.float16)))\n"
+            "print('torch' in sys.modules)\n")
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "BOOK_SIMULATOR": "1"}, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "False", r.stdout
