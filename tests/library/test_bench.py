@@ -456,6 +456,7 @@ def test_decode_mlp_up_targets_are_issue_31s_ratios():
     rows = [row("decode_mlp_up", 1, 80e-6), row("cublas_linear_silu_compiled", 1, 142e-6),
             row("decode_mlp_up", 64, 95e-6), row("cublas_linear_silu_compiled", 64, 93e-6),
             row("host_decode_planned", 1, 9e-6, kind="launch"),
+            row("host_decode_plain", 1, 10e-6, kind="launch"),
             row("host_torch_matmul", 1, 6e-6, kind="launch")]
     got = {t["target"]: t for t in decode.targets(rows)}
     t1 = got["decode MLP-up bfloat16 T=1: time / (cuBLAS + compiled SiLU*up)"]
@@ -475,6 +476,12 @@ def test_decode_mlp_up_targets_are_issue_31s_ratios():
     assert bw200["value"] < bw["value"]
     host = got["host_decode_planned: host time per call (us)"]
     assert host["value"] == pytest.approx(9.0) and host["met"] and "torch.matmul 6.0 us" in host["detail"]
+    # the plain call: under 15 us, yet slower than torch.matmul's own call: not met
+    plain = got["host_decode_plain: host time per call (us)"]
+    assert plain["met"] and plain["value"] == pytest.approx(10.0)
+    vs = got["host_decode_plain: host time / torch.matmul's"]
+    assert vs["value"] == pytest.approx(10 / 6) and not vs["met"]
+    assert "host_decode_planned: host time / torch.matmul's" not in got
     # the suite's and the merge's targets include them
     assert t1["target"] in {t["target"] for t in targets(rows, peak)}
     # and they take the peak the suite and the merge pass (an H200 record's, here)
