@@ -204,17 +204,38 @@ def _open_uid_lock(tmp: str) -> int:
     raise OSError(f"could not make the graders' uid lock {path}: something keeps replacing it")
 
 
+#: how long a sweep waits for the graders giving children uids (a claim lasts milliseconds; a
+#: grader stopped mid-claim would hold it for ever): past it, that sweep leaves the uids' files
+#: to the next one
+SWEEP_WAIT_S = 30.0
+
+
 @contextmanager
-def uid_lock(exclusive: bool):
-    """Held shared while a child is given its uid, exclusive while a sweep removes what uids
-    left (as root; a grader that is not root gives no uids and sweeps none of theirs)."""
+def uid_lock(exclusive: bool, wait_s: float = SWEEP_WAIT_S):
+    """Held shared while a child is given its uid (waiting for a sweep to end), exclusive while
+    a sweep removes what uids left (waiting at most ``wait_s``). Yields whether it is held:
+    True, but for an exclusive one that waited in vain. As root only: a grader that is not
+    root gives no uids and sweeps none of theirs (it yields True)."""
     if os.getuid() != 0:
-        yield
+        yield True
         return
     fd = _open_uid_lock(os.path.realpath(tempfile.gettempdir()))
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
+        if not exclusive:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            yield True
+            return
+        end = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= end:
+                    yield False
+                    return
+                time.sleep(0.02)
+        yield True
     finally:
         os.close(fd)
 
@@ -283,7 +304,10 @@ def _remove_orphans(tmp: str) -> list[str]:
     from .uid import CHILD_UID_BASE, CHILD_UID_SPAN
 
     gone = []
-    with uid_lock(exclusive=True):
+    with uid_lock(exclusive=True, wait_s=SWEEP_WAIT_S) as held_lock:
+        if not held_lock:
+            return [f"nothing of children's uids: a grader held {UID_LOCK} past "
+                    f"{SWEEP_WAIT_S:.0f} s (the next sweep will)"]
         live = held_uids() | {u for u in map(uid_of, all_pids()) if u is not None}
         orphaned = lambda u: CHILD_UID_BASE <= u < CHILD_UID_BASE + CHILD_UID_SPAN and u not in live  # noqa: E731
         # never a grader's folder (its own child's, whose uid may not run a process yet)

@@ -1081,3 +1081,28 @@ def test_a_sweep_never_takes_a_child_given_its_uid_while_it_read(tmp_path):
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="child uids are given and swept by a root grader only")
+def test_a_sweep_does_not_wait_for_ever_on_a_grader_stopped_mid_claim():
+    """A grader stopped while it gives a child its uid holds the claim; the next grader's sweep
+    waits SWEEP_WAIT_S for it, then leaves the uids' files to a later sweep and says so (it
+    grades on: a sweep is cleaning up, not a condition of grading)."""
+    a = subprocess.Popen([sys.executable, "-c", CLAIMER.format(repo=str(REPO), uid=0)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
+    try:
+        assert _line(a, "AG-A claimed")
+        code = (f"import sys, time\nsys.path.insert(0, {str(REPO)!r})\n"
+                "import autograder.sandbox.storage as storage\n"
+                "storage.SWEEP_WAIT_S = 1.0\n"
+                "t = time.monotonic()\n"
+                "gone = storage.sweep_stale_storage()\n"
+                "print(round(time.monotonic() - t), gone)\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        said = r.stdout.strip().splitlines()[-1]
+        assert "the next sweep will" in said and int(said.split()[0]) < 30, said
+    finally:
+        a.kill()
+        a.wait()
