@@ -26,7 +26,9 @@ Truth and the host side
   tests/library/test_ptx.py reads).
 
 Instructions, as intrinsics with their models and simulator versions
-  ``wide``: 8- and 16-byte vector loads and stores. ``tensorcore``: inline-PTX ``mma.sync``,
+  ``wide``: loads and stores: 8- and 16-byte vectors, one element as float32, ``ld.global.cg``
+  around L1 (``load_f32_cg``: the split-K meeting's) and float32 at a shared address (the FP8
+  GEMM's scales). ``tensorcore``: inline-PTX ``mma.sync``,
   ``ldmatrix`` and ``cp.async`` (the predicated ``cp_async16_zfill_at`` of edge tiles too),
   ``shfl_xor``, their fragment tables and simulator versions; ``target_cc()``,
   ``cannot_run(dtype)``: the target, the T4 switch included. ``hopper``: Hopper's own
@@ -39,6 +41,9 @@ Instructions, as intrinsics with their models and simulator versions
   float32 classes), ``cvt.rn.satfinite`` pack and ``cvt.rn.f16x2`` widen with their NumPy
   models (simulator versions too), FP8 ``wgmma`` m64nNk32 built by ``hopper.make_wgmma``, no
   transpose arguments (tests/library/test_fp8.py).
+  ``fma``: ``fma32``, float32 ``a * b + c`` rounded once (``fma.rn.f32``; the simulator's
+  own ``cuda.fma`` rounds twice, so there it is the model), and ``fma32_model``, its NumPy
+  model: ``norm_quant``'s sums bit for bit.
 
 Elementwise, one module per idea
   ``naive`` (two kernels), ``fused`` (one kernel; fast math and the float64-literal pitfall),

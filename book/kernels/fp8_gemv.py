@@ -159,8 +159,7 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                          mbar_arrive_expect_tx, mbar_init, mbar_wait, ring_next, shared_address,
                          tma_load_2d, tma_load_2d_hint, tma_prefetch, tma_prefetch_2d,
                          wgmma_commit, wgmma_fence, wgmma_wait)
-    from .splitk import load_f32_cg
-    from .wide import store_f32
+    from .wide import load_f32_cg, store_f32
 
     WGMMA = make_wgmma(tile.n, fmt)
     NA = tile.accumulators

@@ -7,7 +7,8 @@ codes; fused, y never leaves the SM. One block of ``ROW_THREADS`` threads per to
 
 1. x's row is read once from global memory (2 or 4 bytes an element), widened to float32 and
    staged in shared memory (``d * 4`` bytes, dynamic), and each thread sums its squares with
-   ``fma.rn.f32``; the block adds the 256 partial sums (:func:`glu_family._block_sum`);
+   ``fma.rn.f32`` (:mod:`book.kernels.fma`); the block adds the 256 partial sums
+   (:func:`glu_family._block_sum`);
 2. y = x * r * weight, r = 1 / sqrt(sum / d + eps), overwrites the staged row; the block's
    largest |y| (a NaN propagates, as NumPy's and torch's ``amax``) gives the token's scale,
    ``amax / 448``, or 1 for a row of zeros (:func:`book.quantize.scales_for`'s convention);
@@ -37,53 +38,22 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import config, cuda, float32
+from numba import cuda, float32
 
 from ..quantize import Quantized, per_token
+from .fma import fma32, fma32_model
 from .fp8 import E4M3, cvt_e4m3x2
 from .glu_family import ROW_THREADS, _block_sum, _check_weight, _rows, _same
 from .launch import MAX_SHARED, KernelLaunch, is_torch, array_dtype, as_device, flat
 from .wide import load_f32, store_f32
 
-SIMULATED = bool(config.ENABLE_CUDASIM)
-
 __all__ = ["rmsnorm_quant", "add_rmsnorm_quant", "rmsnorm_quant_kernel",
-           "add_rmsnorm_quant_kernel", "rmsnorm_f32", "rmsnorm_quant_reference", "fma32_model",
-           "MAX_D"]
+           "add_rmsnorm_quant_kernel", "rmsnorm_f32", "rmsnorm_quant_reference", "MAX_D"]
 
 E4M3_MAX = E4M3.max  # 448: the largest e4m3 value, where a row's amax lands
 #: the widest row one block stages in shared memory (float32, beside the 256 partial sums;
 #: sm_90's 227 KiB a block)
 MAX_D = (MAX_SHARED - 4 * ROW_THREADS) // 4
-
-
-# ---------------------------------------------------------------- float32 fma, exactly
-def fma32_model(a, b, c):
-    """float32 ``a * b + c`` rounded once (``fma.rn.f32``), for float32 arrays or scalars.
-
-    a * b of two float32 is exact in float64; the sum is rounded to float64 and then to
-    float32, which rounds twice only where the float64 sum lands on a float32 midpoint
-    without being the exact sum: there the exact sum's remainder (TwoSum) picks the side."""
-    p = np.asarray(a, np.float32).astype(np.float64) * np.asarray(b, np.float32)
-    c64 = np.asarray(c, np.float32).astype(np.float64)
-    s = p + c64
-    bv = s - p
-    err = (p - (s - bv)) + (c64 - bv)  # s + err == p + c exactly
-    r = s.astype(np.float32)
-    away = np.nextafter(r, np.where(s > r, np.float32(np.inf), np.float32(-np.inf)))
-    mid = (r.astype(np.float64) + away) / 2
-    fix = (s != r) & (s == mid) & (err != 0) & ((err > 0) == (away > r))
-    return np.where(fix, away, r).astype(np.float32)
-
-
-if SIMULATED:
-    def fma32(a, b, c):
-        """``fma.rn.f32`` in the simulator (its own ``cuda.fma`` rounds twice)."""
-        return fma32_model(a, b, c)[()]
-else:
-    @cuda.jit(device=True, inline="always")
-    def fma32(a, b, c):
-        return cuda.fma(a, b, c)
 
 
 # ---------------------------------------------------------------- kernels

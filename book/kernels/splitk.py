@@ -14,8 +14,9 @@ cost a launch and a round trip of the partials. So the blocks of a tile meet in 
    partials back in a fixed order (the same sum on every run: deterministic), resets the
    counter to 0 for the next launch, and runs the epilogue; the others return.
 
-The reads in step 3 go around the L1 cache (``load_f32_cg``: ``ld.global.cg``, L2 only): L1
-is not coherent between SMs, and a line another block wrote may sit stale in this SM's L1.
+The reads in step 3 go around the L1 cache (:mod:`book.kernels.wide`'s ``load_f32_cg``:
+``ld.global.cg``, L2 only): L1 is not coherent between SMs, and a line another block wrote
+may sit stale in this SM's L1.
 The counters start at zero (:func:`workspace` allocates them zeroed) and every launch leaves
 them at zero, so the launch needs no memset: it can be replayed from a CUDA graph as is.
 One workspace per launch stream: two launches sharing one at the same time would mix their
@@ -28,43 +29,11 @@ finishes alone.
 from __future__ import annotations
 
 import numpy as np
-from numba import config, cuda, float32
+from numba import cuda, float32
 
-SIMULATED = bool(config.ENABLE_CUDASIM)
+from .wide import load_f32_cg
 
-__all__ = ["last_to_arrive", "load_f32_cg", "fragment_meeting", "workspace", "splits", "Workspace",
-           "device_key"]
-
-
-if not SIMULATED:
-    from llvmlite import ir
-    from numba import types
-    from numba.core.errors import TypingError
-    from numba.cuda import cgutils
-    from numba.cuda.extending import intrinsic
-
-    @intrinsic
-    def load_f32_cg(typingctx, arr, idx):
-        """``arr[idx]`` (float32) read from L2, never from this SM's L1 (``ld.global.cg``)."""
-        if not isinstance(arr, types.Array) or arr.dtype != types.float32:
-            raise TypingError(f"load_f32_cg: expected a float32 array, got {arr}")
-        sig = types.float32(arr, idx)
-
-        def codegen(context, builder, signature, args):
-            arrty = signature.args[0]
-            array = context.make_array(arrty)(context, builder, value=args[0])
-            ptr = cgutils.get_item_pointer(context, builder, arrty, array, [args[1]],
-                                           wraparound=False)
-            gen = builder.ptrtoint(ptr, ir.IntType(64))
-            fn = ir.FunctionType(ir.FloatType(), [ir.IntType(64)])
-            return builder.asm(fn, "{ .reg .u64 g; cvta.to.global.u64 g, $1; "
-                                   "ld.global.cg.f32 $0, [g]; }", "=f,l,~{memory}", [gen], True)
-
-        return sig, codegen
-
-else:
-    def load_f32_cg(arr, idx):
-        return arr[idx]
+__all__ = ["last_to_arrive", "fragment_meeting", "workspace", "splits", "Workspace", "device_key"]
 
 
 @cuda.jit(device=True, inline="always")

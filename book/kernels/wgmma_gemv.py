@@ -113,8 +113,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                          tma_load_2d, tma_load_2d_hint, tma_prefetch,
                          tma_prefetch_2d, wgmma_commit,
                          wgmma_fence, wgmma_wait)
-    from .splitk import load_f32_cg
-    from .wide import load_f32, store_f32
+    from .wide import load_f32, load_f32_cg, store_f32
 
     WGMMA = make_wgmma(tile.n, kind)
     NA = tile.accumulators

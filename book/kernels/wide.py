@@ -1,4 +1,5 @@
-"""Wide memory access for Numba CUDA kernels: 8- and 16-byte loads and stores.
+"""Wide memory access for Numba CUDA kernels: 8- and 16-byte loads and stores (and the
+few single loads and stores spelled out as the GPU's own instructions).
 
 Numba turns ``x = a[i]`` on a float32 array into a 4-byte ``ld.global.f32``. The
 hardware can move 16 bytes per thread in one instruction (``ld.global.v4.f32``),
@@ -31,6 +32,17 @@ pointer and hand them back as a tuple.
   bfloat16 is the top 16 bits of a float32, so widening is a shift; narrowing
   rounds to nearest even on the dropped 16 bits (NaN stays NaN).
 
+Two kinds of single access the kernels spell out, as the GPU's own instructions:
+
+- ``load_f32_cg(a, i)``: ``a[i]`` (float32) read from L2, never from this SM's L1
+  (``ld.global.cg``): what one block reads of partials another block wrote
+  (book.kernels.splitk; L1 is not coherent between SMs).
+- ``st_shared_f32(addr, x)``, ``ld_shared_f32(addr)``, ``ld_shared_f32x2(addr)``: float32 at
+  a 32-bit shared address (``tensorcore.shared_address``), the last two of them in one 8-byte
+  access (8-byte aligned): the FP8 GEMM's scales staged in shared memory
+  (book.kernels.fp8_gemm). In the simulator the address is ``tensorcore``'s stand-in, an
+  (array, byte offset) pair, and these read and write its bytes.
+
 The caller guarantees alignment: ``i * itemsize`` must be a multiple of the
 access width and the array's base address too (host wrappers check that).
 In Numba's CUDA simulator the same names are plain Python functions with the
@@ -46,6 +58,7 @@ SIMULATED = bool(config.ENABLE_CUDASIM)
 if not SIMULATED:
     from llvmlite import ir
     from numba import types
+    from numba.cuda import cgutils
     from numba.cuda.extending import intrinsic
     from numba.core.errors import TypingError
 
@@ -310,6 +323,65 @@ if not SIMULATED:
     load_half4, load_half8 = _make_load_half(4), _make_load_half(8)
     store_half4, store_half8 = _make_store_half(4), _make_store_half(8)
 
+    @intrinsic
+    def load_f32_cg(typingctx, arr, idx):
+        """``arr[idx]`` (float32) read from L2, never from this SM's L1 (``ld.global.cg``)."""
+        if not isinstance(arr, types.Array) or arr.dtype != types.float32:
+            raise TypingError(f"load_f32_cg: expected a float32 array, got {arr}")
+        sig = types.float32(arr, idx)
+
+        def codegen(context, builder, signature, args):
+            arrty = signature.args[0]
+            array = context.make_array(arrty)(context, builder, value=args[0])
+            ptr = cgutils.get_item_pointer(context, builder, arrty, array, [args[1]],
+                                           wraparound=False)
+            gen = builder.ptrtoint(ptr, ir.IntType(64))
+            fn = ir.FunctionType(ir.FloatType(), [ir.IntType(64)])
+            return builder.asm(fn, "{ .reg .u64 g; cvta.to.global.u64 g, $1; "
+                                   "ld.global.cg.f32 $0, [g]; }", "=f,l,~{memory}", [gen], True)
+
+        return sig, codegen
+
+    @intrinsic
+    def st_shared_f32(typingctx, addr, v):
+        """Store a float32 at a 32-bit shared address."""
+        def codegen(context, builder, signature, args):
+            a = context.cast(builder, args[0], signature.args[0], types.uint32)
+            f = context.cast(builder, args[1], signature.args[1], types.float32)
+            fn = ir.FunctionType(ir.VoidType(), [ir.IntType(32), ir.FloatType()])
+            builder.asm(fn, "st.shared.f32 [$0], $1;", "r,f,~{memory}", [a, f], True)
+            return context.get_dummy_value()
+
+        return types.void(addr, v), codegen
+
+    @intrinsic
+    def ld_shared_f32(typingctx, addr):
+        """A float32 from a 32-bit shared address."""
+        def codegen(context, builder, signature, args):
+            a = context.cast(builder, args[0], signature.args[0], types.uint32)
+            fn = ir.FunctionType(ir.FloatType(), [ir.IntType(32)])
+            return builder.asm(fn, "ld.shared.f32 $0, [$1];", "=f,r,~{memory}", [a], True)
+
+        return types.float32(addr), codegen
+
+    @intrinsic
+    def ld_shared_f32x2(typingctx, addr):
+        """Two float32 from a 32-bit shared address (8-byte aligned), one load."""
+        ret = types.UniTuple(types.float32, 2)
+
+        def codegen(context, builder, signature, args):
+            a = context.cast(builder, args[0], signature.args[0], types.uint32)
+            f = ir.FloatType()
+            st = ir.LiteralStructType([f, f])
+            fn = ir.FunctionType(st, [ir.IntType(32)])
+            res = builder.asm(fn, "ld.shared.v2.f32 {$0, $1}, [$2];", "=f,=f,r,~{memory}", [a],
+                              True)
+            return context.make_tuple(builder, signature.return_type,
+                                      [builder.extract_value(res, 0),
+                                       builder.extract_value(res, 1)])
+
+        return ret(addr), codegen
+
 else:  # Numba's CUDA simulator runs kernels as Python: same results, no vectors.
 
     def _load(a, i, n):
@@ -381,3 +453,24 @@ else:  # Numba's CUDA simulator runs kernels as Python: same results, no vectors
     def store_half8(a, i, v):
         for k in range(8):
             a[i + k] = _from_f32(a, v[k])
+
+    def load_f32_cg(arr, idx):
+        return arr[idx]  # one memory: no L1 to go around
+
+    def _shared_f32(addr, n, what):
+        """The ``n`` float32 at a shared address (tensorcore's stand-in: array, byte offset),
+        a view of its bytes; the GPU's alignment checked."""
+        off = addr.offset
+        if off % (4 * n):
+            raise ValueError(f"{what}: shared byte offset {off} is not {4 * n}-byte aligned")
+        return addr.arr.reshape(-1).view(np.uint8)[off:off + 4 * n].view(np.float32)
+
+    def st_shared_f32(addr, v):
+        _shared_f32(addr, 1, "st_shared_f32")[0] = np.float32(v)
+
+    def ld_shared_f32(addr):
+        return np.float32(_shared_f32(addr, 1, "ld_shared_f32")[0])
+
+    def ld_shared_f32x2(addr):
+        pair = _shared_f32(addr, 2, "ld_shared_f32x2")
+        return np.float32(pair[0]), np.float32(pair[1])

@@ -185,6 +185,35 @@ def test_simulator_bf16_helpers_match_reference():
     assert all(wide.bf16_to_f32(b) == R.bf16_bits_to_float32(np.array([b]))[0] for b in ours[:50])
 
 
+def test_single_loads_and_stores_spelled_out():
+    """wide's ld.global.cg load and its float32 accesses at a shared address (the split-K
+    meeting's and the FP8 GEMM's): the values put are the values read, in the simulator by
+    the stand-ins (an array and a byte offset), on a GPU by the instructions."""
+    from numba import float32
+
+    from book.kernels.tensorcore import shared_address
+    from book.kernels.wide import ld_shared_f32, ld_shared_f32x2, load_f32_cg, st_shared_f32
+
+    @cuda.jit
+    def k(src, out):
+        buf = cuda.shared.array(8, float32)
+        t = cuda.threadIdx.x
+        base = shared_address(buf, 0)
+        st_shared_f32(base + 4 * t, load_f32_cg(src, t))
+        cuda.syncthreads()
+        if t < 4:
+            lo, hi = ld_shared_f32x2(base + 8 * t)
+            out[2 * t] = lo
+            out[2 * t + 1] = hi
+        out[8 + t] = ld_shared_f32(base + 4 * (7 - t))
+
+    src = np.arange(1, 9, dtype=np.float32) / np.float32(3)
+    out = cuda.to_device(np.full(16, np.nan, np.float32))
+    k[1, 8](cuda.to_device(src), out)
+    got = out.copy_to_host()
+    assert np.array_equal(got[:8], src) and np.array_equal(got[8:], src[::-1])
+
+
 def test_tolerances_are_stated_for_every_dtype():
     assert set(R.TOLERANCE) == set(DTYPES)
     assert R.TOLERANCE["float32"]["rtol"] < R.TOLERANCE["float16"]["rtol"] < R.TOLERANCE["bfloat16"]["rtol"]
