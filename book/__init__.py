@@ -32,9 +32,13 @@ GPU or simulator
   which the tracer's and the grader's simulator budgets are reckoned from); driver-too-old
   diagnosis. ``driver_errors``: why a GPU runtime cannot run Numba kernels, and the fix.
   ``target``: the T4 switch: ``COURSE_TARGET_CC=7.5`` makes the course take the sm_75 paths on
-  any newer GPU or in the simulator (``book.kernels.tensorcore.target_cc()`` answers it; on a
+  any newer GPU or in the simulator (``book.capability.target_cc()`` answers it; on a
   GPU ``book.gpu`` has Numba compile for that target, so ptxas refuses what a T4 lacks; the
   grader passes it to its children; ``book.provenance`` records it as ``target_cc``).
+  ``capability``: what the course's instruction families need (fp16 ``mma.sync`` m16n8k8 from
+  sm_75, bf16 m16n8k16 and ``cp.async`` from sm_80, ``wgmma`` on sm_90a only) and the one check
+  that refuses a GPU without them, naming it as the switch's target, this GPU or one asked
+  about (``tensorcore.check_capability`` and ``hopper.check_capability`` are it; issue 44).
   ``simfidelity``: where Numba's simulator would compute what a GPU does not, it does as the
   GPU does (a 2-D device array's ``.T`` is a copy, as numba-cuda's transpose kernel makes it; a
   block's threads asking for a ``cuda.shared.array`` at once all get the one array, where

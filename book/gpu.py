@@ -247,7 +247,7 @@ def _compile_for_the_target() -> None:
     reads its setting when ``numba.cuda`` loads, which is why this runs now."""
     want = target.forced_cc()
     if want is None or want > (_first_device_cc() or want):
-        return  # (newer than the GPU: book.kernels.tensorcore.target_cc() says so)
+        return  # (newer than the GPU: book.capability.target_cc() says so)
     value = f"{want[0]}.{want[1]}"
     os.environ[target.NUMBA_ENV] = value
     for name in ("numba.cuda.core.config", "numba.core.config"):

@@ -31,7 +31,9 @@ Instructions, as intrinsics with their models and simulator versions
   GEMM's scales). ``tensorcore``: inline-PTX ``mma.sync``,
   ``ldmatrix`` and ``cp.async`` (the predicated ``cp_async16_zfill_at`` of edge tiles too),
   ``shfl_xor``, their fragment tables and simulator versions; ``target_cc()``,
-  ``cannot_run(dtype)``: the target, the T4 switch included. ``hopper``: Hopper's own
+  ``cannot_run(dtype)``: the target, the T4 switch included; ``check_capability(cc, dtype)``
+  (the check of :mod:`book.capability`, which ``hopper.check_capability(cc)`` is too: what each
+  instruction family needs, said once). ``hopper``: Hopper's own
   instructions: ``wgmma`` with its shared-memory matrix descriptors, TMA loads, stores and
   multicast from host-made tensor maps, ``cp.async`` of a swizzled box completing on an
   ``mbarrier``, ``mbarrier``, fences, ``setmaxnreg``, clusters; each with a pure-Python model

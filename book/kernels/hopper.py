@@ -47,8 +47,10 @@ that emits inline PTX. What a Hopper GEMM needs, and what each does:
 
 All of it needs sm_90a: the "a" target, which ptxas requires for wgmma and setmaxnreg
 (Numba adds it when it compiles for the H100 it finds; a tool compiling with no GPU asks for
-``cc=(9, 0, "a")``). In Numba's CUDA simulator the instructions do not exist: the models
-below are what the chapter runs there, and the tests hold the models to the GPU.
+``cc=(9, 0, "a")``, :data:`ARCH`); :func:`check_capability` refuses any other GPU, the
+``wgmma`` family of :mod:`book.capability`. In Numba's CUDA simulator the instructions do
+not exist: the models below are what the chapter runs there, and the tests hold the models to
+the GPU.
 """
 
 from __future__ import annotations
@@ -56,10 +58,12 @@ from __future__ import annotations
 import numpy as np
 from numba import config
 
+from ..capability import FAMILIES, check
+
 SIMULATED = bool(config.ENABLE_CUDASIM)
 
 #: compute capability (major, minor, "a") the instructions are compiled for
-ARCH = (9, 0, "a")
+ARCH = FAMILIES["wgmma"].arch
 
 #: the swizzle modes: their 2-bit code in a matrix descriptor (bits 62-63) and the width of
 #: one swizzled row in bytes (the repeat is 8 such rows)
@@ -247,26 +251,10 @@ class MbarrierModel:
 
 
 def check_capability(cc) -> None:
-    """Refuse a GPU without wgmma/TMA, saying what runs instead."""
-    if cc is None:
-        raise RuntimeError(
-            "these kernels are built on wgmma, which only Hopper GPUs have (H100, H200: sm_90a); "
-            "Numba's CUDA simulator has neither wgmma nor TMA. Here the chapter runs the models of "
-            "book.kernels.hopper (descriptors, swizzle, TMA boxes, the accumulator layout) "
-            "and the mma.sync kernels of book.kernels.mma_gemm instead.")
-    cc = tuple(cc)[:2]
-    if cc != (9, 0):
-        from .tensorcore import runs_here
-
-        name, instead = ((f"this GPU is sm_{cc[0]}{cc[1]}:", "Use")
-                         if runs_here(cc) else
-                         (f"on sm_{cc[0]}{cc[1]} the course would refuse this kernel:",
-                          "On such a GPU, use"))
-        raise RuntimeError(
-            f"{name} these kernels are built on wgmma, which exists on sm_90a (H100, H200) "
-            "only: Blackwell keeps TMA, mbarriers and setmaxnreg but replaced wgmma with "
-            f"tcgen05. {instead} the mma.sync kernels of "
-            "book.kernels.mma_gemm (sm_80+, fp16 from sm_75).")
+    """Refuse a GPU without wgmma/TMA, saying what runs instead: anything but sm_90, and the
+    simulator (``cc`` None). The check is :func:`book.capability.check`, the tensor-core
+    kernels' too."""
+    check(cc, "wgmma")
 
 
 # ---------------------------------------------------------------------------------------

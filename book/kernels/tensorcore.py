@@ -36,6 +36,11 @@ These are the warp-level instructions a tensor-core GEMM needs:
 
 Half values travel packed two per uint32, the lower index in the low 16 bits.
 
+What each instruction needs (``MIN_CC``) and the refusal of a GPU without it
+(:func:`check_capability`, :func:`cannot_run`), with the target (:func:`target_cc`,
+:func:`target_description`, :func:`runs_here`), come from :mod:`book.capability`, where the
+Hopper kernels' check is too.
+
 **Which lane holds what** (the PTX ISA's "Matrix Fragments for mma.m16n8k16"): with
 ``g = lane >> 2`` (groupID) and ``t = lane & 3`` (threadID_in_group), :func:`a_coords`,
 :func:`b_coords` and :func:`c_coords` give the (row, column) of each element a lane holds.
@@ -54,7 +59,9 @@ from __future__ import annotations
 import numpy as np
 from numba import config
 
-from ..target import TARGET_CC_ENV, describe, forced_cc
+from ..capability import (FAMILIES, check, refusal, runs_here, target_cc, target_description,
+                          tensor_core)
+from ..target import TARGET_CC_ENV
 
 SIMULATED = bool(config.ENABLE_CUDASIM)
 
@@ -64,7 +71,8 @@ __all__ = [
     "ldmatrix_x4_trans", "ldmatrix_x4_at", "ldmatrix_x4_trans_at", "cp_async16", "cp_async16_at",
     "copy16_at", "cp_async16_zfill_at", "copy16_zfill_at", "cp_async_commit", "cp_async_wait",
     "shared_address", "store_bf16x2", "store_f16x2", "shfl_xor", "MIN_CC", "check_capability",
-    "cannot_run", "target_cc", "target_description", "TARGET_CC_ENV", "pack", "unpack",
+    "cannot_run", "runs_here", "target_cc", "target_description", "TARGET_CC_ENV", "pack",
+    "unpack",
 ]
 
 # ---------------------------------------------------------------------------------------
@@ -112,32 +120,8 @@ def ldmatrix_coords(lane: int, e: int, trans: bool = False) -> tuple[int, int]:
     return (c, r) if trans else (r, c)
 
 
-#: the compute capability each instruction needs
-MIN_CC = {"mma_bf16_16816": (8, 0), "mma_f16_16816": (8, 0), "mma_f16_1688": (7, 5),
-          "ldmatrix": (7, 5), "cp_async": (8, 0)}
-
-
-def runs_here(cc) -> bool:
-    """Whether ``cc`` is the capability this process builds for (:func:`target_cc`: the GPU's,
-    or the one ``COURSE_TARGET_CC`` names), rather than one asked about: chapter 8 shows what
-    the course does on a T4 from a page recorded on an H100, and must not say the H100 is one."""
-    try:
-        here = target_cc()
-    except Exception:  # no GPU and no switch (PTX compiled on a CPU), or a switch refused
-        return False
-    return here is not None and tuple(here)[:2] == tuple(cc)[:2]
-
-
-def _refusal_terms(cc, refused: str) -> tuple[str, str]:
-    """How a refusal names ``cc`` (and, for one asked about, what the course ``refused``
-    there), and how it says what runs there instead."""
-    where = f"sm_{cc[0]}{cc[1]} (compute capability {cc[0]}.{cc[1]})"
-    if forced_cc() == tuple(cc):
-        return (f"the target is sm_{cc[0]}{cc[1]} (compute capability {cc[0]}.{cc[1]}, "
-                f"chosen by {TARGET_CC_ENV}):", "It can run")
-    if runs_here(cc):
-        return f"this GPU is {where}:", "It can run"
-    return f"on {where} the course would refuse {refused}:", "Such a GPU can run"
+#: the compute capability each instruction needs (the families of :mod:`book.capability`)
+MIN_CC = {i: FAMILIES[k].since for k in tensor_core() for i in FAMILIES[k].instructions}
 
 
 def check_capability(cc, dtype: str = "bfloat16") -> None:
@@ -146,69 +130,16 @@ def check_capability(cc, dtype: str = "bfloat16") -> None:
     ``dtype``: "bfloat16" needs sm_80; "float16" runs from sm_75 (m16n8k8, no cp.async).
     ``cc`` None: the simulator, where every instruction is simulated. A ``cc`` that is not
     the one this process runs for (:func:`runs_here`) is spoken of as one asked about ("on
-    sm_75 ... the course would refuse bfloat16 tensor-core kernels"), never as "this GPU"."""
-    if cc is None:
-        return
-    cc = tuple(cc)
-    if cc < (7, 5):
-        name, instead = _refusal_terms(cc, "every tensor-core kernel")
-        raise RuntimeError(
-            f"{name} mma.sync m16n8k8/m16n8k16 and ldmatrix need compute "
-            f"capability 7.5 (Turing, e.g. a T4) or newer. {instead} the course's CUDA-core "
-            "kernels (book.kernels.gemm, book.kernels.dual_gemm) but no tensor-core kernel.")
-    if cc < (8, 0) and dtype != "float16":
-        name, instead = _refusal_terms(cc, f"{dtype} tensor-core kernels")
-        raise RuntimeError(
-            f"{name} {dtype} mma.sync m16n8k16 and cp.async need compute "
-            f"capability 8.0 (Ampere) or newer. {instead} the fp16 m16n8k8 instruction "
-            "(mma_f16_1688, what a T4 has) and the course's CUDA-core kernels.")
+    sm_75 ... the course would refuse bfloat16 tensor-core kernels"), never as "this GPU".
+    The check is :func:`book.capability.check`, the Hopper kernels' too."""
+    check(cc, *tensor_core(dtype), dtype=dtype)
 
 
 def cannot_run(dtype: str = "bfloat16", cc="target"):
     """Why the target cannot run ``dtype``'s tensor-core instructions (the message of
     :func:`check_capability`), or None when it can: for a cell that skips rather than
     raises. ``cc``: default :func:`target_cc`."""
-    try:
-        check_capability(target_cc() if cc == "target" else cc, dtype)
-    except RuntimeError as e:
-        return str(e)
-    return None
-
-
-def target_cc():
-    """The compute capability a kernel is built for: the current GPU's, or None in the
-    simulator, unless the switch ``COURSE_TARGET_CC`` (:mod:`book.target`) names one: then
-    that one (on a GPU it must not be newer than the GPU). With no GPU and the simulator off
-    (PTX compiled for a GPU that is not there), the one the switch names."""
-    want = forced_cc()
-    if SIMULATED:
-        return want
-    from numba import cuda
-
-    if want and not cuda.is_available():
-        return want
-    real = tuple(cuda.get_current_device().compute_capability)
-    if want is None:
-        return real
-    if want > real:
-        raise RuntimeError(
-            f"{TARGET_CC_ENV}={want[0]}.{want[1]} names a newer GPU than this one "
-            f"(sm_{real[0]}{real[1]}): its instructions would not run here. Unset it, or "
-            f"name {real[0]}.{real[1]} or older (7.5: the T4's paths).")
-    return want
-
-
-def target_description() -> str:
-    """The target in words, for a notebook to print: "sm_90", "Numba's CUDA simulator", or
-    "sm_75 (COURSE_TARGET_CC=7.5, on an sm_90 GPU)"."""
-    cc = target_cc()
-    real = None
-    if not SIMULATED and cc is not None:
-        from numba import cuda
-
-        if cuda.is_available():
-            real = tuple(cuda.get_current_device().compute_capability)
-    return describe(cc, real, SIMULATED)
+    return refusal(cc, *tensor_core(dtype), dtype=dtype)
 
 
 def pack(lo, hi) -> int:

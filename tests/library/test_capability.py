@@ -118,3 +118,19 @@ def test_the_pin_covers_every_wording():
 @pytest.mark.parametrize("cc", [(9, 0), (9, 0, "a"), [9, 0]])
 def test_hopper_takes_sm_90_whichever_way_it_is_written(cc):
     H.check_capability(cc)
+
+
+def test_the_tables_the_modules_read_are_the_families():
+    """tensorcore's per-instruction table and hopper's target are the families', as written
+    before (issue 44)."""
+    from book import capability
+
+    assert tc.MIN_CC == {"mma_bf16_16816": (8, 0), "mma_f16_16816": (8, 0),
+                         "mma_f16_1688": (7, 5), "ldmatrix": (7, 5), "cp_async": (8, 0)}
+    assert H.ARCH == (9, 0, "a")
+    wgmma = capability.FAMILIES["wgmma"]
+    assert [cc for cc in TARGETS[1:] if wgmma.has(cc)] == [(9, 0)]  # not Blackwell's 10.0, 12.0
+    mma = capability.FAMILIES["mma_m16n8k16"]
+    assert [cc for cc in TARGETS[1:] if mma.has(cc)] == [(8, 0), (8, 6), (8, 9), (9, 0), (10, 0),
+                                                          (12, 0)]
+    assert capability.tensor_core("float16") == ("mma_m16n8k8",)

@@ -109,9 +109,10 @@ def test_a_capability_asked_about_is_not_called_this_gpu(monkeypatch):
     """Reader QA: chapter 8, recorded on an H100, printed "this GPU is sm_75" from a loop that
     shows what the course does on a T4. A capability other than the one this process runs
     for is spoken of as one asked about; the GPU's own keeps "this GPU is"."""
+    from book import capability
     from book.kernels import hopper as H
 
-    monkeypatch.setattr(tc, "target_cc", lambda: (9, 0))  # as on the H100 that recorded it
+    monkeypatch.setattr(capability, "target_cc", lambda: (9, 0))  # as on the H100 that recorded it
     for cc, dtype in (((7, 5), "bfloat16"), ((7, 0), "float16")):
         with pytest.raises(RuntimeError) as e:
             tc.check_capability(cc, dtype)
@@ -122,10 +123,10 @@ def test_a_capability_asked_about_is_not_called_this_gpu(monkeypatch):
     with pytest.raises(RuntimeError) as e:
         H.check_capability((8, 0))
     assert str(e.value).startswith("on sm_80 the course would refuse this kernel")
-    monkeypatch.setattr(tc, "target_cc", lambda: (7, 5))  # a T4 itself
+    monkeypatch.setattr(capability, "target_cc", lambda: (7, 5))  # a T4 itself
     with pytest.raises(RuntimeError, match=r"^this GPU is sm_75 .*It can run the fp16"):
         tc.check_capability((7, 5), "bfloat16")
-    monkeypatch.setattr(tc, "target_cc", lambda: (8, 0))
+    monkeypatch.setattr(capability, "target_cc", lambda: (8, 0))
     with pytest.raises(RuntimeError, match=r"^this GPU is sm_80: .* Use the mma\.sync"):
         H.check_capability((8, 0))
 
