@@ -21,7 +21,8 @@ Truth and the host side
   them, ``cuLaunchKernel`` on torch's current stream, plans and stream handles in a
   ``BoundedCache`` (chapter 6's decode section; tests/library/test_fastcall.py; its per-call
   Python path, timed on a CPU with the launch stubbed, in records/launch/README.md); its
-  ``PlannedCall`` / ``planned(name)`` is the cheap call of ``mma_gemm`` and ``decode_mlp``.
+  ``PlannedCall`` / ``planned(name)`` is the cheap call of ``mma_gemm`` and ``decode_mlp``,
+  and what their wrappers called plainly (no stream, tile or split) go through.
   ``ptx``: compile the kernels to PTX, even with no GPU (``kernels()``: what
   tests/library/test_ptx.py reads).
 
