@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import math
 
+from ..capability import FAMILIES
+
 D, H = 4096, 14336
 ROW_T = (1, 4, 16, 64, 256)
 SWEEP_T = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
@@ -224,7 +226,7 @@ def _hopper_gemv_runs(suite, T):
     from book.kernels.wgmma_gemv import MAX_T
 
     cc = suite.info.compute_capability
-    return cc is not None and tuple(cc)[:2] == (9, 0) and T <= MAX_T
+    return cc is not None and FAMILIES["wgmma"].has(cc) and T <= MAX_T
 
 
 def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):

@@ -32,6 +32,7 @@ from book.dtypes import DTYPES
 from book.provenance import provenance
 from book.specs import slug
 
+from ..capability import FAMILIES
 from .elementwise_rows import ElementwiseRows
 from .gemm_rows import GemmRows
 from .targets import HBM3_PEAK, LARGE, PREFILL, targets
@@ -319,23 +320,23 @@ def main(argv=None):
         from . import tensorcore
 
         cc = suite.info.compute_capability
-        if cc and tuple(cc) >= (8, 0):
+        if cc and FAMILIES["mma_m16n8k16"].has(cc):
             phase("tensor cores", tensorcore.run, suite)
-        if cc and tuple(cc)[:2] == (9, 0):
+        if cc and FAMILIES["wgmma"].has(cc):
             from . import hopper
 
             phase("Hopper", hopper.run, suite)
         else:
             suite.notes.append(f"Hopper rows not measured: wgmma and TMA need compute "
                                f"capability 9.0, this GPU has {cc}")
-        if not (cc and tuple(cc) >= (8, 0)):
+        if not (cc and FAMILIES["mma_m16n8k16"].has(cc)):
             suite.notes.append(f"tensor-core rows not measured: bf16 mma.sync needs compute "
                                f"capability 8.0, this GPU has {cc}")
     if not args.no_decode:
         from . import decode
 
         cc = suite.info.compute_capability
-        if cc and tuple(cc) >= (8, 0):
+        if cc and FAMILIES["mma_m16n8k16"].has(cc):
             phase("decode", decode.run, suite)
         else:
             suite.notes.append(f"decode rows not measured: their bf16 paths need compute "

@@ -40,11 +40,12 @@ class FragmentExercise(Exercise):
             import numpy as np
 
             from .. import gpu  # noqa: F401  (GPU or simulator is decided before numba.cuda)
+            from ..capability import FAMILIES
             from ..kernels import fragments, tensorcore
 
             cc = tensorcore.target_cc()  # the GPU (or the simulator: None), or the switch's
             tensorcore.check_capability(cc, "float16")  # below sm_75: says what runs
-            kind = "bf16_16816" if cc is None or tuple(cc) >= (8, 0) else "f16_1688"
+            kind = "bf16_16816" if cc is None or FAMILIES["mma_m16n8k16"].has(cc) else "f16_1688"
             K = fragments.K_OF[kind]
             a = (16 * np.arange(16)[:, None] + np.arange(K)[None, :]).astype(np.float32)
             b = ((np.arange(K * 8).reshape(K, 8) * 5) % 11 - 5).astype(np.float32)

@@ -54,6 +54,7 @@ import functools
 import numpy as np
 from numba import cuda
 
+from ..capability import FAMILIES
 from . import cuda_core_gemv, mma_gemv
 from .cuda_core_gemv import PIECE
 from .fastcall import planned
@@ -385,8 +386,8 @@ def path_for(T: int, cc=None, bias: bool = False) -> str:
     Below sm_75 there are no tensor cores: the CUDA-core GEMV takes every T (in groups)."""
     if _LARGE_T["fn"] is not None and T >= _LARGE_T["min_T"]:
         return "large_t"
-    hopper = cc is not None and tuple(cc)[:2] == (9, 0)
-    if cc is not None and tuple(cc) < (7, 5):
+    hopper = cc is not None and FAMILIES["wgmma"].has(cc)
+    if cc is not None and not FAMILIES["mma_m16n8k8"].has(cc):
         return "cuda_cores"
     if T <= CUDA_CORE_MAX_T and not (hopper and T >= HOPPER_GEMV_MIN_T):
         return "cuda_cores"

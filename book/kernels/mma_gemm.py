@@ -51,6 +51,7 @@ import functools
 import numpy as np
 from numba import cuda, float32, int32, uint16, uint32
 
+from ..capability import FAMILIES
 from .fused import silu_mul
 from .launch import KernelLaunch, address, as_device, flat, is_c_contiguous
 from .mma_tile import SIM_TILE, TILE, MmaGeometry, MmaTile, default_tile
@@ -317,7 +318,7 @@ def kind_for(dtype, cc):
     check_capability(cc, dtype)
     if dtype == "bfloat16":
         return "bf16"
-    return "f16_sm75" if cc is not None and tuple(cc) < (8, 0) else "f16"
+    return "f16_sm75" if cc is not None and not FAMILIES["mma_m16n8k16"].has(cc) else "f16"
 
 
 def half_matrix(a, name):
