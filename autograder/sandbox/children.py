@@ -36,8 +36,8 @@ from .inside.process import (all_pids, alive, descendants, kill_cgroup, kill_tre
 from .inside.settings import DriverSettings, LaunchSettings, Limits, Storage
 from .paths import grader_paths, hide_list, needed_paths
 from .protections import protections
-from .storage import (PLACES, held_uids, hold, let_go, mount_storage, new_folder, storage_use, uid_lock,
-                      sweep_stale_storage, unmount)
+from .storage import (PLACES, held_uids, hold, let_go, mount_storage, new_folder, storage_use,
+                      sweep_stale_storage, uid_lock, unmount)
 from .tasks import new_pids_cgroup, tasks_refused
 from .trusted import child_command, copy_trusted, entry_point, scrubbed_env
 from .uid import new_child_uid

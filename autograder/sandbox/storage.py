@@ -210,10 +210,23 @@ def _open_uid_lock(tmp: str) -> int:
 SWEEP_WAIT_S = 30.0
 
 
+def _flock_within(fd: int, wait_s: float) -> bool:
+    """An exclusive flock on ``fd`` within ``wait_s`` seconds: whether it was had."""
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.02)
+
+
 @contextmanager
-def uid_lock(exclusive: bool, wait_s: float = SWEEP_WAIT_S):
+def uid_lock(exclusive: bool):
     """Held shared while a child is given its uid (waiting for a sweep to end), exclusive while
-    a sweep removes what uids left (waiting at most ``wait_s``). Yields whether it is held:
+    a sweep removes what uids left (waiting at most SWEEP_WAIT_S). Yields whether it is held:
     True, but for an exclusive one that waited in vain. As root only: a grader that is not
     root gives no uids and sweeps none of theirs (it yields True)."""
     if os.getuid() != 0:
@@ -221,21 +234,12 @@ def uid_lock(exclusive: bool, wait_s: float = SWEEP_WAIT_S):
         return
     fd = _open_uid_lock(os.path.realpath(tempfile.gettempdir()))
     try:
-        if not exclusive:
+        if exclusive:
+            had = _flock_within(fd, SWEEP_WAIT_S)
+        else:
             fcntl.flock(fd, fcntl.LOCK_SH)
-            yield True
-            return
-        end = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= end:
-                    yield False
-                    return
-                time.sleep(0.02)
-        yield True
+            had = True
+        yield had
     finally:
         os.close(fd)
 
@@ -304,7 +308,7 @@ def _remove_orphans(tmp: str) -> list[str]:
     from .uid import CHILD_UID_BASE, CHILD_UID_SPAN
 
     gone = []
-    with uid_lock(exclusive=True, wait_s=SWEEP_WAIT_S) as held_lock:
+    with uid_lock(exclusive=True) as held_lock:
         if not held_lock:
             return [f"nothing of children's uids: a grader held {UID_LOCK} past "
                     f"{SWEEP_WAIT_S:.0f} s (the next sweep will)"]

@@ -52,6 +52,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint16, uint32
 
 from ..capability import FAMILIES
+from .fastcall import planned
 from .fused import silu_mul
 from .launch import KernelLaunch, address, as_device, flat, is_c_contiguous
 from .mma_tile import SIM_TILE, TILE, MmaGeometry, MmaTile, default_tile
@@ -434,7 +435,7 @@ def swiglu_mma(x, wg, wu, out=None, *, tile=None, stream=None):
     launches torch CUDA tensors with ``out`` given from a plan on torch's current stream
     (anything else the same launch as with ``stream=0``)."""
     if tile is None and stream is None:
-        return _planned("swiglu_mma")(x, wg, wu, out)
+        return planned("swiglu_mma")(x, wg, wu, out)
     return _run("swiglu", x, wg, wu, out, None, tile, stream)
 
 
@@ -442,7 +443,7 @@ def swiglu_mma_identity(x, wg, wu, out=None, *, tile=None, stream=None):
     """The control: the same kernel storing ``(x @ wg) + (x @ wu)`` (called plainly, planned
     as :func:`swiglu_mma`)."""
     if tile is None and stream is None:
-        return _planned("swiglu_mma_identity")(x, wg, wu, out)
+        return planned("swiglu_mma_identity")(x, wg, wu, out)
     return _run("identity", x, wg, wu, out, None, tile, stream)
 
 
@@ -455,14 +456,8 @@ def matmul_mma(x, w, out=None, *, tile=None, stream=None):
     """``out = x @ w`` in bfloat16 (float32 accumulation; called plainly, planned as
     :func:`swiglu_mma`)."""
     if tile is None and stream is None:
-        return _planned("matmul_mma")(x, w, out)
+        return planned("matmul_mma")(x, w, out)
     return _run("gemm", x, w, None, out, None, tile, stream)
-
-
-def _planned(name):
-    from .fastcall import planned   # fastcall imports this module's prepare, by name
-
-    return planned(name)
 
 
 def ceiling_mma(x, w, out=None, *, tile=None, stream=None):
