@@ -80,3 +80,61 @@ def test_the_lane_runs_in_parts_by_folder_or_by_file():
     one = library[0]
     assert gpu_test_files([one]) == [one]
     assert gpu_test_files(["tests/tooling/test_gpu_lane.py"]) == []   # no gpu test in it
+
+
+def test_a_budget_stops_before_a_test_that_would_end_late_and_keeps_what_ran(tmp_path):
+    """tools/lane_budget.py, the plugin `--budget` loads into each file's pytest: the tests
+    that ran are in the report, the unstarted ones in the left file, and pytest says why."""
+    import time
+
+    from tools.gpu_tests import outcomes, summary
+
+    (tmp_path / "test_slow.py").write_text(
+        "import time\n"
+        + "".join(f"def test_{i}():\n    time.sleep(2)\n" for i in range(5)))
+    junit, left = tmp_path / "j.xml", tmp_path / "left.txt"
+    env = dict(os.environ, PYTHONPATH=str(REPO), GPU_LANE_DEADLINE=str(time.time() + 6.0),
+               GPU_LANE_LEFT=str(left))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "tools.lane_budget", "-q",
+                        "-p", "no:cacheprovider", f"--junitxml={junit}", "test_slow.py"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr          # interrupted, not failed
+    assert "time budget" in r.stdout + r.stderr
+    ran = [t["test"].rsplit("::", 1)[-1] for t in outcomes(junit)]
+    not_run = left.read_text().split()
+    assert ran and not_run and all(t["outcome"] == "passed" for t in outcomes(junit))
+    # every test is either in the report or left, none in both, none lost
+    assert sorted(ran + [n.split("::")[1] for n in not_run]) == [f"test_{i}" for i in range(5)]
+    s = summary([junit], 0, "cmd", {"gpu": "test", "date": "d1"}, not_run)
+    assert s["left"] == not_run and s["counts"] == {"passed": len(ran)}
+
+
+def test_without_a_deadline_the_budget_plugin_runs_everything(tmp_path):
+    (tmp_path / "test_quick.py").write_text("def test_a():\n    pass\ndef test_b():\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if k != "GPU_LANE_DEADLINE"}
+    env["PYTHONPATH"] = str(REPO)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "tools.lane_budget", "-q",
+                        "-p", "no:cacheprovider", "test_quick.py"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "2 passed" in r.stdout, r.stdout + r.stderr
+
+
+def test_continuing_a_record_keeps_its_tests_and_refuses_another_commit(tmp_path):
+    import pytest
+
+    from tools.gpu_tests import continuing, summary
+
+    earlier = {"provenance": {"commit": "abc1234", "date": "d1"}, "counts": {"passed": 1},
+               "tests": [{"test": "t::a", "outcome": "passed", "seconds": 1.0, "message": None}],
+               "left": ["tests/x/test_y.py::test_b"]}
+    rec = tmp_path / "gpu_x.json"
+    rec.write_text(json.dumps(earlier))
+    got, todo = continuing(rec, "abc1234")
+    assert todo == ["tests/x/test_y.py::test_b"]
+    with pytest.raises(SystemExit, match="made at commit abc1234, this run is at def5678"):
+        continuing(rec, "def5678")
+    rec.write_text(json.dumps(dict(earlier, left=[])))
+    with pytest.raises(SystemExit, match="left no test"):
+        continuing(rec, "abc1234")
+    s = summary([], 0, "cmd", {"commit": "abc1234", "date": "d2"}, [], got)
+    assert s["counts"] == {"passed": 1} and s["tests"][0]["run"] == "d1" and "left" not in s
