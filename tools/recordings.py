@@ -160,16 +160,7 @@ def compare(src_nb, rec_nb) -> list[str]:
     return problems
 
 
-def find(src: str, root: Path = ROOT, gpu: str | None = None) -> Recording:
-    """The recording of chapter ``src`` (relative to ``root``) and whether it is current:
-    ``gpu``'s, or where none is named the published GPU's, else (a chapter newer than the
-    published GPU's last session: only another GPU was lent since) the first other GPU's
-    folder, by name, that holds one; its provenance names the GPU on the page."""
-    if gpu is None:
-        folders = [PUBLISHED_GPU] + sorted(
-            d.name for d in (root / "records" / "chapters").glob("*")
-            if d.is_dir() and d.name != PUBLISHED_GPU)
-        gpu = next((g for g in folders if record_path(src, g, root).is_file()), PUBLISHED_GPU)
+def _read(src: str, gpu: str, root: Path) -> Recording:
     path = record_path(src, gpu, root)
     if not path.is_file():
         return Recording(src, None)
@@ -177,6 +168,26 @@ def find(src: str, root: Path = ROOT, gpu: str | None = None) -> Recording:
     src_nb = nbformat.read(root / src, as_version=4)
     meta = rec_nb.metadata.get(META_KEY) or {}
     return Recording(src, path, meta.get("provenance") or {}, compare(src_nb, rec_nb), rec_nb)
+
+
+def find(src: str, root: Path = ROOT, gpu: str | None = None) -> Recording:
+    """The recording of chapter ``src`` (relative to ``root``) and whether it is current:
+    ``gpu``'s where one is named; else, of the GPU folders holding a current recording, the
+    one made last (its provenance's date): a chapter whose code did not change may still print
+    what the library says differently now (a refusal's wording, a live check), and the later
+    run shows it as it is; the published GPU's wins a tie. Where none is current, the published
+    GPU's recording, else the first other folder's by name, so the page and the staleness test
+    name what to record again. Its provenance names the GPU on the page."""
+    if gpu is not None:
+        return _read(src, gpu, root)
+    folders = [PUBLISHED_GPU] + sorted(
+        d.name for d in (root / "records" / "chapters").glob("*")
+        if d.is_dir() and d.name != PUBLISHED_GPU)
+    found = [r for r in (_read(src, g, root) for g in folders) if r.exists]
+    current = [r for r in found if r.usable]
+    if current:     # max keeps the first of equal dates: the published GPU's
+        return max(current, key=lambda r: r.provenance.get("date") or "")
+    return found[0] if found else Recording(src, None)
 
 
 def all_recordings(root: Path = ROOT, gpu: str = PUBLISHED_GPU) -> list[Path]:

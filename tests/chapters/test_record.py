@@ -78,6 +78,36 @@ def test_a_chapter_the_published_gpu_never_recorded_shows_another_gpus_recording
     assert recordings.find("chapters/x.ipynb", root=tmp_path).path == pub
 
 
+def test_of_two_current_recordings_the_later_is_shown_and_a_stale_one_never(tmp_path):
+    """A chapter recorded again on another GPU (only an H200 lent) without a code change shows
+    the later run (what the library prints now: a refusal reworded); a later recording whose
+    code is stale is passed over for the current one."""
+    _fake_recording(tmp_path)
+    pub = recordings.record_path("chapters/x.ipynb", root=tmp_path)
+    other = recordings.record_path("chapters/x.ipynb", "h200", root=tmp_path)
+    other.parent.mkdir(parents=True)
+    later = nbformat.read(pub, as_version=4)
+    later.cells[2].outputs = [nbformat.v4.new_output("stream", name="stdout", text="2 (H200)\n")]
+    recordings.stamp(later, {"gpu": "NVIDIA H200", "date": "2026-11-29T00:00:00+00:00",
+                             "commit": "fedcba9876543210", "simulated": False},
+                     "chapters/x.ipynb", 1.0)
+    nbformat.write(later, other)
+    rec = recordings.find("chapters/x.ipynb", root=tmp_path)
+    assert rec.usable and rec.path == other and rec.provenance["gpu"] == "NVIDIA H200"
+    # the same date: the published GPU's
+    later.metadata[recordings.META_KEY]["provenance"]["date"] = "2026-11-22T00:00:00+00:00"
+    nbformat.write(later, other)
+    assert recordings.find("chapters/x.ipynb", root=tmp_path).path == pub
+    # the later one recorded before a code change: stale, so the published one is shown
+    later.metadata[recordings.META_KEY]["provenance"]["date"] = "2026-11-29T00:00:00+00:00"
+    later.cells[1].source = "a = 5"
+    recordings.stamp(later, later.metadata[recordings.META_KEY]["provenance"],
+                     "chapters/x.ipynb", 1.0)
+    nbformat.write(later, other)
+    assert not recordings.find("chapters/x.ipynb", root=tmp_path, gpu="h200").usable
+    assert recordings.find("chapters/x.ipynb", root=tmp_path).path == pub
+
+
 def _fake_recording(tmp_path, src_rel="chapters/x.ipynb"):
     """A tiny chapter and its recording, stamped the way tools.record stamps one."""
     nb = nbformat.v4.new_notebook()
