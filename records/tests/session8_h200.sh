@@ -1,0 +1,25 @@
+#!/bin/bash
+# The eighth session's device calls (2026-11-29; one H200, no H100 lent), after
+# records/fp8/pdl_session.sh 1 (the dependent launch, the norm-quant timing, host rows):
+#   1  the bf16 decode sweep at T = 1..8192 on the code as it is (issue 42's "no T where cuBLAS
+#      wins"; the last full sweep on an H200 was 581129d, before the tiles and the rotation of
+#      weight sets); chapters 9 and 9b recorded again (issue 43: what the library prints now);
+#      then the grader files the last two sessions' calls could not finish, under a budget that
+#      keeps what ran (tools.gpu_tests --budget).
+#   2  the helpers' work: see the case.
+#   COURSE_COMMIT=<sha> bash records/tests/session8_h200.sh 1|2     (carry .whl, .whl-nb)
+source benchmarks/device_env.sh
+export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
+case "$1" in
+1)  timeout 120 python3 -u -m benchmarks.decode_bench --out $OUT/decode_sweep_$GPU_TAG.json \
+      --only 'sweep_|host_' --reps 10 2>&1 | grep -v Warning | grep -E "sweep_(ours|cublas_compiled)|met|wrote" | tail -40
+    mkdir -p $OUT/chapters
+    timeout 330 python3 -m tools.record --out $OUT/chapters --timeout 300 --budget 310 \
+      chapters/09_hopper.ipynb chapters/09b_eight_bits.ipynb 2>&1 | tail -6
+    left=$((575 - SECONDS))
+    echo "grader files: ${left} s"
+    timeout $((left + 15)) python3 -m tools.gpu_tests --budget $left \
+      --out $OUT/gpu_grader_paths_bounds_$GPU_TAG.json --under tests/grader/test_lab_paths.py \
+      --under tests/grader/test_bounds_grading.py 2>&1 | grep -v Warning | tail -6
+    ;;
+esac
