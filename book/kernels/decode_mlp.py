@@ -85,12 +85,14 @@ TENSOR_CORE_MAX_T = 256
 #: hints it won only to 24, decode_tune_hopper_switch_5814862_h100.json); faster than the
 #: mma.sync GEMV at every T it takes (decode_tune_hopper_gemv_h100.json)
 HOPPER_GEMV_MAX_T = 32
-#: on sm_90 the Hopper GEMV takes over from the CUDA-core GEMV at this many tokens: the
-#: CUDA-core GEMV is compiled for 4 tokens from 3 and reads as slowly at 3 as at 4; with its
-#: L2 hints the wgmma GEMV was faster at 3 and 4 tokens (81.2-81.4 us at 4 against 82.4-82.6),
-#: slower at 1 and 2 (81.0 against 77.6-78.1; records/bench/weight_stream_hints_h100.json,
-#: weight_stream_small_h100.json)
-HOPPER_GEMV_MIN_T = 3
+#: on sm_90 the Hopper GEMV takes over from the CUDA-core GEMV at this many tokens. On the
+#: H100 the two tie at 1 and 2 (77.8 / 78.4 against 78.8 / 79.0 us, book/data/h100.json's
+#: sweep at c6bec7a) and the wgmma GEMV wins from 3 (the CUDA-core GEMV is compiled for 4
+#: tokens from 3); on the H200 the CUDA-core GEMV falls behind at 2 (60.4 against 54.6 us,
+#: behind cuBLAS + compile's 58.5) and ties at 1 (54.9 against 55.0;
+#: records/bench/decode_sweep_h200.json at c966969): from 2 costs the H100 under 1% at T = 2
+#: and gains the H200 a tenth
+HOPPER_GEMV_MIN_T = 2
 #: on sm_90 (no biases) the wgmma dual GEMM takes T from here: its 128-row tile reads each
 #: weight once whatever T, where the tensor-core GEMV re-reads them per group of 64 tokens
 HOPPER_MIN_T = HOPPER_GEMV_MAX_T + 1
