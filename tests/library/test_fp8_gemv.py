@@ -382,9 +382,10 @@ def test_on_a_hopper_gpu_a_dependent_launch_gives_the_same_bits_back_to_back():
 
 #: the candidate fixes (Fp8GemvTile.preload, unguarded) with a T and an output each: tokens
 #: past T (1, 5) and rows past h (the shapes below) are where their clamped reads differ
-FIXES = [({"preload": True}, 1, "e4m3"), ({"preload": True}, 16, "bfloat16"),
-         ({"unguarded": True}, 5, "e4m3"), ({"preload": True, "unguarded": True}, 16, "e4m3"),
-         ({"preload": True, "unguarded": True, "pdl": True}, 1, "bfloat16")]
+#: (four kernels to compile: the GPU lane's runbook has little time for more)
+FIXES = [({"preload": True}, 1, "e4m3"), ({"unguarded": True}, 5, "e4m3"),
+         ({"preload": True, "unguarded": True}, 16, "e4m3"),
+         ({"preload": True, "unguarded": True, "pdl": True}, 16, "bfloat16")]
 
 
 def _bits(torch, o):
