@@ -35,8 +35,10 @@ pure GPU time, the calls captured in a CUDA graph and replayed (``book.bench.mea
 ``graph=True``; ``graph_us``): no host time in it at all. Every path is checked first against
 float64 of its quantized layer; the GEMV's registers and local memory as built on this GPU are
 recorded. ``--sweep`` (its own record, `records/fp8/fp8_decode_sweep_h200.json`, not the
-chapter's): instead of the rows, the GEMV's tiles of :data:`SWEEP`, rows ``fp8_gemv_sweep_<i>``
-(e4m3 out, the tile's fields under ``tile``). Prints a table and writes JSON (provenance, rows,
+chapter's): instead of the rows, the GEMV's tiles of :data:`SWEEP` (or ``--changes``), rows
+``fp8_gemv_sweep_<i>`` (e4m3 out, the tile's fields under ``tile``); each tile's codes checked
+equal to the first's (the control's), but a probe's (``Fp8GemvTile.probe``: a part of the
+kernel left out, its output not the layer's: timed, never compared). Prints a table and writes JSON (provenance, rows,
 checks, ratios).
 """
 
@@ -88,13 +90,19 @@ def sweep(args, doc, ws, gen, V, Q, measure_interleaved, write, prov, torch):
             def run(i):
                 w = ws[i]
                 return V.swiglu_fp8_gemv(*qx[i], w["gq"], w["sg"], w["uq"], w["su"], o8[i],
-                                         out_dtype="e4m3", out_scale=1.0, tile=tile)
+                                         out_dtype="e4m3", out_scale=1.0, tile=tile,
+                                         probe=bool(tile.probe))
             return run
 
-        # every tile's codes equal the default's (the same sums in the same order)
+        # every tile's codes equal the default's (the same sums in the same order), but a
+        # probe's (Fp8GemvTile.probe: a part of the kernel left out), which is not compared
         ref = None
         for i, t in tiles.items():
             call(t)(0)
+            if t.probe:
+                doc["notes"].append(f"sweep tile {i} at T = {T} is the probe {t.probe!r}: its "
+                                    "output is not the layer's and was not compared")
+                continue
             got = o8[0].view(torch.uint8).clone()
             ref = got if ref is None else ref
             doc["checks"].append({"name": f"fp8_gemv_sweep_{i}_equals_default", "T": T,

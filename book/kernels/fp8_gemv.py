@@ -26,7 +26,10 @@ the ones its defaults use (what each one bought is measured there):
   order (the same sums every launch) and leaves the counters at zero.
 - **The epilogue**: the scales (the token's, the output channel's; ``1 / out_scale`` folded
   into up's, as :mod:`book.kernels.fp8_gemm` folds it), ``silu(gate) * up`` in float32, and
-  one store per output: bfloat16, or the e4m3 code of ``cvt.rn.satfinite``.
+  one store per output: bfloat16, or the e4m3 code of ``cvt.rn.satfinite``. The scales are
+  read from global memory output by output (``Fp8GemvTile.preload`` and ``unguarded``, off,
+  are the candidate fixes that read them ahead; ``Fp8GemvTile.probe``, the diagnostics that
+  time each part of the kernel: records/fp8/pdl_session.sh 3).
 
 :func:`model` computes what the kernel stores, block by block through the same walk and the
 models of TMA and FP8 ``wgmma``: Numba's simulator has neither, so there the model stands in
@@ -51,13 +54,17 @@ from .stream_k import ENTRY, next_step, step_at, stream_k, walk
 from .wgmma_gemv_tile import (ALIGN, BM, WgmmaGemvTile, lead_for, output_of,
                               promotion_for)
 
-__all__ = ["BK", "BM", "MAX_T", "OUTS", "Fp8GemvTile", "gemv_tile", "make_fp8_gemv",
-           "swiglu_fp8_gemv", "model", "weight_bytes", "ptx_variants", "signature"]
+__all__ = ["BK", "BM", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "make_fp8_gemv",
+           "swiglu_fp8_gemv", "model", "weight_bytes", "ptx_variants", "signature", "row_of",
+           "token_of"]
 
 BK = 128  # k per box: 128 e4m3 = one 128-byte swizzled row
 #: the most tokens: x is copied with every stage (no resident x), N up to 32
 MAX_T = 32
 OUTS = ("bfloat16", "e4m3")
+#: the diagnostics ``Fp8GemvTile.probe`` names (each leaves out one part of the kernel; their
+#: outputs are not the layer's)
+PROBES = ("stream", "nowgmma", "noscale", "noseam", "nox")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,10 +83,39 @@ class Fp8GemvTile(WgmmaGemvTile):
     nothing on the GPU writes) before it waits for that kernel (``griddep_wait``), then for
     their tokens; every other thread waits before it reads or writes global memory. What
     it attacks: the fixed cost of a call's start and of the tail before it, which weighs
-    on the 117 MB layer and not at twice the bytes (records/fp8/README.md)."""
+    on the 117 MB layer and not at twice the bytes (records/fp8/README.md).
+
+    Two candidate fixes of the time this kernel spends beyond chapter 9's bf16 GEMV on the
+    same bytes (issue 42), off by default, each giving the default's bits (the same products
+    in the same order; the GPU lane checks it): the default's epilogue reads three scales
+    (``sx[t]``, ``sg[j]``, ``su[j]``) from global memory for every output, inside the test
+    of whether the output exists, so each output waits for its loads in turn, behind the
+    ring's copies, at the end of a tile (the end of every block: its last tile is whole, or
+    its last seam's sum); the bf16 GEMV's epilogue reads nothing. ``preload``: the scales
+    are read into registers before they are needed: each consumer thread its tokens' once
+    at its start and its two rows' as it begins each tile, the finisher warp its lanes'
+    tokens at its start and a seam's rows before it waits for the seam's piece.
+    ``unguarded``: the epilogue's arithmetic for every accumulator, only its store inside the
+    test (where not preloaded, the scales read at indices clamped into their arrays), so a
+    thread's outputs are independent and their loads and math overlap.
+
+    ``probe`` (a diagnostic, never the dispatcher's: its output is NOT the layer's, so
+    :func:`model` refuses it and :func:`swiglu_fp8_gemv` runs it only when asked with
+    ``probe=True``): one part of the kernel left out, to time what it costs. ``"stream"``:
+    the ring alone (the copies as always; the consumers wait for each stage and hand it
+    back, no wgmma, no seams, no epilogue: nothing stored); ``"nowgmma"``: no wgmma (a stage
+    handed back once the consumer warpgroup has seen it land; the accumulators hold
+    numbers the compiler cannot fold, and seams and epilogues run as always);
+    ``"noscale"``: the epilogue reads no scale (all taken as 1); ``"noseam"``: a seam's
+    piece neither stored nor summed (the finisher idle: the cut tiles' outputs never
+    written); ``"nox"``: no token copied (a stage brings the weights alone; the wgmma read
+    whatever the tokens' slots hold)."""
 
     tma_elem: int = 1
     pdl: bool = False
+    preload: bool = False
+    unguarded: bool = False
+    probe: str = ""
 
     @property
     def stage_k(self):  # k a stage covers
@@ -97,6 +133,8 @@ class Fp8GemvTile(WgmmaGemvTile):
             p.append("early must be True")
         if self.tma_elem not in (1, 2):
             p.append("tma_elem must be 1 or 2 (bytes of the element the tensor maps describe)")
+        if self.probe and self.probe not in PROBES:
+            p.append(f"probe must be '' (none) or one of {PROBES}")
         return p
 
     def describe(self) -> str:
@@ -105,7 +143,11 @@ class Fp8GemvTile(WgmmaGemvTile):
                 f"{self.kblocks * self.w_bytes // 1024} KiB of each weight + "
                 f"{self.kblocks * self.x_bytes:,} of tokens), {self.ctas_per_sm} block(s) an "
                 f"SM, {self.shared_bytes:,} bytes of dynamic shared memory"
-                + (", launched as a dependent of the kernel before it" if self.pdl else ""))
+                + (", launched as a dependent of the kernel before it" if self.pdl else "")
+                + (", the scales preloaded" if self.preload else "")
+                + (", the epilogue unguarded" if self.unguarded else "")
+                + (f", PROBE {self.probe} (its output is not the layer's)" if self.probe
+                   else ""))
 
 
 def gemv_tile(T: int, d: int = 4096, gpu: str = "") -> Fp8GemvTile:
@@ -135,6 +177,19 @@ def signature(out: str) -> str:
             f"{o}[::1], float32[::1], int32[::1], int64, int64, int64, float32)")
 
 
+def row_of(lt: int, b: int) -> int:
+    """The row of the tile of consumer thread ``lt``'s accumulators i with ``(i >> 1) & 1 ==
+    b`` (:func:`book.kernels.wgmma_gemv_tile.output_of`): a thread's outputs lie on two rows,
+    whose scales ``preload`` keeps in registers."""
+    return 16 * (lt >> 5) + ((lt & 31) >> 2) + 8 * b
+
+
+def token_of(lt: int, k: int) -> int:
+    """The token of consumer thread ``lt``'s accumulators i with ``2 (i >> 2) + (i & 1) ==
+    k`` (:func:`book.kernels.wgmma_gemv_tile.output_of`): ``n / 4`` tokens a thread."""
+    return 8 * (k >> 1) + 2 * (lt & 3) + (k & 1)
+
+
 # ---------------------------------------------------------------------------------------
 # the kernel
 
@@ -156,7 +211,8 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
     from .fp8 import cvt_e4m3x2
     from .hopper import (fence_mbarrier_init, global_address, griddep_launch_dependents,
                          griddep_wait, l2_evict_first, l2_evict_last, make_wgmma, mbar_arrive,
-                         mbar_arrive_expect_tx, mbar_init, mbar_wait, ring_next, shared_address,
+                         mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier, ring_next,
+                         shared_address,
                          tma_load_2d, tma_load_2d_hint, tma_prefetch, tma_prefetch_2d,
                          wgmma_commit, wgmma_fence, wgmma_wait)
     from .wide import load_f32_cg, store_f32
@@ -180,21 +236,54 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
     E4M3 = out == "e4m3"
     CS = tile.tma_elem >> 1  # a column of the maps is 2**CS bytes of k
     PDL = tile.pdl
+    PRE, UNG = tile.preload, tile.unguarded
+    NX = tile.n // 4  # tokens of a consumer thread's accumulators (token_of)
+    PROBE = tile.probe  # (a probe's parts left out: Fp8GemvTile)
+    WG = PROBE not in ("stream", "nowgmma")  # the consumers issue wgmma
+    SEAMS = PROBE not in ("stream", "noseam")  # seams' pieces stored, counted and summed
+    EPI = PROBE != "stream"  # whole tiles' epilogues
+    NOSCALE = PROBE == "noscale"
+    TXS = TX if PROBE != "nox" else 2 * KB * WB  # the bytes a stage's copies bring
 
     place = cuda.jit(device=True, inline="always")(output_of)
+    row = cuda.jit(device=True, inline="always")(row_of)
+    token = cuda.jit(device=True, inline="always")(token_of)
     at_step = cuda.jit(device=True, inline="always")(step_at)
     advance = cuda.jit(device=True, inline="always")(next_step)
 
     @cuda.jit(device=True, inline="always")
-    def emit(out, sx, sg, su, mt, lt, i, gate, up, T, h, inv):
+    def scaled(sx, sg, su, t, j, i, gate, up, T, h, inv, xs, gr, ur, rw):
+        # dequantize and activate: gate and up times their scales, then silu(gate) * up
+        if NOSCALE:  # (probe) no scale read
+            s = float32(1.0)
+            return silu_mul(gate * s * s, up * s * (s * inv))
+        if PRE:  # (preload) from registers: xs the thread's tokens', gr / ur rows' (from rw)
+            s = xs[2 * (i >> 2) + (i & 1)]
+            return silu_mul(gate * s * gr[rw + ((i >> 1) & 1)],
+                            up * s * (ur[rw + ((i >> 1) & 1)] * inv))
+        if UNG:  # (unguarded) read for every accumulator: indices kept inside the arrays
+            s = sx[min(t, T - 1)]
+            return silu_mul(gate * s * sg[min(j, h - 1)], up * s * (su[min(j, h - 1)] * inv))
+        s = sx[t]
+        return silu_mul(gate * s * sg[j], up * s * (su[j] * inv))
+
+    @cuda.jit(device=True, inline="always")
+    def emit(out, sx, sg, su, mt, lt, i, gate, up, T, h, inv, xs, gr, ur, rw):
         # dequantize, activate, requantize: the output of consumer thread lt's accumulators
-        # i (gate and up) of row tile mt
+        # i (gate and up) of row tile mt (preload: its scales in xs, gr, ur; rw, the slot of
+        # lt's first row in gr and ur)
         r, t = place(lt, i)
         j = mt * BM + r
-        if j < h and t < T:
-            s = sx[t]
-            y = silu_mul(gate * s * sg[j], up * s * (su[j] * inv))
-            if E4M3:
+        if UNG:  # the arithmetic whether or not the output exists; only its store tested
+            y = scaled(sx, sg, su, t, j, i, gate, up, T, h, inv, xs, gr, ur, rw)
+            if j < h and t < T:
+                if E4M3:
+                    out[t * h + j] = uint8(cvt_e4m3x2(float32(0.0), y) & 0xFF)
+                else:
+                    store_f32(out, t * h + j, y)
+        elif j < h and t < T:
+            y = scaled(sx, sg, su, t, j, i, gate, up, T, h, inv, xs, gr, ur, rw)
+            if E4M3:  # requantize and store: the e4m3 code or bf16 bits
                 out[t * h + j] = uint8(cvt_e4m3x2(float32(0.0), y) & 0xFF)
             else:
                 store_f32(out, t * h + j, y)
@@ -207,7 +296,8 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
             tma_load_2d(dst, tmap, c0, c1, bar)
 
     @cuda.jit(device=True, inline="always")
-    def settle(sk, part, count, out, sx, sg, su, gs, us, mt, tiles, lane, T, h, inv):
+    def settle(sk, part, count, out, sx, sg, su, gs, us, mt, tiles, lane, T, h, inv, xs, gr,
+               ur):
         # a piece of tile mt is in: the finisher warp counts it, and the last piece's adds
         # every piece in block order and runs the epilogue (wgmma_gemv's, with the scales)
         p0 = sk[tiles + 2 * mt]
@@ -223,6 +313,11 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
         last = cuda.shfl_sync(0xFFFFFFFF, last, 0)
         if last == 1:
             for w0 in range(0, 4, WR):
+                if PRE and WR < 4:  # (preload) this round's rows, asked for before its sums
+                    for v in range(2 * WR):  # (one round, WR = 4: read before the wait)
+                        jr = min(mt * BM + row(32 * (w0 + (v >> 1)) + lane, v & 1), h - 1)
+                        gr[v] = sg[jr]
+                        ur[v] = su[jr]
                 for v in range(WRNA):
                     gs[v] = float32(0.0)
                     us[v] = float32(0.0)
@@ -235,7 +330,7 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                 for w in range(WR):
                     for i in range(NA):
                         emit(out, sx, sg, su, mt, 32 * (w0 + w) + lane, i, gs[w * NA + i],
-                             us[w * NA + i], T, h, inv)
+                             us[w * NA + i], T, h, inv, xs, gr, ur, 2 * w)
 
     def fp8_gemv(maps, sk, sx, sg, su, out, part, count, T, d, h, inv):
         smem = cuda.shared.array(0, uint8)
@@ -290,7 +385,7 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                 for q in range(first):
                     m, kb = at_step(q, m, kb, n, w0)
                     full = base + FULL + 8 * q
-                    mbar_arrive_expect_tx(full, TX)  # the tokens' bytes counted now, too
+                    mbar_arrive_expect_tx(full, TXS)  # the tokens' bytes counted now, too
                     st = base + RING + q * SB
                     for kk in range(KB):
                         kc = ((kb * KB + kk) * BK) >> CS
@@ -305,28 +400,37 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                     st = base + RING + q * SB
                     for kk in range(KB):
                         kc = ((kb * KB + kk) * BK) >> CS
-                        copy_box(st + X_OFF + kk * XS, map_x, kc, 0, base + FULL + 8 * q, again)
+                        if PROBE != "nox":
+                            copy_box(st + X_OFF + kk * XS, map_x, kc, 0, base + FULL + 8 * q,
+                                     again)
                     m, kb = advance(m, kb, nk)
                     s, ph = ring_next(s, ph, ST)
             for q in range(first, steps):
                 m, kb = at_step(q, m, kb, n, w0)
                 mbar_wait(base + EMPTY + 8 * s, ph ^ 1)  # the consumer is done with it
                 full = base + FULL + 8 * s
-                mbar_arrive_expect_tx(full, TX)
+                mbar_arrive_expect_tx(full, TXS)
                 st = base + RING + s * SB
                 for kk in range(KB):  # a row's 128 KB bytes asked for back to back
                     kc = ((kb * KB + kk) * BK) >> CS
                     copy_box(st + kk * WB, map_g, kc, m * BM, full, once)
                     copy_box(st + U_OFF + kk * WB, map_u, kc, m * BM, full, once)
-                    copy_box(st + X_OFF + kk * XS, map_x, kc, 0, full, again)
+                    if PROBE != "nox":
+                        copy_box(st + X_OFF + kk * XS, map_x, kc, 0, full, again)
                 m, kb = advance(m, kb, nk)
                 s, ph = ring_next(s, ph, ST)
-        elif 32 <= tid < 64:  # the finisher warp: the range's seams, off the consumer's path
-            if PDL:  # the workspace and out: the kernel before may still use them
+        elif SEAMS and 32 <= tid < 64:  # the finisher warp: the range's seams, off the
+            if PDL:  # consumer's path. The workspace and out: the kernel before may use them
                 griddep_wait()
             lane = tid - 32
             gs = cuda.local.array(WRNA, float32)
             us = cuda.local.array(WRNA, float32)
+            xs = cuda.local.array(NX, float32)  # (preload) the lanes' tokens' scales and
+            gr = cuda.local.array(8, float32)  # a seam's rows' (two of each consumer warp's)
+            ur = cuda.local.array(8, float32)
+            if PRE:  # (a lane sums consumer threads 32 w + lane: the same tokens as lane's)
+                for k in range(NX):
+                    xs[k] = sx[min(token(lane, k), T - 1)]
             m = m0
             kb = kb0
             left = n
@@ -338,14 +442,26 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                 if nb == nk:
                     continue
                 mt = m - 1  # a seam: wait for the consumer's piece of tile mt
+                if PRE and WR == 4:  # its rows' scales on their way while the piece is
+                    for v in range(8):  # waited for (settle takes them in rounds if WR < 4)
+                        jr = min(mt * BM + row(32 * (v >> 1) + lane, v & 1), h - 1)
+                        gr[v] = sg[jr]
+                        ur[v] = su[jr]
                 mbar_wait(base + SEAM + 8 * (0 if mt == m0 else 1), 0)
-                settle(sk, part, count, out, sx, sg, su, gs, us, mt, ENTRY * G, lane, T, h, inv)
+                settle(sk, part, count, out, sx, sg, su, gs, us, mt, ENTRY * G, lane, T, h, inv,
+                       xs, gr, ur)
         elif tid >= 128:  # the consumer warpgroup
             if PDL:  # the workspace, the scales and out: after the kernel before
                 griddep_wait()
             lt = tid - 128
             accg = cuda.local.array(NA, float32)
             accu = cuda.local.array(NA, float32)
+            xs = cuda.local.array(NX, float32)  # (preload) the thread's tokens' scales and
+            gr = cuda.local.array(2, float32)  # its two rows' in the tile it reads
+            ur = cuda.local.array(2, float32)
+            if PRE:
+                for k in range(NX):
+                    xs[k] = sx[min(token(lt, k), T - 1)]
             s = 0
             ph = 0
             prev = 0
@@ -362,9 +478,24 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                     if left == 0:
                         break
                 nb = min(nk - kb, left)
+                if PRE:  # the tile's rows' scales, on their way while its stages stream
+                    for b in range(2):
+                        jr = min(m * BM + row(lt, b), h - 1)
+                        gr[b] = sg[jr]
+                        ur[b] = su[jr]
+                if not WG:  # (probe) numbers the compiler cannot fold, for the epilogue
+                    for i in range(NA):
+                        accg[i] = float32(m + i)
+                        accu[i] = float32(kb + i)
                 for q in range(nb):
                     mbar_wait(base + FULL + 8 * s, ph)  # the stage's bytes have landed
                     st = base + RING + s * SB
+                    if not WG:  # (probe) handed back once the whole warpgroup saw it land
+                        named_barrier(1, 128)
+                        if lt == 0:
+                            mbar_arrive(base + EMPTY + 8 * s)
+                        s, ph = ring_next(s, ph, ST)
+                        continue
                     wgmma_fence()
                     for kk in range(KB):
                         da = DESC | uint64((st + kk * WB) >> 4)
@@ -385,23 +516,27 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                             mbar_arrive(base + EMPTY + 8 * s)
                     prev = s
                     s, ph = ring_next(s, ph, ST)
-                wgmma_wait(0)
-                if HOLD and lt == 0:
-                    mbar_arrive(base + EMPTY + 8 * prev)
+                if WG:
+                    wgmma_wait(0)
+                    if HOLD and lt == 0:
+                        mbar_arrive(base + EMPTY + 8 * prev)
                 left -= nb
                 kb = 0
                 m += 1
                 mt = m - 1  # the tile just read
                 if nb < nk:  # a seam: the piece to its slot, the finisher takes it from there
-                    pb = (2 * cuda.blockIdx.x + (0 if mt == m0 else 1)) * SLOT
-                    for i in range(NA):
-                        part[pb + i * 128 + lt] = accg[i]
-                        part[pb + (NA + i) * 128 + lt] = accu[i]
-                    # (mbarrier.arrive releases: the stores come before it for the finisher)
-                    mbar_arrive(base + SEAM + 8 * (0 if mt == m0 else 1))
+                    if SEAMS:
+                        pb = (2 * cuda.blockIdx.x + (0 if mt == m0 else 1)) * SLOT
+                        for i in range(NA):
+                            part[pb + i * 128 + lt] = accg[i]
+                            part[pb + (NA + i) * 128 + lt] = accu[i]
+                        # (mbarrier.arrive releases: the stores come before it for the finisher)
+                        mbar_arrive(base + SEAM + 8 * (0 if mt == m0 else 1))
                     continue
-                for i in range(NA):  # a whole tile: the epilogue from registers
-                    emit(out, sx, sg, su, mt, lt, i, accg[i], accu[i], T, h, inv)
+                if EPI:
+                    for i in range(NA):  # a whole tile: the epilogue from registers
+                        emit(out, sx, sg, su, mt, lt, i, accg[i], accu[i], T, h, inv, xs, gr,
+                             ur, 0)
 
     return cuda.jit(fastmath=True, launch_bounds=(256, tile.ctas_per_sm))(fp8_gemv)
 
@@ -411,8 +546,19 @@ def ptx_variants() -> dict:
     their argument types."""
     out = {f"t{T}_{o}": (make_fp8_gemv(gemv_tile(T, gpu="H200"), o), signature(o))
            for T, o in ((1, "bfloat16"), (4, "e4m3"), (16, "e4m3"), (16, "bfloat16"))}
-    pdl = dataclasses.replace(gemv_tile(16, gpu="H200"), pdl=True)
-    out["t16_e4m3_pdl"] = (make_fp8_gemv(pdl, "e4m3"), signature("e4m3"))
+    t1, t16, t32 = (gemv_tile(T, gpu="H200") for T in (1, 16, 32))
+    for name, t, o, change in (
+            ("t16_e4m3_pdl", t16, "e4m3", {"pdl": True}),
+            # the candidate fixes (Fp8GemvTile.preload, unguarded), alone and together
+            ("t1_e4m3_preload", t1, "e4m3", {"preload": True}),
+            ("t16_bfloat16_preload", t16, "bfloat16", {"preload": True}),
+            ("t16_e4m3_unguarded", t16, "e4m3", {"unguarded": True}),
+            ("t16_e4m3_preload_unguarded", t16, "e4m3", {"preload": True, "unguarded": True}),
+            ("t1_bfloat16_preload_unguarded_pdl", t1, "bfloat16",
+             {"preload": True, "unguarded": True, "pdl": True}),
+            ("t32_e4m3_preload_unguarded", t32, "e4m3", {"preload": True, "unguarded": True}),
+            *((f"t16_e4m3_probe_{p}", t16, "e4m3", {"probe": p}) for p in PROBES)):
+        out[name] = (make_fp8_gemv(dataclasses.replace(t, **change), o), signature(o))
     return out
 
 
@@ -441,6 +587,9 @@ def model(xq, sx, wgq, sg, wuq, su, out="bfloat16", out_scale=1.0, fmt="e4m3",
     T, d = xq.shape
     h = wgq.shape[0]
     tile = (tile or gemv_tile(T, d)).validate()
+    if tile.probe:
+        raise ValueError(f"{tile.probe!r} is a probe (Fp8GemvTile.probe): its output is not "
+                         "the layer's, and there is no model of it")
     n, KB = tile.n, tile.kblocks
     mt, nk = -(-h // BM), -(-d // tile.stage_k)
     blocks = min(blocks, mt * nk)
@@ -535,7 +684,7 @@ def _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, str
 
 def swiglu_fp8_gemv(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16",
                     out_scale: float = 1.0, fmt: str = "e4m3", tile: Fp8GemvTile | None = None,
-                    stream=None):
+                    stream=None, probe: bool = False):
     """``out = silu(sx sg (xq @ wgq.T)) * (sx su (xq @ wuq.T))`` for T <= :data:`MAX_T`
     tokens, bfloat16, or e4m3 codes of ``out / out_scale`` (saturated) when
     ``out_dtype="e4m3"``: the arguments of :func:`book.kernels.fp8_gemm.swiglu_fp8`. torch
@@ -544,7 +693,8 @@ def swiglu_fp8_gemv(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfl
     ``cuLaunchKernel``, as the FP8 GEMM's, on the stream of each call (a CUDA graph's capture
     too: a planned call allocates nothing). Its seams' workspace is the one of the stream it
     was planned on: two plans launched at once on two streams must not share one (plan each
-    on its own stream)."""
+    on its own stream). A probe tile (``Fp8GemvTile.probe``: its output is not the layer's)
+    runs only with ``probe=True``, for timing."""
     from .fp8_gemm import _bytes, _output, _scales
     from .hopper import check_capability
     from .cluster_launch import PLANS, launch, raw_stream, torch_key
@@ -552,6 +702,9 @@ def swiglu_fp8_gemv(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfl
 
     if out_dtype not in OUTS:
         raise ValueError(f"out_dtype must be one of {OUTS}, got {out_dtype!r}")
+    if tile is not None and tile.probe and not probe:  # (before a plan is replayed, too)
+        raise ValueError(f"{tile.probe!r} is a probe: its output is not the layer's (time it "
+                         "with probe=True)")
     inv = 1.0 if out_dtype == "bfloat16" else float(np.float32(1.0) / np.float32(out_scale))
     raw = raw_stream(stream, xq)
     key = None

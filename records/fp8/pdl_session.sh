@@ -5,7 +5,14 @@
 # turn; the norm-quant timing (its hang fixed at c4499c4); the plain calls' host time (the
 # planned route, ca331c0); then the lane's two grader files the seventh session's device time
 # did not reach.
-#   COURSE_COMMIT=<sha> bash records/fp8/pdl_session.sh 1|2
+# 3: what the eight-bit kernel pays beyond chapter 9's bf16 GEMV on the same 117 MB (issue 42):
+# the GEMV's GPU tests (the candidate fixes bit for bit against the default; the probes without
+# wgmma run to their end), then one sweep at T = 1 and 16: the default, the dependent launch,
+# the probes (Fp8GemvTile.probe: the ring alone, no wgmma, no scale read, no seam, no token
+# copied; their outputs are not the layer's and are not compared) and the fixes (preload:
+# the epilogue's scales read into registers ahead; unguarded: its arithmetic outside the
+# bounds test), with the dependent launch too. records/fp8/README.md reads the table.
+#   COURSE_COMMIT=<sha> bash records/fp8/pdl_session.sh 1|2|3
 source benchmarks/device_env.sh
 export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
 case "$1" in
@@ -22,5 +29,14 @@ case "$1" in
       timeout 290 python3 -m tools.gpu_tests --out $OUT/gpu_${f#test_}_$GPU_TAG.json \
         --under tests/grader/$f.py 2>&1 | grep -v Warning | tail -12
     done
+    ;;
+3)  timeout 100 python3 -m pytest tests/library/test_fp8_gemv.py -m gpu -q -rf \
+      -p no:cacheprovider --junitxml=$OUT/gpu_fp8_gemv_probe_$GPU_TAG.xml 2>&1 | tail -8
+    timeout 160 python3 -u -m benchmarks.fp8_decode_bench --out $OUT/fp8_decode_probe_$GPU_TAG.json \
+      --sweep --T 1 16 --rounds 5 --changes '[{}, {"pdl": true}, {"probe": "stream"},
+      {"probe": "stream", "pdl": true}, {"probe": "nowgmma"}, {"probe": "noscale"},
+      {"probe": "noseam"}, {"probe": "nox"}, {"preload": true},
+      {"preload": true, "unguarded": true}, {"preload": true, "unguarded": true, "pdl": true}]' \
+      2>&1 | grep -v Warning | tail -26
     ;;
 esac

@@ -87,6 +87,47 @@ def test_the_tile_is_the_bf16_gemvs_bytes_with_twice_the_k():
     assert dataclasses.replace(t, tma_elem=2).validate().stage_bytes == t.stage_bytes
 
 
+def test_the_preloaded_scales_are_the_ones_each_output_reads():
+    """``preload`` keeps a consumer thread's tokens' scales in slot ``2 (i >> 2) + (i & 1)``
+    and its rows' in slot ``(i >> 1) & 1`` (the finisher: ``2 w + (i >> 1) & 1`` for consumer
+    thread ``32 w + lane``); those slots name the (row, token) the epilogue's map gives
+    accumulator i, for every thread, accumulator and N."""
+    from book.kernels.wgmma_gemv_tile import output_of
+
+    for n in (8, 16, 24, 32):
+        for lt in range(128):
+            for i in range(n // 2):
+                r, t = output_of(lt, i)
+                assert t == V.token_of(lt, 2 * (i >> 2) + (i & 1)) < n
+                assert r == V.row_of(lt, (i >> 1) & 1) < V.BM
+                w, lane = lt >> 5, lt & 31  # the finisher's lane and slots
+                v = 2 * w + ((i >> 1) & 1)
+                assert r == V.row_of(32 * (v >> 1) + lane, v & 1)
+                assert t == V.token_of(lane, 2 * (i >> 2) + (i & 1))
+
+
+def test_probes_are_named_refused_by_the_model_and_by_the_call_unless_asked_for():
+    """A probe's output is not the layer's: the tile names it, the model has none, and the
+    call runs one only with probe=True (refused before anything is planned or replayed)."""
+    t = V.gemv_tile(16, gpu="NVIDIA H200")
+    for p in V.PROBES:
+        probe = dataclasses.replace(t, probe=p).validate()
+        assert f"PROBE {p}" in probe.describe()
+    with pytest.raises(ValueError, match="probe"):
+        dataclasses.replace(t, probe="nothing").validate()
+    fix = dataclasses.replace(t, preload=True, unguarded=True).validate()
+    assert "scales preloaded" in fix.describe() and "unguarded" in fix.describe()
+    q = quantized(4, 256, 128)
+    with pytest.raises(ValueError, match="probe"):
+        V.model(*codes(*q), tile=dataclasses.replace(V.gemv_tile(4, 256), probe="noscale"))
+    with pytest.raises(ValueError, match="probe=True"):
+        V.swiglu_fp8_gemv(*codes(*q), tile=dataclasses.replace(V.gemv_tile(4), probe="stream"))
+    # the fixes' model is the default's: they change where the scales are read, not the sums
+    base = V.model(*codes(*q), blocks=3)
+    assert np.array_equal(V.model(*codes(*q), blocks=3, tile=dataclasses.replace(
+        V.gemv_tile(4, 256), preload=True, unguarded=True)), base)
+
+
 def test_in_the_simulator_the_kernel_is_refused_with_what_runs_instead():
     if not book.gpu.SIMULATED:
         pytest.skip("the simulator's message")
@@ -98,15 +139,24 @@ def test_in_the_simulator_the_kernel_is_refused_with_what_runs_instead():
 
 GEMVS = {"fp8_gemv_t1_bfloat16": (8, "bfloat16"), "fp8_gemv_t4_e4m3": (8, "e4m3"),
          "fp8_gemv_t16_e4m3": (16, "e4m3"), "fp8_gemv_t16_bfloat16": (16, "bfloat16"),
-         "fp8_gemv_t16_e4m3_pdl": (16, "e4m3")}
+         "fp8_gemv_t16_e4m3_pdl": (16, "e4m3"),
+         # the candidate fixes (Fp8GemvTile.preload, unguarded): the same assertions hold
+         "fp8_gemv_t1_e4m3_preload": (8, "e4m3"), "fp8_gemv_t16_bfloat16_preload": (16, "bfloat16"),
+         "fp8_gemv_t16_e4m3_unguarded": (16, "e4m3"),
+         "fp8_gemv_t16_e4m3_preload_unguarded": (16, "e4m3"),
+         "fp8_gemv_t1_bfloat16_preload_unguarded_pdl": (8, "bfloat16"),
+         "fp8_gemv_t32_e4m3_preload_unguarded": (32, "e4m3")}
+#: the probes (Fp8GemvTile.probe), at T = 16 with e4m3 out: their own assertions
+PROBE_PTX = {f"fp8_gemv_t16_e4m3_probe_{p}": p for p in V.PROBES}
 
 
 @pytest.fixture(scope="module")
 def texts():
     from book.kernels import ptx
 
-    got = ptx.ptx_many([(n, "bfloat16") for n in GEMVS], cc=H.ARCH)
-    return {n: got[f"{n}/bfloat16"] for n in GEMVS}
+    names = [*GEMVS, *PROBE_PTX]
+    got = ptx.ptx_many([(n, "bfloat16") for n in names], cc=H.ARCH)
+    return {n: got[f"{n}/bfloat16"] for n in names}
 
 
 @pytest.mark.parametrize("name", sorted(GEMVS))
@@ -127,9 +177,13 @@ def test_the_kernel_assembles_with_tma_and_unserialized_fp8_wgmma(texts, name):
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" \
            ".L2::cache_hint" in text
     assert len(re.findall(r"atom\.global\.add", text)) == 1
-    # the first stages' weights asked of L2 before the barriers are set up (lead)
+    # the first stages' weights asked of L2 before the barriers are set up (lead, up to 16
+    # tokens; none beyond)
     prefetch = "cp.async.bulk.prefetch.tensor.2d.L2.global.tile"
-    assert 0 <= text.find(prefetch) < text.find("mbarrier.init.shared::cta.b64")
+    if n <= 16:
+        assert 0 <= text.find(prefetch) < text.find("mbarrier.init.shared::cta.b64")
+    else:
+        assert prefetch not in text
     # e4m3 out: satfinite conversions and byte stores, no bf16 rounding; bf16 out: the reverse
     sat = "cvt.rn.satfinite.e4m3x2.f32" in text
     assert sat == (out == "e4m3") and ("st.global.u8" in text) == (out == "e4m3")
@@ -138,6 +192,40 @@ def test_the_kernel_assembles_with_tma_and_unserialized_fp8_wgmma(texts, name):
     pdl = name.endswith("_pdl")
     assert ("griddepcontrol.launch_dependents;" in text) == pdl
     assert text.count("griddepcontrol.wait;") == (3 if pdl else 0)
+    # preload: no scale read per output, only a thread's tokens' (n / 4) and rows' (2) in the
+    # consumer and in the finisher its tokens' and a seam's rows' (8 at once up to N = 16, 4
+    # a round beyond); the default reads three an output
+    if "_preload" in name:
+        assert text.count("ld.global.f32") == 2 * (n // 4) + 2 * 2 + 2 * (8 if n <= 16 else 4)
+    else:
+        assert text.count("ld.global.f32") > 3 * n // 2
+
+
+@pytest.mark.parametrize("name", sorted(PROBE_PTX))
+@pytest.mark.extended
+def test_the_probes_assemble_and_leave_out_what_they_name(texts, name):
+    """Each probe compiles for sm_90a with no spill and unserialized wgmma, and its PTX lacks
+    exactly the part it is named for: the wgmma (stream, nowgmma: a named barrier of the
+    consumer warpgroup hands each stage back instead), the seams' atomic, the scales' loads,
+    the tokens' copies (a third of the default's TMA copies) or the epilogue's stores
+    (stream)."""
+    from book.kernels import ptx
+
+    p = PROBE_PTX[name]
+    text = texts[name]
+    ok, log = ptx.ptxas_log(text)
+    assert ok, log[-2000:]
+    assert not re.findall(r"\((C75(?:09|10|15|17))\)", log), log[-1500:]
+    assert re.findall(r"(\d+) bytes spill stores", log) == ["0"] and ".local" not in text
+    wgmma = "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3" in text
+    assert wgmma == (p not in ("stream", "nowgmma"))
+    assert (re.search(r"bar\.sync %r\d+, %r\d+;", text) is not None) == (not wgmma)
+    assert len(re.findall(r"atom\.global\.add", text)) == (0 if p in ("stream", "noseam") else 1)
+    assert ("ld.global.f32" in text) == (p not in ("stream", "noscale"))
+    copies = "cp.async.bulk.tensor.2d"
+    ratio = text.count(copies) / texts["fp8_gemv_t16_e4m3"].count(copies)
+    assert ratio == (2 / 3 if p == "nox" else 1)
+    assert ("st.global.u8" in text) == (p != "stream")
 
 
 # ------------------------------------------------------------------ on a Hopper GPU
@@ -290,3 +378,59 @@ def test_on_a_hopper_gpu_a_dependent_launch_gives_the_same_bits_back_to_back():
     want, got = chain(plain), chain(dep)
     for a, b in zip(want, got):
         assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+#: the candidate fixes (Fp8GemvTile.preload, unguarded) with a T and an output each: tokens
+#: past T (1, 5) and rows past h (the shapes below) are where their clamped reads differ
+#: (four kernels to compile: the GPU lane's runbook has little time for more)
+FIXES = [({"preload": True}, 1, "e4m3"), ({"unguarded": True}, 5, "e4m3"),
+         ({"preload": True, "unguarded": True}, 16, "e4m3"),
+         ({"preload": True, "unguarded": True, "pdl": True}, 16, "bfloat16")]
+
+
+def _bits(torch, o):
+    return o.view(torch.uint8 if o.element_size() == 1 else torch.int16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("change,T,out", FIXES)
+def test_on_a_hopper_gpu_the_candidate_fixes_give_the_defaults_bits(change, T, out):
+    """A fix reads the same scales earlier (or for every accumulator) and multiplies them in
+    the same order: its output is the default tile's bit for bit, at seams (more blocks than
+    row tiles), whole tiles and a ragged last row tile."""
+    torch = _torch_hopper()
+    from book.kernels.launch import device_name
+
+    for d, h in ((768, 160), (4096, 1024), (512, 12784)):
+        q = quantized(T, d, h, seed=T + d + h)
+        args = _on_gpu(torch, q)
+        s = 2 * float(np.abs(reference(*q)).max()) / F.E4M3.max if out == "e4m3" else 1.0
+        want = V.swiglu_fp8_gemv(*args, out_dtype=out, out_scale=s)
+        tile = dataclasses.replace(V.gemv_tile(T, d, device_name()), **change)
+        got = V.swiglu_fp8_gemv(*args, out_dtype=out, out_scale=s, tile=tile)
+        assert torch.equal(_bits(torch, got), _bits(torch, want)), (change, T, d, h)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("probe", ["stream", "nowgmma"])
+def test_on_a_hopper_gpu_the_probes_without_wgmma_finish_and_leave_the_counters_at_zero(probe):
+    """The two probes whose consumers hand stages back without wgmma (a named barrier
+    instead) run to their end, launch after launch, and leave the seams' counters at zero:
+    the default tile on the same workspace after them gives its bits again (as the sweep
+    times them in turn)."""
+    torch = _torch_hopper()
+    from book.kernels.launch import device_name
+
+    T, d, h = 16, 4096, 1024
+    args = _on_gpu(torch, quantized(T, d, h, seed=5))
+    o = torch.empty(T, h, device="cuda", dtype=torch.bfloat16)
+    V.swiglu_fp8_gemv(*args, o)
+    first = o.clone()
+    tile = dataclasses.replace(V.gemv_tile(T, d, device_name()), probe=probe)
+    p = torch.empty_like(o)
+    for _ in range(3):
+        V.swiglu_fp8_gemv(*args, p, tile=tile, probe=True)
+    torch.cuda.synchronize()
+    o.fill_(float("nan"))
+    V.swiglu_fp8_gemv(*args, o)
+    assert torch.equal(o, first)
