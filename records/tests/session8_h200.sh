@@ -36,7 +36,7 @@ case "$1" in
     mkdir -p $OUT/chapters
     timeout 80 python3 -m tools.record --out $OUT/chapters --timeout 70 chapters/09_hopper.ipynb 2>&1 | tail -3
     timeout 70 python3 -u -m benchmarks.decode_bench --out $OUT/decode_sweep_t2_$GPU_TAG.json --ts '' \
-      --dtypes bfloat16 --sweep 2,32 --only 'sweep_(ours|cublas_compiled|gemv_hopper)$' --reps 10 \
+      --dtypes bfloat16 --sweep 2,32 --only 'sweep_(ours|cublas_compiled|gemv_hopper)?$' --reps 10 \
       2>&1 | grep -v Warning | grep -E "sweep_|wrote" | tail -8
     ;;
 esac
