@@ -36,9 +36,11 @@ launch, not bandwidth, and a row split over SMs would add a reduction across the
 memory (dynamic, ``d * 4`` bytes) and read again, shared-memory trees of 8 barriers each for
 the sum and the amax, y / scale read back from shared memory, 1-byte stores, its loops
 counted at run time. The register kernel's loops unroll (the tile is known when it is
-compiled), so what a thread issues is the arithmetic and the two reductions: at d = 4096
-(sm_90a SASS, bfloat16) about 490 instructions a thread for its 16 values, of which the 16
-``div.rn.f32`` (about 10 each: the division stays IEEE, see below) are a third.
+compiled; where d is the tile's width, as 4096 is, no piece asks whether it is inside the
+row: ``kernels(tile, wide, full)``), so what a thread issues is the arithmetic and the two
+reductions: at d = 4096 (sm_90a SASS, bfloat16, 44 registers) about 450 instructions a
+thread for its 16 values, of which the 16 ``div.rn.f32`` (about 10 each: the division stays
+IEEE, see below) are a third.
 
 Bytes a row: x read once (``d * itemsize``), codes written (``d``), the scale (4); the
 weight's ``d * itemsize`` per block come from L2 after the first. ``add_rmsnorm_quant``
@@ -143,13 +145,15 @@ def tile_for(d: int, chunks: int = TARGET_CHUNKS) -> NormQuantTile:
 
 # ---------------------------------------------------------------- kernels
 @lru_cache(maxsize=None)
-def kernels(tile: NormQuantTile, wide: bool = True):
+def kernels(tile: NormQuantTile, wide: bool = True, full: bool = False):
     """(rmsnorm_quant kernel, add_rmsnorm_quant kernel) for ``tile``; ``wide``: 16-byte loads
     and 8-byte code stores (d a multiple of ``VEC``, rows aligned), else one element at a
-    time (the same values, sums and order)."""
+    time (the same values, sums and order); ``full``: d is ``tile.cols`` (d = 4096 at its
+    tile), every piece inside the row, so no piece asks whether it is."""
     NT, V, C, W = tile.threads, tile.vec, tile.chunks, tile.warps
     N = V * C
     assert V == 8 and NT % 32 == 0 and W & (W - 1) == 0, tile
+    assert wide or not full
     # ptxas fits the block's registers (at 1024 threads, 64 a thread: what a launch needs)
     bounds = jit_bounds(NT, 1)
 
@@ -157,7 +161,7 @@ def kernels(tile: NormQuantTile, wide: bool = True):
     def load_piece(a, base, j, d, vals, o):
         # vals[o:o + V] = a[base + j:base + j + V] as float32, zeros past d
         if wide:
-            if j < d:
+            if full or j < d:
                 v = load8_f32(a, base + j)
                 for k in range(V):
                     vals[o + k] = v[k]
@@ -226,7 +230,7 @@ def kernels(tile: NormQuantTile, wide: bool = True):
                 # columns past d are not the row's (0 * r could be NaN where r is not finite)
                 if wide or j + k < d:
                     top = max_nan32(top, abs(y))
-            if j < d:
+            if full or j < d:
                 amax = max_nan32(amax, top)
         amax = block_max(tops, amax)
         scale = amax / float32(E4M3_MAX)
@@ -246,7 +250,7 @@ def kernels(tile: NormQuantTile, wide: bool = True):
             lo = p0 | (p1 << uint32(16))
             hi = p2 | (p3 << uint32(16))
             if wide:
-                if j < d:
+                if full or j < d:
                     store_bytes8(codes, base + j, lo, hi)
             else:
                 for k in range(V):
@@ -296,7 +300,7 @@ def kernels(tile: NormQuantTile, wide: bool = True):
                 ys[o + k] = ys[o + k] + rs[o + k]
                 acc = fma32(ys[o + k], ys[o + k], acc)
             if wide:
-                if j < d:
+                if full or j < d:
                     store8_f32(h, base + j, (ys[o], ys[o + 1], ys[o + 2], ys[o + 3],
                                              ys[o + 4], ys[o + 5], ys[o + 6], ys[o + 7]))
             else:
@@ -449,7 +453,8 @@ def rmsnorm_quant(x, weight, eps=1e-6, out=None, scales=None, stream=0, tile=Non
     weight = _check_weight(weight, d, floats=False)
     out, scales, c, s = _outputs(given, T, d, out, scales)
     tile = _tile(tile, d)
-    kernel = kernels(tile, _wide(d, x, weight, codes=c))[0]
+    wide = _wide(d, x, weight, codes=c)
+    kernel = kernels(tile, wide, wide and d == tile.cols)[0]
     args = (flat(x, "x"), weight, np.float32(eps), d, flat(c, "out"), s)
     return KernelLaunch(kernel, T if d else 0, tile.threads, args, (out, scales)).launch(stream)
 
@@ -470,7 +475,8 @@ def add_rmsnorm_quant(x, residual, weight, eps=1e-6, h=None, out=None, scales=No
     _same(x, hd, "h", "x")
     out, scales, c, s = _outputs(given, T, d, out, scales)
     tile = _tile(tile, d)
-    kernel = kernels(tile, _wide(d, x, residual, hd, weight, codes=c))[1]
+    wide = _wide(d, x, residual, hd, weight, codes=c)
+    kernel = kernels(tile, wide, wide and d == tile.cols)[1]
     args = (flat(x, "x"), flat(residual, "residual"), weight, np.float32(eps), d,
             flat(hd, "h"), flat(c, "out"), s)
     return KernelLaunch(kernel, T if d else 0, tile.threads, args,

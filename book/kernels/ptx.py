@@ -185,7 +185,8 @@ def fp8_kernels():
         table[f"fp8_gemv_{name}"] = (kern, sig)
     from . import norm_quant as nq  # RMSNorm + per-token e4m3 (bfloat16 in, as its bits)
 
-    plain, add = nq.kernels(nq.tile_for(NORM_QUANT_D))  # the tile at a model's width
+    # the tile at a model's width, which it fills (what rmsnorm_quant launches at d = 4096)
+    plain, add = nq.kernels(nq.tile_for(NORM_QUANT_D), True, True)
     table["fp8_norm_quant"] = (plain, NORM_QUANT_SIGNATURE)
     table["fp8_add_norm_quant"] = (add, ADD_NORM_QUANT_SIGNATURE)
     # one element at a time (d not a multiple of 8, or a row not aligned), and the control

@@ -149,13 +149,14 @@ def test_tiles_are_named_and_cover_the_row():
 
 
 @pytest.mark.parametrize("T,d,chunks,dtype", [
-    (3, 1024, 2, np.float16),   # 64 threads x 2 pieces: two warps, the 16-byte path
+    (3, 1024, 2, np.float16),   # 64 threads x 2 pieces: two warps, d the tile's width
     (2, 1032, 2, np.float32),   # 128 threads x 2: the second piece only thread 0's, float32
     (1, 1024, 4, "bfloat16"),   # 32 threads x 4 pieces: one warp, its own sums' order
 ])
 def test_wide_and_narrow_paths_are_the_models(T, d, chunks, dtype):
-    """d a multiple of 8: 16-byte loads and 8-byte code stores; the same tile one element at
-    a time (what a misaligned row gets) gives the same codes; the residual variant too."""
+    """d a multiple of 8: 16-byte loads and 8-byte code stores (with no guard where d is the
+    tile's width); the same tile one element at a time (what a misaligned row gets) gives
+    the same codes; the residual variant too."""
     rng = np.random.default_rng(d)
     xv = rng.standard_normal((T, d)).astype(np.float32)
     rv = rng.standard_normal((T, d)).astype(np.float32)
@@ -169,14 +170,16 @@ def test_wide_and_narrow_paths_are_the_models(T, d, chunks, dtype):
         xv, rv, wv = x.astype(np.float32), r.astype(np.float32), w.astype(np.float32)
     tile = nq.tile_for(d, chunks)
     q = nq.rmsnorm_quant_reference(xv, wv, tile=tile)
-    for wide in (True, False):
-        plain, add = nq.kernels(tile, wide)
+    # full: every piece inside the row (d == tile.cols), the guards compiled out
+    paths = [(True, True)] * (d == tile.cols) + [(True, False), (False, False)]
+    for wide, full in paths:
+        plain, add = nq.kernels(tile, wide, full)
         codes = cuda.device_array((T, d), np.uint8)
         scales = cuda.device_array(T, np.float32)
         plain[T, tile.threads](cuda.to_device(x.ravel()), cuda.to_device(w), np.float32(1e-6),
                                d, codes.reshape(T * d), scales)
-        assert np.array_equal(codes.copy_to_host(), q.codes), (wide, tile)
-        assert np.array_equal(scales.copy_to_host(), q.scale), (wide, tile)
+        assert np.array_equal(codes.copy_to_host(), q.codes), (wide, full, tile)
+        assert np.array_equal(scales.copy_to_host(), q.scale), (wide, full, tile)
     if chunks == 4:  # another tile than tile_for(d)'s: another order of the sums
         assert tile != nq.tile_for(d)
         c, s = nq.rmsnorm_quant(cuda.to_device(x), cuda.to_device(w), tile=tile)
