@@ -7,7 +7,14 @@ kernel, reads float32 and float16 only), rows measured by
 :func:`book.bench.measure_interleaved`, rows in turn, round after round, the GPU's state (SM
 clock and power: ``book.gpu.state``) read after each turn:
 
-- ``norm_quant_fused``: :func:`book.kernels.norm_quant.rmsnorm_quant`, codes and scales;
+- ``norm_quant_fused``: :func:`book.kernels.norm_quant.rmsnorm_quant`, codes and scales
+  (its tile, ``tile_for(d)``: 256 threads x 2 pieces of 8 columns at d = 4096, the row in
+  registers, 16-byte loads, 8-byte code stores);
+- ``norm_quant_fused_c4``: the same kernel at ``tile_for(d, 4)`` (128 threads x 4 pieces at
+  d = 4096: half the threads, twice the values a thread), the geometry's control;
+- ``norm_quant_staged``: :func:`norm_quant.rmsnorm_quant_staged`, the kernel the register one
+  replaced (2-byte loads, the row staged in shared memory, trees of barriers, 1-byte
+  stores): the control of the rewrite;
 - ``rmsnorm_then_quantize_torch``: our :func:`glu_family.rmsnorm` writing y, then
   :func:`book.quantize.quantize_torch` of y (torch's eager kernels: amax, division, clamp,
   cast);
@@ -18,8 +25,9 @@ clock and power: ``book.gpu.state``) read after each turn:
 ``bytes`` is the fused kernel's DRAM traffic (:func:`glu_family.traffic_bytes`), the same
 for every row, so ``gb_per_s`` compares the rows on one scale. Checks: the fused kernel's
 codes and scales against :func:`norm_quant.rmsnorm_quant_reference` on the first 64 rows
-(exact), and the codes of the other rows against the fused kernel's (the fraction that
-differ: their float32 roundings differ, so some codes may by one step).
+(exact; the c4 tile's and the staged control's against their own models too), and the codes
+of the torch rows against the fused kernel's (the fraction that differ: their float32
+roundings differ, so some codes may by one step).
 """
 
 from __future__ import annotations
@@ -68,8 +76,16 @@ def norm_quant_rows(Ts=TS, d=D, dtype="float16", eps=1e-6, rounds=6, reps=8):
         scales = torch.empty(T, device="cuda", dtype=torch.float32)
         y = torch.empty(T, d, device="cuda", dtype=tdt)
 
+        c4 = nq.tile_for(d, 4)
+
         def fused_call(i, xs=xs, w=w, codes=codes, scales=scales):
             return nq.rmsnorm_quant(xs[i], w, eps, codes, scales)
+
+        def c4_call(i, xs=xs, w=w, codes=codes, scales=scales, c4=c4):
+            return nq.rmsnorm_quant(xs[i], w, eps, codes, scales, tile=c4)
+
+        def staged_call(i, xs=xs, w=w, codes=codes, scales=scales):
+            return nq.rmsnorm_quant_staged(xs[i], w, eps, codes, scales)
 
         def unfused_call(i, xs=xs, w=w, y=y):
             gf.rmsnorm(xs[i], w, eps, y)
@@ -81,17 +97,22 @@ def norm_quant_rows(Ts=TS, d=D, dtype="float16", eps=1e-6, rounds=6, reps=8):
         def norm_call(i, xs=xs, w=w, y=y):
             return gf.rmsnorm(xs[i], w, eps, y)
 
-        cands = {"norm_quant_fused": fused_call, "rmsnorm_then_quantize_torch": unfused_call,
+        cands = {"norm_quant_fused": fused_call, "norm_quant_fused_c4": c4_call,
+                 "norm_quant_staged": staged_call,
+                 "rmsnorm_then_quantize_torch": unfused_call,
                  "compiled_rmsnorm_quant": compiled_call, "rmsnorm_only": norm_call}
-        # checks: ours against the model exactly; the others' codes against ours
-        nq.rmsnorm_quant(xs[0], w, eps, codes, scales)
+        tiles = {"norm_quant_fused": str(nq.tile_for(d)), "norm_quant_fused_c4": str(c4)}
+        # checks: ours against their models exactly; the others' codes against ours
         k = min(T, 64)
-        q = nq.rmsnorm_quant_reference(xs[0][:k].float().cpu().numpy(),
-                                       w.float().cpu().numpy(), eps)
-        ours = codes.cpu().numpy()
-        exact = bool(np.array_equal(ours[:k], q.codes)
-                     and np.array_equal(scales[:k].cpu().numpy(), q.scale))
-        checks.append({"name": "norm_quant_fused_vs_model", "T": T, "rows": k, "ok": exact})
+        x0, w0 = xs[0][:k].float().cpu().numpy(), w.float().cpu().numpy()
+        for name, model in (("norm_quant_staged", {"staged": True}),
+                            ("norm_quant_fused_c4", {"tile": c4}), ("norm_quant_fused", {})):
+            cands[name](0)
+            q = nq.rmsnorm_quant_reference(x0, w0, eps, **model)
+            exact = bool(np.array_equal(codes[:k].cpu().numpy(), q.codes)
+                         and np.array_equal(scales[:k].cpu().numpy(), q.scale))
+            checks.append({"name": f"{name}_vs_model", "T": T, "rows": k, "ok": exact})
+        ours = codes.cpu().numpy()  # norm_quant_fused's, the last written
         for name in ("rmsnorm_then_quantize_torch", "compiled_rmsnorm_quant"):
             theirs = cands[name](0)[0].view(torch.uint8).cpu().numpy()
             checks.append({"name": f"{name}_codes_differing", "T": T,
@@ -107,6 +128,7 @@ def norm_quant_rows(Ts=TS, d=D, dtype="float16", eps=1e-6, rounds=6, reps=8):
             rows.append({"name": name, "shape": [T, d], "dtype": dtype,
                          **timed[name].record_fields(), "bytes": fused,
                          "unfused_bytes": unfused, "gb_per_s": fused / med / 1e9,
+                         **({"tile": tiles[name]} if name in tiles else {}),
                          "argument_sets": n_sets,
                          "method": f"book.bench.measure_interleaved per row, {rounds} rounds of "
                                    f"{reps} samples, rows in turn", "time": time.time()})

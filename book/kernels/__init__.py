@@ -46,7 +46,8 @@ Instructions, as intrinsics with their models and simulator versions
   transpose arguments (tests/library/test_fp8.py).
   ``fma``: ``fma32``, float32 ``a * b + c`` rounded once (``fma.rn.f32``; the simulator's
   own ``cuda.fma`` rounds twice, so there it is the model), and ``fma32_model``, its NumPy
-  model: ``norm_quant``'s sums bit for bit.
+  model: ``norm_quant``'s sums bit for bit; ``max_nan32`` (``max.NaN.f32``, NumPy's
+  maximum: a NaN wins), its amax.
 
 Elementwise, one module per idea
   ``naive`` (two kernels), ``fused`` (one kernel; fast math and the float64-literal pitfall),
@@ -55,7 +56,9 @@ Elementwise, one module per idea
   uncoalesced access, chapter 6), ``glu_family`` (the same fusion for GeGLU, RMSNorm and
   quantization), ``decode`` (CUDA graphs for one-token sizes), ``norm_quant`` (issue 42:
   RMSNorm, or the residual add and RMSNorm, fused with the activations' per-token e4m3
-  quantization, one block a token, x read once; bit for bit its NumPy model
+  quantization, one block a token, x read once into registers (``NormQuantTile``: 16-byte
+  loads, warp-shuffle reductions, 8-byte code stores; the staged kernel it replaced kept as
+  the control); bit for bit its NumPy model
   ``rmsnorm_quant_reference``, ``book.quantize``'s ``per_token`` of the kernels' float32 y
   (``rmsnorm_f32``); tests/library/test_norm_quant.py).
 

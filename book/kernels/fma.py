@@ -5,6 +5,9 @@ needs when it must equal its NumPy model bit for bit (book.kernels.norm_quant, i
   ``fma.rn.f32``; Numba's CUDA simulator's own ``cuda.fma`` rounds twice (float64, then
   float32), so there ``fma32`` is the model.
 - ``fma32_model(a, b, c)``: the same in NumPy, for float32 arrays or scalars.
+- ``max_nan32(a, b)``: the larger of two float32, a NaN if either is one (``max.NaN.f32``,
+  sm_80 on: one instruction), as NumPy's ``np.maximum`` and ``amax``: a row's largest
+  magnitude in a kernel that must give NumPy's (book.kernels.norm_quant).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from numba import config, cuda
 
 SIMULATED = bool(config.ENABLE_CUDASIM)
 
-__all__ = ["fma32", "fma32_model"]
+__all__ = ["fma32", "fma32_model", "max_nan32"]
 
 
 def fma32_model(a, b, c):
@@ -39,7 +42,26 @@ if SIMULATED:
     def fma32(a, b, c):
         """``fma.rn.f32`` in the simulator (its own ``cuda.fma`` rounds twice)."""
         return fma32_model(a, b, c)[()]
+
+    def max_nan32(a, b):
+        """``max.NaN.f32`` in the simulator: NumPy's maximum, a NaN winning."""
+        return np.maximum(np.float32(a), np.float32(b))
 else:
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
     @cuda.jit(device=True, inline="always")
     def fma32(a, b, c):
         return cuda.fma(a, b, c)
+
+    @intrinsic
+    def max_nan32(typingctx, a, b):
+        def codegen(context, builder, signature, args):
+            x, y = (context.cast(builder, v, t, types.float32)
+                    for v, t in zip(args, signature.args))
+            f = ir.FloatType()
+            fn = ir.FunctionType(f, [f, f])
+            return builder.asm(fn, "max.NaN.f32 $0, $1, $2;", "=f,f,f", [x, y], False)
+
+        return types.float32(a, b), codegen

@@ -185,11 +185,19 @@ def fp8_kernels():
         table[f"fp8_gemv_{name}"] = (kern, sig)
     from . import norm_quant as nq  # RMSNorm + per-token e4m3 (bfloat16 in, as its bits)
 
-    table["fp8_norm_quant"] = (nq.rmsnorm_quant_kernel, NORM_QUANT_SIGNATURE)
-    table["fp8_add_norm_quant"] = (nq.add_rmsnorm_quant_kernel, ADD_NORM_QUANT_SIGNATURE)
+    # the tile at a model's width, which it fills (what rmsnorm_quant launches at d = 4096)
+    plain, add = nq.kernels(nq.tile_for(NORM_QUANT_D), True, True)
+    table["fp8_norm_quant"] = (plain, NORM_QUANT_SIGNATURE)
+    table["fp8_add_norm_quant"] = (add, ADD_NORM_QUANT_SIGNATURE)
+    # one element at a time (d not a multiple of 8, or a row not aligned), and the control
+    table["fp8_norm_quant_narrow"] = (nq.kernels(nq.tile_for(NORM_QUANT_D), False)[0],
+                                      NORM_QUANT_SIGNATURE)
+    table["fp8_norm_quant_staged"] = (nq.staged_rmsnorm_quant_kernel, NORM_QUANT_SIGNATURE)
     return table
 
 
+#: the row width book.kernels.norm_quant's kernels are compiled for here (its tile: tile_for)
+NORM_QUANT_D = 4096
 #: argument types of book.kernels.norm_quant's kernels: x (residual), weight, eps, d, (h),
 #: codes, scales
 NORM_QUANT_SIGNATURE = "void(uint16[::1], uint16[::1], float32, int64, uint8[::1], float32[::1])"

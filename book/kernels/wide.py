@@ -25,6 +25,12 @@ pointer and hand them back as a tuple.
   16-byte access (book.kernels.staged_gemv: a stage in shared memory);
   ``unpack_half8(a, words)``: those 4 words widened to 8 float32 later, read as ``a``'s half
   type (a GEMV that loads a piece ahead keeps it in 4 registers, not 8).
+- ``load8_f32(a, i)`` / ``store8_f32(a, i, values)``: 8 consecutive elements as float32
+  whatever the array's type (float32, float16, or bfloat16 bits), in 16-byte accesses (one
+  for the halves, two for float32): one kernel body streams all three dtypes at full width
+  (book.kernels.norm_quant). ``store_bytes8(a, i, lo, hi)``: two uint32 words as the 8
+  bytes ``a[i:i+8]`` of a uint8 array (``lo``'s bytes first), in one 8-byte access: packed
+  one-byte codes (e4m3) stored 8 at a time.
 - ``load_f32(a, i)`` / ``store_f32(a, i, x)``: one element as float32 whatever the
   array's type (float32, float16, or bfloat16 bits in uint16), so one kernel body
   serves all three dtypes.
@@ -318,6 +324,82 @@ if not SIMULATED:
 
         return sig, codegen
 
+    def _check_any8(arr, what):
+        """float32 or a half type (False, or is_bf16) of a 1-D array, for the 8-wide helpers."""
+        check_1d(arr, what)
+        return False if arr.dtype == types.float32 else (_half_kind(arr, what),)
+
+    @intrinsic
+    def load8_f32(typingctx, arr, idx):
+        half = _check_any8(arr, "load8_f32")
+        sig = types.UniTuple(types.float32, 8)(arr, idx)
+
+        def codegen(context, builder, signature, args):
+            ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
+            vals = []
+            if not half:  # float32: two 16-byte loads
+                vptr = builder.bitcast(ptr, ir.VectorType(ir.FloatType(), 4).as_pointer())
+                for h in range(2):
+                    vec = builder.load(builder.gep(vptr, [i32(h)]), align=16)
+                    vals += [builder.extract_element(vec, i32(k)) for k in range(4)]
+            else:  # halves: one 16-byte load of 4 words, widened in registers
+                vptr = builder.bitcast(ptr, ir.VectorType(i32, 4).as_pointer())
+                vec = builder.load(vptr, align=16)
+                for w in range(4):
+                    vals += _word_to_f32s(builder, builder.extract_element(vec, i32(w)), half[0])
+            return context.make_tuple(builder, signature.return_type, vals)
+
+        return sig, codegen
+
+    @intrinsic
+    def store8_f32(typingctx, arr, idx, values):
+        half = _check_any8(arr, "store8_f32")
+        if not isinstance(values, types.BaseTuple) or len(values) != 8:
+            raise TypingError(f"store8_f32: expected a tuple of 8 values, got {values}")
+        sig = types.void(arr, idx, values)
+
+        def codegen(context, builder, signature, args):
+            valty = signature.args[2]
+            ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
+            fs = [context.cast(builder, builder.extract_value(args[2], k), valty[k], types.float32)
+                  for k in range(8)]
+            if not half:
+                vptr = builder.bitcast(ptr, ir.VectorType(ir.FloatType(), 4).as_pointer())
+                for h in range(2):
+                    vec = ir.Constant(ir.VectorType(ir.FloatType(), 4), ir.Undefined)
+                    for k in range(4):
+                        vec = builder.insert_element(vec, fs[4 * h + k], i32(k))
+                    builder.store(vec, builder.gep(vptr, [i32(h)]), align=16)
+            else:
+                hs = [builder.zext(_f32_to_half(builder, f, half[0]), i32) for f in fs]
+                vec = ir.Constant(ir.VectorType(i32, 4), ir.Undefined)
+                for w in range(4):
+                    word = builder.or_(hs[2 * w], builder.shl(hs[2 * w + 1], i32(16)))
+                    vec = builder.insert_element(vec, word, i32(w))
+                builder.store(vec, builder.bitcast(ptr, ir.VectorType(i32, 4).as_pointer()),
+                              align=16)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def store_bytes8(typingctx, arr, idx, lo, hi):
+        check_1d(arr, "store_bytes8")
+        if arr.dtype != types.uint8:
+            raise TypingError(f"store_bytes8: expected a uint8 array, got {arr.dtype}")
+        sig = types.void(arr, idx, lo, hi)
+
+        def codegen(context, builder, signature, args):
+            ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
+            vec = ir.Constant(ir.VectorType(i32, 2), ir.Undefined)
+            for k in range(2):
+                v = context.cast(builder, args[2 + k], signature.args[2 + k], types.uint32)
+                vec = builder.insert_element(vec, v, i32(k))
+            builder.store(vec, builder.bitcast(ptr, ir.VectorType(i32, 2).as_pointer()), align=8)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
     load2, load4 = _make_load(2), _make_load(4)
     store2, store4 = _make_store(2), _make_store(4)
     load_half4, load_half8 = _make_load_half(4), _make_load_half(8)
@@ -422,6 +504,16 @@ else:  # Numba's CUDA simulator runs kernels as Python: same results, no vectors
 
     def store_f32(a, i, x):
         a[i] = np.float32(x) if a.dtype == np.float32 else _from_f32(a, x)
+
+    def load8_f32(a, i):
+        return tuple(load_f32(a, i + k) for k in range(8))
+
+    def store8_f32(a, i, values):
+        for k in range(8):
+            store_f32(a, i + k, values[k])
+
+    def store_bytes8(a, i, lo, hi):
+        a[i:i + 8] = np.array([int(lo), int(hi)], dtype="<u4").view(np.uint8)
 
     def _bits16(a, v):
         return int(np.asarray(v, dtype=a.dtype).view(np.uint16))
