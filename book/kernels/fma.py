@@ -8,6 +8,8 @@ needs when it must equal its NumPy model bit for bit (book.kernels.norm_quant, i
 - ``max_nan32(a, b)``: the larger of two float32, a NaN if either is one (``max.NaN.f32``,
   sm_80 on: one instruction), as NumPy's ``np.maximum`` and ``amax``: a row's largest
   magnitude in a kernel that must give NumPy's (book.kernels.norm_quant).
+- ``add32(a, b)``: ``a + b`` as a device function, so a reduction written once takes either
+  combine (norm_quant's block sum and block amax).
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ from numba import config, cuda
 
 SIMULATED = bool(config.ENABLE_CUDASIM)
 
-__all__ = ["fma32", "fma32_model", "max_nan32"]
+__all__ = ["add32", "fma32", "fma32_model", "max_nan32"]
+
+
+@cuda.jit(device=True, inline="always")
+def add32(a, b):
+    return a + b
 
 
 def fma32_model(a, b, c):

@@ -71,7 +71,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint32
 
 from ..quantize import Quantized, per_token
-from .fma import fma32, fma32_model, max_nan32
+from .fma import add32, fma32, fma32_model, max_nan32
 from .fp8 import E4M3, cvt_e4m3x2
 from .glu_family import ROW_THREADS, _block_sum, _check_weight, _rows, _same
 from .launch import (MAX_SHARED, KernelLaunch, aligned, array_dtype, as_device, cdiv, flat,
@@ -172,44 +172,30 @@ def kernels(tile: NormQuantTile, wide: bool = True, full: bool = False):
             for k in range(V):
                 vals[o + k] = load_f32(a, base + j + k) if j + k < d else float32(0.0)
 
-    @cuda.jit(device=True, inline="always")
-    def block_sum(sums, v):
-        # the warp's tree by butterflies (every lane ends with the same bits: a + b == b + a),
-        # then the warps' sums, one barrier; every thread gets the total
-        t = int32(cuda.threadIdx.x)
-        lane = t & int32(31)
-        m = 16
-        while m > 0:
-            v = v + shfl_xor(v, m)
-            m //= 2
-        if lane == 0:
-            sums[t >> int32(5)] = v
-        cuda.syncthreads()
-        v = sums[lane & int32(W - 1)]
-        m = W // 2
-        while m > 0:
-            v = v + shfl_xor(v, m)
-            m //= 2
-        return v
+    def block_reduce(combine):
+        # the warp's tree by butterflies (every lane ends with the same bits: combine is
+        # commutative), then the warps' results, one barrier; every thread gets the total
+        @cuda.jit(device=True, inline="always")
+        def reduce(buf, v):
+            t = int32(cuda.threadIdx.x)
+            lane = t & int32(31)
+            m = 16
+            while m > 0:
+                v = combine(v, shfl_xor(v, m))
+                m //= 2
+            if lane == 0:
+                buf[t >> int32(5)] = v
+            cuda.syncthreads()
+            v = buf[lane & int32(W - 1)]
+            m = W // 2
+            while m > 0:
+                v = combine(v, shfl_xor(v, m))
+                m //= 2
+            return v
+        return reduce
 
-    @cuda.jit(device=True, inline="always")
-    def block_max(tops, a):
-        # as block_sum for the largest magnitude, a NaN winning (the order does not matter)
-        t = int32(cuda.threadIdx.x)
-        lane = t & int32(31)
-        m = 16
-        while m > 0:
-            a = max_nan32(a, shfl_xor(a, m))
-            m //= 2
-        if lane == 0:
-            tops[t >> int32(5)] = a
-        cuda.syncthreads()
-        a = tops[lane & int32(W - 1)]
-        m = W // 2
-        while m > 0:
-            a = max_nan32(a, shfl_xor(a, m))
-            m //= 2
-        return a
+    block_sum = block_reduce(add32)
+    block_max = block_reduce(max_nan32)  # the largest magnitude, a NaN winning (any order)
 
     @cuda.jit(device=True, inline="always")
     def norm_quant(ys, ws, acc, eps, d, codes, scales, row):
