@@ -107,11 +107,12 @@ GEMV: the MLP-up at decode
   blocks take short ranges as they run out of work, the ``dynamic`` tile. ``block_trace``: that
   timeline: the events a traced block stamps, ``timeline`` reading them back, ``traced_runs``
   launching and reading (benchmarks/weight_stream.py). ``fp8_gemv``: the FP8 MLP-up at decode,
-  T <= 32: ``wgmma_gemv``'s design with e4m3 weights and tokens, ``Fp8GemvTile`` (the bf16
-  tile's bytes, 128 values of k a box), the TMA ring with L2 hints and ``lead``, stream-K with
-  the finisher warp, the scales in the epilogue, bf16 or e4m3 out; a plan-cached
-  ``cuLaunchKernel`` call, ``swiglu_fp8_gemv``; ``model``, the kernel in NumPy block by block
-  (tests/library/test_fp8_gemv.py).
+  T <= 32: ``wgmma_gemv``'s design with e4m3 weights and tokens, the TMA ring with L2 hints
+  and ``lead``, stream-K with the finisher warp, the scales in the epilogue, bf16 or e4m3 out;
+  a plan-cached ``cuLaunchKernel`` call, ``swiglu_fp8_gemv``. Its geometry in
+  ``fp8_gemv_tile``: ``Fp8GemvTile`` (the bf16 tile's bytes, 128 values of k a box, its
+  candidate fixes and diagnostic probes), ``gemv_tile``; its NumPy model, block by block, in
+  ``fp8_gemv_model`` (tests/library/test_fp8_gemv.py).
 
 Probes and demos (kernels the GPU lane and the chapters run beside the models)
   ``fragments``: one-warp mma demos of which lane holds what; ``probe_tile``: where a

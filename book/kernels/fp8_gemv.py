@@ -31,7 +31,7 @@ the ones its defaults use (what each one bought is measured there):
   are the candidate fixes that read them ahead; ``Fp8GemvTile.probe``, the diagnostics that
   time each part of the kernel: records/fp8/pdl_session.sh 3).
 
-:func:`model` computes what the kernel stores, block by block through the same walk and the
+:func:`model` (:mod:`book.kernels.fp8_gemv_model`) computes what the kernel stores, block by block through the same walk and the
 models of TMA and FP8 ``wgmma``: Numba's simulator has neither, so there the model stands in
 for the kernel, and the GPU lane holds the kernel to it (``tests/library/test_fp8_gemv.py``).
 """
@@ -47,122 +47,18 @@ from numba import cuda, float32, uint8, uint32, uint64
 
 from ..numba_compat import compiled_for
 from . import fp8
+from .fp8_gemv_model import model
+from .fp8_gemv_tile import (BK, MAX_T, OUTS, PROBES, Fp8GemvTile, gemv_tile, row_of,
+                            token_of)
 from .fused import silu_mul
-from .hopper import SIMULATED, descriptor, tma_box
+from .hopper import SIMULATED, descriptor
 from .launch import device_name
-from .stream_k import ENTRY, next_step, step_at, stream_k, walk
-from .wgmma_gemv_tile import (ALIGN, BM, WgmmaGemvTile, lead_for, output_of,
-                              promotion_for)
+from .stream_k import ENTRY, next_step, step_at, stream_k
+from .wgmma_gemv_tile import ALIGN, BM, output_of
 
 __all__ = ["BK", "BM", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "make_fp8_gemv",
            "swiglu_fp8_gemv", "model", "weight_bytes", "ptx_variants", "signature", "row_of",
            "token_of"]
-
-BK = 128  # k per box: 128 e4m3 = one 128-byte swizzled row
-#: the most tokens: x is copied with every stage (no resident x), N up to 32
-MAX_T = 32
-OUTS = ("bfloat16", "e4m3")
-#: the diagnostics ``Fp8GemvTile.probe`` names (each leaves out one part of the kernel; their
-#: outputs are not the layer's)
-PROBES = ("stream", "nowgmma", "noscale", "noseam", "nox")
-
-
-@dataclasses.dataclass(frozen=True)
-class Fp8GemvTile(WgmmaGemvTile):
-    """:class:`book.kernels.wgmma_gemv_tile.WgmmaGemvTile` for one byte per value: the same
-    boxes, stages, barriers and shared-memory layout (byte for byte), ``BK`` = 128 values of
-    k per box. Of the bf16 tile's options it keeps ``n``, ``stages``, ``ctas_per_sm``,
-    ``kblocks``, ``promotion``, ``waves``, ``hold``, ``hints`` and ``lead``; the others
-    (resident x, traces, dynamic ranges, cp.async, rotation, prefetch, fold) are refused.
-    Its own: ``tma_elem`` (the element the tensor maps describe to TMA: 1, the e4m3 bytes
-    as they are; 2, each pair of bytes as one 16-bit element, the boxes 64 elements wide:
-    the same 128-byte rows, the same swizzle, the same bytes in shared memory, as chapter
-    9's bf16 maps; a probe of whether the copy engine reads one-byte tensors slower);
-    ``pdl``: a programmatic dependent launch. The call may start while the kernel before it
-    on the stream ends: its producer asks for its first ``stages`` stages of weights (which
-    nothing on the GPU writes) before it waits for that kernel (``griddep_wait``), then for
-    their tokens; every other thread waits before it reads or writes global memory. What
-    it attacks: the fixed cost of a call's start and of the tail before it, which weighs
-    on the 117 MB layer and not at twice the bytes (records/fp8/README.md).
-
-    Two candidate fixes of the time this kernel spends beyond chapter 9's bf16 GEMV on the
-    same bytes (issue 42), off by default, each giving the default's bits (the same products
-    in the same order; the GPU lane checks it): the default's epilogue reads three scales
-    (``sx[t]``, ``sg[j]``, ``su[j]``) from global memory for every output, inside the test
-    of whether the output exists, so each output waits for its loads in turn, behind the
-    ring's copies, at the end of a tile (the end of every block: its last tile is whole, or
-    its last seam's sum); the bf16 GEMV's epilogue reads nothing. ``preload``: the scales
-    are read into registers before they are needed: each consumer thread its tokens' once
-    at its start and its two rows' as it begins each tile, the finisher warp its lanes'
-    tokens at its start and a seam's rows before it waits for the seam's piece.
-    ``unguarded``: the epilogue's arithmetic for every accumulator, only its store inside the
-    test (where not preloaded, the scales read at indices clamped into their arrays), so a
-    thread's outputs are independent and their loads and math overlap.
-
-    ``probe`` (a diagnostic, never the dispatcher's: its output is NOT the layer's, so
-    :func:`model` refuses it and :func:`swiglu_fp8_gemv` runs it only when asked with
-    ``probe=True``): one part of the kernel left out, to time what it costs. ``"stream"``:
-    the ring alone (the copies as always; the consumers wait for each stage and hand it
-    back, no wgmma, no seams, no epilogue: nothing stored); ``"nowgmma"``: no wgmma (a stage
-    handed back once the consumer warpgroup has seen it land; the accumulators hold
-    numbers the compiler cannot fold, and seams and epilogues run as always);
-    ``"noscale"``: the epilogue reads no scale (all taken as 1); ``"noseam"``: a seam's
-    piece neither stored nor summed (the finisher idle: the cut tiles' outputs never
-    written); ``"nox"``: no token copied (a stage brings the weights alone; the wgmma read
-    whatever the tokens' slots hold)."""
-
-    tma_elem: int = 1
-    pdl: bool = False
-    preload: bool = False
-    unguarded: bool = False
-    probe: str = ""
-
-    @property
-    def stage_k(self):  # k a stage covers
-        return self.kblocks * BK
-
-    def problems(self) -> list[str]:
-        p = super().problems()
-        if self.n > MAX_T:
-            p.append(f"n must be at most {MAX_T}")
-        for name in ("x_resident", "trace", "fold", "cpasync", "rotate", "dynamic",
-                     "prefetch"):
-            if getattr(self, name):
-                p.append(f"{name} is the bf16 GEMV's option, not this kernel's")
-        if not self.early:
-            p.append("early must be True")
-        if self.tma_elem not in (1, 2):
-            p.append("tma_elem must be 1 or 2 (bytes of the element the tensor maps describe)")
-        if self.probe and self.probe not in PROBES:
-            p.append(f"probe must be '' (none) or one of {PROBES}")
-        return p
-
-    def describe(self) -> str:
-        return (f"wgmma m64n{self.n}k32 e4m3 twice a k32 (gate and up rows, the tokens shared),"
-                f" {self.stages} stages of {self.tx_bytes:,} bytes (k {self.stage_k}: "
-                f"{self.kblocks * self.w_bytes // 1024} KiB of each weight + "
-                f"{self.kblocks * self.x_bytes:,} of tokens), {self.ctas_per_sm} block(s) an "
-                f"SM, {self.shared_bytes:,} bytes of dynamic shared memory"
-                + (", launched as a dependent of the kernel before it" if self.pdl else "")
-                + (", the scales preloaded" if self.preload else "")
-                + (", the epilogue unguarded" if self.unguarded else "")
-                + (f", PROBE {self.probe} (its output is not the layer's)" if self.probe
-                   else ""))
-
-
-def gemv_tile(T: int, d: int = 4096, gpu: str = "") -> Fp8GemvTile:
-    """The default tile for T tokens: the bf16 GEMV's up to 16 tokens (four stages of two
-    boxes along k, a weight row read 256 bytes at a time, x copied a stage, the GPU's L2
-    promotion and lead: :func:`book.kernels.wgmma_gemv_tile.gemv_tile`); beyond, six stages
-    of one box."""
-    if not 1 <= T <= MAX_T:
-        raise ValueError(f"the FP8 GEMV takes 1 to {MAX_T} tokens, got T = {T}")
-    n = -(-T // 8) * 8
-    promo = promotion_for(gpu)
-    if n <= 16:
-        return Fp8GemvTile(n=n, stages=4, kblocks=2, promotion=promo, lead=lead_for(gpu))
-    return Fp8GemvTile(n=n, stages=6, promotion=promo)
-
 
 def weight_bytes(d: int, h: int) -> int:
     """The bytes one call must read at least: both weights, one byte each."""
@@ -175,19 +71,6 @@ def signature(out: str) -> str:
     o = "uint8" if out == "e4m3" else "uint16"
     return (f"void(uint64[::1], int32[::1], float32[::1], float32[::1], float32[::1], "
             f"{o}[::1], float32[::1], int32[::1], int64, int64, int64, float32)")
-
-
-def row_of(lt: int, b: int) -> int:
-    """The row of the tile of consumer thread ``lt``'s accumulators i with ``(i >> 1) & 1 ==
-    b`` (:func:`book.kernels.wgmma_gemv_tile.output_of`): a thread's outputs lie on two rows,
-    whose scales ``preload`` keeps in registers."""
-    return 16 * (lt >> 5) + ((lt & 31) >> 2) + 8 * b
-
-
-def token_of(lt: int, k: int) -> int:
-    """The token of consumer thread ``lt``'s accumulators i with ``2 (i >> 2) + (i & 1) ==
-    k`` (:func:`book.kernels.wgmma_gemv_tile.output_of`): ``n / 4`` tokens a thread."""
-    return 8 * (k >> 1) + 2 * (lt & 3) + (k & 1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -560,81 +443,6 @@ def ptx_variants() -> dict:
             *((f"t16_e4m3_probe_{p}", t16, "e4m3", {"probe": p}) for p in PROBES)):
         out[name] = (make_fp8_gemv(dataclasses.replace(t, **change), o), signature(o))
     return out
-
-
-# ---------------------------------------------------------------------------------------
-# the model: the kernel in NumPy, block by block
-
-
-def _bf16_round(y):
-    b = np.asarray(y, dtype=np.float32).view(np.uint32)
-    return ((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000).view(np.float32)
-
-
-def model(xq, sx, wgq, sg, wuq, su, out="bfloat16", out_scale=1.0, fmt="e4m3",
-          tile: Fp8GemvTile | None = None, blocks: int = 132) -> np.ndarray:
-    """What the kernel stores, computed as it computes it: ``blocks`` blocks each walking its
-    range of the stream-K table (:func:`book.kernels.stream_k.walk`), each step's TMA boxes
-    (:func:`book.kernels.hopper.tma_box`) multiplied by FP8 wgmma
-    (:func:`book.kernels.fp8.wgmma_model`, float32 accumulators), the pieces of a tile cut at
-    a seam added in block order in float32, the epilogue thread by thread through the
-    accumulators' layout (:func:`book.kernels.wgmma_gemv_tile.output_of`). Returns float32
-    values rounded to bf16 (bf16 out) or uint8 codes (e4m3 out). The kernel's exp is the
-    fast one and the tensor cores keep fewer bits than float32 in their FP8 sums: the GPU
-    agrees with the model to rounding, not bit for bit."""
-    xq, wgq, wuq = (np.ascontiguousarray(a, dtype=np.uint8) for a in (xq, wgq, wuq))
-    sx, sg, su = (np.asarray(a, dtype=np.float32) for a in (sx, sg, su))
-    T, d = xq.shape
-    h = wgq.shape[0]
-    tile = (tile or gemv_tile(T, d)).validate()
-    if tile.probe:
-        raise ValueError(f"{tile.probe!r} is a probe (Fp8GemvTile.probe): its output is not "
-                         "the layer's, and there is no model of it")
-    n, KB = tile.n, tile.kblocks
-    mt, nk = -(-h // BM), -(-d // tile.stage_k)
-    blocks = min(blocks, mt * nk)
-    table = stream_k(mt, nk, blocks)
-    inv = np.float32(1.0) / np.float32(out_scale) if out == "e4m3" else np.float32(1.0)
-    desc = descriptor(0, 16, 1024, "128B")
-    pieces = {}  # row tile -> [(block, gate acc, up acc)] in block order
-    for b in range(blocks):
-        cur, acc = None, None
-        for m, kb in walk(table, b, nk) + [(None, None)]:
-            if m != cur:
-                if cur is not None:
-                    pieces.setdefault(cur, []).append((b, *acc))
-                cur, acc = m, [np.zeros((BM, n), np.float32), np.zeros((BM, n), np.float32)]
-            if m is None:
-                break
-            for kk in range(KB):
-                kc = (kb * KB + kk) * BK
-                x = tma_box(xq, kc, 0, (BK, n))
-                for w, weight in enumerate((wgq, wuq)):
-                    a = tma_box(weight, kc, m * BM, (BK, BM))
-                    img = np.concatenate([a, x])
-                    for ks in range(BK // 32):
-                        acc[w] = fp8.wgmma_model(img, desc + 2 * ks,
-                                                 desc + ((a.size + 32 * ks) >> 4), n, fmt,
-                                                 d=acc[w])
-    res = np.zeros((T, h), dtype=np.uint8 if out == "e4m3" else np.float32)
-    lt = np.arange(128)
-    for m in range(mt):
-        got = sorted(pieces[m], key=lambda p: p[0])
-        g = np.zeros((BM, n), np.float32)
-        u = np.zeros((BM, n), np.float32)
-        for _, pg, pu in got:
-            g, u = g + pg, u + pu  # float32, in block order, as the finisher adds them
-        for i in range(n // 2):
-            r, t = output_of(lt, i)
-            j = m * BM + r
-            ok = (j < h) & (t < T)
-            jj, tt = j[ok], t[ok]
-            s = sx[tt]
-            gate = g[r[ok], tt] * s * sg[jj]
-            up = u[r[ok], tt] * s * (su[jj] * inv)
-            y = (gate / (np.float32(1) + np.exp(-gate)) * up).astype(np.float32)
-            res[tt, jj] = fp8.encode(y, fmt="e4m3") if out == "e4m3" else _bf16_round(y)
-    return res
 
 
 # ---------------------------------------------------------------------------------------

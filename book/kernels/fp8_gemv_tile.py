@@ -1,0 +1,132 @@
+"""The FP8 decode GEMV's tile (:mod:`book.kernels.fp8_gemv`), as
+:mod:`book.kernels.wgmma_gemv_tile` is the bf16 GEMV's: :class:`Fp8GemvTile` (the bf16 tile
+with twice the k per box, its options, its candidate fixes and diagnostic probes),
+:func:`gemv_tile` (the default tile for T tokens) and where a consumer thread's outputs lie
+(:func:`row_of`, :func:`token_of`: the rows and tokens whose scales ``preload`` keeps in
+registers)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .wgmma_gemv_tile import WgmmaGemvTile, lead_for, promotion_for
+
+__all__ = ["BK", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "row_of", "token_of"]
+
+BK = 128  # k per box: 128 e4m3 = one 128-byte swizzled row
+#: the most tokens: x is copied with every stage (no resident x), N up to 32
+MAX_T = 32
+OUTS = ("bfloat16", "e4m3")
+#: the diagnostics ``Fp8GemvTile.probe`` names (each leaves out one part of the kernel; their
+#: outputs are not the layer's)
+PROBES = ("stream", "nowgmma", "noscale", "noseam", "nox")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fp8GemvTile(WgmmaGemvTile):
+    """:class:`book.kernels.wgmma_gemv_tile.WgmmaGemvTile` for one byte per value: the same
+    boxes, stages, barriers and shared-memory layout (byte for byte), ``BK`` = 128 values of
+    k per box. Of the bf16 tile's options it keeps ``n``, ``stages``, ``ctas_per_sm``,
+    ``kblocks``, ``promotion``, ``waves``, ``hold``, ``hints`` and ``lead``; the others
+    (resident x, traces, dynamic ranges, cp.async, rotation, prefetch, fold) are refused.
+    Its own: ``tma_elem`` (the element the tensor maps describe to TMA: 1, the e4m3 bytes
+    as they are; 2, each pair of bytes as one 16-bit element, the boxes 64 elements wide:
+    the same 128-byte rows, the same swizzle, the same bytes in shared memory, as chapter
+    9's bf16 maps; a probe of whether the copy engine reads one-byte tensors slower);
+    ``pdl``: a programmatic dependent launch. The call may start while the kernel before it
+    on the stream ends: its producer asks for its first ``stages`` stages of weights (which
+    nothing on the GPU writes) before it waits for that kernel (``griddep_wait``), then for
+    their tokens; every other thread waits before it reads or writes global memory. What
+    it attacks: the fixed cost of a call's start and of the tail before it, which weighs
+    on the 117 MB layer and not at twice the bytes (records/fp8/README.md).
+
+    Two candidate fixes of the time this kernel spends beyond chapter 9's bf16 GEMV on the
+    same bytes (issue 42), off by default, each giving the default's bits (the same products
+    in the same order; the GPU lane checks it): the default's epilogue reads three scales
+    (``sx[t]``, ``sg[j]``, ``su[j]``) from global memory for every output, inside the test
+    of whether the output exists, so each output waits for its loads in turn, behind the
+    ring's copies, at the end of a tile (the end of every block: its last tile is whole, or
+    its last seam's sum); the bf16 GEMV's epilogue reads nothing. ``preload``: the scales
+    are read into registers before they are needed: each consumer thread its tokens' once
+    at its start and its two rows' as it begins each tile, the finisher warp its lanes'
+    tokens at its start and a seam's rows before it waits for the seam's piece.
+    ``unguarded``: the epilogue's arithmetic for every accumulator, only its store inside the
+    test (where not preloaded, the scales read at indices clamped into their arrays), so a
+    thread's outputs are independent and their loads and math overlap.
+
+    ``probe`` (a diagnostic, never the dispatcher's: its output is NOT the layer's, so
+    :func:`model` refuses it and :func:`swiglu_fp8_gemv` runs it only when asked with
+    ``probe=True``): one part of the kernel left out, to time what it costs. ``"stream"``:
+    the ring alone (the copies as always; the consumers wait for each stage and hand it
+    back, no wgmma, no seams, no epilogue: nothing stored); ``"nowgmma"``: no wgmma (a stage
+    handed back once the consumer warpgroup has seen it land; the accumulators hold
+    numbers the compiler cannot fold, and seams and epilogues run as always);
+    ``"noscale"``: the epilogue reads no scale (all taken as 1); ``"noseam"``: a seam's
+    piece neither stored nor summed (the finisher idle: the cut tiles' outputs never
+    written); ``"nox"``: no token copied (a stage brings the weights alone; the wgmma read
+    whatever the tokens' slots hold)."""
+
+    tma_elem: int = 1
+    pdl: bool = False
+    preload: bool = False
+    unguarded: bool = False
+    probe: str = ""
+
+    @property
+    def stage_k(self):  # k a stage covers
+        return self.kblocks * BK
+
+    def problems(self) -> list[str]:
+        p = super().problems()
+        if self.n > MAX_T:
+            p.append(f"n must be at most {MAX_T}")
+        for name in ("x_resident", "trace", "fold", "cpasync", "rotate", "dynamic",
+                     "prefetch"):
+            if getattr(self, name):
+                p.append(f"{name} is the bf16 GEMV's option, not this kernel's")
+        if not self.early:
+            p.append("early must be True")
+        if self.tma_elem not in (1, 2):
+            p.append("tma_elem must be 1 or 2 (bytes of the element the tensor maps describe)")
+        if self.probe and self.probe not in PROBES:
+            p.append(f"probe must be '' (none) or one of {PROBES}")
+        return p
+
+    def describe(self) -> str:
+        return (f"wgmma m64n{self.n}k32 e4m3 twice a k32 (gate and up rows, the tokens shared),"
+                f" {self.stages} stages of {self.tx_bytes:,} bytes (k {self.stage_k}: "
+                f"{self.kblocks * self.w_bytes // 1024} KiB of each weight + "
+                f"{self.kblocks * self.x_bytes:,} of tokens), {self.ctas_per_sm} block(s) an "
+                f"SM, {self.shared_bytes:,} bytes of dynamic shared memory"
+                + (", launched as a dependent of the kernel before it" if self.pdl else "")
+                + (", the scales preloaded" if self.preload else "")
+                + (", the epilogue unguarded" if self.unguarded else "")
+                + (f", PROBE {self.probe} (its output is not the layer's)" if self.probe
+                   else ""))
+
+
+def gemv_tile(T: int, d: int = 4096, gpu: str = "") -> Fp8GemvTile:
+    """The default tile for T tokens: the bf16 GEMV's up to 16 tokens (four stages of two
+    boxes along k, a weight row read 256 bytes at a time, x copied a stage, the GPU's L2
+    promotion and lead: :func:`book.kernels.wgmma_gemv_tile.gemv_tile`); beyond, six stages
+    of one box."""
+    if not 1 <= T <= MAX_T:
+        raise ValueError(f"the FP8 GEMV takes 1 to {MAX_T} tokens, got T = {T}")
+    n = -(-T // 8) * 8
+    promo = promotion_for(gpu)
+    if n <= 16:
+        return Fp8GemvTile(n=n, stages=4, kblocks=2, promotion=promo, lead=lead_for(gpu))
+    return Fp8GemvTile(n=n, stages=6, promotion=promo)
+
+
+def row_of(lt: int, b: int) -> int:
+    """The row of the tile of consumer thread ``lt``'s accumulators i with ``(i >> 1) & 1 ==
+    b`` (:func:`book.kernels.wgmma_gemv_tile.output_of`): a thread's outputs lie on two rows,
+    whose scales ``preload`` keeps in registers."""
+    return 16 * (lt >> 5) + ((lt & 31) >> 2) + 8 * b
+
+
+def token_of(lt: int, k: int) -> int:
+    """The token of consumer thread ``lt``'s accumulators i with ``2 (i >> 2) + (i & 1) ==
+    k`` (:func:`book.kernels.wgmma_gemv_tile.output_of`): ``n / 4`` tokens a thread."""
+    return 8 * (k >> 1) + 2 * (lt & 3) + (k & 1)
