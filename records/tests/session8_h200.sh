@@ -10,6 +10,9 @@
 #      cut to the new ones for the time), chapter 9 recorded again (HOPPER_GEMV_MIN_T is 2: its
 #      printout of the dispatcher's ranges), and the sweep at T = 2 and 32 (the two T below 1.0x
 #      in call 1's sweep).
+#   3  the norm-quant kernel rewritten for bandwidth (its GPU tests, then its timing beside the
+#      replaced kernel and torch.compile), and what the seams still cost the FP8 GEMV once its
+#      scales are preloaded and it is launched as a dependent (the probe noseam with both).
 #   COURSE_COMMIT=<sha> bash records/tests/session8_h200.sh 1|2     (carry .whl, .whl-nb)
 source benchmarks/device_env.sh
 export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
@@ -38,5 +41,13 @@ case "$1" in
     timeout 70 python3 -u -m benchmarks.decode_bench --out $OUT/decode_sweep_t2_$GPU_TAG.json --ts '' \
       --dtypes bfloat16 --sweep 2,32 --only 'sweep_(ours|cublas_compiled|gemv_hopper)?$' --reps 10 \
       2>&1 | grep -v Warning | grep -E "sweep_|wrote" | tail -8
+    ;;
+3)  timeout 60 python3 -m pytest tests/library/test_norm_quant.py -m gpu -q -rf -p no:cacheprovider \
+      --junitxml=$OUT/gpu_norm_quant_$GPU_TAG.xml 2>&1 | tail -3
+    timeout 90 python3 -u -m benchmarks.norm_quant_bench --out $OUT/norm_quant_$GPU_TAG.json \
+      --rounds 4 2>&1 | grep -v Warning | grep -E "^(norm|rms|comp)|ok|False" | tail -40
+    timeout 75 python3 -u -m benchmarks.fp8_decode_bench --out $OUT/fp8_decode_seamcost_$GPU_TAG.json \
+      --sweep --T 1 16 --rounds 4 --changes '[{}, {"preload": true, "pdl": true},
+      {"probe": "noseam", "preload": true, "pdl": true}]' 2>&1 | grep -v Warning | grep -A8 "^row"
     ;;
 esac
