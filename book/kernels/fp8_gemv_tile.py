@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .wgmma_gemv_tile import WgmmaGemvTile, lead_for, promotion_for
+from .wgmma_gemv_tile import WgmmaGemvTile
+from .wgmma_gemv_tile import gemv_tile as bf16_gemv_tile
 
 __all__ = ["BK", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "row_of", "token_of"]
 
@@ -106,17 +107,16 @@ class Fp8GemvTile(WgmmaGemvTile):
 
 
 def gemv_tile(T: int, d: int = 4096, gpu: str = "") -> Fp8GemvTile:
-    """The default tile for T tokens: the bf16 GEMV's up to 16 tokens (four stages of two
-    boxes along k, a weight row read 256 bytes at a time, x copied a stage, the GPU's L2
-    promotion and lead: :func:`book.kernels.wgmma_gemv_tile.gemv_tile`); beyond, six stages
-    of one box."""
+    """The default tile for T tokens: the bf16 GEMV's choice
+    (:func:`book.kernels.wgmma_gemv_tile.gemv_tile`: up to 16 tokens four stages of two boxes
+    along k, a weight row read 256 bytes at a time, x copied a stage, the GPU's L2 promotion
+    and lead; beyond, six stages of one box) in the same bytes, x always copied a stage (this
+    kernel has no resident x)."""
     if not 1 <= T <= MAX_T:
         raise ValueError(f"the FP8 GEMV takes 1 to {MAX_T} tokens, got T = {T}")
-    n = -(-T // 8) * 8
-    promo = promotion_for(gpu)
-    if n <= 16:
-        return Fp8GemvTile(n=n, stages=4, kblocks=2, promotion=promo, lead=lead_for(gpu))
-    return Fp8GemvTile(n=n, stages=6, promotion=promo)
+    bf16 = bf16_gemv_tile(T, d, gpu)
+    return Fp8GemvTile(n=bf16.n, stages=bf16.stages, kblocks=bf16.kblocks,
+                       promotion=bf16.promotion, lead=bf16.lead)
 
 
 def row_of(lt: int, b: int) -> int:
