@@ -139,6 +139,18 @@ def test_probes_are_named_refused_by_the_model_and_by_the_call_unless_asked_for(
     dataclasses.replace(t, short_settle=True, probe="noscale").validate()
 
 
+def test_short_settles_slots_by_arithmetic_are_the_tables():
+    """short_settle takes block c's slot of tile m as 2c for every block after the tile's
+    first (its range starts inside the tile), where settle reads the table."""
+    from book.kernels.stream_k import ENTRY, slot_of, stream_k
+
+    for mt, nk, nb in ((224, 16, 132), (7, 4, 20), (5, 3, 15), (3, 8, 7), (64, 32, 132)):
+        t = stream_k(mt, nk, nb)
+        for m in range(mt):
+            p0, p1 = t[ENTRY * nb + 2 * m], t[ENTRY * nb + 2 * m + 1]
+            assert all(slot_of(c, m, t) == 2 * c for c in range(p0 + 1, p1 + 1))
+
+
 def test_in_the_simulator_the_kernel_is_refused_with_what_runs_instead():
     if not book.gpu.SIMULATED:
         pytest.skip("the simulator's message")
