@@ -120,6 +120,8 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
     CS = tile.tma_elem >> 1  # a column of the maps is 2**CS bytes of k
     PDL = tile.pdl
     PRE, UNG = tile.preload, tile.unguarded
+    SHORT = tile.short_settle  # (short_settle) a seam's sum two round trips after its piece
+    WRS = WRNA if SHORT else 1  # (the second piece's floats, loaded with the first's)
     NX = tile.n // 4  # tokens of a consumer thread's accumulators (token_of)
     PROBE = tile.probe  # (a probe's parts left out: Fp8GemvTile)
     WG = PROBE not in ("stream", "nowgmma")  # the consumers issue wgmma
@@ -206,6 +208,46 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                     us[v] = float32(0.0)
                 for c in range(p0, p1 + 1):
                     pc = (2 * c + (0 if mt == sk[ENTRY * c] else 1)) * SLOT + 32 * w0 + lane
+                    for w in range(WR):
+                        for i in range(NA):
+                            gs[w * NA + i] += load_f32_cg(part, pc + 32 * w + i * 128)
+                            us[w * NA + i] += load_f32_cg(part, pc + 32 * w + (NA + i) * 128)
+                for w in range(WR):
+                    for i in range(NA):
+                        emit(out, sx, sg, su, mt, 32 * (w0 + w) + lane, i, gs[w * NA + i],
+                             us[w * NA + i], T, h, inv, xs, gr, ur, 2 * w)
+
+    @cuda.jit(device=True, inline="always")
+    def settle_short(part, count, out, sx, sg, su, gs, us, gn, un, mt, p0, p1, s0, lane, T, h,
+                     inv, xs, gr, ur):
+        # (short_settle) settle's sums in its order, fewer round trips in a row (Fp8GemvTile)
+        last = 0
+        if lane == 0:
+            cuda.threadfence()  # the piece (ordered before the barrier) is visible
+            if cuda.atomic.add(count, mt, 1) == p1 - p0:
+                last = 1
+                count[mt] = 0  # every piece is in: ready for the next launch
+        last = cuda.shfl_sync(0xFFFFFFFF, last, 0)
+        if last == 1:
+            for w0 in range(0, 4, WR):
+                if PRE and WR < 4:  # (preload) this round's rows, as settle reads them
+                    for v in range(2 * WR):
+                        jr = min(mt * BM + row(32 * (w0 + (v >> 1)) + lane, v & 1), h - 1)
+                        gr[v] = sg[jr]
+                        ur[v] = su[jr]
+                pa = s0 + 32 * w0 + lane
+                pb = 2 * (p0 + 1) * SLOT + 32 * w0 + lane
+                for w in range(WR):
+                    for i in range(NA):
+                        gs[w * NA + i] = load_f32_cg(part, pa + 32 * w + i * 128)
+                        us[w * NA + i] = load_f32_cg(part, pa + 32 * w + (NA + i) * 128)
+                        gn[w * NA + i] = load_f32_cg(part, pb + 32 * w + i * 128)
+                        un[w * NA + i] = load_f32_cg(part, pb + 32 * w + (NA + i) * 128)
+                for v in range(WRNA):  # settle's order: 0, then each piece in block order
+                    gs[v] = (float32(0.0) + gs[v]) + gn[v]
+                    us[v] = (float32(0.0) + us[v]) + un[v]
+                for c in range(p0 + 2, p1 + 1):  # a third piece and on, as settle
+                    pc = 2 * c * SLOT + 32 * w0 + lane
                     for w in range(WR):
                         for i in range(NA):
                             gs[w * NA + i] += load_f32_cg(part, pc + 32 * w + i * 128)
@@ -311,6 +353,8 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
             xs = cuda.local.array(NX, float32)  # (preload) the lanes' tokens' scales and
             gr = cuda.local.array(8, float32)  # a seam's rows' (two of each consumer warp's)
             ur = cuda.local.array(8, float32)
+            gn = cuda.local.array(WRS, float32)  # (short_settle) the second piece's
+            un = cuda.local.array(WRS, float32)
             if PRE:  # (a lane sums consumer threads 32 w + lane: the same tokens as lane's)
                 for k in range(NX):
                     xs[k] = sx[min(token(lane, k), T - 1)]
@@ -325,14 +369,21 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                 if nb == nk:
                     continue
                 mt = m - 1  # a seam: wait for the consumer's piece of tile mt
+                p0 = sk[ENTRY * G + 2 * mt]  # (short_settle: read before the wait)
+                p1 = sk[ENTRY * G + 2 * mt + 1]
+                s0 = (2 * p0 + (0 if mt == sk[ENTRY * p0] else 1)) * SLOT
                 if PRE and WR == 4:  # its rows' scales on their way while the piece is
                     for v in range(8):  # waited for (settle takes them in rounds if WR < 4)
                         jr = min(mt * BM + row(32 * (v >> 1) + lane, v & 1), h - 1)
                         gr[v] = sg[jr]
                         ur[v] = su[jr]
                 mbar_wait(base + SEAM + 8 * (0 if mt == m0 else 1), 0)
-                settle(sk, part, count, out, sx, sg, su, gs, us, mt, ENTRY * G, lane, T, h, inv,
-                       xs, gr, ur)
+                if SHORT:
+                    settle_short(part, count, out, sx, sg, su, gs, us, gn, un, mt, p0, p1, s0,
+                                 lane, T, h, inv, xs, gr, ur)
+                else:
+                    settle(sk, part, count, out, sx, sg, su, gs, us, mt, ENTRY * G, lane, T, h,
+                           inv, xs, gr, ur)
         elif tid >= 128:  # the consumer warpgroup
             if PDL:  # the workspace, the scales and out: after the kernel before
                 griddep_wait()
@@ -440,6 +491,10 @@ def ptx_variants() -> dict:
             ("t1_bfloat16_preload_unguarded_pdl", t1, "bfloat16",
              {"preload": True, "unguarded": True, "pdl": True}),
             ("t32_e4m3_preload_unguarded", t32, "e4m3", {"preload": True, "unguarded": True}),
+            ("t16_e4m3_short_settle", t16, "e4m3", {"short_settle": True}),  # (and with both)
+            *((f"t{T}_{o}_short_settle_preload_pdl", t, o, {"short_settle": True,
+               "preload": True, "pdl": True}) for T, t, o in ((1, t1, "bfloat16"),
+                                                             (32, t32, "e4m3"))),
             *((f"t16_e4m3_probe_{p}", t16, "e4m3", {"probe": p}) for p in PROBES)):
         out[name] = (make_fp8_gemv(dataclasses.replace(t, **change), o), signature(o))
     return out

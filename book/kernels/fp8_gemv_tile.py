@@ -55,6 +55,24 @@ class Fp8GemvTile(WgmmaGemvTile):
     test (where not preloaded, the scales read at indices clamped into their arrays), so a
     thread's outputs are independent and their loads and math overlap.
 
+    A third, of what the seams still cost with both (records/fp8/README.md), off by default
+    and giving the default's bits: ``short_settle``. A block's seam pieces are in by step 11
+    or 12 of its 27 at d = 4096, h = 14336 (every block: a range cut in one or two tiles,
+    then one whole tile), so the finisher warp's sum starts with a whole tile still to read
+    behind it; it costs the tail only by its length, and its length is a chain of global
+    round trips one after another, each queued behind the ring's copies on the SM's return
+    path (up to ``stages`` stages outstanding): the fence and the counter's atomic, the
+    reset and a second fence, then for each piece a read of the stream-K table (its slot)
+    and, only then, its loads. ``short_settle`` keeps the finisher (nothing moves onto the
+    consumer's path) and its order of sums, and cuts the chain to the atomic and one round of
+    loads for two pieces: the tile's blocks and first slot read before the piece is waited
+    for, a later block's slot by arithmetic (2c: a block after the first starts its range in
+    the tile), the first two pieces' loads issued together, and no fence after the reset
+    (the launch's end, or the next launch's ``griddepcontrol.wait``, orders it). Not the
+    consumers' 128 threads: they are free only after their whole tile, at the very end, so
+    the sum would start there (every last-arriving block's tail longer by its round trips),
+    while four times the lanes shortens no chain of latencies.
+
     ``probe`` (a diagnostic, never the dispatcher's: its output is NOT the layer's, so
     :func:`model` refuses it and :func:`swiglu_fp8_gemv` runs it only when asked with
     ``probe=True``): one part of the kernel left out, to time what it costs. ``"stream"``:
@@ -71,6 +89,7 @@ class Fp8GemvTile(WgmmaGemvTile):
     pdl: bool = False
     preload: bool = False
     unguarded: bool = False
+    short_settle: bool = False
     probe: str = ""
 
     @property
@@ -91,6 +110,8 @@ class Fp8GemvTile(WgmmaGemvTile):
             p.append("tma_elem must be 1 or 2 (bytes of the element the tensor maps describe)")
         if self.probe and self.probe not in PROBES:
             p.append(f"probe must be '' (none) or one of {PROBES}")
+        if self.short_settle and self.probe in ("stream", "noseam"):
+            p.append(f"short_settle settles seams: probe {self.probe!r} has none")
         return p
 
     def describe(self) -> str:
@@ -102,6 +123,7 @@ class Fp8GemvTile(WgmmaGemvTile):
                 + (", launched as a dependent of the kernel before it" if self.pdl else "")
                 + (", the scales preloaded" if self.preload else "")
                 + (", the epilogue unguarded" if self.unguarded else "")
+                + (", the seams settled in short" if self.short_settle else "")
                 + (f", PROBE {self.probe} (its output is not the layer's)" if self.probe
                    else ""))
 

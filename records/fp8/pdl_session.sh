@@ -12,7 +12,11 @@
 # copied; their outputs are not the layer's and are not compared) and the fixes (preload:
 # the epilogue's scales read into registers ahead; unguarded: its arithmetic outside the
 # bounds test), with the dependent launch too. records/fp8/README.md reads the table.
-#   COURSE_COMMIT=<sha> bash records/fp8/pdl_session.sh 1|2|3
+# 4: the seams' settle in short (Fp8GemvTile.short_settle: the finisher's chain of round trips
+# cut to the counter's atomic and one round of loads): the fixes' GPU tests (short_settle bit
+# for bit against the default, alone and with preload + pdl), then T = 1, 4, 16: the default,
+# preload + pdl, the same with short_settle, and the same without seams (probe noseam).
+#   COURSE_COMMIT=<sha> bash records/fp8/pdl_session.sh 1|2|3|4
 source benchmarks/device_env.sh
 export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
 case "$1" in
@@ -38,5 +42,12 @@ case "$1" in
       {"probe": "noseam"}, {"probe": "nox"}, {"preload": true},
       {"preload": true, "unguarded": true}, {"preload": true, "unguarded": true, "pdl": true}]' \
       2>&1 | grep -v Warning | tail -26
+    ;;
+4)  timeout 60 python3 -m pytest tests/library/test_fp8_gemv.py -m gpu -k candidate_fixes -q -rf \
+      -p no:cacheprovider --junitxml=$OUT/gpu_fp8_gemv_settle_$GPU_TAG.xml 2>&1 | tail -8
+    timeout 200 python3 -u -m benchmarks.fp8_decode_bench --out $OUT/fp8_decode_settle_$GPU_TAG.json \
+      --sweep --T 1 4 16 --rounds 4 --changes '[{}, {"preload": true, "pdl": true},
+      {"short_settle": true, "preload": true, "pdl": true},
+      {"probe": "noseam", "preload": true, "pdl": true}]' 2>&1 | grep -v Warning | tail -16
     ;;
 esac

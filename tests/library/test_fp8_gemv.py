@@ -126,6 +126,29 @@ def test_probes_are_named_refused_by_the_model_and_by_the_call_unless_asked_for(
     base = V.model(*codes(*q), blocks=3)
     assert np.array_equal(V.model(*codes(*q), blocks=3, tile=dataclasses.replace(
         V.gemv_tile(4, 256), preload=True, unguarded=True)), base)
+    # short_settle: the seams' sums in the same order (model equal with seams: 3 blocks over
+    # 2 row tiles), refused with the probes that settle no seam
+    short = dataclasses.replace(V.gemv_tile(4, 1024), short_settle=True, preload=True, pdl=True)
+    assert "settled in short" in short.validate().describe()
+    q = quantized(4, 1024, 128)
+    assert np.array_equal(V.model(*codes(*q), blocks=3, tile=short),
+                          V.model(*codes(*q), blocks=3))
+    for p in ("stream", "noseam"):
+        with pytest.raises(ValueError, match="short_settle"):
+            dataclasses.replace(t, short_settle=True, probe=p).validate()
+    dataclasses.replace(t, short_settle=True, probe="noscale").validate()
+
+
+def test_short_settles_slots_by_arithmetic_are_the_tables():
+    """short_settle takes block c's slot of tile m as 2c for every block after the tile's
+    first (its range starts inside the tile), where settle reads the table."""
+    from book.kernels.stream_k import ENTRY, slot_of, stream_k
+
+    for mt, nk, nb in ((224, 16, 132), (7, 4, 20), (5, 3, 15), (3, 8, 7), (64, 32, 132)):
+        t = stream_k(mt, nk, nb)
+        for m in range(mt):
+            p0, p1 = t[ENTRY * nb + 2 * m], t[ENTRY * nb + 2 * m + 1]
+            assert all(slot_of(c, m, t) == 2 * c for c in range(p0 + 1, p1 + 1))
 
 
 def test_in_the_simulator_the_kernel_is_refused_with_what_runs_instead():
@@ -145,7 +168,11 @@ GEMVS = {"fp8_gemv_t1_bfloat16": (8, "bfloat16"), "fp8_gemv_t4_e4m3": (8, "e4m3"
          "fp8_gemv_t16_e4m3_unguarded": (16, "e4m3"),
          "fp8_gemv_t16_e4m3_preload_unguarded": (16, "e4m3"),
          "fp8_gemv_t1_bfloat16_preload_unguarded_pdl": (8, "bfloat16"),
-         "fp8_gemv_t32_e4m3_preload_unguarded": (32, "e4m3")}
+         "fp8_gemv_t32_e4m3_preload_unguarded": (32, "e4m3"),
+         # the third (Fp8GemvTile.short_settle), alone and with preload and pdl
+         "fp8_gemv_t16_e4m3_short_settle": (16, "e4m3"),
+         "fp8_gemv_t1_bfloat16_short_settle_preload_pdl": (8, "bfloat16"),
+         "fp8_gemv_t32_e4m3_short_settle_preload_pdl": (32, "e4m3")}
 #: the probes (Fp8GemvTile.probe), at T = 16 with e4m3 out: their own assertions
 PROBE_PTX = {f"fp8_gemv_t16_e4m3_probe_{p}": p for p in V.PROBES}
 
@@ -199,6 +226,12 @@ def test_the_kernel_assembles_with_tma_and_unserialized_fp8_wgmma(texts, name):
         assert text.count("ld.global.f32") == 2 * (n // 4) + 2 * 2 + 2 * (8 if n <= 16 else 4)
     else:
         assert text.count("ld.global.f32") > 3 * n // 2
+    # short_settle: one fence in the finisher (none after the counter's reset), the first two
+    # pieces' loads (2 WR NA floats each) issued together beside the loop's for a third piece
+    short = "_short_settle" in name
+    assert text.count("membar.gl") == (1 if short else 2)
+    wrna = (4 if n <= 16 else 2) * (n // 2)
+    assert text.count("ld.global.cg.f32") == 2 * wrna * (3 if short else 1)
 
 
 @pytest.mark.parametrize("name", sorted(PROBE_PTX))
@@ -380,12 +413,14 @@ def test_on_a_hopper_gpu_a_dependent_launch_gives_the_same_bits_back_to_back():
         assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-#: the candidate fixes (Fp8GemvTile.preload, unguarded) with a T and an output each: tokens
+#: the candidate fixes (Fp8GemvTile.preload, unguarded, short_settle) with a T and an output each: tokens
 #: past T (1, 5) and rows past h (the shapes below) are where their clamped reads differ
 #: (four kernels to compile: the GPU lane's runbook has little time for more)
 FIXES = [({"preload": True}, 1, "e4m3"), ({"unguarded": True}, 5, "e4m3"),
          ({"preload": True, "unguarded": True}, 16, "e4m3"),
-         ({"preload": True, "unguarded": True, "pdl": True}, 16, "bfloat16")]
+         ({"preload": True, "unguarded": True, "pdl": True}, 16, "bfloat16"),
+         ({"short_settle": True}, 5, "e4m3"),
+         ({"short_settle": True, "preload": True, "pdl": True}, 16, "bfloat16")]
 
 
 def _bits(torch, o):
