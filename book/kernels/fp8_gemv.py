@@ -27,13 +27,13 @@ the ones its defaults use (what each one bought is measured there):
 - **The epilogue**: the scales (the token's, the output channel's; ``1 / out_scale`` folded
   into up's, as :mod:`book.kernels.fp8_gemm` folds it), ``silu(gate) * up`` in float32, and
   one store per output: bfloat16, or the e4m3 code of ``cvt.rn.satfinite``. The scales are
-  read from global memory output by output (``Fp8GemvTile.preload`` and ``unguarded``, off,
-  are the candidate fixes that read them ahead; ``Fp8GemvTile.probe``, the diagnostics that
-  time each part of the kernel: records/fp8/pdl_session.sh 3).
+  read output by output from global memory (the tile's candidate fixes and probes, off:
+  :mod:`book.kernels.fp8_gemv_tile`, records/fp8/README.md).
 
-:func:`model` (:mod:`book.kernels.fp8_gemv_model`) computes what the kernel stores, block by block through the same walk and the
-models of TMA and FP8 ``wgmma``: Numba's simulator has neither, so there the model stands in
-for the kernel, and the GPU lane holds the kernel to it (``tests/library/test_fp8_gemv.py``).
+:func:`model` (:mod:`book.kernels.fp8_gemv_model`) computes what the kernel stores through
+the same walk and the models of TMA and FP8 ``wgmma``: Numba's simulator has neither, so
+there the model stands in for the kernel; the GPU lane holds the kernel to it
+(``tests/library/test_fp8_gemv.py``).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from ..numba_compat import compiled_for
 from . import fp8
 from .fp8_gemv_model import model
 from .fp8_gemv_tile import (BK, MAX_T, OUTS, PROBES, Fp8GemvTile, gemv_tile, row_of,
-                            token_of)
+                            token_of, weight_bytes)
 from .fused import silu_mul
 from .hopper import SIMULATED, descriptor
 from .launch import device_name
@@ -59,11 +59,6 @@ from .wgmma_gemv_tile import ALIGN, BM, output_of
 __all__ = ["BK", "BM", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "make_fp8_gemv",
            "swiglu_fp8_gemv", "model", "weight_bytes", "ptx_variants", "signature", "row_of",
            "token_of"]
-
-def weight_bytes(d: int, h: int) -> int:
-    """The bytes one call must read at least: both weights, one byte each."""
-    return 2 * d * h
-
 
 def signature(out: str) -> str:
     """The kernel's argument types: tensor maps, stream-K table, sx, sg, su, out (flat),
@@ -181,6 +176,21 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
             tma_load_2d(dst, tmap, c0, c1, bar)
 
     @cuda.jit(device=True, inline="always")
+    def round_rows(sg, su, gr, ur, mt, w0, lane, h):
+        # (preload, WR < 4) a round's rows' scales, asked for before its sums
+        for v in range(2 * WR):
+            jr = min(mt * BM + row(32 * (w0 + (v >> 1)) + lane, v & 1), h - 1)
+            gr[v] = sg[jr]
+            ur[v] = su[jr]
+
+    @cuda.jit(device=True, inline="always")
+    def emit_round(out, sx, sg, su, gs, us, mt, w0, lane, T, h, inv, xs, gr, ur):
+        for w in range(WR):
+            for i in range(NA):
+                emit(out, sx, sg, su, mt, 32 * (w0 + w) + lane, i, gs[w * NA + i],
+                     us[w * NA + i], T, h, inv, xs, gr, ur, 2 * w)
+
+    @cuda.jit(device=True, inline="always")
     def settle(sk, part, count, out, sx, sg, su, gs, us, mt, tiles, lane, T, h, inv, xs, gr,
                ur):
         # a piece of tile mt is in: the finisher warp counts it, and the last piece's adds
@@ -198,11 +208,8 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
         last = cuda.shfl_sync(0xFFFFFFFF, last, 0)
         if last == 1:
             for w0 in range(0, 4, WR):
-                if PRE and WR < 4:  # (preload) this round's rows, asked for before its sums
-                    for v in range(2 * WR):  # (one round, WR = 4: read before the wait)
-                        jr = min(mt * BM + row(32 * (w0 + (v >> 1)) + lane, v & 1), h - 1)
-                        gr[v] = sg[jr]
-                        ur[v] = su[jr]
+                if PRE and WR < 4:  # (one round, WR = 4: its rows read before the wait)
+                    round_rows(sg, su, gr, ur, mt, w0, lane, h)
                 for v in range(WRNA):
                     gs[v] = float32(0.0)
                     us[v] = float32(0.0)
@@ -212,10 +219,7 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                         for i in range(NA):
                             gs[w * NA + i] += load_f32_cg(part, pc + 32 * w + i * 128)
                             us[w * NA + i] += load_f32_cg(part, pc + 32 * w + (NA + i) * 128)
-                for w in range(WR):
-                    for i in range(NA):
-                        emit(out, sx, sg, su, mt, 32 * (w0 + w) + lane, i, gs[w * NA + i],
-                             us[w * NA + i], T, h, inv, xs, gr, ur, 2 * w)
+                emit_round(out, sx, sg, su, gs, us, mt, w0, lane, T, h, inv, xs, gr, ur)
 
     @cuda.jit(device=True, inline="always")
     def settle_short(part, count, out, sx, sg, su, gs, us, gn, un, mt, p0, p1, s0, lane, T, h,
@@ -230,11 +234,8 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
         last = cuda.shfl_sync(0xFFFFFFFF, last, 0)
         if last == 1:
             for w0 in range(0, 4, WR):
-                if PRE and WR < 4:  # (preload) this round's rows, as settle reads them
-                    for v in range(2 * WR):
-                        jr = min(mt * BM + row(32 * (w0 + (v >> 1)) + lane, v & 1), h - 1)
-                        gr[v] = sg[jr]
-                        ur[v] = su[jr]
+                if PRE and WR < 4:
+                    round_rows(sg, su, gr, ur, mt, w0, lane, h)
                 pa = s0 + 32 * w0 + lane
                 pb = 2 * (p0 + 1) * SLOT + 32 * w0 + lane
                 for w in range(WR):
@@ -252,10 +253,7 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                         for i in range(NA):
                             gs[w * NA + i] += load_f32_cg(part, pc + 32 * w + i * 128)
                             us[w * NA + i] += load_f32_cg(part, pc + 32 * w + (NA + i) * 128)
-                for w in range(WR):
-                    for i in range(NA):
-                        emit(out, sx, sg, su, mt, 32 * (w0 + w) + lane, i, gs[w * NA + i],
-                             us[w * NA + i], T, h, inv, xs, gr, ur, 2 * w)
+                emit_round(out, sx, sg, su, gs, us, mt, w0, lane, T, h, inv, xs, gr, ur)
 
     def fp8_gemv(maps, sk, sx, sg, su, out, part, count, T, d, h, inv):
         smem = cuda.shared.array(0, uint8)

@@ -3,7 +3,7 @@
 with twice the k per box, its options, its candidate fixes and diagnostic probes),
 :func:`gemv_tile` (the default tile for T tokens) and where a consumer thread's outputs lie
 (:func:`row_of`, :func:`token_of`: the rows and tokens whose scales ``preload`` keeps in
-registers)."""
+registers); the bytes a call reads at least (:func:`weight_bytes`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import dataclasses
 from .wgmma_gemv_tile import WgmmaGemvTile
 from .wgmma_gemv_tile import gemv_tile as bf16_gemv_tile
 
-__all__ = ["BK", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "row_of", "token_of"]
+__all__ = ["BK", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "row_of", "token_of",
+           "weight_bytes"]
 
 BK = 128  # k per box: 128 e4m3 = one 128-byte swizzled row
 #: the most tokens: x is copied with every stage (no resident x), N up to 32
@@ -152,3 +153,8 @@ def token_of(lt: int, k: int) -> int:
     """The token of consumer thread ``lt``'s accumulators i with ``2 (i >> 2) + (i & 1) ==
     k`` (:func:`book.kernels.wgmma_gemv_tile.output_of`): ``n / 4`` tokens a thread."""
     return 8 * (k >> 1) + 2 * (lt & 3) + (k & 1)
+
+
+def weight_bytes(d: int, h: int) -> int:
+    """The bytes one call must read at least: both weights, one byte each."""
+    return 2 * d * h
