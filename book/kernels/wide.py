@@ -105,8 +105,7 @@ if not SIMULATED:
         @intrinsic
         def store(typingctx, arr, idx, values):
             width = _check(arr, n, f"store{n}")
-            if not isinstance(values, types.BaseTuple) or len(values) != n:
-                raise TypingError(f"store{n}: expected a tuple of {n} values, got {values}")
+            _check_values(values, n, f"store{n}")
             sig = types.void(arr, idx, values)
 
             def codegen(context, builder, signature, args):
@@ -159,55 +158,65 @@ if not SIMULATED:
             return True  # bfloat16 travels as its raw 16 bits
         raise TypingError(f"{what}: expected float16 or bfloat16 bits (uint16), got {dt}")
 
-    def _make_load_half(n):
+    def _load_half_codegen(n, width, is_bf16):
+        """The codegen of n halves read as float32 in one ``width``-byte access (load_half4,
+        load_half8, and load8_f32 on a half array)."""
         words = n // 2
 
+        def codegen(context, builder, signature, args):
+            ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
+            vptr = builder.bitcast(ptr, ir.VectorType(i32, words).as_pointer())
+            vec = builder.load(vptr, align=width)
+            vals = []
+            for w in range(words):
+                vals += _word_to_f32s(builder, builder.extract_element(vec, i32(w)), is_bf16)
+            return context.make_tuple(builder, signature.return_type, vals)
+
+        return codegen
+
+    def _make_load_half(n):
         @intrinsic
         def load(typingctx, arr, idx):
             width = _check(arr, n, f"load_half{n}")
             is_bf16 = _half_kind(arr, f"load_half{n}")
             sig = types.UniTuple(types.float32, n)(arr, idx)
-
-            def codegen(context, builder, signature, args):
-                ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
-                vptr = builder.bitcast(ptr, ir.VectorType(i32, words).as_pointer())
-                vec = builder.load(vptr, align=width)
-                vals = []
-                for w in range(words):
-                    vals += _word_to_f32s(builder, builder.extract_element(vec, i32(w)), is_bf16)
-                return context.make_tuple(builder, signature.return_type, vals)
-
-            return sig, codegen
+            return sig, _load_half_codegen(n, width, is_bf16)
 
         return load
 
-    def _make_store_half(n):
+    def _store_half_codegen(n, width, is_bf16):
+        """The codegen of n values rounded to halves and stored in one ``width``-byte access
+        (store_half4, store_half8, and store8_f32 on a half array)."""
         words = n // 2
 
+        def codegen(context, builder, signature, args):
+            valty = signature.args[2]
+            ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
+            halves = []
+            for k in range(n):
+                v = context.cast(builder, builder.extract_value(args[2], k), valty[k], types.float32)
+                halves.append(builder.zext(_f32_to_half(builder, v, is_bf16), i32))
+            vec = ir.Constant(ir.VectorType(i32, words), ir.Undefined)
+            for w in range(words):
+                word = builder.or_(halves[2 * w], builder.shl(halves[2 * w + 1], i32(16)))
+                vec = builder.insert_element(vec, word, i32(w))
+            vptr = builder.bitcast(ptr, ir.VectorType(i32, words).as_pointer())
+            builder.store(vec, vptr, align=width)
+            return context.get_dummy_value()
+
+        return codegen
+
+    def _check_values(values, n, what):
+        if not isinstance(values, types.BaseTuple) or len(values) != n:
+            raise TypingError(f"{what}: expected a tuple of {n} values, got {values}")
+
+    def _make_store_half(n):
         @intrinsic
         def store(typingctx, arr, idx, values):
             width = _check(arr, n, f"store_half{n}")
             is_bf16 = _half_kind(arr, f"store_half{n}")
-            if not isinstance(values, types.BaseTuple) or len(values) != n:
-                raise TypingError(f"store_half{n}: expected a tuple of {n} values, got {values}")
-            sig = types.void(arr, idx, values)
-
-            def codegen(context, builder, signature, args):
-                valty = signature.args[2]
-                ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
-                halves = []
-                for k in range(n):
-                    v = context.cast(builder, builder.extract_value(args[2], k), valty[k], types.float32)
-                    halves.append(builder.zext(_f32_to_half(builder, v, is_bf16), i32))
-                vec = ir.Constant(ir.VectorType(i32, words), ir.Undefined)
-                for w in range(words):
-                    word = builder.or_(halves[2 * w], builder.shl(halves[2 * w + 1], i32(16)))
-                    vec = builder.insert_element(vec, word, i32(w))
-                vptr = builder.bitcast(ptr, ir.VectorType(i32, words).as_pointer())
-                builder.store(vec, vptr, align=width)
-                return context.get_dummy_value()
-
-            return sig, codegen
+            _check_values(values, n, f"store_half{n}")
+            return types.void(arr, idx, values), _store_half_codegen(n, width, is_bf16)
 
         return store
 
@@ -333,20 +342,16 @@ if not SIMULATED:
     def load8_f32(typingctx, arr, idx):
         half = _check_any8(arr, "load8_f32")
         sig = types.UniTuple(types.float32, 8)(arr, idx)
+        if half:  # halves: load_half8's one 16-byte load of 4 words, widened in registers
+            return sig, _load_half_codegen(8, 16, half[0])
 
-        def codegen(context, builder, signature, args):
+        def codegen(context, builder, signature, args):  # float32: two 16-byte loads
             ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
             vals = []
-            if not half:  # float32: two 16-byte loads
-                vptr = builder.bitcast(ptr, ir.VectorType(ir.FloatType(), 4).as_pointer())
-                for h in range(2):
-                    vec = builder.load(builder.gep(vptr, [i32(h)]), align=16)
-                    vals += [builder.extract_element(vec, i32(k)) for k in range(4)]
-            else:  # halves: one 16-byte load of 4 words, widened in registers
-                vptr = builder.bitcast(ptr, ir.VectorType(i32, 4).as_pointer())
-                vec = builder.load(vptr, align=16)
-                for w in range(4):
-                    vals += _word_to_f32s(builder, builder.extract_element(vec, i32(w)), half[0])
+            vptr = builder.bitcast(ptr, ir.VectorType(ir.FloatType(), 4).as_pointer())
+            for h in range(2):
+                vec = builder.load(builder.gep(vptr, [i32(h)]), align=16)
+                vals += [builder.extract_element(vec, i32(k)) for k in range(4)]
             return context.make_tuple(builder, signature.return_type, vals)
 
         return sig, codegen
@@ -354,30 +359,22 @@ if not SIMULATED:
     @intrinsic
     def store8_f32(typingctx, arr, idx, values):
         half = _check_any8(arr, "store8_f32")
-        if not isinstance(values, types.BaseTuple) or len(values) != 8:
-            raise TypingError(f"store8_f32: expected a tuple of 8 values, got {values}")
+        _check_values(values, 8, "store8_f32")
         sig = types.void(arr, idx, values)
+        if half:  # halves: store_half8's one 16-byte store
+            return sig, _store_half_codegen(8, 16, half[0])
 
-        def codegen(context, builder, signature, args):
+        def codegen(context, builder, signature, args):  # float32: two 16-byte stores
             valty = signature.args[2]
             ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
             fs = [context.cast(builder, builder.extract_value(args[2], k), valty[k], types.float32)
                   for k in range(8)]
-            if not half:
-                vptr = builder.bitcast(ptr, ir.VectorType(ir.FloatType(), 4).as_pointer())
-                for h in range(2):
-                    vec = ir.Constant(ir.VectorType(ir.FloatType(), 4), ir.Undefined)
-                    for k in range(4):
-                        vec = builder.insert_element(vec, fs[4 * h + k], i32(k))
-                    builder.store(vec, builder.gep(vptr, [i32(h)]), align=16)
-            else:
-                hs = [builder.zext(_f32_to_half(builder, f, half[0]), i32) for f in fs]
-                vec = ir.Constant(ir.VectorType(i32, 4), ir.Undefined)
-                for w in range(4):
-                    word = builder.or_(hs[2 * w], builder.shl(hs[2 * w + 1], i32(16)))
-                    vec = builder.insert_element(vec, word, i32(w))
-                builder.store(vec, builder.bitcast(ptr, ir.VectorType(i32, 4).as_pointer()),
-                              align=16)
+            vptr = builder.bitcast(ptr, ir.VectorType(ir.FloatType(), 4).as_pointer())
+            for h in range(2):
+                vec = ir.Constant(ir.VectorType(ir.FloatType(), 4), ir.Undefined)
+                for k in range(4):
+                    vec = builder.insert_element(vec, fs[4 * h + k], i32(k))
+                builder.store(vec, builder.gep(vptr, [i32(h)]), align=16)
             return context.get_dummy_value()
 
         return sig, codegen
