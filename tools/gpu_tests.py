@@ -93,7 +93,7 @@ def continuing(record: Path, commit: str) -> tuple[dict, list[str]]:
 def main(argv: list[str]) -> int:
     import book  # noqa: F401  (decides GPU or simulator)
     from book import gpu
-    from book.provenance import provenance
+    from book.provenance import commit, provenance
     from book.specs import slug
 
     if gpu.SIMULATED:
@@ -116,7 +116,7 @@ def main(argv: list[str]) -> int:
     if "--continue" in argv:
         i = argv.index("--continue")
         record, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
-        earlier, todo = continuing(record, provenance("")["commit"])
+        earlier, todo = continuing(record, commit())
     start = time.time()
     out = out or REPO / "records" / "tests" / f"gpu_{slug(gpu.device_info().name)}.json"
     # One pytest process per file: a file whose tests make a CUDA context in pytest's own process

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-_started: list[float] = []    # when each test of this process began
+_last_start: list[float] = []   # when this process's previous test began (none yet: empty)
 _longest = [0.0]
 
 
@@ -32,9 +32,9 @@ def deadline() -> float | None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
     end, now = deadline(), time.time()
-    if _started:
-        _longest[0] = max(_longest[0], now - _started[-1])
-    _started.append(now)
+    if _last_start:
+        _longest[0] = max(_longest[0], now - _last_start[0])
+    _last_start[:] = [now]
     if end is None or now + _longest[0] <= end:
         return None                         # run it as usual
     items = item.session.items

@@ -160,12 +160,12 @@ def compare(src_nb, rec_nb) -> list[str]:
     return problems
 
 
-def _read(src: str, gpu: str, root: Path) -> Recording:
+def _read(src: str, gpu: str, root: Path, src_nb=None) -> Recording:
     path = record_path(src, gpu, root)
     if not path.is_file():
         return Recording(src, None)
     rec_nb = nbformat.read(path, as_version=4)
-    src_nb = nbformat.read(root / src, as_version=4)
+    src_nb = src_nb or nbformat.read(root / src, as_version=4)
     meta = rec_nb.metadata.get(META_KEY) or {}
     return Recording(src, path, meta.get("provenance") or {}, compare(src_nb, rec_nb), rec_nb)
 
@@ -183,7 +183,8 @@ def find(src: str, root: Path = ROOT, gpu: str | None = None) -> Recording:
     folders = [PUBLISHED_GPU] + sorted(
         d.name for d in (root / "records" / "chapters").glob("*")
         if d.is_dir() and d.name != PUBLISHED_GPU)
-    found = [r for r in (_read(src, g, root) for g in folders) if r.exists]
+    src_nb = nbformat.read(root / src, as_version=4)  # once, for every folder's comparison
+    found = [r for r in (_read(src, g, root, src_nb) for g in folders) if r.exists]
     current = [r for r in found if r.usable]
     if current:     # max keeps the first of equal dates: the published GPU's
         return max(current, key=lambda r: r.provenance.get("date") or "")
