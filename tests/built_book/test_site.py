@@ -224,9 +224,13 @@ def test_every_internal_link_resolves(site_url):
 
 def test_search_finds_pages(site_page):
     site_page.goto("search.html?q=SwiGLU")
+    # Sphinx adds one result every 5 ms and writes the summary after the last: read the list
+    # only then (reading it at the first result raced the rest on a loaded machine).
+    summary = site_page.page.locator("p.search-summary")
+    summary.filter(has_text="Search finished").wait_for(timeout=30_000)
+    found = int(re.search(r"found (\d+) page", summary.inner_text()).group(1))
     results = site_page.page.locator("ul.search li")
-    results.first.wait_for(timeout=20_000)
-    assert results.count() >= 1
+    assert found >= 1 and results.count() == found
     assert "intro.html" in " ".join(
         results.locator("a").evaluate_all("as => as.map(a => a.getAttribute('href'))"))
     site_page.assert_clean()
