@@ -106,6 +106,10 @@ The chapters' readers and pictures
   ``sources``: the four source documents, each named by what it is (title, author) with its
   label on the sources page (chapters/appendix_sources.md); pages never call them by file
   number (tests/built_book/test_reader.py).
+  ``quotes``: a measured figure in a page's prose, ``{measured}`family arg ...``` in its
+  Markdown, computed from its record under ``records/`` when the page is built and linked to it
+  (``tools/sphinx_course.py``): prose names a figure without typing it or needing a code cell
+  (which would need the chapter recorded again); tests/library/test_quotes.py.
   ``claims``: the source documents' figures beside our measurements, from ``book/data``;
   ``published_gemm()``: the PTX-DSL project's published Hopper GEMM figure, labelled as
   published (chapter 9).

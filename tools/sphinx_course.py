@@ -19,11 +19,17 @@
    while the output's prose lines still wrap; and a table cell of prose (``prose-cell``) keeps
    a readable width on a phone, its table scrolling in its box, instead of a column squeezed
    to a few characters.
+6. ``{measured}`family arg ...```: a measured figure in prose, computed from its record by
+   ``book.quotes`` when the page is built, linked to the record with its GPU, date and commit on
+   hover; a key that names nothing fails the build.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import re
+import sys
 from pathlib import Path
 
 from docutils import nodes
@@ -256,6 +262,40 @@ def prose_cells_keep_a_width(app, doctree, docname) -> None:
             entry["classes"] = [*entry.get("classes", []), "prose-cell"]
 
 
+def _quotes():
+    """book.quotes, imported without `import book`'s line about the simulator in the build's log
+    (the role reads records; it runs no kernel), the environment left as it was."""
+    if "book.quotes" not in sys.modules:
+        was = os.environ.get("BOOK_QUIET")
+        os.environ["BOOK_QUIET"] = "1"
+        try:
+            importlib.import_module("book.quotes")
+        finally:
+            if was is None:
+                del os.environ["BOOK_QUIET"]
+            else:
+                os.environ["BOOK_QUIET"] = was
+    return sys.modules["book.quotes"]
+
+
+def measured_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """``{measured}`decode_peak fp8_decode_seamcost_h200 preload+pdl 1``` -> "83%", linked."""
+    quotes = _quotes()
+    try:
+        q = quotes.quote(text)
+    except (KeyError, ValueError) as e:
+        msg = inliner.reporter.error(
+            f"{{measured}}`{text}`: {e.args[0]} (book/quotes.py lists the families)", line=lineno)
+        return [inliner.problematic(rawtext, rawtext, msg)], [msg]
+    theme = inliner.document.settings.env.config.html_theme_options or {}
+    repo_url, branch = theme.get("repository_url", ""), theme.get("repository_branch") or "main"
+    shown = nodes.inline(q.text, q.text)
+    if not repo_url:
+        return [nodes.inline("", "", shown, classes=["measured"])], []
+    return [nodes.reference(rawtext, "", shown, classes=["measured"], reftitle=q.where(),
+                            refuri=f"{repo_url.rstrip('/')}/blob/{branch}/{q.path}")], []
+
+
 def _ancestors(node):
     node = node.parent
     while node is not None:
@@ -264,6 +304,7 @@ def _ancestors(node):
 
 
 def setup(app):
+    app.add_role("measured", measured_role)
     app.connect("doctree-read", add_outputs_note)
     app.connect("doctree-resolved", printed_links_stay_text)
     app.connect("doctree-resolved", wide_figures_scroll_on_phones)

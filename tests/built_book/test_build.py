@@ -282,3 +282,40 @@ def test_a_reference_to_a_missing_section_fails_the_build(tmp_path):
     rc, out = build()
     assert rc != 0, "a {ref} to a label that does not exist, and the build succeeded"
     assert "mlp-chapter-5" in out, out[-3000:]
+
+
+@pytest.mark.slow
+def test_a_measured_figure_is_computed_linked_and_a_wrong_key_fails_the_build(tmp_path):
+    """{measured}`...` (tools/sphinx_course.py, book/quotes.py) puts the record's figure in the
+    prose, linked to the record with its GPU and date on hover; a key that names no figure fails
+    the build with the Makefile's flags and says what is wrong."""
+    from book import quotes
+
+    flags = _makefile_build_flags()
+    shutil.copytree(ROOT / "tools", tmp_path / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "site_assets").mkdir()  # html_extra_path
+    (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n"
+                                       "  - file: chapter\n")
+    (tmp_path / "intro.md").write_text("# A tiny book\n")
+    key = "norm_quant_vs_compile 8192"
+    (tmp_path / "chapter.md").write_text(f"# Chapter\n\nOurs is {{measured}}`{key}` faster.\n")
+
+    def build():
+        proc = subprocess.run([JB, "build", *flags, str(tmp_path)], capture_output=True,
+                              text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        return proc.returncode, proc.stdout + proc.stderr
+
+    rc, out = build()
+    assert rc == 0, out[-3000:]
+    html = (tmp_path / "_build" / "html" / "chapter.html").read_text()
+    q = quotes.quote(key)
+    link = re.search(r'<a class="[^"]*measured[^"]*"[^>]*>.*?</a>', html, re.S)
+    assert link, html[-2000:]
+    assert f"/blob/main/{quotes.NORM_QUANT}" in link.group(0) and q.where() in link.group(0)
+    assert f"Ours is {q.text}" in re.sub(r"<[^>]+>", "", html)
+    assert "No CUDA GPU found" not in out   # the role reads records: nothing of the simulator
+    (tmp_path / "chapter.md").write_text("# Chapter\n\nOurs is {measured}`norm_quant_vs_cmpile 8192`.\n")
+    rc, out = build()
+    assert rc != 0, "a {measured} key that names nothing, and the build succeeded"
+    assert "no measured family 'norm_quant_vs_cmpile'" in out, out[-3000:]

@@ -1,0 +1,163 @@
+"""The measured figures a chapter's prose quotes, each computed from its record where it is shown.
+
+A page's Markdown writes ``{measured}`family arg ...``` where it names a measured figure; the
+build (``tools/sphinx_course.py``) puts in its place the figure this module computes from the
+record, with the record's GPU, date and commit on hover and a link to the file. So prose can say
+"3.0 µs against torch.compile's 2.9" without typing a number, and without a code cell, which
+would need the chapter recorded on a GPU again (``tools/recordings.py``): the figures follow the
+records they come from. A key that names no family, record, row or change fails the build
+(``make book`` turns the role's error into a failed build) and ``tests/library/test_quotes.py``
+computes every key the pages use.
+
+The families (``FAMILIES``; arguments separated by spaces, ``T`` a number of tokens):
+
+- ``decode_us STEM CHANGE T``: a row of a decode sweep (``benchmarks/fp8_decode_bench.py
+  --sweep --changes [...]``, ``records/fp8/STEM.json``), its median in µs. ``CHANGE`` names the
+  sweep's entry as :func:`change_label` writes it: ``default`` for ``{}``, else its options
+  joined by ``+`` in the order given, a probe as ``probe=NAME`` (``preload+pdl``,
+  ``probe=noseam+preload+pdl``);
+- ``decode_peak STEM CHANGE T``: that row's read of both e4m3 weights as a share of the GPU's
+  HBM peak (the record's provenance), in %;
+- ``decode_saved_us STEM CHANGE T``: the default's median less that row's, in µs;
+- ``norm_quant_us ROW T``: a row of ``records/fp8/norm_quant_h200.json``, its median in µs;
+- ``norm_quant_vs_compile T``: torch.compile's RMSNorm + quantization over the fused kernel's
+  time (above 1: ours is faster), ×.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+from .kernels.fp8_gemv_tile import weight_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+NORM_QUANT = "records/fp8/norm_quant_h200.json"
+
+
+@lru_cache(maxsize=None)
+def record(path: str) -> dict:
+    """A record under the repository's root (``records/...json``), read once."""
+    full = (ROOT / path).resolve()
+    if ROOT not in full.parents or not full.is_file():
+        raise KeyError(f"no record {path!r} under {ROOT}")
+    return json.loads(full.read_text())
+
+
+def change_label(change: dict) -> str:
+    """A sweep entry's name in a key: ``default`` for ``{}``, else ``probe=NAME`` and the
+    options set true, joined by ``+`` in the order the command gave them."""
+    parts = [f"{k}={v}" if not isinstance(v, bool) else k for k, v in change.items()
+             if v is not False]
+    return "+".join(parts) or "default"
+
+
+def sweep_changes(rec: dict) -> list[dict]:
+    """The ``--changes`` list a sweep's command gave: row ``fp8_gemv_sweep_<i>`` is entry i."""
+    cmd = rec["provenance"].get("command", "")
+    at = cmd.find("--changes ")
+    if at < 0:
+        return [{}]     # a sweep without --changes times the default alone
+    changes, _ = json.JSONDecoder().raw_decode(cmd[at + len("--changes "):])
+    return changes
+
+
+def _row(rec: dict, name: str, T: int, path: str) -> dict:
+    for r in rec["rows"]:
+        if r["name"] == name and r["shape"][0] == T:
+            return r
+    have = sorted({(r["name"], r["shape"][0]) for r in rec["rows"]})
+    raise KeyError(f"{path} has no row {name!r} at T = {T}; it has {have}")
+
+
+def _sweep_row(stem: str, change: str, T: str) -> tuple[dict, dict, str]:
+    path = f"records/fp8/{stem}.json"
+    rec = record(path)
+    labels = [change_label(c) for c in sweep_changes(rec)]
+    if change not in labels:
+        raise KeyError(f"{path}'s sweep has no change {change!r}; it has {labels}")
+    return _row(rec, f"fp8_gemv_sweep_{labels.index(change)}", int(T), path), rec, path
+
+
+def _decode_us(stem, change, T):
+    row, rec, path = _sweep_row(stem, change, T)
+    return row["median_us"], rec, path
+
+
+def _decode_peak(stem, change, T):
+    row, rec, path = _sweep_row(stem, change, T)
+    _, d, h = row["shape"]
+    rate = weight_bytes(d, h) / (row["median_us"] * 1e-6)
+    return 100 * rate / rec["provenance"]["peak_bandwidth"], rec, path
+
+
+def _decode_saved_us(stem, change, T):
+    base, _, _ = _sweep_row(stem, "default", T)
+    row, rec, path = _sweep_row(stem, change, T)
+    return base["median_us"] - row["median_us"], rec, path
+
+
+def _norm_quant_us(name, T):
+    rec = record(NORM_QUANT)
+    return _row(rec, name, int(T), NORM_QUANT)["median_us"], rec, NORM_QUANT
+
+
+def _norm_quant_vs_compile(T):
+    rec = record(NORM_QUANT)
+    ours = _row(rec, "norm_quant_fused", int(T), NORM_QUANT)["median_us"]
+    theirs = _row(rec, "compiled_rmsnorm_quant", int(T), NORM_QUANT)["median_us"]
+    return theirs / ours, rec, NORM_QUANT
+
+
+@dataclass(frozen=True)
+class Family:
+    compute: Callable[..., tuple[float, dict, str]]   # args -> (value, record, its path)
+    args: tuple[str, ...]
+    unit: str          # printed after the value: " µs", "%", "×"
+    digits: int
+
+
+FAMILIES = {
+    "decode_us": Family(_decode_us, ("STEM", "CHANGE", "T"), " µs", 1),
+    "decode_peak": Family(_decode_peak, ("STEM", "CHANGE", "T"), "%", 0),
+    "decode_saved_us": Family(_decode_saved_us, ("STEM", "CHANGE", "T"), " µs", 1),
+    "norm_quant_us": Family(_norm_quant_us, ("ROW", "T"), " µs", 2),
+    "norm_quant_vs_compile": Family(_norm_quant_vs_compile, ("T",), "×", 2),
+}
+
+
+@dataclass(frozen=True)
+class Quote:
+    """One figure as a page shows it: its text and where it was measured."""
+    key: str
+    value: float
+    text: str
+    path: str          # the record, relative to the repository's root
+    gpu: str
+    date: str
+    commit: str
+
+    def where(self) -> str:
+        """The line a reader sees on hover."""
+        return (f"measured on an {self.gpu} on {self.date[:10]} at commit {self.commit[:7]}: "
+                f"{self.path}")
+
+
+def quote(key: str) -> Quote:
+    """The figure ``key`` names (``"family arg ..."``, the module's docstring lists them); a
+    KeyError that says what is wrong and what exists where it names nothing."""
+    family, *args = key.split()
+    if family not in FAMILIES:
+        raise KeyError(f"no measured family {family!r}; the families: {sorted(FAMILIES)}")
+    fam = FAMILIES[family]
+    if len(args) != len(fam.args):
+        raise KeyError(f"{family} takes {' '.join(fam.args)}; {key!r} gives {len(args)} "
+                       "arguments")
+    value, rec, path = fam.compute(*args)
+    prov = rec.get("provenance", {})
+    return Quote(key, value, f"{value:.{fam.digits}f}{fam.unit}", path,
+                 prov.get("gpu") or "unknown GPU", prov.get("date") or "", prov.get("commit")
+                 or "")
