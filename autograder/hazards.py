@@ -3,7 +3,7 @@
 A race between blocks, a race on shared memory, a barrier not every thread reaches, a read
 past the end of an input: each can leave the values right on one run and wrong on the next,
 so a grader that judged values alone gave the same kernel different verdicts run to run and
-grader to grader (issue 41). Found by the simulator's access tracer (``book.simhazards``: the
+grader to grader (issue 41). Found by the simulator's access tracer (``book.simulator.hazard_recorder``: the
 same check on every grader, a simulated run of the student's function) or, on a GPU, by
 compute-sanitizer (``autograder/sanitize.py``), a hazard costs the case it was found in its
 points, and is said as what it is, never as a wrong value or as work done on the host.

@@ -25,7 +25,7 @@ def generate(spec: dict) -> np.ndarray:
 # Every array the grader hands a submission (inputs, outputs; the replay's scratch) is the
 # middle of a larger allocation: ``guard`` elements before and after it, poisoned. A store
 # past the end of ``out`` (or before its start) lands in a guard zone instead of in another
-# array, on a GPU and in the simulator alike (book/sim_addressing.py addresses a simulated
+# array, on a GPU and in the simulator alike (book/simulator/addressing.py addresses a simulated
 # kernel's arrays as the GPU does), and the grader finds it there after the call. The output's
 # guards hold a NaN with a payload no arithmetic produces (a kernel's NaN is the canonical
 # one), so any store changes them; the inputs' guards hold the canonical NaN, so a load past

@@ -152,7 +152,7 @@ class Judge:
 
     # -- hazards on a GPU: the simulator's trace, in the simulator's words
     def trace_hazards(self, result, cells):
-        """On a GPU, the hazards the simulator's access tracer finds (book.simhazards: races
+        """On a GPU, the hazards the simulator's access tracer finds (book.simulator.hazard_recorder: races
         between blocks, races on shared memory, reads outside an input) cost points as they do
         in the simulator, in the same words: a simulator child loads the submission and runs
         the simulator's version of each case (``ctx.sim_cases``: the public cases and the

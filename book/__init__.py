@@ -39,39 +39,11 @@ GPU or simulator
   sm_75, bf16 m16n8k16 and ``cp.async`` from sm_80, ``wgmma`` on sm_90a only) and the one check
   that refuses a GPU without them, naming it as the switch's target, this GPU or one asked
   about (``tensorcore.check_capability`` and ``hopper.check_capability`` are it; issue 44).
-  ``simfidelity``: where Numba's simulator would compute what a GPU does not, it does as the
-  GPU does (a 2-D device array's ``.T`` is a copy, as numba-cuda's transpose kernel makes it; a
-  block's threads asking for a ``cuda.shared.array`` at once all get the one array, where
-  numba-cuda's lookup-then-store could give a preempted thread an ``np.empty`` array of its
-  own: chapter 7's dual GEMM's inf on loaded CI machines, tests/library/test_simfidelity.py);
-  applied by ``gpu`` when it picks the simulator.
-  ``simscheduler``: the simulator's block loop paused between passes instead of holding the
-  GIL from the threads it waits for, several times faster (records/simulator/); a grid's
-  blocks run in a seeded order (``block_order``, ``BOOK_SIM_BLOCK_ORDER``: a seed, default 0,
-  or ``index``), the same in every process; it counts each thread's barriers and tells the
-  hazard recorder which threads each barrier releases; applied by ``gpu`` too.
-  ``simsequential``: a block of a kernel whose code (and every function it reaches) has no
-  barrier, warp exchange or while loop runs its threads one after another on the launching
-  Python thread, each still its ``BlockThread`` to ``threading.current_thread()`` (the hazard
-  recorder, the tracer): less CPU for the elementwise labs and chapters, measured in
-  records/simulator/simsequential_cpu.json (``BOOK_SIM_SEQUENTIAL=0``: always threaded);
-  called by ``simscheduler``'s loop.
-  ``sim_addressing``: a simulated kernel's arrays addressed as on a GPU (an index past a
-  dimension is the next element in memory; only an address outside the allocation raises):
-  the grader's driver and ``check()`` launch through it, so a store past the end of ``out``
-  lands in its guard zone in the simulator as on a GPU.
-  ``simhazards``: hazards in simulated launches (issue 41): ``recording(bodies)`` watches every
-  launch inside it (``launch``, in the grader's child and ``sim_addressing.installed``): its
-  arrays, shared arrays, ``cuda.atomic.*``, fences and barriers, and gives
-  ``autograder/hazards.py``'s findings (``Recorder.hazards()``: races between blocks and
-  between warps, barriers not every thread reaches, reads outside an array, each with its
-  array, flat index and the student's line), capped where a trace would be too large
-  (``Recorder.notes``); its cost: records/simulator/simhazards_cost.json;
-  tests/library/test_simhazards.py, the labs' in tests/grader/test_hazard_trace.py.
-  ``happens_before``: the analysis of one simulated launch's events: the happens-before the
-  course teaches (program order, barriers, a fence then an atomic released, a later atomic on
-  the word acquired), and the races, divergent barriers and reads outside an array it finds,
-  in the student's words.
+  ``simulator``: Numba's CUDA simulator made to behave as a GPU does (shared arrays, the
+  blocks' order, a 2-D array's ``.T``, addresses past a dimension), faster (a waiting block
+  scheduler, blocks without barriers run thread by thread) and watched for hazards (races,
+  divergent barriers, reads outside an array, by the happens-before the course teaches); its
+  package docstring is its map.
   ``numba_compat``: every reach past numba-cuda's public API, one function each, checked
   against the installed numba-cuda by tests/library/test_numba_compat.py.
   ``sanitizer``: compute-sanitizer (memcheck with padding, racecheck, synccheck) run and parsed

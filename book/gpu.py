@@ -25,7 +25,8 @@ import os
 import sys
 from dataclasses import dataclass
 
-from . import simfidelity, simscheduler, target
+from . import target
+from .simulator import fidelity, scheduler
 
 # The error mapping lives in a module with no imports from book or numba, so it
 # can be loaded (and tested) next to a real, un-simulated numba.cuda.
@@ -206,8 +207,8 @@ def _init() -> tuple[bool, str]:
                 "(Numba cannot switch to its simulator once numba.cuda is loaded)."
             )
         _enable_simulator()
-        simfidelity.apply()   # where the simulator would differ from a GPU, it does as the GPU does
-        simscheduler.apply()  # its block scheduler waits instead of spinning (several times faster)
+        fidelity.apply()   # where the simulator would differ from a GPU, it does as the GPU does
+        scheduler.apply()  # its block scheduler waits instead of spinning (several times faster)
         if not _truthy("BOOK_QUIET"):
             line = SIMULATOR_LINE
             if reason.startswith(("BOOK_SIMULATOR", "NUMBA_ENABLE_CUDASIM")):
@@ -219,8 +220,8 @@ def _init() -> tuple[bool, str]:
         return True, reason
     if state == "simulator":
         # Someone imported numba.cuda in simulator mode first: respect it.
-        simfidelity.apply()
-        simscheduler.apply()
+        fidelity.apply()
+        scheduler.apply()
         return True, "numba.cuda was already imported in simulator mode"
     _compile_for_the_target()
     return False, reason

@@ -164,7 +164,7 @@ def sim_shared_array(shared, shape, dtype, caller):
     keys a static array by the line that asks for it, which it finds on the stack: a wrapper
     around ``array`` must say the line itself), or the launch's dynamic buffer for
     ``shape == 0``. ``shared`` is the running kernel's ``cuda.shared``. Safe when the block's
-    threads ask at once (numba-cuda's own ``array`` is not: book/simfidelity.py replaces it
+    threads ask at once (numba-cuda's own ``array`` is not: book/simulator/fidelity.py replaces it
     by this)."""
     import numpy as np
 
@@ -209,7 +209,7 @@ def sim_cuda_module_class():
     return kernelapi.FakeCUDAModule
 
 
-#: the simulator's device array module (book/simfidelity.py patches it when it is imported)
+#: the simulator's device array module (book/simulator/fidelity.py patches it when it is imported)
 SIM_ARRAY_MODULE = "numba.cuda.simulator.cudadrv.devicearray"
 
 
@@ -224,12 +224,12 @@ def host_array(a):
 
 
 #: the simulator's kernel API module: its ``FakeCUDAShared`` makes a block's shared arrays
-#: (book/simfidelity.py replaces its ``array`` when the module is imported)
+#: (book/simulator/fidelity.py replaces its ``array`` when the module is imported)
 SIM_KERNELAPI_MODULE = "numba.cuda.simulator.kernelapi"
 
 
 #: the simulator's kernel module: its ``BlockManager`` runs a block's threads
-#: (book/simscheduler.py replaces its ``run`` when the module is imported)
+#: (book/simulator/scheduler.py replaces its ``run`` when the module is imported)
 SIM_KERNEL_MODULE = "numba.cuda.simulator.kernel"
 
 

@@ -454,15 +454,15 @@ class KernelLab(LabSpec):
         """Call ``fn`` on one of ``step``'s cases in this process: (output, note, inputs).
         Every array sits between guard zones, as the grader hands them (``guard=False``:
         exact allocations, for compute-sanitizer); in the simulator the kernels' arrays are
-        addressed as on a GPU (book.sim_addressing), so a store past the end of ``out`` is
+        addressed as on a GPU (book.simulator.addressing), so a store past the end of ``out`` is
         found in its guard zone here as on a GPU, and the note says so in the grader's words;
-        and every simulated launch is watched for hazards (book.simhazards: races, barriers,
+        and every simulated launch is watched for hazards (book.simulator.hazard_recorder: races, barriers,
         reads outside an array), each said in the note as the grader says it (autograder.hazards)."""
         import numpy as np
         from numba import cuda
 
-        from book import simhazards
-        from book.sim_addressing import installed
+        from book.simulator import hazard_recorder
+        from book.simulator.addressing import installed
 
         from .. import hazards
         from book.answers import guard_notes
@@ -476,7 +476,7 @@ class KernelLab(LabSpec):
             g = self.guard(a.shape, a.dtype) if guard else 0
             flats[n] = (cuda.to_device(guarded(a, g, "out" if n == step.output else "in")), g)
             dev[n] = flats[n][0][g:g + a.size].reshape(a.shape)
-        with simhazards.recording([(d, n) for n, d in dev.items()]) as watch, installed():
+        with hazard_recorder.recording([(d, n) for n, d in dev.items()]) as watch, installed():
             fn(*[dev[p] if p in dev else case[p] for p in step.params])
             cuda.synchronize()
         found, got, note = [], None, ""

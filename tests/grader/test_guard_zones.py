@@ -1,6 +1,6 @@
 """Guard zones (issue 28): every array the grader hands a submission sits between two
 poisoned guard zones (autograder/inputs.py), a simulated kernel's arrays are addressed as on a
-GPU (book/sim_addressing.py), and a store outside `out` or an input is reported in one set of
+GPU (book/simulator/addressing.py), and a store outside `out` or an input is reported in one set of
 words (book.answers.guard_message) by check(), the grader (tests/grader/test_bounds_grading.py)
 and the GPU replay. In Numba's simulator, with the real allocations and kernels."""
 
@@ -71,7 +71,7 @@ def test_the_words():
 def test_a_simulated_kernel_addresses_its_arrays_as_a_gpu_does():
     """An index past a dimension is the next element in memory, a negative index wraps
     once, and only an address outside the allocation raises: here as in compiled code."""
-    from book.sim_addressing import installed
+    from book.simulator.addressing import installed
 
     @cuda.jit
     def stores(out, F):

@@ -1,4 +1,4 @@
-"""The simulator's hazard trace (book/simhazards.py) on the labs' real kernels, as check() runs
+"""The simulator's hazard trace (book/simulator/hazard_recorder.py) on the labs' real kernels, as check() runs
 them (KernelLab.run_step) and as the grader's child reports them (launches.watching_hazards,
 the reply's "hazards"): lab 6's master has none, at its public cases and at a split-K case;
 its faults are each reported with their kind, array and flat index (a counter without an
@@ -20,7 +20,7 @@ from repo import FIXTURES, ROOT
 
 from autograder import hazards, labs, master
 from autograder.labs.edits import Edit
-from book import simscheduler
+from book.simulator import scheduler
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM,
                                 reason="the simulator's hazard trace (a GPU runs it in a child)")
@@ -100,11 +100,11 @@ def test_the_verdict_is_the_same_over_runs_and_block_orders():
     got = []
     try:
         for seed in (0, 0, 1, 5, None):
-            simscheduler.set_block_order(seed)
+            scheduler.set_block_order(seed)
             said, _ = _found(LAB6, fn, SPLIT)
             got.append(_key(said))
     finally:
-        simscheduler.set_block_order(simscheduler._seed_from_env())
+        scheduler.set_block_order(scheduler._seed_from_env())
     assert got[0] and all(g == got[0] for g in got), got
 
 
@@ -166,7 +166,7 @@ from numba import cuda
 from autograder import labs
 from autograder.inputs import generate, guarded
 from autograder.sandbox.inside import launches
-from book.sim_addressing import installed
+from book.simulator.addressing import installed
 lab = labs.get("lab6_decode_mlp_up")
 case = json.loads(sys.argv[2])
 ns = {"__name__": "submission"}

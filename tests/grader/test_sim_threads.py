@@ -11,7 +11,7 @@
 - a block the simulator still cannot start is the grader's limit: "not graded in the
   simulator", with what the grading process had, a GPU regrade and a review flag; never "your
   function raised" (lab 4's, whose threads wait at barriers);
-- a block of a barrier-free kernel (lab 2's) needs no threads: book/simsequential.py runs them
+- a block of a barrier-free kernel (lab 2's) needs no threads: book/simulator/sequential.py runs them
   in turn, so it grades in full where its 1024 threads could not be started.
 """
 
@@ -121,7 +121,7 @@ def test_a_block_the_simulator_cannot_start_is_the_graders_problem(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="RLIMIT_NPROC of the child's own uid needs root")
 def test_a_barrier_free_block_grades_without_threads(tmp_path):
-    # lab 2's kernels have no barrier: book/simsequential.py runs a block's 1024 threads in
+    # lab 2's kernels have no barrier: book/simulator/sequential.py runs a block's 1024 threads in
     # turn on the child's own thread, so 66 tasks are enough (threaded, it could not start them)
     r = grade(tmp_path, "lab2_packed_swiglu", "tasks = 2\n")
     tests = correctness(r)

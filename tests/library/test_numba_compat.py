@@ -169,8 +169,8 @@ def test_bfloat16_rounds_once_the_same_everywhere():
 
 
 def test_the_simulators_atomics_fences_barriers_and_shared_arrays_where_simhazards_reaches():
-    """book.simhazards watches the simulator's atomics, fences and shared arrays, and
-    book.simscheduler's loop reads the grid and releases the barriers."""
+    """book.simulator.hazard_recorder watches the simulator's atomics, fences and shared arrays, and
+    book.simulator.scheduler's loop reads the grid and releases the barriers."""
     atomic = nc.sim_atomic_class()
     for name in nc.SIM_ATOMICS:
         fn = getattr(atomic, name, None)
@@ -182,7 +182,7 @@ def test_the_simulators_atomics_fences_barriers_and_shared_arrays_where_simhazar
     for name in ("threadfence", "threadfence_system", "threadfence_block", "syncthreads"):
         assert callable(getattr(module, name, None)), fixed(f"FakeCUDAModule.{name}")
     # sim_shared_array gives what numba-cuda's FakeCUDAShared.array gives, keyed as it keys it
-    # (book/simfidelity.py keeps numba-cuda's as _numba_array when it replaces it)
+    # (book/simulator/fidelity.py keeps numba-cuda's as _numba_array when it replaces it)
     shared = nc.sim_shared_class()(16)
     a = getattr(type(shared), "_numba_array", type(shared).array)(shared, 4, np.float32)
     (key,) = shared._allocations
@@ -192,4 +192,4 @@ def test_the_simulators_atomics_fences_barriers_and_shared_arrays_where_simhazar
     assert dyn.size == 4 and np.shares_memory(dyn, shared._dynshared), fixed(
         "FakeCUDAShared._dynshared, _dynshared_size (sim_shared_array)")
     init = inspect.getsource(nc.sim_block_manager_class().__init__)
-    assert "self._grid_dim" in init, fixed("BlockManager._grid_dim (book/simscheduler.py's run_block)")
+    assert "self._grid_dim" in init, fixed("BlockManager._grid_dim (book/simulator/scheduler.py's run_block)")

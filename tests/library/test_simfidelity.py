@@ -1,4 +1,4 @@
-"""The simulator does what a GPU does where the two would differ (book/simfidelity.py).
+"""The simulator does what a GPU does where the two would differ (book/simulator/fidelity.py).
 
 Each case runs in a fresh process with the simulator forced, as `import book` starts it for a
 notebook, `check()` or the grader's children."""
@@ -74,7 +74,8 @@ def test_every_thread_of_a_block_gets_the_one_shared_array_when_two_ask_at_once(
         import book
         import numpy as np
         from numba import cuda
-        from book import numba_compat as nc, simfidelity
+        from book import numba_compat as nc
+        from book.simulator import fidelity
         from book.kernels import dual_gemm
 
         class Preempted(dict):
@@ -100,7 +101,7 @@ def test_every_thread_of_a_block_gets_the_one_shared_array_when_two_ask_at_once(
             MISSED.clear()
 
         cls.__init__ = preempted_init
-        print(cls.array is getattr(simfidelity, "shared_array_of_the_block", None))
+        print(cls.array is getattr(fidelity, "shared_array_of_the_block", None))
 
         # the course's own lookup (the hazard recorder's), asked by two threads at once
         shared = cls(0)

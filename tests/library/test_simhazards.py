@@ -1,5 +1,5 @@
-"""book/simhazards.py: hazards found in simulated launches, whatever the threads' schedule and
-the blocks' order; and book/simscheduler.py's seeded block order.
+"""book/simulator/hazard_recorder.py: hazards found in simulated launches, whatever the threads' schedule and
+the blocks' order; and book/simulator/scheduler.py's seeded block order.
 
 Small kernels of the patterns the course teaches (chapter 7's last-block reduction, a block
 reduction through shared memory, a token loop), each right and with one fault: a race between
@@ -16,8 +16,8 @@ import pytest
 import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
 from numba import config, cuda, float32, int32
 
-from book import simhazards, simscheduler
-from book.sim_addressing import installed
+from book.simulator import hazard_recorder, scheduler
+from book.simulator.addressing import installed
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM,
                                 reason="the simulator's hazard trace (a GPU has compute-sanitizer)")
@@ -131,7 +131,7 @@ def _run_splitk(kernel, rows=2, n=200, seed=0, **limits):
     dx, dout = cuda.to_device(x), cuda.to_device(np.zeros(rows, np.float32))
     part = cuda.to_device(np.zeros(rows * SPLITS, np.float32))
     count = cuda.to_device(np.zeros(rows, np.int32))
-    with simhazards.recording([(dx, "x"), (dout, "out")], **limits) as rec, installed():
+    with hazard_recorder.recording([(dx, "x"), (dout, "out")], **limits) as rec, installed():
         kernel[rows * SPLITS, THREADS](dx, part, count, dout, n)
     return rec.hazards(), rec.notes, dout.copy_to_host(), x.reshape(rows, n).sum(axis=1)
 
@@ -179,11 +179,11 @@ def test_the_verdict_is_the_same_whatever_the_blocks_order():
     said = []
     try:
         for seed in (None, 0, 1, 7):
-            simscheduler.set_block_order(seed)
+            scheduler.set_block_order(seed)
             found, _, _, _ = _run_splitk(_splitk_plain_counter)
             said.append([(h["kind"], h["array"], h["index"], h["count"]) for h in found])
     finally:
-        simscheduler.set_block_order(simscheduler._seed_from_env())
+        scheduler.set_block_order(scheduler._seed_from_env())
     assert said[0] and all(s == said[0] for s in said), said
 
 
@@ -222,7 +222,7 @@ def test_a_shared_word_written_by_one_warp_and_read_by_another_needs_a_barrier(b
     x = cuda.to_device(np.arange(2 * THREADS, dtype=np.float32))
     out = cuda.to_device(np.zeros(2, np.float32))
     for _ in range(3):   # the same verdict whatever Python's thread schedule did
-        with simhazards.recording([(x, "x"), (out, "out")]) as rec, installed():
+        with hazard_recorder.recording([(x, "x"), (out, "out")]) as rec, installed():
             _block_sum(barrier)[2, THREADS](x, out)
         if barrier:
             assert rec.hazards() == []
@@ -247,7 +247,7 @@ def _branch_barrier(out):
 
 def test_threads_released_from_different_barriers_are_a_barrier_hazard():
     out = cuda.to_device(np.zeros(THREADS, np.int32))
-    with simhazards.recording([(out, "out")]) as rec, installed():
+    with hazard_recorder.recording([(out, "out")]) as rec, installed():
         _branch_barrier[1, THREADS](out)
     (h,) = rec.hazards()
     assert h["kind"] == "barrier" and h["index"] is None
@@ -272,7 +272,7 @@ def test_a_read_into_a_guard_zone_is_a_read_past_the_input():
     x = np.arange(40, dtype=np.float32)
     _, dx = _guarded(x, 8)
     _, dout = _guarded(np.zeros(40, np.float32), 8)
-    with simhazards.recording([(dx, "x"), (dout, "out")]) as rec, installed():
+    with hazard_recorder.recording([(dx, "x"), (dout, "out")]) as rec, installed():
         _one_past[2, 32](dx, dout)
     (h,) = rec.hazards()
     assert (h["kind"], h["array"], h["index"], h["count"]) == ("read_past", "x", 40, 1)
@@ -283,7 +283,7 @@ def test_a_read_into_a_guard_zone_is_a_read_past_the_input():
 def test_a_read_past_the_allocation_is_recorded_before_it_raises():
     dx = cuda.to_device(np.arange(40, dtype=np.float32))
     dout = cuda.to_device(np.zeros(40, np.float32))
-    with simhazards.recording([(dx, "x"), (dout, "out")]) as rec, installed():
+    with hazard_recorder.recording([(dx, "x"), (dout, "out")]) as rec, installed():
         with pytest.raises(IndexError, match="out of bounds of the memory"):
             _one_past[2, 32](dx, dout)
     assert _kinds(rec.hazards()) == [("read_past", "x", 40)]
@@ -301,7 +301,7 @@ def test_a_16_byte_load_past_the_end_is_read_element_by_element():
 
     _, dx = _guarded(np.ones(30, np.float32), 16)    # 7.5 pieces: the 8th reads 2 past
     _, dout = _guarded(np.zeros(8, np.float32), 16)
-    with simhazards.recording([(dx, "x"), (dout, "out")]) as rec, installed():
+    with hazard_recorder.recording([(dx, "x"), (dout, "out")]) as rec, installed():
         pairs[1, 32](dx, dout)
     (h,) = rec.hazards()
     assert (h["kind"], h["array"], h["index"], h["count"]) == ("read_past", "x", 30, 2)
@@ -338,7 +338,7 @@ def test_atomics_between_blocks_and_consecutive_launches_are_no_race():
     bins = cuda.to_device(np.zeros(4, np.int32))
     a = cuda.to_device(np.zeros(64, np.float32))
     out = cuda.to_device(np.zeros(64, np.float32))
-    with simhazards.recording([(x, "x"), (bins, "bins")]) as rec, installed():
+    with hazard_recorder.recording([(x, "x"), (bins, "bins")]) as rec, installed():
         _histogram[4, 32](x, bins)
         _write[2, 32](a)
         _read_neighbour[2, 32](a, out)
@@ -350,10 +350,10 @@ def test_nothing_is_recorded_outside_a_recording():
     out = cuda.to_device(np.zeros(THREADS, np.int32))
     with installed():
         _branch_barrier[1, THREADS](out)
-    assert simhazards.ACTIVE is None
+    assert hazard_recorder.ACTIVE is None
     from book import numba_compat as nc
 
-    assert nc.sim_shared_class().array.__module__ != simhazards.__name__
+    assert nc.sim_shared_class().array.__module__ != hazard_recorder.__name__
 
 
 # ---------------------------------------------------------------- the blocks' seeded order
@@ -365,43 +365,43 @@ def _arrival(order, count):
 
 
 def _order(seed, blocks=16):
-    simscheduler.set_block_order(seed)
+    scheduler.set_block_order(seed)
     try:
         order = cuda.to_device(np.zeros(blocks, np.int32))
         _arrival[blocks, 1](order, cuda.to_device(np.zeros(1, np.int32)))
         return order.copy_to_host().tolist()
     finally:
-        simscheduler.set_block_order(simscheduler._seed_from_env())
+        scheduler.set_block_order(scheduler._seed_from_env())
 
 
 def test_the_blocks_run_in_a_seeded_order_the_same_in_every_process():
     assert _order(None) == list(range(16))
     a = _order(0)
     assert sorted(a) == list(range(16)) and a != list(range(16))
-    assert a == simscheduler.block_order((16, 1, 1), 0) == _order(0)
+    assert a == scheduler.block_order((16, 1, 1), 0) == _order(0)
     assert _order(1) != a
     # two blocks: never the index order (the reverse, when the draw would give it)
-    assert simscheduler.block_order((2, 1, 1), 0) == [1, 0]
+    assert scheduler.block_order((2, 1, 1), 0) == [1, 0]
     # a 2-D grid: every block once, blockIdx as the linear order says
-    order = simscheduler.block_order((3, 2, 1), 5)
+    order = scheduler.block_order((3, 2, 1), 5)
     assert sorted(order) == list(range(6))
 
 
 def test_a_race_free_kernel_computes_the_same_values_in_any_order():
     got = []
     for seed in (None, 0, 3):
-        simscheduler.set_block_order(seed)
+        scheduler.set_block_order(seed)
         try:
             _, _, out, want = _run_splitk(_splitk, rows=3, n=300)
         finally:
-            simscheduler.set_block_order(simscheduler._seed_from_env())
+            scheduler.set_block_order(scheduler._seed_from_env())
         got.append(out)
     np.testing.assert_allclose(got[0], want, rtol=1e-5)
     assert all(np.array_equal(g, got[0]) for g in got)
 
 
 def test_only_words_two_warps_or_blocks_use_with_a_plain_write_are_looked_at():
-    from book.happens_before import R, W, _shared_words
+    from book.simulator.happens_before import R, W, _shared_words
 
     E = np.array([[W, 100, 0, 0, 0, 0, 1],    # word 100: warp 0 writes, warp 1 reads
                   [R, 200, 0, 0, 0, 0, 1],    # word 200: two warps, reads only

@@ -1,4 +1,4 @@
-"""book/simscheduler.py: the simulator's block loop, pausing between passes, does what
+"""book/simulator/scheduler.py: the simulator's block loop, pausing between passes, does what
 numba-cuda's does (barriers, shared memory, exceptions), and is the one the simulator runs."""
 
 from __future__ import annotations
@@ -13,24 +13,25 @@ import pytest
 import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
 from numba import cuda
 
-from book import numba_compat as nc, simscheduler
+from book import numba_compat as nc
+from book.simulator import scheduler
 
 pytestmark = pytest.mark.skipif(not numba.config.ENABLE_CUDASIM,
                                 reason="the simulator's block scheduler: a GPU has none")
 
-# sha256 of numba-cuda 0.30.4's BlockManager.run source, the loop book/simscheduler.py copies
+# sha256 of numba-cuda 0.30.4's BlockManager.run source, the loop book/simulator/scheduler.py copies
 NUMBA_RUN_SHA256 = "54626c6819f55d514a598517b1467ed1cc2e7c3bf1f3b9814e13ef2a4ba3541f"
 
 
 def test_the_simulator_runs_the_pausing_loop_and_keeps_numbas():
     cls = nc.sim_block_manager_class()
-    assert cls.run is simscheduler.run_block
+    assert cls.run is scheduler.run_block
     src = inspect.getsource(cls._numba_run)
     assert hashlib.sha256(src.encode()).hexdigest() == NUMBA_RUN_SHA256, (
         "numba-cuda's BlockManager.run changed: copy the new loop into "
-        "book/simscheduler.py's run_block (adding only its time.sleep(0)), then set "
+        "book/simulator/scheduler.py's run_block (adding only its time.sleep(0)), then set "
         "NUMBA_RUN_SHA256 here")
-    assert "time.sleep(0)" in inspect.getsource(simscheduler.run_block)
+    assert "time.sleep(0)" in inspect.getsource(scheduler.run_block)
 
 
 @cuda.jit

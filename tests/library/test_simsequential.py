@@ -1,4 +1,4 @@
-"""book/simsequential.py: a simulated block whose threads never meet runs them one after another
+"""book/simulator/sequential.py: a simulated block whose threads never meet runs them one after another
 on the launching Python thread, with the values, exceptions and hazards of the threaded path;
 a kernel with a barrier, a warp exchange or a while loop keeps the threaded path."""
 
@@ -10,8 +10,9 @@ import pytest
 import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
 from numba import config, cuda, float32, int32
 
-from book import numba_compat as nc, simhazards, simsequential
-from book.sim_addressing import installed
+from book import numba_compat as nc
+from book.simulator import hazard_recorder, sequential
+from book.simulator.addressing import installed
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM,
                                 reason="the simulator's block scheduler: a GPU has none")
@@ -34,14 +35,14 @@ def starts(monkeypatch):
 
 def _both(run):
     """``run()`` with the sequential path on, then off (the threaded path)."""
-    was = simsequential.enabled()
+    was = sequential.enabled()
     try:
-        simsequential.set_enabled(True)
+        sequential.set_enabled(True)
         on = run()
-        simsequential.set_enabled(False)
+        sequential.set_enabled(False)
         off = run()
     finally:
-        simsequential.set_enabled(was)
+        sequential.set_enabled(was)
     return on, off
 
 
@@ -69,7 +70,7 @@ def test_a_barrier_free_kernel_runs_on_one_python_thread_with_the_same_values(st
     rng = np.random.default_rng(0)
     g, u = rng.standard_normal(300).astype(np.float32), rng.standard_normal(300).astype(np.float32)
     x = rng.standard_normal((5, 70)).astype(np.float32)
-    assert simsequential.verdict(_swiglu.fn) == (True, "")
+    assert sequential.verdict(_swiglu.fn) == (True, "")
 
     def run():
         before = starts[0]
@@ -135,7 +136,7 @@ def test_a_kernel_whose_threads_meet_keeps_the_threaded_path(starts):
     for k, word in ((_uses_barrier, "syncthreads"), (_calls_a_barrier, "syncthreads"),
                     (_shuffles, "shfl_down_sync"), (_votes, "ballot_sync"),
                     (_spins, "while loop"), (_warp_exchange, "shfl_xor")):
-        ok, why = simsequential.verdict(k.fn)
+        ok, why = sequential.verdict(k.fn)
         assert not ok and word in why, (k.fn.__name__, why)
     out = np.zeros(64, np.float32)
     _uses_barrier[1, 64](out)
@@ -153,7 +154,7 @@ def test_the_course_warp_exchange_keeps_the_threaded_path():
     def reduce_warp(x, out):
         out[cuda.threadIdx.x] = tensorcore.shfl_xor(x[cuda.threadIdx.x], 1)
 
-    ok, why = simsequential.verdict(reduce_warp.fn)
+    ok, why = sequential.verdict(reduce_warp.fn)
     assert not ok and "shfl_xor" in why
     x = np.arange(32, dtype=np.float32)
     out = np.zeros(32, np.float32)
@@ -175,7 +176,7 @@ def _make_caller():
 
 def test_a_verdict_is_read_again_when_a_name_it_rests_on_changes():
     k = _make_caller()
-    assert simsequential.verdict(k.fn)[0]
+    assert sequential.verdict(k.fn)[0]
     g = _calls_a_barrier.fn.__globals__
     old = g["_helper_with_barrier"]
     try:
@@ -183,10 +184,10 @@ def test_a_verdict_is_read_again_when_a_name_it_rests_on_changes():
         def no_barrier():
             return 0
         g["_helper_with_barrier"] = no_barrier
-        assert simsequential.verdict(_calls_a_barrier.fn)[0]
+        assert sequential.verdict(_calls_a_barrier.fn)[0]
     finally:
         g["_helper_with_barrier"] = old
-    assert not simsequential.verdict(_calls_a_barrier.fn)[0]
+    assert not sequential.verdict(_calls_a_barrier.fn)[0]
 
 
 @cuda.jit
@@ -229,7 +230,7 @@ def test_the_hazard_recorder_names_the_same_races_in_a_sequential_block(starts):
     def run():
         count = cuda.to_device(np.zeros(1, np.int32))
         out = cuda.to_device(np.zeros(128, np.int32))
-        with simhazards.recording([(out, "out")]) as rec, installed():
+        with hazard_recorder.recording([(out, "out")]) as rec, installed():
             _racy[2, 64](count, out)
         return rec.hazards(), count.copy_to_host().tolist()
 
@@ -253,5 +254,5 @@ def test_each_function_a_module_gives_is_looked_into():
         out[0] = tensorcore.unpack(x[0])[0]       # the module, for a harmless function
         out[1] = multiply(x, x, x)[0]             # ... then named again, for another
 
-    ok, why = simsequential.verdict(kernel.fn)
+    ok, why = sequential.verdict(kernel.fn)
     assert not ok and "_exchange" in why, why

@@ -60,7 +60,7 @@ def run_test(fns, msg, workdir: str) -> dict:
     cuda.synchronize()
     before = launches.LAUNCHES[0]
     t0 = time.perf_counter()
-    with launches.watching_hazards(msg["args"], built) as watched:   # simulator: book.simhazards
+    with launches.watching_hazards(msg["args"], built) as watched:   # simulator: book.simulator.hazard_recorder
         ret, rec = recorded_call(fn, msg, built, whole, workdir)
     dt = time.perf_counter() - t0
     shapes = launches.launch_shapes()

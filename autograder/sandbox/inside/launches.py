@@ -2,7 +2,7 @@
 call, recorded (the child's side of the recording; the grader copies it out with
 autograder/recording.py).
 
-In the simulator every launch is also watched for hazards (book.simhazards: races between
+In the simulator every launch is also watched for hazards (book.simulator.hazard_recorder: races between
 blocks and between warps, barriers, reads outside an array), and :func:`watching_hazards`
 gives a call's findings for the grader's reply.
 
@@ -25,10 +25,11 @@ import os
 import numpy as np
 from numba import cuda
 
-from book import gpu, simhazards
+from book import gpu
+from book.simulator import hazard_recorder
 from book.numba_compat import (cubin, cufunc, host_array, intercept_gpu_launches, is_launch,
                                on_sim_kernel_made, patch_sim_call)
-from book.sim_addressing import gpu_addressed
+from book.simulator.addressing import gpu_addressed
 
 from .settings import SIM_MAX_THREADS
 
@@ -244,7 +245,7 @@ def install(channel) -> None:
                     # guard zone (autograder.inputs.guarded) instead of raising, and is found
                     # there, as on a GPU
                     args = gpu_addressed(args)
-                    with simhazards.launch(self, args):   # watched while a call's hazards are
+                    with hazard_recorder.launch(self, args):   # watched while a call's hazards are
                         return orig(self, *args)
                 return orig(self, *args)
             return counted
@@ -275,7 +276,7 @@ class HazardWatch:
 
 @contextlib.contextmanager
 def watching_hazards(args, built):
-    """Every simulated launch inside the block watched for hazards (book.simhazards), the
+    """Every simulated launch inside the block watched for hazards (book.simulator.hazard_recorder), the
     function's arrays (``args``: the test's argument list, ``built``: what the function got)
     named by their parameters; yields a :class:`HazardWatch`. Nothing on a GPU."""
     watch = HazardWatch()
@@ -283,7 +284,7 @@ def watching_hazards(args, built):
         yield watch
         return
     bodies = [(d, a["name"]) for a, d in zip(args, built) if a.get("role") in ("in", "out")]
-    with simhazards.recording(bodies) as rec:
+    with hazard_recorder.recording(bodies) as rec:
         try:
             yield watch
         finally:

@@ -34,7 +34,7 @@ How a thread still knows who it is: each simulated thread is still numba-cuda's
 ``_book_block``/``_book_epoch``/``_book_atomic``/``_book_frame``), never started; while it
 runs, ``threading.current_thread()`` on the launching thread returns it (CPython's
 ``threading._active`` entry for this thread is pointed at it, then restored), so the
-simulator's ``cuda.threadIdx``, :mod:`book.simhazards`' recorder, :mod:`book.sim_addressing`
+simulator's ``cuda.threadIdx``, :mod:`book.simulator.hazard_recorder`' recorder, :mod:`book.simulator.addressing`
 and the access tracer see the simulated thread as before. Each runs in a fresh
 ``contextvars.Context``, as a new thread starts (NumPy's error state is a context variable).
 An exception is numba-cuda's (``BlockThread.run`` words it: ``tid=[...] ctaid=[...]: ...``)
@@ -179,7 +179,7 @@ class _Scan:
         return True
 
     def value(self, v, where, name, names) -> bool:
-        from .numba_compat import sim_cuda_module_class, sim_kernel_class
+        from ..numba_compat import sim_cuda_module_class, sim_kernel_class
 
         if isinstance(v, sim_cuda_module_class()) or (
                 isinstance(v, types.ModuleType) and v.__name__.startswith("numba.cuda")):
@@ -224,7 +224,7 @@ def _at(instructions, offset):
 
 def _still(reads) -> bool:
     """Does every name the verdict read still hold the value it read?"""
-    from .numba_compat import sim_cuda_module_class
+    from ..numba_compat import sim_cuda_module_class
 
     fake = sim_cuda_module_class()
     for where, name, v in reads:
@@ -269,7 +269,7 @@ def qualifies(manager, args) -> bool:
 
 
 def _is_array(a) -> bool:
-    from .numba_compat import sim_array_class
+    from ..numba_compat import sim_array_class
 
     return isinstance(a, sim_array_class())
 
@@ -306,7 +306,7 @@ _SWAP_WORKS[0] = _check_swap()
 
 
 def _no_barrier(*_a):
-    raise RuntimeError("internal error: a block run sequentially (book/simsequential.py) "
+    raise RuntimeError("internal error: a block run sequentially (book/simulator/sequential.py) "
                        "reached a barrier; run it with BOOK_SIM_SEQUENTIAL=0 and report it")
 
 

@@ -1,4 +1,4 @@
-"""The happens-before analysis of one simulated launch's accesses (book/simhazards.py
+"""The happens-before analysis of one simulated launch's accesses (book/simulator/hazard_recorder.py
 records them): which accesses race, which barrier diverged, which reads fell outside an array,
 and each finding in the student's words.
 
@@ -19,7 +19,7 @@ plain writes only. Two accesses of different warps of one block to a shared word
 is a plain write and they are in the same epoch. The pass is over the events in the order they
 happened: deterministic whatever Python's thread schedule, since what one block may know of
 another is decided by atomics, which the simulator runs one at a time and the blocks' order
-(book/simscheduler.py), which is seeded.
+(book/simulator/scheduler.py), which is seeded.
 
 Knowledge of another block's events is a *cut* (:class:`_Cut`): its events of an epoch below
 ``E``, and thread t's up to its event ``s[t]``: a down-set of that block's order, which is what
@@ -39,7 +39,7 @@ import sys
 
 import numpy as np
 
-# the events book/simhazards.py records, each (kind, byte address, block, thread, epoch, site,
+# the events book/simulator/hazard_recorder.py records, each (kind, byte address, block, thread, epoch, site,
 # space): a plain read, a plain write, an atomic (read-modify-write), an atomic that adds zero
 # (a coherent read), a fence; in global or shared memory
 R, W, A, AR, F = 0, 1, 2, 3, 4

@@ -22,11 +22,11 @@ element). Slices and anything that is not one integer per dimension keep NumPy's
 but for the one slice the simulated tensor-core instructions take (``a[i:i + 8]`` of a flat
 array), which is addressed too.
 
-While :mod:`book.simhazards` records (the grader's calls, ``check()``), every element these
+While :mod:`book.simulator.hazard_recorder` records (the grader's calls, ``check()``), every element these
 arrays give or take is told to it before it is made (``Recorder.on_global``: the race analysis
 between blocks, and a read that lands outside the array it was made for, in a guard zone or
 past the allocation, recorded with the array's name and flat index); :func:`installed` wraps
-each launch in ``simhazards.launch``.
+each launch in ``hazard_recorder.launch``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from operator import index as _index
 
 import numpy as np
 
-from . import simhazards as _hz
+from . import hazard_recorder as _hz
 
 __all__ = ["gpu_addressed", "installed"]
 
@@ -74,7 +74,7 @@ def _flat_over_root(a: np.ndarray):
 def gpu_addressed(args):
     """``args`` of a launch, each device array (a simulator ``FakeCUDAArray``) replaced by one
     that indexes as the GPU would; everything else as it was."""
-    from .numba_compat import host_array, sim_array_class
+    from ..numba_compat import host_array, sim_array_class
 
     out = []
     for a in args:
@@ -87,7 +87,7 @@ def gpu_addressed(args):
 
 
 def _addressed_class():
-    from .numba_compat import host_array, sim_array_class
+    from ..numba_compat import host_array, sim_array_class
 
     FakeCUDAArray = sim_array_class()
 
@@ -103,7 +103,7 @@ def _addressed_class():
             made = cls(ary, stream)
             made._flat, made._start, made._steps = found
             made._dims = ary.shape
-            made._book_body = None   # simhazards: the array's body, found at first record
+            made._book_body = None   # hazard_recorder: the array's body, found at first record
             return made
 
         def _offset(self, idx):
@@ -208,12 +208,12 @@ _Addressed = _Lazy()
 def installed():
     """Within the block, every kernel launched in the simulator gets its device arrays
     addressed as on a GPU (:func:`gpu_addressed`); nothing changes on a GPU."""
-    from . import gpu
+    from .. import gpu
 
     if not gpu.SIMULATED:
         yield
         return
-    from .numba_compat import is_launch, patch_sim_call
+    from ..numba_compat import is_launch, patch_sim_call
 
     def wrap(orig):
         def call(self, *args):

@@ -26,20 +26,20 @@ Two more things the loop does that numba-cuda's does not (issue 41):
   default 0, or ``index`` for numba-cuda's order), the same in every process for the same
   grid, so a race-free kernel computes the same values as before and the grader, ``check()``
   and the kernel proof's replay all run the blocks in the same order. The blocks still run one
-  at a time: races between blocks are found by :mod:`book.simhazards`, which needs no luck.
+  at a time: races between blocks are found by :mod:`book.simulator.hazard_recorder`, which needs no luck.
 - **Each simulated thread knows its place**: ``_book_block`` (its block's linear index),
   ``_book_epoch`` (how many barriers it has passed: the loop counts them as it releases them)
-  and what :mod:`book.simhazards` keeps per thread; at each barrier the hazard recorder, when
+  and what :mod:`book.simulator.hazard_recorder` keeps per thread; at each barrier the hazard recorder, when
   one is recording, is told which threads it releases (threads waiting at different
   ``syncthreads`` are a barrier not every thread reaches).
-- **A block whose threads never meet runs them in turn** (:mod:`book.simsequential`): where
+- **A block whose threads never meet runs them in turn** (:mod:`book.simulator.sequential`): where
   the kernel's code, and every function it reaches, has no barrier, warp exchange or while
   loop, the block's threads run one after another on this Python thread instead of a Python
   thread each (one schedule a GPU may choose), each still its ``BlockThread`` to
   ``threading.current_thread()``; ``BOOK_SIM_SEQUENTIAL=0`` keeps every block threaded.
 
 :func:`apply` is called by :mod:`book.gpu` when it picks the simulator; like
-:mod:`book.simfidelity` it imports nothing of ``numba.cuda`` itself.
+:mod:`book.simulator.fidelity` it imports nothing of ``numba.cuda`` itself.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from __future__ import annotations
 import os
 import time
 
-from .numba_compat import SIM_KERNEL_MODULE, sim_block_thread_class, when_imported
+from ..numba_compat import SIM_KERNEL_MODULE, sim_block_thread_class, when_imported
 
 #: the seed of the blocks' order (None: numba-cuda's index order); BOOK_SIM_BLOCK_ORDER sets it
 _SEED = [None]
@@ -117,12 +117,12 @@ def run_block(self, grid_point, *args):
     know their block and count the barriers they pass (the module's docstring)."""
     import numpy as np
 
-    from . import simhazards, simsequential
+    from . import hazard_recorder, sequential
 
     grid_point, linear = _run_as(grid_point, self._grid_dim)
     block_thread = sim_block_thread_class()
-    if simsequential.qualifies(self, args):   # no barrier, no warp meeting: threads in turn
-        simsequential.run_block_in_turn(self, grid_point, linear, args, block_thread)
+    if sequential.qualifies(self, args):   # no barrier, no warp meeting: threads in turn
+        sequential.run_block_in_turn(self, grid_point, linear, args, block_thread)
         return
     threads = set()
     livethreads = set()
@@ -150,8 +150,8 @@ def run_block(self, grid_point, *args):
                     t_other.syncthreads_event.set()
                 raise t.exception[0].with_traceback(t.exception[1])
         if livethreads == blockedthreads:
-            if simhazards.ACTIVE is not None:
-                simhazards.ACTIVE.on_barrier(blockedthreads)
+            if hazard_recorder.ACTIVE is not None:
+                hazard_recorder.ACTIVE.on_barrier(blockedthreads)
             for t in blockedthreads:
                 t._book_epoch += 1
                 t.syncthreads_blocked = False

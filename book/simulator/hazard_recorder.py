@@ -1,9 +1,9 @@
 """Hazards in simulated launches: what a kernel does wrong that its values may not show.
 
-Numba's CUDA simulator runs the blocks of a grid one at a time (:mod:`book.simscheduler` runs
+Numba's CUDA simulator runs the blocks of a grid one at a time (:mod:`book.simulator.scheduler` runs
 them in a seeded order) and the threads of a block as Python threads: a race between blocks
 never shows in the values, a race between warps shows or not as Python schedules its threads,
-and a read past the end of an input reads its guard zone (:mod:`book.sim_addressing`) and
+and a read past the end of an input reads its guard zone (:mod:`book.simulator.addressing`) and
 nothing says so. Values alone gave the same kernel full marks on one run and none on the next
 (issue 41). This module watches every access instead and finds, deterministically whatever
 the threads' schedule:
@@ -11,7 +11,7 @@ the threads' schedule:
 - ``race_global``: a global word accessed by two blocks, at least one access a plain
   (non-atomic) write, with no happens-before between them: as the course teaches it, a
   ``cuda.threadfence()`` then an atomic releases a block's writes, a later atomic of another
-  block on the same word acquires them (:mod:`book.happens_before` says it in full).
+  block on the same word acquires them (:mod:`book.simulator.happens_before` says it in full).
 - ``race_shared``: a shared word written by one warp and read or written by another in the same
   barrier interval (no ``cuda.syncthreads()`` between; atomics on both sides excepted).
 - ``barrier``: the threads of a block released from one barrier while waiting at different
@@ -20,11 +20,11 @@ the threads' schedule:
   (the grader's and ``check()``'s arrays are the middle of larger allocations,
   ``autograder/inputs.py``) or outside the allocation (which then raises as well).
 
-This module records (the hooks, the events of each launch); :mod:`book.happens_before`
+This module records (the hooks, the events of each launch); :mod:`book.simulator.happens_before`
 analyses a launch's events when it ends and says each finding in words.
 
 What is watched: every array a simulated launch gets, addressed as on a GPU
-(``sim_addressing``'s arrays call :meth:`Recorder.on_global`), the shared arrays its blocks make
+(``addressing``'s arrays call :meth:`Recorder.on_global`), the shared arrays its blocks make
 (a view of this module's ``_Shared`` class), ``cuda.atomic.*``, ``cuda.threadfence()`` (and
 ``threadfence_system``) and the barriers the scheduler releases. The course's simulated 16-byte
 loads (``book/kernels/wide.py``, lab 6's ``load8``) are element reads there, and are watched as
@@ -39,11 +39,11 @@ was not seen: where a launch's trace would be too large (:data:`MAX_EVENTS` acce
 
 Use::
 
-    with simhazards.recording(bodies=[(x, "x"), (out, "out")]) as rec, sim_addressing.installed():
+    with hazard_recorder.recording(bodies=[(x, "x"), (out, "out")]) as rec, addressing.installed():
         fn(x, out)           # every simulated launch inside is recorded and analysed
     rec.hazards()            # [{"kind": "race_global", "array": "count", ...}, ...]
 
-The launch hooks (the grader's child, ``sim_addressing.installed``) wrap each launch in
+The launch hooks (the grader's child, ``addressing.installed``) wrap each launch in
 :func:`launch`. Nothing here imports ``numba.cuda`` until a recording starts.
 """
 
@@ -121,7 +121,7 @@ class Recorder:
     def register(self, arr, name: str) -> None:
         """``arr`` (a device array or NumPy array) is named ``name``: a read outside its body
         is a read past it, and hazards on it carry its name and flat indices from its start."""
-        from .numba_compat import host_array
+        from ..numba_compat import host_array
 
         a = host_array(arr)
         lo, hi = _byte_bounds(a)
@@ -141,7 +141,7 @@ class Recorder:
 
     # -- one launch
     def _begin(self, kernel, args):
-        from .numba_compat import host_array
+        from ..numba_compat import host_array
 
         self.launches += 1
         fn = getattr(kernel, "fn", None) or getattr(kernel, "py_func", None)
@@ -186,7 +186,7 @@ class Recorder:
 
     # -- the hooks (the hot path: keep them short)
     def on_global(self, arr, off: int, write: bool) -> None:
-        """An element access of a global array (``sim_addressing``'s ``Addressed``), ``off``
+        """An element access of a global array (``addressing``'s ``Addressed``), ``off``
         elements into its allocation; called before the access is made."""
         t = _current_thread()
         try:
@@ -383,7 +383,7 @@ def _is_library(filename: str) -> bool:
             or filename.startswith(("<frozen", sys.prefix)))
 
 
-_BOOK_DIR = os.path.dirname(os.path.abspath(__file__))
+_BOOK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # book/: not the student's
 
 
 def _ptr(a: np.ndarray) -> int:
@@ -475,7 +475,7 @@ class _Hooks:
         cls.depth += 1
         if cls.depth > 1:
             return
-        from . import numba_compat as nc
+        from .. import numba_compat as nc
 
         undo = []
         shared = nc.sim_shared_class()
@@ -587,7 +587,7 @@ def recording(bodies=(), **limits):
 @contextlib.contextmanager
 def launch(kernel, args):
     """One simulated launch of ``kernel`` with ``args`` (as the simulator will get them, after
-    ``sim_addressing.gpu_addressed``), recorded and analysed by the active recorder; nothing
+    ``addressing.gpu_addressed``), recorded and analysed by the active recorder; nothing
     when none records."""
     rec = ACTIVE
     if rec is None:

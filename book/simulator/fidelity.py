@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sys
 
-from .numba_compat import (
+from ..numba_compat import (
     SIM_ARRAY_MODULE as TARGET, SIM_KERNELAPI_MODULE, host_array, sim_shared_array, when_imported,
 )
 
