@@ -19,6 +19,10 @@ The families (``FAMILIES``; arguments separated by spaces, ``T`` a number of tok
 - ``decode_peak STEM CHANGE T``: that row's read of both e4m3 weights as a share of the GPU's
   HBM peak (the record's provenance), in %;
 - ``decode_saved_us STEM CHANGE T``: the default's median less that row's, in µs;
+- ``row_us FILE VARIANT T``: the row ``VARIANT`` at ``T`` tokens of a record with rows of
+  ``variant`` (or ``name``), ``shape`` and ``seconds`` (or ``median_us``), ``FILE`` its path
+  from the repository's root (``book/data/h100.json``, ``records/bench/...json``), in µs; a
+  name with more than one row at that T is refused;
 - ``norm_quant_us ROW T``: a row of ``records/fp8/norm_quant_h200.json``, its median in µs;
 - ``norm_quant_vs_compile T``: torch.compile's RMSNorm + quantization over the fused kernel's
   time (above 1: ours is faster), ×.
@@ -84,37 +88,48 @@ def _sweep_row(stem: str, change: str, T: str) -> tuple[dict, dict, str]:
 
 def _decode_us(stem, change, T):
     row, rec, path = _sweep_row(stem, change, T)
-    return row["median_us"], rec, path
+    return row["median_us"], rec["provenance"], path
 
 
 def _decode_peak(stem, change, T):
     row, rec, path = _sweep_row(stem, change, T)
     _, d, h = row["shape"]
     rate = weight_bytes(d, h) / (row["median_us"] * 1e-6)
-    return 100 * rate / rec["provenance"]["peak_bandwidth"], rec, path
+    return 100 * rate / rec["provenance"]["peak_bandwidth"], rec["provenance"], path
 
 
 def _decode_saved_us(stem, change, T):
     base, _, _ = _sweep_row(stem, "default", T)
     row, rec, path = _sweep_row(stem, change, T)
-    return base["median_us"] - row["median_us"], rec, path
+    return base["median_us"] - row["median_us"], rec["provenance"], path
+
+
+def _row_us(path, variant, T):
+    rec = record(path)
+    rows = [r for r in rec["rows"] if (r.get("variant") or r.get("name")) == variant
+            and r["shape"][0] == int(T)]
+    if len(rows) != 1:
+        raise KeyError(f"{path} has {len(rows)} rows {variant!r} at T = {T}, not one")
+    r = rows[0]
+    value = r["seconds"] * 1e6 if "seconds" in r else r["median_us"]
+    return value, r.get("provenance") or rec["provenance"], path   # a merged row keeps its run's
 
 
 def _norm_quant_us(name, T):
     rec = record(NORM_QUANT)
-    return _row(rec, name, int(T), NORM_QUANT)["median_us"], rec, NORM_QUANT
+    return _row(rec, name, int(T), NORM_QUANT)["median_us"], rec["provenance"], NORM_QUANT
 
 
 def _norm_quant_vs_compile(T):
     rec = record(NORM_QUANT)
     ours = _row(rec, "norm_quant_fused", int(T), NORM_QUANT)["median_us"]
     theirs = _row(rec, "compiled_rmsnorm_quant", int(T), NORM_QUANT)["median_us"]
-    return theirs / ours, rec, NORM_QUANT
+    return theirs / ours, rec["provenance"], NORM_QUANT
 
 
 @dataclass(frozen=True)
 class Family:
-    compute: Callable[..., tuple[float, dict, str]]   # args -> (value, record, its path)
+    compute: Callable[..., tuple[float, dict, str]]   # args -> (value, its run, the record)
     args: tuple[str, ...]
     unit: str          # printed after the value: " µs", "%", "×"
     digits: int
@@ -124,6 +139,7 @@ FAMILIES = {
     "decode_us": Family(_decode_us, ("STEM", "CHANGE", "T"), " µs", 1),
     "decode_peak": Family(_decode_peak, ("STEM", "CHANGE", "T"), "%", 0),
     "decode_saved_us": Family(_decode_saved_us, ("STEM", "CHANGE", "T"), " µs", 1),
+    "row_us": Family(_row_us, ("FILE", "VARIANT", "T"), " µs", 1),
     "norm_quant_us": Family(_norm_quant_us, ("ROW", "T"), " µs", 2),
     "norm_quant_vs_compile": Family(_norm_quant_vs_compile, ("T",), "×", 2),
 }
@@ -156,8 +172,7 @@ def quote(key: str) -> Quote:
     if len(args) != len(fam.args):
         raise KeyError(f"{family} takes {' '.join(fam.args)}; {key!r} gives {len(args)} "
                        "arguments")
-    value, rec, path = fam.compute(*args)
-    prov = rec.get("provenance", {})
+    value, prov, path = fam.compute(*args)
     return Quote(key, value, f"{value:.{fam.digits}f}{fam.unit}", path,
                  prov.get("gpu") or "unknown GPU", prov.get("date") or "", prov.get("commit")
                  or "")
