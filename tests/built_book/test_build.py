@@ -256,26 +256,35 @@ def _makefile_build_flags() -> list[str]:
     return m.group(1).split()
 
 
+def tiny_book(root: Path, pages: dict[str, str]):
+    """A book of ``pages`` (name -> Markdown, the first its root) with the course's _config.yml
+    and Sphinx extension, and its build with the Makefile's flags: ``build() -> (rc, output)``."""
+    flags = _makefile_build_flags()
+    shutil.copytree(ROOT / "tools", root / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "site_assets").mkdir()  # html_extra_path
+    (root / "_config.yml").write_text((ROOT / "_config.yml").read_text())
+    first, *rest = pages
+    (root / "_toc.yml").write_text(f"format: jb-book\nroot: {first}\nchapters:\n"
+                                   + "".join(f"  - file: {name}\n" for name in rest))
+    for name, text in pages.items():
+        (root / f"{name}.md").write_text(text)
+
+    def build():
+        proc = subprocess.run([JB, "build", *flags, str(root)], capture_output=True, text=True,
+                              timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        return proc.returncode, proc.stdout + proc.stderr
+    return build
+
+
 @pytest.mark.slow
 def test_a_reference_to_a_missing_section_fails_the_build(tmp_path):
     """Labs point to chapters with {ref} to a label on the chapter's section (tests/built_book/test_reader.py
     checks they do): built with the Makefile's flags, a reference whose section has gone fails the
     build and names the label, where it would otherwise only warn."""
-    flags = _makefile_build_flags()
-    shutil.copytree(ROOT / "tools", tmp_path / "tools", ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "site_assets").mkdir()  # html_extra_path
-    (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n"
-                                       "  - file: chapter\n  - file: lab\n")
-    (tmp_path / "intro.md").write_text("# A tiny book\n")
-    (tmp_path / "chapter.md").write_text("# Chapter\n\n(loads-first)=\n## Move 1\n\nLoads first.\n")
-    (tmp_path / "lab.md").write_text("# Lab\n\nAs in {ref}`chapter 6's Move 1 <loads-first>`.\n")
-
-    def build():
-        proc = subprocess.run([JB, "build", *flags, str(tmp_path)], capture_output=True,
-                              text=True, timeout=600)
-        return proc.returncode, proc.stdout + proc.stderr
-
+    build = tiny_book(tmp_path, {
+        "intro": "# A tiny book\n",
+        "chapter": "# Chapter\n\n(loads-first)=\n## Move 1\n\nLoads first.\n",
+        "lab": "# Lab\n\nAs in {ref}`chapter 6's Move 1 <loads-first>`.\n"})
     rc, out = build()
     assert rc == 0, out[-3000:]
     (tmp_path / "lab.md").write_text("# Lab\n\nAs in {ref}`chapter 5's parallelism <mlp-chapter-5>`.\n")
@@ -291,21 +300,9 @@ def test_a_measured_figure_is_computed_linked_and_a_wrong_key_fails_the_build(tm
     the build with the Makefile's flags and says what is wrong."""
     from book import quotes
 
-    flags = _makefile_build_flags()
-    shutil.copytree(ROOT / "tools", tmp_path / "tools", ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "site_assets").mkdir()  # html_extra_path
-    (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n"
-                                       "  - file: chapter\n")
-    (tmp_path / "intro.md").write_text("# A tiny book\n")
     key = "norm_quant_vs_compile 8192"
-    (tmp_path / "chapter.md").write_text(f"# Chapter\n\nOurs is {{measured}}`{key}` faster.\n")
-
-    def build():
-        proc = subprocess.run([JB, "build", *flags, str(tmp_path)], capture_output=True,
-                              text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        return proc.returncode, proc.stdout + proc.stderr
-
+    build = tiny_book(tmp_path, {"intro": "# A tiny book\n",
+                                 "chapter": f"# Chapter\n\nOurs is {{measured}}`{key}` faster.\n"})
     rc, out = build()
     assert rc == 0, out[-3000:]
     html = (tmp_path / "_build" / "html" / "chapter.html").read_text()
