@@ -29,7 +29,8 @@ from __future__ import annotations
 import sys
 
 from ..numba_compat import (
-    SIM_ARRAY_MODULE as TARGET, SIM_KERNELAPI_MODULE, host_array, sim_shared_array, when_imported,
+    SIM_ARRAY_MODULE as TARGET, SIM_KERNELAPI_MODULE, host_array, replace_method, sim_shared_array,
+    when_imported,
 )
 
 
@@ -70,12 +71,7 @@ def shared_array_of_the_block(self, shape, dtype, alignment=None):
 def patch_shared(module) -> None:
     """Give the simulator's ``FakeCUDAShared`` an ``array`` every thread of a block agrees on;
     numba-cuda's stays as ``_numba_array``."""
-    cls = module.FakeCUDAShared
-    if getattr(cls, "_book_one_array", False):
-        return
-    cls._numba_array = cls.array
-    cls.array = shared_array_of_the_block
-    cls._book_one_array = True
+    replace_method(module.FakeCUDAShared, "array", shared_array_of_the_block)
 
 
 def apply() -> None:

@@ -47,7 +47,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..numba_compat import SIM_KERNEL_MODULE, sim_block_thread_class, when_imported
+from ..numba_compat import SIM_KERNEL_MODULE, replace_method, sim_block_thread_class, when_imported
 
 #: the seed of the blocks' order (None: numba-cuda's index order); BOOK_SIM_BLOCK_ORDER sets it
 _SEED = [None]
@@ -168,12 +168,7 @@ def run_block(self, grid_point, *args):
 
 def patch(module) -> None:
     """Give the simulator's ``BlockManager`` the pausing loop (once)."""
-    cls = module.BlockManager
-    if getattr(cls, "_book_pauses", False):
-        return
-    cls._numba_run = cls.run
-    cls.run = run_block
-    cls._book_pauses = True
+    replace_method(module.BlockManager, "run", run_block)
 
 
 def apply() -> None:

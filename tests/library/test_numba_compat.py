@@ -193,3 +193,16 @@ def test_the_simulators_atomics_fences_barriers_and_shared_arrays_where_simhazar
         "FakeCUDAShared._dynshared, _dynshared_size (sim_shared_array)")
     init = inspect.getsource(nc.sim_block_manager_class().__init__)
     assert "self._grid_dim" in init, fixed("BlockManager._grid_dim (book/simulator/scheduler.py's run_block)")
+
+
+def test_replace_method_keeps_numbas_own_and_patches_once():
+    class Sim:
+        def run(self):
+            return "numba's"
+
+    def ours(self):
+        return "ours, then " + self._numba_run()
+
+    nc.replace_method(Sim, "run", ours)
+    nc.replace_method(Sim, "run", ours)   # a second import hook: nothing changes
+    assert Sim().run() == "ours, then numba's"
