@@ -199,14 +199,18 @@ class Judge:
         but puts the answer into `out` from the host on some cases (those its kernel gets wrong:
         the split cases of a broken split-K reduction, a token count it cannot handle) would
         otherwise earn those cases, the proof replaying only a case its kernel gets right.
-        ``[(case, folder or the RecordingError)]``, or None where there is nothing to prove."""
+        ``[(case, folder or the RecordingError)]``, the public cases first (the largest first),
+        then the hidden ones: the simulator replays them in this order in one child, which runs
+        the notebook's code, so no public case's replay (whose comparison the student reads)
+        comes after that child was given a hidden case's shape. None where there is nothing to
+        prove."""
         ctx = self.ctx
         if not ctx.lab.kernel:
             return None
         passed = [(c, r) for c, r, ok in result.replies.values() if ok]
         if not passed:
             return None
-        passed.sort(key=lambda cr: ctx.lab.out_size(cr[0]), reverse=True)
+        passed.sort(key=lambda cr: (cr[0]["visibility"] == "hidden", -ctx.lab.out_size(cr[0])))
         taken = []
         for case, r in passed:
             try:
@@ -218,7 +222,7 @@ class Judge:
 
     def prove_kernels(self, result, cells, gpu, taken):
         """The launches recorded during each passing kernel test (``taken``:
-        ``proof_recording``'s, the largest first) are replayed on fresh inputs of the same shape
+        ``proof_recording``'s, public then hidden) are replayed on fresh inputs of the same shape
         (another seed), without calling the student's function: on a GPU by the trusted replay
         process, in the simulator by one fresh sandboxed child that only launches the recorded
         kernels. If any does not reproduce the answer, every correctness point is withdrawn."""
