@@ -49,7 +49,12 @@ def detect_simulated(force: bool) -> bool:
 
 
 def _sanitize(s: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("._") or "submission"
+    """A submission id: letters, digits, `_` and `-`, never a dot. The id names the
+    submission's folder in the run's folder, beside the grader's own entries, every one of
+    which has a dot (`grades.csv`, its temporary `grades.csv.tmpPID`, `measurements.jsonl`,
+    `.grader`): a file handed in as `grades.csv.py` must not take the folder's place of the
+    class's grades (that ended the whole run in IsADirectoryError)."""
+    s = re.sub(r"[^A-Za-z0-9_-]+", "_", s).strip("_") or "submission"
     return s[:80]
 
 
