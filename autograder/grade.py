@@ -507,6 +507,16 @@ class Run:
             others = self._active > 1
         try:
             r = self.grade_one(i, sid, p, regraded)
+        except Exception as e:   # the grader's own bug, before or after grade_one's guard (a
+            # file it could not read, a result it could not write): that submission's "grader
+            # error", said, never the end of the class's run
+            r = Result(id=sid, file=str(p), lab=self.lab_name, run=self.run_id,
+                       hidden_visibility=self.ctx.hidden_visibility)
+            r.status = "grader error"
+            r.problems["grader"] = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"
+            sub_dir = self.out / sid
+            sub_dir.mkdir(exist_ok=True)
+            r = self.finish(r, sub_dir, time.time())
         finally:
             with self._active_lock:
                 others = others or self._active > 1
