@@ -76,3 +76,66 @@ def test_a_host_answer_on_the_cases_the_kernel_gets_wrong_earns_nothing(tmp_path
     # the student reads of the hidden case only that it failed, its details after the due date
     feedback = (out / sub.stem / "feedback.md").read_text()
     assert "### hidden 1\n\n```\nfailed: details of hidden cases" in feedback, feedback
+
+
+# Replaying every case puts hidden shapes into the simulator's proof child, which runs the
+# notebook's code: a simulated kernel is Python and may remember them. The public cases are
+# replayed first, so no public comparison (which the student reads) can carry one.
+SPY = Derived(
+    "hostile", "remembers_hidden_shapes",
+    "the master and a one-thread kernel that remembers (a simulated kernel is Python) every "
+    "d it was launched on that is not a public case's, and on a public case launched after "
+    "one writes that d into out[0, 0]: in the graded child the public cases run first (it "
+    "never writes); a proof child replaying a hidden case before a public one would show the "
+    "hidden d as the public case's `got`",
+    append='''
+_SEEN = []
+_PUBLIC_D = (64, 136, 2056)
+
+
+@cuda.jit
+def _spy(x, out):
+    d = x.shape[1]
+    if d not in _PUBLIC_D:
+        _SEEN.append(d)
+    elif len(_SEEN) > 0:
+        out[0, 0] = _SEEN[0]
+
+
+_master = decode_swiglu
+
+
+def decode_swiglu(x, wg, bg, wu, bu, out):
+    _master(x, wg, bg, wu, bu, out)
+    _spy[1, 1](x, out)
+    return out
+''')
+SEED = 6   # the simulator's hidden cases (1, 1288, 3), (9, 48, 12), (3, 1408, 2): hidden 2 is
+HIDDEN_D = (1288, 48, 1408)   # the largest case of the run (T h = 108 > the public 48)
+
+
+def test_no_public_replay_follows_a_hidden_one_in_the_proof_child(tmp_path):
+    import numpy as np
+
+    from autograder.labs import get
+
+    cases = get(LAB).hidden_cases(np.random.default_rng(SEED), True, 3)
+    assert tuple(c["d"] for c in cases) == HIDDEN_D
+    sub = tmp_path / "remembers_hidden_shapes.py"
+    sub.write_text(derive(LAB, SPY))
+    out = tmp_path / "out"
+    p = subprocess.run(grade_cmd("lab6", [sub], out, "--simulator"), cwd=REPO,
+                       env=dict(env(), AUTOGRADER_SEED=str(SEED)), capture_output=True,
+                       text=True, timeout=900)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    feedback = (out / sub.stem / "feedback.md").read_text()
+    r = results(out, sub.stem)
+    shown = feedback + r["output"] + "".join(t["output"] for t in r["tests"]
+                                             if t["visibility"] == "visible")
+    for d in HIDDEN_D:
+        assert f"got {d}" not in shown, shown
+    proof = [json.loads(line) for line in (out / "measurements.jsonl").read_text().splitlines()]
+    proof = [x for x in proof if x.get("kind") == "kernel_proof"][-1]
+    order = [c["case"].startswith("hidden") for c in proof["cases"]]
+    assert order == sorted(order), proof["cases"]          # every public case before any hidden
+    assert all(c["reproduced"] for c in proof["cases"]), proof["cases"]
