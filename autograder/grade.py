@@ -49,7 +49,12 @@ def detect_simulated(force: bool) -> bool:
 
 
 def _sanitize(s: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("._") or "submission"
+    """A submission id: letters, digits, `_` and `-`, never a dot. The id names the
+    submission's folder in the run's folder, beside the grader's own entries, every one of
+    which has a dot (`grades.csv`, its temporary `grades.csv.tmpPID`, `measurements.jsonl`,
+    `.grader`): a file handed in as `grades.csv.py` must not take the folder's place of the
+    class's grades (that ended the whole run in IsADirectoryError)."""
+    s = re.sub(r"[^A-Za-z0-9_-]+", "_", s).strip("_") or "submission"
     return s[:80]
 
 
@@ -502,6 +507,16 @@ class Run:
             others = self._active > 1
         try:
             r = self.grade_one(i, sid, p, regraded)
+        except Exception as e:   # the grader's own bug, before or after grade_one's guard (a
+            # file it could not read, a result it could not write): that submission's "grader
+            # error", said, never the end of the class's run
+            r = Result(id=sid, file=str(p), lab=self.lab_name, run=self.run_id,
+                       hidden_visibility=self.ctx.hidden_visibility)
+            r.status = "grader error"
+            r.problems["grader"] = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"
+            sub_dir = self.out / sid
+            sub_dir.mkdir(exist_ok=True)
+            r = self.finish(r, sub_dir, time.time())
         finally:
             with self._active_lock:
                 others = others or self._active > 1

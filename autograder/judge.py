@@ -193,49 +193,75 @@ class Judge:
     # -- correctness needs kernels: replay the recorded launches on fresh inputs
     def proof_recording(self, child, result):
         """What the kernel proof replays, taken while the graded child is alive: the recording
-        of the largest passing kernel test, copied out of the child's folder into the grader's
-        (then the child is closed: nothing of it is left when the proof's own child runs).
-        ``(case, folder or the RecordingError)``, or None where there is nothing to prove."""
+        of every passing kernel test (the largest first), copied out of the child's folder into
+        the grader's (then the child is closed: nothing of it is left when the proof's own child
+        runs). Every one, not only the largest: a function that launches a kernel on every call
+        but puts the answer into `out` from the host on some cases (those its kernel gets wrong:
+        the split cases of a broken split-K reduction, a token count it cannot handle) would
+        otherwise earn those cases, the proof replaying only a case its kernel gets right.
+        ``[(case, folder or the RecordingError)]``, the public cases first (the largest first),
+        then the hidden ones: the simulator replays them in this order in one child, which runs
+        the notebook's code, so no public case's replay (whose comparison the student reads)
+        comes after that child was given a hidden case's shape. None where there is nothing to
+        prove."""
         ctx = self.ctx
         if not ctx.lab.kernel:
             return None
         passed = [(c, r) for c, r, ok in result.replies.values() if ok]
         if not passed:
             return None
-        case, r = max(passed, key=lambda cr: ctx.lab.out_size(cr[0]))
-        try:
-            return case, copy_recording(child.workdir, r.get("recording", ""), ctx.rec_dir(result, "proof"))
-        except RecordingError as e:
-            return case, e
+        passed.sort(key=lambda cr: (cr[0]["visibility"] == "hidden", -ctx.lab.out_size(cr[0])))
+        taken = []
+        for case, r in passed:
+            try:
+                taken.append((case, copy_recording(child.workdir, r.get("recording", ""),
+                                                   ctx.rec_dir(result, f"proof-{case['id']}"))))
+            except RecordingError as e:
+                taken.append((case, e))
+        return taken
 
     def prove_kernels(self, result, cells, gpu, taken):
-        """The launches recorded during the largest passing kernel test (``taken``:
-        ``proof_recording``'s) are replayed on fresh inputs of the same shape (another seed),
-        without calling the student's function: on a GPU by the trusted replay process, in the
-        simulator by a fresh sandboxed child that only launches the recorded kernels. If they
-        do not reproduce the answer, every correctness point is withdrawn."""
+        """The launches recorded during each passing kernel test (``taken``:
+        ``proof_recording``'s, public then hidden) are replayed on fresh inputs of the same shape
+        (another seed), without calling the student's function: on a GPU by the trusted replay
+        process, in the simulator by one fresh sandboxed child that only launches the recorded
+        kernels. If any does not reproduce the answer, every correctness point is withdrawn."""
         ctx = self.ctx
-        if taken is None:
+        if not taken:
             return
-        case, folder = taken
-        fresh = dict(case, seed=int(case["seed"]) * 7 + 123457, id=case["id"] + "_replay")
-        proof = {"case": case["name"]}
-        try:
-            if isinstance(folder, RecordingError):
-                raise folder
-            proof.update(recording_summary(folder))
-            if ctx.simulated:
-                ok, msg = replay_in_simulator(ctx, folder, fresh, cells)
-            else:
+        verdicts = []   # [(case, ok, msg, summary)], in ``taken``'s order
+        sim_items = []
+        for case, folder in taken:
+            fresh = dict(case, seed=int(case["seed"]) * 7 + 123457, id=case["id"] + "_replay")
+            summary = {}
+            try:
+                if isinstance(folder, RecordingError):
+                    raise folder
+                summary = recording_summary(folder)
+                if ctx.simulated:
+                    sim_items.append((len(verdicts), folder, fresh))
+                    verdicts.append([case, None, "", summary])
+                    continue
                 with ctx.replays.lock(gpu):
                     rr = ctx.replays.get(gpu).request(ctx.limits.get("test_s", 60) * 4, cmd="check",
                                                       dir=str(folder), case=fresh)
                 ok, msg = bool(rr.get("reproduced")), rr.get("message", "")
                 if not rr.get("ok"):
                     ok, msg = False, f"{rr.get('error')}: {rr.get('message', '')}"
-        except (RecordingError, ChildError) as e:
-            ok, msg = False, str(getattr(e, "detail", "") or e)
-        proof.update(reproduced=ok, message=msg[:1000])
+            except (RecordingError, ChildError) as e:
+                ok, msg = False, str(getattr(e, "detail", "") or e)
+            verdicts.append([case, ok, msg, summary])
+        if sim_items:
+            got = replay_cases_in_simulator(ctx, [(f, c) for _i, f, c in sim_items], cells)
+            for (i, _f, _c), (ok, msg) in zip(sim_items, got):
+                verdicts[i][1], verdicts[i][2] = ok, msg
+        # the verdict: the first replay that ran and was wrong; else the first that could not
+        # be carried out; else the largest case's (all reproduced)
+        case, ok, msg, summary = next((v for v in verdicts if v[1] is False),
+                                      next((v for v in verdicts if v[1] is None), verdicts[0]))
+        proof = {"case": case["name"], **summary, "reproduced": ok, "message": (msg or "")[:1000],
+                 "cases": [{"case": v[0]["name"], "reproduced": v[1], "message": (v[2] or "")[:300]}
+                           for v in verdicts]}
         if ok is None:
             proof["verdict"] = "withheld: needs a GPU to verify"
         result.kernel_proof = proof
@@ -283,36 +309,53 @@ def replay_in_simulator(ctx: RunContext, folder, case, cells):
     recorded kernels on inputs it generates from the fresh case: never the function.
     (True, msg) reproduced; (False, msg) the replay ran every launch and the answer was
     wrong (or nothing was launched); (None, msg) the replay could not be carried out."""
+    return replay_cases_in_simulator(ctx, [(folder, case)], cells)[0]
+
+
+def replay_cases_in_simulator(ctx: RunContext, items, cells):
+    """``replay_in_simulator`` for several (recording folder, fresh case) pairs, in one fresh
+    child that loads the notebook once: a (ok, msg) per pair, in order."""
     from book.answers import guard_notes   # not at the top: as in verdict below
 
     def bring_recording(child):   # before any of the notebook's code runs in the child
-        dest = child.workdir / "recording"
-        shutil.copytree(folder, dest)
-        for q in [dest, *dest.iterdir()]:
-            os.chmod(q, 0o755 if q.is_dir() else 0o644)
+        for i, (folder, _case) in enumerate(items):
+            dest = child.workdir / f"recording_{i}"
+            shutil.copytree(folder, dest)
+            for q in [dest, *dest.iterdir()]:
+                os.chmod(q, 0o755 if q.is_dir() else 0o644)
 
     got = ctx.load(cells, None, simulated=True, setup=bring_recording)
     child = got.child
+    said = []
     try:
         if getattr(got, "error", None) is not None:   # it died or hung while it loaded
-            return None, child_problem(got.error, child, "replaying your kernels")
+            why = child_problem(got.error, child, "replaying your kernels")
+            return [(None, why)] * len(items)
         if not got.loaded:
-            return None, f"the notebook could not be loaded again for the replay: {got.describe()[:300]}"
-        dest = child.workdir / "recording"
-        r = ctx.ask(child, ctx.limits.get("test_s", 60), cmd="replay", recording_dir=str(dest),
-                    args=ctx.lab.args(case))
-        if not r.get("ok"):
-            what = f"{r.get('error')}: {r.get('message', '')}"
-            if r.get("message", "").endswith("launched no CUDA kernel"):
-                return False, what
-            return None, ("a recorded kernel raised while the simulator replayed it: " + what
-                          if not r.get("unverifiable") and not r.get("too_large") else what)
-        flat = child.read_npy(r["file"])
+            why = f"the notebook could not be loaded again for the replay: {got.describe()[:300]}"
+            return [(None, why)] * len(items)
+        for i, (_folder, case) in enumerate(items):
+            said.append(_replay_one(ctx, child, child.workdir / f"recording_{i}", case, guard_notes))
     except ChildError as e:
-        return None, child_problem(e, child, "replaying your kernels")
+        why = child_problem(e, child, "replaying your kernels")
+        said += [(None, why)] * (len(items) - len(said))
     finally:
         if child is not None:
             child.close()
+    return said
+
+
+def _replay_one(ctx: RunContext, child, dest, case, guard_notes):
+    """One recording replayed in the proof's child (``dest``: its folder there)."""
+    r = ctx.ask(child, ctx.limits.get("test_s", 60), cmd="replay", recording_dir=str(dest),
+                args=ctx.lab.args(case))
+    if not r.get("ok"):
+        what = f"{r.get('error')}: {r.get('message', '')}"
+        if r.get("message", "").endswith("launched no CUDA kernel"):
+            return False, what
+        return None, ("a recorded kernel raised while the simulator replayed it: " + what
+                      if not r.get("unverifiable") and not r.get("too_large") else what)
+    flat = child.read_npy(r["file"])
     out = next(a for a in ctx.lab.args(case) if a["role"] == "out")
     try:   # the output between its guard zones, as the test's
         got = unguarded(flat, out["shape"], out["guard"])

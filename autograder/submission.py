@@ -30,7 +30,9 @@ def neutralize_magics(src: str) -> str:
 def is_setup(cell: dict, src: str) -> bool:
     """A setup cell: the course's install cell or the `# autograder: setup` cell (by tag, id
     or first line), which no grader runs."""
-    tags = (cell.get("metadata") or {}).get("tags") or []
+    meta = cell.get("metadata")
+    tags = meta.get("tags") if isinstance(meta, dict) else None
+    tags = tags if isinstance(tags, list) else []   # a hand-edited notebook may hold anything
     return ("setup" in tags or cell.get("id") == "course-setup"
             or any(src.lstrip().startswith(m) for m in SETUP_MARKERS))
 
@@ -62,6 +64,10 @@ def read_cells(path) -> list[dict]:
             f"{path.name} is not a valid notebook: JSON error at line {e.lineno}, column {e.colno} "
             f"({e.msg}). Download it again from Colab with File > Download > Download .ipynb; do not "
             "edit the file in a text editor")
+    except RecursionError:   # arrays or objects nested thousands deep: no notebook is
+        raise SubmissionError(
+            f"{path.name} is not a valid notebook: its JSON is nested too deeply to read. Download "
+            "it again from Colab with File > Download > Download .ipynb")
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise SubmissionError(f"{path.name} is JSON but not a Jupyter notebook (no list of cells)")
     cells = []
