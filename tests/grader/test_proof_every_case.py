@@ -15,7 +15,9 @@ import subprocess
 
 import pytest
 
-from grading_runs import REPO, env, grade_cmd, one_hidden_case, results
+from grading_runs import (
+    REPO, correctness_only, env, gpu_env, grade_cmd, one_hidden_case, results,
+)
 
 from autograder.labs.edits import Derived, Edit
 from autograder.master import derive
@@ -139,3 +141,23 @@ def test_no_public_replay_follows_a_hidden_one_in_the_proof_child(tmp_path):
     order = [c["case"].startswith("hidden") for c in proof["cases"]]
     assert order == sorted(order), proof["cases"]          # every public case before any hidden
     assert all(c["reproduced"] for c in proof["cases"]), proof["cases"]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_trusted_replay_of_every_case_withdraws_the_points(tmp_path):
+    """The same submission on a GPU (correctness only): the trusted replay process replays every
+    passing case, one request each; the split cases' replays are wrong, every correctness point
+    goes. (Written without a GPU at hand: the GPU lane runs it.)"""
+    sub = tmp_path / "host_result_when_split.py"
+    sub.write_text(derive(LAB, HOST_WHEN_SPLIT))
+    out = tmp_path / "out"
+    p = subprocess.run(grade_cmd("lab6", [sub], out,
+                                 "--rubric", correctness_only(LAB, tmp_path / "rubric.toml")),
+                       cwd=REPO, env=gpu_env(), capture_output=True, text=True, timeout=1200)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    tests = [t for t in results(out, sub.stem)["tests"] if t["name"] != "performance"]
+    assert tests and sum(t["score"] for t in tests) == 0, [(t["name"], t["score"]) for t in tests]
+    proof = [json.loads(line) for line in (out / "measurements.jsonl").read_text().splitlines()]
+    proof = [x for x in proof if x.get("kind") == "kernel_proof"][-1]
+    verdicts = [c["reproduced"] for c in proof["cases"]]
+    assert len(verdicts) > 1 and True in verdicts and False in verdicts, proof["cases"]
