@@ -317,8 +317,12 @@ class Run:
         # what it wrote, how many processes it was refused, what outlived it: counted at its end,
         # after the hidden cases too, so each is a number its code could set from a hidden case
         if child.storage and child.storage.get("full"):   # its own, and said so
+            before = result.storage_before_hidden or {}
+            unchanged = all(before.get(k) == child.storage.get(k)
+                            for k in ("/tmp", "/dev/shm", "working folder", "files"))
             result.problems["storage"] = (withheld(storage_message(child.storage, counts=False))
-                                          if result.after_hidden else storage_message(child.storage))
+                                          if result.after_hidden and not unchanged
+                                          else storage_message(child.storage))
         if getattr(child, "tasks_refused", 0):
             result.problems["processes"] = (withheld(tasks_message(child.limits["tasks"], None))
                                             if result.after_hidden

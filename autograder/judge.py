@@ -16,7 +16,7 @@ from .hazards import from_report, messages
 from .inputs import guard_damage, unguarded
 from .recording import RecordingError, copy_recording, recording_summary
 from .results import PERFORMANCE, TestRecord, withheld
-from .sandbox import SIM_MAX_THREADS, ChildError, own_thread_failure
+from .sandbox import SIM_MAX_THREADS, ChildError, own_thread_failure, storage_use
 from .sandbox import describe_thread_failure as describe_threads
 
 NOT_REPRODUCED = ("the kernels your function launched, replayed by the grader on fresh inputs without "
@@ -104,6 +104,8 @@ class Judge:
             if hidden and result.public_output_len is None:
                 time.sleep(0.05)  # let the output drain catch up with what the public cases printed
                 result.public_output_len = len(child.output)
+                if getattr(child, "workdir", None) is not None:   # what it had written by then
+                    result.storage_before_hidden = storage_use(child.workdir)
             t = TestRecord.for_case(case, ctx.hidden_visibility)
             result.tests.append(t)
             fn = ctx.lab.function_of(case)

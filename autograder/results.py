@@ -67,6 +67,7 @@ class Result:
     output: str = ""                               # what the submission printed (capped)
     output_bytes: int | None = None
     public_output_len: int | None = None           # printed before the first hidden case ran
+    storage_before_hidden: dict | None = None      # sandbox.storage_use when the first hidden case began
     rss_peak_mib: int | None = None
     hidden_visibility: str = "after_due_date"
     score: float = 0.0
