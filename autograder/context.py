@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import loading
+from .results import withheld
 from .sandbox import Child, ChildError
 
 # Every correctness case is called this many times on the same arrays, each later call with new
@@ -207,9 +208,16 @@ def ask(child, timeout: float, simulated: bool, **msg) -> dict:
         return ev
 
 
-def child_problem(e: ChildError, child, during: str) -> str:
+def child_problem(e: ChildError, child, during: str, result=None) -> str:
     """A child that stopped (a timeout, its memory, a death), said for the feedback, with the
-    last of what it printed."""
+    last of what it printed. Given the ``result`` of a child whose hidden cases have begun
+    (``Result.after_hidden``), only what the grader knows of its own (what it was doing, the
+    kind of stop): the detail (seconds, memory, exit status) and the output are the child's
+    to choose after it saw the hidden cases."""
+    if result is not None and result.after_hidden:
+        kind = {"timeout": "stopped: no answer in time", "memory": "stopped: over its memory budget",
+                "died": "the process died"}.get(e.reason, e.reason)
+        return withheld(f"{kind} while {during}")
     tail = child.output_text()[-1500:] if child else ""
     if e.reason == "timeout":
         msg = f"stopped after {e.detail.split('within ')[-1]} while {during}: an infinite loop, or far too slow"

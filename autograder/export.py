@@ -80,9 +80,11 @@ def printed_output(result) -> str:
     """What the submission printed; before the due date only the part printed before the first
     hidden case ran (a student's print of an array's shape would show a hidden shape)."""
     text = result.output or ""
-    cut = result.public_output_len
+    cut = result.public_output_len          # characters (grade.py counts them from the bytes)
     if cut is not None and not _shows_hidden(result) and len(text) > cut:
-        note = text[text.rfind("\n[... output cut:"):] if "\n[... output cut:" in text else ""
+        # the cut note's byte counts include what was printed during the hidden cases: not said
+        note = ("\n[... output cut: the grader keeps the first part of it]"
+                if "\n[... output cut:" in text else "")
         text = (text[:cut] + f"\n[... output printed while the hidden cases ran is withheld: {HIDDEN_NOTE}]"
                 + note)
     return text
@@ -128,7 +130,8 @@ def gradescope_json(result) -> dict:
              "run": result.run, "flags": [f["what"] + " [" + f["where"] + "]" for f in result.flags]
              + list((result.performance or {}).get("flags", [])),
              "cell_errors": result.cell_errors, "isolation": result.isolation,
-             "performance": result.performance, "output_bytes": result.output_bytes,
+             "performance": result.performance,
+             "output_bytes": None if result.after_hidden else result.output_bytes,
              "printed": printed_output(result)[:4000],
              "regraded": getattr(result, "regraded", None)}
     return gradescope_doc(result.score, _summary(result), result.tests, extra,

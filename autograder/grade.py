@@ -29,7 +29,7 @@ from .context import ChildFactory, RunContext, child_problem
 from .export import feedback_markdown, first_error, gradescope_json, write_grades_csv
 from .judge import Judge
 from .replay_client import ReplayServers
-from .results import PENDING, PERFORMANCE, Result, TestRecord
+from .results import PENDING, PERFORMANCE, Result, TestRecord, withheld
 from .rubric import NOT_MEASURED_NO_GPU, case_points, load_rubric
 from .sandbox import ChildError, storage_message, sweep_stale_storage, tasks_message
 from .sanitize import Sanitizer
@@ -312,14 +312,28 @@ class Run:
         child.close()
         self._confirm_gone(child, result, gpu)
         result.output = child.output_text()
-        if result.public_output_len is not None:
-            result.public_output_len = min(result.public_output_len, len(result.output))
+        if result.public_output_len is not None:   # bytes when the hidden cases began: characters
+            head = bytes(child.output[:result.public_output_len]).decode(errors="replace")
+            result.public_output_len = min(len(head), len(result.output))
         result.output_bytes = child.output_total
         result.rss_peak_mib = child.rss_peak >> 20
+        self.log(kind="left_by", id=result.id, output_bytes=child.output_total,
+                 storage=child.storage, tasks_refused=getattr(child, "tasks_refused", 0))
+        # what it wrote, how many processes it was refused, what outlived it: counted at its end,
+        # after the hidden cases too, so each is a number its code could set from a hidden case
         if child.storage and child.storage.get("full"):   # its own, and said so
-            result.problems["storage"] = storage_message(child.storage)
+            before = result.storage_before_hidden or {}
+            unchanged = all(before.get(k) == child.storage.get(k)
+                            for k in ("/tmp", "/dev/shm", "working folder", "files"))
+            result.problems["storage"] = (withheld(storage_message(child.storage, counts=False))
+                                          if result.after_hidden and not unchanged
+                                          else storage_message(child.storage))
         if getattr(child, "tasks_refused", 0):
-            result.problems["processes"] = tasks_message(child.limits["tasks"], child.tasks_refused)
+            result.problems["processes"] = (withheld(tasks_message(child.limits["tasks"], None))
+                                            if result.after_hidden
+                                            else tasks_message(child.limits["tasks"], child.tasks_refused))
+        if "containment" in result.problems and result.after_hidden:
+            result.problems["containment"] = withheld("processes of this submission outlived it")
 
     def _confirm_gone(self, child, result, gpu):
         """After a submission: nothing of it alive (/proc, the sandbox's survivors()) and, on a
@@ -532,8 +546,11 @@ class Run:
 def oom_said(r: Result) -> str | None:
     """The first thing said about this result that names CUDA's out-of-memory error."""
     said = [str(v) for v in r.problems.values()] + [e.get("message", "") for e in r.cell_errors] \
-        + [t.output for t in r.tests]
+        + [t.output for t in r.tests if not (t.hidden and r.after_hidden)]
     hit = next((x for x in said if "OUT_OF_MEMORY" in x.upper().replace(" ", "_")), None)
+    if hit is None:   # a hidden case's output is the child's words about a hidden case: its name only
+        hit = next((f"test '{t.name}' (a hidden case)" for t in r.tests if t.hidden and r.after_hidden
+                    and "OUT_OF_MEMORY" in t.output.upper().replace(" ", "_")), None)
     return hit[:300] if hit else None
 
 

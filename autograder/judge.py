@@ -15,8 +15,8 @@ from .context import RunContext, ask, child_problem
 from .hazards import from_report, messages
 from .inputs import guard_damage, unguarded
 from .recording import RecordingError, copy_recording, recording_summary
-from .results import PERFORMANCE, TestRecord
-from .sandbox import SIM_MAX_THREADS, ChildError, own_thread_failure
+from .results import PERFORMANCE, TestRecord, withheld
+from .sandbox import SIM_MAX_THREADS, ChildError, own_thread_failure, storage_use
 from .sandbox import describe_thread_failure as describe_threads
 
 NOT_REPRODUCED = ("the kernels your function launched, replayed by the grader on fresh inputs without "
@@ -75,9 +75,16 @@ def thread_failure_message(facts: dict) -> str:
 
 def needs_gpu(test, result, output: str, what: str, where: str) -> None:
     """A test the simulator could not carry out, for a reason that is not the submission's: it
-    says so, the submission waits for a GPU regrade and is flagged for review."""
+    says so, the submission waits for a GPU regrade and is flagged for review. On a hidden case
+    (details withheld) the summary and the flag say only that a hidden case needs a GPU: the
+    reason's text comes from the child (a launch's grid, an exception's message, thread
+    counts), which its code chooses after seeing the hidden case (the test's own output keeps
+    it, shown with the hidden case's details; the instructor's log has it)."""
     test.output = output
     result.status = "needs a GPU"
+    if test.hidden and result.after_hidden:
+        output, where = withheld(f"a hidden case ({test.name}) could not be run in the simulator: "
+                                 "grade this submission on a GPU"), "a hidden case"
     result.problems["simulator"] = output
     result.flags.append({"level": "review", "what": f"needs a GPU regrade: {what}", "where": where})
 
@@ -97,6 +104,8 @@ class Judge:
             if hidden and result.public_output_len is None:
                 time.sleep(0.05)  # let the output drain catch up with what the public cases printed
                 result.public_output_len = len(child.output)
+                if getattr(child, "workdir", None) is not None:   # what it had written by then
+                    result.storage_before_hidden = storage_use(child.workdir)
             t = TestRecord.for_case(case, ctx.hidden_visibility)
             result.tests.append(t)
             fn = ctx.lab.function_of(case)
@@ -116,6 +125,8 @@ class Judge:
             if r.get("too_large"):
                 needs_gpu(t, result, too_large_message(r["too_large"]), "too large to simulate",
                           r["too_large"][:200])
+                ctx.log(kind="test", id=result.id, test=case["name"], ok=False, hidden=hidden,
+                        too_large=str(r["too_large"])[:500])
                 dead = "the simulator cannot run this submission's launches (see above)"
                 continue
             if r.get("thread_failure") and not r.get("ok"):
@@ -134,7 +145,8 @@ class Judge:
                 continue
             ok, msg = judge_calls(ctx, case, r, child)
             if not ok and "OUT_OF_MEMORY" in msg.upper().replace(" ", "_") and ctx.crowded():
-                result.oom = f"test '{case['name']}': {msg[:300]}"
+                result.oom = (f"test '{case['name']}' (a hidden case)" if hidden and result.after_hidden
+                              else f"test '{case['name']}': {msg[:300]}")
             t.output = msg
             t.score = case["points"] if ok else 0
             result.replies[case["id"]] = (case, r, ok)

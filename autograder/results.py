@@ -39,6 +39,15 @@ class TestRecord:
         return self.score >= self.max_score
 
 
+WITHHELD = ("its details are withheld: it happened after the hidden cases began, and what your code "
+            "did from then on is not shown before the due date (your instructor has it)")
+
+
+def withheld(what: str) -> str:
+    """What a student reads of something that happened after the hidden cases began."""
+    return f"{what}; {WITHHELD}"
+
+
 @dataclass
 class Result:
     id: str
@@ -58,6 +67,7 @@ class Result:
     output: str = ""                               # what the submission printed (capped)
     output_bytes: int | None = None
     public_output_len: int | None = None           # printed before the first hidden case ran
+    storage_before_hidden: dict | None = None      # sandbox.storage_use when the first hidden case began
     rss_peak_mib: int | None = None
     hidden_visibility: str = "after_due_date"
     score: float = 0.0
@@ -75,6 +85,15 @@ class Result:
     t_start: float | None = None
 
     WORKING = ("replies", "cells")
+
+    @property
+    def after_hidden(self) -> bool:
+        """The hidden cases have begun and their details are withheld (visibility not
+        "visible"): whatever the child does from then on, its words, its numbers (bytes
+        printed, files written, processes refused, an exit status) and its kinds of failure, could
+        carry a hidden case's shape or values, so what the student reads of it is the grader's
+        fixed words (``withheld``); the instructor has the rest in measurements.jsonl."""
+        return self.public_output_len is not None and self.hidden_visibility != "visible"
 
     def test(self, name: str) -> TestRecord | None:
         return next((t for t in self.tests if t.name == name), None)

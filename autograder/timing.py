@@ -19,7 +19,7 @@ from . import gpuwatch
 from .context import RunContext, child_problem
 from .judge import replay_in_simulator
 from .recording import RecordingError, copy_recording, recording_summary
-from .results import PERFORMANCE, TestRecord
+from .results import PERFORMANCE, TestRecord, withheld
 from .rubric import (NOT_MEASURED_NO_GPU, REMEASURE_BAND, UNVERIFIED, basis_words, near_boundary,
                      score_performance)
 from .sandbox import ChildError
@@ -172,15 +172,22 @@ class Timer:
             r = ctx.ask(child, ctx.limits.get("test_s", 60) * 2, **ctx.test_message(case),
                         again=lab.args(case2), again_positions=pos.tolist())
             if not r.get("ok"):
-                p.output = (f"timing setup failed: your function raised {r.get('error')}: "
-                            f"{r.get('message', '')}")
+                # the timing call comes after the hidden cases: its exception (type and message
+                # are the submission's to choose) is the instructor's alone while they are withheld
+                said = f"your function raised {r.get('error')}: {r.get('message', '')}"
+                ctx.log(kind="timing_setup", id=result.id, error=said[:2000])
+                p.output = ("timing setup failed: " + (withheld("your function raised an exception")
+                                                       if result.after_hidden else said))
                 return
             folder = copy_recording(child.workdir, r.get("recording", ""), ctx.rec_dir(result, "timing"))
         except ChildError as e:
-            p.output = child_problem(e, child, "recording the launches to time")
+            ctx.log(kind="timing_setup", id=result.id, error=f"{e.reason}: {e.detail}"[:2000])
+            p.output = child_problem(e, child, "recording the launches to time", result)
             return
         except RecordingError as e:
-            p.output = f"not measured: {e}"
+            ctx.log(kind="timing_setup", id=result.id, error=str(e)[:2000])
+            p.output = "not measured: " + (withheld("the recording of your launches could not be read")
+                                           if result.after_hidden else str(e))
             return
         info = {"recording": recording_summary(folder), "shape": lab.describe(case),
                 "bytes": lab.min_bytes(case), "flops": lab.flops(case)}

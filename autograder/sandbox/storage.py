@@ -351,12 +351,14 @@ def storage_use(workdir: Path) -> dict:
     return use
 
 
-def storage_message(s: dict) -> str:
-    """What a child that filled its storage is told: what it wrote where, and the limits."""
+def storage_message(s: dict, counts: bool = True) -> str:
+    """What a child that filled its storage is told: what it wrote where (unless ``counts`` is
+    false: numbers its code chose), and the limits."""
     mib = lambda b: f"{b / 2**20:.0f} MiB"  # noqa: E731
     wrote = ", ".join(f"{mib(s[p])} to {p}" for p in ("/tmp", "/dev/shm", "working folder") if s[p] >= 2**20)
-    return (f"your code filled the space it may write to: it wrote {wrote or 'less than 1 MiB'} "
-            f"({s['files']:,} files and folders); the limit is {mib(s['limit_bytes'])} and "
+    said = (f"it wrote {wrote or 'less than 1 MiB'} ({s['files']:,} files and folders)" if counts
+            else "it filled it")
+    return (f"your code filled the space it may write to: {said}; the limit is {mib(s['limit_bytes'])} and "
             f"{s['limit_files']:,} files for the working folder, /tmp and /dev/shm together. A write "
             "past it fails with 'No space left on device' (errno 28). Write only the files you "
             "need and delete temporaries: nothing in this lab needs files. Other submissions have "

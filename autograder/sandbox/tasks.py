@@ -71,8 +71,10 @@ def tasks_refused(cgroup: str | None) -> int:
         return 0
 
 
-def tasks_message(limit: int, refused: int) -> str:
+def tasks_message(limit: int, refused: int | None) -> str:
+    """``refused`` None: not said (a number its code chose after the hidden cases began)."""
+    count = f"; {refused:,} refused" if refused is not None else ""
     return (f"your code tried to run more than {limit:,} processes and threads at once (the limit "
-            f"for one submission; {refused:,} refused): a fork or a new thread past it fails "
+            f"for one submission{count}): a fork or a new thread past it fails "
             "(\"can't start new thread\", EAGAIN). Start no processes and only the threads you "
             "need. Other submissions have limits of their own and were not affected.")
