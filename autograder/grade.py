@@ -293,6 +293,8 @@ class Run:
         elif isinstance(got, loading.CrashedLoading):
             result.status = "crashed while loading"
             result.problems["load"] = child_problem(got.error, child, "running your notebook's cells")
+            if got.error is not None and got.error.reason == "timeout":
+                result.stopped_for_time = {"what": "the notebook's cells"}
             said = "\n".join([result.problems["load"]] + [x.get("message", "") for x in result.cell_errors])
             m = INIT_FAILURE.search(said)
             if m:   # quoted whole: the line that names it
@@ -489,13 +491,17 @@ class Run:
 
     def regrade_reason(self, r: Result) -> str | None:
         """Why this result may not be the submission's own (then it is graded again, alone, once):
-        out of GPU memory beside others, or a failure in CUDA or OS initialisation."""
+        out of GPU memory beside others, out of time beside others (a deadline is wall time, and
+        the others share the CPUs: a neighbour that keeps them busy must not cost a slow but
+        honest submission its points), or a failure in CUDA or OS initialisation."""
         if r.regraded:
             return None
         if r.not_own:
             return r.not_own["what"] + (" beside other submissions" if r.not_own.get("beside_others") else "")
         if r.oom and self.workers > 1:
             return f"ran out of GPU memory beside other submissions ({r.oom[:200]})"
+        if r.stopped_for_time and r.stopped_for_time.get("beside_others"):
+            return f"stopped for time beside other submissions ({r.stopped_for_time['what']})"
         return None
 
     def _regrade_outcome(self, result: Result) -> None:
@@ -506,7 +512,7 @@ class Run:
             result.status = "grader error"
             outcome = ("it failed the same way alone, before any of your code ran: the grading "
                        "machine's fault, not yours; your instructor must grade it again")
-        elif result.not_own or result.oom or oom_said(result):
+        elif result.not_own or result.oom or oom_said(result) or result.stopped_for_time:
             outcome = "it failed the same way alone, so this failure is the submission's own"
         else:
             outcome = "alone it ran normally; this is its grade"
@@ -539,6 +545,8 @@ class Run:
             r.oom = oom_said(r)
         if r.not_own:
             r.not_own["beside_others"] = others
+        if r.stopped_for_time:
+            r.stopped_for_time["beside_others"] = others
         write_grades_csv(self.out, self.lab_name)  # after each one: a killed run loses nothing
         return r
 

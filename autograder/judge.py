@@ -121,6 +121,8 @@ class Judge:
             except ChildError as e:
                 t.output = child_problem(e, child, f"running test '{case['name']}'")
                 dead = f"an earlier test ('{case['name']}') stopped the process"
+                if e.reason == "timeout":   # a deadline is wall time: grade.regrade_reason
+                    result.stopped_for_time = {"what": f"test '{case['name']}'"}
                 continue
             if r.get("too_large"):
                 needs_gpu(t, result, too_large_message(r["too_large"]), "too large to simulate",

@@ -78,6 +78,7 @@ class Result:
     cells: list | None = field(default=None, repr=False)
     timing: dict | None = None                     # a recording waiting for phase 2
     oom: str | None = None                         # a test ran out of GPU memory beside others
+    stopped_for_time: dict | None = None           # what was stopped for time: {"what", "beside_others"}
     # a failure that may not be the submission's (in CUDA or OS initialisation, before its code
     # ran): {"what", "before_code", "beside_others"}; graded again alone before it is scored
     not_own: dict | None = None

@@ -232,6 +232,27 @@ def test_out_of_memory_beside_others_is_graded_again_alone(run):
     assert [r for r in again if r["id"] == "out_of_memory" and "out of GPU memory" in r["reason"]]
     graded = [r for r in log if r["kind"] == "result" and r["id"] == "out_of_memory"]
     assert len(graded) == 2                       # beside the others, then alone
-    assert not [r for r in again if r["id"] != "out_of_memory"], again
+    # a submission stopped for time beside others is graded again alone too (a deadline is wall
+    # time, and its neighbours share the CPUs): the endless loop, when others ran beside it
+    assert not [r for r in again if r["id"] not in ("out_of_memory", "infinite_loop")], again
     assert run("out_of_memory")["score"] == 0     # alone it still fails: its own fault
     assert "regraded alone: it failed the same way alone" in run("out_of_memory")["output"]
+
+
+def test_stopped_for_time_beside_others_is_graded_again_alone_and_stays_its_own(run):
+    """The endless loop, stopped at its deadline while the run's second worker graded the
+    submissions sorted after it: graded again alone (a deadline is wall time, and a neighbour that
+    keeps the CPUs busy must not cost a slow honest submission its points), and alone it is
+    stopped the same way: its own, its score 0."""
+    import json
+
+    from grading_runs import start_all
+
+    out = start_all()["robust"][1]
+    log = [json.loads(line) for line in open(out / "measurements.jsonl")]
+    again = [r for r in log if r["kind"] == "regrade_alone" and r["id"] == "infinite_loop"]
+    assert again and "stopped for time beside other submissions (test '" in again[0]["reason"], again
+    graded = [r for r in log if r["kind"] == "result" and r["id"] == "infinite_loop"]
+    assert len(graded) == 2                       # beside the others, then alone
+    assert "regraded alone: it failed the same way alone" in run("infinite_loop")["output"]
+    assert run("infinite_loop")["score"] == 0
