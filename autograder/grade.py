@@ -491,10 +491,9 @@ class Run:
         return []
 
     def regrade_reason(self, r: Result) -> str | None:
-        """Why this result may not be the submission's own (then it is graded again, alone, once):
-        out of GPU memory beside others, out of time beside others (a deadline is wall time, and
-        the others share the CPUs: a neighbour that keeps them busy must not cost a slow but
-        honest submission its points), or a failure in CUDA or OS initialisation."""
+        """Why this result may not be the submission's own (then graded again, alone, once): out
+        of GPU memory or of time (deadlines are wall time on shared CPUs) beside others, or a
+        failure in CUDA or OS initialisation."""
         if r.regraded:
             return None
         if r.not_own:
@@ -513,7 +512,7 @@ class Run:
             result.status = "grader error"
             outcome = ("it failed the same way alone, before any of your code ran: the grading "
                        "machine's fault, not yours; your instructor must grade it again")
-        elif result.not_own or result.oom or oom_said(result) or result.stopped_for_time:
+        elif result.not_own or result.oom or result.oom_said() or result.stopped_for_time:
             outcome = "it failed the same way alone, so this failure is the submission's own"
         else:
             outcome = "alone it ran normally; this is its grade"
@@ -543,24 +542,13 @@ class Run:
                 others = others or self._active > 1
                 self._active -= 1
         if others and not r.oom:  # out of GPU memory anywhere (cells, tests, the timing call)
-            r.oom = oom_said(r)
+            r.oom = r.oom_said()
         if r.not_own:
             r.not_own["beside_others"] = others
         if r.stopped_for_time:
             r.stopped_for_time["beside_others"] = others
         write_grades_csv(self.out, self.lab_name)  # after each one: a killed run loses nothing
         return r
-
-
-def oom_said(r: Result) -> str | None:
-    """The first thing said about this result that names CUDA's out-of-memory error."""
-    said = [str(v) for v in r.problems.values()] + [e.get("message", "") for e in r.cell_errors] \
-        + [t.output for t in r.tests if not (t.hidden and r.after_hidden)]
-    hit = next((x for x in said if "OUT_OF_MEMORY" in x.upper().replace(" ", "_")), None)
-    if hit is None:   # a hidden case's output is the child's words about a hidden case: its name only
-        hit = next((f"test '{t.name}' (a hidden case)" for t in r.tests if t.hidden and r.after_hidden
-                    and "OUT_OF_MEMORY" in t.output.upper().replace(" ", "_")), None)
-    return hit[:300] if hit else None
 
 
 def stop_on_signals(run) -> None:

@@ -96,6 +96,16 @@ class Result:
         fixed words (``withheld``); the instructor has the rest in measurements.jsonl."""
         return self.public_output_len is not None and self.hidden_visibility != "visible"
 
+    def oom_said(self) -> str | None:
+        """The first thing said about this result that names CUDA's out-of-memory error."""
+        said = [str(v) for v in self.problems.values()] + [e.get("message", "") for e in self.cell_errors] \
+            + [t.output for t in self.tests if not (t.hidden and self.after_hidden)]
+        hit = next((x for x in said if "OUT_OF_MEMORY" in x.upper().replace(" ", "_")), None)
+        if hit is None:   # a hidden case's output is the child's words about a hidden case: its name only
+            hit = next((f"test '{t.name}' (a hidden case)" for t in self.tests if t.hidden and self.after_hidden
+                        and "OUT_OF_MEMORY" in t.output.upper().replace(" ", "_")), None)
+        return hit[:300] if hit else None
+
     def test(self, name: str) -> TestRecord | None:
         return next((t for t in self.tests if t.name == name), None)
 

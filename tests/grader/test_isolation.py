@@ -568,9 +568,9 @@ def test_a_wrapped_submission_shares_the_wrappers_network_namespace_and_no_other
         assert ev.get("event") == "loaded", (ev, child.output_text()[-2000:])
         child.send(cmd="exit")
         child.proc.wait(timeout=60)
-        out = child.output_text()
     finally:
-        child.close()
+        child.close()   # joins the thread that drains its output: read the output after it
+    out = child.output_text()
     grader_net = os.readlink("/proc/self/ns/net")
     student = _said(out, "STUDENT")
     assert student["own_proc"] == "True"
@@ -619,10 +619,10 @@ def test_a_student_child_of_a_root_grader_is_never_root(isolate):
         assert ev.get("event") == "loaded" and not ev.get("cell_errors"), ev
         child.send(cmd="exit")
         child.proc.wait(timeout=60)
-        out = child.output_text()
         iso = child.isolation(ev.get("isolation"))
     finally:
-        child.close()
+        child.close()   # joins the thread that drains its output: read the output after it
+    out = child.output_text()
     uids = {int(u) for u in _said(out, "STUDENT")["uids"].split(",")}
     assert len(uids) == 1 and CHILD_UID_BASE <= uids.pop() < CHILD_UID_BASE + CHILD_UID_SPAN
     assert "AG-PLANTED" not in out and "AG-REFUSED" in out, out
