@@ -44,6 +44,9 @@ The grading run's parts
   tests/grader/faults.py). ``judge``: ``Judge``, each case's calls (every case called several
   times on the same arrays, every call judged: ``context.CALLS_*``), the kernel proof, the
   simulator's replay of a recording, on a GPU the simulator's hazard trace of each case.
+  ``compiling``: in the simulator, every kernel the passing tests launched compiled for a real
+  GPU without one (a sandboxed child on Numba's real target; ``book.numba_compat.compile_for_cc``):
+  a kernel no GPU could compile (host NumPy in its body) costs the correctness points.
   ``timing``: ``Timer``, the timing call recorded, then timed with no submission alive, paired
   with the master. ``recording``: a child's recorded launches copied out, checked, summarised.
   ``replay_client``: the trusted replay process of each GPU seen from the grader; ``replay`` is

@@ -34,7 +34,8 @@ names stay unique across folders, since pytest imports them by name):
   float32-CUDA-core, missing-``cp.async``-wait and transposed-fragment files:
   ``test_lab5_tensor_core.py``), ``lab6/`` (lab 6's split-K without its reduction, weights
   read twice, cache by pointer, atomics and one-thread-per-output files:
-  ``test_lab6_decode.py``), and, derived from the masters by the lab modules' edits
+  ``test_lab6_decode.py``), ``compile/`` (a kernel of host NumPy that runs in the simulator
+  and no GPU could compile: ``test_compile_check.py``), and, derived from the masters by the lab modules' edits
   (``python -m tools.lab_fixtures --write``),
   ``bounds/`` (per lab, the master with a store past the end of ``out`` or a forgotten
   ``blockIdx``: ``test_bounds_grading.py``, ``test_guard_zones.py``), ``controls/`` (per lab,

@@ -17,7 +17,8 @@ nothing here runs on import.
   limit (glibc's malloc arenas capped, and the facts reported when a block's threads still
   cannot start).
 - ``session``: the CUDA context, then the submission's cells (``cells``) and the grader's
-  commands: a test (``calls``), the simulator's replay (``sim_replay``), the probe;
+  commands: a test (``calls``), the simulator's replay (``sim_replay``), the compile check
+  (``compile``: on Numba's real target with no GPU, each launched kernel compiled), the probe;
   ``launches``: every launch counted and, in a test, recorded; ``import_blocker``: what graded
   code may not import.
 
