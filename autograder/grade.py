@@ -253,6 +253,7 @@ class Run:
                 # trace see nothing of what it did with the hidden cases
                 self._ended(child, result, gpu)
                 self.judge.prove_kernels(result, cells, gpu, proof)
+                self.judge.check_compiles(result, cells, proof)   # the simulator's only
                 self.judge.trace_hazards(result, cells)
                 self.timer.unless_correct(result)
             else:

@@ -1,7 +1,8 @@
 """Judging one submission: its tests, each compared with the float64 reference (lab.check),
 and the kernel proof (the recorded launches replayed on fresh inputs without calling the
 student's function: on a GPU by the trusted replay process, in the simulator by
-``replay_in_simulator``, a fresh child that launches only the recorded kernels). The
+``replay_in_simulator``, a fresh child that launches only the recorded kernels) and, in the
+simulator, the compile check (every launched kernel compiled for a GPU: compiling.py). The
 ``Judge`` is one part of a grading run (grade.Run composes it with the timer and the
 sanitizer); it takes the run's context (context.py)."""
 
@@ -233,6 +234,14 @@ class Judge:
             except RecordingError as e:
                 taken.append((case, e))
         return taken
+
+    def check_compiles(self, result, cells, taken):
+        """In the simulator, every kernel the passing tests launched (``taken``: the proof's
+        recordings) compiled for a real GPU without one; one that does not compile costs every
+        correctness point, as a failed proof does (autograder/compiling.py)."""
+        from .compiling import check_compiles
+
+        check_compiles(self.ctx, result, cells, taken)
 
     def prove_kernels(self, result, cells, gpu, taken):
         """The launches recorded during each passing kernel test (``taken``:

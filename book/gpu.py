@@ -6,6 +6,9 @@ once, when ``numba.cuda`` is first imported, from ``NUMBA_ENABLE_CUDASIM``.
 
 Decision order (first match wins):
 
+0. ``BOOK_COMPILE_ONLY=1``: Numba's real CUDA target with no GPU asked for (``COMPILE_ONLY``):
+   kernels are compiled (NVVM is a wheel) for ``COURSE_TARGET_CC``, never launched (the
+   grader's compile check of a simulated submission, autograder/sandbox/inside/compile.py).
 1. ``BOOK_SIMULATOR=1`` in the environment forces the simulator.
 2. ``NUMBA_ENABLE_CUDASIM=1`` already set means the simulator.
 3. Probe the CUDA driver with ctypes (``cuInit``, ``cuDeviceGetCount``), without
@@ -42,6 +45,7 @@ from .driver_errors import (  # noqa: F401  (re-exported)
 
 __all__ = [
     "SIMULATED",
+    "COMPILE_ONLY",
     "STATE_QUERY",
     "state",
     "parse_state",
@@ -186,7 +190,13 @@ def _enable_simulator() -> None:
             cfg.ENABLE_CUDASIM = 1
 
 
+#: the real CUDA target with no GPU: compile only (``BOOK_COMPILE_ONLY=1``)
+COMPILE_ONLY = _truthy("BOOK_COMPILE_ONLY")
+
+
 def _decide() -> tuple[bool, str]:
+    if COMPILE_ONLY:
+        return False, "BOOK_COMPILE_ONLY=1 is set: kernels are compiled, never launched"
     if _truthy("BOOK_SIMULATOR"):
         return True, "BOOK_SIMULATOR=1 is set"
     if _truthy("NUMBA_ENABLE_CUDASIM"):

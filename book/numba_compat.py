@@ -4,7 +4,8 @@ The course launches compiled kernels itself (the prepared launch, ``fastcall``, 
 GEMM's plan), gives a kernel more dynamic shared memory, records what a submission launches
 (the grader's child) and, in Numba's CUDA simulator, watches and re-addresses launches (the
 grader, ``check()``, the access tracer, ``tools/lab_ptx.py``) and lets a simulated warp meet
-(the tensor-core intrinsics). Each of these needs a name numba-cuda does not promise to keep;
+(the tensor-core intrinsics), and compiles a kernel for a GPU that is not here (the masters'
+check and the grader's compile check of a simulated submission). Each of these needs a name numba-cuda does not promise to keep;
 here each is reached once, by a function named after what it gives, written against the
 numba-cuda that requirements.txt pins (``PINNED``). ``tests/library/test_numba_compat.py``
 checks every one of them against the installed numba-cuda, so an upgrade that moves one fails
@@ -100,6 +101,75 @@ def intercept_gpu_launches(on_kernel, on_launch) -> None:
 
     disp._Kernel.launch = watched_kernel_launch
     disp.launch = watched_launch
+
+
+# ------------------------------------------------------------------ compiling for a GPU that is not here
+# Numba's real CUDA target needs no GPU to compile: NVVM ships as a wheel. A process that
+# imported numba.cuda with the simulator off compiles a kernel for any compute capability; the
+# lab masters' check (tools/lab_ptx.py) and the grader's compile check of a simulated
+# submission (autograder/sandbox/inside/compile.py) both compile through these two.
+def on_gpu_kernel_made(callback) -> None:
+    """For good: ``callback(dispatcher, py_func)`` as each ``@cuda.jit`` dispatcher is made
+    (before ``cuda.jit`` compiles an eager signature; a factory makes several from one function)."""
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    init = CUDADispatcher.__init__
+
+    def made(self, py_func, *a, **k):
+        init(self, py_func, *a, **k)
+        callback(self, py_func)
+
+    CUDADispatcher.__init__ = made
+
+
+class NotAKernel(TypeError):
+    """What was launched is no ``@cuda.jit`` dispatcher once the simulator is off."""
+
+
+def compile_for_cc(dispatcher, types, cc) -> str:
+    """The PTX of ``@cuda.jit`` dispatcher ``dispatcher`` for the Numba ``types`` of its
+    arguments, compiled for compute capability ``cc`` with the kernel's own options (fastmath,
+    lineinfo, ...): what a launch with those types would compile on such a GPU. Raises Numba's
+    error where it does not compile (NotAKernel: no real-target dispatcher)."""
+    import inspect
+
+    from numba.cuda.compiler import compile_ptx
+
+    if not hasattr(dispatcher, "py_func") or not hasattr(dispatcher, "targetoptions"):
+        raise NotAKernel(f"not a @cuda.jit kernel when the simulator is off "
+                         f"({type(dispatcher).__name__!r})")
+    accepted = set(inspect.signature(compile_ptx).parameters) - {"pyfunc", "sig", "cc", "device"}
+    opts = {k: v for k, v in dispatcher.targetoptions.items() if k in accepted}
+    # a device function the kernel calls (numba-cuda's own too: its np.empty) is compiled for
+    # "the current device", which a process without a GPU has not: the target stands in for it
+    from numba.cuda import dispatcher as disp
+
+    class Target:
+        compute_capability = tuple(cc)[:2]
+
+    current = disp.get_current_device
+    disp.get_current_device = lambda: Target
+    try:
+        text, _ = compile_ptx(dispatcher.py_func, tuple(types), cc=tuple(cc)[:2], **opts)
+    finally:
+        disp.get_current_device = current
+    return text
+
+
+def compile_error_line(e, filename: str):
+    """The line of ``filename`` (a cell's code name) a compile error ``e`` is at, or None.
+    numba-cuda raises a TypingError outside its error contexts, so its message may name no
+    line: the innermost compiler frame holding a ``Loc`` in that file has it."""
+    line = None
+    tb = e.__traceback__
+    while tb is not None:
+        for v in list(tb.tb_frame.f_locals.values()):
+            for loc in (v, getattr(v, "loc", None)):
+                if getattr(loc, "filename", None) == filename and isinstance(
+                        getattr(loc, "line", None), int):
+                    line = loc.line
+        tb = tb.tb_next
+    return line
 
 
 # ------------------------------------------------------------------ the simulator

@@ -50,10 +50,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.labs import get, staged
+from autograder.labs.spec import COURSE_CC
 from autograder.master import edited, graded_cells
 
 REPO = Path(__file__).resolve().parent.parent
-CC = (9, 0)  # Hopper: the course's GPU
+CC = COURSE_CC  # Hopper: the course's GPU (a lab's own: its spec's compile_cc)
 STAGED = staged()  # the labs built in steps (autograder/labs/: specs with steps)
 
 
@@ -188,27 +189,16 @@ def record(lab: str, cells, only=None, cases=None) -> dict[str, list[dict]]:
 # so a master may still import the instruction modules graded code may use
 # (book.kernels.tensorcore), and target_cc() answers the compute capability compiled for.
 _CHILD = r"""
-import inspect, json, pickle, sys, types
+import json, pickle, sys, types
 with open(sys.argv[1], "rb") as f:
     spec = pickle.load(f)
 pkg = types.ModuleType("book"); pkg.__path__ = [spec["root"] + "/book"]; sys.modules["book"] = pkg
 from numba import cuda
-from numba.cuda.compiler import compile_ptx
-accepted = set(inspect.signature(compile_ptx).parameters) - {"pyfunc", "sig", "cc", "device"}
+from book.numba_compat import NotAKernel, compile_error_line, compile_for_cc
 
 
 def where(e, cid, src):
-    # numba-cuda raises the TypingError outside its error contexts, so the message has no
-    # line: the innermost compiler frame holding a Loc in this cell has it
-    name, line = "<%s %s>" % (spec["lab"], cid), None
-    tb = e.__traceback__
-    while tb is not None:
-        for v in list(tb.tb_frame.f_locals.values()):
-            for loc in (v, getattr(v, "loc", None)):
-                if getattr(loc, "filename", None) == name and isinstance(
-                        getattr(loc, "line", None), int):
-                    line = loc.line
-        tb = tb.tb_next
+    line = compile_error_line(e, "<%s %s>" % (spec["lab"], cid))
     lines = src.splitlines()
     if line is None or not 0 < line <= len(lines):
         return ""
@@ -225,17 +215,13 @@ for cid, src in spec["cells"]:
         row["cc"] = tuple(spec["cc"])
         row["signature"] = "(" + ", ".join(str(t) for t in tys) + ")"
         disp = ns.get(ln["kernel"])
-        if not hasattr(disp, "py_func") or not hasattr(disp, "targetoptions"):
-            row["error"] = ("%s is not a @cuda.jit kernel when the simulator is off (%r)"
-                            % (ln["kernel"], type(disp).__name__))
-            out.append(row)
-            continue
-        opts = {k: v for k, v in disp.targetoptions.items() if k in accepted}
         try:
-            text, _ = compile_ptx(disp.py_func, tys, cc=tuple(spec["cc"]), **opts)
+            text = compile_for_cc(disp, tys, spec["cc"])
             row["error"] = ""
             if spec["keep_ptx"]:
                 row["ptx"] = text
+        except NotAKernel as e:
+            row["error"] = "%s is %s" % (ln["kernel"], e)
         except Exception as e:
             row["error"] = "%s: %s" % (type(e).__name__, e) + where(e, cid, src)
         out.append(row)
@@ -277,9 +263,9 @@ def _finish_child(lab: str, p: subprocess.Popen, timeout: float) -> list[Compile
 
 
 def check(labs=STAGED, notebooks=None, only=None, timeout: float = 300,
-          ccs=(CC,), edits=None, cases=None, keep_ptx: bool = False) -> list[Compiled]:
+          ccs=None, edits=None, cases=None, keep_ptx: bool = False) -> list[Compiled]:
     """Record each lab's launches in the simulator, then compile them all for each compute
-    capability of ``ccs`` (default sm_90; one child process per lab and capability, started
+    capability of ``ccs`` (default: the lab's ``compile_cc``, sm_90; one child process per lab and capability, started
     as soon as the lab's recording is done). ``notebooks``: {lab: another notebook of it};
     ``edits``: {lab: [Edit]} made to its graded cells; ``cases``: {step name: cases} run
     instead of the steps' own (``token_cases``); ``keep_ptx``: each result keeps its PTX."""
@@ -292,7 +278,7 @@ def check(labs=STAGED, notebooks=None, only=None, timeout: float = 300,
             for lab in labs:
                 cells = master_cells(lab, notebooks.get(lab), edits.get(lab, ()))
                 launches = record(lab, cells, only, cases)
-                for cc in ccs:
+                for cc in ccs or (get(lab).compile_cc,):
                     started.append((lab, _start_child(lab, cells, launches, Path(tmp), tuple(cc),
                                                       keep_ptx)))
             out = []
@@ -360,7 +346,7 @@ def toolchain() -> dict:
             "numba_cuda": dist("numba-cuda")}
 
 
-def ptxas_rows(lab: str, tokens=None, ccs=(CC,), notebook=None, timeout: float = 600) -> list[dict]:
+def ptxas_rows(lab: str, tokens=None, ccs=None, notebook=None, timeout: float = 600) -> list[dict]:
     """One row per (kernel, signature, capability) the master launches (``tokens``: only the
     graded function, once per T; its cases otherwise every step's), with ptxas's ``usage``;
     a kernel that does not compile raises."""
@@ -386,7 +372,7 @@ def ptxas_rows(lab: str, tokens=None, ccs=(CC,), notebook=None, timeout: float =
     return rows
 
 
-def ptxas_record(lab: str, tokens=None, ccs=(CC,), notebook=None, command=None) -> dict:
+def ptxas_record(lab: str, tokens=None, ccs=None, notebook=None, command=None) -> dict:
     """The rows of ``ptxas_rows`` with provenance: a compile-only fact (no GPU ran anything)."""
     from book.provenance import provenance
 
@@ -420,7 +406,7 @@ def main(argv=None) -> int:
                     help="with --ptxas: the graded function only, once per token count")
     ap.add_argument("--out", help="with --ptxas: write the record (JSON, with provenance)")
     a = ap.parse_args(args)
-    ccs = [tuple(int(v) for v in c.split(".")) for c in a.cc] or [CC]
+    ccs = [tuple(int(v) for v in c.split(".")) for c in a.cc] or None
     labs, notebooks = [], {}
     for arg in a.labs or STAGED:
         name, _, notebook = arg.partition("=")

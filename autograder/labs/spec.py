@@ -25,6 +25,10 @@ LAB_NAME = re.compile(r"lab(\d+)_[a-z0-9_]+")   # lab<number>_<topic>: module, m
 PERF_METRICS = ("bandwidth", "flops")
 
 
+#: the course's GPU (Hopper, H100/H200): the capability a lab's kernels compile for by default
+COURSE_CC = (9, 0)
+
+
 class LabSpecError(ValueError):
     """A lab declares itself wrongly: the message names the lab, the field and the fix."""
 
@@ -147,6 +151,12 @@ class LabSpec:
     """Submissions made from the master by edits (``autograder.labs.edits``): the lab's bounds
     bugs, hazards, lesson controls (the rubric names one) and hostile submissions, which the
     suite grades (``python -m tools.lab_fixtures --write`` writes them)."""
+
+    compile_cc: tuple[int, int] = COURSE_CC
+    """The compute capability a kernel lab's kernels must compile for where no GPU runs them
+    (the simulator's grading compiles every launched kernel for it: autograder/compiling.py;
+    ``tools/lab_ptx.py`` checks the master for it by default). The course's GPU, sm_90, has
+    every instruction family the labs use (lab 5's sm_80 ``cp.async`` and ``mma.sync``)."""
 
     kernel: ClassVar[bool] = False
     hidden_key: ClassVar[str] = "hidden_cases"     # the rubric's [correctness] key for n

@@ -107,13 +107,15 @@ class Child:
     ``budgets`` replaces the default budgets (a list of Budget).
     ``confine`` (default): a student child writes only beneath its own folders and, with no IPC
     namespace of its own, makes no System V IPC object (inside/isolation.py ``confine``); False
-    leaves only the removal of what its uid left, when it ends (a kernel without Landlock)."""
+    leaves only the removal of what its uid left, when it ends (a kernel without Landlock).
+    ``compile_cc`` (with ``simulated`` False): the compile check's child, Numba's real CUDA
+    target with no GPU, compiling kernels for that capability (inside/compile.py)."""
 
     def __init__(self, *, mode: str, functions: dict, cells: list | None, simulated: bool,
                  gpu: int | None = None, limits: dict | None = None, hide=(), isolate: bool = True,
                  drop_uid: bool = True, contain: str = "auto", allow_uncontained: bool | None = None,
                  budgets: list | None = None, wrap: list | None = None, wrap_env: dict | None = None,
-                 keep=(), confine: bool = True):
+                 keep=(), confine: bool = True, compile_cc: tuple | None = None):
         typed = Limits.of(limits)   # the defaults (settings.Limits) and what the caller changed
         self.hide_asked = [str(p) for p in hide]
         self.limits = dataclasses.asdict(typed)   # a dict, as the grader reads it (child.limits["tasks"])
@@ -174,7 +176,7 @@ class Child:
         cmd_r, cmd_w = os.pipe()
         rep_r, rep_w = os.pipe()
         settings = DriverSettings(
-            mode=mode, functions=functions, simulated=simulated,
+            mode=mode, functions=functions, simulated=simulated, compile_cc=compile_cc,
             workdir=str(self.workdir), trusted_dir=str(trusted),
             extra_paths=grader_paths(), cmd_fd=cmd_r, reply_fd=rep_w,
             isolate=isolate, hide=hide_list(hide, self.workdir, keep) if isolate else (),

@@ -37,6 +37,12 @@ def load_submission(workdir: str):
     return ns, errors
 
 
+def cell_sources(workdir: str) -> dict:
+    """Each cell's code name (``<cell N>``, as load_submission compiles it) -> its source."""
+    with open(os.path.join(workdir, "cells.json")) as f:
+        return {f"<cell {c['index']}>": c["source"] for c in json.load(f)}
+
+
 def signature_problems(ns, functions: dict):
     """({name: function} found as the lab asks, {name: what is wrong}) for each of
     ``functions`` (name -> parameter names)."""

@@ -10,7 +10,8 @@ Order matters (everything before the session runs before any student code):
 1. ``isolation.isolate``: namespaces, hidden paths, private storage, the privilege drop
    (student code never runs as root: the session checks again before it loads a line);
 2. die with the grader; the working folder; the grader's own import path (its packages), the
-   trusted copies first; ``import book`` (GPU or simulator), numpy, numba.cuda;
+   trusted copies first; ``import book`` (GPU, simulator, or the compile check's real target
+   without a GPU: ``compile_cc``), numpy, numba.cuda;
 3. ``session.serve``: the CUDA context, the launches counted, the import blocker, the
    submission's cells, then the grader's commands.
 """
@@ -46,7 +47,14 @@ def drive(cfg_path: str) -> None:
     # the grader's own search path, in its order (e.g. a numpy wheel before the system's), minus the repo
     extra = list(cfg.extra_paths)
     sys.path[:] = [cfg.trusted_dir] + extra + [p for p in sys.path if p not in extra]
-    if cfg.simulated:
+    if cfg.compile_cc:
+        # the compile check (compile.py): Numba's real CUDA target, no GPU, kernels compiled
+        # for the capability the grader names (book.gpu.COMPILE_ONLY, book.target)
+        os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
+        os.environ.update(BOOK_COMPILE_ONLY="1", CUDA_VISIBLE_DEVICES="",
+                          COURSE_TARGET_CC="%d.%d" % tuple(cfg.compile_cc[:2]),
+                          NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING="1")
+    elif cfg.simulated:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         # The simulator runs a Python thread per simulated CUDA thread: a 256-thread block is
         # 256 threads, each taking address space under RLIMIT_AS (Limits.mem_bytes): its stack

@@ -1,7 +1,9 @@
 """The child's session, once it is isolated and its path set: the CUDA context made in trusted
 code, the launches counted and recorded, the import blocker installed, then ``ready``; the
 submission's cells run when the grader says ``load``; then one command after another (a test,
-the simulator's replay, the sandbox's probe) until ``exit``. Everything the student's code
+the simulator's replay, the compile check's compile, the sandbox's probe) until ``exit``. The
+compile check's child (``book.gpu.COMPILE_ONLY``: the real CUDA target, no GPU) makes no CUDA
+context. Everything the student's code
 could reach in this process is untrusted from then on: the grader checks outputs against its
 own float64 references and times with its own clock."""
 
@@ -14,9 +16,10 @@ from numba import cuda
 
 from book import gpu
 
+from . import compile as compile_check
 from . import launches
 from .calls import probe, run_test
-from .cells import load_submission, signature_problems, student_tb
+from .cells import cell_sources, load_submission, signature_problems, student_tb
 from .channel import cuda_init_failure
 from .import_blocker import Blocker
 from .privilege import privileged
@@ -28,7 +31,7 @@ def init_cuda() -> None:
     """Make the CUDA context here, in trusted code, before any of the submission's: a failure
     now (the driver, the OS, a neighbour that exhausted something shared) is not the
     submission's, and the grader grades it again alone instead of scoring it."""
-    if not gpu.SIMULATED:
+    if not gpu.SIMULATED and not gpu.COMPILE_ONLY:
         cuda.current_context()   # cuInit and the primary context (get_primary_context)
 
 
@@ -47,6 +50,8 @@ def serve(cfg, iso: dict, channel) -> None:
             channel.fatal("sandbox", f"the sandbox refused to run student code {why}: "
                                      f"{iso.get('notes')}")
         launches.install(channel)
+        if gpu.COMPILE_ONLY:   # the compile check's child: its kernels named as they are made
+            compile_check.install()
         # the child's own modules leave the import table (they keep running: nothing imports
         # them again), so graded code that imports the grader is told it may not, by the
         # blocker, as for any other module of the grader
@@ -63,7 +68,8 @@ def serve(cfg, iso: dict, channel) -> None:
         set_baseline(own_uid=cfg.drop_uid is not None)
         ns, errors = load_submission(cfg.workdir)
         fns, problems = signature_problems(ns, cfg.functions)
-        cuda.synchronize()
+        if not gpu.COMPILE_ONLY:
+            cuda.synchronize()
         channel.reply(event="loaded", isolation=iso, simulated=simulated, cell_errors=errors,
                       problems=problems)
     else:
@@ -82,6 +88,8 @@ def serve(cfg, iso: dict, channel) -> None:
                 r = run_test(fns, msg, cfg.workdir)
             elif cmd == "replay" and simulated:
                 r = replay_sim(msg, cfg.workdir)
+            elif cmd == "compile" and gpu.COMPILE_ONLY:
+                r = compile_check.compile_launch(msg, cell_sources(cfg.workdir))
             else:
                 r = {"ok": False, "error": "ProtocolError", "message": f"unknown command {cmd}"}
         except BaseException as e:

@@ -102,7 +102,9 @@ class DriverSettings:
     mode; ``functions``: name -> parameter names the submission must define; ``cmd_fd``,
     ``reply_fd``: the protocol's pipes; ``isolate``: namespaces and hidden paths (``hide``);
     ``drop_uid``: the uid to become (as root; None: stay), with RLIMIT_NPROC ``nproc``;
-    ``extra_paths``: the grader's import path minus the repository."""
+    ``extra_paths``: the grader's import path minus the repository; ``compile_cc``: the
+    compile check's child (Numba's real CUDA target with no GPU, kernels compiled for this
+    compute capability, never launched: compile.py), None for every other child."""
 
     mode: str
     functions: dict
@@ -118,12 +120,14 @@ class DriverSettings:
     nproc: int
     storage: Storage
     launch: LaunchSettings
+    compile_cc: tuple[int, int] | None = None
 
     def __post_init__(self):
         storage = self.storage if isinstance(self.storage, Storage) else Storage(**self.storage)
         launch = self.launch if isinstance(self.launch, LaunchSettings) else LaunchSettings(**self.launch)
         _set(self, storage=storage, launch=launch, extra_paths=tuple(self.extra_paths),
-             hide=tuple(self.hide), functions={k: tuple(v) for k, v in self.functions.items()})
+             hide=tuple(self.hide), functions={k: tuple(v) for k, v in self.functions.items()},
+             compile_cc=None if self.compile_cc is None else tuple(int(v) for v in self.compile_cc))
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
