@@ -178,7 +178,7 @@ def _compile_in_child(ctx: RunContext, cells, items, cc):
     child, answers = got.child, []
     try:
         if getattr(got, "error", None) is not None:
-            return [{}] * len(items), child_problem(got.error, child, "compiling your kernels")[:300]
+            return [{}] * len(items), child_problem(got.error, child, "compiling your kernels")[:1500]
         if not got.loaded:
             return [{}] * len(items), f"the notebook's cells could not be loaded: {got.describe()[:300]}"
         for _case, launch in items:

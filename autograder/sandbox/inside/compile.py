@@ -89,7 +89,7 @@ def compile_launch(msg: dict, sources: dict) -> dict:
 
 def _compile(kernel, types, cc, code, signature, sources) -> dict:
     try:
-        compile_for_cc(kernel, types, cc)
+        compile_for_cc(kernel, types, cc, ptx=False)   # typing and lowering: no NVVM needed
     except NotAKernel as e:
         return {"ok": True, "found": False, "signature": signature, "error": str(e)}
     except Exception as e:   # Numba's error, in its own words

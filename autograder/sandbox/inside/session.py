@@ -49,9 +49,10 @@ def serve(cfg, iso: dict, channel) -> None:
         if why:   # never: the grader refuses to start such a child, and this makes sure
             channel.fatal("sandbox", f"the sandbox refused to run student code {why}: "
                                      f"{iso.get('notes')}")
-        launches.install(channel)
-        if gpu.COMPILE_ONLY:   # the compile check's child: its kernels named as they are made
-            compile_check.install()
+        if gpu.COMPILE_ONLY:   # the compile check's child: its kernels named as they are made,
+            compile_check.install()   # none launched (no launch hooks: Gradescope's numba-cuda
+        else:                         # has no cuda.core, so no real-target launch to hook)
+            launches.install(channel)
         # the child's own modules leave the import table (they keep running: nothing imports
         # them again), so graded code that imports the grader is told it may not, by the
         # blocker, as for any other module of the grader
