@@ -69,12 +69,17 @@ def sweep_changes(rec: dict) -> list[dict]:
     return changes
 
 
-def _row(rec: dict, name: str, T: int, path: str) -> dict:
-    for r in rec["rows"]:
-        if r["name"] == name and r["shape"][0] == T:
-            return r
-    have = sorted({(r["name"], r["shape"][0]) for r in rec["rows"]})
-    raise KeyError(f"{path} has no row {name!r} at T = {T}; it has {have}")
+def _row(path: str, name: str, T) -> dict:
+    """The one row ``name`` (its ``variant``, or its ``name``) at ``T`` tokens of a record."""
+    rows = record(path)["rows"]
+    found = [r for r in rows if (r.get("variant") or r.get("name")) == name
+             and r["shape"][0] == int(T)]
+    if not found:
+        have = sorted({(r.get("variant") or r.get("name"), r["shape"][0]) for r in rows})
+        raise KeyError(f"{path} has no row {name!r} at T = {T}; it has {have}")
+    if len(found) > 1:
+        raise KeyError(f"{path} has {len(found)} rows {name!r} at T = {T}, not one")
+    return found[0]
 
 
 def _sweep_row(stem: str, change: str, T: str) -> tuple[dict, dict, str]:
@@ -83,7 +88,7 @@ def _sweep_row(stem: str, change: str, T: str) -> tuple[dict, dict, str]:
     labels = [change_label(c) for c in sweep_changes(rec)]
     if change not in labels:
         raise KeyError(f"{path}'s sweep has no change {change!r}; it has {labels}")
-    return _row(rec, f"fp8_gemv_sweep_{labels.index(change)}", int(T), path), rec, path
+    return _row(path, f"fp8_gemv_sweep_{labels.index(change)}", T), rec, path
 
 
 def _decode_us(stem, change, T):
@@ -105,26 +110,19 @@ def _decode_saved_us(stem, change, T):
 
 
 def _row_us(path, variant, T):
-    rec = record(path)
-    rows = [r for r in rec["rows"] if (r.get("variant") or r.get("name")) == variant
-            and r["shape"][0] == int(T)]
-    if len(rows) != 1:
-        raise KeyError(f"{path} has {len(rows)} rows {variant!r} at T = {T}, not one")
-    r = rows[0]
+    r, rec = _row(path, variant, T), record(path)
     value = r["seconds"] * 1e6 if "seconds" in r else r["median_us"]
     return value, r.get("provenance") or rec["provenance"], path   # a merged row keeps its run's
 
 
 def _norm_quant_us(name, T):
-    rec = record(NORM_QUANT)
-    return _row(rec, name, int(T), NORM_QUANT)["median_us"], rec["provenance"], NORM_QUANT
+    return _row_us(NORM_QUANT, name, T)
 
 
 def _norm_quant_vs_compile(T):
-    rec = record(NORM_QUANT)
-    ours = _row(rec, "norm_quant_fused", int(T), NORM_QUANT)["median_us"]
-    theirs = _row(rec, "compiled_rmsnorm_quant", int(T), NORM_QUANT)["median_us"]
-    return theirs / ours, rec["provenance"], NORM_QUANT
+    ours = _row(NORM_QUANT, "norm_quant_fused", T)["median_us"]
+    theirs = _row(NORM_QUANT, "compiled_rmsnorm_quant", T)["median_us"]
+    return theirs / ours, record(NORM_QUANT)["provenance"], NORM_QUANT
 
 
 @dataclass(frozen=True)
