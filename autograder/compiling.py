@@ -89,21 +89,11 @@ def launches_of(taken) -> list[tuple[dict, dict]]:
 
 
 def _key(launch: dict) -> str:
-    """One (kernel, argument types) per key: the code, which one, and each parameter's type
-    (an array's dtype, dimensions and layout; a scalar's type), never a value. The child
-    compiles each distinct one once too (it keys by Numba's types)."""
-    import numpy as np
-
-    def kind(p):
-        if p.get("t") != "arr":
-            return [p.get("t")]
-        try:
-            v = np.lib.stride_tricks.as_strided(np.zeros(1, np.dtype(p["dtype"])),
-                                                shape=tuple(p["shape"]), strides=tuple(p["strides"]))
-            return ["arr", p["dtype"], v.ndim, bool(v.flags.c_contiguous), bool(v.flags.f_contiguous)]
-        except (KeyError, TypeError, ValueError):
-            return ["arr?", json.dumps(p, sort_keys=True)[:300]]
-    return json.dumps([launch["code"], launch["nth"], [kind(p) for p in launch["params"]]])
+    """A launch as the child is asked about it: a case's repeated calls make the same launch,
+    asked once. Launches that differ in shapes or scalar values are asked each; the child
+    types them (compile.py's ``arg_type``, the one place a recorded parameter becomes a type)
+    and compiles each (kernel, argument types) once."""
+    return json.dumps(launch, sort_keys=True)
 
 
 def check_compiles(ctx: RunContext, result, cells, taken) -> None:

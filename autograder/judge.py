@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 
+from .compiling import check_compiles
 from .context import RunContext, ask, child_problem
 from .hazards import from_report, messages
 from .inputs import guard_damage, unguarded
@@ -239,8 +240,6 @@ class Judge:
         """In the simulator, every kernel the passing tests launched (``taken``: the proof's
         recordings) compiled for a real GPU without one; one that does not compile costs every
         correctness point, as a failed proof does (autograder/compiling.py)."""
-        from .compiling import check_compiles
-
         check_compiles(self.ctx, result, cells, taken)
 
     def prove_kernels(self, result, cells, gpu, taken):
