@@ -19,6 +19,9 @@ after round, the SM clock, power and temperature read (nvidia-smi) after each tu
 
 - ``fp8_gemv_e4m3_out``: :func:`book.kernels.fp8_gemv.swiglu_fp8_gemv`, e4m3 out;
 - ``fp8_gemv_bf16_out``: the same kernel storing bfloat16 (the control);
+- ``fp8_gemv_e4m3_out_bare``: the same kernel with e4m3 out, the tile's fixes off
+  (``gemv_tile(..., fixes=False)``: the scales read output by output, the seams settled in
+  full, a plain launch; the same bits): the control of ``Fp8GemvTile``'s fixes;
 - ``fp8_fused_gemm_decode``: the fused FP8 GEMM of the prefill rows
   (:func:`book.kernels.fp8_gemm.swiglu_fp8`) at these T: the tile design at decode;
 - ``scaled_mm_rowwise_decode_gemm``: ``torch._scaled_mm`` of x (padded to 16 rows with zeros,
@@ -314,6 +317,13 @@ def main(argv=None):
             V.swiglu_fp8_gemv(xq0, sx0, w0["gq"], w0["sg"], w0["uq"], w0["su"], o8[0],
                               out_dtype="e4m3", out_scale=out_scale)
             check("fp8_gemv_e4m3_out", T, o8[0].float() * out_scale, ref)
+            bare = V.gemv_tile(T, D, prov["gpu"], fixes=False)
+            V.swiglu_fp8_gemv(xq0, sx0, w0["gq"], w0["sg"], w0["uq"], w0["su"], o8[1],
+                              out_dtype="e4m3", out_scale=out_scale, tile=bare)
+            check("fp8_gemv_e4m3_out_bare", T, o8[1].float() * out_scale, ref)
+            doc["checks"].append({"name": "fp8_gemv_e4m3_out_bare: the default's codes", "T": T,
+                                  "ok": bool(torch.equal(o8[0].view(torch.uint8),
+                                                         o8[1].view(torch.uint8)))})
             check("fp8_fused_gemm_decode", T,
                   G.swiglu_fp8(xq0, sx0, w0["gq"], w0["sg"], w0["uq"], w0["su"]), ref)
 
@@ -342,6 +352,8 @@ def main(argv=None):
             cands = {
                 "fp8_gemv_e4m3_out": (gemv(o8, out_dtype="e4m3", out_scale=out_scale), wb8),
                 "fp8_gemv_bf16_out": (gemv(o16), wb8),
+                "fp8_gemv_e4m3_out_bare": (
+                    gemv(o8, out_dtype="e4m3", out_scale=out_scale, tile=bare), wb8),
                 "fp8_fused_gemm_decode": (
                     lambda i: G.swiglu_fp8(*qx[i], ws[i]["gq"], ws[i]["sg"], ws[i]["uq"],
                                            ws[i]["su"], o16[i]), wb8),
@@ -390,6 +402,7 @@ def main(argv=None):
             for a, b in (("fp8_gemv_e4m3_out", "scaled_mm_rowwise_decode_e4m3_compiled"),
                          ("fp8_gemv_e4m3_out", "scaled_mm_rowwise_decode_gemm"),
                          ("fp8_gemv_e4m3_out", "fp8_gemv_bf16_out"),
+                         ("fp8_gemv_e4m3_out", "fp8_gemv_e4m3_out_bare"),
                          ("fp8_gemv_e4m3_out", "fp8_fused_gemm_decode"),
                          ("fp8_gemv_e4m3_out", "bf16_decode_planned")):
                 ra, rb = by[a], by[b]

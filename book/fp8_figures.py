@@ -387,6 +387,8 @@ def measurement_rows(rec, T: int, d: int = 4096, h: int = 14336) -> list[tuple]:
 #: the decode table's rows, in order (``benchmarks/fp8_decode_bench.py`` writes them)
 DECODE_ROWS = (("fp8_gemv_e4m3_out", "e4m3", "ours: FP8 GEMV, e4m3 out"),
                ("fp8_gemv_bf16_out", "e4m3", "control: the same GEMV storing bf16"),
+               ("fp8_gemv_e4m3_out_bare", "e4m3",
+                "control: the same GEMV, its three fixes off (the bare tile)"),
                ("fp8_fused_gemm_decode", "e4m3", "the fused FP8 GEMM (the prefill kernel)"),
                ("scaled_mm_rowwise_decode_e4m3_compiled", "e4m3",
                 "cuBLASLt FP8 + compiled SiLU*up + quantize"),

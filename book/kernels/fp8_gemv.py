@@ -26,8 +26,10 @@ the ones its defaults use (what each one bought is measured there):
   order (the same sums every launch) and leaves the counters at zero.
 - **The epilogue**: the scales (the token's, the output channel's; ``1 / out_scale`` folded
   into up's, as :mod:`book.kernels.fp8_gemm` folds it), ``silu(gate) * up`` in float32, and
-  one store per output: bfloat16, or the e4m3 code of ``cvt.rn.satfinite``. The scales are
-  read output by output from global memory (the tile's candidate fixes and probes, off:
+  one store per output: bfloat16, or the e4m3 code of ``cvt.rn.satfinite``. In the bare tile
+  the scales are read output by output from global memory; the default tile reads them into
+  registers ahead, settles the seams in fewer round trips and launches as a dependent of the
+  kernel before it (:data:`book.kernels.fp8_gemv_tile.FIXES`, the same bits; the probes:
   :mod:`book.kernels.fp8_gemv_tile`, records/fp8/README.md).
 
 :func:`model` (:mod:`book.kernels.fp8_gemv_model`) computes what the kernel stores through
@@ -48,7 +50,7 @@ from numba import cuda, float32, uint8, uint32, uint64
 from ..numba_compat import compiled_for
 from . import fp8
 from .fp8_gemv_model import model
-from .fp8_gemv_tile import (BK, MAX_T, OUTS, PROBES, Fp8GemvTile, gemv_tile, row_of,
+from .fp8_gemv_tile import (BK, FIXES, MAX_T, OUTS, PROBES, Fp8GemvTile, gemv_tile, row_of,
                             token_of, weight_bytes)
 from .fused import silu_mul
 from .hopper import SIMULATED, descriptor
@@ -56,7 +58,7 @@ from .launch import device_name
 from .stream_k import ENTRY, next_step, step_at, stream_k
 from .wgmma_gemv_tile import ALIGN, BM, output_of
 
-__all__ = ["BK", "BM", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "make_fp8_gemv",
+__all__ = ["BK", "BM", "FIXES", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "make_fp8_gemv",
            "swiglu_fp8_gemv", "model", "weight_bytes", "ptx_variants", "signature", "row_of",
            "token_of"]
 
@@ -476,9 +478,11 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
 def ptx_variants() -> dict:
     """The kernels whose PTX the tests read (book.kernels.ptx: ``fp8_gemv_<name>``), with
     their argument types."""
-    out = {f"t{T}_{o}": (make_fp8_gemv(gemv_tile(T, gpu="H200"), o), signature(o))
+    # named by what they change of the bare tile (gemv_tile's fixes off); the dispatcher's
+    # default is the "_short_settle_preload_pdl" one
+    out = {f"t{T}_{o}": (make_fp8_gemv(gemv_tile(T, gpu="H200", fixes=False), o), signature(o))
            for T, o in ((1, "bfloat16"), (4, "e4m3"), (16, "e4m3"), (16, "bfloat16"))}
-    t1, t16, t32 = (gemv_tile(T, gpu="H200") for T in (1, 16, 32))
+    t1, t16, t32 = (gemv_tile(T, gpu="H200", fixes=False) for T in (1, 16, 32))
     for name, t, o, change in (
             ("t16_e4m3_pdl", t16, "e4m3", {"pdl": True}),
             # the candidate fixes (Fp8GemvTile.preload, unguarded), alone and together

@@ -1,7 +1,7 @@
 """The FP8 decode GEMV's tile (:mod:`book.kernels.fp8_gemv`), as
 :mod:`book.kernels.wgmma_gemv_tile` is the bf16 GEMV's: :class:`Fp8GemvTile` (the bf16 tile
-with twice the k per box, its options, its candidate fixes and diagnostic probes),
-:func:`gemv_tile` (the default tile for T tokens) and where a consumer thread's outputs lie
+with twice the k per box, its options, its fixes and diagnostic probes),
+:func:`gemv_tile` (the default tile for T tokens, :data:`FIXES` on) and where a consumer thread's outputs lie
 (:func:`row_of`, :func:`token_of`: the rows and tokens whose scales ``preload`` keeps in
 registers); the bytes a call reads at least (:func:`weight_bytes`)."""
 
@@ -12,8 +12,8 @@ import dataclasses
 from .wgmma_gemv_tile import WgmmaGemvTile
 from .wgmma_gemv_tile import gemv_tile as bf16_gemv_tile
 
-__all__ = ["BK", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "row_of", "token_of",
-           "weight_bytes"]
+__all__ = ["BK", "FIXES", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "row_of",
+           "token_of", "weight_bytes"]
 
 BK = 128  # k per box: 128 e4m3 = one 128-byte swizzled row
 #: the most tokens: x is copied with every stage (no resident x), N up to 32
@@ -22,6 +22,11 @@ OUTS = ("bfloat16", "e4m3")
 #: the diagnostics ``Fp8GemvTile.probe`` names (each leaves out one part of the kernel; their
 #: outputs are not the layer's)
 PROBES = ("stream", "nowgmma", "noscale", "noseam", "nox")
+#: the options :func:`gemv_tile` turns on over the bare tile (the structure of chapter 9's bf16
+#: GEMV, its control): on an H200 they took the layer's call from 33.5 / 34.5 / 38.3 us to
+#: 27.1 / 27.3 / 28.4 at T = 1 / 4 / 16, the bits unchanged (records/fp8/README.md, "The seams
+#: settled in short": records/fp8/fp8_decode_settle_h200.json)
+FIXES = {"preload": True, "short_settle": True, "pdl": True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,8 +47,8 @@ class Fp8GemvTile(WgmmaGemvTile):
     it attacks: the fixed cost of a call's start and of the tail before it, which weighs
     on the 117 MB layer and not at twice the bytes (records/fp8/README.md).
 
-    Two candidate fixes of the time this kernel spends beyond chapter 9's bf16 GEMV on the
-    same bytes (issue 42), off by default, each giving the default's bits (the same products
+    Two fixes of the time this kernel spends beyond chapter 9's bf16 GEMV on the same bytes
+    (issue 42), off in the bare tile and on in :func:`gemv_tile`'s (:data:`FIXES`), each giving the default's bits (the same products
     in the same order; the GPU lane checks it): the default's epilogue reads three scales
     (``sx[t]``, ``sg[j]``, ``su[j]``) from global memory for every output, inside the test
     of whether the output exists, so each output waits for its loads in turn, behind the
@@ -56,8 +61,8 @@ class Fp8GemvTile(WgmmaGemvTile):
     test (where not preloaded, the scales read at indices clamped into their arrays), so a
     thread's outputs are independent and their loads and math overlap.
 
-    A third, of what the seams still cost with both (records/fp8/README.md), off by default
-    and giving the default's bits: ``short_settle``. A block's seam pieces are in by step 11
+    A third, of what the seams still cost with both (records/fp8/README.md), likewise on in
+    :func:`gemv_tile`'s and giving the bare tile's bits: ``short_settle``. A block's seam pieces are in by step 11
     or 12 of its 27 at d = 4096, h = 14336 (every block: a range cut in one or two tiles,
     then one whole tile), so the finisher warp's sum starts with a whole tile still to read
     behind it; it costs the tail only by its length, and its length is a chain of global
@@ -129,17 +134,18 @@ class Fp8GemvTile(WgmmaGemvTile):
                    else ""))
 
 
-def gemv_tile(T: int, d: int = 4096, gpu: str = "") -> Fp8GemvTile:
+def gemv_tile(T: int, d: int = 4096, gpu: str = "", *, fixes: bool = True) -> Fp8GemvTile:
     """The default tile for T tokens: the bf16 GEMV's choice
     (:func:`book.kernels.wgmma_gemv_tile.gemv_tile`: up to 16 tokens four stages of two boxes
     along k, a weight row read 256 bytes at a time, x copied a stage, the GPU's L2 promotion
     and lead; beyond, six stages of one box) in the same bytes, x always copied a stage (this
-    kernel has no resident x)."""
+    kernel has no resident x), with the measured fixes of :data:`FIXES`; ``fixes=False``: the
+    bare tile, their control (the same bits)."""
     if not 1 <= T <= MAX_T:
         raise ValueError(f"the FP8 GEMV takes 1 to {MAX_T} tokens, got T = {T}")
     bf16 = bf16_gemv_tile(T, d, gpu)
     return Fp8GemvTile(n=bf16.n, stages=bf16.stages, kblocks=bf16.kblocks,
-                       promotion=bf16.promotion, lead=bf16.lead)
+                       promotion=bf16.promotion, lead=bf16.lead, **(FIXES if fixes else {}))
 
 
 def row_of(lt: int, b: int) -> int:

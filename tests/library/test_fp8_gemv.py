@@ -77,6 +77,13 @@ def test_the_tile_is_the_bf16_gemvs_bytes_with_twice_the_k():
     assert (t.n, t.stages, t.kblocks, t.promotion, t.lead) == (16, 4, 2, "128B", 4)
     assert V.gemv_tile(1).n == 8 and V.gemv_tile(4).n == 8 and V.gemv_tile(32).kblocks == 1
     assert "m64n16k32 e4m3" in t.describe()
+    # the default takes the measured fixes (the same bits: the GPU lane), the bare tile none
+    bare = V.gemv_tile(16, gpu="NVIDIA H200", fixes=False)
+    assert {k: getattr(t, k) for k in V.FIXES} == V.FIXES == {
+        "preload": True, "short_settle": True, "pdl": True}
+    assert not any(getattr(bare, k) for k in V.FIXES)
+    assert dataclasses.replace(bare, **V.FIXES) == t
+    assert "dependent" in t.describe() and "dependent" not in bare.describe()
     with pytest.raises(ValueError):
         V.gemv_tile(33)
     for bad in ({"x_resident": True}, {"trace": True}, {"dynamic": 4}, {"cpasync": True},
@@ -109,7 +116,7 @@ def test_the_preloaded_scales_are_the_ones_each_output_reads():
 def test_probes_are_named_refused_by_the_model_and_by_the_call_unless_asked_for():
     """A probe's output is not the layer's: the tile names it, the model has none, and the
     call runs one only with probe=True (refused before anything is planned or replayed)."""
-    t = V.gemv_tile(16, gpu="NVIDIA H200")
+    t = V.gemv_tile(16, gpu="NVIDIA H200", fixes=False)
     for p in V.PROBES:
         probe = dataclasses.replace(t, probe=p).validate()
         assert f"PROBE {p}" in probe.describe()
@@ -121,18 +128,20 @@ def test_probes_are_named_refused_by_the_model_and_by_the_call_unless_asked_for(
     with pytest.raises(ValueError, match="probe"):
         V.model(*codes(*q), tile=dataclasses.replace(V.gemv_tile(4, 256), probe="noscale"))
     with pytest.raises(ValueError, match="probe=True"):
-        V.swiglu_fp8_gemv(*codes(*q), tile=dataclasses.replace(V.gemv_tile(4), probe="stream"))
-    # the fixes' model is the default's: they change where the scales are read, not the sums
-    base = V.model(*codes(*q), blocks=3)
+        V.swiglu_fp8_gemv(*codes(*q), tile=dataclasses.replace(V.gemv_tile(4, fixes=False),
+                                                               probe="stream"))
+    # the fixes' model is the bare tile's: they change where the scales are read, not the sums
+    base = V.model(*codes(*q), blocks=3, tile=V.gemv_tile(4, 256, fixes=False))
     assert np.array_equal(V.model(*codes(*q), blocks=3, tile=dataclasses.replace(
-        V.gemv_tile(4, 256), preload=True, unguarded=True)), base)
+        V.gemv_tile(4, 256, fixes=False), preload=True, unguarded=True)), base)
     # short_settle: the seams' sums in the same order (model equal with seams: 3 blocks over
     # 2 row tiles), refused with the probes that settle no seam
-    short = dataclasses.replace(V.gemv_tile(4, 1024), short_settle=True, preload=True, pdl=True)
+    short = dataclasses.replace(V.gemv_tile(4, 1024, fixes=False), short_settle=True,
+                                preload=True, pdl=True)
     assert "settled in short" in short.validate().describe()
     q = quantized(4, 1024, 128)
     assert np.array_equal(V.model(*codes(*q), blocks=3, tile=short),
-                          V.model(*codes(*q), blocks=3))
+                          V.model(*codes(*q), blocks=3, tile=V.gemv_tile(4, 1024, fixes=False)))
     for p in ("stream", "noseam"):
         with pytest.raises(ValueError, match="short_settle"):
             dataclasses.replace(t, short_settle=True, probe=p).validate()
@@ -393,7 +402,8 @@ def test_on_a_hopper_gpu_a_dependent_launch_gives_the_same_bits_back_to_back():
     T, d, h = 16, 4096, 4096
     q = quantized(T, d, h, seed=11)
     xq, sx, gq, sg, uq, su = _on_gpu(torch, q)
-    plain, dep = V.gemv_tile(T, d), dataclasses.replace(V.gemv_tile(T, d), pdl=True)
+    plain = V.gemv_tile(T, d, fixes=False)
+    dep = dataclasses.replace(plain, pdl=True)
     xs = [xq.clone() for _ in range(2)]
     flips = [torch.roll(xq, k, dims=1) for k in (1, 2)]
 
@@ -413,14 +423,16 @@ def test_on_a_hopper_gpu_a_dependent_launch_gives_the_same_bits_back_to_back():
         assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-#: the candidate fixes (Fp8GemvTile.preload, unguarded, short_settle) with a T and an output each: tokens
+#: the fixes (Fp8GemvTile.preload, unguarded, short_settle; the default tile's: V.FIXES) over the
+#: bare tile, with a T and an output each: tokens
 #: past T (1, 5) and rows past h (the shapes below) are where their clamped reads differ
 #: (four kernels to compile: the GPU lane's runbook has little time for more)
 FIXES = [({"preload": True}, 1, "e4m3"), ({"unguarded": True}, 5, "e4m3"),
          ({"preload": True, "unguarded": True}, 16, "e4m3"),
          ({"preload": True, "unguarded": True, "pdl": True}, 16, "bfloat16"),
          ({"short_settle": True}, 5, "e4m3"),
-         ({"short_settle": True, "preload": True, "pdl": True}, 16, "bfloat16")]
+         ({"short_settle": True, "preload": True, "pdl": True}, 16, "bfloat16"),
+         (V.FIXES, 4, "e4m3")]
 
 
 def _bits(torch, o):
@@ -431,8 +443,9 @@ def _bits(torch, o):
 @pytest.mark.parametrize("change,T,out", FIXES)
 def test_on_a_hopper_gpu_the_candidate_fixes_give_the_defaults_bits(change, T, out):
     """A fix reads the same scales earlier (or for every accumulator) and multiplies them in
-    the same order: its output is the default tile's bit for bit, at seams (more blocks than
-    row tiles), whole tiles and a ragged last row tile."""
+    the same order: its output is the bare tile's bit for bit, at seams (more blocks than
+    row tiles), whole tiles and a ragged last row tile; so is the default tile's (its
+    FIXES)."""
     torch = _torch_hopper()
     from book.kernels.launch import device_name
 
@@ -440,8 +453,13 @@ def test_on_a_hopper_gpu_the_candidate_fixes_give_the_defaults_bits(change, T, o
         q = quantized(T, d, h, seed=T + d + h)
         args = _on_gpu(torch, q)
         s = 2 * float(np.abs(reference(*q)).max()) / F.E4M3.max if out == "e4m3" else 1.0
-        want = V.swiglu_fp8_gemv(*args, out_dtype=out, out_scale=s)
-        tile = dataclasses.replace(V.gemv_tile(T, d, device_name()), **change)
+        bare = V.gemv_tile(T, d, device_name(), fixes=False)
+        want = V.swiglu_fp8_gemv(*args, out_dtype=out, out_scale=s, tile=bare)
+        if change == V.FIXES:  # the default call
+            assert V.gemv_tile(T, d, device_name()) == dataclasses.replace(bare, **change)
+            got = V.swiglu_fp8_gemv(*args, out_dtype=out, out_scale=s)
+            assert torch.equal(_bits(torch, got), _bits(torch, want)), (change, T, d, h)
+        tile = dataclasses.replace(bare, **change)
         got = V.swiglu_fp8_gemv(*args, out_dtype=out, out_scale=s, tile=tile)
         assert torch.equal(_bits(torch, got), _bits(torch, want)), (change, T, d, h)
 
@@ -461,7 +479,7 @@ def test_on_a_hopper_gpu_the_probes_without_wgmma_finish_and_leave_the_counters_
     o = torch.empty(T, h, device="cuda", dtype=torch.bfloat16)
     V.swiglu_fp8_gemv(*args, o)
     first = o.clone()
-    tile = dataclasses.replace(V.gemv_tile(T, d, device_name()), probe=probe)
+    tile = dataclasses.replace(V.gemv_tile(T, d, device_name(), fixes=False), probe=probe)
     p = torch.empty_like(o)
     for _ in range(3):
         V.swiglu_fp8_gemv(*args, p, tile=tile, probe=True)
