@@ -16,14 +16,45 @@ Chapter 8 shows what limits the kernel from those counters, so ``--parse`` reads
 kernel's "Command line profiler metrics" and "Warp State Statistics" values, in launch order,
 from the reports of PROFILES) and stores them with the provenance of the run that made them,
 rather than typed into the chapter. (It was benchmarks/tensorcore_ncu_record.py until issue 44.)
+
+**Which tensor-core instructions cuBLAS's bf16 GEMM issues** (``--instructions OUT``; record
+`records/bench/cublas_instructions_h200.json`, or `_h100`: the GPU's tag in the name):
+
+    python3 -m benchmarks.tensorcore_ncu --instructions $OUT/cublas_instructions_h200.json
+
+Chapter 8 says cuBLAS closes `mma.sync`'s gap on a Hopper GPU with Hopper's own `wgmma`, fed by
+TMA. A kernel's name does not show which instructions it runs; ncu's instruction counters do.
+Each workload runs once in a child process under ``ncu`` (one ncu run a workload), inside an
+NVTX range that ncu's ``--nvtx-include`` keeps, so setup kernels (random numbers, copies) are
+not profiled. For each kernel in the range the record keeps its name and, of ncu's metrics
+for this chip, the instructions executed on the tensor pipe by ``wgmma`` (``gmma``) and by
+``mma.sync`` (``hmma``) and, where the chip has them, the TMA instructions (``utma``), with the
+kernel's duration under ncu. The workloads (d = 4096, h = 14336, nn.Linear weights, bf16):
+
+- ``cublas_prefill`` / ``cublas_decode``: ``torch.matmul(x, W.T, out=o)`` with ``W = [Wg; Wu]``
+  (what chapter 9's cuBLAS rows time) at T = 2048 and T = 16;
+- ``ours_wgmma`` (control: a kernel known to be built on ``wgmma`` and TMA):
+  :func:`book.kernels.wgmma_gemm.swiglu_wgmma` at T = 2048;
+- ``ours_mma`` (control: one built on ``mma.sync``): :func:`book.kernels.mma_gemm.swiglu_mma`
+  at T = 2048.
+
+A counter that reads zero for a control built on that instruction would say the metric does
+not count it: the record checks each control's own instruction is counted (``checks``).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import math
+import os
 import re
+import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,15 +124,169 @@ def write_record():
         f"{k} {list(p['kernels'])}" for k, p in doc["profiles"].items()))
 
 
+# ---------------------------------------------------------------- the instruction counts
+
+#: the instruction counts' workloads (d = 4096, h = 14336): name -> T
+WORKLOADS = {"cublas_prefill": 2048, "cublas_decode": 16, "ours_wgmma": 2048, "ours_mma": 2048}
+#: what each control must show: its own instruction counted
+CONTROLS = {"ours_wgmma": "gmma", "ours_mma": "hmma"}
+RANGE = "course_work"
+#: of ncu's metrics for the chip, those kept (the first of each kind's names this ncu lists):
+#: instructions on the tensor pipe by wgmma (gmma) and by mma.sync (hmma), TMA instructions
+WANTED = (("gmma", ("sm__inst_executed_pipe_tensor_op_gmma",
+                    re.compile(r"^sm__inst_executed_pipe_tensor_op_gmma\w*$"))),
+          ("hmma", ("sm__inst_executed_pipe_tensor_op_hmma",
+                    re.compile(r"^sm__inst_executed_pipe_tensor_op_hmma\w*$"))),
+          ("utma", ("smsp__inst_executed_op_utma",
+                    re.compile(r"^smsp__inst_executed_op_u?tma\w*$"))))
+
+
+def ncu_binary() -> str | None:
+    return shutil.which("ncu") or next(
+        (p for p in ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
+         if os.path.exists(p)), None)
+
+
+def chip_metrics(ncu: str) -> dict[str, list[str]]:
+    """{kind: [a metric's base name]} of WANTED, as this machine's ncu lists them (the exact
+    name where listed, else the first that matches; none where nothing does)."""
+    out = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True,
+                         timeout=120).stdout
+    names = sorted({line.split()[0] for line in out.splitlines()
+                    if line.strip() and "__" in line.split()[0]})
+    found = {}
+    for kind, (exact, pattern) in WANTED:
+        match = [n for n in names if pattern.match(n)]
+        found[kind] = [exact] if exact in names else match[:1]
+    return found
+
+
+def child(name: str) -> None:
+    """Run workload ``name`` once inside the NVTX range ncu keeps."""
+    import torch
+
+    import book  # noqa: F401  (GPU or simulator)
+
+    T = WORKLOADS[name]
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = (torch.randn(T, 4096, device="cuda", generator=g) / 8).bfloat16()
+    wg = (torch.randn(14336, 4096, device="cuda", generator=g) / 64).bfloat16()
+    wu = (torch.randn(14336, 4096, device="cuda", generator=g) / 64).bfloat16()
+    if name.startswith("cublas"):
+        w = torch.cat([wg, wu])
+        o = torch.empty(T, 2 * 14336, device="cuda", dtype=torch.bfloat16)
+
+        def run():
+            torch.matmul(x, w.T, out=o)
+    elif name == "ours_wgmma":
+        from book.kernels.wgmma_gemm import swiglu_wgmma
+
+        o = torch.empty(T, 14336, device="cuda", dtype=torch.bfloat16)
+
+        def run():
+            swiglu_wgmma(x, wg, wu, o)
+    else:
+        from book.kernels.mma_gemm import swiglu_mma
+
+        wgt, wut = wg.T.contiguous(), wu.T.contiguous()   # [d, h]: x @ wg
+        o = torch.empty(T, 14336, device="cuda", dtype=torch.bfloat16)
+
+        def run():
+            swiglu_mma(x, wgt, wut, o)
+    run()   # compiled and planned outside the range
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push(RANGE)
+    run()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+
+
+def profile(ncu: str, name: str, metrics: list[str]) -> list[dict]:
+    """Each kernel ncu profiled in workload ``name``'s range: its name and metrics."""
+    cmd = [ncu, "--nvtx", "--nvtx-include", f"{RANGE}/", "--csv", "--page", "raw",
+           "--print-units", "base",
+           "--metrics", ",".join(["gpu__time_duration.sum", *metrics]),
+           sys.executable, "-m", "benchmarks.tensorcore_ncu", "--child", name]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    text = p.stdout[p.stdout.find('"ID"'):] if '"ID"' in p.stdout else ""
+    rows = list(csv.DictReader(io.StringIO(text)))
+    kernels = []
+    for r in rows[1:] if rows and not rows[0].get("ID", "").strip().isdigit() else rows:
+        k = {"kernel": r.get("Kernel Name"), "ncu_duration_us": None}
+        for col, v in r.items():
+            base = col.rsplit(".", 1)[0] if col else col
+            if not col or base not in ("gpu__time_duration", *metrics):
+                continue
+            try:
+                val = float(str(v).replace(",", ""))
+            except ValueError:
+                continue
+            if base == "gpu__time_duration":
+                k["ncu_duration_us"] = val / 1e3   # ncu's raw page: nanoseconds
+            else:
+                k[base] = val
+        kernels.append(k)
+    if not kernels:
+        raise RuntimeError(f"ncu profiled no kernel of {name}: rc {p.returncode}, "
+                           f"{(p.stderr or p.stdout)[-1500:]}")
+    return kernels
+
+
+def instructions(out: str) -> int:
+    """The instruction counts (the docstring's second part): one ncu run a workload."""
+    import book
+    from book.data import write
+    from book.provenance import provenance
+
+    if book.gpu.SIMULATED:
+        print("not measured: no CUDA GPU here")
+        return 2
+    ncu = ncu_binary()
+    if ncu is None:
+        print("not measured: no ncu on this machine (Nsight Compute)")
+        return 2
+    prov = provenance(f"python3 -m benchmarks.tensorcore_ncu --instructions {out}")
+    t0 = time.time()
+    kinds = chip_metrics(ncu)
+    metrics = [m + ".sum" for ms in kinds.values() for m in ms]
+    doc = {"provenance": prov, "ncu": ncu, "metrics": kinds, "workloads": {}, "checks": []}
+    print(f"{prov['gpu']}: ncu {ncu}; metrics {kinds}", flush=True)
+    for name, T in WORKLOADS.items():
+        ks = profile(ncu, name, [m.removesuffix(".sum") for m in metrics])
+        doc["workloads"][name] = {"T": T, "shape": [T, 4096, 14336], "kernels": ks}
+        for k in ks:
+            counts = ", ".join(f"{kind} {sum(k.get(m, 0) for m in ms):,.0f}"
+                               for kind, ms in kinds.items() if ms)
+            print(f"  {name:<15} T={T:<5} {str(k['kernel'])[:70]:<70} {counts}", flush=True)
+    for name, kind in CONTROLS.items():
+        got = sum(k.get(m, 0) for k in doc["workloads"][name]["kernels"] for m in kinds[kind])
+        doc["checks"].append({"name": f"{name} counts its {kind}", "ok": got > 0,
+                              "count": got})
+    prov["elapsed_s"] = round(time.time() - t0, 1)
+    write(out, doc)
+    ok = all(c["ok"] for c in doc["checks"])
+    print("checks:", "ok" if ok else doc["checks"])
+    return 0 if ok else 1
+
+
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--T", type=int, default=2048)
     ap.add_argument("--config", default=None)
     ap.add_argument("--parse", action="store_true",
                     help="no launch: write book/data/ncu/tensorcore_h100.json from the reports")
+    ap.add_argument("--instructions", metavar="OUT",
+                    help="count cuBLAS's and the course's tensor-core instructions under ncu")
+    ap.add_argument("--child", choices=sorted(WORKLOADS), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.parse:
         return write_record()
+    if args.child:
+        return child(args.child)
+    if args.instructions:
+        return instructions(args.instructions)
     import torch
 
     from book.kernels import mma_gemm as mg
@@ -129,4 +314,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,8 +8,9 @@ The families (:data:`FAMILIES`), each with the compute capability it needs:
 - ``mma_m16n8k16``: bf16 (and fp16) ``mma.sync`` m16n8k16 and ``cp.async``, from sm_80
   (Ampere). Every later GPU keeps both ``mma.sync`` families, Hopper and Blackwell included.
 - ``wgmma``: ``wgmma`` and ``setmaxnreg``, on sm_90 exactly, compiled for the "a" target
-  (sm_90a: H100, H200). Blackwell (sm_100, sm_120) keeps TMA, mbarriers and ``setmaxnreg`` but
-  replaced ``wgmma`` with ``tcgen05``, so a Hopper kernel runs on no other GPU.
+  (sm_90a: H100, H200). Blackwell keeps TMA and mbarriers but not ``wgmma``: sm_100 multiplies
+  with ``tcgen05``, sm_120 with an extended ``mma.sync``; so a Hopper kernel runs on no other
+  GPU, and its refusal says why for the GPU at hand (:attr:`Family.why`).
 
 :func:`check` refuses ``cc`` at the first family it lacks (:func:`refusal`: what it would say). ``cc`` None is Numba's CUDA
 simulator: it simulates the ``mma.sync`` families and has no ``wgmma`` (nor TMA), which it
@@ -80,6 +81,15 @@ class Family:
     exact: bool = False
     suffix: str = ""
     simulator: str | None = None
+    #: why a GPU without the family lacks it, by generation: (the first capability an entry
+    #: speaks for, the words after ``needs``); the last entry at or below the GPU's applies
+    why: tuple[tuple[tuple[int, int], str], ...] = ()
+
+    def why_not(self, cc) -> str:
+        """The words after ``needs`` for ``cc``, a GPU without the family ("." where
+        :attr:`why` has nothing for it)."""
+        said = [words for since, words in self.why if tuple(cc)[:2] >= since]
+        return said[-1] if said else "."
 
     @property
     def arch(self) -> tuple:
@@ -108,8 +118,15 @@ FAMILIES = {
                 "CUDA-core kernels."),
     "wgmma": Family(
         instructions=("wgmma", "setmaxnreg"), since=(9, 0), exact=True, suffix="a", voice=USE,
-        needs="these kernels are built on wgmma, which exists on sm_90a (H100, H200) only: "
-              "Blackwell keeps TMA, mbarriers and setmaxnreg but replaced wgmma with tcgen05.",
+        needs="these kernels are built on wgmma, which exists on sm_90a (H100, H200) only",
+        # said to the GPU at hand: an A100's user needs no word of Blackwell, and the two
+        # Blackwell families differ (tcgen05 on sm_100; mma.sync, extended, on sm_120)
+        why=(((0, 0), ": GPUs before Hopper have neither wgmma nor TMA."),
+             ((10, 0), ": the sm_100 Blackwell GPUs (B200, GB200) keep TMA, mbarriers and "
+                       "setmaxnreg but multiply with tcgen05 instead."),
+             ((12, 0), ": the sm_120 Blackwell GPUs (RTX 50 series) keep TMA and mbarriers but "
+                       "have no tcgen05: their tensor cores take mma.sync, extended to FP8 and "
+                       "FP4.")),
         refused="this kernel",
         instead="the mma.sync kernels of book.kernels.mma_gemm (sm_80+, fp16 from sm_75).",
         simulator="these kernels are built on wgmma, which only Hopper GPUs have (H100, H200: "
@@ -138,8 +155,9 @@ def check(cc, *families: str, dtype: str = "bfloat16") -> None:
         cc = tuple(cc)
         if not family.has(cc):
             gpu, lead = _terms(cc, family.voice, family.refused.format(dtype=dtype))
-            raise RuntimeError(
-                f"{gpu} {family.needs.format(dtype=dtype)} {lead} {family.instead}")
+            needs = family.needs.format(dtype=dtype) + (family.why_not(cc) if family.why
+                                                         else "")
+            raise RuntimeError(f"{gpu} {needs} {lead} {family.instead}")
 
 
 def refusal(cc="target", *families: str, dtype: str = "bfloat16") -> str | None:

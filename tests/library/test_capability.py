@@ -134,3 +134,19 @@ def test_the_tables_the_modules_read_are_the_families():
     assert [cc for cc in TARGETS[1:] if mma.has(cc)] == [(8, 0), (8, 6), (8, 9), (9, 0), (10, 0),
                                                           (12, 0)]
     assert capability.tensor_core("float16") == ("mma_m16n8k8",)
+
+
+@pytest.mark.parametrize("cc,says,not_said", [
+    ((8, 0), "GPUs before Hopper have neither wgmma nor TMA", ("Blackwell", "tcgen05")),
+    ((8, 9), "GPUs before Hopper have neither wgmma nor TMA", ("Blackwell", "tcgen05")),
+    ((10, 0), "sm_100 Blackwell GPUs (B200, GB200) keep TMA, mbarriers and setmaxnreg but "
+              "multiply with tcgen05 instead", ("before Hopper", "mma.sync, extended")),
+    ((12, 0), "have no tcgen05: their tensor cores take mma.sync, extended to FP8 and FP4",
+     ("before Hopper", "multiply with tcgen05"))])
+def test_the_hopper_refusal_says_why_of_the_gpu_at_hand(cc, says, not_said):
+    """Reader pass 7, L6: the refusal told an A100's user of Blackwell, and an sm_120's that
+    its GPU had tcgen05. Each generation now hears its own reason, and only its own."""
+    with pytest.raises(RuntimeError) as e:
+        H.check_capability(cc)
+    text = str(e.value)
+    assert says in text and not any(w in text for w in not_said), text
