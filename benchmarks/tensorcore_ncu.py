@@ -39,7 +39,10 @@ kernel's duration under ncu. The workloads (d = 4096, h = 14336, nn.Linear weigh
   at T = 2048.
 
 A counter that reads zero for a control built on that instruction would say the metric does
-not count it: the record checks each control's own instruction is counted (``checks``).
+not count it: the record checks each control's own instruction is counted (``checks``). On an
+H200 (ncu of CUDA 13) the ``hmma`` counter counts ``wgmma`` too: the ``wgmma`` control's two
+counts are equal, the ``mma.sync`` control's ``gmma`` zero; so a kernel whose ``gmma`` equals
+its ``hmma`` issues no ``mma.sync`` at all.
 """
 
 from __future__ import annotations

@@ -132,3 +132,25 @@ def test_the_glossary_defines_a_wave_and_a_ceiling_kernels_reach():
     text = _flat(GLOSSARY.read_text())
     assert "a limit no kernel can pass" not in text
     assert "\nWave\n" in GLOSSARY.read_text()
+
+
+def test_chapter_8s_word_on_cublas_instructions_is_what_ncu_counted():
+    """Reader pass 5, L6: "cuBLAS uses wgmma fed by TMA" was said, not shown. ncu counted it
+    (benchmarks.tensorcore_ncu --instructions): every tensor-pipe instruction of cuBLAS's
+    kernels a wgmma (on Hopper the hmma counter counts wgmma too, as the wgmma control shows:
+    its two counts are equal), TMA loads beside them; chapter 8's control none of either."""
+    rec = json.loads((ROOT / "records/bench/cublas_instructions_h200.json").read_text())
+    w = rec["workloads"]
+
+    def count(name, kind):
+        return sum(k.get(m, 0) for k in w[name]["kernels"] for m in rec["metrics"][kind])
+
+    for name in ("cublas_prefill", "cublas_decode", "ours_wgmma"):
+        assert count(name, "gmma") == count(name, "hmma") > 0, name
+        assert count(name, "utma") > 0, name
+    assert count("ours_mma", "gmma") == 0 == count("ours_mma", "utma")
+    assert count("ours_mma", "hmma") > 0
+    assert all(c["ok"] for c in rec["checks"])
+    text = re.sub(r"\s+", " ", markdown(ROOT / "chapters" / "08_tensor_cores.ipynb"))
+    assert ("Nsight Compute's instruction counters found every tensor-core instruction of "
+            "cuBLAS's kernel for this GEMM (T = 2048, and T = 16) to be a `wgmma`") in text
