@@ -23,6 +23,8 @@ The families (``FAMILIES``; arguments separated by spaces, ``T`` a number of tok
   ``variant`` (or ``name``), ``shape`` and ``seconds`` (or ``median_us``), ``FILE`` its path
   from the repository's root (``book/data/h100.json``, ``records/bench/...json``), in µs; a
   name with more than one row at that T is refused;
+- ``graph_us FILE VARIANT T``: the same row's calls replayed from a CUDA graph (its
+  ``graph_s`` or ``graph_us``), in µs; a row without one is refused;
 - ``norm_quant_us ROW T``: a row of ``records/fp8/norm_quant_h200.json``, its median in µs;
 - ``norm_quant_vs_compile T``: torch.compile's RMSNorm + quantization over the fused kernel's
   time (above 1: ours is faster), ×.
@@ -115,6 +117,14 @@ def _row_us(path, variant, T):
     return value, r.get("provenance") or rec["provenance"], path   # a merged row keeps its run's
 
 
+def _graph_us(path, variant, T):
+    r, rec = _row(path, variant, T), record(path)
+    value = r["graph_s"] * 1e6 if r.get("graph_s") is not None else r.get("graph_us")
+    if value is None:
+        raise KeyError(f"{path}'s row {variant!r} at T = {T} has no graph time")
+    return value, r.get("provenance") or rec["provenance"], path
+
+
 def _norm_quant_us(name, T):
     return _row_us(NORM_QUANT, name, T)
 
@@ -138,6 +148,7 @@ FAMILIES = {
     "decode_peak": Family(_decode_peak, ("STEM", "CHANGE", "T"), "%", 0),
     "decode_saved_us": Family(_decode_saved_us, ("STEM", "CHANGE", "T"), " µs", 1),
     "row_us": Family(_row_us, ("FILE", "VARIANT", "T"), " µs", 1),
+    "graph_us": Family(_graph_us, ("FILE", "VARIANT", "T"), " µs", 1),
     "norm_quant_us": Family(_norm_quant_us, ("ROW", "T"), " µs", 2),
     "norm_quant_vs_compile": Family(_norm_quant_vs_compile, ("T",), "×", 2),
 }

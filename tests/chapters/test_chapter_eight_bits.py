@@ -92,7 +92,8 @@ def test_the_decode_table_is_drawn_from_decode_rows(tmp_path):
     exec(_cell("ch09b-039b"), ns)
     [table] = shown
     assert table.count("\n") == 1 + 3 * len(ff.DECODE_ROWS)
-    assert "ours: FP8 GEMV, e4m3 out | 1 | 26.1 µs (25.6-26.6) | 25.1 µs" in table
+    # the ratio and the share of the peak first (on screen at 375 px), the peak the record's
+    assert "ours: FP8 GEMV, e4m3 out | 1 | 1.15 | 93% | 26.1 µs (25.6-26.6) | 25.1 µs |" in table
     assert "T = 1, 4, 16" in printed[0] and printed[-1] == "measured fake000"
     # and the roofline marks them
     _, drawn = ff.roofline_figure(rec)

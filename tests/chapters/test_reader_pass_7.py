@@ -153,4 +153,7 @@ def test_chapter_8s_word_on_cublas_instructions_is_what_ncu_counted():
     assert all(c["ok"] for c in rec["checks"])
     text = re.sub(r"\s+", " ", markdown(ROOT / "chapters" / "08_tensor_cores.ipynb"))
     assert ("Nsight Compute's instruction counters found every tensor-core instruction of "
-            "cuBLAS's kernel for this GEMM (T = 2048, and T = 16) to be a `wgmma`") in text
+            "cuBLAS's kernels for this product to be a `wgmma` (at T = 2048 and T = 16, in "
+            "nn.Linear's layout") in text and "layout was not counted" in text
+    assert rec["workloads"]["cublas_prefill"]["T"] == 2048
+    assert rec["workloads"]["cublas_decode"]["T"] == 16

@@ -180,5 +180,13 @@ def test_lab6_says_what_its_reference_solution_reaches_as_recorded():
         round(100 * v * 1e9 / peak) for v in (rows[1]["course_gemv_weight_GBps"],
                                               rows[8]["master_weight_GBps"],
                                               rows[16]["master_weight_GBps"])]
+    why = re.search(r"Neither explains four tokens: the same 32 bytes in flight a thread reach "
+                    r"(\d+)% at one token, and the local arrays begin at seven\. At `T = 4` the "
+                    r"reference solution runs at (\d\.\d\d)x the speed of cuBLAS \+ a compiled "
+                    r"SwiGLU, at `T = 1` at (\d\.\d\d)x", text)
+    assert why, "lab 6's page no longer says why its explanations miss T = 4"
+    assert int(why.group(1)) == pct[2]
+    assert [float(why.group(2)), float(why.group(3))] == [
+        round(rows[T]["fraction_of_reference"], 2) for T in (4, 1)]
     assert text.startswith("# Lab 6: the decode MLP-up, a fused split-K GEMV toward the bandwidth "
                            "ceiling")  # not "at" it: its reference solution is not

@@ -153,3 +153,12 @@ def test_chapter_9b_says_of_the_fixes_what_their_record_shows():
     assert share[1] >= 0.85 and share[4] >= 0.85 and share[16] < 0.85, share
     assert "At T = 1 and 4 the default is over the 85% line in both runs" in text
     assert "At T = 16 it is on the line and not over it" in text
+
+
+def test_graph_us_is_the_rows_graph_time_and_refuses_a_row_without_one():
+    rec = json.loads((ROOT / "records/fp8/fp8_decode_h200.json").read_text())
+    row = next(r for r in rec["rows"] if r["name"] == "fp8_gemv_e4m3_out" and r["shape"][0] == 4)
+    q = quotes.quote("graph_us records/fp8/fp8_decode_h200.json fp8_gemv_e4m3_out 4")
+    assert q.value == pytest.approx(row["graph_us"]) and q.text.endswith(" µs")
+    with pytest.raises(KeyError, match="no graph time"):
+        quotes.quote(f"graph_us records/fp8/{SEAMS}.json fp8_gemv_sweep_0 1")
