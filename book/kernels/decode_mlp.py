@@ -40,7 +40,7 @@ row), x and the weights 16-byte aligned; the wrappers refuse others, saying why.
 
 The host side: :func:`prepare` validates once and returns the launch (kernel, grid, block,
 arguments). A wrapper called plainly (no ``stream``, no ``tile`` or ``split``) goes through
-:class:`book.kernels.fastcall.PlannedCall` (``fastcall.planned("decode")``): with torch CUDA
+:class:`book.kernels.plan.PlannedCall` (``plan.planned("decode")``): with torch CUDA
 tensors and ``out`` given, the launch is made once per tensors and then replayed with
 ``cuLaunchKernel`` on torch's current stream, so the plain call is the cheap one; anything
 else (Numba arrays, no ``out``) is validated and launched through Numba on the default
@@ -57,17 +57,18 @@ from numba import cuda
 from ..capability import FAMILIES
 from . import cuda_core_gemv, mma_gemv
 from .cuda_core_gemv import PIECE
-from .fastcall import planned
 from .launch import (KernelLaunch, address, as_device, device_name, flat, is_c_contiguous,
                      sm_count)
 from .mma_gemm import half_dtype, kind_for
+from .plan import planned, raw_stream
 from .splitk import device_key, splits, workspace
 from .tensorcore import target_cc
 
 __all__ = ["CUDA_CORE_MAX_T", "TENSOR_CORE_MAX_T", "prepare",
            "swiglu_gemv", "swiglu_gemv_tc", "swiglu_decode", "path_for", "register_large_t",
            "HOPPER_MIN_T", "HOPPER_GEMV_MIN_T", "HOPPER_GEMV_MAX_T", "weight_bytes", "flops",
-           "DecodeLaunch", "CallLaunch", "prepare_decode", "check_inputs", "hopper_dual_gemm"]
+           "DecodeLaunch", "CallLaunch", "prepare_decode", "check_inputs", "hopper_dual_gemm",
+           "prepare_hopper"]
 
 #: the most tokens the CUDA-core GEMV takes (:func:`path_for`): its 8 T FMAs per 16-byte
 #: chunk stay well under the chunk's HBM time up to here
@@ -129,7 +130,7 @@ class DecodeLaunch(KernelLaunch):
 class CallLaunch:
     """A decode call that is not one kernel launch (the large-T hook, token groups on a GPU
     without tensor cores): ``launch(stream)`` calls ``fn``; ``grid`` 0 tells
-    :class:`book.kernels.fastcall.PlannedCall` there is nothing to plan."""
+    :class:`book.kernels.plan.PlannedCall` there is nothing to plan."""
 
     __slots__ = ("fn", "args", "result", "path")
     grid = 0
@@ -152,16 +153,6 @@ def _matrix(a, name, ndim):
     if d.size and not is_c_contiguous(d):
         raise ValueError(f"{name} is not contiguous (strides {d.strides}): pass .contiguous()")
     return d
-
-
-def _stream_key(stream):
-    if not stream:
-        return 0
-    h = getattr(stream, "handle", None)
-    try:
-        return int(getattr(h, "value", h) or 0)
-    except TypeError:
-        return id(stream)
 
 
 def _device_cc():
@@ -353,7 +344,7 @@ def swiglu_gemv(x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=None,
         return planned("gemv")(x, wg, wu, bg, bu, out)
     stream = 0 if stream is None else stream
     return prepare("cuda_cores", x, wg, wu, bg, bu, out, tile=tile, split=split,
-                   stream_key=_stream_key(stream)).launch(stream)
+                   stream_key=raw_stream(stream)).launch(stream)
 
 
 def swiglu_gemv_tc(x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=None,
@@ -364,7 +355,7 @@ def swiglu_gemv_tc(x, wg, wu, bg=None, bu=None, out=None, *, tile=None, split=No
         return planned("gemv_tc")(x, wg, wu, bg, bu, out)
     stream = 0 if stream is None else stream
     return prepare("tensor_cores", x, wg, wu, bg, bu, out, tile=tile, split=split,
-                   stream_key=_stream_key(stream)).launch(stream)
+                   stream_key=raw_stream(stream)).launch(stream)
 
 
 _LARGE_T = {"fn": None, "min_T": TENSOR_CORE_MAX_T + 1}
@@ -403,29 +394,42 @@ def path_for(T: int, cc=None, bias: bool = False) -> str:
     return "tensor_cores"
 
 
-def hopper_dual_gemm(x, wg, wu, bg, bu, out, stream=0):
-    """The "hopper" path: :func:`book.kernels.wgmma_gemm.swiglu_wgmma` (no biases) with the
-    tile the dispatcher gives it."""
+def prepare_hopper(x, wg, wu, out=None, *, stream_key=0):
+    """The "hopper" path's launch: :func:`book.kernels.wgmma_gemm.prepare` of the dual GEMM
+    (no biases) with the tile the dispatcher gives it (the planned decode call plans it as it
+    plans a GEMV: one cache, one launch)."""
     from .waves import dispatch_tile
-    from .wgmma_gemm import swiglu_wgmma
+    from .wgmma_gemm import prepare as prepare_wgmma
 
     # the wave model's tile for T: without the cluster where row tiles are odd (one row
     # tile: a cluster of two would leave one CTA of each pair idle), a ColumnSplit where the
     # last round of the wide tile would run mostly empty (T = 512, 768 on 132 SMs)
+    tile = dispatch_tile(x.shape[0], wg.shape[0])
+    return prepare_wgmma("swiglu", x, wg, wu, out, tile=tile, stream_key=stream_key)
+
+
+def hopper_dual_gemm(x, wg, wu, bg, bu, out, stream=0):
+    """The "hopper" path as a call: :func:`book.kernels.wgmma_gemm.swiglu_wgmma` (no biases)
+    at the dispatcher's tile, planned (:func:`book.kernels.plan.planned`) unless a stream is
+    named."""
+    from .waves import dispatch_tile
+    from .wgmma_gemm import swiglu_wgmma
+
     tile = dispatch_tile(x.shape[0], wg.shape[0])
     return swiglu_wgmma(x, wg, wu, out, tile=tile, stream=stream or None)
 
 
 def prepare_decode(x, wg, wu, bg=None, bu=None, out=None, *, stream_key=0):
     """The launch :func:`swiglu_decode` makes for these arguments: the path chosen by T
-    (:func:`path_for`), a :class:`DecodeLaunch`, or a :class:`CallLaunch` for the large-T
-    hook and for token groups on a GPU without tensor cores."""
+    (:func:`path_for`), a :class:`DecodeLaunch`, the Hopper dual GEMM's launch
+    (:func:`prepare_hopper`), or a :class:`CallLaunch` for the large-T hook and for token
+    groups on a GPU without tensor cores."""
     T = x.shape[0]
     path = path_for(T, _device_cc(), bg is not None or bu is not None)
     if path == "large_t":
         return CallLaunch(_LARGE_T["fn"], (x, wg, wu, bg, bu, out), out, path)
     if path == "hopper":
-        return CallLaunch(hopper_dual_gemm, (x, wg, wu, bg, bu, out), out, path)
+        return prepare_hopper(x, wg, wu, out, stream_key=stream_key)
     if path == "cuda_cores" and T > CUDA_CORE_MAX_T:  # no tensor cores: token groups
         return CallLaunch(_gemv_groups, (x, wg, wu, bg, bu, out), out, "cuda_cores")
     return prepare(path, x, wg, wu, bg, bu, out, stream_key=stream_key)
@@ -437,7 +441,7 @@ def swiglu_decode(x, wg, wu, bg=None, bu=None, out=None, *, stream=None):
     are launched from a plan on torch's current stream (module doc)."""
     if stream is None:
         return planned("decode")(x, wg, wu, bg, bu, out)
-    return prepare_decode(x, wg, wu, bg, bu, out, stream_key=_stream_key(stream)).launch(stream)
+    return prepare_decode(x, wg, wu, bg, bu, out, stream_key=raw_stream(stream)).launch(stream)
 
 
 def _gemv_groups(x, wg, wu, bg, bu, out, stream):

@@ -32,20 +32,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import struct
 
 import numpy as np
 from numba import cuda, float32, uint8, uint32, uint64
 
 from ..numba_compat import compiled_for
 from . import fp8
-from .fastcall import PackedParams, cufunction, pack_array
 from .fused import silu_mul
 from .hopper import SIMULATED, SWIZZLE_PERIOD, check_capability, d_coords, descriptor, tma_box
-from .launch import MAX_SHARED, allow_shared, as_device, pointer, sm_count
+from .launch import MAX_SHARED, KernelLaunch, allow_shared, as_device, sm_count
+from .plan import cluster_grid, cufunction, launch_once, need_driver, planned
 from .tensorcore import target_cc
-from .cluster_launch import (PLANS, LaunchPlan, cluster_config, cluster_grid, driver, launch,
-                             raw_stream, torch_key)
 from .wgmma_gemm import device_schedule, tensor_maps
 from .wgmma_gemm_tile import HopperTile, schedule
 # the scales' shared-memory accesses, named as the kernel factory (the chapter's source) reads
@@ -53,7 +50,8 @@ from .wgmma_gemm_tile import HopperTile, schedule
 from .wide import ld_shared_f32, ld_shared_f32x2, st_shared_f32
 
 __all__ = ["TILE", "TILE_E4M3_OUT", "OUTS", "build_kernel", "swiglu_fp8", "model",
-           "staging_offset", "SIGNATURE", "tile_for", "ptx_variants", "flops"]
+           "staging_offset", "SIGNATURE", "tile_for", "ptx_variants", "flops", "prepare",
+           "inverse_scale", "operands"]
 
 ALIGN = SWIZZLE_PERIOD
 #: output kinds: bfloat16, or e4m3 with a given scale
@@ -439,45 +437,45 @@ def _output(out, like, T, h, kind):
     return out, half_matrix(out, "out")
 
 
-def _plan(tile, out, fmt, xd, gd, ud, od, sx, sg, su, T, d, h, inv):
-    cu = driver()
+def _launch(tile, out, fmt, xd, gd, ud, od, sx, sg, su, T, d, h, inv, result):
     box_x, box_w, box_o = (tile.bk, tile.bm), (tile.bk, tile.bn), (128 // tile.out_elem, 64)
     maps = tensor_maps([xd, gd, ud, od], [box_x, box_w, box_w, box_o])
     sched = device_schedule(-(-T // tile.bm), -(-h // tile.bn), tile)
     kern = build_kernel(tile, out, fmt)
-    args = [maps, sched, sx, sg, su, T, d, h, np.float32(inv)]
-    allow_shared(kern, args, tile.shared_bytes)  # the layout and the scales
-    function = cufunction(cu, compiled_for(kern, args))
-    params = []
-    for a in (maps, sched, sx, sg, su):
-        params.extend(pack_array(pointer(a), a.shape, a.strides, a.dtype.itemsize))
-    params += [T, d, h, struct.unpack("<I", struct.pack("<f", inv))[0]]
+    args = (maps, sched, sx, sg, su, T, d, h, np.float32(inv))
     if tile.cluster == 1:
-        grid, config = min(sched.size, tile.max_blocks or sm_count()), None
+        grid = min(sched.size, tile.max_blocks or sm_count())
     else:
-        grid = cluster_grid(cu, function, tile, sched.size)
-        config = cluster_config(cu, tile, grid)
-    return LaunchPlan(function, grid, tile.threads, tile.shared_bytes, PackedParams(params),
-                      config, (maps, sched, sx, sg, su))
+        allow_shared(kern, args, tile.shared_bytes)  # the layout and the scales; compiles
+        cu = need_driver()
+        grid = cluster_grid(cu, cufunction(cu, compiled_for(kern, args)), tile, sched.size)
+    return KernelLaunch(kern, grid, tile.threads, args, result, tile.shared_bytes, tile.cluster)
 
 
-def swiglu_fp8(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16",
-               out_scale: float = 1.0, fmt: str = "e4m3", tile: HopperTile | None = None,
-               stream=None):
-    """``out = silu(sx * sg * (xq @ wgq.T)) * (sx * su * (xq @ wuq.T))``, bfloat16, or e4m3
-    codes of ``out / out_scale`` (saturated) when ``out_dtype="e4m3"``. torch CUDA tensors
-    (float8 or their uint8 codes; float32 scales) or Numba device arrays."""
+def inverse_scale(out_dtype: str, out_scale: float) -> float:
+    """What the kernel multiplies its output by: 1 for bfloat16, float32 ``1 / out_scale``
+    for e4m3 codes."""
     if out_dtype not in OUTS:
         raise ValueError(f"out_dtype must be one of {OUTS}, got {out_dtype!r}")
+    return 1.0 if out_dtype == "bfloat16" else float(np.float32(1.0) / np.float32(out_scale))
+
+
+def prepare(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16",
+            inv: float = 1.0, fmt: str = "e4m3", tile: HopperTile | None = None, stream_key=0):
+    """Validate and build the launch of :func:`swiglu_fp8` (``inv``: :func:`inverse_scale`):
+    a :class:`book.kernels.launch.KernelLaunch` with its cluster, what
+    :func:`book.kernels.plan.planned` plans once per tensors (``stream_key`` is unused: no
+    workspace)."""
     tile = tile or tile_for(out_dtype)
-    inv = 1.0 if out_dtype == "bfloat16" else float(np.float32(1.0) / np.float32(out_scale))
-    key = None
-    if out is not None:
-        key = torch_key(("fp8", out_dtype, fmt, inv), tile, (xq, sx, wgq, sg, wuq, su, out))
-        plan = PLANS.get(key) if key is not None else None
-        if plan is not None:
-            launch(plan, raw_stream(stream, xq))
-            return out
+    xd, gd, ud, sxd, sgd, sud, res, od, T, d, h = operands(xq, sx, wgq, sg, wuq, su, out,
+                                                            out_dtype)
+    return _launch(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, res)
+
+
+def operands(xq, sx, wgq, sg, wuq, su, out, out_dtype, max_t=None, kernel="the FP8 GEMM"):
+    """The FP8 kernels' arguments checked (this GEMM's and :mod:`book.kernels.fp8_gemv`'s):
+    ``(xd, gd, ud, sxd, sgd, sud, result, od, T, d, h)``, device views of the codes, the
+    scales and the output, or a clear error (``max_t``: the most tokens the kernel takes)."""
     check_capability(target_cc())
     xd, gd, ud = _bytes(xq, "xq"), _bytes(wgq, "wgq"), _bytes(wuq, "wuq")
     T, d = xd.shape
@@ -485,13 +483,25 @@ def swiglu_fp8(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16
     if tuple(gd.shape) != (h, d) or tuple(ud.shape) != (h, d):
         raise ValueError(f"wgq, wuq must be [h, d] = [{h}, {d}] (nn.Linear layout), got "
                          f"{tuple(gd.shape)}, {tuple(ud.shape)}")
-    if d % 16 or h % 16 or not d or not h or not T:
-        raise ValueError(f"d and h must be positive multiples of 16 (16-byte rows for TMA), "
-                         f"T positive: got T = {T}, d = {d}, h = {h}")
+    if d % 16 or h % 16 or not d or not h or not T or (max_t and T > max_t):
+        tokens = f"1 to {max_t} tokens" if max_t else "T positive"
+        raise ValueError(f"{kernel} takes {tokens} and d, h positive multiples of 16 (16-byte "
+                         f"rows for TMA): got T = {T}, d = {d}, h = {h}")
     sxd, sgd, sud = _scales(sx, T, "sx"), _scales(sg, h, "sg"), _scales(su, h, "su")
     res, od = _output(out, xq, T, h, out_dtype)
-    plan = _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv)
-    if key is not None:
-        PLANS.put(key, plan)
-    launch(plan, raw_stream(stream, xq))
-    return res
+    return xd, gd, ud, sxd, sgd, sud, res, od, T, d, h
+
+
+def swiglu_fp8(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16",
+               out_scale: float = 1.0, fmt: str = "e4m3", tile: HopperTile | None = None,
+               stream=None):
+    """``out = silu(sx * sg * (xq @ wgq.T)) * (sx * su * (xq @ wuq.T))``, bfloat16, or e4m3
+    codes of ``out / out_scale`` (saturated) when ``out_dtype="e4m3"``. torch CUDA tensors
+    (float8 or their uint8 codes; float32 scales) or Numba device arrays. Called plainly (no
+    ``stream``): :func:`book.kernels.plan.planned`'s call (the launch planned once per
+    tensors and options, made on torch's current stream)."""
+    inv = inverse_scale(out_dtype, out_scale)
+    options = dict(out_dtype=out_dtype, inv=inv, fmt=fmt, tile=tile)
+    if stream is None:
+        return planned("swiglu_fp8", *options.items())(xq, sx, wgq, sg, wuq, su, out)
+    return launch_once(prepare(xq, sx, wgq, sg, wuq, su, out, **options), stream)

@@ -42,12 +42,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import struct
 
 import numpy as np
 from numba import cuda, float32, uint8, uint32, uint64
 
-from ..numba_compat import compiled_for
 from . import fp8
 from .fp8_gemv_model import model
 from .fp8_gemv_tile import (BK, FIXES, MAX_T, OUTS, PROBES, Fp8GemvTile, gemv_tile, row_of,
@@ -60,7 +58,7 @@ from .wgmma_gemv_tile import ALIGN, BM, output_of
 
 __all__ = ["BK", "BM", "FIXES", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "make_fp8_gemv",
            "swiglu_fp8_gemv", "model", "weight_bytes", "ptx_variants", "signature", "row_of",
-           "token_of"]
+           "token_of", "prepare"]
 
 def signature(out: str) -> str:
     """The kernel's argument types: tensor maps, stream-K table, sx, sg, su, out (flat),
@@ -509,15 +507,23 @@ def ptx_variants() -> dict:
 _TABLES = {}  # (device, row tiles, k-blocks, blocks) -> the stream-K table on the device
 
 
-def _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, stream_key):
-    from .cluster_launch import LaunchPlan, dependent_config, driver
-    from .fastcall import PackedParams, cufunction, pack_array
-    from .launch import allow_shared, flat, pointer, sm_count
+def prepare(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16",
+            inv: float = 1.0, fmt: str = "e4m3", tile: Fp8GemvTile | None = None,
+            stream_key=0):
+    """Validate and build the launch of :func:`swiglu_fp8_gemv` (``inv``:
+    :func:`book.kernels.fp8_gemm.inverse_scale`): a :class:`book.kernels.launch.KernelLaunch`,
+    a dependent launch where the tile says ``pdl``; its seams' workspace is the one of the
+    stream ``stream_key`` names."""
+    from .fp8_gemm import operands
+    from .launch import KernelLaunch, flat, sm_count
     from .splitk import device_key, workspace
     from .wgmma_gemm import tensor_maps
 
-    cu = driver()
-
+    xd, gd, ud, sxd, sgd, sud, res, od, T, d, h = operands(
+        xq, sx, wgq, sg, wuq, su, out, out_dtype, MAX_T, "the FP8 GEMV")
+    tile = (tile or gemv_tile(T, d, device_name())).validate()
+    if T > tile.n:
+        raise ValueError(f"{tile} takes at most {tile.n} tokens (its wgmma's N), got T = {T}")
     kern = make_fp8_gemv(tile, out_dtype, fmt)
     mt, nk = -(-h // BM), -(-d // tile.stage_k)
     grid = min(sm_count() * tile.ctas_per_sm * tile.waves, mt * nk)
@@ -534,17 +540,8 @@ def _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, str
     bk = BK // tile.tma_elem
     maps = tensor_maps(arrays, [(bk, BM), (bk, BM), (bk, tile.n)], tile.promotion)
     fo = flat(od, "out")
-    args = [maps, sk, sxd, sgd, sud, fo, ws.part, ws.count, T, d, h, np.float32(inv)]
-    smem = tile.shared_bytes
-    allow_shared(kern, args, smem)
-    function = cufunction(cu, compiled_for(kern, args))
-    params = []
-    for a in args[:8]:
-        params.extend(pack_array(pointer(a), a.shape, a.strides, a.dtype.itemsize))
-    params += [T, d, h, struct.unpack("<I", struct.pack("<f", inv))[0]]
-    config = dependent_config(cu, grid, 256, smem) if tile.pdl else None
-    return LaunchPlan(function, grid, 256, smem, PackedParams(params), config,
-                      (maps, sk, sxd, sgd, sud, fo, ws))
+    args = (maps, sk, sxd, sgd, sud, fo, ws.part, ws.count, T, d, h, np.float32(inv))
+    return KernelLaunch(kern, grid, 256, args, res, tile.shared_bytes, dependent=tile.pdl)
 
 
 def swiglu_fp8_gemv(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16",
@@ -554,49 +551,22 @@ def swiglu_fp8_gemv(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfl
     tokens, bfloat16, or e4m3 codes of ``out / out_scale`` (saturated) when
     ``out_dtype="e4m3"``: the arguments of :func:`book.kernels.fp8_gemm.swiglu_fp8`. torch
     CUDA tensors (float8 or their uint8 codes; float32 scales) or Numba device arrays.
-    A launch is planned once per set of torch tensors (``out`` given) and then replayed with
-    ``cuLaunchKernel``, as the FP8 GEMM's, on the stream of each call (a CUDA graph's capture
-    too: a planned call allocates nothing). Its seams' workspace is the one of the stream it
-    was planned on: two plans launched at once on two streams must not share one (plan each
-    on its own stream). A probe tile (``Fp8GemvTile.probe``: its output is not the layer's)
-    runs only with ``probe=True``, for timing."""
-    from .fp8_gemm import _bytes, _output, _scales
-    from .hopper import check_capability
-    from .cluster_launch import PLANS, launch, raw_stream, torch_key
-    from .tensorcore import target_cc
+    Called plainly (no ``stream``), the launch is planned once per set of torch tensors
+    (``out`` given) and options and then replayed (:func:`book.kernels.plan.planned`) on
+    torch's current stream (a CUDA graph's capture too: a planned call allocates nothing).
+    Its seams' workspace is the one of the stream it was planned on: two plans launched at
+    once on two streams must not share one (plan each on its own stream). A probe tile
+    (``Fp8GemvTile.probe``: its output is not the layer's) runs only with ``probe=True``, for
+    timing."""
+    from .fp8_gemm import inverse_scale
+    from .plan import launch_once, planned, raw_stream
 
-    if out_dtype not in OUTS:
-        raise ValueError(f"out_dtype must be one of {OUTS}, got {out_dtype!r}")
+    inv = inverse_scale(out_dtype, out_scale)
     if tile is not None and tile.probe and not probe:  # (before a plan is replayed, too)
         raise ValueError(f"{tile.probe!r} is a probe: its output is not the layer's (time it "
                          "with probe=True)")
-    inv = 1.0 if out_dtype == "bfloat16" else float(np.float32(1.0) / np.float32(out_scale))
-    raw = raw_stream(stream, xq)
-    key = None
-    if out is not None:
-        key = torch_key(("fp8_gemv", out_dtype, fmt, inv), tile,
-                         (xq, sx, wgq, sg, wuq, su, out))
-        plan = PLANS.get(key) if key is not None else None
-        if plan is not None:
-            launch(plan, raw)
-            return out
-    check_capability(target_cc())
-    xd, gd, ud = _bytes(xq, "xq"), _bytes(wgq, "wgq"), _bytes(wuq, "wuq")
-    T, d = xd.shape
-    h = gd.shape[0]
-    if tuple(gd.shape) != (h, d) or tuple(ud.shape) != (h, d):
-        raise ValueError(f"wgq, wuq must be [h, d] = [{h}, {d}] (nn.Linear layout), got "
-                         f"{tuple(gd.shape)}, {tuple(ud.shape)}")
-    if d % 16 or h % 16 or not d or not h or not 1 <= T <= MAX_T:
-        raise ValueError(f"the FP8 GEMV takes 1 to {MAX_T} tokens and d, h positive multiples "
-                         f"of 16 (16-byte rows for TMA): got T = {T}, d = {d}, h = {h}")
-    tile = (tile or gemv_tile(T, d, device_name())).validate()
-    if T > tile.n:
-        raise ValueError(f"{tile} takes at most {tile.n} tokens (its wgmma's N), got T = {T}")
-    sxd, sgd, sud = _scales(sx, T, "sx"), _scales(sg, h, "sg"), _scales(su, h, "su")
-    res, od = _output(out, xq, T, h, out_dtype)
-    plan = _plan(tile, out_dtype, fmt, xd, gd, ud, od, sxd, sgd, sud, T, d, h, inv, int(raw))
-    if key is not None:
-        PLANS.put(key, plan)
-    launch(plan, raw)
-    return res
+    options = dict(out_dtype=out_dtype, inv=inv, fmt=fmt, tile=tile)
+    if stream is None:
+        return planned("swiglu_fp8_gemv", *options.items())(xq, sx, wgq, sg, wuq, su, out)
+    return launch_once(prepare(xq, sx, wgq, sg, wuq, su, out, stream_key=raw_stream(stream),
+                               **options), stream)

@@ -12,7 +12,6 @@ from torch tensors costs about what a call with Numba arrays does.
 """
 
 import contextlib
-import functools
 import math
 import warnings
 import weakref
@@ -22,6 +21,14 @@ from numba import cuda
 
 from ..dtypes import STORAGE_NAMES, name as dtype_name
 from ..numba_compat import host_array
+# the lowest host helpers live with the launch mechanism (book.kernels.plan)
+from .plan import STATIC_SHARED, allow_shared, is_torch, launch_once, pointer, sm_count
+
+__all__ = ["Prepared", "prepare", "as_device", "array_dtype", "is_c_contiguous", "flat",
+           "pointer", "address", "aligned", "is_torch", "ieee_control", "device_name",
+           "sm_count", "STATIC_SHARED", "MAX_SHARED", "SM_SHARED", "RESERVED_SHARED",
+           "allow_shared", "jit_bounds", "cdiv", "grid_for", "SMALL_GRID_WARNING",
+           "deliberate_grid", "launch", "KernelLaunch", "launch_kernel"]
 
 
 class Prepared:
@@ -33,12 +40,6 @@ class Prepared:
         self.gate, self.up, self.out, self.result = gate, up, out, result
         self.shape, self.dtype = shape, dtype
         self.n = math.prod(shape)
-
-
-def is_torch(x) -> bool:
-    """Whether ``x`` is a torch tensor (told by its type's module: torch is never imported
-    here to ask)."""
-    return type(x).__module__.startswith("torch")
 
 
 def _numba_array_types():
@@ -233,18 +234,6 @@ def prepare(gate, up, out, dtypes, variant):
     return Prepared(flat(g, "gate"), flat(u, "up"), flat(o, "out"), result, tuple(g.shape), dt)
 
 
-def pointer(a):
-    """Device address of a Numba device array (0 in the simulator)."""
-    try:
-        return a.device_ctypes_pointer.value or 0
-    except AttributeError:
-        pass
-    try:
-        return int(a.__cuda_array_interface__["data"][0] or 0)
-    except Exception:
-        return 0
-
-
 def address(a):
     """Start address of a device array; in the simulator, of the host memory behind it (so an
     alignment or overlap check refuses there what it refuses on a GPU)."""
@@ -287,48 +276,10 @@ def device_name() -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-# Cached: every vector wrapper asks on every call (choose_block), and the driver query
-# behind it costs about 500 us of host time on the H100, measured when this cache was lost.
-@functools.lru_cache(maxsize=None)
-def sm_count():
-    """Multiprocessors on the current device (132 on an H100 SXM; 1 in the simulator)."""
-    from .. import gpu
-
-    info = gpu.device_info()
-    return info.sm_count or 1
-
-
-#: the most shared memory a kernel may declare statically, and use dynamically without opting in
-STATIC_SHARED = 48 * 1024
 #: the most one block may opt in to on sm_90 (227 KiB; sm_80 163 KiB, sm_86 99 KiB)
 MAX_SHARED = 227 * 1024
 #: an sm_90 SM's shared memory, of which each resident block also takes RESERVED_SHARED
 SM_SHARED, RESERVED_SHARED = 228 * 1024, 1024
-
-_ALLOWED = {}  # compiled kernel -> dynamic shared bytes it may use
-
-
-def allow_shared(kern, args, nbytes):
-    """Let ``kern``, as compiled for the launch arguments ``args``, use ``nbytes`` of dynamic
-    shared memory: beyond 48 KiB a kernel must opt in (cuFuncSetAttribute
-    MAX_DYNAMIC_SHARED_SIZE_BYTES). Nothing to do in the simulator."""
-    from numba import config
-
-    if config.ENABLE_CUDASIM:
-        return
-    from cuda.bindings import driver as binding
-    from numba.cuda.typing.typeof import Purpose, typeof
-
-    from ..numba_compat import compile_for, cufunc, driver
-
-    compiled = compile_for(kern, tuple(typeof(a, Purpose.argument) for a in args))
-    if _ALLOWED.get(compiled, 0) >= nbytes:
-        return
-    fn = cufunc(compiled)
-    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    driver().cuKernelSetAttribute(attr, nbytes, fn.handle, fn.device.id)
-    _ALLOWED[compiled] = nbytes
-
 
 def jit_bounds(threads, min_blocks):
     """``cuda.jit`` options for a kernel that must fit ``min_blocks`` blocks of ``threads`` on
@@ -432,23 +383,30 @@ def launch(kernel, grid, block, stream, *args, shared=0):
 
 class KernelLaunch:
     """One validated launch, worked out once: ``kernel[grid, block, stream, shared](*args)``
-    (``args``: Numba device arrays and integers) and what the wrapper returns (``result``).
-    A wrapper's ``prepare`` builds it; ``launch(stream)`` makes it through Numba (a kernel
-    given more than 48 KiB of dynamic shared memory is allowed it first, :func:`allow_shared`), and
-    :class:`book.kernels.fastcall.PlannedCall` packs the same ``args`` once and replays them
-    with ``cuLaunchKernel``. ``grid`` 0: nothing to launch."""
+    (``args``: Numba device arrays, integers and float32 scalars) and what the wrapper
+    returns (``result``); ``cluster``: blocks a cluster (1: none); ``dependent``: a
+    programmatic dependent launch (the kernel may start while the one before it ends). A
+    wrapper's ``prepare`` builds it; ``launch(stream)`` makes it through Numba (a kernel
+    given more than 48 KiB of dynamic shared memory is allowed it first, :func:`allow_shared`),
+    or, for a cluster or a dependent launch, which Numba cannot make, through the driver
+    (:func:`book.kernels.plan.launch_once`); :class:`book.kernels.plan.PlannedCall` packs the
+    same ``args`` once and replays them. ``grid`` 0: nothing to launch."""
 
-    __slots__ = ("kernel", "grid", "block", "args", "result", "shared")
+    __slots__ = ("kernel", "grid", "block", "args", "result", "shared", "cluster", "dependent")
 
-    def __init__(self, kernel, grid, block, args, result, shared=0):
+    def __init__(self, kernel, grid, block, args, result, shared=0, cluster=1, dependent=False):
         self.kernel, self.grid, self.block, self.args = kernel, grid, block, tuple(args)
         self.result, self.shared = result, shared
+        self.cluster, self.dependent = cluster, dependent
 
     def launch(self, stream=0):
-        if self.grid:
-            if self.shared > STATIC_SHARED:  # beyond 48 KiB a kernel is allowed its share first
-                allow_shared(self.kernel, self.args, self.shared)
-            launch(self.kernel, self.grid, self.block, stream, *self.args, shared=self.shared)
+        if not self.grid:
+            return self.result
+        if self.cluster > 1 or self.dependent:
+            return launch_once(self, stream)
+        if self.shared > STATIC_SHARED:  # beyond 48 KiB a kernel is allowed its share first
+            allow_shared(self.kernel, self.args, self.shared)
+        launch(self.kernel, self.grid, self.block, stream, *self.args, shared=self.shared)
         return self.result
 
 

@@ -52,9 +52,9 @@ import numpy as np
 from numba import cuda, float32, int32, uint16, uint32
 
 from ..capability import FAMILIES
-from .fastcall import planned
 from .fused import silu_mul
 from .launch import KernelLaunch, address, as_device, flat, is_c_contiguous
+from .plan import planned
 from .mma_tile import SIM_TILE, TILE, MmaGeometry, MmaTile, default_tile
 from .tensorcore import (
     SIMULATED, check_capability, copy16_zfill_at, cp_async16_zfill_at, cp_async_commit,
@@ -65,7 +65,7 @@ from .tensorcore import (
 
 __all__ = ["MmaTile", "MmaGeometry", "TILE", "SIM_TILE", "EPILOGUES", "build_kernel", "default_tile",
            "swiglu_mma", "swiglu_mma_identity", "gate_up_mma", "matmul_mma", "ceiling_mma",
-           "grid_size", "flops", "check_inputs", "PIECE", "prepare"]
+           "grid_size", "flops", "check_inputs", "PIECE", "prepare", "prepare_matmul"]
 
 EPILOGUES = ("swiglu", "identity", "store2", "gemm", "ceiling")
 
@@ -400,7 +400,7 @@ def grid_size(tile, T, h, dual):
 
 def prepare(epilogue, x, wg, wu=None, out=None, out2=None, *, tile=None, stream_key=0):
     """Validate and build one launch of the GEMM with ``epilogue`` (module doc): what every
-    wrapper below launches, and what :class:`book.kernels.fastcall.PlannedCall` plans once
+    wrapper below launches, and what :class:`book.kernels.plan.PlannedCall` plans once
     per tensors (``stream_key`` is unused: the GEMM has no workspace)."""
     tile = (tile or default_tile()).validate()
     dual = epilogue in ("swiglu", "identity", "store2")
@@ -424,6 +424,11 @@ def prepare(epilogue, x, wg, wu=None, out=None, out2=None, *, tile=None, stream_
                         tile.shared_bytes if tile.dynamic else 0)
 
 
+def prepare_matmul(epilogue, x, w, out=None, *, tile=None, stream_key=0):
+    """:func:`prepare` of a one-weight epilogue ("gemm", "ceiling")."""
+    return prepare(epilogue, x, w, None, out, tile=tile, stream_key=stream_key)
+
+
 def _run(epilogue, x, wg, wu, out, out2, tile, stream):
     launch = prepare(epilogue, x, wg, wu, out, out2, tile=tile)
     return launch.launch(0 if stream is None else stream)
@@ -431,7 +436,7 @@ def _run(epilogue, x, wg, wu, out, out2, tile, stream):
 
 def swiglu_mma(x, wg, wu, out=None, *, tile=None, stream=None):
     """``out = silu(x @ wg) * (x @ wu)`` in bfloat16, one launch (the dual GEMM). Called
-    plainly (no ``tile``, no ``stream``): :func:`book.kernels.fastcall.planned`'s call, which
+    plainly (no ``tile``, no ``stream``): :func:`book.kernels.plan.planned`'s call, which
     launches torch CUDA tensors with ``out`` given from a plan on torch's current stream
     (anything else the same launch as with ``stream=0``)."""
     if tile is None and stream is None:

@@ -59,18 +59,16 @@ from numba import cuda, float32, uint8, uint32, uint64
 from ..numba_compat import compiled_for
 from .fused import silu_mul
 from .hopper import SIMULATED, check_capability, descriptor, tensor_map
-from .cluster_launch import (PLANS, LaunchPlan, cluster_config, cluster_grid, driver,
-                             launch_all, raw_stream, torch_key)
-from .fastcall import PackedParams, cufunction, pack_array
-from .launch import allow_shared, pointer, sm_count
+from .launch import KernelLaunch, allow_shared, sm_count
 from .mma_gemm import half_dtype, half_matrix, half_out
+from .plan import Launches, cluster_grid, cufunction, launch_once, need_driver, planned
 from .tensorcore import target_cc
 from .wgmma_gemm_tile import ALIGN, TILE, ColumnSplit, HopperTile, schedule
 
 # (its geometry, HopperTile, TILE, ColumnSplit and schedule: book.kernels.wgmma_gemm_tile)
 __all__ = ["EPILOGUES", "build_kernel", "pairs", "swiglu_wgmma", "swiglu_wgmma_identity",
            "gate_up_wgmma", "matmul_wgmma", "ceiling_wgmma", "flops", "check_shapes",
-           "tensor_maps", "device_schedule"]
+           "tensor_maps", "device_schedule", "prepare", "prepare_matmul"]
 
 EPILOGUES = ("swiglu", "identity", "store2", "gemm", "ceiling")
 
@@ -388,44 +386,34 @@ def check_shapes(x, ws, names):
     return T, d, h
 
 
-def _plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h, span=None):
-    """A launch of ``tile`` over the output's columns ``span`` = (start, end) (all of them
-    if None; the start a multiple of the tile's columns)."""
-    cu = driver()
+def _launch(epilogue, tile, kind, xd, ws, o, o2, T, d, h, span=None):
+    """The launch of ``tile`` over the output's columns ``span`` = (start, end) (all of them
+    if None; the start a multiple of the tile's columns): a persistent grid, in clusters of
+    ``tile.cluster`` (as many as can be resident, which asks the compiled kernel)."""
     box_x, box_w, box_o = (tile.bk, tile.bm), (tile.bk, tile.bn), (64, 64)
     maps = tensor_maps([xd, ws[0], ws[-1], o, o2], [box_x, box_w, box_w, box_o, box_o])
     cols = tile.bn if epilogue in ("swiglu", "identity", "store2") else 2 * tile.bn
     c0, c1 = span or (0, h)
     sched = device_schedule(-(-T // tile.bm), -(-c1 // cols), tile, c0 // cols)
     kern = build_kernel(tile, epilogue, kind)
-    args = [maps, sched, d]
-    allow_shared(kern, args, tile.shared_bytes)  # compiles for these types
-    compiled = compiled_for(kern, args)
-    function = cufunction(cu, compiled)
-    params = []
-    for a in (maps, sched):
-        params.extend(pack_array(pointer(a), a.shape, a.strides,
-                                 a.dtype.itemsize))
-    params.append(d)
+    args = (maps, sched, d)
     if tile.cluster == 1:
-        grid, config = min(sched.size, tile.max_blocks or sm_count()), None
+        grid = min(sched.size, tile.max_blocks or sm_count())
     else:
-        grid = cluster_grid(cu, function, tile, sched.size)
-        config = cluster_config(cu, tile, grid)
-    return LaunchPlan(function, grid, tile.threads, tile.shared_bytes, PackedParams(params),
-                      config, (maps, sched))
+        allow_shared(kern, args, tile.shared_bytes)  # compiles for these types
+        cu = need_driver()
+        grid = cluster_grid(cu, cufunction(cu, compiled_for(kern, args)), tile, sched.size)
+    return KernelLaunch(kern, grid, tile.threads, args, None, tile.shared_bytes, tile.cluster)
 
 
-def _run(epilogue, x, wg, wu, out, out2, tile, stream):
-    tile = tile or TILE
-    key = None
-    if out is not None and (out2 is not None or epilogue != "store2"):
-        key = torch_key(epilogue, tile, (x, wg, wu, out, out2))
-        plan = PLANS.get(key) if key is not None else None
-        if plan is not None:  # every check of this key passed when it was planned
-            launch_all(plan, raw_stream(stream, x))
-            return (out, out2) if epilogue == "store2" else out
-    tile = tile.validate()
+def prepare(epilogue, x, wg, wu=None, out=None, out2=None, *, tile=None, stream_key=0):
+    """Validate and build the launch of the GEMM with ``epilogue`` (module doc): a
+    :class:`book.kernels.launch.KernelLaunch` (with its cluster), or for a
+    :class:`~book.kernels.wgmma_gemm_tile.ColumnSplit` the :class:`book.kernels.plan.Launches`
+    of its two tiles; what every wrapper below launches, and what
+    :func:`book.kernels.plan.planned` plans once per tensors (``stream_key`` is unused: the
+    GEMM has no workspace)."""
+    tile = (tile or TILE).validate()
     if isinstance(tile, ColumnSplit) and epilogue not in ("swiglu", "identity", "store2"):
         raise ValueError("a ColumnSplit is for the dual GEMM's epilogues")
     check_capability(target_cc())  # the GPU, or what the T4 switch names (book/target.py)
@@ -437,44 +425,59 @@ def _run(epilogue, x, wg, wu, out, out2, tile, stream):
     dtype = half_dtype(xd)
     kind = "bf16" if dtype == "bfloat16" else "f16"
     res, o = half_out(out, x, (T, h), dtype)
-    o2, res2 = o, None
+    o2, result = o, res
     if epilogue == "store2":
         res2, o2 = half_out(out2, x, (T, h), dtype, "out2")
+        result = (res, res2)
     if isinstance(tile, ColumnSplit):  # two launches, the narrow tiles' after the wide's
         cut = min(tile.cols, h)
-        plan = (_plan(epilogue, tile.wide, kind, xd, ws, o, o2, T, d, h, (0, cut)),)
+        launches = [_launch(epilogue, tile.wide, kind, xd, ws, o, o2, T, d, h, (0, cut))]
         if cut < h:
-            plan += (_plan(epilogue, tile.narrow, kind, xd, ws, o, o2, T, d, h, (cut, h)),)
-    else:
-        plan = (_plan(epilogue, tile, kind, xd, ws, o, o2, T, d, h),)
-    if key is not None:
-        PLANS.put(key, plan)
-    launch_all(plan, raw_stream(stream, x))
-    return (res, res2) if epilogue == "store2" else res
+            launches.append(_launch(epilogue, tile.narrow, kind, xd, ws, o, o2, T, d, h, (cut, h)))
+        return Launches(launches, result)
+    kl = _launch(epilogue, tile, kind, xd, ws, o, o2, T, d, h)
+    kl.result = result
+    return kl
+
+
+def prepare_matmul(epilogue, x, w, out=None, *, tile=None, stream_key=0):
+    """:func:`prepare` of a one-weight epilogue ("gemm", "ceiling")."""
+    return prepare(epilogue, x, w, None, out, tile=tile, stream_key=stream_key)
+
+
+def _run(name, epilogue, x, wg, wu, out, out2, tile, stream):
+    """A wrapper's call: called plainly (no ``stream``), the planned call (the plan kept per
+    tensors and tile, launched on torch's current stream); with a stream, the launch made now
+    on it through the driver."""
+    if stream is None:
+        pc = planned(name, ("tile", tile)) if tile is not None else planned(name)
+        return pc(x, wg, wu, out, out2) if epilogue == "store2" else (
+            pc(x, wg, out) if wu is None else pc(x, wg, wu, out))
+    return launch_once(prepare(epilogue, x, wg, wu, out, out2, tile=tile), stream)
 
 
 def swiglu_wgmma(x, wg, wu, out=None, *, tile=None, stream=None):
-    """``out = silu(x @ wg.T) * (x @ wu.T)``: the Hopper dual GEMM (nn.Linear weights)."""
-    return _run("swiglu", x, wg, wu, out, None, tile, stream)
+    """``out = silu(x @ wg.T) * (x @ wu.T)``: the Hopper dual GEMM (nn.Linear weights).
+    Called plainly (no ``stream``): :func:`book.kernels.plan.planned`'s call."""
+    return _run("swiglu_wgmma", "swiglu", x, wg, wu, out, None, tile, stream)
 
 
 def swiglu_wgmma_identity(x, wg, wu, out=None, *, tile=None, stream=None):
     """The control: the same kernel storing ``x @ wg.T + x @ wu.T``."""
-    return _run("identity", x, wg, wu, out, None, tile, stream)
+    return _run("swiglu_wgmma_identity", "identity", x, wg, wu, out, None, tile, stream)
 
 
 def gate_up_wgmma(x, wg, wu, gate=None, up=None, *, tile=None, stream=None):
     """The unfused path's GEMM: the same kernel storing gate and up."""
-    return _run("store2", x, wg, wu, gate, up, tile, stream)
+    return _run("gate_up_wgmma", "store2", x, wg, wu, gate, up, tile, stream)
 
 
 def matmul_wgmma(x, w, out=None, *, tile=None, stream=None):
     """``out = x @ w.T`` (w [n, d], an nn.Linear weight)."""
-    return _run("gemm", x, w, None, out, None, tile, stream)
+    return _run("matmul_wgmma", "gemm", x, w, None, out, None, tile, stream)
 
 
 def ceiling_wgmma(x, w, out=None, *, tile=None, stream=None):
     """The main-loop ceiling: the consumers' wgmma loop on shared memory only, no TMA (its
     result is not a product: it times what the loop can issue at this tile)."""
-    return _run("ceiling", x, w, None, out, None, tile, stream)
-
+    return _run("ceiling_wgmma", "ceiling", x, w, None, out, None, tile, stream)

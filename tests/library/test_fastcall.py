@@ -19,7 +19,7 @@ import pytest
 import book  # noqa: F401  (decides GPU or simulator before numba.cuda)
 from numba import cuda
 
-from book.kernels import VARIANTS, fastcall, reference as R
+from book.kernels import VARIANTS, fastcall, plan, reference as R
 
 # numba-cuda's own marshalling (_Kernel._prepare_args), run without the simulator. The array
 # it is given stands in for what cuda.core's StridedMemoryView gives numba after
@@ -78,10 +78,10 @@ def test_packing_matches_numba_cudas_own_marshalling():
     assert proc.returncode == 0, proc.stderr[-2000:]
     numba_args = json.loads(proc.stdout.strip().splitlines()[-1])
     for (ptr, shape, strides, dtype, _c), theirs in zip(CASES, numba_args):
-        ours = fastcall.pack_array(ptr, shape, strides, np.dtype(dtype).itemsize)
+        ours = plan.pack_array(ptr, shape, strides, np.dtype(dtype).itemsize)
         assert list(ours) == theirs, (shape, strides)
         # and the driver buffer holds exactly these values, 8 bytes each, in order
-        params = fastcall.PackedParams(ours)
+        params = plan.PackedParams(ours)
         assert params.tolist() == theirs
         assert params.tobytes() == np.array(theirs, dtype="<i8").tobytes()
 
@@ -91,15 +91,15 @@ def test_field_order_is_numbas_array_data_model():
     from numba.core.datamodel import default_manager
 
     model = default_manager.lookup(types.Array(types.float32, 2, "C"))
-    assert tuple(model._fields) == fastcall.ARRAY_FIELDS
+    assert tuple(model._fields) == plan.ARRAY_FIELDS
     # meminfo, parent, nitems, itemsize, data, then one shape and one stride per dimension
-    assert len(fastcall.pack_array(0, (2, 3), (12, 4), 4)) == 5 + 2 * 2
+    assert len(plan.pack_array(0, (2, 3), (12, 4), 4)) == 5 + 2 * 2
 
 
 def test_packed_params_point_at_their_values():
     import ctypes
 
-    p = fastcall.PackedParams((0, 0, 7, 4, 0xDEAD0000, 7, 4))
+    p = plan.PackedParams((0, 0, 7, 4, 0xDEAD0000, 7, 4))
     for i, v in enumerate(p.tolist()):
         assert ctypes.c_int64.from_address(p.pointers[i]).value == v
 
@@ -130,17 +130,17 @@ def test_fastcall_refuses_what_the_wrapper_refuses():
 
 
 def test_plan_and_stream_caches_are_bounded_and_drop_the_oldest():
-    cache = fastcall.BoundedCache(3)
+    cache = plan.BoundedCache(3)
     for k in range(5):  # a loop over fresh allocations: a new key every call
         cache.put(k, str(k))
     assert list(cache) == [2, 3, 4] and cache.get(4) == "4" and cache.get(0) is None
     cache.put(3, "again")  # an existing key is replaced, nothing dropped
     assert list(cache) == [2, 3, 4] and cache[3] == "again"
     with pytest.raises(ValueError, match="at least one"):
-        fastcall.BoundedCache(0)
+        plan.BoundedCache(0)
     fc = fastcall.FastCall("vec4")
-    assert isinstance(fc._plans, fastcall.BoundedCache) and fc._plans.limit == fc.MAX_PLANS
-    assert isinstance(fc._streams, fastcall.BoundedCache) and fc._streams.limit == fc.MAX_STREAMS
+    assert isinstance(fc._plans, plan.BoundedCache) and fc._plans.limit == fc.MAX_PLANS
+    assert isinstance(fc._streams, plan.BoundedCache) and fc._streams.limit == fc.MAX_STREAMS
 
 
 
@@ -157,6 +157,8 @@ class RecordingDriver:
     class CUstream(int):
         pass
 
+    CUresult = type("CUresult", (), {"CUDA_SUCCESS": 0})
+
     def __init__(self):
         self.launches = []
 
@@ -171,19 +173,19 @@ class RecordingDriver:
 
 def _stubbed(name="decode"):
     torch = pytest.importorskip("torch")
-    pc = fastcall.PlannedCall(name, prepare=None)
+    pc = plan.PlannedCall(name, prepare=None)
     drv = RecordingDriver()
     pc._cu, pc.fast, pc._multi_gpu, pc._launch = drv, True, False, drv.cuLaunchKernel
     pc._tensor, pc._raw_stream = torch.Tensor, lambda device: 7
     planned = []
 
-    def plan(key, args, device, raw):  # what _plan stores, without the GPU launch
+    def record(key, args, device, raw):  # what _plan stores, without the GPU launch
         planned.append((key, raw))
-        pc._plans.put(key, fastcall.Plan(drv.CUstream(99), 12, 128,
-                                         fastcall.PackedParams([len(planned)] * 3), device,
-                                         shared=4096))
+        pc._plans.put(key, (plan.LaunchPlan(drv.CUstream(99), 12, 128,
+                                            plan.PackedParams([len(planned)] * 3), 4096,
+                                            device=device),))
 
-    pc._plan = plan
+    pc._plan = record
     return torch, pc, drv, planned
 
 
@@ -196,7 +198,7 @@ def test_planned_call_plans_once_per_tensors_and_replays_the_plan():
     assert len(planned) == 1 and pc.stats == {"fast": 3, "planned": 1, "ordinary": 0}
     fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra = drv.launches[-1]
     assert (gx, gy, gz, bx, by, bz, shared, stream, extra) == (12, 1, 1, 128, 1, 1, 4096, 7, 0)
-    assert params == pc._plans[planned[0][0]].address and planned[0][1] == 7
+    assert params == pc._plans[planned[0][0]][0].address and planned[0][1] == 7
     # anything a check or a parameter depends on is a new key: planned (validated) again
     pc(x, wg, wu, None, None, torch.ones(1, 8))          # another output
     pc(x, wg, wu, torch.ones(8), torch.ones(8), out)     # with biases
@@ -211,7 +213,7 @@ def test_planned_call_plans_once_per_tensors_and_replays_the_plan():
 
 def test_planned_call_takes_the_ordinary_launch_where_it_cannot_plan(monkeypatch):
     torch, pc, drv, planned = _stubbed()
-    monkeypatch.setattr(fastcall, "_numba_stream", lambda device: 0)  # torch's stream: none here
+    monkeypatch.setattr(plan, "numba_stream", lambda device: 0)  # torch's stream: none here
     calls = []
 
     class Launch:
@@ -228,7 +230,7 @@ def test_planned_call_takes_the_ordinary_launch_where_it_cannot_plan(monkeypatch
     assert pc(np.ones((1, 16)), w, w, None, None, torch.ones(1, 8)) == "ordinary result"
     assert not planned and not drv.launches and pc.stats["ordinary"] == 2
     out = torch.ones(1, 8)
-    pc._plans.put((7, *map(fastcall._tensor_key, (x, w, w, None, None, out))), None)
+    pc._plans.put((7, *map(plan.arg_key, (x, w, w, None, None, out))), None)
     assert pc(x, w, w, None, None, out) == "ordinary result"  # a key planned as "not plannable"
     assert calls == [0, 0, 0] and not drv.launches
 
@@ -263,8 +265,8 @@ def test_pack_args_packs_arrays_as_numba_does_and_integers_as_one_int64():
         shape, strides, dtype = (3, 4), (8, 2), np.dtype(np.float16)
         __cuda_array_interface__ = {"data": (0x7F0000001000, False)}
 
-    packed = fastcall.pack_args([DeviceView(), 5, 7])
-    assert packed == [*fastcall.pack_array(0x7F0000001000, (3, 4), (8, 2), 2), 5, 7]
+    packed = plan.pack_args([DeviceView(), 5, 7])
+    assert packed == [*plan.pack_array(0x7F0000001000, (3, 4), (8, 2), 2), 5, 7]
     assert packed[:5] == [0, 0, 12, 2, 0x7F0000001000]  # meminfo, parent, nitems, itemsize, data
 
 

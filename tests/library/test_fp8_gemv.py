@@ -360,19 +360,22 @@ def test_on_a_hopper_gpu_launches_repeat_bit_for_bit_and_plans_hold_addresses():
     """The seams' counters are left at zero, so every launch (a planned replay too) adds the
     same pieces in the same order; a plan keeps addresses, never values."""
     torch = _torch_hopper()
-    from book.kernels.cluster_launch import PLANS as _PLANS
+    from book.kernels.plan import planned
+
+    pc = planned("swiglu_fp8_gemv", ("out_dtype", "bfloat16"), ("inv", 1.0), ("fmt", "e4m3"),
+                 ("tile", None))  # the plain call's plans
 
     q = quantized(16, 4096, 2048, seed=3)
     args = _on_gpu(torch, q)
     o = torch.empty(16, 2048, device="cuda", dtype=torch.bfloat16)
     V.swiglu_fp8_gemv(*args, o)
     first = o.clone()
-    n = len(_PLANS)
+    n, fast = len(pc._plans), pc.stats["fast"]
     for _ in range(3):
         o.fill_(float("nan"))
         V.swiglu_fp8_gemv(*args, o)
         assert torch.equal(o, first)
-    assert len(_PLANS) == n
+    assert len(pc._plans) == n and pc.stats["fast"] == fast + 3
     args[1].mul_(2)  # sx doubled: gate and up doubled
     V.swiglu_fp8_gemv(*args, o)
     assert not torch.equal(o, first)

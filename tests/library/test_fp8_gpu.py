@@ -9,7 +9,7 @@ import pytest
 import book  # noqa: F401
 from book import quantize as Q
 from book.kernels import fp8 as F
-from book.kernels import cluster_launch
+from book.kernels import plan
 from book.kernels import hopper as H
 
 pytestmark = pytest.mark.gpu
@@ -196,11 +196,13 @@ def test_e5m2_operands_and_a_reused_plan(hopper):
     o = torch.empty(T, h, device="cuda", dtype=torch.bfloat16)
     G.swiglu_fp8(xq, sx, gq, sg, uq, su, o, fmt="e5m2")
     assert float((o.double() - ref).norm() / ref.norm()) < 1e-2
-    n = len(cluster_launch.PLANS)
+    pc = plan.planned("swiglu_fp8", ("out_dtype", "bfloat16"), ("inv", 1.0), ("fmt", "e5m2"),
+                      ("tile", None))  # the plain call's plans (book.kernels.plan)
+    n, fast = len(pc._plans), pc.stats["fast"]
     first = o.clone()
     o.fill_(float("nan"))
     G.swiglu_fp8(xq, sx, gq, sg, uq, su, o, fmt="e5m2")
-    assert len(cluster_launch.PLANS) == n and torch.equal(o, first)
+    assert len(pc._plans) == n and pc.stats["fast"] == fast + 1 and torch.equal(o, first)
     sx.mul_(2)  # the plan holds addresses, never values
     G.swiglu_fp8(xq, sx, gq, sg, uq, su, o, fmt="e5m2")
     assert not torch.equal(o, first)
