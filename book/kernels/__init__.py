@@ -11,18 +11,27 @@ The map, by layer (every module named; tests/tooling/test_contributing.py checks
 Truth and the host side
   ``reference``: the float64 truth, tolerances and checks. ``tile``: what every kernel's tile
   is (``TileShape``: ``problems``, ``validate``, ``shared_bytes``, ``describe``; every tile
-  class below is one). ``launch``: the wrappers' host side:
-  checks, torch views, the prepared launch (``prepare``, ``launch_kernel``); ``jit_bounds``: a
-  tile's ``min_blocks`` as ``launch_bounds``; ``KernelLaunch``, the launch ``fastcall`` plans;
+  class below is one). ``plan``: the one way to plan and launch a kernel (issue 44): a
+  wrapper's ``prepare`` returns a ``KernelLaunch`` (kernel, grid, block, shared memory,
+  arguments, an optional cluster or dependent launch), ``plans_for`` packs it once into
+  ``LaunchPlan`` s, ``launch`` makes one with ``cuLaunchKernel`` or ``cuLaunchKernelEx``,
+  ``raw_stream`` is the one way to find the stream (the stream named, else torch's current
+  stream for torch tensors, else the default stream), and ``PlannedCall`` / ``planned(name)``
+  is an entry point's plan cache (one key: the stream and each tensor's pointer, shape,
+  strides and dtype; ``BoundedCache``), which every public wrapper called plainly goes through
+  (``swiglu_decode``, the GEMVs, ``swiglu_mma``, ``matmul_mma``, ``swiglu_wgmma``, the FP8
+  GEMM and GEMV): capturable in a CUDA graph (tests/library/test_plan.py). ``launch``: the
+  wrappers' host side: checks, torch views, ``KernelLaunch`` and Numba's launch of it, the
+  elementwise wrappers' launch through Numba's own argument marshalling (``prepare``,
+  ``launch_kernel``); ``jit_bounds``: a
+  tile's ``min_blocks`` as ``launch_bounds``;
   ``deliberate_grid`` keeps the course's own small launches from printing numba-cuda's "Grid
   size N" warning. An elementwise wrapper takes its host side from here as
   ``vectorized.swiglu_vec4`` does, through ``vectorized.launch_vector``. ``fastcall``: the cheap
-  launch from torch tensors: checks answered once per key, parameters packed once as Numba packs
-  them, ``cuLaunchKernel`` on torch's current stream, plans and stream handles in a
-  ``BoundedCache`` (chapter 6's decode section; tests/library/test_fastcall.py; its per-call
-  Python path, timed on a CPU with the launch stubbed, in records/launch/README.md); its
-  ``PlannedCall`` / ``planned(name)`` is the cheap call of ``mma_gemm`` and ``decode_mlp``,
-  and what their wrappers called plainly (no stream, tile or split) go through.
+  elementwise call from torch tensors (``FastCall``, chapter 6's decode section: a
+  ``PlannedCall`` whose per-call path reads its key inline and calls ``cuLaunchKernel``
+  itself; tests/library/test_fastcall.py; its per-call Python path, timed on a CPU with the
+  launch stubbed, in records/launch/README.md).
   ``ptx``: compile the kernels to PTX, even with no GPU (``kernels()``: what
   tests/library/test_ptx.py reads).
 
@@ -69,9 +78,8 @@ GEMM
   ``mma_tile``: ``MmaTile`` and ``MmaGeometry``, every size the kernel factory reads, named and
   printable. ``wgmma_gemm``: the warp-specialized Hopper dual GEMM (TMA into an mbarrier ring,
   a producer warpgroup and two consumer warpgroups, clusters of two, TMA-stored epilogue;
-  chapter 9), launched through ``cluster_launch`` (the Hopper kernels' plans, cached by key,
-  ``cuLaunchKernel`` or ``cuLaunchKernelEx`` with a cluster; the FP8 GEMM and GEMV's too); its
-  geometry in
+  chapter 9; ``prepare``: its launch with its cluster, planned by ``plan`` as every other
+  entry point's; the FP8 GEMM and GEMV's too); its geometry in
   ``wgmma_gemm_tile``: ``HopperTile``, ``ColumnSplit`` and the tiles' ``schedule``.
   ``waves``: wave quantization of that persistent dual GEMM and the tile the dispatcher gives
   it for T tokens. ``fp8_gemm``: the fused FP8 MLP-up on Hopper: x per token and the weights
