@@ -24,7 +24,10 @@ wgmma dual GEMM from beyond the CUDA-core GEMV to 64 tokens: where the dispatche
 
 Host rows (``kind`` "launch", T = 1): the host time of one call, the plan-cached calls
 beside the ordinary wrappers and beside ``torch.matmul``'s and ``F.linear``'s own
-(:func:`book.bench.host_timings`, the rows of one group taking turns).
+(:func:`book.bench.host_timings`, the rows of one group taking turns); ``host_*_plain``: every
+entry point's plain call (``swiglu_decode``, ``swiglu_mma``, ``matmul_mma``, ``swiglu_gemv``,
+``fastcall.fast("half8")``, on sm_90 ``swiglu_wgmma``), each held to 15 us and to
+``torch.matmul``'s own host time (:func:`targets`, issue 44).
 
 :func:`run` adds them to a :class:`book.bench.suite.Suite` (``python -m book.bench`` runs it as
 its "decode" phase); ``python -m benchmarks.decode_bench`` runs it alone. :func:`targets` states
@@ -294,7 +297,7 @@ def run_host(suite, T=1, dtype="bfloat16", d=D, h=H, calls=300, reps=15):
     F = t.nn.functional
     from book.kernels import decode_mlp as dm
     from book.kernels import mma_gemm as mg
-    from book.kernels.fastcall import planned
+    from book.kernels.fastcall import fast, planned
 
     tdt = getattr(t, dtype)
     wg, wu = _weights(t, dtype, d, h)
@@ -303,6 +306,7 @@ def run_host(suite, T=1, dtype="bfloat16", d=D, h=H, calls=300, reps=15):
     wgt, wut = wg.t().contiguous(), wu.t().contiguous()
     x = t.randn(T, d, device="cuda", dtype=tdt)
     o, gu = t.empty(T, h, device="cuda", dtype=tdt), t.empty(T, 2 * h, device="cuda", dtype=tdt)
+    ge, ue = (t.randn(T, h, device="cuda", dtype=tdt) for _ in range(2))  # the activation's
     group = {
         "host_decode_planned": (planned("decode"), [(x, wg, wu, None, None, o)],
                                 "planned('decode')(x, wg, wu, None, None, out): key, plan, "
@@ -320,11 +324,24 @@ def run_host(suite, T=1, dtype="bfloat16", d=D, h=H, calls=300, reps=15):
         "host_swiglu_mma_wrapper": (lambda *a: mg.swiglu_mma(*a, stream=0), [(x, wgt, wut, o)],
                                     "swiglu_mma(x, wg, wu, out, stream=0): a named stream, "
                                     "the wrapper's own launch"),
+        "host_matmul_mma_plain": (lambda *a: mg.matmul_mma(*a), [(x, wcat_t, gu)],
+                                  "matmul_mma(x, [wg|wu], out): the plain call (planned)"),
+        "host_swiglu_gemv_plain": (lambda *a: dm.swiglu_gemv(*a), [(x, wg, wu, None, None, o)],
+                                   "swiglu_gemv(x, wg, wu, out=...): the plain call (planned)"),
+        "host_fast_half8_plain": (fast("half8"), [(ge, ue, o)],
+                                  "fastcall.fast('half8')(gate, up, out) at [T, h]: the cheap "
+                                  "elementwise call (planned)"),
         "host_torch_matmul": (lambda a, w, out: t.matmul(a, w, out=out), [(x, wcat_t, gu)],
                               "torch.matmul(x, [wg|wu], out=...): cuBLAS's call from Python"),
         "host_f_linear": (lambda a, w: F.linear(a, w), [(x, wcat)],
                           "F.linear(x, [wg; wu]): cuBLAS's call, allocating its output"),
     }
+    if tuple(t.cuda.get_device_capability()) == (9, 0):  # the Hopper dual GEMM, sm_90a
+        from book.kernels import wgmma_gemm as W
+
+        group["host_swiglu_wgmma_plain"] = (
+            lambda *a: W.swiglu_wgmma(*a), [(x, wg, wu, o)],
+            "swiglu_wgmma(x, wg, wu, out): the plain call (planned, a cluster launch)")
     if not any(suite.wants(k) for k in group):
         return
     timings = suite.bench.host_timings({k: v[:2] for k, v in group.items() if suite.wants(k)},
@@ -367,7 +384,8 @@ def targets(rows, peak: float | None = None):
                             "rows": keys(ours)})
     mm = next((x for x in rows if x["variant"] == "host_torch_matmul"), None)
     for name in ("host_decode_planned", "host_swiglu_mma_planned", "host_decode_plain",
-                 "host_swiglu_mma_plain"):
+                 "host_swiglu_mma_plain", "host_matmul_mma_plain", "host_swiglu_gemv_plain",
+                 "host_fast_half8_plain", "host_swiglu_wgmma_plain"):
         r = next((x for x in rows if x["variant"] == name), None)
         if r:
             out.append({"target": f"{name}: host time per call (us)", "value": r["seconds"] * 1e6,
