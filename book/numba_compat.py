@@ -1,7 +1,7 @@
 """Every place the course reaches past numba-cuda's public API, in one module.
 
-The course launches compiled kernels itself (the prepared launch, ``fastcall``, the Hopper
-GEMM's plan), gives a kernel more dynamic shared memory, records what a submission launches
+The course launches compiled kernels itself (``book.kernels.plan``: every planned launch),
+gives a kernel more dynamic shared memory, records what a submission launches
 (the grader's child) and, in Numba's CUDA simulator, watches and re-addresses launches (the
 grader, ``check()``, the access tracer, ``tools/lab_ptx.py``) and lets a simulated warp meet
 (the tensor-core intrinsics), and compiles a kernel for a GPU that is not here (the masters'
@@ -53,24 +53,6 @@ def cubin(compiled) -> bytes:
     """The compiled image (cubin) numba-cuda loaded for a compiled kernel."""
     image = compiled.library.get_cubin()
     return bytes(getattr(image, "code", image))
-
-
-def kernel_args(compiled, ty, value) -> tuple:
-    """The launch parameters Numba passes for one argument ``value`` of Numba type ``ty``:
-    numba-cuda's own marshalling (``_Kernel._prepare_args``), done here once per array.
-    Raises TypeError for a value that needs a copy written back (not a device array)."""
-    frag, retr = [], []
-    compiled._prepare_args(ty, value, 0, retr, frag)
-    if retr:
-        raise TypeError("not a device array")
-    return tuple(frag)
-
-
-def core_stream(stream):
-    """cuda.core's stream for a Numba stream, or for 0 (the default stream)."""
-    from numba.cuda.cudadrv import driver
-
-    return driver._to_core_stream(stream)
 
 
 def driver():

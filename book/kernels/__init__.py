@@ -21,9 +21,9 @@ Truth and the host side
   strides and dtype; ``BoundedCache``), which every public wrapper called plainly goes through
   (``swiglu_decode``, the GEMVs, ``swiglu_mma``, ``matmul_mma``, ``swiglu_wgmma``, the FP8
   GEMM and GEMV): capturable in a CUDA graph (tests/library/test_plan.py). ``launch``: the
-  wrappers' host side: checks, torch views, ``KernelLaunch`` and Numba's launch of it, the
-  elementwise wrappers' launch through Numba's own argument marshalling (``prepare``,
-  ``launch_kernel``); ``jit_bounds``: a
+  wrappers' host side: checks, torch views (``prepare``), ``KernelLaunch`` and Numba's
+  launch of it, ``launch_kernel`` (the elementwise wrappers' launch, planned by ``plan`` once
+  per kernel, grid, block and arrays); ``jit_bounds``: a
   tile's ``min_blocks`` as ``launch_bounds``;
   ``deliberate_grid`` keeps the course's own small launches from printing numba-cuda's "Grid
   size N" warning. An elementwise wrapper takes its host side from here as

@@ -20,15 +20,17 @@ import numpy as np
 from numba import cuda
 
 from ..dtypes import STORAGE_NAMES, name as dtype_name
-from ..numba_compat import host_array
+from ..numba_compat import compiled_for, host_array
 # the lowest host helpers live with the launch mechanism (book.kernels.plan)
-from .plan import STATIC_SHARED, allow_shared, is_torch, launch_once, pointer, sm_count
+from .plan import (STATIC_SHARED, BoundedCache, allow_shared, driver, is_torch,
+                   launch as plan_launch, launch_once, plans_for, pointer, raw_stream,
+                   sm_count)
 
 __all__ = ["Prepared", "prepare", "as_device", "array_dtype", "is_c_contiguous", "flat",
            "pointer", "address", "aligned", "is_torch", "ieee_control", "device_name",
            "sm_count", "STATIC_SHARED", "MAX_SHARED", "SM_SHARED", "RESERVED_SHARED",
            "allow_shared", "jit_bounds", "cdiv", "grid_for", "SMALL_GRID_WARNING",
-           "deliberate_grid", "launch", "KernelLaunch", "launch_kernel"]
+           "deliberate_grid", "launch", "KernelLaunch", "launch_kernel", "PREPARED_LAUNCH"]
 
 
 class Prepared:
@@ -309,44 +311,42 @@ def grid_for(work_items, block, items_per_thread, max_blocks=None):
 # type, the compiled overload for those types, the kernel's argument list (pointer, size,
 # shape, strides of each array) and a launch configuration: about 30 us of host time on an
 # H100, fifteen times the 2 us a decode-size SwiGLU runs on the GPU. None of it changes
-# between two calls with the same arrays, so launch_kernel works it out once (on the array
-# object, which is immutable, and per grid/block) and hands the compiled kernel and the
-# prepared arguments to cuda.core's launch, the call Numba itself ends with. The first
-# call with a new array type goes through Numba (which compiles); anything unexpected
-# (another numba-cuda, the simulator, a debug or cooperative kernel) keeps Numba's path.
-try:
-    from numba import config as _config
-
-    if _config.ENABLE_CUDASIM:
-        raise ImportError("the simulator launches through Numba")
-    from cuda.core import LaunchConfig as _LaunchConfig, launch as _core_launch
-    from numba.cuda.typing.typeof import Purpose as _Purpose, typeof as _typeof
-
-    from ..numba_compat import core_stream, cufunc, is_plain, kernel_args
-
-    _STREAM0 = core_stream(0)
-    PREPARED_LAUNCH = True
-except Exception:  # any failure here: Numba's own launch
-    PREPARED_LAUNCH = False
-
-_CONFIGS = {}  # (grid, block) -> cuda.core LaunchConfig
-_CUFUNCS = {}  # Numba's compiled kernel -> its CUDA function (one device per process)
+# between two calls with the same arrays, so launch_kernel plans it once through the one
+# mechanism (book.kernels.plan: plans_for, launch), kept on the first array object with weak
+# references to the others (a plan is used only while every one of its arrays is the same
+# object), and makes it with cuLaunchKernel. The first call with a new array type goes
+# through Numba (which compiles); anything unexpected (the simulator, a debug or cooperative
+# kernel) keeps Numba's path.
+_DRIVER = driver()
+#: whether launch_kernel plans its launches (a GPU with cuda-bindings' driver)
+PREPARED_LAUNCH = _DRIVER is not None
+_STREAMS = BoundedCache(64)  # raw stream handle -> CUstream
+_PLANS_PER_ARRAY = 16  # plans kept on one array (other grids, blocks, partner arrays)
 
 
-def _argtype(a):
+def _planned_launch(kernel, grid, block, arrays):
+    """The plan of ``kernel[grid, block](*arrays)``, made once (None: Numba's launch)."""
+    first = arrays[0]
     try:
-        return a._course_argtype
+        plans = first._course_plans
     except AttributeError:
-        ty = a._course_argtype = _typeof(a, _Purpose.argument)
-        return ty
-
-
-def _kernel_args(a, kern, ty):
-    try:
-        return a._course_kernel_args
-    except AttributeError:   # Numba's own marshalling, done once (never for a host array)
-        a._course_kernel_args = frag = kernel_args(kern, ty, a)
-        return frag
+        try:
+            plans = first._course_plans = BoundedCache(_PLANS_PER_ARRAY)
+        except AttributeError:  # an array that takes no attribute: not planned
+            return None
+    key = (kernel, grid, block, *map(id, arrays[1:]))
+    hit = plans.get(key)
+    if hit is not None:
+        refs, plan = hit
+        if all(r() is a for r, a in zip(refs, arrays[1:])):
+            return plan
+    if compiled_for(kernel, arrays) is None:
+        return None  # not compiled for these types yet: Numba's launch compiles it
+    made = plans_for(KernelLaunch(kernel, grid, block, arrays, None), keep=False)
+    if made is None:
+        return None
+    plans.put(key, (tuple(weakref.ref(a) for a in arrays[1:]), made[0]))
+    return made[0]
 
 
 #: numba-cuda's warning for a grid under 128 blocks (``_LaunchConfiguration``). The course
@@ -362,8 +362,8 @@ SMALL_GRID_WARNING = r"(?:\x1b\[[0-9;]*m)*Grid size \d+ will likely result in GP
 def deliberate_grid():
     """Around one of the course's own launches whose grid size is chosen on purpose: no
     "Grid size N will likely result in GPU under-utilization" warning (any other warning is
-    still shown). Only first calls and fallbacks come here: the prepared launch below and
-    :mod:`book.kernels.fastcall` never build a Numba launch configuration."""
+    still shown). Only first calls and fallbacks come here: :func:`launch_kernel`'s planned
+    launch and :mod:`book.kernels.plan` never build a Numba launch configuration."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=SMALL_GRID_WARNING)
         yield
@@ -411,27 +411,21 @@ class KernelLaunch:
 
 
 def launch_kernel(kernel, grid, block, stream, *arrays):
-    """``kernel[grid, block, stream](*arrays)`` for device arrays, with the argument work
-    done once per array (see the comment above); Numba's own launch when that cannot be."""
+    """``kernel[grid, block, stream](*arrays)`` for device arrays, planned once per kernel,
+    grid, block and arrays and made by :func:`book.kernels.plan.launch` on ``stream`` (see
+    the comment above); Numba's own launch when that cannot be."""
     if PREPARED_LAUNCH and type(grid) is int and type(block) is int:
         try:
-            types = tuple(_argtype(a) for a in arrays)
-            kern = kernel.overloads.get(types)
-            if kern is not None and is_plain(kern):
-                fn = _CUFUNCS.get(kern)
-                if fn is None:
-                    fn = _CUFUNCS[kern] = cufunc(kern).kernel
-                cfg = _CONFIGS.get((grid, block))
-                if cfg is None:
-                    cfg = _CONFIGS[(grid, block)] = _LaunchConfig(
-                        grid=(grid, 1, 1), block=(block, 1, 1), shmem_size=0)
-                args = []
-                for a, ty in zip(arrays, types):
-                    args.extend(_kernel_args(a, kern, ty))
-                _core_launch(_STREAM0 if not stream else core_stream(stream),
-                             cfg, fn, *args)
-                return
+            plan = _planned_launch(kernel, grid, block, arrays)
         except (AttributeError, TypeError):
-            pass  # not what this path expects: Numba's launch below says what is wrong
+            plan = None  # not what this path expects: Numba's launch below says what is wrong
+        if plan is not None:
+            raw = raw_stream(stream)
+            cu_stream = _STREAMS.get(raw)
+            if cu_stream is None:
+                cu_stream = _DRIVER.CUstream(raw)
+                _STREAMS.put(raw, cu_stream)
+            plan_launch(plan, cu_stream, _DRIVER)
+            return
     with deliberate_grid():
         kernel[grid, block, stream](*arrays)

@@ -260,13 +260,14 @@ class Launches:
         return self.result
 
 
-def plans_for(kl, device=None):
+def plans_for(kl, device=None, keep=True):
     """The :class:`LaunchPlan` s of a prepared launch (a ``KernelLaunch`` or a
     :class:`Launches`), or None where the driver cannot make it (nothing to launch, a launch
     that calls a function, a kernel that is not plain). Compiles the kernel and lets it have
-    its shared memory if that was not done yet."""
+    its shared memory if that was not done yet. ``keep``: the plans hold the launch's arrays
+    (False: the caller makes sure they are alive when a plan is launched)."""
     if isinstance(kl, Launches):
-        plans = [plans_for(k, device) for k in kl.launches if k.grid]
+        plans = [plans_for(k, device, keep) for k in kl.launches if k.grid]
         return None if not plans or None in plans else tuple(p for ps in plans for p in ps)
     kernel = getattr(kl, "kernel", None)
     if not kl.grid or kernel is None:
@@ -285,7 +286,7 @@ def plans_for(kl, device=None):
     elif kl.dependent:
         config = dependent_config(cu, kl.grid, kl.block, kl.shared)
     return (LaunchPlan(function, kl.grid, kl.block, PackedParams(pack_args(kl.args)),
-                       kl.shared, config, device, keep=kl.args),)
+                       kl.shared, config, device, keep=kl.args if keep else ()),)
 
 
 def launch(plan, stream, cu=None):

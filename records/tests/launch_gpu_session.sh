@@ -11,9 +11,11 @@
 #        the wgmma dual GEMM at 64 and 300 on sm_90), swiglu_gemv, swiglu_gemv_tc, swiglu_mma,
 #        matmul_mma, fastcall.fast vec4 / half8, and on sm_90 swiglu_wgmma, matmul_wgmma,
 #        swiglu_fp8, swiglu_fp8_gemv;
-#      of test_decode_mlp.py, test_hopper_gpu.py, test_fp8_gpu.py and test_fp8_gemv.py the tests
-#        of the launch (-k): every decode path and its planned call, graph replay, no
-#        small-grid warning, and a plan reused (the planned call's cache and its "fast" count).
+#      of test_decode_mlp.py, test_hopper_gpu.py, test_fp8_gpu.py, test_fp8_gemv.py and
+#        test_kernels.py the tests of the launch (-k): every decode path and its planned call,
+#        graph replay, no small-grid warning, a plan reused (the planned call's cache and its
+#        "fast" count), and launch_kernel's planned launch against Numba's on new arrays and on
+#        a torch tensor whose storage changed.
 #   2  python3 -m benchmarks.decode_bench --only 'host_': the host time of one call of every
 #      plain entry point beside torch.matmul's and F.linear's (T = 1, bfloat16), printed with
 #      the targets: each plain call <= 15 us and <= 1.0x torch.matmul's own on this host.
@@ -24,7 +26,8 @@ export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
 # by -k to keep the session under 300 s)
 timeout 215 python3 -m pytest tests/library/test_plan.py tests/library/test_fastcall.py \
   tests/library/test_decode_mlp.py tests/library/test_hopper_gpu.py tests/library/test_fp8_gpu.py \
-  tests/library/test_fp8_gemv.py -m gpu -k "plan or graph or warn or reuse or plain" -q -rf \
+  tests/library/test_fp8_gemv.py tests/library/test_kernels.py -m gpu \
+  -k "plan or graph or warn or reuse or plain or prepared" -q -rf \
   -p no:cacheprovider --junitxml=$OUT/gpu_launch_$GPU_TAG.xml 2>&1 | grep -v Warning | tail -25
 timeout 70 python3 -u -m benchmarks.decode_bench --out $OUT/decode_host_$GPU_TAG.json \
   --only 'host_' 2>&1 | grep -v Warning | tail -30

@@ -190,6 +190,32 @@ def test_launch_once_makes_every_launch_on_the_stream_named(monkeypatch):
     assert int(drv.calls[1][1][8]) == 77  # the stream argument of cuLaunchKernel
 
 
+def test_launch_kernel_plans_once_per_kernel_grid_block_and_arrays(monkeypatch):
+    """The elementwise wrappers' launch (launch.launch_kernel) is the one mechanism's too: a
+    plan per kernel, grid, block and arrays, kept on the first array; a partner array that is
+    another object (a fresh output) is planned anew, never launched with a stale address."""
+    from book.kernels import launch
+
+    made = []
+    monkeypatch.setattr(launch, "compiled_for", lambda kernel, arrays: "compiled")
+    monkeypatch.setattr(launch, "plans_for", lambda kl, keep=True: (
+        made.append((kl.kernel, kl.grid, kl.block, kl.args, keep)) or (f"plan{len(made)}",)))
+
+    class Array:  # a device array as launch_kernel holds it: an object that takes attributes
+        pass
+
+    g, u, o, o2 = Array(), Array(), Array(), Array()
+    assert launch._planned_launch("k", 74, 256, (g, u, o)) == "plan1"
+    assert launch._planned_launch("k", 74, 256, (g, u, o)) == "plan1"  # kept on g
+    assert made == [("k", 74, 256, (g, u, o), False)]                   # holds no array
+    assert launch._planned_launch("k", 74, 256, (g, u, o2)) == "plan2"  # another output
+    assert launch._planned_launch("k", 37, 256, (g, u, o)) == "plan3"   # another grid
+    assert launch._planned_launch("k", 74, 256, (g, u, o)) == "plan1" and len(made) == 3
+    monkeypatch.setattr(launch, "compiled_for", lambda kernel, arrays: None)
+    assert launch._planned_launch("k", 74, 128, (g, u, o)) is None      # Numba compiles first
+    assert launch._planned_launch("k", 74, 256, (1, u, o)) is None      # no attribute: Numba's
+
+
 def test_the_old_launch_paths_are_gone():
     """One plan cache kind, one key, one launch call and one stream finder (issue 44):
     cluster_launch's PLANS/torch_key/raw_stream, fastcall's Plan/_tensor_key, wgmma_gemm's
@@ -204,7 +230,7 @@ def test_the_old_launch_paths_are_gone():
                           (wgmma_gemm, ("PLANS", "_plan", "LaunchPlan", "torch_key")),
                           (fp8_gemm, ("PLANS", "_plan")), (fp8_gemv, ("_plan",)),
                           (decode_mlp, ("_stream_key",)),
-                          (launch, ("_ALLOWED",))):
+                          (launch, ("_ALLOWED", "_CUFUNCS", "_CONFIGS", "_kernel_args"))):
         for name in names:
             assert not hasattr(module, name), f"{module.__name__}.{name}"
     assert issubclass(fastcall.FastCall, cl.PlannedCall)
