@@ -424,6 +424,7 @@ class Run:
         subs = collect(submissions)
         subs = [s for i, s in enumerate(subs) if i % shard[1] == shard[0]]
         self.children.submission_dirs = sorted({str(p.resolve().parent) for _, p in subs})
+        self._drop_other_files(subs)
         # (a run killed before its regrades alone left a marker: those are graded again)
         todo = [(i, sid, p) for i, (sid, p) in enumerate(subs)
                 if regrade or not (self.out / sid / "results.json").exists()
@@ -477,6 +478,41 @@ class Run:
         write_grades_csv(self.out, self.lab_name)
         return [json.loads((self.out / sid / "results.json").read_text()) for sid, _ in subs
                 if (self.out / sid / "results.json").exists()]
+
+    def _drop_other_files(self, subs) -> None:
+        """An id names a folder of DIR by the file's name alone, and which id a file gets
+        depends on the other files of the run (``collect``: `a b.ipynb` and `a_b.ipynb` are
+        both `a_b`, the second `a_b-2`; two `lab2.ipynb` take their folders' names): a file
+        added to the folder, or a file changed, between two runs into one DIR can take the
+        id of a submission graded before. The results found there are this file's only if
+        they graded its content (the sha256 recorded with them); otherwise they are another
+        file's (or an older version's): removed, said, and the file graded, never skipped
+        with another student's grade."""
+        for sid, path in subs:
+            d = self.out / sid
+            try:
+                now = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                now = None
+            for name in ("results.json", "pending.json"):
+                f = d / name
+                if not f.exists():
+                    continue
+                try:
+                    doc = json.loads(f.read_text())
+                    meta = doc.get("extra_data", doc)
+                    was, file = meta.get("sha256"), meta.get("file")
+                except (OSError, ValueError, AttributeError):
+                    was, file = None, "?"
+                if now is not None and was == now:
+                    continue
+                for stale in ("results.json", "pending.json", "regrade_alone.json"):
+                    (d / stale).unlink(missing_ok=True)
+                self.log(kind="stale_result", id=sid, file=str(path), sha256=now,
+                         was_file=file, was_sha256=was)
+                self.say(f"{sid}: {d} held the grade of {file} with other content; "
+                         f"graded again for {path}")
+                break
 
     def _time_and_finish(self, sid, result) -> list:
         try:

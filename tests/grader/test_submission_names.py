@@ -8,7 +8,9 @@ nothing: seconds each)."""
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
+from pathlib import Path
 
 from grading_runs import REPO, env, grade_cmd
 
@@ -40,3 +42,38 @@ def test_a_file_named_like_the_grades_is_graded_and_the_class_is_too(tmp_path):
         rows = list(csv.DictReader(f))
     assert len(rows) == len(NAMES), rows
     assert all((out / r["id"] / "results.json").is_file() for r in rows)
+
+
+def _grades(out):
+    with open(out / "grades.csv") as f:
+        return {r["id"]: r["total"] for r in csv.DictReader(f)}
+
+
+def test_a_file_that_takes_a_graded_id_is_graded_not_given_that_grade(tmp_path):
+    """Red-team finding: an id comes from the file's name and the run's other files (`a b.ipynb`
+    and `a_b.ipynb` are `a_b` and `a_b-2`, in sorted order), and a re-run skipped every id whose
+    results.json existed. A late `a b.ipynb` (the master) added beside a graded `a_b.ipynb` (the
+    untouched lab) took the id `a_b` and was given its 0, and `a_b.ipynb` was graded again as
+    `a_b-2`. Results are reused only for the content they graded (their sha256)."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    (subs / "a_b.ipynb").write_bytes((REPO / "labs" / "lab1_bytes_and_roofline.ipynb").read_bytes())
+
+    def grade():
+        p = subprocess.run(grade_cmd("lab1", [subs], out, "--simulator"), cwd=REPO, env=env(),
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+        return [json.loads(line) for line in (out / "measurements.jsonl").read_text().splitlines()]
+
+    grade()
+    assert _grades(out) == {"a_b": "0"}
+    (subs / "a b.ipynb").write_bytes((REPO / "solutions" / "lab1_bytes_and_roofline.ipynb").read_bytes())
+    stale = [r for r in grade() if r["kind"] == "stale_result"]
+    assert [(r["id"], Path(r["file"]).name, Path(r["was_file"]).name) for r in stale] == [
+        ("a_b", "a b.ipynb", "a_b.ipynb")], stale
+    assert _grades(out) == {"a_b": "18", "a_b-2": "0"}
+    # the same files again: nothing graded again
+    log = grade()
+    assert len([r for r in log if r["kind"] == "stale_result"]) == 1
+    assert [r["todo"] for r in log if r["kind"] == "run"][-1] == 0
+    assert _grades(out) == {"a_b": "18", "a_b-2": "0"}
