@@ -205,7 +205,7 @@ def _unzip(path: Path, dest: Path) -> list[str]:
 def candidates(sub: Path, work: Path) -> tuple[list[tuple[str, Path]], list[str]]:
     """Every .ipynb and .py uploaded, in subfolders and inside zips, as (the name the student
     gave it, where it is now); and the other files' names (said back when nothing fits)."""
-    found, other = [], []
+    found, other, zips = [], [], []
 
     def walk(folder: Path, shown: str, depth: int):
         for dirpath, dirs, files in os.walk(folder):
@@ -213,12 +213,18 @@ def candidates(sub: Path, work: Path) -> tuple[list[tuple[str, Path]], list[str]
             for f in sorted(files):
                 p = Path(dirpath) / f
                 name = shown + str(p.relative_to(folder))
-                if f.startswith(".") or p.is_symlink():
+                if f.startswith("."):
+                    continue
+                if p.is_symlink():   # never followed (it could name the grader's own files): said
+                    other.append(f"{name} (a link, not followed: upload the file itself)")
                     continue
                 if p.suffix in (".ipynb", ".py"):
                     found.append((name, p))
                 elif p.suffix == ".zip" and depth == 0:
-                    dest = work / f"unzipped-{len(found)}-{len(other)}"
+                    # a folder per zip, named by its own count: an empty zip adds nothing to
+                    # found or other, and a name made of those counts was taken twice
+                    zips.append(p)
+                    dest = work / f"unzipped-{len(zips)}"
                     dest.mkdir(parents=True)
                     other.extend(_unzip(p, dest))
                     walk(dest, name + ":", depth + 1)

@@ -1,0 +1,54 @@
+"""What Gradescope's runner makes of odd uploads (red-team pass), without the rehearsal's venv:
+``candidates`` and ``choose`` on real upload folders, then the words the student reads. The
+whole container flow of the same uploads is in test_gradescope.py (slow)."""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+
+from grading_runs import REPO
+
+from autograder.gradescope import candidates, choose
+
+LAB = "lab2_packed_swiglu"
+MASTER = (REPO / "solutions" / f"{LAB}.ipynb").read_bytes()
+
+
+def _zip(members: dict) -> bytes:
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w") as z:
+        for n, d in members.items():
+            z.writestr(n, d)
+    return b.getvalue()
+
+
+def _upload(tmp_path, files: dict, links: dict | None = None):
+    sub, work = tmp_path / "submission", tmp_path / "work"
+    sub.mkdir()
+    work.mkdir()
+    for rel, data in files.items():
+        (sub / rel).parent.mkdir(parents=True, exist_ok=True)
+        (sub / rel).write_bytes(data)
+    for rel, target in (links or {}).items():
+        os.symlink(target, sub / rel)
+    return candidates(sub, work)
+
+
+def test_two_empty_zips_beside_the_notebook_leave_it_graded(tmp_path):
+    """Each zip was unpacked into a folder named by the counts of files found so far: an empty
+    zip adds none, so the second one's folder existed and the runner ended in FileExistsError
+    (\"GRADER ERROR\", 0 points) with the student's notebook beside them."""
+    found, other = _upload(tmp_path, {"a.zip": _zip({}), "b.zip": _zip({}),
+                                      "c.zip": _zip({"x/notes.txt": b"x"}), f"{LAB}.ipynb": MASTER})
+    assert [n for n, _ in found] == [f"{LAB}.ipynb"] and other == ["c.zip:x/notes.txt"]
+    assert choose(found, LAB, "swiglu_interleaved")[0].read_bytes() == MASTER
+
+
+def test_a_link_is_not_followed_and_said(tmp_path):
+    """A link (a repository submission can hold one) is never read: it could name the bundle's
+    seed. It was skipped without a word, and the student read \"your submission held nothing\"."""
+    found, other = _upload(tmp_path, {}, {f"{LAB}.ipynb": "/autograder/source/gradescope.json"})
+    assert found == []
+    assert other == [f"{LAB}.ipynb (a link, not followed: upload the file itself)"]
