@@ -33,7 +33,7 @@ from .results import PENDING, PERFORMANCE, Result, TestRecord, withheld
 from .rubric import NOT_MEASURED_NO_GPU, case_points, load_rubric
 from .sandbox import ChildError, storage_message, sweep_stale_storage, tasks_message
 from .sanitize import Sanitizer
-from .submission import SubmissionError, read_cells, scan
+from .submission import SubmissionError, collect, not_submissions, read_cells, scan
 from .timing import Timer, timing_cases
 
 HERE = Path(__file__).resolve().parent
@@ -46,42 +46,6 @@ def detect_simulated(force: bool) -> bool:
     from book import gpu  # probes the driver with ctypes; numba.cuda is never imported here
 
     return bool(gpu.SIMULATED)
-
-
-def _sanitize(s: str) -> str:
-    """A submission id: letters, digits, `_` and `-`, never a dot. The id names the
-    submission's folder in the run's folder, beside the grader's own entries, every one of
-    which has a dot (`grades.csv`, its temporary `grades.csv.tmpPID`, `measurements.jsonl`,
-    `.grader`): a file handed in as `grades.csv.py` must not take the folder's place of the
-    class's grades (that ended the whole run in IsADirectoryError)."""
-    s = re.sub(r"[^A-Za-z0-9_-]+", "_", s).strip("_") or "submission"
-    return s[:80]
-
-
-def collect(paths) -> list[tuple[str, Path]]:
-    """(id, path) per submission; folders are searched for .ipynb and .py files. The id is the
-    file name without suffix; duplicates (every Colab download has the lab's name) take the
-    parent folder's name, then a number."""
-    files = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            files += sorted(q for q in p.rglob("*") if q.suffix in (".ipynb", ".py") and q.is_file()
-                            and ".ipynb_checkpoints" not in q.parts)
-        else:
-            files.append(p)
-    stems = {}
-    for f in files:
-        stems.setdefault(f.stem, []).append(f)
-    out, seen = [], set()
-    for f in files:
-        sid = _sanitize(f.stem if len(stems[f.stem]) == 1 else f"{f.parent.name}_{f.stem}")
-        base, k = sid, 2
-        while sid in seen:
-            sid, k = f"{base}-{k}", k + 1
-        seen.add(sid)
-        out.append((sid, f))
-    return out
 
 
 def parse_shard(shard: str | None):
@@ -425,6 +389,12 @@ class Run:
         subs = [s for i, s in enumerate(subs) if i % shard[1] == shard[0]]
         self.children.submission_dirs = sorted({str(p.resolve().parent) for _, p in subs})
         self._drop_other_files(subs)
+        skipped = not_submissions(submissions, self.out)
+        if skipped:   # a student's file the run would otherwise pass over without a word
+            self.log(kind="not_submissions", files=[str(p) for p in skipped])
+            self.say(f"not graded, not a .ipynb or .py file: {len(skipped)} file(s) in the folders "
+                     f"given ({', '.join(p.name for p in skipped[:8])}{', ...' if len(skipped) > 8 else ''}); "
+                     "measurements.jsonl lists them")
         # (a run killed before its regrades alone left a marker: those are graded again)
         todo = [(i, sid, p) for i, (sid, p) in enumerate(subs)
                 if regrade or not (self.out / sid / "results.json").exists()
@@ -480,14 +450,10 @@ class Run:
                 if (self.out / sid / "results.json").exists()]
 
     def _drop_other_files(self, subs) -> None:
-        """An id names a folder of DIR by the file's name alone, and which id a file gets
-        depends on the other files of the run (``collect``: `a b.ipynb` and `a_b.ipynb` are
-        both `a_b`, the second `a_b-2`; two `lab2.ipynb` take their folders' names): a file
-        added to the folder, or a file changed, between two runs into one DIR can take the
-        id of a submission graded before. The results found there are this file's only if
-        they graded its content (the sha256 recorded with them); otherwise they are another
-        file's (or an older version's): removed, said, and the file graded, never skipped
-        with another student's grade."""
+        """Results in DIR/<id> are a file's only if they graded its content (their sha256): an
+        id follows the file's name and the run's other files (``collect``), so a file added or
+        changed between two runs into DIR can take a graded id. Those of another content are
+        removed, said, and the file graded, never given that grade."""
         for sid, path in subs:
             d = self.out / sid
             try:

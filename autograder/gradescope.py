@@ -53,6 +53,7 @@ from .export import gradescope_doc
 from .results import TestRecord
 from .rubric import course_points
 from .sandbox import TRUSTED_BOOT, let_go, new_folder, sweep_stale_storage, trusted_command
+from .submission import is_submission
 
 ROOT_ENV = "AUTOGRADER_ROOT"
 CONFIG = "gradescope.json"          # in the bundle's root: the lab, the class's seed
@@ -218,9 +219,9 @@ def candidates(sub: Path, work: Path) -> tuple[list[tuple[str, Path]], list[str]
                 if p.is_symlink():   # never followed (it could name the grader's own files): said
                     other.append(f"{name} (a link, not followed: upload the file itself)")
                     continue
-                if p.suffix in (".ipynb", ".py"):
+                if is_submission(p):
                     found.append((name, p))
-                elif p.suffix == ".zip" and depth == 0:
+                elif p.suffix.lower() == ".zip" and depth == 0:
                     # a folder per zip, named by its own count: an empty zip adds nothing to
                     # found or other, and a name made of those counts was taken twice
                     zips.append(p)
@@ -253,7 +254,7 @@ def choose(found, lab: str, function: str) -> tuple[Path, str]:
     short = lab.split("_")[0]
     named = [(n, p) for n, p in found if _norm(Path(n.split(":")[-1]).stem) in (lab, short)]
     if len(named) > 1:
-        nb = [x for x in named if x[1].suffix == ".ipynb"]
+        nb = [x for x in named if x[1].suffix.lower() == ".ipynb"]
         named = nb if len(nb) == 1 else named
     if len(named) == 1:
         return named[0][1], f"graded {named[0][0]} (named like the lab) of the files you submitted: {names}"

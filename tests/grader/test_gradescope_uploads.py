@@ -52,3 +52,11 @@ def test_a_link_is_not_followed_and_said(tmp_path):
     found, other = _upload(tmp_path, {}, {f"{LAB}.ipynb": "/autograder/source/gradescope.json"})
     assert found == []
     assert other == [f"{LAB}.ipynb (a link, not followed: upload the file itself)"]
+
+
+def test_a_suffix_in_capitals_is_a_notebook(tmp_path):
+    """`LAB2.IPYNB` was refused as \"nothing to grade\"; the folder run dropped it unsaid
+    (test_submission_names.py)."""
+    found, other = _upload(tmp_path, {"LAB2.IPYNB": MASTER, "notes.ZIP": _zip({"a.PY": b"x = 1\n"})})
+    assert [n for n, _ in found] == ["LAB2.IPYNB", "notes.ZIP:a.PY"] and other == []
+    assert choose(found, LAB, "swiglu_interleaved")[0].name == "LAB2.IPYNB"

@@ -77,3 +77,29 @@ def test_a_file_that_takes_a_graded_id_is_graded_not_given_that_grade(tmp_path):
     assert len([r for r in log if r["kind"] == "stale_result"]) == 1
     assert [r["todo"] for r in log if r["kind"] == "run"][-1] == 0
     assert _grades(out) == {"a_b": "18", "a_b-2": "0"}
+
+
+def test_no_file_of_the_folder_is_passed_over_without_a_word(tmp_path):
+    """Red-team finding: a folder run took `*.ipynb` and `*.py` alone, by case: `bob.IPYNB` (the
+    master) was not graded, had no row in grades.csv, and nothing said so; nor did the run say
+    it passed over `carol.zip` or `dave.ipynb.txt`. A suffix is a suffix in any case, and the
+    files it does not grade are said and logged (the run's own folder, checkpoints and hidden
+    files aside)."""
+    subs, out = tmp_path / "subs", tmp_path / "subs" / "graded"
+    (subs / ".ipynb_checkpoints").mkdir(parents=True)
+    master = (REPO / "solutions" / "lab1_bytes_and_roofline.ipynb").read_bytes()
+    (subs / "bob.IPYNB").write_bytes(master)
+    (subs / "carol.zip").write_bytes(b"PK")
+    (subs / "dave.ipynb.txt").write_bytes(master)
+    (subs / ".DS_Store").write_bytes(b"x")
+    (subs / ".ipynb_checkpoints" / "bob-checkpoint.ipynb").write_bytes(master)
+    for _ in range(2):   # the second run: the run's own folder, now inside subs, is not said
+        cmd = [a for a in grade_cmd("lab1", [subs], out, "--simulator") if a != "--quiet"]
+        p = subprocess.run(cmd, cwd=REPO,
+                           env=env(), capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+        assert _grades(out) == {"bob": "18"}
+        assert "not graded, not a .ipynb or .py file: 2 file(s) in the folders given (carol.zip, dave.ipynb.txt)" in p.stdout, p.stdout
+    log = [json.loads(line) for line in (out / "measurements.jsonl").read_text().splitlines()]
+    said = [r["files"] for r in log if r["kind"] == "not_submissions"]
+    assert [[Path(f).name for f in files] for files in said] == [["carol.zip", "dave.ipynb.txt"]] * 2
