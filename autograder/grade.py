@@ -392,7 +392,7 @@ class Run:
         skipped = not_submissions(submissions, self.out)
         if skipped:   # a student's file the run would otherwise pass over without a word
             self.log(kind="not_submissions", files=[str(p) for p in skipped])
-            self.say(f"not graded, not a .ipynb or .py file: {len(skipped)} file(s) in the folders "
+            self.say(f"not graded, not a .ipynb or .py file or a link: {len(skipped)} file(s) in the folders "
                      f"given ({', '.join(p.name for p in skipped[:8])}{', ...' if len(skipped) > 8 else ''}); "
                      "measurements.jsonl lists them")
         # (a run killed before its regrades alone left a marker: those are graded again)

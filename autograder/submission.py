@@ -27,8 +27,10 @@ def is_submission(path) -> bool:
 
 def not_submissions(paths, out=None) -> list[Path]:
     """The files in the folders of ``paths`` that ``collect`` passes over (not a notebook or a
-    .py: a zip, a `.ipynb.txt`, a PDF), but for hidden ones, checkpoints and the run's own
-    folder ``out``: said by the run, so that no student's file is dropped without a word."""
+    .py: a zip, a `.ipynb.txt`, a PDF; and a link, never followed: one unpacked from a student's
+    zip could name the course's solution, another student's file or the instructor's), but for
+    hidden ones, checkpoints and the run's own folder ``out``: said by the run, so that no
+    student's file is dropped without a word."""
     out = Path(out).resolve() if out is not None else None
     left = []
     for p in map(Path, paths):
@@ -36,8 +38,9 @@ def not_submissions(paths, out=None) -> list[Path]:
             continue
         for q in sorted(p.rglob("*")):
             rel = q.relative_to(p).parts
-            if (q.is_file() and not is_submission(q) and not any(x.startswith(".") for x in rel)
-                    and "__pycache__" not in rel and (out is None or out not in q.resolve().parents)):
+            if ((q.is_symlink() or q.is_file() and not is_submission(q))
+                    and not any(x.startswith(".") for x in rel) and "__pycache__" not in rel
+                    and (out is None or out not in q.resolve().parents)):
                 left.append(q)
     return left
 
@@ -53,7 +56,8 @@ def _sanitize(s: str) -> str:
 
 
 def collect(paths) -> list[tuple[str, Path]]:
-    """(id, path) per submission; folders are searched for .ipynb and .py files. The id is the
+    """(id, path) per submission; folders are searched for .ipynb and .py files that are not
+    links (a file given by name is graded, link or not: the instructor chose it). The id is the
     file name without suffix; duplicates (every Colab download has the lab's name) take the
     parent folder's name, then a number."""
     files = []
@@ -61,7 +65,7 @@ def collect(paths) -> list[tuple[str, Path]]:
         p = Path(p)
         if p.is_dir():
             files += sorted(q for q in p.rglob("*") if is_submission(q) and q.is_file()
-                            and ".ipynb_checkpoints" not in q.parts)
+                            and not q.is_symlink() and ".ipynb_checkpoints" not in q.parts)
         else:
             files.append(p)
     stems = {}

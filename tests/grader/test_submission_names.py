@@ -99,7 +99,22 @@ def test_no_file_of_the_folder_is_passed_over_without_a_word(tmp_path):
                            env=env(), capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
         assert _grades(out) == {"bob": "18"}
-        assert "not graded, not a .ipynb or .py file: 2 file(s) in the folders given (carol.zip, dave.ipynb.txt)" in p.stdout, p.stdout
+        assert "not graded, not a .ipynb or .py file or a link: 2 file(s) in the folders given (carol.zip, dave.ipynb.txt)" in p.stdout, p.stdout
     log = [json.loads(line) for line in (out / "measurements.jsonl").read_text().splitlines()]
     said = [r["files"] for r in log if r["kind"] == "not_submissions"]
     assert [[Path(f).name for f in files] for files in said] == [["carol.zip", "dave.ipynb.txt"]] * 2
+
+
+def test_a_link_in_a_folder_is_not_followed(tmp_path):
+    """Red-team finding: a link among the submissions (`unzip` of a student's archive keeps
+    them) was graded as the file it names: `alice/lab1.ipynb -> <the course>/solutions/...` earned
+    the master's full marks. A link inside a folder is said and never followed."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "alice").mkdir(parents=True)
+    (subs / "alice" / "lab1.ipynb").symlink_to(REPO / "solutions" / "lab1_bytes_and_roofline.ipynb")
+    (subs / "bob.py").write_text("x = 1\n")
+    cmd = [a for a in grade_cmd("lab1", [subs], out, "--simulator") if a != "--quiet"]
+    p = subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert _grades(out) == {"bob": "0"}
+    assert "or a link: 1 file(s) in the folders given (lab1.ipynb)" in p.stdout, p.stdout
