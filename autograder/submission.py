@@ -116,14 +116,14 @@ def read_cells(path) -> list[dict]:
                               f"{MAX_BYTES >> 20} MiB (clear the outputs: Edit > Clear all outputs)")
     if path.suffix.lower() == ".py":
         try:
-            return [{"index": 1, "source": raw.decode("utf-8")}]
+            return [{"index": 1, "source": raw.decode("utf-8-sig")}]
         except UnicodeDecodeError as e:
             raise SubmissionError(f"{path.name} is not UTF-8 text ({e.reason} at byte {e.start})")
     if path.suffix.lower() != ".ipynb":
         raise SubmissionError(f"{path.name}: a submission is a .ipynb notebook (File > Download > "
                               "Download .ipynb) or a .py file")
     try:
-        nb = json.loads(raw.decode("utf-8"))
+        nb = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as e:
         raise SubmissionError(f"{path.name} is not a notebook: not UTF-8 text ({e.reason})")
     except json.JSONDecodeError as e:
