@@ -33,7 +33,7 @@ from .results import PENDING, PERFORMANCE, Result, TestRecord, withheld
 from .rubric import NOT_MEASURED_NO_GPU, case_points, load_rubric
 from .sandbox import ChildError, storage_message, sweep_stale_storage, tasks_message
 from .sanitize import Sanitizer
-from .submission import SubmissionError, collect, not_submissions, read_cells, scan
+from .submission import SubmissionError, collect, not_submissions, other_lab, read_cells, scan
 from .timing import Timer, timing_cases
 
 HERE = Path(__file__).resolve().parent
@@ -341,7 +341,11 @@ class Run:
         result.cell_errors = got.cell_errors
         problems = got.problems
         first = first_error(result) if result.cell_errors else None
+        wrong = other_lab(result.cells, self.lab_name) if problems else None   # another lab's notebook
         for k, v in problems.items():   # a missing function is the consequence: lead with the cause
+            if wrong and v.startswith("no function named"):
+                v += (f". This looks like {wrong[0]}'s notebook (it defines `{wrong[1]}`): this "
+                      f"assignment is {self.lab_name}; hand in that lab's notebook")
             problems[k] = f"{first[len('ERROR: '):]}\nso: {v}" if first else v
         result.problems.update(problems)
 

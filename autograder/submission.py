@@ -82,6 +82,19 @@ def collect(paths) -> list[tuple[str, Path]]:
     return out
 
 
+def other_lab(cells: list[dict], lab: str) -> tuple[str, str] | None:
+    """(another lab, its function) when ``cells`` define a function another lab asks for: a
+    notebook handed in for the wrong lab, said as such beside \"no function named ...\"."""
+    from . import labs
+
+    src = "\n".join(c["source"] for c in cells)
+    for name in labs.names():
+        for fn in labs.get(name).functions if name != lab else ():
+            if re.search(rf"^\s*def\s+{re.escape(fn)}\s*\(", src, re.M):
+                return name, fn
+    return None
+
+
 def neutralize_magics(src: str) -> str:
     """`!pip ...`, `%time` and `%%capture` lines become `pass` (same indentation)."""
     out = []

@@ -5,10 +5,12 @@ whole container flow of the same uploads is in test_gradescope.py (slow)."""
 from __future__ import annotations
 
 import io
+import json
 import os
+import subprocess
 import zipfile
 
-from grading_runs import REPO
+from grading_runs import REPO, env, grade_cmd
 
 from autograder.gradescope import candidates, choose
 
@@ -60,3 +62,18 @@ def test_a_suffix_in_capitals_is_a_notebook(tmp_path):
     found, other = _upload(tmp_path, {"LAB2.IPYNB": MASTER, "notes.ZIP": _zip({"a.PY": b"x = 1\n"})})
     assert [n for n, _ in found] == ["LAB2.IPYNB", "notes.ZIP:a.PY"] and other == []
     assert choose(found, LAB, "swiglu_interleaved")[0].name == "LAB2.IPYNB"
+
+
+def test_a_notebook_for_another_lab_is_said_to_be_one(tmp_path):
+    """A student who uploads lab 2's file to lab 1's assignment read only \"no function named
+    `bytes_unfused` is defined (functions your code defines: swiglu_interleaved)\": now also
+    which lab it looks like and what to hand in (graded by `grade`, as the runner grades it)."""
+    sub = tmp_path / "lab2_packed_swiglu.py"
+    sub.write_text("def swiglu_interleaved(x, out):\n    pass\n")
+    p = subprocess.run(grade_cmd("lab1", [sub], tmp_path / "out", "--simulator"), cwd=REPO,
+                       env=env(), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    doc = json.loads((tmp_path / "out" / "lab2_packed_swiglu" / "results.json").read_text())
+    assert doc["output"].startswith("ERROR: no function named `bytes_unfused`"), doc["output"]
+    assert ("This looks like lab2_packed_swiglu's notebook (it defines `swiglu_interleaved`): this "
+            "assignment is lab1_bytes_and_roofline; hand in that lab's notebook") in doc["output"]
