@@ -389,7 +389,7 @@ class Run:
 
     # -- the whole class
     def grade(self, submissions, shard=(0, 1), regrade=False) -> list[dict]:
-        subs = collect(submissions)
+        subs = collect(submissions, self.out)
         subs = [s for i, s in enumerate(subs) if i % shard[1] == shard[0]]
         self.children.submission_dirs = sorted({str(p.resolve().parent) for _, p in subs})
         self._drop_other_files(subs)

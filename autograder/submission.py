@@ -25,6 +25,11 @@ def is_submission(path) -> bool:
     return Path(path).suffix.lower() in SUFFIXES
 
 
+def _inside(path: Path, folder: Path | None) -> bool:
+    """Whether ``path`` (a link not followed) lies in ``folder`` (resolved; None: nowhere)."""
+    return folder is not None and folder in (path.parent.resolve() / path.name).parents
+
+
 def not_submissions(paths, out=None) -> list[Path]:
     """The files in the folders of ``paths`` that ``collect`` passes over (not a notebook or a
     .py: a zip, a `.ipynb.txt`, a PDF; and a link, never followed: one unpacked from a student's
@@ -40,7 +45,7 @@ def not_submissions(paths, out=None) -> list[Path]:
             rel = q.relative_to(p).parts
             if ((q.is_symlink() or q.is_file() and not is_submission(q))
                     and not any(x.startswith(".") for x in rel) and "__pycache__" not in rel
-                    and (out is None or out not in q.resolve().parents)):
+                    and not _inside(q, out)):
                 left.append(q)
     return left
 
@@ -55,17 +60,21 @@ def _sanitize(s: str) -> str:
     return s[:80]
 
 
-def collect(paths) -> list[tuple[str, Path]]:
+def collect(paths, out=None) -> list[tuple[str, Path]]:
     """(id, path) per submission; folders are searched for .ipynb and .py files that are not
-    links (a file given by name is graded, link or not: the instructor chose it). The id is the
+    links (a file given by name is graded, link or not: the instructor chose it), outside the
+    run's own folder ``out`` (`grade LAB . --out graded`: what a submission's child wrote, copied
+    there, e.g. into its recordings, was graded as a submission of the class by the next run). The id is the
     file name without suffix; duplicates (every Colab download has the lab's name) take the
     parent folder's name, then a number."""
     files = []
+    out = Path(out).resolve() if out is not None else None
     for p in paths:
         p = Path(p)
         if p.is_dir():
             files += sorted(q for q in p.rglob("*") if is_submission(q) and q.is_file()
-                            and not q.is_symlink() and ".ipynb_checkpoints" not in q.parts)
+                            and not q.is_symlink() and ".ipynb_checkpoints" not in q.parts
+                            and not _inside(q, out))
         else:
             files.append(p)
     stems = {}

@@ -118,3 +118,28 @@ def test_a_link_in_a_folder_is_not_followed(tmp_path):
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     assert _grades(out) == {"bob": "0"}
     assert "or a link: 1 file(s) in the folders given (lab1.ipynb)" in p.stdout, p.stdout
+
+
+def test_the_runs_own_folder_is_never_searched_for_submissions(tmp_path):
+    """Red-team finding: with the run's folder among the submissions (`grade LAB . --out
+    graded`), the next run graded what it found there. A lab 2 submission that wrote
+    `zz_phantom.py` into its recording folder during its call (the grader copies a recording's
+    files into DIR/.grader/recordings/) added five phantom submissions to the class's
+    grades.csv on the re-run. Planted here where that copy leaves it; lab 1, seconds."""
+    subs = tmp_path / "subs"
+    out = subs / "graded"
+    subs.mkdir()
+    (subs / "alice.ipynb").write_bytes((REPO / "solutions" / "lab1_bytes_and_roofline.ipynb").read_bytes())
+
+    def grade():
+        p = subprocess.run(grade_cmd("lab1", [subs], out, "--simulator"), cwd=REPO, env=env(),
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+
+    grade()
+    planted = out / ".grader" / "recordings" / "alice-proof-t0"
+    planted.mkdir(parents=True)
+    (planted / "zz_phantom.py").write_text("def bytes_unfused(T, h, i, o):\n    return 0\n")
+    (out / "alice" / "alice.ipynb").write_bytes(b"{}")
+    grade()
+    assert _grades(out) == {"alice": "18"}
