@@ -373,6 +373,7 @@ class Run:
         _atomic_write(sub_dir / "feedback.md", feedback_markdown(result))
         _atomic_write(sub_dir / "results.json", json.dumps(gradescope_json(result), indent=1))
         (sub_dir / "pending.json").unlink(missing_ok=True)
+        self.ctx.drop_recordings(result)
         self.log(kind="result", id=result.id, score=result.score, max_score=result.max_score,
                  status=result.status, flags=[f["what"] for f in result.flags])
         self.say(f"{result.id}: {result.score}/{result.max_score} ({result.status}, "

@@ -12,6 +12,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from grading_runs import REPO, env, grade_cmd
 
 from autograder.grade import collect
@@ -143,3 +145,33 @@ def test_the_runs_own_folder_is_never_searched_for_submissions(tmp_path):
     (out / "alice" / "alice.ipynb").write_bytes(b"{}")
     grade()
     assert _grades(out) == {"alice": "18"}
+
+
+JUNK = '''
+import glob as _g, os as _o
+_real = swiglu_interleaved
+def swiglu_interleaved(x, out):
+    r = _real(x, out)
+    for d in _g.glob(_o.path.join(_o.getcwd(), "rec*")):
+        open(_o.path.join(d, "junk.bin"), "wb").write(b"x" * (1 << 20))
+    return r
+'''
+
+
+@pytest.mark.slow   # a lab 2 master graded: about 10 s alone, more beside others
+def test_a_submissions_recordings_leave_the_runs_folder_with_it(tmp_path):
+    """Red-team finding: the recordings of a submission (its proof's, its timing's) stayed in
+    DIR/.grader/recordings/ after it was scored, with every file its code wrote into them (up
+    to 3 GiB a recording). The lab 2 master with a cell that writes 1 MiB of junk into each
+    recording still earns its marks, and nothing of its recordings is left."""
+    nb = json.loads((REPO / "solutions" / "lab2_packed_swiglu.ipynb").read_text())
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                        "source": JUNK})
+    sub, out = tmp_path / "junk.ipynb", tmp_path / "out"
+    sub.write_text(json.dumps(nb))
+    p = subprocess.run(grade_cmd("lab2", [sub], out, "--simulator"), cwd=REPO, env=env(),
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert _grades(out) == {"junk": "8"}
+    left = [str(f.relative_to(out)) for f in (out / ".grader").rglob("*") if f.is_file()]
+    assert left == [".grader/secret.json"], left
