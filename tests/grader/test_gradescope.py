@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_runs import FIX, REPO, THREATS, env, grade_cmd, master, one_hidden_case
+from grading_runs import FIX, REPO, THREATS, env, grade_cmd, master, one_hidden_case, zipped
 from autograder.grade import collect
 from autograder.rubric import course_points
 from repo import FIXTURES
@@ -69,16 +69,6 @@ def notebook(*sources) -> str:
 
 SYNTAX = notebook("import math\nfrom numba import cuda\n",
                   "def swiglu_interleaved(x, out)\n    pass\n")
-
-
-def zipped(members: dict) -> bytes:
-    import io
-
-    b = io.BytesIO()
-    with zipfile.ZipFile(b, "w") as z:
-        for name, data in members.items():
-            z.writestr(name, data)
-    return b.getvalue()
 
 
 # name -> {path in /autograder/submission: bytes}; and the file `grade` gets in the batch

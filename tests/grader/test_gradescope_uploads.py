@@ -4,26 +4,16 @@ whole container flow of the same uploads is in test_gradescope.py (slow)."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
-import zipfile
 
-from grading_runs import REPO, env, grade_cmd
+from grading_runs import REPO, env, grade_cmd, zipped
 
 from autograder.gradescope import candidates, choose
 
 LAB = "lab2_packed_swiglu"
 MASTER = (REPO / "solutions" / f"{LAB}.ipynb").read_bytes()
-
-
-def _zip(members: dict) -> bytes:
-    b = io.BytesIO()
-    with zipfile.ZipFile(b, "w") as z:
-        for n, d in members.items():
-            z.writestr(n, d)
-    return b.getvalue()
 
 
 def _upload(tmp_path, files: dict, links: dict | None = None):
@@ -42,8 +32,8 @@ def test_two_empty_zips_beside_the_notebook_leave_it_graded(tmp_path):
     """Each zip was unpacked into a folder named by the counts of files found so far: an empty
     zip adds none, so the second one's folder existed and the runner ended in FileExistsError
     (\"GRADER ERROR\", 0 points) with the student's notebook beside them."""
-    found, other = _upload(tmp_path, {"a.zip": _zip({}), "b.zip": _zip({}),
-                                      "c.zip": _zip({"x/notes.txt": b"x"}), f"{LAB}.ipynb": MASTER})
+    found, other = _upload(tmp_path, {"a.zip": zipped({}), "b.zip": zipped({}),
+                                      "c.zip": zipped({"x/notes.txt": b"x"}), f"{LAB}.ipynb": MASTER})
     assert [n for n, _ in found] == [f"{LAB}.ipynb"] and other == ["c.zip:x/notes.txt"]
     assert choose(found, LAB, "swiglu_interleaved")[0].read_bytes() == MASTER
 
@@ -59,7 +49,7 @@ def test_a_link_is_not_followed_and_said(tmp_path):
 def test_a_suffix_in_capitals_is_a_notebook(tmp_path):
     """`LAB2.IPYNB` was refused as \"nothing to grade\"; the folder run dropped it unsaid
     (test_submission_names.py)."""
-    found, other = _upload(tmp_path, {"LAB2.IPYNB": MASTER, "notes.ZIP": _zip({"a.PY": b"x = 1\n"})})
+    found, other = _upload(tmp_path, {"LAB2.IPYNB": MASTER, "notes.ZIP": zipped({"a.PY": b"x = 1\n"})})
     assert [n for n, _ in found] == ["LAB2.IPYNB", "notes.ZIP:a.PY"] and other == []
     assert choose(found, LAB, "swiglu_interleaved")[0].name == "LAB2.IPYNB"
 

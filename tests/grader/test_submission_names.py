@@ -51,6 +51,18 @@ def _grades(out):
         return {r["id"]: r["total"] for r in csv.DictReader(f)}
 
 
+def _grade(lab, subs, out, quiet=True) -> subprocess.CompletedProcess:
+    """`grade LAB SUBS --out OUT --simulator`, which must end well; ``quiet`` False: what it says."""
+    cmd = [a for a in grade_cmd(lab, subs, out, "--simulator") if quiet or a != "--quiet"]
+    p = subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    return p
+
+
+def _log(out) -> list[dict]:
+    return [json.loads(line) for line in (out / "measurements.jsonl").read_text().splitlines()]
+
+
 def test_a_file_that_takes_a_graded_id_is_graded_not_given_that_grade(tmp_path):
     """Red-team finding: an id comes from the file's name and the run's other files (`a b.ipynb`
     and `a_b.ipynb` are `a_b` and `a_b-2`, in sorted order), and a re-run skipped every id whose
@@ -62,10 +74,8 @@ def test_a_file_that_takes_a_graded_id_is_graded_not_given_that_grade(tmp_path):
     (subs / "a_b.ipynb").write_bytes((REPO / "labs" / "lab1_bytes_and_roofline.ipynb").read_bytes())
 
     def grade():
-        p = subprocess.run(grade_cmd("lab1", [subs], out, "--simulator"), cwd=REPO, env=env(),
-                           capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-        return [json.loads(line) for line in (out / "measurements.jsonl").read_text().splitlines()]
+        _grade("lab1", [subs], out)
+        return _log(out)
 
     grade()
     assert _grades(out) == {"a_b": "0"}
@@ -96,14 +106,10 @@ def test_no_file_of_the_folder_is_passed_over_without_a_word(tmp_path):
     (subs / ".DS_Store").write_bytes(b"x")
     (subs / ".ipynb_checkpoints" / "bob-checkpoint.ipynb").write_bytes(master)
     for _ in range(2):   # the second run: the run's own folder, now inside subs, is not said
-        cmd = [a for a in grade_cmd("lab1", [subs], out, "--simulator") if a != "--quiet"]
-        p = subprocess.run(cmd, cwd=REPO,
-                           env=env(), capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+        p = _grade("lab1", [subs], out, quiet=False)
         assert _grades(out) == {"bob": "18"}
         assert "not graded, not a .ipynb or .py file or a link: 2 file(s) in the folders given (carol.zip, dave.ipynb.txt)" in p.stdout, p.stdout
-    log = [json.loads(line) for line in (out / "measurements.jsonl").read_text().splitlines()]
-    said = [r["files"] for r in log if r["kind"] == "not_submissions"]
+    said = [r["files"] for r in _log(out) if r["kind"] == "not_submissions"]
     assert [[Path(f).name for f in files] for files in said] == [["carol.zip", "dave.ipynb.txt"]] * 2
 
 
@@ -115,9 +121,7 @@ def test_a_link_in_a_folder_is_not_followed(tmp_path):
     (subs / "alice").mkdir(parents=True)
     (subs / "alice" / "lab1.ipynb").symlink_to(REPO / "solutions" / "lab1_bytes_and_roofline.ipynb")
     (subs / "bob.py").write_text("x = 1\n")
-    cmd = [a for a in grade_cmd("lab1", [subs], out, "--simulator") if a != "--quiet"]
-    p = subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    p = _grade("lab1", [subs], out, quiet=False)
     assert _grades(out) == {"bob": "0"}
     assert "or a link: 1 file(s) in the folders given (lab1.ipynb)" in p.stdout, p.stdout
 
@@ -133,17 +137,11 @@ def test_the_runs_own_folder_is_never_searched_for_submissions(tmp_path):
     subs.mkdir()
     (subs / "alice.ipynb").write_bytes((REPO / "solutions" / "lab1_bytes_and_roofline.ipynb").read_bytes())
 
-    def grade():
-        p = subprocess.run(grade_cmd("lab1", [subs], out, "--simulator"), cwd=REPO, env=env(),
-                           capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-
-    grade()
+    _grade("lab1", [subs], out)
     planted = out / ".grader" / "recordings" / "alice-proof-t0"
     planted.mkdir(parents=True)
     (planted / "zz_phantom.py").write_text("def bytes_unfused(T, h, i, o):\n    return 0\n")
-    (out / "alice" / "alice.ipynb").write_bytes(b"{}")
-    grade()
+    _grade("lab1", [subs], out)
     assert _grades(out) == {"alice": "18"}
 
 
@@ -169,9 +167,7 @@ def test_a_submissions_recordings_leave_the_runs_folder_with_it(tmp_path):
                         "source": JUNK})
     sub, out = tmp_path / "junk.ipynb", tmp_path / "out"
     sub.write_text(json.dumps(nb))
-    p = subprocess.run(grade_cmd("lab2", [sub], out, "--simulator"), cwd=REPO, env=env(),
-                       capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    _grade("lab2", [sub], out)
     assert _grades(out) == {"junk": "8"}
     left = [str(f.relative_to(out)) for f in (out / ".grader").rglob("*") if f.is_file()]
     assert left == [".grader/secret.json"], left
