@@ -354,19 +354,18 @@ class Run:
         if result.regraded and "outcome" not in result.regraded:
             self._regrade_outcome(result)
         perf = self.ctx.perf
-        if result.status == "unreadable" or not result.tests:
-            why = "not run: " + next(iter(result.problems.values()), "no result")
-            result.tests += [TestRecord.for_case(case, self.ctx.hidden_visibility, output=why)
-                             for case in self.ctx.cases]
-            if perf:
-                result.tests.append(self._performance_test("not run"))
+        # every case, run or not (a grader error mid-way left 1 test of lab 1's 18, its max 1)
+        why = "not run: " + next(iter(result.problems.values()), "no result")
+        done = {t.name for t in result.tests}
+        result.tests += [t for t in (TestRecord.for_case(case, self.ctx.hidden_visibility, output=why)
+                                     for case in self.ctx.cases) if t.name not in done]
         p = result.test(PERFORMANCE)
         if perf and self.simulated and p is not None:  # pending where nothing can be timed
             p.max_score, p.score, p.status = perf["points"], 0, PENDING
             if not p.output.startswith(NOT_MEASURED_NO_GPU):
                 p.output = NOT_MEASURED_NO_GPU
         if perf and p is None:
-            result.tests.append(self._performance_test("not measured"))
+            result.tests.append(self._performance_test("not measured" if done else "not run"))
         result.score = round(sum(t.score for t in result.tests), 2)
         result.max_score = sum(t.max_score for t in result.tests)
         result.replies, result.cells, result.timing = {}, None, None
