@@ -53,7 +53,7 @@ from .export import gradescope_doc
 from .results import TestRecord
 from .rubric import course_points
 from .sandbox import TRUSTED_BOOT, let_go, new_folder, sweep_stale_storage, trusted_command
-from .submission import is_submission
+from .submission import is_submission, junk_dir
 
 ROOT_ENV = "AUTOGRADER_ROOT"
 CONFIG = "gradescope.json"          # in the bundle's root: the lab, the class's seed
@@ -173,7 +173,6 @@ def bundle(lab: str, out: Path, repo: Path, seed: int | None = None, rubric=None
 
 
 # --------------------------------------------------------------------------- one submission
-SKIP_DIRS = {"__MACOSX", ".ipynb_checkpoints", "__pycache__"}
 ZIP_MAX_BYTES, ZIP_MAX_FILES = 100 << 20, 2000
 
 
@@ -210,7 +209,7 @@ def candidates(sub: Path, work: Path) -> tuple[list[tuple[str, Path]], list[str]
 
     def walk(folder: Path, shown: str, depth: int):
         for dirpath, dirs, files in os.walk(folder):
-            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+            dirs[:] = sorted(d for d in dirs if not junk_dir(d))
             for f in sorted(files):
                 p = Path(dirpath) / f
                 name = shown + str(p.relative_to(folder))

@@ -25,6 +25,23 @@ def is_submission(path) -> bool:
     return Path(path).suffix.lower() in SUFFIXES
 
 
+JUNK_DIRS = {"__MACOSX", ".ipynb_checkpoints", "__pycache__"}
+
+
+def junk_dir(name: str) -> bool:
+    """A folder no student hands in: hidden (`.git`), macOS's `__MACOSX`, checkpoints, caches."""
+    return name.startswith(".") or name in JUNK_DIRS
+
+
+def junk(parts) -> bool:
+    """Whether a file (its path's parts below the folder given) is nothing a student hands in,
+    neither graded nor said: in a junk folder, or one of the `._lab2.ipynb` copies macOS writes
+    (binary; its id was the student's own `lab2`: she became `lab2-2`). A file that merely
+    starts with a dot is a submission (`.grader.py`: test_submission_names)."""
+    *folders, name = parts
+    return any(junk_dir(d) for d in folders) or name.startswith("._")
+
+
 def _inside(path: Path, folder: Path | None) -> bool:
     """Whether ``path`` (a link not followed) lies in ``folder`` (resolved; None: nowhere)."""
     return folder is not None and folder in (path.parent.resolve() / path.name).parents
@@ -42,10 +59,8 @@ def not_submissions(paths, out=None) -> list[Path]:
         if not p.is_dir():
             continue
         for q in sorted(p.rglob("*")):
-            rel = q.relative_to(p).parts
-            if ((q.is_symlink() or q.is_file() and not is_submission(q))
-                    and not any(x.startswith(".") for x in rel) and "__pycache__" not in rel
-                    and not _inside(q, out)):
+            if ((q.is_symlink() or q.is_file() and not is_submission(q)) and not q.name.startswith(".")
+                    and not junk(q.relative_to(p).parts) and not _inside(q, out)):
                 left.append(q)
     return left
 
@@ -73,7 +88,7 @@ def collect(paths, out=None) -> list[tuple[str, Path]]:
         p = Path(p)
         if p.is_dir():
             files += sorted(q for q in p.rglob("*") if is_submission(q) and q.is_file()
-                            and not q.is_symlink() and ".ipynb_checkpoints" not in q.parts
+                            and not q.is_symlink() and not junk(q.relative_to(p).parts)
                             and not _inside(q, out))
         else:
             files.append(p)

@@ -171,3 +171,20 @@ def test_a_submissions_recordings_leave_the_runs_folder_with_it(tmp_path):
     assert _grades(out) == {"junk": "8"}
     left = [str(f.relative_to(out)) for f in (out / ".grader").rglob("*") if f.is_file()]
     assert left == [".grader/secret.json"], left
+
+
+def test_what_macos_and_git_leave_in_a_folder_is_not_a_submission(tmp_path):
+    """Red-team finding: a class folder unzipped on a Mac holds `__MACOSX/alice/._lab1.ipynb`
+    (binary AppleDouble data): graded as a submission whose id, `lab1`, was alice's own (she
+    became `lab1-2`, her row beside an unreadable one); a `.git/hooks/x.py` was graded too.
+    Hidden folders, __MACOSX and macOS's `._` copies are neither graded nor said (as on
+    Gradescope)."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for d in ("alice", "__MACOSX/alice", ".git/hooks"):
+        (subs / d).mkdir(parents=True)
+    (subs / "alice" / "lab1.ipynb").write_bytes((REPO / "solutions" / "lab1_bytes_and_roofline.ipynb").read_bytes())
+    (subs / "__MACOSX" / "alice" / "._lab1.ipynb").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X")
+    (subs / ".git" / "hooks" / "x.py").write_text("x = 1\n")
+    p = _grade("lab1", [subs], out, quiet=False)
+    assert _grades(out) == {"lab1": "18"}
+    assert "not graded" not in p.stdout, p.stdout
