@@ -23,8 +23,8 @@ What check and grade share
   ``inputs``: inputs generated from a seed, by the grader and inside the child
   alike, and the guard zones every array the grader hands a submission sits between (their
   size, poison and what was written into them). ``submission``: a submission (a Colab
-  ``.ipynb`` or a ``.py``) read into code cells without running it, its source scanned for what
-  a reviewer should see. ``rubric``: rubrics (autograder/rubrics/) and the scoring rule
+  ``.ipynb`` or a ``.py``) found in a run's folders and named (its id), read into code cells
+  without running it, its source scanned for what a reviewer should see. ``rubric``: rubrics (autograder/rubrics/) and the scoring rule
   (``lines_from_control``: a rubric's performance lines from its control's timing).
   ``setup_template``: the setup cell's one template and its place in a notebook, which
   ``assign`` writes into each lab (``tools.setup_cell`` is the build tool around it).

@@ -141,9 +141,15 @@ class RunContext:
         return self.out / ".grader" / "recordings"
 
     def rec_dir(self, result, what: str) -> Path:
-        d = self.scratch / f"{result.id}-{what}"
+        """A folder for one of the submission's recordings, in its own folder of recordings,
+        which the run removes when the submission is finished (``drop_recordings``)."""
+        d = self.scratch / result.id / what
         shutil.rmtree(d, ignore_errors=True)
         return d
+
+    def drop_recordings(self, result) -> None:
+        """The submission's recordings, once it is scored: nothing uses them again."""
+        shutil.rmtree(self.scratch / result.id, ignore_errors=True)
 
     def expected(self, case) -> object:
         """The float64 reference of a correctness case (by its id, computed once)."""

@@ -33,7 +33,7 @@ from .results import PENDING, PERFORMANCE, Result, TestRecord, withheld
 from .rubric import NOT_MEASURED_NO_GPU, case_points, load_rubric
 from .sandbox import ChildError, storage_message, sweep_stale_storage, tasks_message
 from .sanitize import Sanitizer
-from .submission import SubmissionError, read_cells, scan
+from .submission import SubmissionError, collect, not_submissions, other_lab, read_cells, scan
 from .timing import Timer, timing_cases
 
 HERE = Path(__file__).resolve().parent
@@ -46,42 +46,6 @@ def detect_simulated(force: bool) -> bool:
     from book import gpu  # probes the driver with ctypes; numba.cuda is never imported here
 
     return bool(gpu.SIMULATED)
-
-
-def _sanitize(s: str) -> str:
-    """A submission id: letters, digits, `_` and `-`, never a dot. The id names the
-    submission's folder in the run's folder, beside the grader's own entries, every one of
-    which has a dot (`grades.csv`, its temporary `grades.csv.tmpPID`, `measurements.jsonl`,
-    `.grader`): a file handed in as `grades.csv.py` must not take the folder's place of the
-    class's grades (that ended the whole run in IsADirectoryError)."""
-    s = re.sub(r"[^A-Za-z0-9_-]+", "_", s).strip("_") or "submission"
-    return s[:80]
-
-
-def collect(paths) -> list[tuple[str, Path]]:
-    """(id, path) per submission; folders are searched for .ipynb and .py files. The id is the
-    file name without suffix; duplicates (every Colab download has the lab's name) take the
-    parent folder's name, then a number."""
-    files = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            files += sorted(q for q in p.rglob("*") if q.suffix in (".ipynb", ".py") and q.is_file()
-                            and ".ipynb_checkpoints" not in q.parts)
-        else:
-            files.append(p)
-    stems = {}
-    for f in files:
-        stems.setdefault(f.stem, []).append(f)
-    out, seen = [], set()
-    for f in files:
-        sid = _sanitize(f.stem if len(stems[f.stem]) == 1 else f"{f.parent.name}_{f.stem}")
-        base, k = sid, 2
-        while sid in seen:
-            sid, k = f"{base}-{k}", k + 1
-        seen.add(sid)
-        out.append((sid, f))
-    return out
 
 
 def parse_shard(shard: str | None):
@@ -377,7 +341,11 @@ class Run:
         result.cell_errors = got.cell_errors
         problems = got.problems
         first = first_error(result) if result.cell_errors else None
+        wrong = other_lab(result.cells, self.lab_name) if problems else None   # another lab's notebook
         for k, v in problems.items():   # a missing function is the consequence: lead with the cause
+            if wrong and v.startswith("no function named"):
+                v += (f". This looks like {wrong[0]}'s notebook (it defines `{wrong[1]}`): this "
+                      f"assignment is {self.lab_name}; hand in that lab's notebook")
             problems[k] = f"{first[len('ERROR: '):]}\nso: {v}" if first else v
         result.problems.update(problems)
 
@@ -386,25 +354,25 @@ class Run:
         if result.regraded and "outcome" not in result.regraded:
             self._regrade_outcome(result)
         perf = self.ctx.perf
-        if result.status == "unreadable" or not result.tests:
-            why = "not run: " + next(iter(result.problems.values()), "no result")
-            result.tests += [TestRecord.for_case(case, self.ctx.hidden_visibility, output=why)
-                             for case in self.ctx.cases]
-            if perf:
-                result.tests.append(self._performance_test("not run"))
+        # every case, run or not (a grader error mid-way left 1 test of lab 1's 18, its max 1)
+        why = "not run: " + next(iter(result.problems.values()), "no result")
+        done = {t.name for t in result.tests}
+        result.tests += [t for t in (TestRecord.for_case(case, self.ctx.hidden_visibility, output=why)
+                                     for case in self.ctx.cases) if t.name not in done]
         p = result.test(PERFORMANCE)
         if perf and self.simulated and p is not None:  # pending where nothing can be timed
             p.max_score, p.score, p.status = perf["points"], 0, PENDING
             if not p.output.startswith(NOT_MEASURED_NO_GPU):
                 p.output = NOT_MEASURED_NO_GPU
         if perf and p is None:
-            result.tests.append(self._performance_test("not measured"))
+            result.tests.append(self._performance_test("not measured" if done else "not run"))
         result.score = round(sum(t.score for t in result.tests), 2)
         result.max_score = sum(t.max_score for t in result.tests)
         result.replies, result.cells, result.timing = {}, None, None
         _atomic_write(sub_dir / "feedback.md", feedback_markdown(result))
         _atomic_write(sub_dir / "results.json", json.dumps(gradescope_json(result), indent=1))
         (sub_dir / "pending.json").unlink(missing_ok=True)
+        self.ctx.drop_recordings(result)
         self.log(kind="result", id=result.id, score=result.score, max_score=result.max_score,
                  status=result.status, flags=[f["what"] for f in result.flags])
         self.say(f"{result.id}: {result.score}/{result.max_score} ({result.status}, "
@@ -421,9 +389,16 @@ class Run:
 
     # -- the whole class
     def grade(self, submissions, shard=(0, 1), regrade=False) -> list[dict]:
-        subs = collect(submissions)
+        subs = collect(submissions, self.out)
         subs = [s for i, s in enumerate(subs) if i % shard[1] == shard[0]]
         self.children.submission_dirs = sorted({str(p.resolve().parent) for _, p in subs})
+        self._drop_other_files(subs)
+        skipped = not_submissions(submissions, self.out)
+        if skipped:   # a student's file the run would otherwise pass over without a word
+            self.log(kind="not_submissions", files=[str(p) for p in skipped])
+            self.say(f"not graded, not a .ipynb or .py file or a link: {len(skipped)} file(s) in the folders "
+                     f"given ({', '.join(p.name for p in skipped[:8])}{', ...' if len(skipped) > 8 else ''}); "
+                     "measurements.jsonl lists them")
         # (a run killed before its regrades alone left a marker: those are graded again)
         todo = [(i, sid, p) for i, (sid, p) in enumerate(subs)
                 if regrade or not (self.out / sid / "results.json").exists()
@@ -477,6 +452,37 @@ class Run:
         write_grades_csv(self.out, self.lab_name)
         return [json.loads((self.out / sid / "results.json").read_text()) for sid, _ in subs
                 if (self.out / sid / "results.json").exists()]
+
+    def _drop_other_files(self, subs) -> None:
+        """Results in DIR/<id> are a file's only if they graded its content (their sha256): an
+        id follows the file's name and the run's other files (``collect``), so a file added or
+        changed between two runs into DIR can take a graded id. Those of another content are
+        removed, said, and the file graded, never given that grade."""
+        for sid, path in subs:
+            d = self.out / sid
+            try:
+                now = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                now = None
+            for name in ("results.json", "pending.json"):
+                f = d / name
+                if not f.exists():
+                    continue
+                try:
+                    doc = json.loads(f.read_text())
+                    meta = doc.get("extra_data", doc)
+                    was, file = meta.get("sha256"), meta.get("file")
+                except (OSError, ValueError, AttributeError):
+                    was, file = None, "?"
+                if now is not None and was == now:
+                    continue
+                for stale in ("results.json", "pending.json", "regrade_alone.json"):
+                    (d / stale).unlink(missing_ok=True)
+                self.log(kind="stale_result", id=sid, file=str(path), sha256=now,
+                         was_file=file, was_sha256=was)
+                self.say(f"{sid}: {d} held the grade of {file} with other content; "
+                         f"graded again for {path}")
+                break
 
     def _time_and_finish(self, sid, result) -> list:
         try:

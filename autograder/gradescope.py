@@ -53,6 +53,7 @@ from .export import gradescope_doc
 from .results import TestRecord
 from .rubric import course_points
 from .sandbox import TRUSTED_BOOT, let_go, new_folder, sweep_stale_storage, trusted_command
+from .submission import is_submission, junk_dir
 
 ROOT_ENV = "AUTOGRADER_ROOT"
 CONFIG = "gradescope.json"          # in the bundle's root: the lab, the class's seed
@@ -172,7 +173,6 @@ def bundle(lab: str, out: Path, repo: Path, seed: int | None = None, rubric=None
 
 
 # --------------------------------------------------------------------------- one submission
-SKIP_DIRS = {"__MACOSX", ".ipynb_checkpoints", "__pycache__"}
 ZIP_MAX_BYTES, ZIP_MAX_FILES = 100 << 20, 2000
 
 
@@ -205,20 +205,26 @@ def _unzip(path: Path, dest: Path) -> list[str]:
 def candidates(sub: Path, work: Path) -> tuple[list[tuple[str, Path]], list[str]]:
     """Every .ipynb and .py uploaded, in subfolders and inside zips, as (the name the student
     gave it, where it is now); and the other files' names (said back when nothing fits)."""
-    found, other = [], []
+    found, other, zips = [], [], []
 
     def walk(folder: Path, shown: str, depth: int):
         for dirpath, dirs, files in os.walk(folder):
-            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+            dirs[:] = sorted(d for d in dirs if not junk_dir(d))
             for f in sorted(files):
                 p = Path(dirpath) / f
                 name = shown + str(p.relative_to(folder))
-                if f.startswith(".") or p.is_symlink():
+                if f.startswith("."):
                     continue
-                if p.suffix in (".ipynb", ".py"):
+                if p.is_symlink():   # never followed (it could name the grader's own files): said
+                    other.append(f"{name} (a link, not followed: upload the file itself)")
+                    continue
+                if is_submission(p):
                     found.append((name, p))
-                elif p.suffix == ".zip" and depth == 0:
-                    dest = work / f"unzipped-{len(found)}-{len(other)}"
+                elif p.suffix.lower() == ".zip" and depth == 0:
+                    # a folder per zip, named by its own count: an empty zip adds nothing to
+                    # found or other, and a name made of those counts was taken twice
+                    zips.append(p)
+                    dest = work / f"unzipped-{len(zips)}"
                     dest.mkdir(parents=True)
                     other.extend(_unzip(p, dest))
                     walk(dest, name + ":", depth + 1)
@@ -247,7 +253,7 @@ def choose(found, lab: str, function: str) -> tuple[Path, str]:
     short = lab.split("_")[0]
     named = [(n, p) for n, p in found if _norm(Path(n.split(":")[-1]).stem) in (lab, short)]
     if len(named) > 1:
-        nb = [x for x in named if x[1].suffix == ".ipynb"]
+        nb = [x for x in named if x[1].suffix.lower() == ".ipynb"]
         named = nb if len(nb) == 1 else named
     if len(named) == 1:
         return named[0][1], f"graded {named[0][0]} (named like the lab) of the files you submitted: {names}"

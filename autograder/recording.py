@@ -24,7 +24,19 @@ class RecordingError(Exception):
     """The child's recording is missing, malformed or too large (message for feedback)."""
 
 
+def _named(rec) -> set[str]:
+    """The files a recording's launches.json names (its images and scratch snapshots)."""
+    try:
+        return ({Path(str(v)).name for v in rec["images"].values()}
+                | {Path(str(x["file"])).name for x in rec["scratch"]})
+    except (KeyError, TypeError, AttributeError) as e:
+        raise RecordingError(f"the recording of your launches is unreadable ({e!r})")
+
+
 def copy_recording(child_workdir: Path, name: str, dest: Path) -> Path:
+    """Copy launches.json and the files it names, nothing else: the submission's code can
+    write into its recording folder, and what the grader copies lands in the run's folder
+    (a junk file there was copied too, up to the size cap, kept after the run)."""
     src = Path(child_workdir) / Path(str(name)).name
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
@@ -33,30 +45,38 @@ def copy_recording(child_workdir: Path, name: str, dest: Path) -> Path:
     except OSError as e:
         raise RecordingError(f"the recording of your launches is missing ({e.strerror})")
     total = 0
-    try:
-        for entry in os.listdir(fd):
-            if "/" in entry or entry.startswith("."):
-                continue
+
+    def copy(entry: str) -> None:
+        nonlocal total
+        try:
             f = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
-            try:
-                st = os.fstat(f)
-                if not stat.S_ISREG(st.st_mode):
-                    continue
-                total += st.st_size
-                if total > MAX_RECORDING_BYTES:
-                    raise RecordingError("the recording of your launches is larger than 3 GiB")
-                with os.fdopen(f, "rb", closefd=False) as fin, open(dest / entry, "wb") as fout:
-                    shutil.copyfileobj(fin, fout, 1 << 20)
-            finally:
-                os.close(f)
+        except OSError:
+            return   # a named file missing: the replay says so
+        try:
+            st = os.fstat(f)
+            if not stat.S_ISREG(st.st_mode):
+                return
+            total += st.st_size
+            if total > MAX_RECORDING_BYTES:
+                raise RecordingError("the recording of your launches is larger than 3 GiB")
+            with os.fdopen(f, "rb", closefd=False) as fin, open(dest / entry, "wb") as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+        finally:
+            os.close(f)
+
+    try:
+        copy("launches.json")
+        try:
+            rec = json.loads((dest / "launches.json").read_text())
+            if not isinstance(rec.get("launches"), list):
+                raise ValueError("no list of launches")
+        except (OSError, ValueError, AttributeError) as e:
+            raise RecordingError(f"the recording of your launches is unreadable ({e})")
+        for entry in sorted(_named(rec) - {"launches.json"}):
+            if entry and not entry.startswith("."):
+                copy(entry)
     finally:
         os.close(fd)
-    try:
-        rec = json.loads((dest / "launches.json").read_text())
-        if not isinstance(rec.get("launches"), list):
-            raise ValueError("no list of launches")
-    except (OSError, ValueError) as e:
-        raise RecordingError(f"the recording of your launches is unreadable ({e})")
     return dest
 
 

@@ -400,7 +400,7 @@ class Child:
             if not isinstance(msg, dict):
                 raise ValueError("not an object")
             return msg
-        except ValueError:
+        except (ValueError, RecursionError):   # (JSON nested too deep: the grader's own error, else)
             self.kill("protocol")
             raise ChildError("protocol", "the process wrote garbage on the grader's channel")
 

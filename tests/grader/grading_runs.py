@@ -131,6 +131,18 @@ def master(lab: str) -> Path:
 _RUNS = {}
 
 
+def zipped(members: dict) -> bytes:
+    """A zip of ``members`` (its name -> bytes), as a student uploads one."""
+    import io
+    import zipfile
+
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return b.getvalue()
+
+
 def env():
     e = dict(os.environ)
     e["BOOK_SIMULATOR"] = "1"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_runs import FIX, REPO, THREATS, env, grade_cmd, master, one_hidden_case
+from grading_runs import FIX, REPO, THREATS, env, grade_cmd, master, one_hidden_case, zipped
 from autograder.grade import collect
 from autograder.rubric import course_points
 from repo import FIXTURES
@@ -71,16 +71,6 @@ SYNTAX = notebook("import math\nfrom numba import cuda\n",
                   "def swiglu_interleaved(x, out)\n    pass\n")
 
 
-def zipped(members: dict) -> bytes:
-    import io
-
-    b = io.BytesIO()
-    with zipfile.ZipFile(b, "w") as z:
-        for name, data in members.items():
-            z.writestr(name, data)
-    return b.getvalue()
-
-
 # name -> {path in /autograder/submission: bytes}; and the file `grade` gets in the batch
 CLASS = {
     "master": ({f"{LAB}.ipynb": MASTER.read_bytes()}, MASTER),
@@ -97,6 +87,9 @@ CLASS = {
     "two_files": ({f"Copy of {LAB} (1).ipynb": MASTER.read_bytes(), "notes/scratch.py": b"x = 1\n"},
                   MASTER),
     "ambiguous": ({"a.ipynb": MASTER.read_bytes(), "b.py": WRONG.encode()}, None),
+    # two empty zips beside the notebook (the runner ended in FileExistsError: red-team pass)
+    "empty_zips": ({"a.zip": zipped({}), "b.zip": zipped({}), f"{LAB}.ipynb": MASTER.read_bytes()},
+                   MASTER),
     "needs_gpu": ({"grid.py": (THREATS / "grid_stride_264.py").read_bytes()},
                   THREATS / "grid_stride_264.py"),
 }
@@ -278,7 +271,7 @@ def test_uploads_that_are_not_one_file(rehearsal):
     assert f"Gradescope records this attempt as 0/{total:g}" in empty["output"]
     assert "this attempt is not graded" not in empty["output"]
     # a zip, and files beside the notebook: the notebook named like the lab is graded
-    for name in ("a_zip", "two_files"):
+    for name in ("a_zip", "two_files", "empty_zips"):
         doc = _run(rehearsal, name)
         _same(doc, _batch(rehearsal, name))
         assert doc["score"] == course_points(LAB, rehearsal["rubric"])["correctness"] > 0

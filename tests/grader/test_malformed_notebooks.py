@@ -57,3 +57,23 @@ def test_a_folder_with_odd_notebooks_is_graded_whole(tmp_path):
     assert set(rows) == {"meta_list", "tags_number", "id_list", "deep", "after_them"}, rows
     assert rows["deep"]["status"] == "unreadable"
     assert all(rows[k]["status"] == "graded" for k in rows if k != "deep"), rows
+
+
+def test_a_byte_order_mark_is_not_the_students_error(tmp_path):
+    """Red-team finding: a file saved with a UTF-8 byte order mark (Windows' Notepad; `python
+    file.py` runs it) scored 0: the lab 1 master's code as a .py was \"line 1: SyntaxError:
+    invalid non-printable character U+FEFF\" in every test, and the master notebook \"not a valid
+    notebook ... do not edit the file in a text editor\". Both are read as the text they hold."""
+    from autograder.master import graded_cells
+
+    src = "\n\n".join(c.source for c in graded_cells("lab1_bytes_and_roofline"))
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    (subs / "py_bom.py").write_bytes(b"\xef\xbb\xbf" + src.encode())
+    (subs / "nb_bom.ipynb").write_bytes(
+        b"\xef\xbb\xbf" + (REPO / "solutions" / "lab1_bytes_and_roofline.ipynb").read_bytes())
+    p = subprocess.run(grade_cmd("lab1", [subs], out, "--simulator"), cwd=REPO, env=env(),
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    with open(out / "grades.csv") as f:
+        assert {r["id"]: r["total"] for r in csv.DictReader(f)} == {"py_bom": "18", "nb_bom": "18"}

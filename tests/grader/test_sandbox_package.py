@@ -189,3 +189,24 @@ def test_no_module_reaches_into_the_package():
                         and node.value.id == "sandbox" and node.attr.startswith("_"):
                     bad.append(f"{path}: sandbox.{node.attr}")
     assert not bad, bad
+
+
+def test_a_recording_is_copied_as_its_launches_name_it(tmp_path):
+    """Red-team finding: the grader copied every regular file of a child's recording folder
+    (where the submission's code may write) into the run's folder, up to 3 GiB a recording, five
+    proofs a submission, kept after the run: a class of such files filled the instructor's
+    disk. Only launches.json and the files it names are copied."""
+    import json
+
+    from autograder.recording import copy_recording
+
+    rec = tmp_path / "child" / "rec_t0"
+    rec.mkdir(parents=True)
+    (rec / "launches.json").write_text(json.dumps({
+        "launches": [], "images": {"k": "img_k.cubin"}, "scratch": [{"name": "s", "size": 4, "file": "s.bin"}]}))
+    (rec / "img_k.cubin").write_bytes(b"image")
+    (rec / "s.bin").write_bytes(b"1234")
+    (rec / "junk.bin").write_bytes(b"x" * 4096)
+    (rec / "zz_phantom.py").write_text("x = 1\n")
+    dest = copy_recording(tmp_path / "child", "rec_t0", tmp_path / "copy")
+    assert sorted(p.name for p in dest.iterdir()) == ["img_k.cubin", "launches.json", "s.bin"]
