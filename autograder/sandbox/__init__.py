@@ -71,7 +71,7 @@ from .containment import (ContainmentUnavailable, containment_support, refusal_m
                           resolve_containment)
 from .paths import TRUSTED_BOOT, grader_paths, trusted_command
 from .inside.channel import CUDA_INIT_FAILED, cuda_init_failure
-from .inside.permissions import reachable, writable_by_others
+from .inside.permissions import folder_for_grader, open_for_grader, reachable, writable_by_others
 from .inside.privilege import landlock_abi
 from .inside.process import (alive, descendants, ipc_objects, kill_tree, kill_uid, pids_in_namespace,
                              pids_of_uid, process_info, remove_left_by, shared_places)
@@ -90,7 +90,7 @@ __all__ = [
     "SIM_MAX_THREADS", "ARENAS", "describe_thread_failure", "limit_malloc_arenas", "own_thread_failure", "TRUSTED_BOOT", "CHILD_MARK", "CHILD_PACKAGE", "CUDA_INIT_FAILED", "GRADED_KERNEL_MODULES",
     "Budget", "Child", "child_command", "copy_trusted", "cuda_init_failure", "entry_point",
     "ChildError", "ContainmentUnavailable", "DriverSettings", "LaunchSettings", "Limits", "Storage",
-    "alive", "can_drop_uid",
+    "alive", "can_drop_uid", "folder_for_grader", "open_for_grader",
     "containment_support", "default_budgets", "descendants", "gpu_memory", "grader_paths",
     "host_memory",
     "kill_open_children", "kill_tree", "kill_uid", "open_children_pids", "pids_cgroup_base",

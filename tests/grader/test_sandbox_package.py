@@ -210,3 +210,44 @@ def test_a_recording_is_copied_as_its_launches_name_it(tmp_path):
     (rec / "zz_phantom.py").write_text("x = 1\n")
     dest = copy_recording(tmp_path / "child", "rec_t0", tmp_path / "copy")
     assert sorted(p.name for p in dest.iterdir()) == ["img_k.cubin", "launches.json", "s.bin"]
+
+
+def test_what_the_child_writes_for_the_grader_keeps_its_mode_whatever_the_umask(tmp_path):
+    """A submission that sets os.umask(0o777) (red team, 2026-11-29) made the child's
+    launches.json unreadable to the grader, which runs as another uid, and the student read a
+    PermissionError of the grader's own file as theirs. The child's trusted writes set their
+    modes with fchmod / chmod, which no umask masks."""
+    import stat
+
+    import numpy as np
+
+    from autograder import sandbox as P
+
+    rec = tmp_path / "rec_1"
+    old = os.umask(0o777)
+    try:
+        P.folder_for_grader(str(rec))
+        with P.open_for_grader(str(rec / "launches.json"), "w") as f:
+            f.write("{}")
+        with P.open_for_grader(str(rec / "out_1_out.npy")) as f:
+            np.save(f, np.arange(3))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(rec.stat().st_mode) == 0o755
+    for name in ("launches.json", "out_1_out.npy"):
+        assert stat.S_IMODE((rec / name).stat().st_mode) == 0o644, name
+    assert np.load(rec / "out_1_out.npy").tolist() == [0, 1, 2]
+
+
+def test_the_childs_files_for_the_grader_are_written_one_way():
+    """Every file calls.py and launches.py write for the grader goes through
+    permissions.open_for_grader (a bare open() or np.save(path) would take the umask the
+    submission left)."""
+    import re
+
+    inside = REPO / "autograder" / "sandbox" / "inside"
+    for name in ("calls.py", "launches.py"):
+        text = (inside / name).read_text()
+        assert not re.search(r"np\.save\((?!f,)", text), name
+        assert not re.search(r"\bopen\([^)]*[\"']w", text), name
+        assert "os.makedirs(" not in text, name

@@ -31,6 +31,7 @@ from book.numba_compat import (cubin, cufunc, host_array, intercept_gpu_launches
                                on_sim_kernel_made, patch_sim_call)
 from book.simulator.addressing import gpu_addressed
 
+from .permissions import folder_for_grader, open_for_grader
 from .settings import SIM_MAX_THREADS
 
 LAUNCHES = [0]
@@ -79,7 +80,7 @@ def _scratch_snapshot(base, size, data_bytes):
     k = len(REC["scratch"])
     name = f"s{k}"
     path = os.path.join(REC["dir"], f"{name}.bin")
-    with open(path, "wb") as f:
+    with open_for_grader(path) as f:
         f.write(data_bytes)
     REC["scratch"].append({"name": name, "base": base, "size": size, "file": os.path.basename(path)})
     return name
@@ -118,7 +119,7 @@ def _record_gpu(launch, args):
     key = hashlib.sha256(image).hexdigest()[:20]
     if key not in REC["images"]:
         fn = f"img_{key}.cubin"
-        with open(os.path.join(REC["dir"], fn), "wb") as f:
+        with open_for_grader(os.path.join(REC["dir"], fn)) as f:
             f.write(image)
         REC["images"][key] = fn
     kinds = [k for t in kernel.argument_types for k in _flat_kinds(t)]
@@ -306,7 +307,7 @@ def recorded_call(fn, msg, built, whole, workdir):
     """Call the student's function once with recording on; write the recording to a folder
     the grader reads (``workdir``/rec_<id>/launches.json, the images, the scratch snapshots)."""
     rec_dir = os.path.join(workdir, f"rec_{msg['id']}")
-    os.makedirs(rec_dir, exist_ok=True)
+    folder_for_grader(rec_dir)
     REC.update(on=True, launches=[], scratch=[], images={}, dir=rec_dir, error=None,
                buffers={a["name"]: buffer_extent(d, *whole[a["name"]]) for a, d in zip(msg["args"], built)
                         if a["role"] in ("in", "out")})
@@ -318,7 +319,7 @@ def recorded_call(fn, msg, built, whole, workdir):
     rec = {"launches": REC["launches"], "images": REC["images"], "error": REC["error"],
            "scratch": [{k: v for k, v in s.items() if k not in ("base", "keep")} for s in REC["scratch"]],
            "simulated": gpu.SIMULATED}
-    with open(os.path.join(rec_dir, "launches.json"), "w") as f:
+    with open_for_grader(os.path.join(rec_dir, "launches.json"), "w") as f:
         json.dump(rec, f)
     return ret, os.path.basename(rec_dir)
 

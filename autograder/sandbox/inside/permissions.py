@@ -63,3 +63,24 @@ def writable_by_others(paths, limit: int = 20) -> list[str]:
                 if len(out) >= limit:
                     return out
     return out
+
+
+#: the modes of what the child's trusted code writes for the grader (which runs as another uid
+#: and reads them as "other"), whatever the umask the submission's code left (os.umask(0o777)
+#: would otherwise make launches.json unreadable, and the student's grade a PermissionError of
+#: the grader's own file)
+FOR_GRADER_FILE, FOR_GRADER_DIR = 0o644, 0o755
+
+
+def open_for_grader(path: str, mode: str = "wb"):
+    """``open(path, mode)`` for a file the grader reads: created or truncated with
+    :data:`FOR_GRADER_FILE` set by ``fchmod`` (which no umask masks)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FOR_GRADER_FILE)
+    os.fchmod(fd, FOR_GRADER_FILE)
+    return os.fdopen(fd, mode)
+
+
+def folder_for_grader(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)``, the folder then set to :data:`FOR_GRADER_DIR`."""
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, FOR_GRADER_DIR)
