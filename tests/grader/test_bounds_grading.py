@@ -212,7 +212,10 @@ def test_on_a_gpu_a_store_past_the_end_is_caught_in_the_same_words(lab, tmp_path
         if "writes_past" not in name:
             continue
         tests = _correctness(r)
-        assert sum(t["score"] for t in tests) == 0, name
+        # which case scored, its shape and what it was told (an H200 gave lab 5's fixture 2
+        # points at 68241b7 and said no more: records/tests/lane_bounds_store_lab45_h200_68241b7.json)
+        assert sum(t["score"] for t in tests) == 0, (name, [
+            (t["name"], t["score"], t["output"][:600]) for t in tests if t["score"]])
         assert all(PAST_END.search(t["output"]) for t in tests), [t["output"][:400] for t in tests]
     if not same_launch:
         return
