@@ -272,8 +272,6 @@ def instructions(out: str) -> int:
     return 0 if ok else 1
 
 
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--T", type=int, default=2048)

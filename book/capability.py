@@ -86,10 +86,10 @@ class Family:
     why: tuple[tuple[tuple[int, int], str], ...] = ()
 
     def why_not(self, cc) -> str:
-        """The words after ``needs`` for ``cc``, a GPU without the family ("." where
-        :attr:`why` has nothing for it)."""
+        """The words after ``needs`` for ``cc``, a GPU without the family (none where
+        :attr:`why` has nothing for it: ``needs`` is then the whole sentence)."""
         said = [words for since, words in self.why if tuple(cc)[:2] >= since]
-        return said[-1] if said else "."
+        return said[-1] if said else ""
 
     @property
     def arch(self) -> tuple:
@@ -155,8 +155,7 @@ def check(cc, *families: str, dtype: str = "bfloat16") -> None:
         cc = tuple(cc)
         if not family.has(cc):
             gpu, lead = _terms(cc, family.voice, family.refused.format(dtype=dtype))
-            needs = family.needs.format(dtype=dtype) + (family.why_not(cc) if family.why
-                                                         else "")
+            needs = family.needs.format(dtype=dtype) + family.why_not(cc)
             raise RuntimeError(f"{gpu} {needs} {lead} {family.instead}")
 
 

@@ -1,8 +1,8 @@
 """The FP8 decode GEMV's tile (:mod:`book.kernels.fp8_gemv`), as
 :mod:`book.kernels.wgmma_gemv_tile` is the bf16 GEMV's: :class:`Fp8GemvTile` (the bf16 tile
 with twice the k per box, its options, its fixes and diagnostic probes),
-:func:`gemv_tile` (the default tile for T tokens, :data:`FIXES` on) and where a consumer thread's outputs lie
-(:func:`row_of`, :func:`token_of`: the rows and tokens whose scales ``preload`` keeps in
+:func:`gemv_tile` (the default tile for T tokens, :data:`FIXES` on) and where a consumer
+thread's outputs lie (:func:`row_of`, :func:`token_of`: the rows and tokens whose scales ``preload`` keeps in
 registers); the bytes a call reads at least (:func:`weight_bytes`)."""
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ OUTS = ("bfloat16", "e4m3")
 #: outputs are not the layer's)
 PROBES = ("stream", "nowgmma", "noscale", "noseam", "nox")
 #: the options :func:`gemv_tile` turns on over the bare tile (the structure of chapter 9's bf16
-#: GEMV, its control): on an H200 they took the layer's call from 33.5 / 34.5 / 38.3 us to
-#: 27.1 / 27.3 / 28.4 at T = 1 / 4 / 16, the bits unchanged (records/fp8/README.md, "The seams
-#: settled in short": records/fp8/fp8_decode_settle_h200.json)
+#: GEMV, its control), the bits unchanged; what they saved, timed beside it on an H200:
+#: records/fp8/fp8_decode_settle_h200.json (records/fp8/README.md, "The seams settled in short")
 FIXES = {"preload": True, "short_settle": True, "pdl": True}
 
 
@@ -48,8 +47,10 @@ class Fp8GemvTile(WgmmaGemvTile):
     on the 117 MB layer and not at twice the bytes (records/fp8/README.md).
 
     Two fixes of the time this kernel spends beyond chapter 9's bf16 GEMV on the same bytes
-    (issue 42), off in the bare tile and on in :func:`gemv_tile`'s (:data:`FIXES`), each giving the default's bits (the same products
-    in the same order; the GPU lane checks it): the default's epilogue reads three scales
+    (issue 42), each giving the bare tile's bits (the same products in the same order; the
+    GPU lane checks it); ``preload`` is on in :func:`gemv_tile`'s tile (:data:`FIXES`),
+    ``unguarded`` off (it saved nothing measurable: records/fp8/fp8_decode_probe_h200.json).
+    The bare tile's epilogue reads three scales
     (``sx[t]``, ``sg[j]``, ``su[j]``) from global memory for every output, inside the test
     of whether the output exists, so each output waits for its loads in turn, behind the
     ring's copies, at the end of a tile (the end of every block: its last tile is whole, or
@@ -61,9 +62,9 @@ class Fp8GemvTile(WgmmaGemvTile):
     test (where not preloaded, the scales read at indices clamped into their arrays), so a
     thread's outputs are independent and their loads and math overlap.
 
-    A third, of what the seams still cost with both (records/fp8/README.md), likewise on in
-    :func:`gemv_tile`'s and giving the bare tile's bits: ``short_settle``. A block's seam pieces are in by step 11
-    or 12 of its 27 at d = 4096, h = 14336 (every block: a range cut in one or two tiles,
+    A third, of what the seams still cost with ``preload`` and ``pdl`` (records/fp8/README.md),
+    on in :func:`gemv_tile`'s tile and giving the bare tile's bits: ``short_settle``. A
+    block's seam pieces are in by step 11 or 12 of its 27 at d = 4096, h = 14336 (every block: a range cut in one or two tiles,
     then one whole tile), so the finisher warp's sum starts with a whole tile still to read
     behind it; it costs the tail only by its length, and its length is a chain of global
     round trips one after another, each queued behind the ring's copies on the SM's return
