@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .seeds import seeds
-from .spec import KernelLab, PlantedBug, Step
+from .spec import KernelLab, PlantedBug, Step, odd_multiple
 
 OUTPUT = "out"
 LAYOUTS = {"interleaved": ("x",), "separate": ("gate", "up")}
@@ -105,7 +105,7 @@ class Elementwise:
         else:
             shapes = list(self.gpu_shapes(rng))[:n]
             while len(shapes) < n:
-                shapes.append((int(rng.integers(1, 300)), int(rng.integers(1, 20000))))
+                shapes.append((odd_multiple(rng, 1, 300), odd_multiple(rng, 1, 20000)))
         return [{"name": f"hidden {i + 1}", "M": M, "F": F, "seed": int(rng.integers(1 << 30))}
                 for i, (M, F) in enumerate(shapes)]
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .elementwise import Elementwise
 from .edits import Derived, Edit, cache_by_shape
-from .spec import LabPath, PlantedBug, blocks_along
+from .spec import LabPath, PlantedBug, blocks_along, odd_multiple
 
 
 def reference(inputs):
@@ -29,12 +29,14 @@ LARGEST_BLOCK = (4096, 1)           # (columns, rows) one block covers
 def sim_shape(rng):
     """Two blocks of the largest size along x and y: about a second each."""
     cols, rows = LARGEST_BLOCK
-    return int(rng.integers(2 * rows, 5)), cols + int(rng.integers(1, 900))
+    return odd_multiple(rng, 2 * rows, 5), odd_multiple(rng, cols + 1, cols + 900)
 
 
 def gpu_shapes(rng):
-    return [(1, 18944), (int(rng.integers(100, 200)), 12288 + int(rng.integers(1, 64))),
-            (int(rng.integers(2, 40)), int(rng.integers(1000, 20000)))]
+    # every size an odd number (spec.odd_multiple): no tile of a power of two fits a row
+    return [(1, odd_multiple(rng, 18900, 19000)),
+            (odd_multiple(rng, 100, 200), odd_multiple(rng, 12289, 12352)),
+            (odd_multiple(rng, 2, 40), odd_multiple(rng, 1000, 20000))]
 
 
 PROBLEM = Elementwise(dtype="float32", layout="interleaved", reference=reference, rtol=1e-4,

@@ -11,7 +11,7 @@ import numpy as np
 
 from .elementwise import Elementwise
 from .edits import Derived, Edit, cache_by_shape
-from .spec import LabPath, PlantedBug, blocks_along
+from .spec import LabPath, PlantedBug, blocks_along, odd_multiple
 
 LIMIT, ALPHA = 7.0, 1.702
 
@@ -30,13 +30,16 @@ LARGEST_BLOCK = 16384               # elements of the flat arrays one block cove
 
 def sim_shape(rng):
     """Two blocks of the largest size, and M >= 2 rows; about a second each."""
-    M = int(rng.integers(2, 4))
-    return M, -(-(LARGEST_BLOCK + 1) // M) + int(rng.integers(0, 1500 // M))
+    M = odd_multiple(rng, 2, 4)
+    lo = -(-(LARGEST_BLOCK + 1) // M)
+    return M, odd_multiple(rng, lo, lo + 1500 // M)
 
 
 def gpu_shapes(rng):
-    return [(1, 12288 + 2 * int(rng.integers(0, 8)) + 1), (int(rng.integers(60, 130)), 18944),
-            (int(rng.integers(3, 50)), int(rng.integers(1000, 11008)))]
+    # every size an odd number (spec.odd_multiple): no tile of a power of two fits the array
+    return [(1, odd_multiple(rng, 12288, 12304)),
+            (odd_multiple(rng, 60, 130), odd_multiple(rng, 18900, 19000)),
+            (odd_multiple(rng, 3, 50), odd_multiple(rng, 1000, 11008))]
 
 
 # rtol, atol: an fp16 store rounds to ~1e-3 relative. The inputs' scale (values up to about 10)

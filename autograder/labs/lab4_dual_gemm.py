@@ -13,7 +13,7 @@ from functools import partial
 from . import linear_layer as layer
 from .linear_layer import INPUTS, OUTPUT
 from .edits import Derived, Edit, cache_by_shape
-from .spec import KernelLab, LabPath, PlantedBug, blocks_along
+from .spec import KernelLab, LabPath, PlantedBug, blocks_along, odd_multiple
 
 DTYPE = "float32"
 RTOL, ATOL = 1e-3, 1e-4
@@ -35,14 +35,15 @@ def sim_blocks(case):
 def hidden_cases(rng, simulated: bool, n: int = 3):
     if simulated:  # two tiles of the largest size along T and h, d across a slab or two: ~6 s
         cols, rows = LARGEST_TILE
-        shapes = [(rows + int(rng.integers(1, 12)), int(rng.integers(5, 34)),
-                   cols + int(rng.integers(1, 12))) for _ in range(n)]
-    else:
-        shapes = [(1, 4096, 1000 + int(rng.integers(0, 64))),
-                  (int(rng.integers(60, 200)), int(rng.integers(500, 1500)), int(rng.integers(500, 3000))),
-                  (int(rng.integers(200, 700)), 1027, 515)][:n]
+        shapes = [(odd_multiple(rng, rows + 1, rows + 12), odd_multiple(rng, 5, 34),
+                   odd_multiple(rng, cols + 1, cols + 12)) for _ in range(n)]
+    else:  # T and h odd (spec.odd_multiple): no tile of a power of two fits them; d too but once
+        shapes = [(1, 4096, odd_multiple(rng, 1000, 1064)),
+                  (odd_multiple(rng, 60, 200), odd_multiple(rng, 500, 1500), odd_multiple(rng, 500, 3000)),
+                  (odd_multiple(rng, 200, 700), 1027, 515)][:n]
         while len(shapes) < n:
-            shapes.append((int(rng.integers(1, 300)), int(rng.integers(1, 2000)), int(rng.integers(1, 3000))))
+            shapes.append((odd_multiple(rng, 1, 300), odd_multiple(rng, 1, 2000),
+                           odd_multiple(rng, 1, 3000)))
     return [{"name": f"hidden {i + 1}", "T": T, "d": d, "h": h, "seed": int(rng.integers(1 << 30))}
             for i, (T, d, h) in enumerate(shapes)]
 

@@ -20,7 +20,7 @@ from functools import partial
 from . import linear_layer as layer
 from .linear_layer import INPUTS, OUTPUT
 from .edits import Derived, Edit
-from .spec import KernelLab, LabPath, PlantedBug
+from .spec import KernelLab, LabPath, PlantedBug, odd_multiple
 
 DTYPE = "float16"
 # Tolerances as lab 5's: float16 inputs widened exactly, float32 accumulation (order-dependent,
@@ -86,30 +86,32 @@ PATHS = (
 
 
 def hidden_cases(rng, simulated: bool, n: int = 3):
-    """T in 1..16, d a multiple of 8, h anything. On a GPU one case has too few rows to fill
-    the GPU without splitting d (h = 40: a few dozen blocks). In the simulator every path of
-    PATHS is taken by the master whatever the seed: the first and third cases have 2 or 3 rows
+    """T in 1..16, d a multiple of 8, h odd. On a GPU one case has too few rows to fill
+    the GPU without splitting d (h < 60: a few dozen blocks). In the simulator every path of
+    PATHS is taken by the master whatever the seed: the first and third cases have 3 rows
     and more than 128 pieces a row, so the master (one simulated SM) splits d in two, each
     block a ragged share of several pieces per thread (a race between the blocks of a row, a
     counter left non-zero for the next call, a loop over pieces: all graded on Gradescope);
     the second has one block per row."""
     if simulated:  # a few blocks of 64 threads: seconds each in the simulator
-        split = lambda T: (T, PIECE * int(rng.integers(130, 200)), int(rng.integers(2, 4)))  # noqa: E731
+        split = lambda T: (T, PIECE * int(rng.integers(130, 200)), 3)  # noqa: E731
         shapes = [split(1),
                   (int(rng.integers(2, T_MAX + 1)), PIECE * int(rng.integers(1, 17)),
-                   int(rng.integers(4, 13))),
+                   odd_multiple(rng, 4, 13)),
                   split(int(rng.integers(2, 7)))][:n]
         while len(shapes) < n:
             shapes.append((int(rng.integers(1, T_MAX + 1)), PIECE * int(rng.integers(1, 17)),
-                           int(rng.integers(2, 13))))
+                           odd_multiple(rng, 2, 13)))
     else:
-        shapes = [(1, 4096, 2048 + int(rng.integers(1, 64))),
+        # h odd (spec.odd_multiple): no rows-per-block of a power of two fits it; T is a
+        # loop over tokens, no tile (its guard holds T_MAX rows: a dropped token test)
+        shapes = [(1, 4096, odd_multiple(rng, 2049, 2112)),
                   (int(rng.integers(2, T_MAX + 1)), PIECE * int(rng.integers(256, 1024)),
-                   int(rng.integers(20, 60))),
-                  (T_MAX, 2048, 3000 + int(rng.integers(0, 100)))][:n]
+                   odd_multiple(rng, 20, 60)),
+                  (T_MAX, 2048, odd_multiple(rng, 3000, 3100))][:n]
         while len(shapes) < n:
             shapes.append((int(rng.integers(1, T_MAX + 1)), PIECE * int(rng.integers(1, 600)),
-                           int(rng.integers(1, 5000))))
+                           odd_multiple(rng, 1, 5000)))
     return [{"name": f"hidden {i + 1}", "T": T, "d": d, "h": h, "seed": int(rng.integers(1 << 30))}
             for i, (T, d, h) in enumerate(shapes)]
 
@@ -447,7 +449,7 @@ LAB = KernelLab(
     min_bytes=weight_bytes, flops=layer.flops,
     make_reference_runner=make_reference_runner,
     reference_name="cuBLAS float16 + compiled SwiGLU", steps=STEPS, derived=DERIVED,
-    guard_tile=GUARD_TILE, sim_blocks=sim_blocks, paths=PATHS,
+    guard_tile=GUARD_TILE, sim_blocks=sim_blocks, paths=PATHS, out_units=(0, 1),
     untraced=("the access-pattern advice does not model the 16-byte loads this lab asks for "
               "(simulated element by element) or the warps' split of a row; races on the "
               "arrival counter and the partials, races on shared memory and reads past `x` are "

@@ -79,6 +79,21 @@ class LabPath:
     taken: Callable[[Case, list], bool]
 
 
+def odd_multiple(rng, lo: int, hi: int, unit: int = 1) -> int:
+    """A size in ``[lo, hi)`` that is ``unit`` times an odd number, drawn by ``rng`` (a NumPy
+    Generator): no power-of-two tile wider than ``unit`` divides it, so a kernel whose last
+    tile lacks its bounds test stores (or loads) past the end on it whatever tile its author
+    chose. (A size drawn from a plain range can land on a multiple of the tile: a T of 128
+    or 256 needs no row test from a 128-row tile, and such a case is earned by a kernel
+    without one.)"""
+    first, last = -(-lo // unit), (hi - 1) // unit      # the multiples of unit in [lo, hi)
+    first += 1 - first % 2
+    last -= 1 - last % 2
+    if first > last:
+        raise ValueError(f"no odd multiple of {unit} in [{lo}, {hi})")
+    return unit * (first + 2 * int(rng.integers(0, (last - first) // 2 + 1)))
+
+
 def blocks_along(axis: int, along: str) -> LabPath:
     """The path of a grid with two blocks or more along ``axis`` (0 x, 1 y) of the last launch:
     a kernel that forgets ``blockIdx`` there fails it."""
@@ -345,6 +360,12 @@ class KernelLab(LabSpec):
     would take on ``case`` if every block were the largest the lab allows (in the simulator).
     Every hidden case drawn for the simulator gives at least 2 in each dimension, so a kernel
     that forgets ``blockIdx`` in any dimension fails there (tests/grader/test_block_crossing.py)."""
+    out_units: tuple[int, ...] = (1, 1)
+    """The unit each dimension of the output comes in (lab 5: ``(1, 2)``, T any, h even; 0: a
+    dimension no kernel of the lab tiles, any size). Every hidden case drawn for a GPU gives
+    each tiled dimension an odd number of its units (:func:`odd_multiple`), so a kernel that
+    drops a bounds test in any of them stores past the end of ``out`` in every hidden case,
+    whatever its tile (tests/grader/test_bounds_grading.py holds it over many seeds)."""
     paths: tuple[LabPath, ...] = ()
     """The paths of the problem a kernel must get right (:class:`LabPath`); the lab's hidden
     cases are drawn so that the master takes every one of them on every grader."""

@@ -30,6 +30,7 @@ from grading_runs import (correctness_only, full_marks, gpu_env, grade_with_the_
 
 import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
 from autograder import labs
+from autograder.labs.spec import odd_multiple
 from autograder.sandbox import SIM_MAX_THREADS
 
 KERNEL_LABS = [n for n, s in labs.registry().items() if s.kernel]
@@ -103,6 +104,32 @@ def test_hidden_cases_in_the_simulator_cross_every_block_boundary(lab):
             blocks = spec.sim_blocks(case)
             assert min(blocks) >= 2, (case, blocks)
             assert spec.out_size(case) <= SIM_MAX_THREADS, case   # one thread per output fits
+
+
+@pytest.mark.parametrize("simulated", [True, False], ids=["simulator", "gpu"])
+@pytest.mark.parametrize("lab", KERNEL_LABS)
+def test_every_hidden_case_is_off_every_power_of_two_tile(lab, simulated):
+    """Over many classes' seeds, on either grader: every dimension of a hidden case's output
+    that a kernel tiles is an odd number of its units (the spec's ``out_units``), so no tile of
+    a power of two a student may pick fits it exactly and a dropped bounds test stores past
+    the end of `out` in every hidden case (at 68241b7 an H200 gave lab 5's fixture without its
+    row test a hidden case, which a T that is a multiple of its 128-row tile would)."""
+    spec = labs.get(lab)
+    for seed in range(200):
+        for case in spec.hidden_cases(np.random.default_rng(seed), simulated, 5):
+            shape = spec.out_spec(case)["shape"]
+            assert len(shape) == len(spec.out_units), (lab, shape, spec.out_units)
+            for size, unit in zip(shape, spec.out_units):
+                assert not unit or (size % unit == 0 and size // unit % 2 == 1), (case, shape)
+
+
+def test_odd_multiple_draws_every_odd_multiple_in_its_range_and_nothing_else():
+    rng = np.random.default_rng(0)
+    got = {odd_multiple(rng, 2050, 2112, 2) for _ in range(2000)}
+    assert got == {2 * k for k in range(1025, 1056, 2)}
+    assert {odd_multiple(rng, 3, 4) for _ in range(20)} == {3}
+    with pytest.raises(ValueError, match="no odd multiple of 4 in"):
+        odd_multiple(rng, 5, 8, 4)
 
 
 # ------------------------------------------------------------------------- the simulator
