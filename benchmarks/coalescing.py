@@ -25,14 +25,10 @@ Usage on a GPU machine:  python -m benchmarks.coalescing --out-dir DIR
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import math
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -57,8 +53,6 @@ NEW = {"ilp4_ieee": "ilp4", "vec2_ieee": "vec2", "vec4_ieee": "vec4",
        "half4_ieee": "half4", "half8_ieee": "half8",
        "coalesced": "fused_fastmath", "strided2": "coalesced", "uncoalesced": "coalesced"}
 TWINS = ["ilp4", "vec2", "vec4", "half4", "half8", "fused_fastmath"]
-UNITS = {"byte": 1, "sector": 1, "request": 1, "nsecond": 1e-9, "usecond": 1e-6,
-         "msecond": 1e-3, "second": 1, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "": 1}
 
 
 # ---------------------------------------------------------------------- buffers
@@ -106,23 +100,19 @@ def profile_target():
 
 def parse_ncu(text):
     """[{"id", "kernel", metric: value, ...}] per profiled launch from ``ncu --csv``."""
-    start = text.find('"ID"')
-    launches = {}
-    for r in csv.DictReader(io.StringIO(text[start:])):
-        d = launches.setdefault(int(r["ID"]), {"id": int(r["ID"]), "kernel": r["Kernel Name"]})
-        unit = r.get("Metric Unit", "")
-        d[r["Metric Name"]] = float(r["Metric Value"].replace(",", "")) * UNITS.get(unit, 1)
-        d.setdefault("units", {})[r["Metric Name"]] = unit
-    return [launches[k] for k in sorted(launches)]
+    from book.bench import ncu
+
+    return [{"id": launch.id, "kernel": launch.kernel, **launch.metrics, "units": launch.units}
+            for launch in ncu.launches(text)]
 
 
 def run_ncu():
-    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
-    cmd = [ncu, "--clock-control", "none", "--print-units", "base", "--csv",
-           "--metrics", ",".join(METRICS),
-           sys.executable, "-m", "benchmarks.coalescing", "--profile"]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), cwd=ROOT,
-                         check=False)
+    from book.bench import ncu
+
+    cmd = ncu.command(ncu.require(), ["--clock-control", "none", "--print-units", "base", "--csv",
+                                      "--metrics", ",".join(METRICS)],
+                      "benchmarks.coalescing", "--profile")
+    res = ncu.run(cmd)
     if res.returncode != 0:
         print(res.stdout[-3000:], res.stderr[-3000:])
         raise SystemExit(f"ncu failed with exit code {res.returncode}")
@@ -130,8 +120,7 @@ def run_ncu():
     if len(launches) != 2 * len(PROFILED):
         raise SystemExit(f"expected {2 * len(PROFILED)} profiled launches, got {len(launches)}: "
                          + ", ".join(x["kernel"][:40] for x in launches))
-    shown = " ".join(["ncu"] + cmd[1:-4] + ["python", "-m", "benchmarks.coalescing", "--profile"])
-    return {name: launches[2 * k + 1] for k, name in enumerate(PROFILED)}, shown
+    return {name: launches[2 * k + 1] for k, name in enumerate(PROFILED)}, ncu.shown(cmd, bare=True)
 
 
 # ---------------------------------------------------------------------- 1. timing
