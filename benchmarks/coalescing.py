@@ -55,30 +55,6 @@ NEW = {"ilp4_ieee": "ilp4", "vec2_ieee": "vec2", "vec4_ieee": "vec4",
 TWINS = ["ilp4", "vec2", "vec4", "half4", "half8", "fused_fastmath"]
 
 
-# ---------------------------------------------------------------------- buffers
-def torch_sets(shape, dtype, count, seed=0):
-    """``count`` (gate, up, out) sets of torch CUDA tensors, gate and up never zero."""
-    import torch
-
-    tdt = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    sets = []
-    for _ in range(count):
-        g = (torch.randn(shape, device="cuda", generator=gen) * 3).to(tdt)
-        u = (torch.randn(shape, device="cuda", generator=gen) * 3).to(tdt)
-        g[g == 0] = 0.5
-        u[u == 0] = 0.5
-        sets.append((g, u, torch.full(shape, float("nan"), device="cuda", dtype=tdt)))
-    return sets
-
-
-def numba_view(x):
-    import torch
-    from numba import cuda
-
-    return cuda.as_cuda_array(x.view(torch.int16) if x.dtype == torch.bfloat16 else x, sync=False)
-
-
 # ---------------------------------------------------------------------- 1. under ncu
 def profile_target():
     """What ncu profiles: each PROFILED variant launched twice on the same buffers.
@@ -128,6 +104,7 @@ def coalescing_record(reps):
     import torch
 
     from book import bench, traffic
+    from book.bench.suite import numba_view, torch_sets
     from book.kernels import VARIANTS, reference
 
     n = math.prod(LARGE)
@@ -155,6 +132,7 @@ def bench_rows(reps, shapes):
     import torch
 
     from book import bench, dtypes, traffic
+    from book.bench.suite import numba_view, torch_sets
     from book.kernels import VARIANTS, reference
 
     rows, checks = [], []
@@ -199,6 +177,7 @@ def host_spread(samples=25, calls=100):
     """Host seconds per Python launch, ``samples`` times over, cases interleaved so that a
     slow spell of the host shows up in every case alike."""
     from book import bench
+    from book.bench.suite import numba_view, torch_sets
     from book.kernels import VARIANTS, fused, launch
 
     cases = []
