@@ -16,7 +16,8 @@ The map: the suite's phases alone, decode_bench.py, tensorcore_bench.py, hopper_
 fp8_bench.py, fp8_decode_bench.py, norm_quant_bench.py; tuning, gemm_bench.py,
 tensorcore_tune.py (its CONFIGS are the tiles tensorcore_bench.py and tensorcore_ncu.py name);
 counters and traces, ncu_check.py, ncu_diagnose.py, tensorcore_ncu.py (and cuBLAS's
-instructions), profile_decode.py, sass_dump.py, coalescing.py, weight_stream.py; the labs'
+instructions), profile_decode.py, sass_dump.py, coalescing.py, weight_stream.py (those under
+ncu find, run and read it through book/bench/ncu.py); the labs'
 masters, lab_master_probe.py (--lab N), lesson_controls_probe.py; notes.py (no GPU); device_env.sh, the helper the device sessions
 source (it puts this tree on PYTHONPATH; not a module).
 """

@@ -25,14 +25,10 @@ Usage on a GPU machine:  python -m benchmarks.coalescing --out-dir DIR
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import math
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -57,32 +53,6 @@ NEW = {"ilp4_ieee": "ilp4", "vec2_ieee": "vec2", "vec4_ieee": "vec4",
        "half4_ieee": "half4", "half8_ieee": "half8",
        "coalesced": "fused_fastmath", "strided2": "coalesced", "uncoalesced": "coalesced"}
 TWINS = ["ilp4", "vec2", "vec4", "half4", "half8", "fused_fastmath"]
-UNITS = {"byte": 1, "sector": 1, "request": 1, "nsecond": 1e-9, "usecond": 1e-6,
-         "msecond": 1e-3, "second": 1, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "": 1}
-
-
-# ---------------------------------------------------------------------- buffers
-def torch_sets(shape, dtype, count, seed=0):
-    """``count`` (gate, up, out) sets of torch CUDA tensors, gate and up never zero."""
-    import torch
-
-    tdt = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    sets = []
-    for _ in range(count):
-        g = (torch.randn(shape, device="cuda", generator=gen) * 3).to(tdt)
-        u = (torch.randn(shape, device="cuda", generator=gen) * 3).to(tdt)
-        g[g == 0] = 0.5
-        u[u == 0] = 0.5
-        sets.append((g, u, torch.full(shape, float("nan"), device="cuda", dtype=tdt)))
-    return sets
-
-
-def numba_view(x):
-    import torch
-    from numba import cuda
-
-    return cuda.as_cuda_array(x.view(torch.int16) if x.dtype == torch.bfloat16 else x, sync=False)
 
 
 # ---------------------------------------------------------------------- 1. under ncu
@@ -106,23 +76,19 @@ def profile_target():
 
 def parse_ncu(text):
     """[{"id", "kernel", metric: value, ...}] per profiled launch from ``ncu --csv``."""
-    start = text.find('"ID"')
-    launches = {}
-    for r in csv.DictReader(io.StringIO(text[start:])):
-        d = launches.setdefault(int(r["ID"]), {"id": int(r["ID"]), "kernel": r["Kernel Name"]})
-        unit = r.get("Metric Unit", "")
-        d[r["Metric Name"]] = float(r["Metric Value"].replace(",", "")) * UNITS.get(unit, 1)
-        d.setdefault("units", {})[r["Metric Name"]] = unit
-    return [launches[k] for k in sorted(launches)]
+    from book.bench import ncu
+
+    return [{"id": launch.id, "kernel": launch.kernel, **launch.metrics, "units": launch.units}
+            for launch in ncu.launches(text)]
 
 
 def run_ncu():
-    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
-    cmd = [ncu, "--clock-control", "none", "--print-units", "base", "--csv",
-           "--metrics", ",".join(METRICS),
-           sys.executable, "-m", "benchmarks.coalescing", "--profile"]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), cwd=ROOT,
-                         check=False)
+    from book.bench import ncu
+
+    cmd = ncu.command(ncu.require(), ["--clock-control", "none", "--print-units", "base", "--csv",
+                                      "--metrics", ",".join(METRICS)],
+                      "benchmarks.coalescing", "--profile")
+    res = ncu.run(cmd)
     if res.returncode != 0:
         print(res.stdout[-3000:], res.stderr[-3000:])
         raise SystemExit(f"ncu failed with exit code {res.returncode}")
@@ -130,8 +96,7 @@ def run_ncu():
     if len(launches) != 2 * len(PROFILED):
         raise SystemExit(f"expected {2 * len(PROFILED)} profiled launches, got {len(launches)}: "
                          + ", ".join(x["kernel"][:40] for x in launches))
-    shown = " ".join(["ncu"] + cmd[1:-4] + ["python", "-m", "benchmarks.coalescing", "--profile"])
-    return {name: launches[2 * k + 1] for k, name in enumerate(PROFILED)}, shown
+    return {name: launches[2 * k + 1] for k, name in enumerate(PROFILED)}, ncu.shown(cmd, bare=True)
 
 
 # ---------------------------------------------------------------------- 1. timing
@@ -139,6 +104,7 @@ def coalescing_record(reps):
     import torch
 
     from book import bench, traffic
+    from book.bench.suite import numba_view, torch_sets
     from book.kernels import VARIANTS, reference
 
     n = math.prod(LARGE)
@@ -166,6 +132,7 @@ def bench_rows(reps, shapes):
     import torch
 
     from book import bench, dtypes, traffic
+    from book.bench.suite import numba_view, torch_sets
     from book.kernels import VARIANTS, reference
 
     rows, checks = [], []
@@ -210,6 +177,7 @@ def host_spread(samples=25, calls=100):
     """Host seconds per Python launch, ``samples`` times over, cases interleaved so that a
     slow spell of the host shows up in every case alike."""
     from book import bench
+    from book.bench.suite import numba_view, torch_sets
     from book.kernels import VARIANTS, fused, launch
 
     cases = []

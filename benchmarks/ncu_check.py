@@ -18,13 +18,8 @@ timing it is compared with.)
 """
 
 import argparse
-import csv
-import io
 import json
 import math
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -77,22 +72,18 @@ def harness():
 
 def parse_ncu(text):
     """{metric: [values per profiled launch]} from ncu --csv output (units normalised)."""
-    start = text.find('"ID"')
-    rows = list(csv.DictReader(io.StringIO(text[start:])))
-    scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "byte/second": 1,
-             "Kbyte/second": 1e3, "Mbyte/second": 1e6, "Gbyte/second": 1e9, "Tbyte/second": 1e12,
-             "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "B/s": 1, "KB/s": 1e3, "MB/s": 1e6,
-             "GB/s": 1e9, "TB/s": 1e12, "byte/s": 1, "Kbyte/s": 1e3, "Mbyte/s": 1e6, "Gbyte/s": 1e9, "Tbyte/s": 1e12, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1,
-             "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1, "%": 1}
-    unknown = {r.get("Metric Unit", "") for r in rows} - set(scale)
+    from book.bench import ncu
+
+    launches = ncu.launches(text)
+    unknown = ncu.unknown_units(launches)
     if unknown:
         print(f"warning: unknown ncu units {unknown} (values kept unscaled)")
     out = {}
-    for r in rows:
-        unit = r.get("Metric Unit", "")
-        value = float(r["Metric Value"].replace(",", "")) * scale.get(unit, 1)
-        out.setdefault(r["Metric Name"], []).append(value)
-    out["units"] = sorted({f"{r['Metric Name']}: {r.get('Metric Unit', '')}" for r in rows})
+    for launch in launches:
+        for name, v in launch.metrics.items():
+            out.setdefault(name, []).append(v)
+    out["units"] = sorted({f"{name}: {unit}" for launch in launches
+                           for name, unit in launch.units.items()})
     return out
 
 
@@ -102,6 +93,7 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "book" / "data" / "ncu" / "h100.json"))
     args = ap.parse_args()
     import book
+    from book.bench import ncu
 
     if args.profile:
         profile_target()
@@ -110,11 +102,11 @@ def main():
         print("not measured: no GPU here")
         return 2
     t, n = harness()
-    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
-    cmd = [ncu, "--clock-control", "none", "--csv", "--metrics", ",".join(METRICS),
-           "--launch-skip", str(SKIP), "--launch-count", str(COUNT),
-           sys.executable, "-m", "benchmarks.ncu_check", "--profile"]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), cwd=ROOT)
+    cmd = ncu.command(ncu.require(),
+                      ["--clock-control", "none", "--csv", "--metrics", ",".join(METRICS),
+                       "--launch-skip", str(SKIP), "--launch-count", str(COUNT)],
+                      "benchmarks.ncu_check", "--profile")
+    res = ncu.run(cmd)
     if res.returncode != 0:
         print(res.stdout[-3000:], res.stderr[-3000:])
         raise SystemExit(f"ncu failed with exit code {res.returncode}")
@@ -130,8 +122,7 @@ def main():
                     "effective_bandwidth": t.bandwidth, "method": t.method},
         "ncu": {"dram_bytes_per_second": dram_bps, "dram_bytes": dram_bytes,
                 "gpu_time_s": ncu_time, "per_launch": m,
-                "command": " ".join(cmd[:-4] + ["python", "-m", "benchmarks.ncu_check",
-                                                 "--profile"])},
+                "command": ncu.shown(cmd)},
         "minimum_bytes": min_bytes,
         "note": ("DRAM writes can fall short of the output size: the last output lines may "
                  "still sit dirty in L2 when the kernel ends and are written back later"),

@@ -27,13 +27,8 @@ warp cycles per issued instruction (``smsp__average_warp_latency_per_inst_issued
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import math
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -99,45 +94,32 @@ def profile_target(case):
     R.check(od.copy_to_host().reshape(SHAPE), g, u, "float32")  # a wrong kernel is no diagnosis
 
 
-SCALE = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "ns": 1e-9, "nsecond": 1e-9,
-         "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "second": 1, "s": 1}
-
-
 def parse_ncu(text):
     """[{kernel, metrics: {name: value}}] per profiled launch, bytes in bytes, times in s."""
-    start = text.find('"ID"')
-    if start < 0:
-        return []
-    launches = {}
-    for r in csv.DictReader(io.StringIO(text[start:])):
-        value = r["Metric Value"].replace(",", "")
-        try:
-            v = float(value) * SCALE.get(r.get("Metric Unit", ""), 1)
-        except ValueError:
-            continue
-        entry = launches.setdefault(r["ID"], {"kernel": r.get("Kernel Name", ""), "metrics": {}})
-        entry["metrics"][r["Metric Name"]] = v
-    return [launches[k] for k in sorted(launches, key=int)]
+    from book.bench import ncu
+
+    return [{"kernel": launch.kernel, "metrics": launch.metrics}
+            for launch in ncu.launches(text)]
 
 
 def kernels_per_call(case):
     return 2 if case == "naive" else 1
 
 
-def run_case(case, ncu):
+def run_case(case, binary):
+    from book.bench import ncu
+
     n = kernels_per_call(case)
-    cmd = [ncu, "--clock-control", "none", "--csv",
-           "--metrics", ",".join(METRICS + [STALL_REGEX]),
-           "--launch-skip", str(n * (CALLS - 1)), "--launch-count", str(n),
-           sys.executable, "-m", "benchmarks.ncu_diagnose", "--profile", case]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), cwd=ROOT,
-                         timeout=500)
+    cmd = ncu.command(binary, ["--clock-control", "none", "--csv",
+                               "--metrics", ",".join(METRICS + [STALL_REGEX]),
+                               "--launch-skip", str(n * (CALLS - 1)), "--launch-count", str(n)],
+                      "benchmarks.ncu_diagnose", "--profile", case)
+    res = ncu.run(cmd, timeout=500)
     launches = parse_ncu(res.stdout)
     if res.returncode != 0 or not launches:
         print(res.stdout[-3000:], res.stderr[-3000:])
         raise SystemExit(f"ncu failed on {case} (exit code {res.returncode})")
-    shown = [("python" if a == sys.executable else a) for a in cmd]
-    return launches, " ".join(shown)
+    return launches, ncu.shown(cmd)
 
 
 def summarise(case, launches, command):
@@ -182,7 +164,9 @@ def main():
     if book.gpu.SIMULATED:
         print("not measured: no GPU here (ncu profiles real kernels)")
         return 2
-    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    from book.bench import ncu
+
+    binary = ncu.require()
     cases = ["fused", "vec4", "naive", *coalescing_cases()]
     if args.cases:
         cases = args.cases.split(",")
@@ -194,7 +178,7 @@ def main():
                     "when the last lines are still dirty in L2 at the kernel's end"),
            "cases": {}}
     for case in cases:
-        launches, command = run_case(case, ncu)
+        launches, command = run_case(case, binary)
         doc["cases"][case] = summarise(case, launches, command)
         for l in launches:
             l["stalls"] = stalls(l)

@@ -48,14 +48,9 @@ its ``hmma`` issues no ``mma.sync`` at all.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import math
-import os
 import re
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -84,27 +79,14 @@ PROFILES = {
     "first": ("ncu_before_address_fix_h100.txt", "tensorcore_tune2_h100.json",
               "the first version: every cp.async and ldmatrix recomputed its addresses"),
 }
-_ROW = re.compile(r"^\s{4}(\S.*?)\s{2,}(\S+)?\s+([\d,.]+)\s*$")
-_UNIT = {"": 1.0, "%": 1.0, "inst": 1.0, "cycle": 1.0, "us": 1e-6, "ms": 1e-3, "s": 1.0,
-         "Gbyte/s": 1e9, "Tbyte/s": 1e12, "Mbyte/s": 1e6}
 
 
 def parse(text: str) -> list[dict]:
     """One dict per profiled kernel, in launch order: metric name -> value in base units
     (seconds, bytes/s, percent, counts)."""
-    kernels, cur = [], None
-    for line in text.splitlines():
-        if line.startswith("  mma_gemm["):
-            cur = {}
-            kernels.append(cur)
-            continue
-        m = _ROW.match(line) if cur is not None else None
-        if m and not line.strip().startswith(("Metric", "-")):
-            name, unit, value = m.group(1).strip(), m.group(2) or "", m.group(3)
-            if unit and unit not in _UNIT:  # a name that ends in a word, not a unit
-                name, unit = f"{name} {unit}", ""
-            cur[name] = float(value.replace(",", "")) * _UNIT[unit]
-    return kernels
+    from book.bench import ncu
+
+    return ncu.details(text, "mma_gemm")
 
 
 def write_record():
@@ -144,17 +126,12 @@ WANTED = (("gmma", ("sm__inst_executed_pipe_tensor_op_gmma",
                     re.compile(r"^smsp__inst_executed_op_u?tma\w*$"))))
 
 
-def ncu_binary() -> str | None:
-    return shutil.which("ncu") or next(
-        (p for p in ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
-         if os.path.exists(p)), None)
-
-
 def chip_metrics(ncu: str) -> dict[str, list[str]]:
     """{kind: [a metric's base name]} of WANTED, as this machine's ncu lists them (the exact
     name where listed, else the first that matches; none where nothing does)."""
-    out = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True,
-                         timeout=120).stdout
+    from book.bench.ncu import run
+
+    out = run([ncu, "--query-metrics"], timeout=120).stdout
     names = sorted({line.split()[0] for line in out.splitlines()
                     if line.strip() and "__" in line.split()[0]})
     found = {}
@@ -204,29 +181,23 @@ def child(name: str) -> None:
     torch.cuda.nvtx.range_pop()
 
 
-def profile(ncu: str, name: str, metrics: list[str]) -> list[dict]:
+def profile(binary: str, name: str, metrics: list[str]) -> list[dict]:
     """Each kernel ncu profiled in workload ``name``'s range: its name and metrics."""
-    cmd = [ncu, "--nvtx", "--nvtx-include", f"{RANGE}/", "--csv", "--page", "raw",
-           "--print-units", "base",
-           "--metrics", ",".join(["gpu__time_duration.sum", *metrics]),
-           sys.executable, "-m", "benchmarks.tensorcore_ncu", "--child", name]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    text = p.stdout[p.stdout.find('"ID"'):] if '"ID"' in p.stdout else ""
-    rows = list(csv.DictReader(io.StringIO(text)))
+    from book.bench import ncu
+
+    cmd = ncu.command(binary, ["--nvtx", "--nvtx-include", f"{RANGE}/", "--csv", "--page", "raw",
+                               "--print-units", "base",
+                               "--metrics", ",".join(["gpu__time_duration.sum", *metrics])],
+                      "benchmarks.tensorcore_ncu", "--child", name)
+    p = ncu.run(cmd, timeout=240)
     kernels = []
-    for r in rows[1:] if rows and not rows[0].get("ID", "").strip().isdigit() else rows:
-        k = {"kernel": r.get("Kernel Name"), "ncu_duration_us": None}
-        for col, v in r.items():
-            base = col.rsplit(".", 1)[0] if col else col
-            if not col or base not in ("gpu__time_duration", *metrics):
-                continue
-            try:
-                val = float(str(v).replace(",", ""))
-            except ValueError:
-                continue
+    for launch in ncu.launches(p.stdout):
+        k = {"kernel": launch.kernel, "ncu_duration_us": None}
+        for col, val in launch.metrics.items():
+            base = col.rsplit(".", 1)[0]
             if base == "gpu__time_duration":
-                k["ncu_duration_us"] = val / 1e3   # ncu's raw page: nanoseconds
-            else:
+                k["ncu_duration_us"] = val * 1e6   # seconds
+            elif base in metrics:
                 k[base] = val
         kernels.append(k)
     if not kernels:
@@ -244,7 +215,9 @@ def instructions(out: str) -> int:
     if book.gpu.SIMULATED:
         print("not measured: no CUDA GPU here")
         return 2
-    ncu = ncu_binary()
+    from book.bench.ncu import binary
+
+    ncu = binary()
     if ncu is None:
         print("not measured: no ncu on this machine (Nsight Compute)")
         return 2

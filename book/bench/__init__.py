@@ -46,7 +46,9 @@ them). The phases, each also run alone from benchmarks/: ``tensorcore`` (the bf1
 rows and targets; tensorcore_bench.py), ``hopper`` (the Hopper rows on sm_90, measured
 interleaved, the epilogue rule at several d; hopper_bench.py, with chapter 8's rows of the same
 run), ``decode`` (the decode MLP-up rows, the T sweep, the planned calls' host rows, issue 31's
-targets; decode_bench.py), ``norm_quant`` (norm_quant_bench.py).
+targets; decode_bench.py), ``norm_quant`` (norm_quant_bench.py). ``ncu``: Nsight Compute, the
+counters' side, once for the instruments that profile under it (ncu_check.py, ncu_diagnose.py,
+coalescing.py, tensorcore_ncu.py): where ncu is, its command and run, its reports read.
 """
 
 from __future__ import annotations

@@ -42,6 +42,32 @@ QUICK_SHAPES = [(1, 18944), PREFILL, LARGE]
 # correctness only, every variant and dtype: awkward sizes (tails, odd widths, M = 1)
 CHECK_SHAPES = [(1, 1), (1, 3), (1, 11008), (3, 11008), (127, 129), (129, 127), (128, 128),
                 (5, 18944), (7, 12289)]
+def torch_sets(shape, dtype, count, seed=0):
+    """``count`` (gate, up, out) sets of torch CUDA tensors of ``dtype`` (a book.dtypes name):
+    gate and up ``randn * 3``, never zero, out NaN (poisoned), all from one generator seeded
+    ``seed``: the elementwise rows' inputs (and benchmarks/coalescing.py's)."""
+    import torch
+
+    tdt = getattr(torch, dtype)  # torch names the three dtypes as book.dtypes does
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    sets = []
+    for _ in range(count):
+        g = (torch.randn(shape, device="cuda", generator=gen) * 3).to(tdt)
+        u = (torch.randn(shape, device="cuda", generator=gen) * 3).to(tdt)
+        g[g == 0] = 0.5  # never zeros
+        u[u == 0] = 0.5
+        sets.append((g, u, torch.full(shape, float("nan"), device="cuda", dtype=tdt)))
+    return sets
+
+
+def numba_view(x):
+    """A fresh Numba view of torch CUDA tensor ``x`` (bfloat16 as its int16 bits), no sync."""
+    import torch
+    from numba import cuda
+
+    return cuda.as_cuda_array(x.view(torch.int16) if x.dtype == torch.bfloat16 else x, sync=False)
+
+
 class Suite(ElementwiseRows, GemmRows):
     """One run of the suite: its buffers, its rows, the correctness checks, the tuning sweep
     and the targets; the elementwise and GEMM rows are its parts (elementwise_rows.py,
@@ -78,26 +104,11 @@ class Suite(ElementwiseRows, GemmRows):
         return getattr(t, dtype)  # torch names the three dtypes as book.dtypes does
 
     def numba_view(self, x):
-        t = self.torch
-        if x.dtype == t.bfloat16:
-            x = x.view(t.int16)
-        return self.cuda.as_cuda_array(x, sync=False)
+        return numba_view(x)
 
     def make_sets(self, shape, dtype, seed=0):
-        t = self.torch
-        n = math.prod(shape)
-        nb = n * dtypes.ITEMSIZE[dtype]
-        k = min(self.bench.rotation_count(3 * nb), 64)
-        gen = t.Generator(device="cuda").manual_seed(seed)
-        sets = []
-        for _ in range(k):
-            g = (t.randn(shape, device="cuda", generator=gen) * 3).to(self.tdtype(dtype))
-            u = (t.randn(shape, device="cuda", generator=gen) * 3).to(self.tdtype(dtype))
-            g[g == 0] = 0.5  # never zeros
-            u[u == 0] = 0.5
-            o = t.full(shape, float("nan"), device="cuda", dtype=self.tdtype(dtype))
-            sets.append((g, u, o))
-        return sets
+        nb = math.prod(shape) * dtypes.ITEMSIZE[dtype]
+        return torch_sets(shape, dtype, min(self.bench.rotation_count(3 * nb), 64), seed)
 
     # ------------------------------------------------------------------ rows
     def wants(self, variant):

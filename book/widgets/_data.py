@@ -38,17 +38,6 @@ def _get(obj, key, default=None):
     return getattr(obj, key, default)
 
 
-def gpu_key(device_name: str | None) -> str | None:
-    """The book.specs.GPU_SPECS key for a device name, or None."""
-    spec = specs.match(device_name or "")
-    if spec is None:
-        return None
-    for k, v in specs.GPU_SPECS.items():
-        if v is spec:
-            return k
-    return None
-
-
 def parse_shape(shape) -> dict:
     """{"T", "h"[, "d"]} from a row's shape: [T, h], [T, d, h], {"T":..}, or "T x h"."""
     if isinstance(shape, dict):
@@ -137,7 +126,7 @@ def roofline_points(data=None) -> list[dict]:
     points = []
     for slug, ds in _load_all(data):
         prov = _get(ds, "provenance", {}) or {}
-        key = gpu_key(_get(prov, "gpu"))
+        key = specs.key_of(_get(prov, "gpu"))
         for row in _get(ds, "rows", []) or []:
             fam = variant_family(_get(row, "variant", ""), _get(row, "kind"))
             dtype = _get(row, "dtype")
@@ -202,7 +191,7 @@ def launch_points(data=None) -> list[dict]:
             points.append({"elements": shape.get("T", 1) * shape["h"], "seconds": float(seconds),
                            "dtype": dtype, "how": how,
                            "source": _source(slug, _row_prov(row, prov)),
-                           "gpu": gpu_key(_get(prov, "gpu")),
+                           "gpu": specs.key_of(_get(prov, "gpu")),
                            "label": f"{name} {dtype} {shape.get('T', 1)}x{shape['h']}"})
     return points
 
@@ -220,7 +209,7 @@ def launch_presets(data=None) -> list[dict]:
     for slug, ds in _load_all(data):
         prov = _get(ds, "provenance", {}) or {}
         where = f"book/data/{slug}.json"
-        key = gpu_key(_get(prov, "gpu"))
+        key = specs.key_of(_get(prov, "gpu"))
         overheads = {}  # (how, dtype) -> (elements, run date, seconds, name, shape)
         best_bw, ref_bw = {}, {}
         for row in _get(ds, "rows", []) or []:

@@ -59,7 +59,7 @@ def _this_gpu(info) -> dict | None:
     the table entry its name matches (None when the name matches nothing)."""
     if info is None or getattr(info, "simulated", True) or not info.peak_bandwidth:
         return None
-    key = _data.gpu_key(info.name)
+    key = specs.key_of(info.name)
     spec = specs.GPU_SPECS.get(key) if key else None
     entry = {
         "label": f"{THIS_GPU}: {info.name}", "name": info.name, "match": key,

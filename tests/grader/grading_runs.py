@@ -227,6 +227,12 @@ def full_marks(r: dict) -> bool:
     return r["score"] == graded_max(r) > 0
 
 
+def correctness(r: dict) -> tuple[float, float, list[dict]]:
+    """(points, most points, tests) of a result's tests but performance."""
+    tests = [t for t in r["tests"] if t["name"] != "performance"]
+    return sum(t["score"] for t in tests), sum(t["max_score"] for t in tests), tests
+
+
 # ------------------------------------------------------------------ one run per lab, its fixtures
 _WANTED: dict[tuple, dict] = {}   # (lab, extended) -> {submission id: path}
 _LAB_RUNS: dict[tuple, tuple] = {}

@@ -19,7 +19,7 @@ from repo import ROOT as REPO
 from autograder import labs as L
 from autograder.labs.edits import Edit
 from autograder.master import namespace, notebook
-from grading_runs import full_correctness, grade_with_the_lab, lab_rubric, lab_run
+from grading_runs import correctness, full_correctness, grade_with_the_lab, lab_rubric, lab_run
 
 LAB = "lab5_tensor_core_dual_gemm"
 SPEC = L.get(LAB)
@@ -150,14 +150,9 @@ def graded_whole():
     return lab_run(LAB, extended=True)
 
 
-def _correctness(r):
-    tests = [t for t in r["tests"] if t["name"] != "performance"]
-    return sum(t["score"] for t in tests), sum(t["max_score"] for t in tests), tests
-
-
 @pytest.mark.slow
 def test_the_master_earns_full_correctness_beside_the_fixtures(graded, full):
-    got, top, _ = _correctness(graded[LAB])
+    got, top, _ = correctness(graded[LAB])
     assert got == top == full and graded[LAB]["extra_data"]["flags"] == []
 
 
@@ -182,7 +177,7 @@ def test_the_instructions_may_be_imported_the_course_gemm_may_not(graded):
 @pytest.mark.extended
 def test_float32_cuda_cores_are_correct_and_graded_as_such(graded_whole, full):
     # correct: full correctness; its speed is the GPU run's to judge (no timing here)
-    got, top, _ = _correctness(graded_whole["float32_cuda_cores"])
+    got, top, _ = correctness(graded_whole["float32_cuda_cores"])
     assert got == top == full
 
 
@@ -190,14 +185,14 @@ def test_float32_cuda_cores_are_correct_and_graded_as_such(graded_whole, full):
 @pytest.mark.extended
 def test_a_missing_cp_async_wait_is_correct_in_the_simulator(graded_whole, full):
     # the simulator's cp.async copies at once: the race needs a GPU (and racecheck) to show
-    got, top, _ = _correctness(graded_whole["missing_cp_async_wait"])
+    got, top, _ = correctness(graded_whole["missing_cp_async_wait"])
     assert got == top == full
 
 
 @pytest.mark.slow
 @pytest.mark.extended
 def test_transposed_fragments_are_a_wrong_answer(graded_whole):
-    got, _, tests = _correctness(graded_whole["transposed_fragments"])
+    got, _, tests = correctness(graded_whole["transposed_fragments"])
     assert got == 0 and all("first bad index" in t["output"] for t in tests)
 
 

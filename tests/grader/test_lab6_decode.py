@@ -20,7 +20,7 @@ from repo import ROOT as REPO
 from autograder import labs as L
 from autograder.master import namespace
 from tools.lab_fixtures import control
-from grading_runs import full_correctness, grade_with_the_lab, lab_rubric, lab_run
+from grading_runs import correctness, full_correctness, grade_with_the_lab, lab_rubric, lab_run
 
 LAB = "lab6_decode_mlp_up"
 SPEC = L.get(LAB)
@@ -109,14 +109,9 @@ def graded():
     return lab_run(LAB)
 
 
-def _correctness(r):
-    tests = [t for t in r["tests"] if t["name"] != "performance"]
-    return sum(t["score"] for t in tests), sum(t["max_score"] for t in tests), tests
-
-
 @pytest.mark.slow
 def test_the_master_earns_full_correctness_beside_the_fixtures(graded, full):
-    got, top, _ = _correctness(graded[LAB])
+    got, top, _ = correctness(graded[LAB])
     assert got == top == full and graded[LAB]["extra_data"]["flags"] == []
 
 
@@ -124,7 +119,7 @@ def test_the_master_earns_full_correctness_beside_the_fixtures(graded, full):
 def test_a_split_k_without_its_reduction_is_a_wrong_answer(graded):
     # every test fails; the public ones name the first bad index (a hidden one, with twice
     # the master's blocks, may instead run out of the simulator's time: 0 points either way)
-    got, _, tests = _correctness(graded["split_k_no_reduction"])
+    got, _, tests = correctness(graded["split_k_no_reduction"])
     assert got == 0
     public = [t for t in tests if t["name"].startswith("public")]
     assert public and all("first bad index" in t["output"] for t in public)
@@ -134,7 +129,7 @@ def test_a_split_k_without_its_reduction_is_a_wrong_answer(graded):
 @pytest.mark.parametrize("name", ["reads_weights_twice", "atomics", CONTROL.stem])
 def test_correct_but_slow_or_unusual_kernels_earn_full_correctness(graded, full, name):
     # their speed is the GPU run's to judge (tools/grader_report.py lists them)
-    got, top, _ = _correctness(graded[name])
+    got, top, _ = correctness(graded[name])
     assert got == top == full, [t["output"][:300] for t in graded[name]["tests"]]
     assert graded[name]["extra_data"]["flags"] == []
 
@@ -145,7 +140,7 @@ def test_a_cache_by_pointer_loses_every_case(graded, full):
     pointer, right on each first call, loses every case (before, it kept them and only the
     timing call's check flagged it), said as a dependence on an earlier call."""
     r = graded["cached_by_pointer"]
-    got, top, _ = _correctness(r)
+    got, top, _ = correctness(r)
     assert got == 0 and top == full
     shown = [t for t in r["tests"] if t["name"] != "performance" and t["visibility"] == "visible"]
     assert shown and all("the first call of this case was right; call 2 of" in t["output"]
