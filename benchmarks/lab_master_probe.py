@@ -230,7 +230,8 @@ def lab5(p: Probe) -> tuple[dict, int]:
     from book.bench import measure
 
     lab, case = p.lab, p.case
-    rec = {"provenance": p.provenance, "gpu": p.info.name, "margin": MARGIN, "rows": []}
+    rec = {"provenance": p.provenance, "gpu": p.info.name, "margin": MARGIN,
+           "reference": lab.reference_name, "rows": []}   # what every reference_* field timed
     ns = namespace(p.name, graded_cells(p.name))
     fn, cc = ns[lab.function], ns.get("CC")   # the capability the master is built for
     print(f"{p.info.name} (sm_{cc[0]}{cc[1]}): lab 5's master against cuBLAS float16 + compiled SwiGLU")
@@ -280,8 +281,8 @@ def lab6(p: Probe) -> tuple[dict, int]:
 
     lab, case = p.lab, p.case
     p.reps = p.reps or {"reps": 20}
-    rec = {"provenance": p.provenance, "gpu": p.info.name, "margin": MARGIN, "rows": [],
-           "fixtures": []}
+    rec = {"provenance": p.provenance, "gpu": p.info.name, "margin": MARGIN,
+           "reference": lab.reference_name, "rows": [], "fixtures": []}   # reference_*: it
     fns = {"master": namespace(p.name, graded_cells(p.name))[lab.function]}
     for name, fixture in LAB6_FIXTURES.items():
         fns[name] = derived(p.name, fixture)[lab.function]
