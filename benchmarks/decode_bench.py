@@ -4,6 +4,7 @@ Record: `book/data/h100.json` (its rows, through `python -m book.bench.merge`), 
 
     python3 -m benchmarks.decode_bench --out $OUT/decode_h100.json            # rows, sweep, host
     python3 -m benchmarks.decode_bench --out $OUT/decode_h100.json --only 'decode_|cublas_linear'
+    python3 -m benchmarks.decode_bench --out $OUT/decode_sweep_h200.json --only 'sweep_|host_'
     python3 -m benchmarks.decode_bench --tune-out $OUT/decode_tune_h100.json  # tiles and splits
 
 Checks every path against float64 at full size first (outputs poisoned with NaN; the
@@ -11,6 +12,9 @@ plan-cached call bit-equal to the wrapper; a CUDA-graph replay), then measures t
 :mod:`book.bench.decode` with :func:`book.bench.measure` (CUDA events, warm-up, median, two
 input sets in turn), prints them with issue 31's targets and writes JSON (provenance, rows,
 checks, targets) that ``python -m book.bench.merge FILE`` merges into book/data/<gpu>.json.
+On sm_90 the sweep times the wgmma GEMV beside its bare tile (``sweep_gemv_hopper_bare``,
+``gemv_tile(..., fixes=False)``: the control of the default's fixes), its bits checked equal
+to the default's first.
 
 ``--tune-out FILE`` instead times each path at a few tiles and split-K counts per T (the
 GEMVs alone, weights d = 4096, h = 14336, bfloat16), prints the fastest per T beside the
@@ -92,8 +96,11 @@ def hopper_gemv_tiles(T, waves=(), resident=False, d=4096):
     (a weight row read 128, 256, 512 contiguous bytes at a time) at ring depths that fit;
     the L2 promotion of 256 bytes, none and 128; two blocks an SM at one box a stage.
     ``waves``: instead, grids of these many waves at a few rings, boxes and blocks an SM;
-    ``resident``: instead, x kept in shared memory against x copied a stage, a few rings."""
-    from book.kernels.wgmma_gemv import MAX_T, WgmmaGemvTile, gemv_tile
+    ``resident``: instead, x kept in shared memory against x copied a stage, a few rings.
+    Each with the default tile's fixes (``FIXES``: a geometry timed as the default runs it)."""
+    import dataclasses
+
+    from book.kernels.wgmma_gemv import FIXES, MAX_T, WgmmaGemvTile, gemv_tile
 
     if T > MAX_T:
         return []
@@ -111,7 +118,8 @@ def hopper_gemv_tiles(T, waves=(), resident=False, d=4096):
     tiles = []
     for st, cps, kb, prom, w, *xr in shapes:
         try:
-            tile = WgmmaGemvTile(n, st, cps, kb, prom, w, bool(xr and xr[0])).validate()
+            tile = dataclasses.replace(WgmmaGemvTile(n, st, cps, kb, prom, w, bool(xr and xr[0])),
+                                       **FIXES).validate()
             if tile.fits(d):
                 tiles.append(tile)
         except ValueError:

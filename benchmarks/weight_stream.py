@@ -62,7 +62,9 @@ def gemv_timeline(T, xo, wg, wu, launches=5, tile=None):
     from book.kernels.wgmma_gemv import BM, gemv_tile, traced_runs
 
     x, o = xo
-    tile = dataclasses.replace(tile or gemv_tile(T, x.shape[1]), trace=True)
+    # (without pdl: a traced launch runs alone, traced_runs, with no kernel before it to
+    # overlap, and the tile refuses the two together)
+    tile = dataclasses.replace(tile or gemv_tile(T, x.shape[1]), trace=True, pdl=False)
     ln = dm.prepare("hopper_gemv", x, wg, wu, None, None, o, tile=tile)
     best = min(traced_runs(ln, -(-wg.shape[0] // BM), launches), key=lambda tl: tl["end"].max())
     us = {k: v / 1e3 for k, v in best.items() if k != "smid"}

@@ -43,8 +43,9 @@ def curves(results, dtype="bfloat16") -> dict:
 
 def series(results, variant, dtype="bfloat16") -> dict:
     """{T: row} of one sweep variant, any of the record's (the controls too: the wgmma GEMV
-    ``sweep_gemv_hopper``, the wgmma dual GEMM ``sweep_wgmma_dual``, the mma.sync GEMV
-    ``sweep_gemv_tc``); empty if the record has none."""
+    ``sweep_gemv_hopper`` and its bare tile ``sweep_gemv_hopper_bare``, the wgmma dual GEMM
+    ``sweep_wgmma_dual``, the mma.sync GEMV ``sweep_gemv_tc``); empty if the record has
+    none."""
     return {r["shape"][0]: r for r in results.rows if r.get("kind") == "decode_sweep"
             and r["variant"] == variant and r["dtype"] == dtype}
 

@@ -16,7 +16,10 @@ weights; ``flops`` count the two GEMVs):
 The T sweep (bfloat16, T = 1 .. 8192, for the book's figure; ``kind`` "decode_sweep"):
 ``sweep_ours`` (the dispatcher: the GEMVs, then on the H100 the wgmma dual GEMM of
 :mod:`book.kernels.wgmma_gemm`), ``sweep_gemv_tc`` (the tensor-core GEMV, T <= 1024),
-``sweep_gemv_hopper`` (on sm_90 the wgmma GEMV, T <= 64), ``sweep_wgmma_dual`` (on sm_90 the
+``sweep_gemv_hopper`` (on sm_90 the wgmma GEMV, T <= 64) and ``sweep_gemv_hopper_bare`` (the
+same kernel at its bare tile, ``gemv_tile(..., fixes=False)``: the control of its default's
+fixes, :data:`book.kernels.wgmma_gemv_tile.FIXES`; its bits checked equal to the default's
+at every T, ``gemv_hopper_bare_bits_equal``), ``sweep_wgmma_dual`` (on sm_90 the
 wgmma dual GEMM from beyond the CUDA-core GEMV to 64 tokens: where the dispatcher switches),
 ``sweep_mma`` (the mma.sync dual GEMM on ``[d, h]`` copies of the weights, T >= 16),
 ``sweep_cublas``,
@@ -232,6 +235,30 @@ def _hopper_gemv_runs(suite, T):
     return cc is not None and FAMILIES["wgmma"].has(cc) and T <= MAX_T
 
 
+def _bare_hopper_gemv(suite, T, d, h, sets, dtype):
+    """The wgmma GEMV's plain call at the bare tile for T (the fixes' control), after a check
+    that its bits are the default's on the first of ``sets`` (a check of the suite's:
+    ``gemv_hopper_bare_bits_equal``; the fixes change when things happen, not the sums)."""
+    t = suite.torch
+    from book.kernels.fastcall import planned
+    from book.kernels.launch import device_name
+    from book.kernels.wgmma_gemv import gemv_tile
+
+    call = planned("gemv_hopper", ("tile", gemv_tile(T, d, device_name(), fixes=False)))
+    x, wg, wu, bg, bu, out = sets[0]
+    got = [t.full_like(out, float("nan")) for _ in range(2)]
+    planned("gemv_hopper")(x, wg, wu, bg, bu, got[0])
+    call(x, wg, wu, bg, bu, got[1])
+    t.cuda.synchronize()
+    same = bool(t.equal(*(g.view(t.int16) for g in got))) and not bool(got[0].isnan().any())
+    suite.checks.append({"variant": "gemv_hopper_bare_bits_equal", "dtype": dtype,
+                         "shape": [T, d, h], "ok": same,
+                         "error": None if same else "the bare tile's output differs from the "
+                         "default tile's (its fixes must not change a bit)"})
+    print(f"  check gemv_hopper_bare_bits_equal T={T}: {'ok' if same else 'FAILED'}", flush=True)
+    return call
+
+
 def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
     """The T sweep for the book's figure (module doc)."""
     t = suite.torch
@@ -270,6 +297,10 @@ def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
         if _hopper_gemv_runs(suite, T):
             row("sweep_gemv_hopper", planned("gemv_hopper"), ours,
                 "ours: the wgmma GEMV (book.kernels.wgmma_gemv)")
+            if suite.wants("sweep_gemv_hopper_bare"):
+                row("sweep_gemv_hopper_bare", _bare_hopper_gemv(suite, T, d, h, ours, dtype), ours,
+                    "ours: the wgmma GEMV at its bare tile (gemv_tile's fixes off: no dependent "
+                    "launch, the seams settled in full), the control of the default's fixes")
         if _hopper_gemv_runs(suite, T) and T > dm.CUDA_CORE_MAX_T:  # where the switch falls
             row("sweep_wgmma_dual", dm.hopper_dual_gemm, ours,
                 "ours: the wgmma dual GEMM (book.kernels.wgmma_gemm) at the dispatcher's tile")

@@ -109,7 +109,9 @@ GEMV: the MLP-up at decode
   (tests/library/test_wgmma_gemv.py). Its geometry in ``wgmma_gemv_tile``: ``WgmmaGemvTile``
   (copies with L2 hints: the weights ``evict_first``, x ``evict_last``; ``cpasync``: the
   weights copied by a warp's 16-byte ``cp.async`` instead of TMA; with ``trace``: a per-block
-  ``%globaltimer`` timeline) and ``gemv_tile``, the default for T. ``stream_k``: its stream-K
+  ``%globaltimer`` timeline; ``pdl`` and ``short_settle``, the fixes it shares with the FP8
+  GEMV, ``FIXES``) and ``gemv_tile``, the default for T (with ``FIXES``; ``fixes=False``: the
+  bare tile, their control). ``stream_k``: its stream-K
   worked out on the host: which block reads which (row tile, k-block) steps, the seams'
   pieces and slots (``stream_k``, ``split``, ``walk``); ``guided``: the table of a launch whose
   blocks take short ranges as they run out of work, the ``dynamic`` tile. ``block_trace``: that
@@ -119,7 +121,8 @@ GEMV: the MLP-up at decode
   and ``lead``, stream-K with the finisher warp, the scales in the epilogue, bf16 or e4m3 out;
   a plan-cached ``cuLaunchKernel`` call, ``swiglu_fp8_gemv``. Its geometry in
   ``fp8_gemv_tile``: ``Fp8GemvTile`` (the bf16 tile's bytes, 128 values of k a box, its
-  candidate fixes and diagnostic probes), ``gemv_tile``; its NumPy model, block by block, in
+  fixes, ``pdl`` and ``short_settle`` inherited, and diagnostic probes), ``gemv_tile``; its
+  NumPy model, block by block, in
   ``fp8_gemv_model`` (tests/library/test_fp8_gemv.py).
 
 Probes and demos (kernels the GPU lane and the chapters run beside the models)

@@ -118,12 +118,14 @@ def flops(T: int, d: int, h: int) -> int:
 class DecodeLaunch(KernelLaunch):
     """One validated launch of a decode GEMV (:class:`book.kernels.launch.KernelLaunch`),
     with what it is: ``path`` ("cuda_cores" or "tensor_cores"), ``splits`` (blocks per
-    tile: the split-K) and ``tile``."""
+    tile: the split-K) and ``tile``; ``dependent``: a programmatic dependent launch (the
+    Hopper GEMV's tile with ``pdl``)."""
 
     __slots__ = ("path", "splits", "tile")
 
-    def __init__(self, kernel, grid, block, args, result, path, splits, tile, shared=0):
-        super().__init__(kernel, grid, block, args, result, shared)
+    def __init__(self, kernel, grid, block, args, result, path, splits, tile, shared=0,
+                 dependent=False):
+        super().__init__(kernel, grid, block, args, result, shared, dependent=dependent)
         self.path, self.splits, self.tile = path, splits, tile
 
 
@@ -285,7 +287,8 @@ _STREAM_K = {}  # (GPU, row tiles, k-blocks, blocks, dynamic) -> (the Hopper GEM
 def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, tile,
                          stream_key):
     """The launch of :mod:`book.kernels.wgmma_gemv` (sm_90a): its tensor maps, its stream-K
-    table (one per shape and grid, cached) and the seams' workspace."""
+    table (one per shape and grid, cached) and the seams' workspace; a dependent launch where
+    the tile says ``pdl`` (the default tile does)."""
     from .hopper import check_capability
     from .wgmma_gemm import tensor_maps
     from .stream_k import guided, stream_k
@@ -328,7 +331,10 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
         maps = cuda.to_device(np.concatenate([maps.copy_to_host(), np.array(
             [address(wgd), address(wud)], dtype=np.uint64)]))
     args = (maps, sk, fbg, fbu, fo, ws.part, ws.count, T, d, h)
-    return DecodeLaunch(kern, grid, 256, args, res, "hopper_gemv", 1, tile, tile.shared_for(d))
+    # (pdl: launched as a dependent of the kernel before it, through the driver; a plan
+    # replays it so, and a CUDA graph captures it so)
+    return DecodeLaunch(kern, grid, 256, args, res, "hopper_gemv", 1, tile, tile.shared_for(d),
+                        dependent=tile.pdl)
 
 
 @functools.lru_cache(maxsize=None)

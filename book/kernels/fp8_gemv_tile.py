@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from .wgmma_gemv_tile import FIXES as BF16_FIXES
 from .wgmma_gemv_tile import WgmmaGemvTile
 from .wgmma_gemv_tile import gemv_tile as bf16_gemv_tile
 
@@ -23,9 +24,11 @@ OUTS = ("bfloat16", "e4m3")
 #: outputs are not the layer's)
 PROBES = ("stream", "nowgmma", "noscale", "noseam", "nox")
 #: the options :func:`gemv_tile` turns on over the bare tile (the structure of chapter 9's bf16
-#: GEMV, its control), the bits unchanged; what they saved, timed beside it on an H200:
+#: GEMV before it took the two it shares, its control), the bits unchanged: ``preload``, this
+#: kernel's own, and the bf16 GEMV's fixes (:data:`book.kernels.wgmma_gemv_tile.FIXES`:
+#: ``short_settle``, ``pdl``, first built here); what they saved, timed beside it on an H200:
 #: records/fp8/fp8_decode_settle_h200.json (records/fp8/README.md, "The seams settled in short")
-FIXES = {"preload": True, "short_settle": True, "pdl": True}
+FIXES = {"preload": True, **BF16_FIXES}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,12 +36,14 @@ class Fp8GemvTile(WgmmaGemvTile):
     """:class:`book.kernels.wgmma_gemv_tile.WgmmaGemvTile` for one byte per value: the same
     boxes, stages, barriers and shared-memory layout (byte for byte), ``BK`` = 128 values of
     k per box. Of the bf16 tile's options it keeps ``n``, ``stages``, ``ctas_per_sm``,
-    ``kblocks``, ``promotion``, ``waves``, ``hold``, ``hints`` and ``lead``; the others
-    (resident x, traces, dynamic ranges, cp.async, rotation, prefetch, fold) are refused.
+    ``kblocks``, ``promotion``, ``waves``, ``hold``, ``hints`` and ``lead``, and the two fixes
+    the bf16 tile defines for both kernels, ``pdl`` and ``short_settle`` (first built here;
+    described below as this kernel runs them); the others (resident x, traces, dynamic
+    ranges, cp.async, rotation, prefetch, fold) are refused.
     Its own: ``tma_elem`` (the element the tensor maps describe to TMA: 1, the e4m3 bytes
     as they are; 2, each pair of bytes as one 16-bit element, the boxes 64 elements wide:
     the same 128-byte rows, the same swizzle, the same bytes in shared memory, as chapter
-    9's bf16 maps; a probe of whether the copy engine reads one-byte tensors slower);
+    9's bf16 maps; a probe of whether the copy engine reads one-byte tensors slower).
     ``pdl``: a programmatic dependent launch. The call may start while the kernel before it
     on the stream ends: its producer asks for its first ``stages`` stages of weights (which
     nothing on the GPU writes) before it waits for that kernel (``griddep_wait``), then for
@@ -92,11 +97,9 @@ class Fp8GemvTile(WgmmaGemvTile):
     written); ``"nox"``: no token copied (a stage brings the weights alone; the wgmma read
     whatever the tokens' slots hold)."""
 
-    tma_elem: int = 1
-    pdl: bool = False
+    tma_elem: int = 1  # (pdl and short_settle: WgmmaGemvTile's fields, inherited)
     preload: bool = False
     unguarded: bool = False
-    short_settle: bool = False
     probe: str = ""
 
     @property
@@ -144,7 +147,7 @@ def gemv_tile(T: int, d: int = 4096, gpu: str = "", *, fixes: bool = True) -> Fp
     bare tile, their control (the same bits)."""
     if not 1 <= T <= MAX_T:
         raise ValueError(f"the FP8 GEMV takes 1 to {MAX_T} tokens, got T = {T}")
-    bf16 = bf16_gemv_tile(T, d, gpu)
+    bf16 = bf16_gemv_tile(T, d, gpu, fixes=False)  # (its geometry; the fixes are FIXES)
     return Fp8GemvTile(n=bf16.n, stages=bf16.stages, kblocks=bf16.kblocks,
                        promotion=bf16.promotion, lead=bf16.lead, **(FIXES if fixes else {}))
 

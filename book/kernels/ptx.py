@@ -132,21 +132,35 @@ def hopper_kernels():
                                     WGMMA_SIGNATURE)
     table["wgmma_swiglu_multicast"] = (wg.build_kernel(wg.HopperTile(multicast=True), "swiglu"),
                                        WGMMA_SIGNATURE)
-    # the decode GEMV on Hopper (book.kernels.wgmma_gemv): its own argument types
-    from .wgmma_gemv import gemv_tile, make_wgmma_gemv
-
-    table["wgmma_gemv_t16"] = (make_wgmma_gemv(gemv_tile(16), True, "bf16"), WGMMA_GEMV_SIGNATURE)
-    table["wgmma_gemv_t4_f16"] = (make_wgmma_gemv(gemv_tile(4), False, "f16"),
-                                  WGMMA_GEMV_SIGNATURE.replace("uint16", "float16"))
+    # the decode GEMV on Hopper (book.kernels.wgmma_gemv): its own argument types. Named by
+    # what they change of the bare tile (gemv_tile's fixes off); "_short_settle_pdl": the
+    # default's fixes (wgmma_gemv_tile.FIXES), at the tiles the dispatcher takes on an H200
     import dataclasses
 
-    table["wgmma_gemv_t16_trace"] = (make_wgmma_gemv(dataclasses.replace(gemv_tile(16),
-                                                                         trace=True), True,
-                                                     "bf16"), WGMMA_GEMV_SIGNATURE)
+    from .wgmma_gemv import gemv_tile, make_wgmma_gemv
+
+    def bare(T, d=4096, gpu=""):
+        return gemv_tile(T, d, gpu, fixes=False)
+
+    table["wgmma_gemv_t16"] = (make_wgmma_gemv(bare(16), True, "bf16"), WGMMA_GEMV_SIGNATURE)
+    table["wgmma_gemv_t4_f16"] = (make_wgmma_gemv(bare(4), False, "f16"),
+                                  WGMMA_GEMV_SIGNATURE.replace("uint16", "float16"))
+    table["wgmma_gemv_t16_trace"] = (make_wgmma_gemv(dataclasses.replace(bare(16), trace=True),
+                                                     True, "bf16"), WGMMA_GEMV_SIGNATURE)
     table["wgmma_gemv_t8_dynamic"] = (make_wgmma_gemv(dataclasses.replace(
-        gemv_tile(8), promotion="128B", dynamic=2), True, "bf16"), WGMMA_GEMV_SIGNATURE)
+        bare(8), promotion="128B", dynamic=2), True, "bf16"), WGMMA_GEMV_SIGNATURE)
     table["wgmma_gemv_t16_lead"] = (make_wgmma_gemv(dataclasses.replace(
-        gemv_tile(16), promotion="128B", lead=4), True, "bf16"), WGMMA_GEMV_SIGNATURE)
+        bare(16), promotion="128B", lead=4), True, "bf16"), WGMMA_GEMV_SIGNATURE)
+    for name, tile, bias in (
+            ("t16_pdl", dataclasses.replace(bare(16), pdl=True), True),
+            ("t16_short_settle", dataclasses.replace(bare(16), short_settle=True), True),
+            ("t1_lead_short_settle_pdl", gemv_tile(1, gpu="H200"), False),  # (lead 4 there)
+            ("t32_short_settle_pdl", gemv_tile(32, gpu="H200"), True),
+            # x resident (where it fits: d = 1024): the stages copied before the wait bring
+            # a box of x only on its first use
+            ("t24_resident_short_settle_pdl", gemv_tile(24, 1024, "H200"), True),
+            ("t64_short_settle_pdl", gemv_tile(64, gpu="H200"), True)):  # the most registers
+        table[f"wgmma_gemv_{name}"] = (make_wgmma_gemv(tile, bias, "bf16"), WGMMA_GEMV_SIGNATURE)
     # the weight-stream probes (book.kernels.stream_probes)
     from . import stream_probes as sp
 

@@ -61,6 +61,13 @@ How it is built (:class:`WgmmaGemvTile` holds every size):
   16 tokens on the H100 and the H200): before its barriers are set up, the producer asks L2
   for its first stages' weights (``cp.async.bulk.prefetch``). 1.7-2.3 us off the GEMV at 4
   and 16 tokens on the H100, 0.6-1.4 on the H200 (``wgmma_gemv_tile.LEAD`` has the runs).
+- **The fixes of the FP8 GEMV** (``WgmmaGemvTile.pdl``, ``short_settle``; on in
+  :func:`gemv_tile`'s tile, :data:`FIXES`; ``fixes=False``: the bare tile, their control, the
+  same bits): the call launched as a dependent of the kernel before it, its first stages'
+  weights asked for before it waits for that kernel; and the finisher's sum of a seam's
+  pieces with fewer global round trips one after another (:class:`WgmmaGemvTile` says how).
+  What they saved on the FP8 GEMV is in records/fp8/README.md; here, the decode sweep's
+  ``sweep_gemv_hopper_bare`` control beside ``sweep_gemv_hopper``.
 - **A timeline** (``WgmmaGemvTile.trace``, :func:`timeline`): each block stamps
   ``%globaltimer`` at its start, first copy, first landed stage, last wgmma and end, and
   sums the time its consumer and its finisher spent on seams: what the two points above were
@@ -83,12 +90,12 @@ from .block_trace import RAW_EVENTS, TRACE_EVENTS, timeline, traced_runs
 from .fused import silu_mul
 from .hopper import SIMULATED, descriptor
 from .stream_k import ENTRY, first_visit, next_step, rotated, step_at
-from .wgmma_gemv_tile import (ALIGN, BK, BM, LEAD, MAX_T, PROMOTION, WgmmaGemvTile, gemv_tile,
-                              lead_for, output_of, promotion_for)
+from .wgmma_gemv_tile import (ALIGN, BK, BM, FIXES, LEAD, MAX_T, PROMOTION, WgmmaGemvTile,
+                              gemv_tile, lead_for, output_of, promotion_for)
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "make_wgmma_gemv", "output_of", "BK", "BM",
-           "PROMOTION", "promotion_for", "LEAD", "lead_for", "TRACE_EVENTS", "RAW_EVENTS",
-           "timeline", "traced_runs"]
+           "PROMOTION", "promotion_for", "LEAD", "lead_for", "FIXES", "TRACE_EVENTS",
+           "RAW_EVENTS", "timeline", "traced_runs"]
 
 # ---------------------------------------------------------------------------------------
 # the kernel
@@ -107,7 +114,8 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
         raise RuntimeError("the Hopper GEMV needs a Hopper GPU: Numba's simulator has no "
                            "wgmma or TMA")
     from .hopper import (cp_async_arrive_noinc, fence_mbarrier_init, fence_proxy_async,
-                         global_address, globaltimer, make_cp_async_box, make_wgmma,
+                         global_address, globaltimer, griddep_launch_dependents,
+                         griddep_wait, make_cp_async_box, make_wgmma,
                          mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
                          l2_evict_first, l2_evict_last, ring_next, shared_address, smid,
                          tma_load_2d, tma_load_2d_hint, tma_prefetch,
@@ -146,6 +154,9 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     CPA = tile.cpasync
     ROT = tile.rotate
     LEAD_ST = tile.lead  # (the stages asked of L2 at the start)
+    PDL = tile.pdl  # (a dependent launch: the first stages' weights before the wait)
+    SHORT = tile.short_settle  # (short_settle) a seam's sum two round trips after its piece
+    WRS = WRNA if SHORT else 1  # (the second piece's floats, loaded with the first's)
     DYN = tile.dynamic > 0
     RQF, RQE = LAY["rq_full"], LAY["rq_empty"]  # (dynamic) the ranges' queue, two deep
     SFF, SFE = LAY["seam_full"], LAY["seam_free"]  # (dynamic) the seams' ring, four deep
@@ -225,6 +236,45 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                              su[w * NA + i], T, h)
 
     @cuda.jit(device=True, inline="always")
+    def settle_short(part, count, out, bg, bu, sg, su, gn, un, mt, p0, p1, s0, lane, T, h):
+        # (short_settle) settle's sums in its order, fewer round trips in a row
+        # (WgmmaGemvTile): p0, p1 and the first piece's slot s0 were read before the piece was
+        # waited for; a later block's slot is 2c (its range starts in tile mt); the first two
+        # pieces' loads go out together; a tile has two pieces at least (it is cut)
+        last = 0
+        if lane == 0:
+            cuda.threadfence()  # the piece (ordered before the barrier) is visible
+            if cuda.atomic.add(count, mt, 1) == p1 - p0:
+                last = 1
+                # every piece is in: ready for the next launch (no fence: the launch's end,
+                # or the next launch's griddepcontrol.wait, orders it before that one's reads)
+                count[mt] = 0
+        last = cuda.shfl_sync(0xFFFFFFFF, last, 0)
+        if last == 1:
+            for w0 in range(0, 4, WR):
+                pa = s0 + 32 * w0 + lane
+                pb = 2 * (p0 + 1) * SLOT + 32 * w0 + lane
+                for w in range(WR):
+                    for i in range(NA):
+                        sg[w * NA + i] = load_f32_cg(part, pa + 32 * w + i * 128)
+                        su[w * NA + i] = load_f32_cg(part, pa + 32 * w + (NA + i) * 128)
+                        gn[w * NA + i] = load_f32_cg(part, pb + 32 * w + i * 128)
+                        un[w * NA + i] = load_f32_cg(part, pb + 32 * w + (NA + i) * 128)
+                for v in range(WRNA):  # settle's order: 0, then each piece in block order
+                    sg[v] = (float32(0.0) + sg[v]) + gn[v]
+                    su[v] = (float32(0.0) + su[v]) + un[v]
+                for c in range(p0 + 2, p1 + 1):  # a third piece and on, as settle
+                    pc = 2 * c * SLOT + 32 * w0 + lane
+                    for w in range(WR):
+                        for i in range(NA):
+                            sg[w * NA + i] += load_f32_cg(part, pc + 32 * w + i * 128)
+                            su[w * NA + i] += load_f32_cg(part, pc + 32 * w + (NA + i) * 128)
+                for w in range(WR):
+                    for i in range(NA):
+                        emit(out, bg, bu, mt, 32 * (w0 + w) + lane, i, sg[w * NA + i],
+                             su[w * NA + i], T, h)
+
+    @cuda.jit(device=True, inline="always")
     def take_range(base, rq, ri):  # (dynamic) the block's range ri from the scheduler's
         # queue: (range, row tile, k-block, length), this thread's read handed back
         qs = ri & 1
@@ -252,6 +302,8 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
         G = cuda.gridDim.x
         b = cuda.blockIdx.x
         e = ENTRY * b  # this block's walk (stream_k): its stream-K range, then whole tiles
+        if PDL:  # the next call on the stream may place its blocks as this one's leave
+            griddep_launch_dependents()
         if EARLY:  # the first reads of global memory on their way before the set-up
             m0 = sk[e]
             kb0 = sk[e + 1]
@@ -325,6 +377,40 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     wu_at = maps[49]
                 again = l2_evict_last() if HINTS else uint64(0)
                 ri = 0  # (dynamic) ranges taken from the queue
+                ahead = 0  # (pdl) the stages copied before the wait
+                if PDL:  # the first stages' weights before the kernel before this one is
+                    ahead = min(ST, total)  # waited for (the ring is empty: nothing to wait for)
+                    for q in range(ahead):
+                        m, kb = at_step(q, m, kb, n, w0)
+                        full = base + FULL + 8 * q
+                        # (the tokens' bytes counted now, too: resident x's only on a first use)
+                        xnew = not XRES or first_box(q, kb, n, kb0, nk)
+                        mbar_arrive_expect_tx(full, TX if xnew else TXW)
+                        st = base + RING + q * SB
+                        for kk in range(KB):
+                            kc = (kb * KB + kk) * BK
+                            copy_box(st + kk * WB, map_g, kc, m * BM, full, once)
+                            copy_box(st + U_OFF + kk * WB, map_u, kc, m * BM, full, once)
+                        m, kb = advance(m, kb, nk)
+                    griddep_wait()  # what the kernel before wrote (the tokens) is there now
+                    m = m0
+                    kb = kb0
+                    for q in range(ahead):  # the same stages again: their tokens
+                        m, kb = at_step(q, m, kb, n, w0)
+                        full = base + FULL + 8 * q
+                        st = base + RING + q * SB
+                        xnew = not XRES or first_box(q, kb, n, kb0, nk)
+                        for kk in range(KB):
+                            kc = (kb * KB + kk) * BK
+                            if not XRES:
+                                copy_box(st + X_OFF + kk * XS, map_x, kc, 0, full, again)
+                            elif xnew:
+                                copy_box(base + XREG + (kb * KB + kk) * XS, map_x, kc, 0, full,
+                                         again)
+                        m, kb = advance(m, kb, nk)
+                        s, ph = ring_next(s, ph, ST)
+                    m = m0  # (the loop below walks those stages again, copying nothing)
+                    kb = kb0
                 while True:
                     if DYN:  # the next range from the scheduler warp's queue
                         rr, m, kb, n = take_range(base, rq, ri)
@@ -334,6 +420,11 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                         ri += 1
                     for q in range(total):
                         m, kb = at_step(q, m, kb, n, w0)
+                        # (pdl: the stages copied above, walked past; the loop starts at 0 so
+                        # that the other tiles' kernels compile to the PTX they always had)
+                        if PDL and q < ahead:
+                            m, kb = advance(m, kb, nk)
+                            continue
                         if PF:  # k-block q + PF's weights, into L2 only
                             pm, pkb = at_step(q + PF, pm, pkb, n, w0)
                             if q + PF < total:
@@ -431,10 +522,14 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                         break
                     ri += 1
             elif 32 <= tid < 64:  # the finisher warp: the range's seams, off the consumer's path
+                if PDL:  # the workspace and out: the kernel before may use them
+                    griddep_wait()
                 lane = tid - 32
                 busy = uint64(0)
                 sg = cuda.local.array(WRNA, float32)  # WR consumer threads' sums
                 su = cuda.local.array(WRNA, float32)
+                gn = cuda.local.array(WRS, float32)  # (short_settle) the second piece's
+                un = cuda.local.array(WRS, float32)
                 m = m0
                 kb = kb0
                 left = n
@@ -446,16 +541,27 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                     if nb == nk:
                         continue
                     mt = m - 1  # a seam: wait for the consumer's piece of tile mt
+                    if SHORT:  # its blocks and first slot on their way while it is waited for
+                        p0 = sk[ENTRY * G + 2 * mt]
+                        p1 = sk[ENTRY * G + 2 * mt + 1]
+                        s0 = (2 * p0 + (0 if mt == sk[ENTRY * p0] else 1)) * SLOT
                     mbar_wait(base + SEAM + 8 * (0 if mt == m0 else 1), 0)
                     if TRACE:
                         t0 = globaltimer()
-                    settle(sk, part, count, out, bg, bu, sg, su, mt, 0, ENTRY * G, lane, T, h)
+                    if SHORT:
+                        settle_short(part, count, out, bg, bu, sg, su, gn, un, mt, p0, p1, s0,
+                                     lane, T, h)
+                    else:
+                        settle(sk, part, count, out, bg, bu, sg, su, mt, 0, ENTRY * G, lane, T,
+                               h)
                     if TRACE:
                         busy += globaltimer() - t0
                 if TRACE and lane == 0:
                     stamp(count, tr + E_SUM, busy)
                     stamp(count, tr + E_FIN, globaltimer())
         else:  # the consumer warpgroup
+            if PDL:  # the workspace, the biases and out: after the kernel before
+                griddep_wait()
             lt = tid - 128
             accg = cuda.local.array(NA, float32)
             accu = cuda.local.array(NA, float32)

@@ -1,18 +1,19 @@
 """The wgmma decode GEMV's geometry (:mod:`book.kernels.wgmma_gemv`): its tile as named
 sizes one can print and test, the default tile for T tokens, and where a consumer thread's
-accumulators land in the output. Plain Python: the simulator imports it, the kernel reads it.
+accumulators land in the output; the fixes its default tile takes (:data:`FIXES`). Plain
+Python: the simulator imports it, the kernel reads it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
 
 from .hopper import SWIZZLE_PERIOD
 from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
 from .tile import TileShape
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "output_of", "BK", "BM", "ALIGN",
-           "PROMOTION", "promotion_for", "LEAD", "lead_for"]
+           "PROMOTION", "promotion_for", "LEAD", "lead_for", "FIXES"]
 
 BM = 64  # rows of each weight per row tile: wgmma's M
 BK = 64  # k per box: 64 halves = one 128-byte swizzled row
@@ -21,7 +22,7 @@ ALIGN = SWIZZLE_PERIOD  # a 128B-swizzled box starts on 1024 bytes
 MAX_T = 64
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class WgmmaGemvTile(TileShape):
     """The kernel's geometry: ``n`` (wgmma's N: the tokens, rounded up to 8), ``stages`` (the
     ring), ``ctas_per_sm`` (blocks per SM of the persistent grid), ``kblocks`` (64-column
@@ -62,7 +63,28 @@ class WgmmaGemvTile(TileShape):
     as the control of the balance it was for); ``lead`` (if not 0: at its entry, before the
     barriers are set up, the producer thread asks L2 for the weights of its first ``lead``
     stages, ``cp.async.bulk.prefetch``; needs ``early``; the default on the GPUs of
-    :data:`LEAD`)."""
+    :data:`LEAD`).
+
+    Two fixes first built for the FP8 GEMV (:class:`book.kernels.fp8_gemv_tile.Fp8GemvTile`
+    inherits them from here; records/fp8/README.md has their runs there), on in
+    :func:`gemv_tile`'s tile (:data:`FIXES`; ``fixes=False``: the bare tile, their control),
+    each giving the bare tile's bits (the same products, the same order of sums; the GPU lane
+    checks it). ``pdl``: a programmatic dependent launch. The call may start while the
+    kernel before it on the stream ends: its producer asks for its first ``stages`` stages
+    of weights (which nothing on the GPU writes) before it waits for that kernel
+    (``griddep_wait``), then for their tokens; every other thread waits before it reads or
+    writes global memory (the stream-K table and the tensor maps, written from the host, are
+    read before). What it attacks: the fixed cost of a call's start and of the tail before
+    it. One thread's TMA copies in the walk's order: not with ``dynamic``, ``cpasync``,
+    ``prefetch``, ``rotate`` or ``fold``; nor ``trace`` (a traced launch runs alone,
+    :func:`book.kernels.block_trace.traced_runs`, with nothing before it to overlap).
+    ``short_settle``: the finisher warp's sum of a seam's pieces with fewer global round trips
+    one after another (each queued behind the ring's copies on the SM's return path): the
+    tile's blocks and first slot read from the stream-K table before the piece is waited for,
+    a later block's slot by arithmetic (2c: a block after the tile's first starts its range in
+    it), the first two pieces' loads issued together, and no fence after the counter's reset
+    (the launch's end, or the next launch's ``griddepcontrol.wait``, orders it); the same
+    finisher, the same order of sums. The static walk's seams only: not with ``dynamic``."""
 
     n: int = 16
     stages: int = 8
@@ -82,6 +104,8 @@ class WgmmaGemvTile(TileShape):
     dynamic: int = 0
     pool: int = 15
     lead: int = 0
+    pdl: bool = False
+    short_settle: bool = False
 
     @property
     def w_bytes(self):  # one weight's box: 64 rows x 64 halves
@@ -170,6 +194,13 @@ class WgmmaGemvTile(TileShape):
                                                        or self.cpasync or self.rotate):
             p.append("lead must be 0 to 32 stages, with early and without dynamic, cpasync "
                      "or rotate")
+        if self.pdl and (self.dynamic or self.cpasync or self.prefetch or self.rotate
+                         or self.fold or self.trace):
+            p.append("pdl copies the first stages from one thread by TMA in the walk's order "
+                     "before it waits: not with dynamic, cpasync, prefetch, rotate, fold or "
+                     "trace (a traced launch runs alone: nothing before it to overlap)")
+        if self.short_settle and self.dynamic:
+            p.append("short_settle settles the static walk's seams: not with dynamic ranges")
         if self.cpasync and (self.prefetch or not self.hints):
             p.append("cpasync copies with the L2 hints and no prefetch")
         if self.hold not in (0, 1):
@@ -189,7 +220,9 @@ class WgmmaGemvTile(TileShape):
                 f"{self.stages} stages of {self.tx_bytes:,} bytes (k {self.stage_k}: "
                 f"{self.kblocks * self.w_bytes // 1024} KiB of each weight + "
                 f"{self.kblocks * self.x_bytes:,} of tokens), {self.ctas_per_sm} block(s) "
-                f"an SM, {self.shared_bytes:,} bytes of dynamic shared memory")
+                f"an SM, {self.shared_bytes:,} bytes of dynamic shared memory"
+                + (", launched as a dependent of the kernel before it" if self.pdl else "")
+                + (", the seams settled in short" if self.short_settle else ""))
 
 
 #: The L2 promotion of the copies (how much L2 fetches from HBM around the lines a TMA copy
@@ -214,6 +247,15 @@ PROMOTION = {"H200": "128B"}
 LEAD = {"H200": 4, "H100": 4}
 
 
+#: the options :func:`gemv_tile` turns on over the bare tile (``fixes=False``, their control),
+#: the bits unchanged: the FP8 GEMV's fixes of a call's start and of its seams' settle
+#: (``WgmmaGemvTile.pdl``, ``short_settle``), ported (issue 42). What they saved there:
+#: records/fp8/fp8_decode_settle_h200.json; here, the decode sweep's ``sweep_gemv_hopper_bare``
+#: rows beside ``sweep_gemv_hopper`` (``python -m benchmarks.decode_bench --only sweep_``). The
+#: FP8 tile's :data:`book.kernels.fp8_gemv_tile.FIXES` are these and its own ``preload``.
+FIXES = {"short_settle": True, "pdl": True}
+
+
 def lead_for(gpu: str) -> int:
     """The default ``lead`` of the tiles up to 16 tokens on the GPU named ``gpu``
     (:data:`LEAD`)."""
@@ -226,7 +268,7 @@ def promotion_for(gpu: str) -> str:
     return next((p for key, p in PROMOTION.items() if key in gpu), "256B")
 
 
-def gemv_tile(T: int, d: int = 4096, gpu: str = "") -> WgmmaGemvTile:
+def gemv_tile(T: int, d: int = 4096, gpu: str = "", *, fixes: bool = True) -> WgmmaGemvTile:
     """The default tile for T tokens and rows of d halves. Up to 16 tokens: four stages of two
     boxes along k (a weight row read 256 bytes at a time), x copied a stage (the L2 hints keep
     it there); beyond: six stages of one box, x resident where it fits. Every copy with its L2
@@ -239,15 +281,19 @@ def gemv_tile(T: int, d: int = 4096, gpu: str = "") -> WgmmaGemvTile:
     is :func:`promotion_for` it (the H200: 128 bytes, at T = 4 and 16 56.0-57.1 / 57.4-58.8 us
     against 59.3-59.9 / 59.8-60.5 with 256; weight_stream_promotion_h200.json, _promotion2_,
     _rotate_); up to 16 tokens its ``lead`` is :func:`lead_for` it (4 on the H100 and the H200,
-    :data:`LEAD`)."""
+    :data:`LEAD`). With the fixes of :data:`FIXES` (a dependent launch, the seams settled in
+    short); ``fixes=False``: the bare tile, their control (the same bits)."""
     if not 1 <= T <= MAX_T:
         raise ValueError(f"the Hopper GEMV takes 1 to {MAX_T} tokens, got T = {T}")
     n = -(-T // 8) * 8
     promo = promotion_for(gpu)
     if n <= 16:
-        return WgmmaGemvTile(n=n, stages=4, kblocks=2, promotion=promo, lead=lead_for(gpu))
-    tile = WgmmaGemvTile(n=n, stages=6, x_resident=True, promotion=promo)
-    return tile if tile.fits(d) else WgmmaGemvTile(n=n, stages=6, promotion=promo)
+        tile = WgmmaGemvTile(n=n, stages=4, kblocks=2, promotion=promo, lead=lead_for(gpu))
+    else:
+        tile = WgmmaGemvTile(n=n, stages=6, x_resident=True, promotion=promo)
+        if not tile.fits(d):
+            tile = WgmmaGemvTile(n=n, stages=6, promotion=promo)
+    return dataclasses.replace(tile, **FIXES) if fixes else tile
 
 
 # ---------------------------------------------------------------------------------------

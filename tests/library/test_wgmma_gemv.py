@@ -1,6 +1,8 @@
 """The Hopper decode GEMV (book.kernels.wgmma_gemv): its stream-K table and tile on the CPU,
 its PTX through ptxas for sm_90a (tests/library/test_hopper.py), and on an H100 its results
-against float64, its seams, its counters left at zero, and the planned call."""
+against float64, its seams, its counters left at zero, and the planned call; on a Hopper GPU
+the default tile's fixes (a dependent launch, the seams settled in short) against the bare
+tile bit for bit, back to back and replayed from a CUDA graph."""
 
 import dataclasses
 
@@ -207,6 +209,52 @@ def test_the_default_tile_takes_its_l2_promotion_and_lead_from_the_gpu_it_runs_o
         assert h200 == dataclasses.replace(h100, promotion="128B")
 
 
+def test_the_default_tile_takes_the_fixes_and_fixes_false_is_the_bare_tile():
+    # the fixes (W.FIXES: pdl, short_settle) are on in the default tile at every T and on
+    # every GPU, off in the bare tile (their control), which is otherwise the same tile
+    assert W.FIXES == {"short_settle": True, "pdl": True}
+    for T, d, gpu in ((1, 4096, "NVIDIA H200"), (4, 4096, ""), (16, 8192, "NVIDIA H100 80GB HBM3"),
+                      (24, 1024, "NVIDIA H200"), (32, 4096, "NVIDIA H200"), (64, 14336, "")):
+        t, bare = W.gemv_tile(T, d, gpu), W.gemv_tile(T, d, gpu, fixes=False)
+        assert {k: getattr(t, k) for k in W.FIXES} == W.FIXES
+        assert not any(getattr(bare, k) for k in W.FIXES)
+        assert dataclasses.replace(bare, **W.FIXES) == t.validate()
+        assert t.fits(d) and t.shared_for(d) == bare.shared_for(d)
+        assert "dependent" in t.describe() and "settled in short" in t.describe()
+        assert "dependent" not in bare.describe() and "short" not in bare.describe()
+    assert W.gemv_tile(24, 1024).x_resident  # (a resident x's first stages copied ahead too)
+
+
+def test_the_fixes_are_defined_once_and_the_fp8_tile_inherits_them():
+    import inspect
+
+    from book.kernels import fp8_gemv_tile as F8
+
+    fields = {f.name: f.default for f in dataclasses.fields(W.WgmmaGemvTile)}
+    assert fields["pdl"] is False and fields["short_settle"] is False
+    assert {f.name for f in dataclasses.fields(F8.Fp8GemvTile)} >= set(W.FIXES)
+    own = inspect.get_annotations(F8.Fp8GemvTile)
+    assert not set(W.FIXES) & set(own) and "preload" in own  # (the FP8 tile's own fix)
+    assert F8.FIXES == {"preload": True, **W.FIXES}
+
+
+def test_the_fixes_refuse_what_the_kernel_cannot_do_with_them():
+    base = W.gemv_tile(16, 4096, fixes=False)
+    for bad in (dict(dynamic=2), dict(cpasync=True), dict(prefetch=2), dict(rotate=1),
+                dict(x_resident=True, stages=3, fold=True), dict(trace=True)):
+        with pytest.raises(ValueError, match="pdl copies the first stages"):
+            dataclasses.replace(base, pdl=True, **bad).validate()
+        dataclasses.replace(base, **bad).validate()  # (the bare tile takes each)
+    with pytest.raises(ValueError, match="short_settle settles the static walk"):
+        dataclasses.replace(base, short_settle=True, dynamic=2).validate()
+    # what they do take: a traced tile settled in short, x resident, several waves, two
+    # blocks an SM, no hints, hold 0, the walk read after the set-up, a lead
+    for good in (dict(short_settle=True, trace=True), dict(**W.FIXES, x_resident=True, stages=3),
+                 dict(**W.FIXES, waves=3), dict(**W.FIXES, ctas_per_sm=2, stages=3, kblocks=1),
+                 dict(**W.FIXES, hints=False, hold=0, early=False), dict(**W.FIXES, lead=4)):
+        assert dataclasses.replace(base, **good).validate()
+
+
 def test_a_lead_tile_is_validated():
     base = W.gemv_tile(16, 4096)
     assert dataclasses.replace(base, lead=32).validate().lead == 32
@@ -230,8 +278,17 @@ def test_in_the_simulator_the_hopper_gemv_is_refused_with_what_runs_instead():
 
 # ------------------------------------------------------------------ PTX, through ptxas for sm_90a
 
-GEMVS = ["wgmma_gemv_t16", "wgmma_gemv_t4_f16", "wgmma_gemv_t16_trace", "wgmma_gemv_t8_dynamic",
-         "wgmma_gemv_t16_lead"]
+#: name -> (wgmma's N, its type): the bare tile and its options, then the fixes (pdl,
+#: short_settle) alone and at the dispatcher's tiles on an H200 (book.kernels.ptx)
+PTX_GEMVS = {"wgmma_gemv_t16": (16, "bf16"), "wgmma_gemv_t4_f16": (8, "f16"),
+             "wgmma_gemv_t16_trace": (16, "bf16"), "wgmma_gemv_t8_dynamic": (8, "bf16"),
+             "wgmma_gemv_t16_lead": (16, "bf16"),
+             "wgmma_gemv_t16_pdl": (16, "bf16"), "wgmma_gemv_t16_short_settle": (16, "bf16"),
+             "wgmma_gemv_t1_lead_short_settle_pdl": (8, "bf16"),
+             "wgmma_gemv_t32_short_settle_pdl": (32, "bf16"),
+             "wgmma_gemv_t24_resident_short_settle_pdl": (24, "bf16"),
+             "wgmma_gemv_t64_short_settle_pdl": (64, "bf16")}
+GEMVS = list(PTX_GEMVS)
 
 
 @pytest.fixture(scope="module")
@@ -242,11 +299,7 @@ def texts():
     return {n: names[f"{n}/bfloat16"] for n in GEMVS}
 
 
-@pytest.mark.parametrize("name,n,ptype", [("wgmma_gemv_t16", 16, "bf16"),
-                                          ("wgmma_gemv_t4_f16", 8, "f16"),
-                                          ("wgmma_gemv_t16_trace", 16, "bf16"),
-                                          ("wgmma_gemv_t8_dynamic", 8, "bf16"),
-                                          ("wgmma_gemv_t16_lead", 16, "bf16")])
+@pytest.mark.parametrize("name,n,ptype", [(k, *v) for k, v in PTX_GEMVS.items()])
 @pytest.mark.extended
 def test_the_kernel_assembles_with_tma_and_unserialized_wgmma(texts, name, n, ptype):
     import re
@@ -279,10 +332,23 @@ def test_the_kernel_assembles_with_tma_and_unserialized_wgmma(texts, name, n, pt
     # a lead tile asks L2 for its first stages' weights before it sets up its barriers; no
     # other tile asks L2 for anything
     prefetch = "cp.async.bulk.prefetch.tensor.2d.L2.global.tile"
-    if name.endswith("_lead"):
+    if "_lead" in name:
         assert 0 <= text.find(prefetch) < text.find("mbarrier.init.shared::cta.b64")
     else:
         assert prefetch not in text
+    # a dependent launch: the kernel lets the next one in and waits for the one before (its
+    # producer, the finisher warp and the consumers: three waits); none without the option
+    pdl = name.endswith("_pdl")
+    assert ("griddepcontrol.launch_dependents;" in text) == pdl
+    assert text.count("griddepcontrol.wait;") == (3 if pdl else 0)
+    # short_settle: one fence in the finisher (none after the counter's reset), the first two
+    # pieces' loads (2 WR NA floats each) issued together beside the loop's for a third piece
+    # (the dynamic kernel's scheduler fences and settles its own way)
+    if not name.endswith("_dynamic"):
+        short = "_short_settle" in name
+        assert text.count("membar.gl") == (1 if short else 2)
+        wrna = (4 if n <= 16 else 2 if n <= 32 else 1) * (n // 2)
+        assert text.count("ld.global.cg.f32") == 2 * wrna * (3 if short else 1)
 
 
 # ------------------------------------------------------------------ on an H100
@@ -352,7 +418,12 @@ def test_on_an_h100_dynamic_ranges_give_the_same_sums_every_launch(tile):
                                   W.WgmmaGemvTile(16, 3, 1, 2, x_resident=True, cpasync=True),
                                   W.WgmmaGemvTile(24, 4, 1, 2, cpasync=True),
                                   W.WgmmaGemvTile(8, 4, 1, 2, dynamic=2, pool=30),
-                                  W.WgmmaGemvTile(16, 4, 1, 2, dynamic=1, pool=50)])
+                                  W.WgmmaGemvTile(16, 4, 1, 2, dynamic=1, pool=50),
+                                  # the fixes (W.FIXES) beside x resident, waves, two blocks an
+                                  # SM, and a walk shorter than the stages copied ahead
+                                  W.WgmmaGemvTile(16, 3, 1, 2, x_resident=True, **W.FIXES),
+                                  W.WgmmaGemvTile(24, 4, 1, 2, "none", 3, **W.FIXES),
+                                  W.WgmmaGemvTile(8, 3, 2, 1, **W.FIXES)])
 @pytest.mark.parametrize("d,h,bias", [(200, 1000, True), (4096, 520, False), (64, 8, True)])
 def test_on_an_h100_edges_seams_and_biases(tile, d, h, bias):
     from book.kernels import decode_mlp as dm
@@ -365,3 +436,139 @@ def test_on_an_h100_edges_seams_and_biases(tile, d, h, bias):
     got = run(lambda *a, **kw: dm.prepare("hopper_gemv", *a, tile=tile, **kw).launch(),
               arrs, "bfloat16")
     np.testing.assert_allclose(got, ref, rtol=2 ** -7, atol=2 ** -7 * np.abs(ref).max())
+
+
+# ------------------------------------------------------------------ the fixes, on a Hopper GPU
+
+
+def _biases(torch, h, bias, seed):
+    if not bias:
+        return None, None
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return ((torch.randn(h, device="cuda", generator=gen) * 0.5).bfloat16() for _ in range(2))
+
+
+def _bits(torch, o):
+    return o.view(torch.int16)  # (NaN's bits too: torch.equal on values never equals a NaN)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("T", [1, 4, 16, 32])
+def test_on_a_hopper_gpu_the_default_tile_gives_the_bare_tiles_bits(T, bias):
+    """The fixes (W.FIXES: a dependent launch, the seams settled in short) copy the same
+    boxes and add the same pieces in the same order: the default call's output is the bare
+    tile's bit for bit, prepared and planned, at the course's shape (seams and whole tiles),
+    at a ragged last row tile with x resident beyond 16 tokens (d = 768), and where the
+    blocks share every tile (h = 520)."""
+    from book.kernels import decode_mlp as dm
+    from book.kernels.fastcall import planned
+    from book.kernels.launch import device_name
+
+    _hopper()
+    for d, h in ((4096, 14336), (768, 1000), (4096, 520)):
+        torch, (x, wg, wu), ref = torch_case(T, d, h, "bfloat16", seed=T + d + h)
+        bg, bu = _biases(torch, h, bias, seed=h)
+        nan = lambda: torch.full((T, h), float("nan"), device="cuda", dtype=x.dtype)  # noqa: E731
+        bare = W.gemv_tile(T, d, device_name(), fixes=False)
+        want, got, again = nan(), nan(), nan()
+        control = dm.prepare("hopper_gemv", x, wg, wu, bg, bu, want, tile=bare)
+        assert not control.dependent
+        control.launch()
+        launch = dm.prepare("hopper_gemv", x, wg, wu, bg, bu, got)
+        assert launch.tile == dataclasses.replace(bare, **W.FIXES) and launch.dependent
+        launch.launch()
+        for _ in range(3):  # the plain call: planned, then its plan replayed
+            again.fill_(float("nan"))
+            planned("gemv_hopper")(x, wg, wu, bg, bu, again)
+        torch.cuda.synchronize()
+        assert not want.isnan().any()
+        if not bias:
+            close_torch(want, ref, "bfloat16")
+        assert torch.equal(_bits(torch, got), _bits(torch, want)), (T, d, h, bias)
+        assert torch.equal(_bits(torch, again), _bits(torch, want)), (T, d, h, bias)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [4, 32])
+def test_on_a_hopper_gpu_a_dependent_launch_gives_the_same_bits_back_to_back(T):
+    """A dependent launch (``WgmmaGemvTile.pdl``) starts while the call before it ends and
+    shares its out, its seams' workspace and its counters: plain calls back to back on one
+    stream (their plans: dependent launches), most of them with their tokens written by a
+    torch kernel just before, the others right after the call before, every other one into
+    the same out, give the bits of the bare tile's calls, call by call."""
+    from book.kernels.fastcall import planned
+    from book.kernels.launch import device_name
+
+    _hopper()
+    d, h = 4096, 4096
+    torch, (x, wg, wu), _ = torch_case(T, d, h, "bfloat16", seed=11)
+    bg, bu = _biases(torch, h, True, seed=12)
+    bare = W.gemv_tile(T, d, device_name(), fixes=False)
+    xs = [x.clone() for _ in range(2)]
+    flips = [torch.roll(x, k, dims=1) for k in (1, 2)]
+
+    def chain(call):
+        for a in xs:
+            a.copy_(x)
+        outs = [torch.empty(T, h, device="cuda", dtype=x.dtype) for _ in range(2)]
+        got = []
+        for i in range(24):
+            if i % 3 != 2:  # the kernel before writes x (else: the GEMV before is the one)
+                xs[i % 2].copy_(flips[i % 2] if i % 3 else x)
+            call(xs[i % 2], wg, wu, bg, bu, outs[i % 2])
+            if i % 4 == 3:
+                got.append([o.clone() for o in outs])
+        torch.cuda.synchronize()
+        return got
+
+    want = chain(planned("gemv_hopper", ("tile", bare)))
+    fast = planned("gemv_hopper").stats["fast"]
+    got = chain(planned("gemv_hopper"))
+    assert planned("gemv_hopper").stats["fast"] > fast  # replayed: the plan's dependent launch
+    assert not any(o.isnan().any() for outs in want for o in outs)
+    for i, (a, b) in enumerate(zip(want, got)):
+        assert all(torch.equal(_bits(torch, p), _bits(torch, q)) for p, q in zip(a, b)), i
+
+
+@pytest.mark.gpu
+def test_on_a_hopper_gpu_the_dependent_launches_replay_from_a_cuda_graph():
+    """The plain calls whose plans are dependent launches, captured in a CUDA graph (the
+    dispatcher's at T = 32, the wgmma GEMV's, and the GEMV's again right behind it, on the
+    stream it was planned on), replay the bits of the bare tile's launches, twice over (the
+    counters left at zero in a replay too)."""
+    from book.kernels import decode_mlp as dm
+    from book.kernels.fastcall import planned
+    from book.kernels.launch import device_name
+
+    _hopper()
+    T, d, h = 32, 4096, 2048
+    torch, (x, wg, wu), ref = torch_case(T, d, h, "bfloat16", seed=32)
+    assert dm.path_for(T, (9, 0)) == "hopper_gemv"
+    x2 = torch.roll(x, 1, dims=1)
+    bare = W.gemv_tile(T, d, device_name(), fixes=False)
+    want = [torch.full((T, h), float("nan"), device="cuda", dtype=x.dtype) for _ in range(2)]
+    for a, o in zip((x, x2), want):
+        dm.prepare("hopper_gemv", a, wg, wu, None, None, o, tile=bare).launch()
+    o = [torch.empty(T, h, device="cuda", dtype=x.dtype) for _ in range(2)]
+
+    def calls():
+        planned("decode")(x, wg, wu, None, None, o[0])
+        planned("gemv_hopper")(x2, wg, wu, None, None, o[1])
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # planned on the capture stream, before the capture
+        calls()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        calls()
+    for _ in range(2):
+        for a in o:
+            a.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        close_torch(o[0], ref, "bfloat16")
+        for a, b in zip(o, want):
+            assert torch.equal(_bits(torch, a), _bits(torch, b))

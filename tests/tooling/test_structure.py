@@ -23,6 +23,9 @@ LARGE = {
     "autograder.sanitize": "the grader's compute-sanitizer runs: the case chosen by the "
                            "master's paths, the three tools' sandboxed children, their "
                            "findings as hazards that cost the case",
+    "book.kernels.wgmma_gemv": "one kernel, the Hopper decode GEMV: its factory's producer, "
+                               "finisher and consumer with the options of each (the fixes "
+                               "it shares with the FP8 GEMV among them), read side by side",
 }
 # The layers that measure or draw a module of book, named after it (book/bench/X: the rows of
 # X's kernels; book/widgets/X: the explorer of book's X).
