@@ -3,7 +3,10 @@
 # numba-cuda but no Jupyter (carry .whl-nb, the wheels of CONTRIBUTING.md "Record on the
 # device machine") and a numpy too new for numba-cuda 0.30.4 (carry .whl).
 : "${COURSE_COMMIT:?set COURSE_COMMIT to the commit of this tree (there is no .git here)}"
-export COURSE_COMMIT
+# declare -g, not export: `COURSE_COMMIT=<sha> source ...` gives bash a temporary variable that
+# an export inside the sourced file does not keep, so the python run after it fell back to the
+# device copy's git, which named another commit (records/tests/README.md, eleventh session)
+declare -gx COURSE_COMMIT="$COURSE_COMMIT"
 SITE=/tmp/site
 mkdir -p "$SITE"
 if ls .whl-nb/*.whl >/dev/null 2>&1; then  # the Jupyter stack a recording needs

@@ -23,6 +23,8 @@ The families (``FAMILIES``; arguments separated by spaces, ``T`` a number of tok
   ``variant`` (or ``name``), ``shape`` and ``seconds`` (or ``median_us``), ``FILE`` its path
   from the repository's root (``book/data/h100.json``, ``records/bench/...json``), in µs; a
   name with more than one row at that T is refused;
+- ``row_ratio FILE VARIANT OTHER T``: row ``OTHER``'s time over row ``VARIANT``'s at ``T``
+  tokens of the same record (above 1: ``VARIANT`` is faster), ×;
 - ``graph_us FILE VARIANT T``: the same row's calls replayed from a CUDA graph (its
   ``graph_s`` or ``graph_us``), in µs; a row without one is refused;
 - ``norm_quant_us ROW T``: a row of ``records/fp8/norm_quant_h200.json``, its median in µs;
@@ -117,6 +119,12 @@ def _row_us(path, variant, T):
     return value, r.get("provenance") or rec["provenance"], path   # a merged row keeps its run's
 
 
+def _row_ratio(path, variant, other, T):
+    ours, run, _ = _row_us(path, variant, T)
+    theirs, _, _ = _row_us(path, other, T)
+    return theirs / ours, run, path
+
+
 def _graph_us(path, variant, T):
     r, rec = _row(path, variant, T), record(path)
     value = r["graph_s"] * 1e6 if r.get("graph_s") is not None else r.get("graph_us")
@@ -148,6 +156,7 @@ FAMILIES = {
     "decode_peak": Family(_decode_peak, ("STEM", "CHANGE", "T"), "%", 0),
     "decode_saved_us": Family(_decode_saved_us, ("STEM", "CHANGE", "T"), " µs", 1),
     "row_us": Family(_row_us, ("FILE", "VARIANT", "T"), " µs", 1),
+    "row_ratio": Family(_row_ratio, ("FILE", "VARIANT", "OTHER", "T"), "×", 2),
     "graph_us": Family(_graph_us, ("FILE", "VARIANT", "T"), " µs", 1),
     "norm_quant_us": Family(_norm_quant_us, ("ROW", "T"), " µs", 2),
     "norm_quant_vs_compile": Family(_norm_quant_vs_compile, ("T",), "×", 2),

@@ -91,7 +91,7 @@ HOPPER_GEMV_MAX_T = 32
 #: sweep at c6bec7a) and the wgmma GEMV wins from 3 (the CUDA-core GEMV is compiled for 4
 #: tokens from 3); on the H200 the CUDA-core GEMV falls behind at 2 (60.4 against 54.6 us,
 #: behind cuBLAS + compile's 58.5) and ties at 1 (54.9 against 55.0;
-#: records/bench/decode_sweep_h200.json at c966969): from 2 costs the H100 under 1% at T = 2
+#: records/bench/decode_sweep_h200_c966969.json): from 2 costs the H100 under 1% at T = 2
 #: and gains the H200 a tenth
 HOPPER_GEMV_MIN_T = 2
 #: on sm_90 (no biases) the wgmma dual GEMM takes T from here: its 128-row tile reads each
