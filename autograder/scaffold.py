@@ -35,7 +35,7 @@ import numpy as np
 
 from .edits import Derived, Edit, cache_by_shape
 from .elementwise import Elementwise
-from .spec import PlantedBug
+from .spec import PlantedBug, odd_multiple
 
 
 def reference(inputs):
@@ -51,15 +51,18 @@ LARGEST_BLOCK = 1024
 
 
 def sim_shape(rng):
-    """One hidden shape in the simulator: two of the largest blocks and a ragged end."""
-    M = int(rng.integers(2, 4))
-    return M, -(-(LARGEST_BLOCK + 1) // M) + int(rng.integers(0, 300))
+    """One hidden shape in the simulator: two of the largest blocks and a ragged end (every
+    size odd, spec.odd_multiple: no tile of a power of two fits it)."""
+    M = odd_multiple(rng, 2, 4)
+    lo = -(-(LARGEST_BLOCK + 1) // M)
+    return M, odd_multiple(rng, lo, lo + 300)
 
 
 def gpu_shapes(rng):
-    """The hidden shapes on a GPU: a decode row, a ragged batch, anything."""
-    return [(1, 18944), (int(rng.integers(60, 130)), 14336 + int(rng.integers(1, 64))),
-            (int(rng.integers(2, 40)), int(rng.integers(1000, 20000)))]
+    """The hidden shapes on a GPU: a decode row, a ragged batch, anything (every size odd)."""
+    return [(1, odd_multiple(rng, 18900, 19000)),
+            (odd_multiple(rng, 60, 130), odd_multiple(rng, 14337, 14400)),
+            (odd_multiple(rng, 2, 40), odd_multiple(rng, 1000, 20000))]
 
 
 # rtol, atol: float32 arithmetic against the float64 truth. guard_tile: a whole row of the
