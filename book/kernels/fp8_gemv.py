@@ -44,12 +44,12 @@ import dataclasses
 import functools
 
 import numpy as np
-from numba import cuda, float32, uint8, uint32, uint64
+from numba import cuda, float32, int32, uint8, uint32, uint64
 
 from . import fp8
 from .fp8_gemv_model import model
-from .fp8_gemv_tile import (BK, FIXES, MAX_T, OUTS, PROBES, Fp8GemvTile, gemv_tile, row_of,
-                            token_of, weight_bytes)
+from .fp8_gemv_tile import (BK, FIXES, MAX_T, OUTS, PROBES, WIDE_WARPS, Fp8GemvTile, gemv_tile,
+                            row_of, token_of, weight_bytes)
 from .fused import silu_mul
 from .hopper import SIMULATED, descriptor
 from .launch import device_name
@@ -116,7 +116,13 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
     PDL = tile.pdl
     PRE, UNG = tile.preload, tile.unguarded
     SHORT = tile.short_settle  # (short_settle) a seam's sum two round trips after its piece
-    WRS = WRNA if SHORT else 1  # (the second piece's floats, loaded with the first's)
+    WIDE = tile.wide_settle  # (wide_settle) a seam summed by warps 1-3, not warp 1 alone
+    UN = 4 * NA  # (wide_settle) a seam's (consumer warp, accumulator) pairs: u = NA w + i,
+    UPW = -(-UN // WIDE_WARPS)  # pair u to finisher warp u mod 3; at most UPW a warp
+    WIDE_BAR = 2  # (wide_settle) the named barrier of warps 1-3 (1: the nowgmma probe's)
+    FIN = 32 * (1 + WIDE_WARPS) if WIDE else 64  # the finisher's threads end here
+    NS = UPW if WIDE else WRNA  # the sums a finisher lane holds
+    WRS = NS if SHORT else 1  # (the second piece's floats, loaded with the first's)
     NX = tile.n // 4  # tokens of a consumer thread's accumulators (token_of)
     PROBE = tile.probe  # (a probe's parts left out: Fp8GemvTile)
     WG = PROBE not in ("stream", "nowgmma")  # the consumers issue wgmma
@@ -255,6 +261,65 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                             us[w * NA + i] += load_f32_cg(part, pc + 32 * w + (NA + i) * 128)
                 emit_round(out, sx, sg, su, gs, us, mt, w0, lane, T, h, inv, xs, gr, ur)
 
+    @cuda.jit(device=True, inline="always")
+    def wide_share(part, out, sx, sg, su, gs, us, gn, un, mt, p0, p1, s0, f, lane, T, h, inv,
+                   xs, gr, ur):
+        # (wide_settle) finisher warp f's share of a seam's sum and epilogue: pairs u = f,
+        # f + 3, ... (f is a constant here: every index below folds, the sums stay in
+        # registers), each summed as settle_short sums it (0, then each piece in block order)
+        pa = s0 + lane
+        pb = 2 * (p0 + 1) * SLOT + lane
+        for k in range(UPW):
+            u = f + WIDE_WARPS * k
+            if u < UN:
+                o = 32 * (u // NA) + (u % NA) * 128
+                gs[k] = load_f32_cg(part, pa + o)
+                us[k] = load_f32_cg(part, pa + o + NA * 128)
+                gn[k] = load_f32_cg(part, pb + o)
+                un[k] = load_f32_cg(part, pb + o + NA * 128)
+        for k in range(UPW):
+            if f + WIDE_WARPS * k < UN:
+                gs[k] = (float32(0.0) + gs[k]) + gn[k]
+                us[k] = (float32(0.0) + us[k]) + un[k]
+        for c in range(p0 + 2, p1 + 1):  # a third piece and on, as settle
+            pc = 2 * c * SLOT + lane
+            for k in range(UPW):
+                u = f + WIDE_WARPS * k
+                if u < UN:
+                    o = 32 * (u // NA) + (u % NA) * 128
+                    gs[k] += load_f32_cg(part, pc + o)
+                    us[k] += load_f32_cg(part, pc + o + NA * 128)
+        for k in range(UPW):
+            u = f + WIDE_WARPS * k
+            if u < UN:  # consumer thread 32 w + lane's accumulators i (its rows: 2 w, 2 w + 1)
+                emit(out, sx, sg, su, mt, 32 * (u // NA) + lane, u % NA, gs[k], us[k], T, h,
+                     inv, xs, gr, ur, 2 * (u // NA))
+
+    @cuda.jit(device=True, inline="always")
+    def settle_wide(part, count, out, sx, sg, su, gs, us, gn, un, said, mt, p0, p1, s0, sf, fw,
+                    lane, T, h, inv, xs, gr, ur):
+        # (wide_settle) settle_short's count by one thread (finisher warp 0's lane 0), its
+        # decision handed to the other two warps in shared memory (said[sf], one word a
+        # seam) across their named barrier; the last piece's sums, a share a warp
+        if fw == 0 and lane == 0:
+            cuda.threadfence()  # the piece (ordered before the barrier) is visible
+            last = 0
+            if cuda.atomic.add(count, mt, 1) == p1 - p0:
+                last = 1
+                count[mt] = 0  # every piece is in: ready for the next launch
+            said[sf] = last
+        named_barrier(WIDE_BAR, 32 * WIDE_WARPS)
+        if said[sf] == 1:
+            if fw == 0:  # (three calls: in each, the warp's pairs are constants)
+                wide_share(part, out, sx, sg, su, gs, us, gn, un, mt, p0, p1, s0, 0, lane, T,
+                           h, inv, xs, gr, ur)
+            elif fw == 1:
+                wide_share(part, out, sx, sg, su, gs, us, gn, un, mt, p0, p1, s0, 1, lane, T,
+                           h, inv, xs, gr, ur)
+            else:
+                wide_share(part, out, sx, sg, su, gs, us, gn, un, mt, p0, p1, s0, 2, lane, T,
+                           h, inv, xs, gr, ur)
+
     def fp8_gemv(maps, sk, sx, sg, su, out, part, count, T, d, h, inv):
         smem = cuda.shared.array(0, uint8)
         base = (shared_address(smem, 0) + uint32(ALIGN - 1)) & MASK
@@ -342,12 +407,15 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                         copy_box(st + X_OFF + kk * XS, map_x, kc, 0, full, again)
                 m, kb = advance(m, kb, nk)
                 s, ph = ring_next(s, ph, ST)
-        elif SEAMS and 32 <= tid < 64:  # the finisher warp: the range's seams, off the
-            if PDL:  # consumer's path. The workspace and out: the kernel before may use them
-                griddep_wait()
-            lane = tid - 32
-            gs = cuda.local.array(WRNA, float32)
-            us = cuda.local.array(WRNA, float32)
+        elif SEAMS and 32 <= tid < FIN:  # the finisher warp (wide_settle: warps 1-3): the
+            if PDL:  # range's seams, off the consumer's path. The workspace and out: the
+                griddep_wait()  # kernel before may use them
+            lane = (tid & 31) if WIDE else tid - 32
+            fw = (tid >> 5) - 1  # (wide_settle) which finisher warp
+            if WIDE:  # (its decision on each seam, handed from warp 1 to warps 2 and 3)
+                said = cuda.shared.array(2, int32)
+            gs = cuda.local.array(NS, float32)
+            us = cuda.local.array(NS, float32)
             xs = cuda.local.array(NX, float32)  # (preload) the lanes' tokens' scales and
             gr = cuda.local.array(8, float32)  # a seam's rows' (two of each consumer warp's)
             ur = cuda.local.array(8, float32)
@@ -370,13 +438,16 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
                 p0 = sk[ENTRY * G + 2 * mt]  # (short_settle: read before the wait)
                 p1 = sk[ENTRY * G + 2 * mt + 1]
                 s0 = (2 * p0 + (0 if mt == sk[ENTRY * p0] else 1)) * SLOT
-                if PRE and WR == 4:  # its rows' scales on their way while the piece is
-                    for v in range(8):  # waited for (settle takes them in rounds if WR < 4)
+                if PRE and (WR == 4 or WIDE):  # its rows' scales on their way while the
+                    for v in range(8):  # piece is waited for (settle: in rounds if WR < 4)
                         jr = min(mt * BM + row(32 * (v >> 1) + lane, v & 1), h - 1)
                         gr[v] = sg[jr]
                         ur[v] = su[jr]
                 mbar_wait(base + SEAM + 8 * (0 if mt == m0 else 1), 0)
-                if SHORT:
+                if WIDE:
+                    settle_wide(part, count, out, sx, sg, su, gs, us, gn, un, said, mt, p0, p1,
+                                s0, 0 if mt == m0 else 1, fw, lane, T, h, inv, xs, gr, ur)
+                elif SHORT:
                     settle_short(part, count, out, sx, sg, su, gs, us, gn, un, mt, p0, p1, s0,
                                  lane, T, h, inv, xs, gr, ur)
                 else:
@@ -480,7 +551,7 @@ def ptx_variants() -> dict:
     # default is the "_short_settle_preload_pdl" one
     out = {f"t{T}_{o}": (make_fp8_gemv(gemv_tile(T, gpu="H200", fixes=False), o), signature(o))
            for T, o in ((1, "bfloat16"), (4, "e4m3"), (16, "e4m3"), (16, "bfloat16"))}
-    t1, t16, t32 = (gemv_tile(T, gpu="H200", fixes=False) for T in (1, 16, 32))
+    t1, t4, t16, t32 = (gemv_tile(T, gpu="H200", fixes=False) for T in (1, 4, 16, 32))
     for name, t, o, change in (
             ("t16_e4m3_pdl", t16, "e4m3", {"pdl": True}),
             # the candidate fixes (Fp8GemvTile.preload, unguarded), alone and together
@@ -495,7 +566,15 @@ def ptx_variants() -> dict:
             *((f"t{T}_{o}_short_settle_preload_pdl", t, o, {"short_settle": True,
                "preload": True, "pdl": True}) for T, t, o in ((1, t1, "bfloat16"),
                                                              (32, t32, "e4m3"))),
-            *((f"t16_e4m3_probe_{p}", t16, "e4m3", {"probe": p}) for p in PROBES)):
+            *((f"t16_e4m3_probe_{p}", t16, "e4m3", {"probe": p}) for p in PROBES),
+            # the candidate of the seams' sums over three warps (Fp8GemvTile.wide_settle):
+            # over the default tile's fixes at every N, and over short_settle alone
+            *((f"t{T}_{o}_short_settle_preload_pdl_wide_settle", t, o, {
+                "short_settle": True, "preload": True, "pdl": True, "wide_settle": True})
+              for T, t, o in ((1, t1, "bfloat16"), (4, t4, "e4m3"), (16, t16, "e4m3"),
+                              (16, t16, "bfloat16"), (32, t32, "e4m3"))),
+            ("t16_e4m3_short_settle_wide_settle", t16, "e4m3",
+             {"short_settle": True, "wide_settle": True})):
         out[name] = (make_fp8_gemv(dataclasses.replace(t, **change), o), signature(o))
     return out
 

@@ -13,8 +13,8 @@ from .wgmma_gemv_tile import FIXES as BF16_FIXES
 from .wgmma_gemv_tile import WgmmaGemvTile
 from .wgmma_gemv_tile import gemv_tile as bf16_gemv_tile
 
-__all__ = ["BK", "FIXES", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "row_of",
-           "token_of", "weight_bytes"]
+__all__ = ["BK", "FIXES", "MAX_T", "OUTS", "PROBES", "WIDE_WARPS", "Fp8GemvTile", "gemv_tile",
+           "row_of", "token_of", "weight_bytes"]
 
 BK = 128  # k per box: 128 e4m3 = one 128-byte swizzled row
 #: the most tokens: x is copied with every stage (no resident x), N up to 32
@@ -23,6 +23,9 @@ OUTS = ("bfloat16", "e4m3")
 #: the diagnostics ``Fp8GemvTile.probe`` names (each leaves out one part of the kernel; their
 #: outputs are not the layer's)
 PROBES = ("stream", "nowgmma", "noscale", "noseam", "nox")
+#: (``Fp8GemvTile.wide_settle``) the warps that sum a seam, warps 1 to 3 (threads 32-127):
+#: every warp of the first warpgroup but the producer's
+WIDE_WARPS = 3
 #: the options :func:`gemv_tile` turns on over the bare tile (the structure of chapter 9's bf16
 #: GEMV before it took the two it shares, its control), the bits unchanged: ``preload``, this
 #: kernel's own, and the bf16 GEMV's fixes (:data:`book.kernels.wgmma_gemv_tile.FIXES`:
@@ -95,12 +98,25 @@ class Fp8GemvTile(WgmmaGemvTile):
     ``"noscale"``: the epilogue reads no scale (all taken as 1); ``"noseam"``: a seam's
     piece neither stored nor summed (the finisher idle: the cut tiles' outputs never
     written); ``"nox"``: no token copied (a stage brings the weights alone; the wgmma read
-    whatever the tokens' slots hold)."""
+    whatever the tokens' slots hold).
+
+    ``wide_settle`` (a candidate, off in :func:`gemv_tile`'s tile until it is timed; the
+    bare tile's bits): a seam's sum and epilogue spread over warps 1-3 (:data:`WIDE_WARPS`,
+    96 lanes) instead of the finisher warp alone. A seam's piece is 64 rows x N tokens x 2
+    floats, 16 times larger at T = 16 than at T = 1, and warps 2 and 3 are idle otherwise.
+    Each of the three warps waits for the piece on the same seam barrier (no arrival counts
+    change); one thread (warp 1's lane 0) counts it with the atomic, as ``short_settle``
+    does, and hands the decision to the other two through shared memory and a named barrier
+    (``bar.sync 2, 96``); for the last piece, each warp sums and stores its share of the
+    tile's 4 NA (consumer warp, accumulator) pairs (pair u to warp u mod 3), every output
+    the same sums in the same order as ``short_settle``'s (whose reads it keeps: it needs
+    it). Not with ``dynamic`` (its scheduler is warp 2) nor the probes that settle no seam."""
 
     tma_elem: int = 1  # (pdl and short_settle: WgmmaGemvTile's fields, inherited)
     preload: bool = False
     unguarded: bool = False
     probe: str = ""
+    wide_settle: bool = False
 
     @property
     def stage_k(self):  # k a stage covers
@@ -122,6 +138,14 @@ class Fp8GemvTile(WgmmaGemvTile):
             p.append(f"probe must be '' (none) or one of {PROBES}")
         if self.short_settle and self.probe in ("stream", "noseam"):
             p.append(f"short_settle settles seams: probe {self.probe!r} has none")
+        if self.wide_settle:
+            if self.dynamic:
+                p.append("wide_settle sums a seam in warps 1-3: dynamic's scheduler is warp 2")
+            if not self.short_settle:
+                p.append("wide_settle spreads short_settle's sums over three warps: it needs "
+                         "short_settle")
+            if self.probe in ("stream", "noseam"):
+                p.append(f"wide_settle settles seams: probe {self.probe!r} has none")
         return p
 
     def describe(self) -> str:
@@ -134,6 +158,7 @@ class Fp8GemvTile(WgmmaGemvTile):
                 + (", the scales preloaded" if self.preload else "")
                 + (", the epilogue unguarded" if self.unguarded else "")
                 + (", the seams settled in short" if self.short_settle else "")
+                + (f", each seam summed by {WIDE_WARPS} warps" if self.wide_settle else "")
                 + (f", PROBE {self.probe} (its output is not the layer's)" if self.probe
                    else ""))
 

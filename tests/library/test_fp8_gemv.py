@@ -160,6 +160,34 @@ def test_short_settles_slots_by_arithmetic_are_the_tables():
             assert all(slot_of(c, m, t) == 2 * c for c in range(p0 + 1, p1 + 1))
 
 
+def test_wide_settle_is_an_option_over_short_settle_refused_where_warps_2_and_3_are_taken():
+    """``wide_settle`` (a candidate: off in the default tile) spreads short_settle's sums over
+    warps 1-3: it needs short_settle, settles seams (not the probes that have none), and is
+    refused with dynamic ranges (whose scheduler is warp 2), each with its reason; the model
+    is the default tile's (the same sums in the same order)."""
+    t = V.gemv_tile(16, gpu="NVIDIA H200")
+    assert not t.wide_settle and "wide_settle" not in V.FIXES
+    wide = dataclasses.replace(t, wide_settle=True).validate()
+    assert f"summed by {V.WIDE_WARPS} warps" in wide.describe() and V.WIDE_WARPS == 3
+    assert "summed by" not in t.describe()
+    with pytest.raises(ValueError, match="needs short_settle"):
+        dataclasses.replace(t, short_settle=False, wide_settle=True).validate()
+    with pytest.raises(ValueError, match="scheduler is warp 2"):
+        dataclasses.replace(t, dynamic=4, wide_settle=True).validate()
+    for p in ("stream", "noseam"):
+        with pytest.raises(ValueError, match=f"wide_settle settles seams: probe '{p}'"):
+            dataclasses.replace(t, short_settle=False, wide_settle=True, probe=p).validate()
+    dataclasses.replace(t, wide_settle=True, probe="noscale").validate()
+    # without preload and pdl it stands (short_settle is all it needs)
+    dataclasses.replace(V.gemv_tile(4, fixes=False), short_settle=True,
+                        wide_settle=True).validate()
+    q = quantized(4, 1024, 128)
+    base = V.gemv_tile(4, 1024)
+    assert np.array_equal(V.model(*codes(*q), blocks=3,
+                                  tile=dataclasses.replace(base, wide_settle=True)),
+                          V.model(*codes(*q), blocks=3, tile=base))
+
+
 def test_in_the_simulator_the_kernel_is_refused_with_what_runs_instead():
     if not book.gpu.SIMULATED:
         pytest.skip("the simulator's message")
@@ -241,6 +269,57 @@ def test_the_kernel_assembles_with_tma_and_unserialized_fp8_wgmma(texts, name):
     assert text.count("membar.gl") == (1 if short else 2)
     wrna = (4 if n <= 16 else 2) * (n // 2)
     assert text.count("ld.global.cg.f32") == 2 * wrna * (3 if short else 1)
+
+
+#: the seams' sums over warps 1-3 (Fp8GemvTile.wide_settle), with their N, output and whether
+#: preload and pdl are on (their own fixture: compiled apart from the ones above)
+WIDE_PTX = {f"fp8_gemv_t{T}_{o}_short_settle_preload_pdl_wide_settle": (n, o, True)
+            for T, n, o in ((1, 8, "bfloat16"), (4, 8, "e4m3"), (16, 16, "e4m3"),
+                            (16, 16, "bfloat16"), (32, 32, "e4m3"))}
+WIDE_PTX["fp8_gemv_t16_e4m3_short_settle_wide_settle"] = (16, "e4m3", False)
+
+
+@pytest.fixture(scope="module")
+def wide_texts():
+    from book.kernels import ptx
+
+    got = ptx.ptx_many([(n, "bfloat16") for n in WIDE_PTX], cc=H.ARCH)
+    return {n: got[f"{n}/bfloat16"] for n in WIDE_PTX}
+
+
+@pytest.mark.parametrize("name", sorted(WIDE_PTX))
+@pytest.mark.extended
+def test_wide_settle_assembles_with_one_count_a_named_barrier_and_every_sum_in_registers(
+        wide_texts, name):
+    """The wide settle compiles for sm_90a with unserialized wgmma, no spill and no local
+    array (each warp's pairs are constants: its sums stay in registers); the piece is still
+    counted by one atomic after one fence, the decision crosses a named barrier (bar.sync on
+    registers: its id and 96 threads), warps 2 and 3 wait for the kernel before with warp 1
+    (one griddepcontrol.wait in the finisher's code, three in all), and the pieces' loads
+    are settle_short's: 4 NA pairs, four loads each for the first two pieces and two for a
+    third and on (a loop), shared among the three warps. With preload the finisher reads its lanes' tokens'
+    scales and a seam's eight rows' (at every N)."""
+    from book.kernels import ptx
+
+    n, out, fixes = WIDE_PTX[name]
+    text = wide_texts[name]
+    ok, log = ptx.ptxas_log(text)
+    assert ok, log[-2000:]
+    assert not re.findall(r"\((C75(?:09|10|15|17))\)", log), log[-1500:]
+    assert re.findall(r"(\d+) bytes spill stores", log) == ["0"] and ".local" not in text
+    assert f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3" in text
+    assert "div.s64" not in text and "div.u64" not in text
+    assert len(re.findall(r"atom\.global\.add", text)) == 1
+    assert text.count("membar.gl") == 1
+    assert re.search(r"bar\.sync %r\d+, %r\d+;", text) is not None
+    assert text.count("griddepcontrol.wait;") == (3 if fixes else 0)
+    # (the loop over a third piece and on may be unrolled: at N = 8 NVVM copies it thrice)
+    na, cg = n // 2, text.count("ld.global.cg.f32")
+    assert cg >= 24 * na and (cg - 16 * na) % (8 * na) == 0
+    if fixes:
+        assert text.count("ld.global.f32") == 2 * (n // 4) + 2 * 2 + 2 * 8
+    sat = "cvt.rn.satfinite.e4m3x2.f32" in text
+    assert sat == (out == "e4m3") and ("st.global.u8" in text) == (out == "e4m3")
 
 
 @pytest.mark.parametrize("name", sorted(PROBE_PTX))
@@ -490,3 +569,46 @@ def test_on_a_hopper_gpu_the_probes_without_wgmma_finish_and_leave_the_counters_
     o.fill_(float("nan"))
     V.swiglu_fp8_gemv(*args, o)
     assert torch.equal(o, first)
+
+
+def _layer_torch(torch, T, d, h, seed):
+    """x, wg, wu drawn on the GPU and quantized there (per token, per channel): the call's
+    six arguments, and the e4m3 output scale that keeps every output within range."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(T, d, device="cuda", generator=gen)
+    wg = torch.randn(h, d, device="cuda", generator=gen) / d ** 0.5
+    wu = torch.randn(h, d, device="cuda", generator=gen) / d ** 0.5
+    (xq, sx), (gq, sg), (uq, su) = (Q.quantize_torch(a) for a in (x, wg, wu))
+    xv = xq.float() * sx[:, None]
+    y = (torch.nn.functional.silu(xv @ (gq.float() * sg[:, None]).T)
+         * (xv @ (uq.float() * su[:, None]).T))
+    return [xq, sx, gq, sg, uq, su], 2 * float(y.abs().max()) / F.E4M3.max
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pdl", [True, False])
+@pytest.mark.parametrize("out", ["bfloat16", "e4m3"])
+@pytest.mark.parametrize("T", [1, 4, 5, 16])
+def test_on_a_hopper_gpu_wide_settle_gives_the_default_tiles_bits(T, out, pdl):
+    """The seams summed by warps 1-3 (``Fp8GemvTile.wide_settle``) store the default tile's
+    bits (the same sums in the same order), with and without a dependent launch: on the
+    layer's shape (every block's range cut in one or two tiles), on one whose tiles have three
+    pieces (9 blocks over 3 row tiles of 3 stages) and on a ragged last row tile; twice in a
+    row, every output written each time (out filled with NaN before), so the counters are
+    left at zero."""
+    torch = _torch_hopper()
+    from book.kernels.launch import device_name
+
+    for d, h in ((4096, 14336), (768, 160), (512, 12784)):
+        args, s = _layer_torch(torch, T, d, h, seed=T + d + h)
+        s = s if out == "e4m3" else 1.0
+        one = dataclasses.replace(V.gemv_tile(T, d, device_name()), pdl=pdl)
+        wide = dataclasses.replace(one, wide_settle=True)
+        dt = torch.float8_e4m3fn if out == "e4m3" else torch.bfloat16
+        want = torch.empty(T, h, device="cuda", dtype=dt)
+        V.swiglu_fp8_gemv(*args, want, out_dtype=out, out_scale=s, tile=one)
+        for _ in range(2):
+            got = torch.empty(T, h, device="cuda", dtype=dt)
+            _bits(torch, got).fill_(255 if out == "e4m3" else -1)  # NaN in both formats
+            V.swiglu_fp8_gemv(*args, got, out_dtype=out, out_scale=s, tile=wide)
+            assert torch.equal(_bits(torch, got), _bits(torch, want)), (T, out, pdl, d, h)
