@@ -80,7 +80,7 @@ def test_the_tile_is_the_bf16_gemvs_bytes_with_twice_the_k():
     # the default takes the measured fixes (the same bits: the GPU lane), the bare tile none
     bare = V.gemv_tile(16, gpu="NVIDIA H200", fixes=False)
     assert {k: getattr(t, k) for k in V.FIXES} == V.FIXES == {
-        "preload": True, "short_settle": True, "pdl": True}
+        "preload": True, "short_settle": True, "pdl": True, "wide_settle": True}
     assert not any(getattr(bare, k) for k in V.FIXES)
     assert dataclasses.replace(bare, **V.FIXES) == t
     assert "dependent" in t.describe() and "dependent" not in bare.describe()
@@ -161,15 +161,15 @@ def test_short_settles_slots_by_arithmetic_are_the_tables():
 
 
 def test_wide_settle_is_an_option_over_short_settle_refused_where_warps_2_and_3_are_taken():
-    """``wide_settle`` (a candidate: off in the default tile) spreads short_settle's sums over
+    """``wide_settle`` (on in the default tile since it was timed) spreads short_settle's sums over
     warps 1-3: it needs short_settle, settles seams (not the probes that have none), and is
     refused with dynamic ranges (whose scheduler is warp 2), each with its reason; the model
     is the default tile's (the same sums in the same order)."""
     t = V.gemv_tile(16, gpu="NVIDIA H200")
-    assert not t.wide_settle and "wide_settle" not in V.FIXES
-    wide = dataclasses.replace(t, wide_settle=True).validate()
-    assert f"summed by {V.WIDE_WARPS} warps" in wide.describe() and V.WIDE_WARPS == 3
-    assert "summed by" not in t.describe()
+    assert t.wide_settle and V.FIXES["wide_settle"]
+    narrow = dataclasses.replace(t, wide_settle=False).validate()
+    assert f"summed by {V.WIDE_WARPS} warps" in t.describe() and V.WIDE_WARPS == 3
+    assert "summed by" not in narrow.describe()
     with pytest.raises(ValueError, match="needs short_settle"):
         dataclasses.replace(t, short_settle=False, wide_settle=True).validate()
     with pytest.raises(ValueError, match="scheduler is warp 2"):
@@ -602,7 +602,7 @@ def test_on_a_hopper_gpu_wide_settle_gives_the_default_tiles_bits(T, out, pdl):
     for d, h in ((4096, 14336), (768, 160), (512, 12784)):
         args, s = _layer_torch(torch, T, d, h, seed=T + d + h)
         s = s if out == "e4m3" else 1.0
-        one = dataclasses.replace(V.gemv_tile(T, d, device_name()), pdl=pdl)
+        one = dataclasses.replace(V.gemv_tile(T, d, device_name()), pdl=pdl, wide_settle=False)
         wide = dataclasses.replace(one, wide_settle=True)
         dt = torch.float8_e4m3fn if out == "e4m3" else torch.bfloat16
         want = torch.empty(T, h, device="cuda", dtype=dt)
