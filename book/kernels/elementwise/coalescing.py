@@ -27,8 +27,8 @@ Variants (registered in :mod:`book.kernels`, timed by ``python -m book.bench``):
 from numba import cuda
 
 from .fused import silu_mul
-from .launch import cdiv, launch, prepare
-from .wide import load_f32, store_f32
+from ..host.launch import cdiv, launch, prepare
+from ..instructions.wide import load_f32, store_f32
 
 #: the chapter that teaches these kernels
 CHAPTER = "06_saturating_bandwidth"

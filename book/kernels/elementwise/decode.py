@@ -15,7 +15,7 @@ any stream (``cuda.external_stream``), so its kernels can be captured by
 
 from numba import cuda
 
-from .launch import as_device
+from ..host.launch import as_device
 
 
 class GraphedSwiGLU:

@@ -19,9 +19,9 @@ import math
 
 from numba import cuda, float32
 
-from ..dtypes import DTYPES  # the three dtypes every elementwise kernel takes
-from .launch import cdiv, launch_kernel, prepare
-from .wide import load_f32, store_f32
+from ...dtypes import DTYPES  # the three dtypes every elementwise kernel takes
+from ..host.launch import cdiv, launch_kernel, prepare
+from ..instructions.wide import load_f32, store_f32
 
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from numba import cuda, float32, int32
 
 from .fused import silu_mul
-from .launch import as_device, flat, grid_for
+from ..host.launch import as_device, flat, grid_for
 
 GELU_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 GELU_COEF = 0.044715

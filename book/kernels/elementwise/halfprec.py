@@ -10,7 +10,7 @@ Scalar 2-byte loads waste most of each memory instruction, so ``half8_kernel`` l
 patterns; a torch bfloat16 tensor is viewed as int16 by the wrapper.
 """
 
-from .launch import aligned, ieee_control, prepare
+from ..host.launch import aligned, ieee_control, prepare
 from .vectorized import (
     launch_vector,
     make_vector_kernel,
@@ -18,7 +18,7 @@ from .vectorized import (
     silu_mul8,
     swiglu_ilp4,
 )
-from .wide import load_half4, load_half8, store_half4, store_half8
+from ..instructions.wide import load_half4, load_half8, store_half4, store_half8
 
 DTYPES = ("float16", "bfloat16")
 

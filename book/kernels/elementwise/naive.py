@@ -17,10 +17,10 @@ import math
 
 from numba import cuda, float32
 
-from ..dtypes import DTYPES  # the three dtypes every elementwise kernel takes
-from .launch import aligned, cdiv, launch, prepare
+from ...dtypes import DTYPES  # the three dtypes every elementwise kernel takes
+from ..host.launch import aligned, cdiv, launch, prepare
 from .vectorized import make_vector_kernel
-from .wide import load4, load_f32, load_half8, store4, store_f32, store_half8
+from ..instructions.wide import load4, load_f32, load_half8, store4, store_f32, store_half8
 
 
 

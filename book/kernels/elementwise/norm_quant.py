@@ -70,14 +70,14 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, int32, uint32
 
-from ..quantize import Quantized, per_token
-from .fma import add32, fma32, fma32_model, max_nan32
-from .fp8 import E4M3, cvt_e4m3x2
+from ...quantize import Quantized, per_token
+from ..instructions.fma import add32, fma32, fma32_model, max_nan32
+from ..instructions.fp8 import E4M3, cvt_e4m3x2
 from .glu_family import ROW_THREADS, _block_sum, _check_weight, _rows, _same
-from .launch import (MAX_SHARED, KernelLaunch, aligned, array_dtype, as_device, cdiv, flat,
+from ..host.launch import (MAX_SHARED, KernelLaunch, aligned, array_dtype, as_device, cdiv, flat,
                      is_torch, jit_bounds)
-from .tensorcore import shfl_xor
-from .wide import load8_f32, load_f32, store8_f32, store_bytes8, store_f32
+from ..instructions.tensorcore import shfl_xor
+from ..instructions.wide import load8_f32, load_f32, store8_f32, store_bytes8, store_f32
 
 __all__ = ["rmsnorm_quant", "add_rmsnorm_quant", "rmsnorm_quant_staged", "NormQuantTile",
            "tile_for", "kernels", "staged_rmsnorm_quant_kernel", "rmsnorm_f32",

@@ -15,9 +15,9 @@ of the vector width (4 for float32, 8 for halves); other F take the scalar kerne
 from numba import cuda
 
 from .fused import silu_mul
-from .launch import aligned, as_device, array_dtype, cdiv, flat, launch, sm_count
+from ..host.launch import aligned, as_device, array_dtype, cdiv, flat, launch, sm_count
 from .vectorized import silu_mul4, silu_mul8
-from .wide import load4, load_f32, load_half8, store4, store_f32, store_half8
+from ..instructions.wide import load4, load_f32, load_half8, store4, store_f32, store_half8
 
 
 

@@ -24,10 +24,10 @@ the block so that the work spreads over more SMs instead of a handful.
 
 from numba import cuda
 
-from ..dtypes import DTYPES  # the three dtypes every elementwise kernel takes
+from ...dtypes import DTYPES  # the three dtypes every elementwise kernel takes
 from .fused import silu_mul
-from .launch import aligned, cdiv, ieee_control, launch_kernel, prepare, sm_count
-from .wide import load2, load4, load_f32, store2, store4, store_f32
+from ..host.launch import aligned, cdiv, ieee_control, launch_kernel, prepare, sm_count
+from ..instructions.wide import load2, load4, load_f32, store2, store4, store_f32
 
 
 

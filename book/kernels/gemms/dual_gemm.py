@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from .fused import silu_mul
+from ..elementwise.fused import silu_mul
 from .gemm import (
     CHAPTER, TILE, Tile, build_kernel, check_matrix, check_no_overlap, default_tile, launch,
     prepare_output,

@@ -36,18 +36,18 @@ import functools
 import numpy as np
 from numba import cuda, float32, uint8, uint32, uint64
 
-from ..numba_compat import compiled_for
-from . import fp8
-from .fused import silu_mul
-from .hopper import SIMULATED, SWIZZLE_PERIOD, check_capability, d_coords, descriptor, tma_box
-from .launch import MAX_SHARED, KernelLaunch, allow_shared, as_device, sm_count
-from .plan import cluster_grid, cufunction, launch_once, need_driver, planned
-from .tensorcore import target_cc
+from ...numba_compat import compiled_for
+from ..instructions import fp8
+from ..elementwise.fused import silu_mul
+from ..instructions.hopper import SIMULATED, SWIZZLE_PERIOD, check_capability, d_coords, descriptor, tma_box
+from ..host.launch import MAX_SHARED, KernelLaunch, allow_shared, as_device, sm_count
+from ..host.plan import cluster_grid, cufunction, launch_once, need_driver, planned
+from ..instructions.tensorcore import target_cc
 from .wgmma_gemm import device_schedule, tensor_maps
 from .wgmma_gemm_tile import HopperTile, schedule
 # the scales' shared-memory accesses, named as the kernel factory (the chapter's source) reads
 # them: module globals
-from .wide import ld_shared_f32, ld_shared_f32x2, st_shared_f32
+from ..instructions.wide import ld_shared_f32, ld_shared_f32x2, st_shared_f32
 
 __all__ = ["TILE", "TILE_E4M3_OUT", "OUTS", "build_kernel", "swiglu_fp8", "model",
            "staging_offset", "SIGNATURE", "tile_for", "ptx_variants", "flops", "prepare",
@@ -115,8 +115,8 @@ def make_fp8_gemm(tile, out, fmt):
     if SIMULATED:
         raise RuntimeError("the FP8 GEMM needs a Hopper GPU: Numba's simulator has no wgmma "
                            "or TMA (book.kernels.fp8_gemm.model computes what it does)")
-    from .fp8 import st_shared_e4m3x2
-    from .hopper import (
+    from ..instructions.fp8 import st_shared_e4m3x2
+    from ..instructions.hopper import (
         bulk_commit, bulk_wait, bulk_wait_read, cluster_ctarank, cluster_sync,
         fence_mbarrier_init, fence_proxy_async, global_address, make_wgmma, mbar_arrive,
         mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier, setmaxnreg_dec,
@@ -379,7 +379,7 @@ def model(xq, sx, wgq, sg, wuq, su, out="bfloat16", out_scale=1.0, fmt="e4m3",
 
 def _store(res, stage, row, col, tile, out):
     """The TMA store of one staging tile: each 128-byte box unswizzled, clipped to res."""
-    from .hopper import swizzle
+    from ..instructions.hopper import swizzle
 
     T, h = res.shape
     cols = 128 // tile.out_elem

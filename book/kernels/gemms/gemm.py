@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda, float32, uint64
 
-from .launch import address, as_device, cdiv, is_c_contiguous, is_torch
+from ..host.launch import address, as_device, cdiv, is_c_contiguous, is_torch
 from .tile import TileShape
 
 __all__ = [

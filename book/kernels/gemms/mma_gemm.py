@@ -51,12 +51,12 @@ import functools
 import numpy as np
 from numba import cuda, float32, int32, uint16, uint32
 
-from ..capability import FAMILIES
-from .fused import silu_mul
-from .launch import KernelLaunch, address, as_device, flat, is_c_contiguous
-from .plan import planned
+from ...capability import FAMILIES
+from ..elementwise.fused import silu_mul
+from ..host.launch import KernelLaunch, address, as_device, flat, is_c_contiguous
+from ..host.plan import planned
 from .mma_tile import SIM_TILE, TILE, MmaGeometry, MmaTile, default_tile
-from .tensorcore import (
+from ..instructions.tensorcore import (
     SIMULATED, check_capability, copy16_zfill_at, cp_async16_zfill_at, cp_async_commit,
     cp_async_wait,
     ldmatrix_x4_at, ldmatrix_x4_trans_at, mma_bf16_16816, mma_f16_1688, mma_f16_16816,

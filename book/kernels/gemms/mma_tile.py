@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .launch import MAX_SHARED, STATIC_SHARED  # (re-exported: mma_gemm's users read them here)
-from .tensorcore import SIMULATED
+from ..host.launch import MAX_SHARED, STATIC_SHARED  # (re-exported: mma_gemm's users read them here)
+from ..instructions.tensorcore import SIMULATED
 from .tile import TileShape
 
 __all__ = ["MmaTile", "MmaGeometry", "TILE", "SIM_TILE", "default_tile", "STATIC_SHARED",

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32
 
-from .wide import load_f32_cg
+from ..instructions.wide import load_f32_cg
 
 __all__ = ["last_to_arrive", "fragment_meeting", "workspace", "splits", "Workspace", "device_key"]
 

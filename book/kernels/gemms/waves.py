@@ -129,6 +129,6 @@ def choose(T: int, h: int, blocks: int, wide: HopperTile = TILE):
 @functools.lru_cache(maxsize=1024)
 def dispatch_tile(T: int, h: int):
     """:func:`choose` on this GPU's SMs, remembered (the dispatcher asks at every call)."""
-    from .launch import sm_count
+    from ..host.launch import sm_count
 
     return choose(T, h, sm_count())

@@ -56,13 +56,13 @@ import functools
 import numpy as np
 from numba import cuda, float32, uint8, uint32, uint64
 
-from ..numba_compat import compiled_for
-from .fused import silu_mul
-from .hopper import SIMULATED, check_capability, descriptor, tensor_map
-from .launch import KernelLaunch, allow_shared, sm_count
+from ...numba_compat import compiled_for
+from ..elementwise.fused import silu_mul
+from ..instructions.hopper import SIMULATED, check_capability, descriptor, tensor_map
+from ..host.launch import KernelLaunch, allow_shared, sm_count
 from .mma_gemm import half_dtype, half_matrix, half_out
-from .plan import Launches, cluster_grid, cufunction, launch_once, need_driver, planned
-from .tensorcore import target_cc
+from ..host.plan import Launches, cluster_grid, cufunction, launch_once, need_driver, planned
+from ..instructions.tensorcore import target_cc
 from .wgmma_gemm_tile import ALIGN, TILE, ColumnSplit, HopperTile, schedule
 
 # (its geometry, HopperTile, TILE, ColumnSplit and schedule: book.kernels.wgmma_gemm_tile)
@@ -99,7 +99,7 @@ def make_wgmma_gemm(tile, epilogue, kind="bf16"):
         raise RuntimeError(
             "the wgmma kernels need a Hopper GPU: Numba's simulator has no "
             "wgmma or TMA (run the models of book.kernels.hopper instead)")
-    from .hopper import (
+    from ..instructions.hopper import (
         bulk_commit, bulk_wait, bulk_wait_read, cluster_ctarank, cluster_sync,
         fence_mbarrier_init, fence_proxy_async, global_address, make_wgmma,
         mbar_arrive, mbar_arrive_cluster, mbar_arrive_expect_tx, mbar_init,
@@ -341,7 +341,7 @@ def tensor_maps(arrays, boxes, promotion="256B", mode="128B"):
     Cached by everything a map encodes (address, sizes, stride, box, L2 promotion,
     swizzle): the same key gives the same 128 bytes, so the cache can never hand out a
     stale map."""
-    from .launch import address
+    from ..host.launch import address
 
     key = tuple((address(a), *a.shape, a.strides[0], a.dtype.itemsize, box, promotion, mode)
                 for a, box in zip(arrays, boxes))

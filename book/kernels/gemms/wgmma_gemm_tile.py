@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .hopper import SWIZZLE_PERIOD
-from .launch import MAX_SHARED
+from ..instructions.hopper import SWIZZLE_PERIOD
+from ..host.launch import MAX_SHARED
 from .tile import TileShape
 
 __all__ = ["HopperTile", "TILE", "ColumnSplit", "ALIGN", "schedule"]

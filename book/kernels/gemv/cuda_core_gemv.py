@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 from numba import cuda, float32, int64, uint32
 
-from .fused import silu_mul
-from .launch import jit_bounds
-from .splitk import last_to_arrive
-from .tensorcore import shfl_xor
-from .tile import TileShape
-from .wide import load_f32, load_f32_cg, load_half8, load_words4, store_f32, unpack_half8
+from ..elementwise.fused import silu_mul
+from ..host.launch import jit_bounds
+from ..gemms.splitk import last_to_arrive
+from ..instructions.tensorcore import shfl_xor
+from ..gemms.tile import TileShape
+from ..instructions.wide import load_f32, load_f32_cg, load_half8, load_words4, store_f32, unpack_half8
 
 __all__ = ["GemvTile", "PIECE", "gemv_tile", "make_gemv", "cuda_core_fma_time"]
 

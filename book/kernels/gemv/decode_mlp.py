@@ -54,15 +54,15 @@ import functools
 import numpy as np
 from numba import cuda
 
-from ..capability import FAMILIES
+from ...capability import FAMILIES
 from . import cuda_core_gemv, mma_gemv
 from .cuda_core_gemv import PIECE
-from .launch import (KernelLaunch, address, as_device, device_name, flat, is_c_contiguous,
+from ..host.launch import (KernelLaunch, address, as_device, device_name, flat, is_c_contiguous,
                      sm_count)
-from .mma_gemm import half_dtype, kind_for
-from .plan import planned, raw_stream
-from .splitk import device_key, splits, workspace
-from .tensorcore import target_cc
+from ..gemms.mma_gemm import half_dtype, kind_for
+from ..host.plan import planned, raw_stream
+from ..gemms.splitk import device_key, splits, workspace
+from ..instructions.tensorcore import target_cc
 
 __all__ = ["CUDA_CORE_MAX_T", "TENSOR_CORE_MAX_T", "prepare",
            "swiglu_gemv", "swiglu_gemv_tc", "swiglu_decode", "path_for", "register_large_t",
@@ -289,9 +289,9 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
     """The launch of :mod:`book.kernels.wgmma_gemv` (sm_90a): its tensor maps, its stream-K
     table (one per shape and grid, cached) and the seams' workspace; a dependent launch where
     the tile says ``pdl`` (the default tile does)."""
-    from .hopper import check_capability
-    from .wgmma_gemm import tensor_maps
-    from .stream_k import guided, stream_k
+    from ..instructions.hopper import check_capability
+    from ..gemms.wgmma_gemm import tensor_maps
+    from ..gemms.stream_k import guided, stream_k
     from .wgmma_gemv import (BK, BM, TRACE_EVENTS, gemv_tile as hopper_gemv_tile,
                              make_wgmma_gemv)
 
@@ -327,7 +327,7 @@ def _prepare_hopper_gemv(xd, wgd, wud, fbg, fbu, fo, res, T, d, h, dtype, bias, 
                    mt + (len(TRACE_EVENTS) * grid if tile.trace else 0) + (2 if dyn else 0))
     maps = tensor_maps([wgd, wud, xd], [(BK, BM), (BK, BM), (BK, tile.n)], tile.promotion)
     if tile.cpasync:  # its cp.async read the weights by address: after the three maps
-        from .launch import address
+        from ..host.launch import address
         maps = cuda.to_device(np.concatenate([maps.copy_to_host(), np.array(
             [address(wgd), address(wud)], dtype=np.uint64)]))
     args = (maps, sk, fbg, fbu, fo, ws.part, ws.count, T, d, h)
@@ -404,8 +404,8 @@ def prepare_hopper(x, wg, wu, out=None, *, stream_key=0):
     """The "hopper" path's launch: :func:`book.kernels.wgmma_gemm.prepare` of the dual GEMM
     (no biases) with the tile the dispatcher gives it (the planned decode call plans it as it
     plans a GEMV: one cache, one launch)."""
-    from .waves import dispatch_tile
-    from .wgmma_gemm import prepare as prepare_wgmma
+    from ..gemms.waves import dispatch_tile
+    from ..gemms.wgmma_gemm import prepare as prepare_wgmma
 
     # the wave model's tile for T: without the cluster where row tiles are odd (one row
     # tile: a cluster of two would leave one CTA of each pair idle), a ColumnSplit where the
@@ -418,8 +418,8 @@ def hopper_dual_gemm(x, wg, wu, bg, bu, out, stream=0):
     """The "hopper" path as a call: :func:`book.kernels.wgmma_gemm.swiglu_wgmma` (no biases)
     at the dispatcher's tile, planned (:func:`book.kernels.plan.planned`) unless a stream is
     named."""
-    from .waves import dispatch_tile
-    from .wgmma_gemm import swiglu_wgmma
+    from ..gemms.waves import dispatch_tile
+    from ..gemms.wgmma_gemm import swiglu_wgmma
 
     tile = dispatch_tile(x.shape[0], wg.shape[0])
     return swiglu_wgmma(x, wg, wu, out, tile=tile, stream=stream or None)

@@ -46,14 +46,14 @@ import functools
 import numpy as np
 from numba import cuda, float32, uint8, uint32, uint64
 
-from . import fp8
+from ..instructions import fp8
 from .fp8_gemv_model import model
 from .fp8_gemv_tile import (BK, FIXES, MAX_T, OUTS, PROBES, Fp8GemvTile, gemv_tile, row_of,
                             token_of, weight_bytes)
-from .fused import silu_mul
-from .hopper import SIMULATED, descriptor
-from .launch import device_name
-from .stream_k import ENTRY, next_step, step_at, stream_k
+from ..elementwise.fused import silu_mul
+from ..instructions.hopper import SIMULATED, descriptor
+from ..host.launch import device_name
+from ..gemms.stream_k import ENTRY, next_step, step_at, stream_k
 from .wgmma_gemv_tile import ALIGN, BM, output_of
 
 __all__ = ["BK", "BM", "FIXES", "MAX_T", "OUTS", "PROBES", "Fp8GemvTile", "gemv_tile", "make_fp8_gemv",
@@ -86,14 +86,14 @@ def make_fp8_gemv(tile: Fp8GemvTile, out: str = "bfloat16", fmt: str = "e4m3"):
     if SIMULATED:
         raise RuntimeError("the FP8 GEMV needs a Hopper GPU: Numba's simulator has no wgmma or "
                            "TMA (book.kernels.fp8_gemv.model computes what it does)")
-    from .fp8 import cvt_e4m3x2
-    from .hopper import (fence_mbarrier_init, global_address, griddep_launch_dependents,
+    from ..instructions.fp8 import cvt_e4m3x2
+    from ..instructions.hopper import (fence_mbarrier_init, global_address, griddep_launch_dependents,
                          griddep_wait, l2_evict_first, l2_evict_last, make_wgmma, mbar_arrive,
                          mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier, ring_next,
                          shared_address,
                          tma_load_2d, tma_load_2d_hint, tma_prefetch, tma_prefetch_2d,
                          wgmma_commit, wgmma_fence, wgmma_wait)
-    from .wide import load_f32_cg, store_f32
+    from ..instructions.wide import load_f32_cg, store_f32
 
     WGMMA = make_wgmma(tile.n, fmt)
     NA = tile.accumulators
@@ -514,10 +514,10 @@ def prepare(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfloat16",
     :func:`book.kernels.fp8_gemm.inverse_scale`): a :class:`book.kernels.launch.KernelLaunch`,
     a dependent launch where the tile says ``pdl``; its seams' workspace is the one of the
     stream ``stream_key`` names."""
-    from .fp8_gemm import operands
-    from .launch import KernelLaunch, flat, sm_count
-    from .splitk import device_key, workspace
-    from .wgmma_gemm import tensor_maps
+    from ..gemms.fp8_gemm import operands
+    from ..host.launch import KernelLaunch, flat, sm_count
+    from ..gemms.splitk import device_key, workspace
+    from ..gemms.wgmma_gemm import tensor_maps
 
     xd, gd, ud, sxd, sgd, sud, res, od, T, d, h = operands(
         xq, sx, wgq, sg, wuq, su, out, out_dtype, MAX_T, "the FP8 GEMV")
@@ -558,8 +558,8 @@ def swiglu_fp8_gemv(xq, sx, wgq, sg, wuq, su, out=None, *, out_dtype: str = "bfl
     once on two streams must not share one (plan each on its own stream). A probe tile
     (``Fp8GemvTile.probe``: its output is not the layer's) runs only with ``probe=True``, for
     timing."""
-    from .fp8_gemm import inverse_scale
-    from .plan import launch_once, planned, raw_stream
+    from ..gemms.fp8_gemm import inverse_scale
+    from ..host.plan import launch_once, planned, raw_stream
 
     inv = inverse_scale(out_dtype, out_scale)
     if tile is not None and tile.probe and not probe:  # (before a plan is replayed, too)

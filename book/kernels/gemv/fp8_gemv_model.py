@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fp8
+from ..instructions import fp8
 from .fp8_gemv_tile import BK, Fp8GemvTile, gemv_tile
-from .hopper import descriptor, tma_box
-from .stream_k import stream_k, walk
+from ..instructions.hopper import descriptor, tma_box
+from ..gemms.stream_k import stream_k, walk
 from .wgmma_gemv_tile import BM, output_of
 
 __all__ = ["model"]

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 
 from numba import cuda, float32, int64, uint16, uint32
 
-from .fused import silu_mul
-from .launch import jit_bounds
-from .splitk import fragment_meeting
-from .tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
+from ..elementwise.fused import silu_mul
+from ..host.launch import jit_bounds
+from ..gemms.splitk import fragment_meeting
+from ..instructions.tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
                          mma_bf16_16816, mma_f16_1688, mma_f16_16816, shared_address)
-from .tile import TileShape
-from .wide import load_f32, load_words4, store_f32
+from ..gemms.tile import TileShape
+from ..instructions.wide import load_f32, load_words4, store_f32
 
 __all__ = ["MmaGemvTile", "MAX_STAGES", "gemv_tile", "make_mma_gemv"]
 

@@ -44,13 +44,13 @@ from dataclasses import dataclass
 
 from numba import cuda, float32, int64, uint16, uint32
 
-from .fused import silu_mul
-from .launch import MAX_SHARED, jit_bounds
-from .splitk import fragment_meeting
-from .tile import TileShape
-from .tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
+from ..elementwise.fused import silu_mul
+from ..host.launch import MAX_SHARED, jit_bounds
+from ..gemms.splitk import fragment_meeting
+from ..gemms.tile import TileShape
+from ..instructions.tensorcore import (SIMULATED, cp_async16_zfill_at, cp_async_commit, cp_async_wait,
                          mma_bf16_16816, mma_f16_1688, mma_f16_16816, shared_address)
-from .wide import load_f32, load_words4, store_f32, store_words4
+from ..instructions.wide import load_f32, load_words4, store_f32, store_words4
 
 __all__ = ["StagedTile", "gemv_tile", "make_staged_gemv", "row_stride", "MAX_SHARED"]
 

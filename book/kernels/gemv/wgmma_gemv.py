@@ -87,9 +87,9 @@ import numpy as np
 from numba import cuda, float32, int32, uint8, uint32, uint64
 
 from .block_trace import RAW_EVENTS, TRACE_EVENTS, timeline, traced_runs
-from .fused import silu_mul
-from .hopper import SIMULATED, descriptor
-from .stream_k import ENTRY, first_visit, next_step, rotated, step_at
+from ..elementwise.fused import silu_mul
+from ..instructions.hopper import SIMULATED, descriptor
+from ..gemms.stream_k import ENTRY, first_visit, next_step, rotated, step_at
 from .wgmma_gemv_tile import (ALIGN, BK, BM, FIXES, LEAD, MAX_T, PROMOTION, WgmmaGemvTile,
                               gemv_tile, lead_for, output_of, promotion_for)
 
@@ -113,7 +113,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
     if SIMULATED:
         raise RuntimeError("the Hopper GEMV needs a Hopper GPU: Numba's simulator has no "
                            "wgmma or TMA")
-    from .hopper import (cp_async_arrive_noinc, fence_mbarrier_init, fence_proxy_async,
+    from ..instructions.hopper import (cp_async_arrive_noinc, fence_mbarrier_init, fence_proxy_async,
                          global_address, globaltimer, griddep_launch_dependents,
                          griddep_wait, make_cp_async_box, make_wgmma,
                          mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
@@ -121,7 +121,7 @@ def make_wgmma_gemv(tile: WgmmaGemvTile, bias: bool, kind: str = "bf16"):
                          tma_load_2d, tma_load_2d_hint, tma_prefetch,
                          tma_prefetch_2d, wgmma_commit,
                          wgmma_fence, wgmma_wait)
-    from .wide import load_f32, load_f32_cg, store_f32
+    from ..instructions.wide import load_f32, load_f32_cg, store_f32
 
     WGMMA = make_wgmma(tile.n, kind)
     NA = tile.accumulators

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from .hopper import SWIZZLE_PERIOD
-from .launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
-from .tile import TileShape
+from ..instructions.hopper import SWIZZLE_PERIOD
+from ..host.launch import MAX_SHARED, RESERVED_SHARED, SM_SHARED
+from ..gemms.tile import TileShape
 
 __all__ = ["WgmmaGemvTile", "MAX_T", "gemv_tile", "output_of", "BK", "BM", "ALIGN",
            "PROMOTION", "promotion_for", "LEAD", "lead_for", "FIXES"]

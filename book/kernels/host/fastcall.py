@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import functools
 
-from . import halfprec, vectorized
+from ..elementwise import halfprec, vectorized
 from .launch import KernelLaunch, aligned, prepare
 # the one mechanism's names, under the names FastCall's per-call path (chapter 6) reads
 from .plan import (NEW as _NEW, PlannedCall, current_device as _current_device,

@@ -19,8 +19,8 @@ import weakref
 import numpy as np
 from numba import cuda
 
-from ..dtypes import STORAGE_NAMES, name as dtype_name
-from ..numba_compat import compiled_for, host_array
+from ...dtypes import STORAGE_NAMES, name as dtype_name
+from ...numba_compat import compiled_for, host_array
 # the lowest host helpers live with the launch mechanism (book.kernels.plan)
 from .plan import (STATIC_SHARED, BoundedCache, allow_shared, driver, is_torch,
                    launch as plan_launch, launch_once, plans_for, pointer, raw_stream,
@@ -270,7 +270,7 @@ def ieee_control(fast):
 def device_name() -> str:
     """The current GPU's name ("" in the simulator): some tiles are chosen per GPU
     (:data:`book.kernels.wgmma_gemv_tile.PROMOTION`, ``LEAD``)."""
-    from .. import gpu
+    from ... import gpu
 
     if gpu.SIMULATED:
         return ""

@@ -43,7 +43,7 @@ import sys
 import numpy as np
 from numba import config as _numba_config
 
-from ..numba_compat import compile_for, compiled_for, cufunc, is_plain
+from ...numba_compat import compile_for, compiled_for, cufunc, is_plain
 
 __all__ = ["driver", "need_driver", "pointer", "is_torch", "sm_count", "allow_shared",
            "STATIC_SHARED", "ARRAY_FIELDS", "pack_array", "pack_args", "PackedParams",
@@ -98,7 +98,7 @@ def pointer(a):
 @functools.lru_cache(maxsize=None)
 def sm_count():
     """Multiprocessors on the current device (132 on an H100 SXM; 1 in the simulator)."""
-    from .. import gpu
+    from ... import gpu
 
     info = gpu.device_info()
     return info.sm_count or 1
@@ -119,7 +119,7 @@ def allow_shared(kern, args, nbytes):
     from cuda.bindings import driver as binding
     from numba.cuda.typing.typeof import Purpose, typeof
 
-    from ..numba_compat import driver as numba_driver
+    from ...numba_compat import driver as numba_driver
 
     compiled = compile_for(kern, tuple(typeof(a, Purpose.argument) for a in args))
     if _ALLOWED.get(compiled, 0) >= nbytes:
@@ -516,20 +516,20 @@ class PlannedCall:
 #: the entry points :func:`planned` serves: name -> (module, prepare function's name, the
 #: leading argument it takes, if any, the outputs among its tensors)
 PLANNED = {
-    "swiglu_mma": ("mma_gemm", "prepare", "swiglu"),
-    "swiglu_mma_identity": ("mma_gemm", "prepare", "identity"),
-    "matmul_mma": ("mma_gemm", "prepare_matmul", "gemm"),
-    "decode": ("decode_mlp", "prepare_decode", None),
-    "gemv": ("decode_mlp", "prepare", "cuda_cores"),
-    "gemv_tc": ("decode_mlp", "prepare", "tensor_cores"),
-    "gemv_hopper": ("decode_mlp", "prepare", "hopper_gemv"),
-    "swiglu_wgmma": ("wgmma_gemm", "prepare", "swiglu"),
-    "swiglu_wgmma_identity": ("wgmma_gemm", "prepare", "identity"),
-    "gate_up_wgmma": ("wgmma_gemm", "prepare", "store2"),
-    "matmul_wgmma": ("wgmma_gemm", "prepare_matmul", "gemm"),
-    "ceiling_wgmma": ("wgmma_gemm", "prepare_matmul", "ceiling"),
-    "swiglu_fp8": ("fp8_gemm", "prepare", None),
-    "swiglu_fp8_gemv": ("fp8_gemv", "prepare", None),
+    "swiglu_mma": ("gemms.mma_gemm", "prepare", "swiglu"),
+    "swiglu_mma_identity": ("gemms.mma_gemm", "prepare", "identity"),
+    "matmul_mma": ("gemms.mma_gemm", "prepare_matmul", "gemm"),
+    "decode": ("gemv.decode_mlp", "prepare_decode", None),
+    "gemv": ("gemv.decode_mlp", "prepare", "cuda_cores"),
+    "gemv_tc": ("gemv.decode_mlp", "prepare", "tensor_cores"),
+    "gemv_hopper": ("gemv.decode_mlp", "prepare", "hopper_gemv"),
+    "swiglu_wgmma": ("gemms.wgmma_gemm", "prepare", "swiglu"),
+    "swiglu_wgmma_identity": ("gemms.wgmma_gemm", "prepare", "identity"),
+    "gate_up_wgmma": ("gemms.wgmma_gemm", "prepare", "store2"),
+    "matmul_wgmma": ("gemms.wgmma_gemm", "prepare_matmul", "gemm"),
+    "ceiling_wgmma": ("gemms.wgmma_gemm", "prepare_matmul", "ceiling"),
+    "swiglu_fp8": ("gemms.fp8_gemm", "prepare", None),
+    "swiglu_fp8_gemv": ("gemv.fp8_gemv", "prepare", None),
 }
 
 
@@ -544,7 +544,7 @@ def planned(name, *options):
     if name not in PLANNED:
         raise ValueError(f"planned() serves {sorted(PLANNED)}; got {name!r}")
     module, fn, first = PLANNED[name]
-    prep = getattr(importlib.import_module(f"{__package__}.{module}"), fn)
+    prep = getattr(importlib.import_module(f"{__package__.rpartition('.')[0]}.{module}"), fn)
     head = (first,) if first else ()
     return PlannedCall(name, functools.partial(prep, *head, **dict(options)),
                        outs=2 if name == "gate_up_wgmma" else 1)

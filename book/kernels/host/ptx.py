@@ -20,7 +20,7 @@ ARRAY_TYPE = {"float32": "float32[::1]", "float16": "float16[::1]", "bfloat16": 
 
 def kernels():
     """name -> (dispatcher, number of array arguments) for every kernel that has PTX to read."""
-    from . import fused, halfprec, naive, packed, vectorized
+    from ..elementwise import fused, halfprec, naive, packed, vectorized
 
     table = {
         "naive_silu": (naive.silu_kernel, 2),
@@ -52,7 +52,8 @@ FRAGMENT_SIGNATURE = "void(uint16[::1], uint16[::1], float32[::1], uint32[:, ::1
 def tensorcore_kernels():
     """name -> (dispatcher, signature) of the tensor-core kernels (book.kernels.mma_gemm,
     book.kernels.fragments); compile them with ``ptx_many([(name, "bfloat16")], cc)``."""
-    from . import fragments, mma_gemm
+    from ..probes import fragments
+    from ..gemms import mma_gemm
 
     table = {f"mma_{e}": (mma_gemm.build_kernel(mma_gemm.TILE, e), MMA_SIGNATURE)
              for e in mma_gemm.EPILOGUES}
@@ -77,7 +78,7 @@ def decode_kernels():
     built for (compile with ``ptx_many([(name, "bfloat16")], cc)``; the ``_f16`` ones take
     float16, the ``_sm75`` one is the T4's m16n8k8 path, the ``_ring`` one takes the weights
     through a cp.async ring, ``MmaGemvTile.stages``)."""
-    from . import cuda_core_gemv as ccg, mma_gemv as mmv
+    from ..gemv import cuda_core_gemv as ccg, mma_gemv as mmv
 
     f16 = DECODE_SIGNATURE.replace("uint16", "float16")
     table = {}
@@ -100,7 +101,7 @@ def decode_kernels():
     table["decode_mma_t16_capped"] = (mmv.make_mma_gemv(mmv.MmaGemvTile(2, 1, 4, min_blocks=8),
                                                        True, "bf16"), DECODE_SIGNATURE)
     # the weights staged through shared memory by whole-row chunks (book.kernels.staged_gemv)
-    from .staged_gemv import StagedTile, make_staged_gemv, gemv_tile
+    from ..gemv.staged_gemv import StagedTile, make_staged_gemv, gemv_tile
 
     for T in (4, 16):
         tile = gemv_tile(T)
@@ -123,8 +124,8 @@ WGMMA_GEMV_SIGNATURE = ("void(uint64[::1], int32[::1], uint16[::1], uint16[::1],
 def hopper_kernels():
     """name -> (dispatcher, signature) of the Hopper kernels (book.kernels.wgmma_gemm,
     wgmma_gemv, stream_probes and hopper_probes); they need ``cc=(9, 0, "a")``."""
-    from . import hopper_probes as hp
-    from . import wgmma_gemm as wg
+    from ..probes import hopper_probes as hp
+    from ..gemms import wgmma_gemm as wg
 
     table = {f"wgmma_{e}": (wg.build_kernel(wg.TILE, e), WGMMA_SIGNATURE) for e in wg.EPILOGUES}
     table["wgmma_swiglu_f16"] = (wg.build_kernel(wg.TILE, "swiglu", "f16"), WGMMA_SIGNATURE)
@@ -137,7 +138,7 @@ def hopper_kernels():
     # default's fixes (wgmma_gemv_tile.FIXES), at the tiles the dispatcher takes on an H200
     import dataclasses
 
-    from .wgmma_gemv import gemv_tile, make_wgmma_gemv
+    from ..gemv.wgmma_gemv import gemv_tile, make_wgmma_gemv
 
     def bare(T, d=4096, gpu=""):
         return gemv_tile(T, d, gpu, fixes=False)
@@ -162,7 +163,7 @@ def hopper_kernels():
             ("t64_short_settle_pdl", gemv_tile(64, gpu="H200"), True)):  # the most registers
         table[f"wgmma_gemv_{name}"] = (make_wgmma_gemv(tile, bias, "bf16"), WGMMA_GEMV_SIGNATURE)
     # the weight-stream probes (book.kernels.stream_probes)
-    from . import stream_probes as sp
+    from ..probes import stream_probes as sp
 
     table["stream_ldg"] = (sp.ldg_kernel(2, 256),
                            "void(uint16[::1], uint16[::1], uint32[::1], int64, int64)")
@@ -179,8 +180,8 @@ def hopper_kernels():
 def fp8_kernels():
     """name -> (dispatcher, signature) of the eight-bit kernels (book.kernels.fp8_probes,
     fp8_gemm, fp8_gemv); they need ``cc=(9, 0, "a")``."""
-    from . import fp8_probes as fp
-    from . import hopper_probes as hp
+    from ..probes import fp8_probes as fp
+    from ..probes import hopper_probes as hp
 
     table = {f"fp8_probe_wgmma_{k}_n{n}": (hp.wgmma_kernel(n, k), "void(uint8[::1], uint64[::1], "
                                            "uint64[::1], float32[::1])")
@@ -189,15 +190,15 @@ def fp8_kernels():
         table[f"fp8_probe_pack_{f}"] = (fp.pack_kernel(f),
                                         "void(float32[::1], float32[::1], uint16[::1])")
         table[f"fp8_probe_widen_{f}"] = (fp.widen_kernel(f), "void(uint16[::1], uint32[::1])")
-    from . import fp8_gemm as g
+    from ..gemms import fp8_gemm as g
 
     for name, kern in g.ptx_variants().items():
         table[f"fp8_{name}"] = (kern, g.SIGNATURE)
-    from . import fp8_gemv as gv
+    from ..gemv import fp8_gemv as gv
 
     for name, (kern, sig) in gv.ptx_variants().items():
         table[f"fp8_gemv_{name}"] = (kern, sig)
-    from . import norm_quant as nq  # RMSNorm + per-token e4m3 (bfloat16 in, as its bits)
+    from ..elementwise import norm_quant as nq  # RMSNorm + per-token e4m3 (bfloat16 in, as its bits)
 
     # the tile at a model's width, which it fills (what rmsnorm_quant launches at d = 4096)
     plain, add = nq.kernels(nq.tile_for(NORM_QUANT_D), True, True)
@@ -263,7 +264,7 @@ def gemm_kernels():
     """name -> (dispatcher, signature) of chapter 7's CUDA-core GEMM (book.kernels.gemm), at
     the simulator's tile and at 16-deep stages: tests/library/test_tiles.py holds their tiles'
     ``shared_bytes`` to what ptxas reports."""
-    from . import gemm
+    from ..gemms import gemm
 
     return {"gemm_sim_tile": (gemm.build_kernel(gemm.SIM_TILE), GEMM_SIGNATURE),
             "gemm_bk16": (gemm.build_kernel(gemm.TILE_VARIANTS["bk16_flat_u2"]), GEMM_SIGNATURE)}
@@ -297,7 +298,7 @@ import json, sys, types
 spec = json.loads(sys.argv[1])
 # A bare `book` package: skip book/__init__.py, which would pick the simulator here.
 pkg = types.ModuleType("book"); pkg.__path__ = [spec["root"] + "/book"]; sys.modules["book"] = pkg
-from book.kernels import ptx
+from book.kernels.host import ptx
 out = {}
 for name, dtype in spec["items"]:
     out[name + "/" + dtype] = ptx._compile_here(name, dtype, tuple(spec["cc"]))
@@ -313,7 +314,7 @@ def ptx_many(items, cc=(9, 0), jobs=None):
     items = [(n, d) for n, d in items]
     if not config.ENABLE_CUDASIM:
         return {f"{n}/{d}": _compile_here(n, d, cc) for n, d in items}
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "BOOK_SIMULATOR")}
     jobs = max(1, min(jobs or min(os.cpu_count() or 1, 4), len(items)))
     procs = []

@@ -58,7 +58,7 @@ from __future__ import annotations
 import numpy as np
 from numba import config
 
-from ..capability import FAMILIES, check
+from ...capability import FAMILIES, check
 
 SIMULATED = bool(config.ENABLE_CUDASIM)
 

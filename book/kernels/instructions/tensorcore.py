@@ -59,9 +59,9 @@ from __future__ import annotations
 import numpy as np
 from numba import config
 
-from ..capability import (FAMILIES, check, refusal, runs_here, target_cc, target_description,
+from ...capability import (FAMILIES, check, refusal, runs_here, target_cc, target_description,
                           tensor_core)
-from ..target import TARGET_CC_ENV
+from ...target import TARGET_CC_ENV
 
 SIMULATED = bool(config.ENABLE_CUDASIM)
 
@@ -465,8 +465,8 @@ if not SIMULATED:
 else:  # Numba's CUDA simulator: each lane is a Python thread; warps meet at a barrier.
     import threading
 
-    from ..dtypes import bf16_bits, bf16_value
-    from ..numba_compat import sim_thread
+    from ...dtypes import bf16_bits, bf16_value
+    from ...numba_compat import sim_thread
 
     _LOCK = threading.Lock()
     _TIMEOUT = 120.0  # seconds a lane waits for its warp (a diverged warp would hang)

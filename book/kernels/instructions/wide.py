@@ -482,7 +482,7 @@ else:  # Numba's CUDA simulator runs kernels as Python: same results, no vectors
     def store4(a, i, v):
         _store(a, i, v, 4)
 
-    from ..dtypes import bf16_bits as f32_to_bf16, bf16_value as bf16_to_f32
+    from ...dtypes import bf16_bits as f32_to_bf16, bf16_value as bf16_to_f32
 
     def _to_f32(a, v):
         if a.dtype == np.float16:

@@ -19,7 +19,7 @@ import functools
 import numpy as np
 from numba import cuda
 
-from . import fp8
+from ..instructions import fp8
 
 __all__ = ["pack", "widen", "pack_kernel", "widen_kernel"]
 
@@ -49,7 +49,7 @@ def widen_kernel(fmt: str):
 
 
 def _launch(kern, n, *args):
-    from .launch import deliberate_grid
+    from ..host.launch import deliberate_grid
 
     blocks = max(1, -(-n // 256))
     with deliberate_grid():

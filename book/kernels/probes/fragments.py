@@ -19,8 +19,8 @@ import functools
 
 from numba import cuda, float32, uint16
 
-from . import tensorcore
-from .tensorcore import (
+from ..instructions import tensorcore
+from ..instructions.tensorcore import (
     SIMULATED, check_capability, cp_async16, cp_async_commit, cp_async_wait, ldmatrix_x4,
     ldmatrix_x4_trans, mma_bf16_16816, mma_f16_1688, mma_f16_16816, target_cc,
 )
@@ -156,7 +156,7 @@ def probe_tile(fn, limit: int = 4) -> str:
     (c_coords) shows in both drawings at once."""
     import numpy as np
 
-    from .tensorcore import a_coords, b_coords
+    from ..instructions.tensorcore import a_coords, b_coords
 
     code_a = 1 + 16 * np.arange(16)[:, None] + np.arange(16)[None, :]      # A[r, k]
     code_b = 1 + 8 * np.arange(16)[:, None] + np.arange(8)[None, :]        # B[k, n] = w[n, k]

@@ -20,9 +20,9 @@ import functools
 import numpy as np
 from numba import cuda, float32, uint8, uint32, uint64
 
-from .hopper import SWIZZLE_PERIOD, check_capability, tensor_map
-from .launch import allow_shared
-from .tensorcore import target_cc
+from ..instructions.hopper import SWIZZLE_PERIOD, check_capability, tensor_map
+from ..host.launch import allow_shared
+from ..instructions.tensorcore import target_cc
 
 ALIGN = SWIZZLE_PERIOD
 MASK = uint32(0xFFFFFC00)
@@ -34,7 +34,7 @@ def _gpu():
 
 @functools.lru_cache(maxsize=None)
 def tma_kernel():
-    from .hopper import (
+    from ..instructions.hopper import (
         fence_mbarrier_init, global_address, mbar_arrive_expect_tx, mbar_init, mbar_wait,
         shared_address, tma_load_2d,
     )
@@ -67,8 +67,8 @@ def tma_tile(tensor, c0: int, c1: int, box: tuple[int, int], mode: str = "128B")
     16-bit elements) at column ``c0``, row ``c1`` with ``box = (columns, rows)`` leaves in
     shared memory, starting from a 1024-aligned address."""
     _gpu()
-    from .launch import address
-    from .mma_gemm import half_matrix
+    from ..host.launch import address
+    from ..gemms.mma_gemm import half_matrix
 
     t = half_matrix(tensor, "tensor")
     raw = tensor_map(address(t), t.shape[0], t.shape[1], t.strides[0], box, mode=mode)
@@ -84,7 +84,7 @@ def tma_tile(tensor, c0: int, c1: int, box: tuple[int, int], mode: str = "128B")
 
 @functools.lru_cache(maxsize=None)
 def wgmma_kernel(n, kind):
-    from .hopper import (
+    from ..instructions.hopper import (
         fence_proxy_async, make_wgmma, shared_address, wgmma_commit, wgmma_fence, wgmma_wait,
     )
 
@@ -134,7 +134,7 @@ def wgmma_once(image: np.ndarray, desc_a: int, desc_b: int, n: int,
 
 @functools.lru_cache(maxsize=None)
 def mbarrier_kernel():
-    from .hopper import (
+    from ..instructions.hopper import (
         fence_mbarrier_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_try_wait,
         shared_address,
     )
@@ -178,7 +178,7 @@ def mbarrier_phases() -> list[bool]:
 
 def mbarrier_model_phases() -> list[bool]:
     """The same steps on :class:`book.kernels.hopper.MbarrierModel`."""
-    from .hopper import MbarrierModel
+    from ..instructions.hopper import MbarrierModel
 
     m = MbarrierModel(2)
     res = [m.try_wait(1), m.try_wait(0)]

@@ -31,8 +31,8 @@ import functools
 import numpy as np
 from numba import cuda, int32, uint8, uint32, uint64
 
-from .hopper import SWIZZLE_PERIOD
-from .stream_k import ENTRY, next_step, rotated, step_at
+from ..instructions.hopper import SWIZZLE_PERIOD
+from ..gemms.stream_k import ENTRY, next_step, rotated, step_at
 
 __all__ = ["ldg_kernel", "tma_kernel", "cpasync_kernel", "bulk_kernel", "ring_layout", "bulk_spans"]
 
@@ -60,7 +60,7 @@ def bulk_spans(h: int, row_bytes: int, blocks: int) -> np.ndarray:
 def ldg_kernel(rows: int, threads: int):
     """``k(wg, wu, out, d, h)``: block i reads rows [rows i, rows (i + 1)) of both weights
     (d a multiple of 8); launch ``h / rows`` blocks of ``threads``."""
-    from .wide import load_words4
+    from ..instructions.wide import load_words4
 
     R, NTH = rows, threads
 
@@ -85,7 +85,7 @@ def _ring(stages, stage_bytes, arrivals=1):
     (``init``: every thread gets the aligned base; a full barrier waits for ``arrivals``
     producer arrivals) and the consumer's walk (``consume``: wait for each stage, hand it
     back at once)."""
-    from .hopper import (fence_mbarrier_init, mbar_arrive, mbar_init, mbar_wait, ring_next,
+    from ..instructions.hopper import (fence_mbarrier_init, mbar_arrive, mbar_init, mbar_wait, ring_next,
                          shared_address)
 
     ST = stages
@@ -137,7 +137,7 @@ def tma_kernel(stages: int, kblocks: int, box: tuple[int, int], rotate: int = 0)
     block of :data:`THREADS` an SM with ``ring_layout(stages, 2 kblocks columns rows
     2)["shared"]`` bytes. ``rotate``: row tile m read from its step ``m rotate`` on, wrapping
     (:class:`book.kernels.wgmma_gemv.WgmmaGemvTile`'s ``rotate``)."""
-    from .hopper import global_address, mbar_arrive_expect_tx, mbar_wait, ring_next, tma_load_2d
+    from ..instructions.hopper import global_address, mbar_arrive_expect_tx, mbar_wait, ring_next, tma_load_2d
 
     ST, KB, ROT = stages, kblocks, rotate
     BW, BH = box
@@ -185,7 +185,7 @@ def cpasync_kernel(stages: int, kblocks: int, warps: int = 1):
     load path every thread has, bytes in flight held by the ring, not by registers. Launch
     one block of ``32 (warps + 1)`` threads an SM with ``ring_layout(stages, 32768
     kblocks)["shared"]`` bytes."""
-    from .hopper import (cp_async_arrive_noinc, global_address, l2_evict_first,
+    from ..instructions.hopper import (cp_async_arrive_noinc, global_address, l2_evict_first,
                          make_cp_async_box, mbar_wait, ring_next)
 
     ST, KB, P = stages, kblocks, 32 * warps
@@ -231,7 +231,7 @@ def bulk_kernel(stages: int, chunk: int):
     chunk)["shared"]`` bytes."""
     if chunk % 16:
         raise ValueError(f"chunk must be a multiple of 16 bytes, got {chunk}")
-    from .hopper import (bulk_load, global_address, mbar_arrive_expect_tx, mbar_wait,
+    from ..instructions.hopper import (bulk_load, global_address, mbar_arrive_expect_tx, mbar_wait,
                          ring_next)
 
     ST, C = stages, chunk
