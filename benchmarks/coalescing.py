@@ -3,7 +3,7 @@
 Record: `book/data/ncu/coalescing_h100.json`, `book/data/h100.json` (its rows), `records/bench/coalescing_rows_h100.json`, `records/bench/coalescing_h100.log`.
 
 1. **Coalescing** (``book/data/ncu/coalescing_h100.json``): the ``coalesced``, ``strided2``
-   and ``uncoalesced`` kernels of :mod:`book.kernels.coalescing`, with ``vec4`` and
+   and ``uncoalesced`` kernels of :mod:`book.kernels.elementwise.coalescing`, with ``vec4`` and
    ``fused_fastmath`` beside them, at 8192 x 14336 float32: time and effective bandwidth from
    :func:`book.bench.measure`, and from Nsight Compute (this script re-runs itself under
    ``ncu --clock-control none``) the kernel duration, DRAM bytes read and written, and the
@@ -178,7 +178,9 @@ def host_spread(samples=25, calls=100):
     slow spell of the host shows up in every case alike."""
     from book import bench
     from book.bench.suite import numba_view, torch_sets
-    from book.kernels import VARIANTS, fused, launch
+    from book.kernels import VARIANTS
+    from book.kernels.elementwise import fused
+    from book.kernels.host import launch
 
     cases = []
     for dtype, best in (("float32", "vec4"), ("float16", "half8")):
@@ -291,7 +293,7 @@ def main():
               "sectors/request", flush=True)
     record = {
         "what": "coalescing on the GPU: the same fused kernel with warps reading elements 1, 2 "
-                "and 32 apart, beside vec4 and fused_fastmath (book/kernels/coalescing.py)",
+                "and 32 apart, beside vec4 and fused_fastmath (book/kernels/elementwise/coalescing.py)",
         "dtype": "float32", "shape": list(LARGE),
         "minimum_bytes": minimum, "minimum_bytes_read": 2 * 4 * math.prod(LARGE),
         "metrics": METRICS, "ncu_command": ncu_command, "kernels": kernels,

@@ -1,4 +1,4 @@
-"""Time the decode MLP-up (book.kernels.decode_mlp) beside cuBLAS, on a GPU.
+"""Time the decode MLP-up (book.kernels.gemv.decode_mlp) beside cuBLAS, on a GPU.
 
 Record: `book/data/h100.json` (its rows, through `python -m book.bench.merge`), `records/bench/decode_rows_h100.json`, `records/bench/decode_tune_h100.json`.
 
@@ -45,7 +45,7 @@ def tensor_core_tiles(T, stages=(0, 2, 3, 4), unrolls=(1,)):
     registers, less occupancy); each of ``stages`` beyond 0 adds the cp.async ring at one
     m-tile and 4 and 8 warps. Tiles that do not validate (48 KiB of shared memory) are left
     out."""
-    from book.kernels import mma_gemv as mmv
+    from book.kernels.gemv import mma_gemv as mmv
 
     base = mmv.gemv_tile(T)
     shapes = {(base.mt, base.warps, base.unroll, 0), (1, 4, 1, 0), (1, 8, 1, 0),
@@ -64,11 +64,11 @@ def tensor_core_tiles(T, stages=(0, 2, 3, 4), unrolls=(1,)):
 
 
 def staged_tiles(T, stages=(0, 2, 3)):
-    """The staged GEMV's tiles (book.kernels.staged_gemv) the tune times at T tokens: 4, 8
+    """The staged GEMV's tiles (book.kernels.gemv.staged_gemv) the tune times at T tokens: 4, 8
     and 16 warps, chunks of 256 to 1024 halves, the register path (stages 0) and cp.async
     rings 2 to 8 deep (``stages`` beyond 0 turn the rings on), two m-tiles at 8 warps; tiles
     that do not validate are left out."""
-    from book.kernels.staged_gemv import StagedTile, gemv_tile as staged_tile
+    from book.kernels.gemv.staged_gemv import StagedTile, gemv_tile as staged_tile
 
     base = staged_tile(T)
     ring = any(stages)
@@ -91,7 +91,7 @@ def staged_tiles(T, stages=(0, 2, 3)):
 
 
 def hopper_gemv_tiles(T, waves=(), resident=False, d=4096):
-    """The Hopper GEMV's tiles (book.kernels.wgmma_gemv) the tune times at T tokens: N the
+    """The Hopper GEMV's tiles (book.kernels.gemv.wgmma_gemv) the tune times at T tokens: N the
     tokens rounded up to 8; a stage of one, two and four 64-column boxes of each operand
     (a weight row read 128, 256, 512 contiguous bytes at a time) at ring depths that fit;
     the L2 promotion of 256 bytes, none and 128; two blocks an SM at one box a stage.
@@ -100,7 +100,7 @@ def hopper_gemv_tiles(T, waves=(), resident=False, d=4096):
     Each with the default tile's fixes (``FIXES``: a geometry timed as the default runs it)."""
     import dataclasses
 
-    from book.kernels.wgmma_gemv import FIXES, MAX_T, WgmmaGemvTile, gemv_tile
+    from book.kernels.gemv.wgmma_gemv import FIXES, MAX_T, WgmmaGemvTile, gemv_tile
 
     if T > MAX_T:
         return []
@@ -133,10 +133,10 @@ def tune(args):
     from book import bench, gpu
     from book.bench.decode import D, H, weight_bytes
     from book.data import write
-    from book.kernels import decode_mlp as dm
-    from book.kernels import cuda_core_gemv as ccg, mma_gemv as mmv
-    from book.kernels.wgmma_gemv import MAX_T as HOPPER_GEMV_MOST
-    from book.kernels.wgmma_gemv import gemv_tile as hopper_gemv_tile
+    from book.kernels.gemv import decode_mlp as dm
+    from book.kernels.gemv import cuda_core_gemv as ccg, mma_gemv as mmv
+    from book.kernels.gemv.wgmma_gemv import MAX_T as HOPPER_GEMV_MOST
+    from book.kernels.gemv.wgmma_gemv import gemv_tile as hopper_gemv_tile
     from book.provenance import provenance
 
     prov = provenance("python3 -m benchmarks.decode_bench " + " ".join(sys.argv[1:]))

@@ -11,7 +11,7 @@ taken once from the bf16 output's largest value / 448). Rows of one T, measured 
 turn in each round), the SM clock, power and temperature read (nvidia-smi) right after each
 turn and kept with its row:
 
-- ``fp8_fused_e4m3_out``: :func:`book.kernels.fp8_gemm.swiglu_fp8`, e4m3 out;
+- ``fp8_fused_e4m3_out``: :func:`book.kernels.gemms.fp8_gemm.swiglu_fp8`, e4m3 out;
 - ``fp8_fused_bf16_out``: the same kernel storing bfloat16 (the control);
 - ``fp8_fused_e4m3_out_inflight``: the e4m3 kernel with ``inflight=1`` (a consumer releases
   a stage one k-block later, keeping one group of wgmma in flight);
@@ -71,8 +71,8 @@ def main(argv=None):
     from book import quantize as Q
     from book.bench import measure_interleaved
     from book.data import write
-    from book.kernels import fp8_gemm as G
-    from book.kernels import wgmma_gemm as W
+    from book.kernels.gemms import fp8_gemm as G
+    from book.kernels.gemms import wgmma_gemm as W
     from book.provenance import provenance
 
     if book.gpu.SIMULATED:

@@ -17,13 +17,13 @@ e4m3 output's scale static (taken once from the bf16 output's largest value / 44
 Rows of one T, measured by :func:`book.bench.measure_interleaved` one row at a time, round
 after round, the SM clock, power and temperature read (nvidia-smi) after each turn:
 
-- ``fp8_gemv_e4m3_out``: :func:`book.kernels.fp8_gemv.swiglu_fp8_gemv`, e4m3 out;
+- ``fp8_gemv_e4m3_out``: :func:`book.kernels.gemv.fp8_gemv.swiglu_fp8_gemv`, e4m3 out;
 - ``fp8_gemv_bf16_out``: the same kernel storing bfloat16 (the control);
 - ``fp8_gemv_e4m3_out_bare``: the same kernel with e4m3 out, the tile's fixes off
   (``gemv_tile(..., fixes=False)``: the scales read output by output, the seams settled in
   full, a plain launch; the same bits): the control of ``Fp8GemvTile``'s fixes;
 - ``fp8_fused_gemm_decode``: the fused FP8 GEMM of the prefill rows
-  (:func:`book.kernels.fp8_gemm.swiglu_fp8`) at these T: the tile design at decode;
+  (:func:`book.kernels.gemms.fp8_gemm.swiglu_fp8`) at these T: the tile design at decode;
 - ``scaled_mm_rowwise_decode_gemm``: ``torch._scaled_mm`` of x (padded to 16 rows with zeros,
   as cuBLASLt's FP8 GEMM asks) and [Wg; Wu] with the same per-token and per-channel scales,
   bfloat16 out: the GEMM alone;
@@ -238,9 +238,9 @@ def main(argv=None):
     from book import quantize as Q
     from book.bench import measure, measure_interleaved
     from book.data import write
-    from book.kernels import fp8_gemm as G
-    from book.kernels import fp8_gemv as V
-    from book.kernels.fastcall import planned
+    from book.kernels.gemms import fp8_gemm as G
+    from book.kernels.gemv import fp8_gemv as V
+    from book.kernels.host.fastcall import planned
     from book.provenance import provenance
     from benchmarks.fp8_bench import kernel_report
 

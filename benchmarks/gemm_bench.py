@@ -29,7 +29,7 @@ import book
 import torch
 
 from book import bench
-from book.kernels import dual_gemm, gemm
+from book.kernels.gemms import dual_gemm, gemm
 from book.provenance import provenance
 
 VARIANTS = gemm.TILE_VARIANTS  # name -> Tile; "flat_u2" is the library default (gemm.TILE)
@@ -84,7 +84,7 @@ def check(results, tname, tile, x, wg, wu, g64, u64, full):
 
 def run(tiles, full, reps):
     rows, checks = [], []
-    ew_name, ew = "vec4", __import__("book.kernels.vectorized", fromlist=["x"]).swiglu_vec4
+    ew_name, ew = "vec4", __import__("book.kernels.elementwise.vectorized", fromlist=["x"]).swiglu_vec4
     for tname in full:  # ragged shapes: the guarded edge kernels (library tiles only)
         for (T, d, h) in RAGGED:
             x, wg, wu = inputs(T, d, h, 1)

@@ -27,7 +27,7 @@ import time
 
 def kernel_report():
     """Registers, spills and SASS facts of each wgmma kernel as compiled for this GPU."""
-    from book.kernels import wgmma_gemm as W
+    from book.kernels.gemms import wgmma_gemm as W
 
     out = {}
     for epi in W.EPILOGUES:
@@ -68,18 +68,18 @@ def mid_t(args, prov):
     beside cuBLAS (F.linear on [wg; wu]) alone and + a compiled SiLU*up (compiled for the
     T), every row of a T in turn, round after round, the SM clock and power after each turn;
     each tile's result checked against torch's first; the wave model beside each row
-    (:mod:`book.kernels.waves`: rounds, and the predicted time in rounds of the wide tile),
+    (:mod:`book.kernels.gemms.waves`: rounds, and the predicted time in rounds of the wide tile),
     and the dispatcher's choice (``choose``: a tile or a ColumnSplit) as a row of its own."""
     import torch
     import torch.nn.functional as F
 
     from book.bench import measure_interleaved
     from book.bench.decode import D, H
-    from book.kernels.launch import sm_count
-    from book.kernels.fastcall import planned
-    from book.kernels.waves import choose, predicted, rounds
-    from book.kernels.wgmma_gemm import swiglu_wgmma
-    from book.kernels.wgmma_gemm_tile import ColumnSplit, HopperTile
+    from book.kernels.host.launch import sm_count
+    from book.kernels.host.fastcall import planned
+    from book.kernels.gemms.waves import choose, predicted, rounds
+    from book.kernels.gemms.wgmma_gemm import swiglu_wgmma
+    from book.kernels.gemms.wgmma_gemm_tile import ColumnSplit, HopperTile
 
     blocks = sm_count()
     gen = torch.Generator(device="cuda").manual_seed(7)

@@ -276,8 +276,8 @@ def lab6(p: Probe) -> tuple[dict, int]:
     from numba import cuda
 
     from book.bench import measure
-    from book.kernels import decode_mlp as dm
-    from book.kernels.fastcall import planned
+    from book.kernels.gemv import decode_mlp as dm
+    from book.kernels.host.fastcall import planned
 
     lab, case = p.lab, p.case
     p.reps = p.reps or {"reps": 20}

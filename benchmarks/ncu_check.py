@@ -46,7 +46,7 @@ def profile_target():
     """What ncu profiles: a few launches of the vec4 kernel, nothing else on the GPU."""
     from numba import cuda
 
-    from book.kernels import vectorized
+    from book.kernels.elementwise import vectorized
 
     g, u, o, _ = buffers()
     for _ in range(SKIP + COUNT):
@@ -58,7 +58,8 @@ def harness():
     from numba import cuda
 
     from book import bench
-    from book.kernels import reference as R, vectorized
+    from book.kernels import reference as R
+    from book.kernels.elementwise import vectorized
 
     sets = [buffers(seed=s) for s in range(2)]  # two sets of 1.4 GB: far beyond the 50 MB L2
     g, u, o, host = sets[0]

@@ -10,13 +10,13 @@ Each case runs in its own process under ``ncu --clock-control none`` (clocks as 
 use, so the profile is comparable with ``book.bench``), which profiles the launches of its
 last call (earlier calls compile and warm the caches). Cases, float32, 8192 x 14336:
 
-- ``fused``: the one-element-per-thread fused kernel (``book.kernels.fused.swiglu_fused``):
+- ``fused``: the one-element-per-thread fused kernel (``book.kernels.elementwise.fused.swiglu_fused``):
   its warp-state (stall) sampling, occupancy, DRAM bytes. The diagnosis of chapter 10.
 - ``vec4``: the control, the same SwiGLU with 8 elements and 16-byte accesses per thread
-  (``book.kernels.vectorized.swiglu_vec4``): what the stall profile looks like after the fix.
+  (``book.kernels.elementwise.vectorized.swiglu_vec4``): what the stall profile looks like after the fix.
 - ``naive``: the two-kernel pair (silu -> tmp, tmp * up): DRAM bytes of both launches.
 - ``coalesced``, ``strided2``, ``uncoalesced``: the coalescing variants of
-  ``book.kernels.coalescing`` (one fused fast-math kernel, neighbouring threads 1, 2 or 32
+  ``book.kernels.elementwise.coalescing`` (one fused fast-math kernel, neighbouring threads 1, 2 or 32
   elements apart): DRAM bytes and sectors per request.
 
 Stall reasons are ``smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio``:
@@ -58,16 +58,16 @@ DESCRIPTIONS = {
 
 
 def coalescing_cases():
-    """{case: wrapper} of book.kernels.coalescing (chapter 6), if that module exists."""
+    """{case: wrapper} of book.kernels.elementwise.coalescing (chapter 6), if that module exists."""
     try:
-        from book.kernels import coalescing
+        from book.kernels.elementwise import coalescing
     except ImportError:
         return {}
     return {name: getattr(coalescing, f"swiglu_{name}") for name in coalescing.STRIDES}
 
 
 def wrapper(case):
-    from book.kernels import fused, naive, vectorized
+    from book.kernels.elementwise import fused, naive, vectorized
 
     known = {"fused": fused.swiglu_fused, "vec4": vectorized.swiglu_vec4,
              "naive": naive.swiglu_naive}
@@ -129,7 +129,7 @@ def summarise(case, launches, command):
     ld_req = total("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum")
     st_req = total("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum")
     return {
-        "description": DESCRIPTIONS.get(case, f"book.kernels.coalescing.swiglu_{case}"),
+        "description": DESCRIPTIONS.get(case, f"book.kernels.elementwise.coalescing.swiglu_{case}"),
         "command": command,
         "launches": launches,
         "gpu_time_s": total("gpu__time_duration.sum"),

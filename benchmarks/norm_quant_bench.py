@@ -5,7 +5,7 @@ Record: `records/fp8/norm_quant_h200.json` (or `_h100`: the GPU's tag in the nam
     python3 -m benchmarks.norm_quant_bench --out $OUT/norm_quant_h200.json [--T 1 16 2048 8192]
 
 The rows are :func:`book.bench.norm_quant.norm_quant_rows`' (d = 4096, float16 by default):
-:func:`book.kernels.norm_quant.rmsnorm_quant` (``norm_quant_fused``), the same kernel at
+:func:`book.kernels.elementwise.norm_quant.rmsnorm_quant` (``norm_quant_fused``), the same kernel at
 another tile (``norm_quant_fused_c4``) and the staged kernel it replaced
 (``norm_quant_staged``), our RMSNorm then ``quantize_torch``, the two written in torch and
 ``torch.compile``d, and our RMSNorm alone; SM clock and power read after

@@ -136,7 +136,7 @@ def decode_host(r, w):
     shape = decode_cost.DECODE
     if not r.select(variant="launch_layer_fastcall", shape=shape):
         return
-    w("\n## The host side of a decode call (book.kernels.fastcall)\n")
+    w("\n## The host side of a decode call (book.kernels.host.fastcall)\n")
     w("Prediction: a call that keeps only a key read from the tensors, a dict lookup and "
       "`cuLaunchKernel` costs what `torch.add` costs from Python (the same work, in C++ there).\n")
     w("| layer | " + " | ".join(f"{dt} median (p10-p90)" for dt in ("float32", "bfloat16")) + " |")

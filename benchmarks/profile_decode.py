@@ -9,7 +9,7 @@ One command on a GPU machine records ``book/data/profile/decode_timeline_<gpu>.j
 The same ``STEPS`` launches of the fused SwiGLU at decode size (1 x 18944, float32) run twice
 under ``torch.profiler`` (CUPTI's activity trace; Nsight Systems does not run on the course's
 H100 machine): once from a Python loop (one Numba launch per step) and once as one replay of
-a CUDA graph that holds the same launches (``book.kernels.decode.GraphedSwiGLU``). The trace
+a CUDA graph that holds the same launches (``book.kernels.elementwise.decode.GraphedSwiGLU``). The trace
 is reduced to what the figure needs: for each kernel its start and end on the GPU, and for
 each host API call that launched work (``cuLaunchKernel``, ``cudaGraphLaunch``...) its start
 and end on the CPU, in microseconds from the first event of that run.
@@ -118,8 +118,9 @@ def main():
         return 2
     import torch
 
-    from book.kernels import fused, reference as R
-    from book.kernels.decode import GraphedSwiGLU
+    from book.kernels.elementwise import fused
+    from book.kernels import reference as R
+    from book.kernels.elementwise.decode import GraphedSwiGLU
     from book.provenance import provenance
 
     g, u = R.random_inputs(SHAPE, "float32", seed=0)

@@ -2,7 +2,7 @@
 
 Record: `book/data/sass/`.
 
-PTX is compiled anywhere (``book.kernels.ptx``); SASS needs the driver's assembler and
+PTX is compiled anywhere (``book.kernels.host.ptx``); SASS needs the driver's assembler and
 ``nvdisasm``, i.e. a GPU machine. Writes ``<name>_<dtype>.sass`` files into a folder and
 a tarball of them (``--tar``), plus the registers and local memory per kernel.
 Usage on a GPU machine:  python -m benchmarks.sass_dump --dir OUT/sass --tar OUT/sass.tar.gz
@@ -27,7 +27,7 @@ def main():
     args = ap.parse_args()
     import book  # noqa: F401
 
-    from book.kernels import ptx
+    from book.kernels.host import ptx
 
     out = Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 def kernel_resources(tile):
     """Registers and local memory (spills) per thread of each compiled tensor-core kernel."""
-    from book.kernels import mma_gemm as mg
+    from book.kernels.gemms import mma_gemm as mg
 
     out = {}
     for epi in mg.EPILOGUES:
@@ -41,7 +41,7 @@ def kernel_resources(tile):
 
 
 def pick_tile(spec):
-    from book.kernels import mma_gemm as mg
+    from book.kernels.gemms import mma_gemm as mg
 
     if not spec:
         return mg.TILE

@@ -34,8 +34,8 @@ kernel's duration under ncu. The workloads (d = 4096, h = 14336, nn.Linear weigh
 - ``cublas_prefill`` / ``cublas_decode``: ``torch.matmul(x, W.T, out=o)`` with ``W = [Wg; Wu]``
   (what chapter 9's cuBLAS rows time) at T = 2048 and T = 16;
 - ``ours_wgmma`` (control: a kernel known to be built on ``wgmma`` and TMA):
-  :func:`book.kernels.wgmma_gemm.swiglu_wgmma` at T = 2048;
-- ``ours_mma`` (control: one built on ``mma.sync``): :func:`book.kernels.mma_gemm.swiglu_mma`
+  :func:`book.kernels.gemms.wgmma_gemm.swiglu_wgmma` at T = 2048;
+- ``ours_mma`` (control: one built on ``mma.sync``): :func:`book.kernels.gemms.mma_gemm.swiglu_mma`
   at T = 2048.
 
 A counter that reads zero for a control built on that instruction would say the metric does
@@ -159,14 +159,14 @@ def child(name: str) -> None:
         def run():
             torch.matmul(x, w.T, out=o)
     elif name == "ours_wgmma":
-        from book.kernels.wgmma_gemm import swiglu_wgmma
+        from book.kernels.gemms.wgmma_gemm import swiglu_wgmma
 
         o = torch.empty(T, 14336, device="cuda", dtype=torch.bfloat16)
 
         def run():
             swiglu_wgmma(x, wg, wu, o)
     else:
-        from book.kernels.mma_gemm import swiglu_mma
+        from book.kernels.gemms.mma_gemm import swiglu_mma
 
         wgt, wut = wg.T.contiguous(), wu.T.contiguous()   # [d, h]: x @ wg
         o = torch.empty(T, 14336, device="cuda", dtype=torch.bfloat16)
@@ -263,7 +263,7 @@ def main():
         return instructions(args.instructions)
     import torch
 
-    from book.kernels import mma_gemm as mg
+    from book.kernels.gemms import mma_gemm as mg
 
     tile = mg.TILE
     if args.config:

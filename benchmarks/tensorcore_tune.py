@@ -4,7 +4,7 @@ Record: `records/tensorcore/tensorcore_tune_h100.json`.
 
     python3 -m benchmarks.tensorcore_tune --out $OUT/tensorcore_tune.json [--T 2048]
 
-For each :class:`book.kernels.mma_gemm.MmaTile` in ``CONFIGS`` (or ``--configs`` names):
+For each :class:`book.kernels.gemms.mma_gemm.MmaTile` in ``CONFIGS`` (or ``--configs`` names):
 check the dual GEMM against cuBLAS (bf16 tolerance), then time the ceiling kernel and the
 dual GEMM (:func:`book.bench.measure`, two input sets), and print TFLOP/s, the ratio to
 cuBLAS bf16 and registers per thread. Writes the table with provenance.
@@ -48,7 +48,7 @@ def main(argv=None):
     import book
     from book import bench
     from book.data import write
-    from book.kernels import mma_gemm as mg
+    from book.kernels.gemms import mma_gemm as mg
     from book.provenance import provenance
 
     if book.gpu.SIMULATED:

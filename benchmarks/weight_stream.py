@@ -1,5 +1,5 @@
 """How fast each way of reading the decode weights streams them, beside the GEMVs that read
-them that way (book.kernels.stream_probes): the ceiling each load method leaves a GEMV.
+them that way (book.kernels.probes.stream_probes): the ceiling each load method leaves a GEMV.
 
 Record: `records/bench/weight_stream_h100.json`.
 
@@ -58,8 +58,8 @@ def gemv_timeline(T, xo, wg, wu, launches=5, tile=None):
     blocks of each event (us from the earliest start) and of the time between them."""
     import numpy as np
 
-    from book.kernels import decode_mlp as dm
-    from book.kernels.wgmma_gemv import BM, gemv_tile, traced_runs
+    from book.kernels.gemv import decode_mlp as dm
+    from book.kernels.gemv.wgmma_gemv import BM, gemv_tile, traced_runs
 
     x, o = xo
     # (without pdl: a traced launch runs alone, traced_runs, with no kernel before it to
@@ -120,13 +120,13 @@ def main(argv=None):
     from book.bench.decode import D, H
     from book.bench.decode import weight_bytes as _wb
     from book.data import write
-    from book.kernels import decode_mlp as dm
-    from book.kernels import cuda_core_gemv as ccg
-    from book.kernels import stream_probes as sp
-    from book.kernels.launch import MAX_SHARED, KernelLaunch, as_device, sm_count
-    from book.kernels.stream_k import stream_k
-    from book.kernels.wgmma_gemm import tensor_maps
-    from book.kernels.wgmma_gemv import WgmmaGemvTile, gemv_tile
+    from book.kernels.gemv import decode_mlp as dm
+    from book.kernels.gemv import cuda_core_gemv as ccg
+    from book.kernels.probes import stream_probes as sp
+    from book.kernels.host.launch import MAX_SHARED, KernelLaunch, as_device, sm_count
+    from book.kernels.gemms.stream_k import stream_k
+    from book.kernels.gemms.wgmma_gemm import tensor_maps
+    from book.kernels.gemv.wgmma_gemv import WgmmaGemvTile, gemv_tile
     from book.provenance import provenance
 
     H = args.h or H

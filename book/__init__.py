@@ -64,7 +64,7 @@ Counts and models
   ``quantize``: eight-bit quantization with scales per tensor, token, output channel or block
   (``per_token``, ``per_channel``, ``per_block`` with ``ACT_BLOCK`` 1 x 128 and
   ``WEIGHT_BLOCK`` 128 x 128; ``quantize_torch`` for CUDA tensors, the same codes; codes by
-  ``book.kernels.fp8.encode_fast``, rows at a time), saturated values counted (a static scale
+  ``book.kernels.instructions.fp8.encode_fast``, rows at a time), saturated values counted (a static scale
   too: ``act_scale``, ``out_scale``), the MLP-up's error against float64 of the unquantized
   layer beside bf16's (``reference``, ``mlp_up_error``, ``bf16_error``); ``random_layer``: the
   course's layer with outlier channels or features; tests/library/test_quantize.py,
@@ -94,7 +94,7 @@ The chapters' readers and pictures
   simulator with ``c_coords`` changed (a simulator process on a GPU), and what a GPU would do.
   ``decode_cost``: what a decode-size call costs, from one record: the layers of a call with
   their spread, the section's first table (``call_rows``: host rows of one run only, beside
-  the GPU rows), the three launch paths (Numba's dispatcher, ``book.kernels.fastcall``, a
+  the GPU rows), the three launch paths (Numba's dispatcher, ``book.kernels.host.fastcall``, a
   CUDA-graph replay) and a decode step's time per path (chapter 6's decode section).
   ``decode_sweep``: the MLP-up over T = 1..8192 from one record's ``decode_sweep`` rows
   (book/bench/decode.py): curves in GB/s of weights and TFLOP/s, the dispatcher's path shaded

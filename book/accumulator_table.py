@@ -2,8 +2,8 @@
 
 The exercise moves accumulators 2 and 3 of ``c_coords`` from rows ``g + 8`` to rows
 ``g + shift`` and runs the chapter's one-warp cell in the simulator. :func:`in_simulator` does
-exactly that: :func:`book.kernels.tensorcore.c_coords` replaced (the simulated ``mma.sync``
-gathers C and hands out D by it, and :func:`book.kernels.fragments.tile_mma_kernel` is rebuilt
+exactly that: :func:`book.kernels.instructions.tensorcore.c_coords` replaced (the simulated ``mma.sync``
+gathers C and hands out D by it, and :func:`book.kernels.probes.fragments.tile_mma_kernel` is rebuilt
 so that its store of D follows it too), one warp's bf16 ``m16n8k16`` on the chapter's A and B,
 the table put back. It runs in this process when the course uses the simulator, otherwise (on a
 GPU, or under the T4 switch, which refuses bf16) in a child process with ``BOOK_SIMULATOR=1``, as
@@ -87,7 +87,8 @@ def _classify(D, truth) -> Rows:
 
 
 def _run_here(shift, a_bits, b_bits):
-    from .kernels import fragments, tensorcore
+    from .kernels.probes import fragments
+    from .kernels.instructions import tensorcore
 
     original = tensorcore.c_coords
     tensorcore.c_coords = moved_table(shift)
@@ -126,8 +127,8 @@ def in_simulator(A, B, shift: int = 4, timeout_s: float = 120.0) -> Rows:
 
 def on_a_gpu(shift: int = 4) -> Rows:
     """Rows of D on a GPU with the same change: each lane holds the rows the ISA's table gives
-    it (:func:`book.kernels.tensorcore.c_coords`), and stores them where the moved table says."""
-    from .kernels.tensorcore import c_coords
+    it (:func:`book.kernels.instructions.tensorcore.c_coords`), and stores them where the moved table says."""
+    from .kernels.instructions.tensorcore import c_coords
 
     moved = moved_table(shift)
     got = {r: set() for r in range(16)}  # row -> the rows whose results land there

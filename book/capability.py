@@ -14,8 +14,8 @@ The families (:data:`FAMILIES`), each with the compute capability it needs:
 
 :func:`check` refuses ``cc`` at the first family it lacks (:func:`refusal`: what it would say). ``cc`` None is Numba's CUDA
 simulator: it simulates the ``mma.sync`` families and has no ``wgmma`` (nor TMA), which it
-says. ``book.kernels.tensorcore.check_capability(cc, dtype)`` (:func:`tensor_core`: fp16 needs
-the first family, any other dtype both) and ``book.kernels.hopper.check_capability(cc)`` are
+says. ``book.kernels.instructions.tensorcore.check_capability(cc, dtype)`` (:func:`tensor_core`: fp16 needs
+the first family, any other dtype both) and ``book.kernels.instructions.hopper.check_capability(cc)`` are
 this check; chapters 8 and 9 print its refusals in recorded cells, so their words stay
 (tests/library/test_capability.py pins them byte for byte).
 
@@ -107,7 +107,7 @@ FAMILIES = {
         needs="mma.sync m16n8k8/m16n8k16 and ldmatrix need compute capability 7.5 (Turing, "
               "e.g. a T4) or newer.",
         refused="every tensor-core kernel",
-        instead="the course's CUDA-core kernels (book.kernels.gemm, book.kernels.dual_gemm) but "
+        instead="the course's CUDA-core kernels (book.kernels.gemms.gemm, book.kernels.gemms.dual_gemm) but "
                 "no tensor-core kernel."),
     "mma_m16n8k16": Family(
         instructions=("mma_bf16_16816", "mma_f16_16816", "cp_async"), since=(8, 0),
@@ -128,11 +128,11 @@ FAMILIES = {
                        "have no tcgen05: their tensor cores take mma.sync, extended to FP8 and "
                        "FP4.")),
         refused="this kernel",
-        instead="the mma.sync kernels of book.kernels.mma_gemm (sm_80+, fp16 from sm_75).",
+        instead="the mma.sync kernels of book.kernels.gemms.mma_gemm (sm_80+, fp16 from sm_75).",
         simulator="these kernels are built on wgmma, which only Hopper GPUs have (H100, H200: "
                   "sm_90a); Numba's CUDA simulator has neither wgmma nor TMA. Here the chapter "
-                  "runs the models of book.kernels.hopper (descriptors, swizzle, TMA boxes, the "
-                  "accumulator layout) and the mma.sync kernels of book.kernels.mma_gemm "
+                  "runs the models of book.kernels.instructions.hopper (descriptors, swizzle, TMA boxes, the "
+                  "accumulator layout) and the mma.sync kernels of book.kernels.gemms.mma_gemm "
                   "instead."),
 }
 

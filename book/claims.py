@@ -204,7 +204,7 @@ def table(results=None):
                 detail += f"; one Numba launch from Python costs {_us(launch[0]['seconds'])} of host time"
             fast = res.select(variant="launch_layer_fastcall", dtype=dtype, shape=shape)
             if fast:
-                detail += f", the cheap path (book.kernels.fastcall) {_us(fast[0]['seconds'])}"
+                detail += f", the cheap path (book.kernels.host.fastcall) {_us(fast[0]['seconds'])}"
             if graph:
                 detail += f"; in a CUDA graph {_us(graph[0]['seconds'])} per SwiGLU"
             same = _run_of(ob) == _run_of(oa)

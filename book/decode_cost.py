@@ -12,7 +12,7 @@ different runs.
 * :func:`call_rows`: the section's first table, host rows of that group beside the GPU
   rows of the same kernels (the host rows must come from one run, or it says which do not);
 * :func:`paths`: the three ways to launch the same kernel (Numba's dispatcher through the
-  wrapper, the cheap path of :mod:`book.kernels.fastcall`, a CUDA-graph replay) with host
+  wrapper, the cheap path of :mod:`book.kernels.host.fastcall`, a CUDA-graph replay) with host
   and GPU time per call;
 * :func:`step_time`: what ``layers`` such calls take in one decode step, per path.
 """
@@ -87,7 +87,7 @@ def call_rows(results, dtype, shape=DECODE):
 # The three launch paths of one kernel: (key, label, host row or None, GPU row)
 PATHS = (
     ("dispatcher", "wrapper through Numba's dispatcher", "{v}_torch_call", "{v}"),
-    ("fastcall", "cheap path (book.kernels.fastcall)", "launch_layer_fastcall", "{v}"),
+    ("fastcall", "cheap path (book.kernels.host.fastcall)", "launch_layer_fastcall", "{v}"),
     ("graph", "CUDA-graph replay", None, "launch_layer_graph_replay"),
 )
 

@@ -1,7 +1,7 @@
 """Diagrams of the tiled GEMM of chapter 7, drawn from the kernel's own tile sizes.
 
 Each function draws one picture on a matplotlib ``Axes`` from a
-:class:`book.kernels.gemm.Tile`, so the figures follow the measured configuration
+:class:`book.kernels.gemms.gemm.Tile`, so the figures follow the measured configuration
 (``gemm.TILE``) and change with it:
 
 - :func:`block_tile`: ``out = a @ b`` split into block tiles; the row panel of ``a`` and
@@ -17,7 +17,7 @@ The geometry comes from :func:`thread_cells` and :func:`schedule`, which restate
 kernel's index arithmetic (``make_tiled_gemm``) and are checked against it in the tests.
 
 And chapter 8's :func:`fragment_grids`: which lane of a warp holds each element of an
-``mma.sync`` fragment, from the tables of :mod:`book.kernels.tensorcore`.
+``mma.sync`` fragment, from the tables of :mod:`book.kernels.instructions.tensorcore`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ GATE, UP = OI["blue"], OI["orange"]
 
 def _tile(tile):
     if tile is None:
-        from .kernels.gemm import TILE
+        from .kernels.gemms.gemm import TILE
 
         tile = TILE
     return tile.validate()
@@ -291,11 +291,11 @@ def fragment_grids(axes=None, fontsize: float = 9):
     """The three fragments of ``mma.sync`` m16n8k16 (A 16 x 16, B 16 x 8, C and D 16 x 8) as
     grids: each element's cell holds the lane that owns it, coloured by the lane's group
     (``lane >> 2``), rows and columns numbered. Drawn from the PTX ISA's tables as
-    :mod:`book.kernels.tensorcore` states them (``a_coords``, ``b_coords``, ``c_coords``).
+    :mod:`book.kernels.instructions.tensorcore` states them (``a_coords``, ``b_coords``, ``c_coords``).
     ``fontsize``: of every label, in points (lane numbers, ticks, axis names, titles)."""
     import numpy as np
 
-    from .kernels import tensorcore as tc
+    from .kernels.instructions import tensorcore as tc
 
     if axes is None:
         import matplotlib.pyplot as plt

@@ -72,7 +72,7 @@ def bf16_bits(x):
     """float32 value(s) -> bfloat16 bits (uint16): the top 16 bits, rounded to nearest even on
     the 16 dropped (``cvt.rn.bf16.f32``, torch's rounding); a NaN becomes ``BF16_NAN``. An
     array gives an array, a number a ``numpy.uint16``: the host's reference, the simulator's
-    stores (book.kernels.wide, book.kernels.tensorcore) and the checks all round here."""
+    stores (book.kernels.instructions.wide, book.kernels.instructions.tensorcore) and the checks all round here."""
     a = np.asarray(x, dtype=np.float32)   # (ascontiguousarray would make a number 1-D)
     b = (a if a.ndim == 0 else np.ascontiguousarray(a)).view(np.uint32).astype(np.uint64)
     bits = np.where(np.isnan(a), np.uint16(BF16_NAN),

@@ -1,9 +1,9 @@
 """The "Eight bits" chapter's pictures and tables, drawn from the models of
-:mod:`book.kernels.fp8`, the quantization of :mod:`book.quantize` and the FP8 record
+:mod:`book.kernels.instructions.fp8`, the quantization of :mod:`book.quantize` and the FP8 record
 (:mod:`book.fp8_data`).
 
 - :func:`fields`, :func:`bits_figure`: an eight-bit code taken apart (sign, exponent,
-  mantissa) and its value, from :func:`book.kernels.fp8.decode`;
+  mantissa) and its value, from :func:`book.kernels.instructions.fp8.decode`;
 - :func:`ladder`, :func:`values_figure`: every positive value of e4m3 and e5m2 on one
   logarithmic axis (how many per power of two, where the subnormals are);
 - :func:`call_bytes`, :func:`predicted_seconds`, :func:`roofline_figure`: chapter 1's count
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import quantize as Q
-from .kernels import fp8 as F
+from .kernels.instructions import fp8 as F
 from .roofline import OKABE_ITO as OI
 
 __all__ = ["FP8_PEAK", "fields", "bits_figure", "ladder", "values_figure", "call_bytes",

@@ -1,5 +1,5 @@
-"""Chapter 9's pictures and tables, drawn from the models of :mod:`book.kernels.hopper`, the
-tile of :mod:`book.kernels.wgmma_gemm` and the records in ``book/data``.
+"""Chapter 9's pictures and tables, drawn from the models of :mod:`book.kernels.instructions.hopper`, the
+tile of :mod:`book.kernels.gemms.wgmma_gemm` and the records in ``book/data``.
 
 - :func:`operand_bytes`, :func:`chunk_owners`, :func:`conflict_ways`,
   :func:`descriptor_figure`: which bytes of shared memory the wgmma of one k16 step reads,
@@ -7,10 +7,10 @@ tile of :mod:`book.kernels.wgmma_gemm` and the records in ``book/data``.
   32 banks) in three layouts of the same 8 x 64 tile: the kernel's 128-byte swizzle, the
   unswizzled core-matrix layout, and plain 128-byte rows (what a copy without swizzle
   leaves, which no descriptor describes). Addresses come from
-  :func:`~book.kernels.hopper.operand_addresses` through the descriptors the kernel uses.
+  :func:`~book.kernels.instructions.hopper.operand_addresses` through the descriptors the kernel uses.
 - :func:`ring_model`, :func:`ring_figure`: the producer/consumer pipeline of the dual GEMM
   as a timeline, from a small event model of its mbarrier ring built on
-  :class:`~book.kernels.hopper.MbarrierModel` and :class:`~book.kernels.wgmma_gemm_tile.HopperTile`
+  :class:`~book.kernels.instructions.hopper.MbarrierModel` and :class:`~book.kernels.gemms.wgmma_gemm_tile.HopperTile`
   (stages, the three TMA boxes of a stage and their byte count, the consumer warpgroups,
   the epilogue). Durations are parameters in arbitrary units: a model, not a measurement.
 - :func:`measurement_rows`, :func:`clustered`: the rows of the chapter's comparison table
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .bench.rows import spreads_overlap
-from .kernels.hopper import MbarrierModel, descriptor, operand_addresses
+from .kernels.instructions.hopper import MbarrierModel, descriptor, operand_addresses
 from .roofline import OKABE_ITO as OI
 
 __all__ = ["LAYOUTS", "operand_bytes", "chunk_owners", "conflict_ways", "descriptor_figure",
@@ -73,7 +73,7 @@ def step_descriptor(layout: str, step: int, rows: int = 8, k: int = 64,
 def operand_bytes(layout: str, rows: int = 8, k: int = 64) -> np.ndarray:
     """[rows, k] shared byte address of each element of a K-major tile of 16-bit elements:
     for "128B" and "none" what the wgmma of each k16 step reads through its descriptor
-    (:func:`~book.kernels.hopper.operand_addresses`), for "rows" where a plain copy of
+    (:func:`~book.kernels.instructions.hopper.operand_addresses`), for "rows" where a plain copy of
     128-byte rows leaves it."""
     if k % 16 or not 16 <= k <= 64:
         raise ValueError(f"k must be 16, 32, 48 or 64 (k16 steps of one 128-byte row), got {k}")
@@ -195,7 +195,7 @@ class RingEvent:
 def ring_model(tile=None, k_blocks: int = 6, tiles: int = 2, copy: float = 2.0,
                mma: float = 3.0, epilogue: float = 5.0,
                first_parity: int = 1) -> list[RingEvent]:
-    """The ring of :mod:`book.kernels.wgmma_gemm` played out with ``MbarrierModel`` barriers.
+    """The ring of :mod:`book.kernels.gemms.wgmma_gemm` played out with ``MbarrierModel`` barriers.
 
     Each stage s has a *full* barrier (count 1) and an *empty* one (count: the consumer
     warpgroups). The producer takes k-blocks j = 0, 1, ... in order, into stage j % stages
@@ -210,7 +210,7 @@ def ring_model(tile=None, k_blocks: int = 6, tiles: int = 2, copy: float = 2.0,
     Returns the events in the order they happened. A ring that can never move on (say the
     producer's first wait asks for parity 0: ``first_parity=0``) raises RuntimeError
     saying who waits on what."""
-    from .kernels.wgmma_gemm import TILE
+    from .kernels.gemms.wgmma_gemm import TILE
 
     tile = (tile or TILE).validate()
     if getattr(tile, "multicast", False):

@@ -1,6 +1,6 @@
 """Every place the course reaches past numba-cuda's public API, in one module.
 
-The course launches compiled kernels itself (``book.kernels.plan``: every planned launch),
+The course launches compiled kernels itself (``book.kernels.host.plan``: every planned launch),
 gives a kernel more dynamic shared memory, records what a submission launches
 (the grader's child) and, in Numba's CUDA simulator, watches and re-addresses launches (the
 grader, ``check()``, the access tracer, ``tools/lab_ptx.py``) and lets a simulated warp meet

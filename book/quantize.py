@@ -9,8 +9,8 @@ nothing saturates; a *static* scale (given, not measured: the output scale the n
 reads, or an activation scale calibrated on other data) may saturate, and :func:`quantize`
 counts the values that did.
 
-Rounding is the hardware's (:func:`book.kernels.fp8.encode`: round to nearest even,
-satfinite; by table, :func:`~book.kernels.fp8.encode_fast`, the same codes), and the
+Rounding is the hardware's (:func:`book.kernels.instructions.fp8.encode`: round to nearest even,
+satfinite; by table, :func:`~book.kernels.instructions.fp8.encode_fast`, the same codes), and the
 division by the scale is float32's, as torch's on the GPU, so :func:`quantize_torch` (for
 CUDA tensors) gives the same codes as :func:`quantize` here.
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .kernels.fp8 import FORMATS, decode, encode_fast
+from .kernels.instructions.fp8 import FORMATS, decode, encode_fast
 
 __all__ = ["Quantized", "scales_for", "quantize", "dequantize", "per_tensor", "per_token",
            "per_channel", "per_block", "quantize_torch", "reference", "mlp_up_error",

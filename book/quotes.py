@@ -40,7 +40,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from .kernels.fp8_gemv_tile import weight_bytes
+from .kernels.gemv.fp8_gemv_tile import weight_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 NORM_QUANT = "records/fp8/norm_quant_h200.json"

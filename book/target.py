@@ -11,7 +11,7 @@ simulator off (PTX compiled on a CPU machine: ``tools/lab_ptx.py``) it names the
 compiled for. It may not name a GPU newer than the one present: that code would not run.
 
 This module imports nothing from Numba or the rest of ``book``: :mod:`book.gpu` reads it
-before ``numba.cuda`` is imported, and the graded labs' copy of ``book.kernels.tensorcore``
+before ``numba.cuda`` is imported, and the graded labs' copy of ``book.kernels.instructions.tensorcore``
 (``autograder/sandbox/trusted.py``) and ``tools/lab_ptx.py``'s bare package import it too,
 through :mod:`book.capability` (which GPU the course builds for, and what each instruction
 family needs).

@@ -27,7 +27,7 @@ ones that did not compile, each naming the lab, the step, the kernel, its cell, 
 signature and Numba's error.
 
 3. ``--ptxas`` (``ptxas_record``): each compiled PTX assembled by ptxas for the same target
-   with ``-v``, through nvJitLink (``book.kernels.ptx.ptxas_log``: a pip wheel, as Numba links
+   with ``-v``, through nvJitLink (``book.kernels.host.ptx.ptxas_log``: a pip wheel, as Numba links
    a kernel on a GPU; no GPU or CUDA toolkit needed), and what it reports per kernel kept
    (``usage``): registers, stack frame, spill stores and loads, barriers.
    ``--T 1 4 8 16`` runs the graded function only, once per token count, on the lab's
@@ -187,7 +187,7 @@ def record(lab: str, cells, only=None, cases=None) -> dict[str, list[dict]]:
 # Phase 2: a fresh interpreter with Numba's real CUDA target. It must not run book/__init__.py
 # (that would pick the simulator on a machine without a GPU): `book` is a bare package there,
 # so a master may still import the instruction modules graded code may use
-# (book.kernels.tensorcore), and target_cc() answers the compute capability compiled for.
+# (book.kernels.instructions.tensorcore), and target_cc() answers the compute capability compiled for.
 _CHILD = r"""
 import json, pickle, sys, types
 with open(sys.argv[1], "rb") as f:
@@ -232,7 +232,7 @@ with open(sys.argv[1] + ".json", "w") as f:  # a file: the cells may print
 
 def _start_child(lab: str, cells, launches, tmp: Path, cc=CC,
                  keep_ptx: bool = False) -> subprocess.Popen:
-    from book.kernels.tensorcore import TARGET_CC_ENV
+    from book.kernels.instructions.tensorcore import TARGET_CC_ENV
 
     env = {k: v for k, v in os.environ.items()
            if k not in ("NUMBA_ENABLE_CUDASIM", "BOOK_SIMULATOR")}
@@ -350,7 +350,7 @@ def ptxas_rows(lab: str, tokens=None, ccs=None, notebook=None, timeout: float = 
     """One row per (kernel, signature, capability) the master launches (``tokens``: only the
     graded function, once per T; its cases otherwise every step's), with ptxas's ``usage``;
     a kernel that does not compile raises."""
-    from book.kernels.ptx import ptxas_log
+    from book.kernels.host.ptx import ptxas_log
 
     cases = token_cases(lab, tokens) if tokens else None
     got = check([lab], {lab: notebook} if notebook else None, only={"final"} if tokens else None,
@@ -383,7 +383,7 @@ def ptxas_record(lab: str, tokens=None, ccs=None, notebook=None, command=None) -
             "method": ("the master's graded cells (autograder.master) run in the simulator, "
                        "each launch's kernel and argument types recorded, compiled to PTX by "
                        "numba-cuda with the simulator off (the kernel's own options), then "
-                       "assembled by ptxas -v through nvJitLink (book.kernels.ptx.ptxas_log); "
+                       "assembled by ptxas -v through nvJitLink (book.kernels.host.ptx.ptxas_log); "
                        "compile only: no GPU"),
             "rows": rows}
 

@@ -18,7 +18,7 @@ labs, ``lab<number>_<topic>``, found by ``registry()`` (``python -m autograder l
 A staged lab's spec lists the ``Step``s its notebook builds the kernel in, each checked by
 ``check(fn, step=...)`` and each with the ``PlantedBug`` (an ``Edit``) its check is tested to catch,
 optionally an ``explain(fn)`` that ``check`` prints after a failure (lab 5's first step draws
-which lane holds what: ``book.kernels.fragments.probe_tile``); each kernel lab declares the
+which lane holds what: ``book.kernels.probes.fragments.probe_tile``); each kernel lab declares the
 ``paths`` (``LabPath``) its master must take on every grader's case (logged per case;
 tests/grader/test_lab_paths.py); a lab whose instructions the access tracer does not model
 says why in ``untraced``, and ``check`` says so instead of tracing."""

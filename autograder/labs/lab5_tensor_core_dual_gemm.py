@@ -121,7 +121,7 @@ def _tile_reference(inputs):
 
 def _explain_fragments(fn):
     import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
-    from book.kernels.fragments import probe_tile
+    from book.kernels.probes.fragments import probe_tile
 
     return probe_tile(fn)
 

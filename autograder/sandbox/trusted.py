@@ -23,11 +23,20 @@ CHILD_MARK = "autograder/sandbox/inside/__main__.py"
 # grader's own __init__ modules import the grader, which the child never gets)
 STUB = '"""The child\'s copy: {what} (autograder/sandbox/trusted.py)."""\n'
 
-#: Modules of ``book.kernels`` that graded code may import: instructions, not solutions
-#: (``tensorcore``: the inline-PTX ``mma.sync``/``ldmatrix``/``cp.async`` intrinsics and their
-#: simulator versions, which a tensor-core lab builds on). Only these are copied into the
-#: child's ``book/kernels/``; the driver's import blocker lets through what it finds there.
+#: Modules of ``book.kernels`` that graded code may import, by the names it imports them by
+#: (``book.kernels.ALIASES``' old flat names): instructions, not solutions (``tensorcore``: the
+#: inline-PTX ``mma.sync``/``ldmatrix``/``cp.async`` intrinsics and their simulator versions,
+#: which a tensor-core lab builds on). Only these are copied into the child's ``book/kernels/``,
+#: each at its layer's path, with ``book.kernels.aliases`` and a table of them alone, so that
+#: ``book.kernels.tensorcore`` is the module of ``book.kernels.instructions.tensorcore``; the
+#: driver's import blocker lets through what it finds there.
 GRADED_KERNEL_MODULES = ("tensorcore",)
+
+# the child's book/kernels/__init__.py: the old names of the graded modules, nothing else
+KERNELS_STUB = ('"""The instruction modules graded code may import (autograder/sandbox/trusted.py '
+                'GRADED_KERNEL_MODULES), by their old names too; the course\'s kernels are not '
+                'here."""\n\nfrom .aliases import install\n\nALIASES = {aliases!r}\n'
+                '__getattr__ = install(__name__, ALIASES)\n')
 
 
 def copy_trusted(dst: Path) -> None:
@@ -48,13 +57,19 @@ def copy_trusted(dst: Path) -> None:
     book = REPO / "book"
     shutil.copytree(book, dst / "book", ignore=shutil.ignore_patterns(
         "kernels", "widgets", "data", "__pycache__", "*.json", "*.js", "*.css"))
+    from book.kernels import ALIASES   # (cheap: the table, none of the kernels)
+
     kernels = dst / "book" / "kernels"
     kernels.mkdir()
-    (kernels / "__init__.py").write_text(
-        '"""The instruction modules graded code may import (autograder/sandbox/trusted.py '
-        'GRADED_KERNEL_MODULES); the course\'s kernels are not here."""\n')
-    for name in GRADED_KERNEL_MODULES:
-        shutil.copy(book / "kernels" / f"{name}.py", kernels / f"{name}.py")
+    graded = {name: ALIASES[name] for name in GRADED_KERNEL_MODULES}
+    (kernels / "__init__.py").write_text(KERNELS_STUB.format(aliases=graded))
+    shutil.copy(book / "kernels" / "aliases.py", kernels / "aliases.py")
+    for path in graded.values():   # book.kernels.<layer>.<name>
+        layer, name = path.split(".")[2:]
+        (kernels / layer).mkdir(exist_ok=True)
+        (kernels / layer / "__init__.py").write_text(
+            f'"""The child\'s copy of book.kernels.{layer}: the graded modules alone."""\n')
+        shutil.copy(book / "kernels" / layer / f"{name}.py", kernels / layer / f"{name}.py")
 
 
 def entry_point(trusted: Path) -> Path:

@@ -5,20 +5,20 @@ h = 14336: Llama-3-8B's MLP), in bfloat16 and float16. Rows (``kind`` "decode", 
 ``[T, d, h]``; ``bytes`` are the weight bytes ``2 h d x 2``, so ``bandwidth`` is GB/s of
 weights; ``flops`` count the two GEMVs):
 
-- ``decode_mlp_up``: :func:`book.kernels.decode_mlp.swiglu_decode` through its plan-cached
+- ``decode_mlp_up``: :func:`book.kernels.gemv.decode_mlp.swiglu_decode` through its plan-cached
   call (``fastcall.planned("decode")``): the path the dispatcher picks for T;
 - ``decode_gemv_cuda_cores`` (T <= 8), ``decode_gemv_tensor_cores`` and on sm_90
-  ``decode_gemv_hopper`` (T <= 64, :mod:`book.kernels.wgmma_gemv`): each path forced;
+  ``decode_gemv_hopper`` (T <= 64, :mod:`book.kernels.gemv.wgmma_gemv`): each path forced;
 - ``cublas_linear``: ``F.linear(x, [wg; wu])`` alone (one cuBLAS GEMM of 2h outputs);
   ``cublas_linear_silu_compiled`` / ``cublas_linear_silu_eager``: then ``F.silu(g) * u`` on
   its halves, ``torch.compile``d (static shapes) or eager: what a PyTorch user gets.
 
 The T sweep (bfloat16, T = 1 .. 8192, for the book's figure; ``kind`` "decode_sweep"):
 ``sweep_ours`` (the dispatcher: the GEMVs, then on the H100 the wgmma dual GEMM of
-:mod:`book.kernels.wgmma_gemm`), ``sweep_gemv_tc`` (the tensor-core GEMV, T <= 1024),
+:mod:`book.kernels.gemms.wgmma_gemm`), ``sweep_gemv_tc`` (the tensor-core GEMV, T <= 1024),
 ``sweep_gemv_hopper`` (on sm_90 the wgmma GEMV, T <= 64) and ``sweep_gemv_hopper_bare`` (the
 same kernel at its bare tile, ``gemv_tile(..., fixes=False)``: the control of its default's
-fixes, :data:`book.kernels.wgmma_gemv_tile.FIXES`; its bits checked equal to the default's
+fixes, :data:`book.kernels.gemv.wgmma_gemv_tile.FIXES`; its bits checked equal to the default's
 at every T, ``gemv_hopper_bare_bits_equal``), ``sweep_wgmma_dual`` (on sm_90 the
 wgmma dual GEMM from beyond the CUDA-core GEMV to 64 tokens: where the dispatcher switches),
 ``sweep_mma`` (the mma.sync dual GEMM on ``[d, h]`` copies of the weights, T >= 16),
@@ -87,8 +87,8 @@ def check(suite, dtypes=DTYPES, ts=CHECK_T, d=D, h=H):
     of the plan-cached call bit-equal too."""
     t = suite.torch
     F = t.nn.functional
-    from book.kernels import decode_mlp as dm
-    from book.kernels.fastcall import planned
+    from book.kernels.gemv import decode_mlp as dm
+    from book.kernels.host.fastcall import planned
 
     for dtype in dtypes:
         tdt = getattr(t, dtype)
@@ -169,8 +169,8 @@ def run(suite, ts=ROW_T, dtypes=DTYPES, sweep=SWEEP_T, reps=None, d=D, h=H):
     """Add the decode rows, the sweep and the host rows (module doc)."""
     t = suite.torch
     F = t.nn.functional
-    from book.kernels import decode_mlp as dm
-    from book.kernels.fastcall import planned
+    from book.kernels.gemv import decode_mlp as dm
+    from book.kernels.host.fastcall import planned
 
     reps = reps or max(10, suite.reps // 2)
     if any(suite.wants(v) for v in ("decode_mlp_up", "decode_gemv")):
@@ -207,7 +207,7 @@ def run(suite, ts=ROW_T, dtypes=DTYPES, sweep=SWEEP_T, reps=None, d=D, h=H):
             if _hopper_gemv_runs(suite, T):
                 row("decode_gemv_hopper", planned("gemv_hopper"), ours,
                     "ours, wgmma with the weights on the M side: TMA into an mbarrier ring, "
-                    "stream-K over every SM (book.kernels.wgmma_gemv)")
+                    "stream-K over every SM (book.kernels.gemv.wgmma_gemv)")
             lin = [(xs[i], wcat) for i in range(2)]
             row("cublas_linear", lambda a, w: F.linear(a, w), lin,
                 "cuBLAS: F.linear(x, [wg; wu]) alone (one GEMM of 2h outputs)")
@@ -229,7 +229,7 @@ def run(suite, ts=ROW_T, dtypes=DTYPES, sweep=SWEEP_T, reps=None, d=D, h=H):
 
 def _hopper_gemv_runs(suite, T):
     """The wgmma GEMV's rows are measured on sm_90, at the T it takes."""
-    from book.kernels.wgmma_gemv import MAX_T
+    from book.kernels.gemv.wgmma_gemv import MAX_T
 
     cc = suite.info.compute_capability
     return cc is not None and FAMILIES["wgmma"].has(cc) and T <= MAX_T
@@ -240,9 +240,9 @@ def _bare_hopper_gemv(suite, T, d, h, sets, dtype):
     that its bits are the default's on the first of ``sets`` (a check of the suite's:
     ``gemv_hopper_bare_bits_equal``; the fixes change when things happen, not the sums)."""
     t = suite.torch
-    from book.kernels.fastcall import planned
-    from book.kernels.launch import device_name
-    from book.kernels.wgmma_gemv import gemv_tile
+    from book.kernels.host.fastcall import planned
+    from book.kernels.host.launch import device_name
+    from book.kernels.gemv.wgmma_gemv import gemv_tile
 
     call = planned("gemv_hopper", ("tile", gemv_tile(T, d, device_name(), fixes=False)))
     x, wg, wu, bg, bu, out = sets[0]
@@ -263,8 +263,8 @@ def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
     """The T sweep for the book's figure (module doc)."""
     t = suite.torch
     F = t.nn.functional
-    from book.kernels import decode_mlp as dm
-    from book.kernels.fastcall import planned
+    from book.kernels.gemv import decode_mlp as dm
+    from book.kernels.host.fastcall import planned
 
     tdt = getattr(t, dtype)
     # two weight sets, taken in turn with the two token sets: the calls of a sample read the
@@ -296,14 +296,14 @@ def run_sweep(suite, ts=SWEEP_T, dtype="bfloat16", d=D, h=H, reps=10):
             row("sweep_gemv_tc", planned("gemv_tc"), ours, "ours: the tensor-core GEMV")
         if _hopper_gemv_runs(suite, T):
             row("sweep_gemv_hopper", planned("gemv_hopper"), ours,
-                "ours: the wgmma GEMV (book.kernels.wgmma_gemv)")
+                "ours: the wgmma GEMV (book.kernels.gemv.wgmma_gemv)")
             if suite.wants("sweep_gemv_hopper_bare"):
                 row("sweep_gemv_hopper_bare", _bare_hopper_gemv(suite, T, d, h, ours, dtype), ours,
                     "ours: the wgmma GEMV at its bare tile (gemv_tile's fixes off: no dependent "
                     "launch, the seams settled in full), the control of the default's fixes")
         if _hopper_gemv_runs(suite, T) and T > dm.CUDA_CORE_MAX_T:  # where the switch falls
             row("sweep_wgmma_dual", dm.hopper_dual_gemm, ours,
-                "ours: the wgmma dual GEMM (book.kernels.wgmma_gemm) at the dispatcher's tile")
+                "ours: the wgmma dual GEMM (book.kernels.gemms.wgmma_gemm) at the dispatcher's tile")
         if T >= 16:
             row("sweep_mma", mma, [(xs[i], *wts[i], outs[i]) for i in range(2)],
                 "ours: the mma.sync dual GEMM (swiglu_mma, [d, h] copies of the weights)")
@@ -326,9 +326,9 @@ def run_host(suite, T=1, dtype="bfloat16", d=D, h=H, calls=300, reps=15):
     beside torch's own calls, measured as one group (module doc)."""
     t = suite.torch
     F = t.nn.functional
-    from book.kernels import decode_mlp as dm
-    from book.kernels import mma_gemm as mg
-    from book.kernels.fastcall import fast, planned
+    from book.kernels.gemv import decode_mlp as dm
+    from book.kernels.gemms import mma_gemm as mg
+    from book.kernels.host.fastcall import fast, planned
 
     tdt = getattr(t, dtype)
     wg, wu = _weights(t, dtype, d, h)
@@ -368,7 +368,7 @@ def run_host(suite, T=1, dtype="bfloat16", d=D, h=H, calls=300, reps=15):
                           "F.linear(x, [wg; wu]): cuBLAS's call, allocating its output"),
     }
     if tuple(t.cuda.get_device_capability()) == (9, 0):  # the Hopper dual GEMM, sm_90a
-        from book.kernels import wgmma_gemm as W
+        from book.kernels.gemms import wgmma_gemm as W
 
         group["host_swiglu_wgmma_plain"] = (
             lambda *a: W.swiglu_wgmma(*a), [(x, wg, wu, o)],

@@ -85,7 +85,7 @@ class ElementwiseRows:
             # The same shape with ONE input set: 192 MiB of traffic against a 50 MiB L2, so
             # part of each call hits data the previous call left in L2 (what a benchmark
             # that does not rotate its inputs measures).
-            from book.kernels import vectorized
+            from book.kernels.elementwise import vectorized
 
             one = [nsets[0]]
             self.add("kernel", "vec4_l2_warm", dtype, shape,
@@ -168,7 +168,8 @@ class ElementwiseRows:
         """The call from torch tensors (issue 11) for the course's widest variant of ``dtype``:
         host time per call, bandwidth at the host's own pace beside its controls, and at
         decode sizes the cost of each layer of a call (chapter 6)."""
-        from book.kernels import best_variant, launch
+        from book.kernels import best_variant
+        from book.kernels.host import launch
 
         t, bench, cuda = self.torch, self.bench, self.cuda
         name = best_variant(dtype)
@@ -188,7 +189,7 @@ class ElementwiseRows:
                 print(f"  CHECK FAILED {name} torch tensors {dtype} {shape}: {err[:300]}", flush=True)
             self.checks.append({"variant": f"{name}_torch_tensors", "dtype": dtype,
                                 "shape": list(shape), "ok": ok, "error": err})
-        from book.kernels import fastcall
+        from book.kernels.host import fastcall
 
         fast = fastcall.FastCall(name)
         if self.wants("launch_layer_fastcall") or self.wants(f"{name}_fastcall_tensors"):
@@ -218,14 +219,14 @@ class ElementwiseRows:
                      description=f"the control: swiglu_{name} back to back with Numba arrays")
             self.add("launch", f"{name}_fastcall_tensors", dtype, shape,
                      functools.partial(b2b, fast, sets),
-                     description=f"book.kernels.fastcall.FastCall({name!r}) back to back with torch "
+                     description=f"book.kernels.host.fastcall.FastCall({name!r}) back to back with torch "
                                  "tensors (the cheap launch path)")
             self.add("launch", "torch_add_back_to_back", dtype, shape,
                      functools.partial(b2b, lambda g, u, o: t.add(g, u, out=o), sets),
                      description="torch.add(g, u, out=o) back to back: the reference")
             return
         # chapter 6: what each layer of one call costs (decode size: the GPU waits on the host)
-        from book.kernels import halfprec, vectorized
+        from book.kernels.elementwise import halfprec, vectorized
 
         kernel, width = {"vec4": (vectorized.vec4_kernel, 4),
                          "half8": (halfprec.half8_kernel, 8)}[name]
@@ -234,7 +235,7 @@ class ElementwiseRows:
         b = vectorized.choose_block(max(nvec, 1), 256)
         grid = max(1, launch.cdiv(nvec, 2 * b))
 
-        def uncached(x):  # what every call paid before book.kernels.launch kept the views
+        def uncached(x):  # what every call paid before book.kernels.host.launch kept the views
             if x.dtype == t.bfloat16:
                 x = x.view(t.int16)
             a = cuda.as_cuda_array(x.detach())
@@ -248,7 +249,7 @@ class ElementwiseRows:
                 "(argument types, overload, marshalling) and the launch"),
             "launch_layer_prepared_launch": (
                 lambda g, u, o: launch.launch_kernel(kernel, grid, b, 0, g, u, o), flat,
-                "the same kernel through book.kernels.launch.launch_kernel: arguments marshalled "
+                "the same kernel through book.kernels.host.launch.launch_kernel: arguments marshalled "
                 "once per array, cuda.core's launch"),
             "launch_layer_checks": (
                 lambda g, u, o: launch.prepare(g, u, o, (dtype,), name), nsets,
@@ -266,7 +267,7 @@ class ElementwiseRows:
                 fn, sets, f"swiglu_{name}(gate, up, out) called with torch CUDA tensors"),
             "launch_layer_fastcall": (
                 fast, sets,
-                f"book.kernels.fastcall.FastCall({name!r})(gate, up, out) with torch tensors: a key "
+                f"book.kernels.host.fastcall.FastCall({name!r})(gate, up, out) with torch tensors: a key "
                 "lookup and cuLaunchKernel on torch's current stream"),
             "launch_layer_torch_add": (
                 lambda g, u, o: t.add(g, u, out=o), sets,
@@ -296,7 +297,9 @@ class ElementwiseRows:
         # Where the host time of one launch goes: the raw Numba launch of the one-element
         # kernel on flat arrays, the wrapper's checks alone, and the wrapper + launch. Into
         # ``host``: measured with the layer rows of run_torch_calls as one group.
-        from book.kernels import best_variant, fused, launch
+        from book.kernels import best_variant
+        from book.kernels.elementwise import fused
+        from book.kernels.host import launch
 
         flat = [tuple(a.reshape(a.size) for a in s3) for s3 in nsets]
         n = flat[0][0].size
@@ -321,7 +324,7 @@ class ElementwiseRows:
         else:
             self.host_group(rows, dtype, shape, min_bytes, flops)
         # the chapter's GraphedSwiGLU: capture, replay, check the replayed result
-        from book.kernels.decode import GraphedSwiGLU
+        from book.kernels.elementwise.decode import GraphedSwiGLU
 
         g0, u0, o0 = sets[0]
         if not self.wants(f"{best}_graph"):

@@ -46,7 +46,8 @@ class GemmRows:
     def run_gemms(self):
         t = self.torch
         F = t.nn.functional
-        from book.kernels import dual_gemm as dual, gemm, vectorized
+        from book.kernels.gemms import dual_gemm as dual, gemm
+        from book.kernels.elementwise import vectorized
 
         for T, d, h in GEMM_SHAPES:
             gen = t.Generator(device="cuda").manual_seed(7)

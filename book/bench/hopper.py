@@ -4,7 +4,7 @@ practitioner's path, in the nn.Linear layout, every row of a shape measured inte
 Rows (``kind`` "hopper", dtype bfloat16, shape [T, d, h]; flops count x @ [Wg; Wu]^T):
 
 - ``wgmma_dual_gemm``: silu(x Wg^T) * (x Wu^T) from the accumulators
-  (:func:`book.kernels.wgmma_gemm.swiglu_wgmma`);
+  (:func:`book.kernels.gemms.wgmma_gemm.swiglu_wgmma`);
 - ``wgmma_dual_gemm_identity``: the control, the same kernel storing gate + up;
 - ``wgmma_unfused``: the same kernel storing gate and up, then the ``half8`` SwiGLU kernel;
 - ``wgmma_ceiling``: the consumers' wgmma loop alone on shared memory (no TMA, no
@@ -61,7 +61,7 @@ def check(suite):
     whole tiles and at edges (T = 1, 64, 200; h and d not multiples of the tile)."""
     t = suite.torch
     F = t.nn.functional
-    from book.kernels import wgmma_gemm as W
+    from book.kernels.gemms import wgmma_gemm as W
 
     for T, d, h in CHECK_SHAPES:
         (x,), wg, wu = _inputs(t, T, d, h, 11, 1)
@@ -95,8 +95,8 @@ def run(suite, shapes=SHAPES, rule_d=RULE_D, rounds=6, reps=8):
     """Add the rows (see the module doc)."""
     t = suite.torch
     F = t.nn.functional
-    from book.kernels import halfprec
-    from book.kernels import wgmma_gemm as W
+    from book.kernels.elementwise import halfprec
+    from book.kernels.gemms import wgmma_gemm as W
 
     if any(suite.wants(v) for v in ("wgmma_dual_gemm", "wgmma_ceiling")):
         check(suite)
@@ -196,7 +196,7 @@ def rule(suite, rule_d, compiled, add_group):
     """The separate pass's share of the MLP-up at several widths d, and the bandwidth the
     rule 1.5 P / (BW d) predicts it with."""
     t = suite.torch
-    from book.kernels import wgmma_gemm as W
+    from book.kernels.gemms import wgmma_gemm as W
 
     shape = (8192, 14336)
     gen = t.Generator(device="cuda").manual_seed(5)

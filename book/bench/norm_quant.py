@@ -1,13 +1,13 @@
-"""The rows of :mod:`book.kernels.norm_quant`: RMSNorm fused with the per-token e4m3
+"""The rows of :mod:`book.kernels.elementwise.norm_quant`: RMSNorm fused with the per-token e4m3
 quantization against the unfused pair and against ``torch.compile``.
 
 At each T (d = 4096 by default), from float16 or float32 activations (``dtype``; bfloat16
-is left out because :func:`book.kernels.glu_family.rmsnorm`, the unfused row's first
+is left out because :func:`book.kernels.elementwise.glu_family.rmsnorm`, the unfused row's first
 kernel, reads float32 and float16 only), rows measured by
 :func:`book.bench.measure_interleaved`, rows in turn, round after round, the GPU's state (SM
 clock and power: ``book.gpu.state``) read after each turn:
 
-- ``norm_quant_fused``: :func:`book.kernels.norm_quant.rmsnorm_quant`, codes and scales
+- ``norm_quant_fused``: :func:`book.kernels.elementwise.norm_quant.rmsnorm_quant`, codes and scales
   (its tile, ``tile_for(d)``: 256 threads x 2 pieces of 8 columns at d = 4096, the row in
   registers, 16-byte loads, 8-byte code stores);
 - ``norm_quant_fused_c4``: the same kernel at ``tile_for(d, 4)`` (128 threads x 4 pieces at
@@ -47,8 +47,8 @@ def norm_quant_rows(Ts=TS, d=D, dtype="float16", eps=1e-6, rounds=6, reps=8):
     import torch
 
     from .. import quantize as Q
-    from ..kernels import glu_family as gf
-    from ..kernels import norm_quant as nq
+    from ..kernels.elementwise import glu_family as gf
+    from ..kernels.elementwise import norm_quant as nq
     from . import measure_interleaved, rotation_count
 
     if dtype not in ("float16", "float32"):

@@ -3,8 +3,8 @@
 ``python -m book.bench`` checks each kernel against a float64 reference at full size
 (output poisoned with NaN first), times it with :func:`book.bench.measure`, times the
 references (torch eager ``F.silu(g) * u``, ``torch.add(g, u, out=o)``, a device copy,
-``torch.matmul`` in strict float32 and TF32) and the GEMMs of :mod:`book.kernels.gemm`
-and :mod:`book.kernels.dual_gemm`, the bf16 tensor-core rows of :mod:`book.bench.tensorcore`
+``torch.matmul`` in strict float32 and TF32) and the GEMMs of :mod:`book.kernels.gemms.gemm`
+and :mod:`book.kernels.gemms.dual_gemm`, the bf16 tensor-core rows of :mod:`book.bench.tensorcore`
 and the decode MLP-up rows of :mod:`book.bench.decode`, prints a table and the target ratios, and writes
 ``book/data/<gpu>.json`` (provenance + rows). ``--quick`` runs fewer shapes and reps;
 ``--out PATH`` writes elsewhere (a file, or a folder for ``<gpu>.json``).
@@ -189,7 +189,7 @@ class Suite(ElementwiseRows, GemmRows):
 
     # ------------------------------------------------------------------ tuning
     def run_tuning(self):
-        from book.kernels import halfprec, vectorized
+        from book.kernels.elementwise import halfprec, vectorized
 
         sms = self.info.sm_count or 132
         for shape, dtype, fn, name in [(LARGE, "float32", vectorized.swiglu_vec4, "vec4"),

@@ -3,7 +3,7 @@ controls and the production yardstick, and the separate SwiGLU pass's share of M
 
 Rows (``kind`` "tensorcore", dtype bfloat16, shape [T, d, h]; flops count x @ [Wg|Wu]):
 
-- ``tc_ceiling``: the main loop alone (:func:`book.kernels.mma_gemm.ceiling_mma`), fed from
+- ``tc_ceiling``: the main loop alone (:func:`book.kernels.gemms.mma_gemm.ceiling_mma`), fed from
   shared memory only, same tiles and number of blocks: what ``mma.sync`` gives this kernel;
 - ``tc_gemm``: the same kernel as a plain GEMM, x @ [Wg|Wu] -> [T, 2h];
 - ``tc_dual_gemm``: silu(x Wg) * (x Wu) from the accumulators, one bf16 store;
@@ -55,7 +55,7 @@ def check(suite, shape=CHECK_SHAPE, tile=None):
     """Every epilogue against a float64 reference (outputs poisoned with NaN first)."""
     t = suite.torch
     F = t.nn.functional
-    from book.kernels import mma_gemm as mg
+    from book.kernels.gemms import mma_gemm as mg
 
     T, d, h = shape
     gen = t.Generator(device="cuda").manual_seed(11)
@@ -80,11 +80,11 @@ def check(suite, shape=CHECK_SHAPE, tile=None):
 
 
 def run(suite, shapes=SHAPES, share_t=SHARE_T, reps=None, tile=None):
-    """Add the rows; ``tile``: a :class:`book.kernels.mma_gemm.MmaTile` (default its TILE)."""
+    """Add the rows; ``tile``: a :class:`book.kernels.gemms.mma_gemm.MmaTile` (default its TILE)."""
     t = suite.torch
     F = t.nn.functional
-    from book.kernels import halfprec
-    from book.kernels import mma_gemm as mg
+    from book.kernels.elementwise import halfprec
+    from book.kernels.gemms import mma_gemm as mg
 
     reps = reps or max(10, suite.reps // 3)
     if any(suite.wants(v) for v in ("tc_dual_gemm", "tc_gemm")):

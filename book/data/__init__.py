@@ -134,7 +134,7 @@ def record(name: str) -> dict:
 def sass(kernel: str, dtype: str = "float32") -> str:
     """SASS (machine code) of a kernel, dumped on the H100 by ``benchmarks/sass_dump.py``.
 
-    ``kernel`` is a name from :func:`book.kernels.ptx.kernels` (e.g. "vec4")."""
+    ``kernel`` is a name from :func:`book.kernels.host.ptx.kernels` (e.g. "vec4")."""
     path = HERE / "sass" / f"{kernel}_{dtype}.sass"
     if not path.exists():
         have = sorted(p.stem for p in (HERE / "sass").glob("*.sass"))

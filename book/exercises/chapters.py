@@ -220,7 +220,7 @@ def uncoalesced_counter(diag: dict | None = None) -> Choice:
 
 def add_rmsnorm_bytes(T: int, d: int, dtype_bytes: int = 2) -> Number:
     """Chapter 11: the bytes the fused residual add + RMSNorm moves."""
-    from ..kernels import glu_family
+    from ..kernels.elementwise import glu_family
 
     unfused, fused = glu_family.traffic_bytes("add_rmsnorm", T, d, dtype_bytes)
     n = T * d * dtype_bytes
@@ -342,7 +342,7 @@ def moved_accumulators(A, B, shift: int = 4, name: str = "ex4") -> Choice:
         if reason:
             why[key] = reason
     return Choice(
-        f"In `book/kernels/tensorcore.py`, change `c_coords` so that accumulators 2 and 3 sit "
+        f"In `book/kernels/instructions/tensorcore.py`, change `c_coords` so that accumulators 2 and 3 sit "
         f"in rows `g + {shift}` instead of `g + 8`, and run the one-warp cell above in the "
         "simulator. Which rows of D come out right? (And why does "
         "`tests/library/test_tensorcore.py` catch the change twice?)",
@@ -364,8 +364,8 @@ def moved_accumulators(A, B, shift: int = 4, name: str = "ex4") -> Choice:
 def descriptor_address(row: int = 10, k: int = 37, start: int = 2048,
                        name: str = "ex") -> Number:
     """Chapter 9: the shared byte a wgmma reads for one element of a 128B-swizzled operand,
-    from the descriptor model (``book.kernels.hopper.operand_addresses``)."""
-    from ..kernels.hopper import descriptor, operand_addresses, swizzle
+    from the descriptor model (``book.kernels.instructions.hopper.operand_addresses``)."""
+    from ..kernels.instructions.hopper import descriptor, operand_addresses, swizzle
 
     if start % 1024 or not 0 <= k < 64 or row < 0:
         raise ValueError("start must be a multiple of 1024, k in 0..63, row >= 0")
@@ -402,8 +402,8 @@ def descriptor_address(row: int = 10, k: int = 37, start: int = 2048,
 
 def stage_tx_bytes(tile=None, name: str = "ex") -> Number:
     """Chapter 9: the bytes one stage's ``arrive.expect_tx`` counts, from the kernel's tile
-    (``book.kernels.wgmma_gemm_tile.HopperTile``)."""
-    from ..kernels.wgmma_gemm import TILE
+    (``book.kernels.gemms.wgmma_gemm_tile.HopperTile``)."""
+    from ..kernels.gemms.wgmma_gemm import TILE
 
     t = (tile or TILE).validate()
     return Number(
@@ -435,8 +435,8 @@ def producer_first_parity(tile=None, name: str = "ex") -> Choice:
     answer is the one a fresh ``MbarrierModel`` lets through, and the other one's feedback
     is what the ring model says when the producer asks for it."""
     from ..hopper_figures import ring_model
-    from ..kernels.hopper import MbarrierModel
-    from ..kernels.wgmma_gemm import TILE
+    from ..kernels.instructions.hopper import MbarrierModel
+    from ..kernels.gemms.wgmma_gemm import TILE
 
     t = (tile or TILE).validate()
     fresh = MbarrierModel(t.consumers)

@@ -1,6 +1,6 @@
 """The "Eight bits" chapter's exercises (chapters/09b_eight_bits.ipynb). Each right answer is
 computed here: from the datasheet table (:mod:`book.specs`), the eight-bit models
-(:mod:`book.kernels.fp8`), the quantization code (:mod:`book.quantize`, run on a small layer)
+(:mod:`book.kernels.instructions.fp8`), the quantization code (:mod:`book.quantize`, run on a small layer)
 or the FP8 record (:mod:`book.fp8_data`), never typed."""
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def fp8_weight_read(d: int = 5120, h: int = 13824, gpu: str = "H200",
 
 
 def e4m3_value(code: int = 0xD5, name: str = "ex") -> Number:
-    """The value of one e4m3 byte (:func:`book.kernels.fp8.decode`)."""
-    from ..kernels import fp8 as F
+    """The value of one e4m3 byte (:func:`book.kernels.instructions.fp8.decode`)."""
+    from ..kernels.instructions import fp8 as F
 
     code = int(code) & 0xFF
     truth = float(F.decode(code, "e4m3"))
@@ -65,7 +65,7 @@ def e4m3_value(code: int = 0xD5, name: str = "ex") -> Number:
         hints=[f"Split it: sign {s}, exponent {e:04b} = {e}, mantissa {m:03b} = {m}.",
                "Value = (-1)^sign x 2^(exponent - 7) x (1 + mantissa/8)."],
         explanation=f"(-1)^{s} x 2^({e} - 7) x (1 + {m}/8) = {truth:g}. "
-                    "book.kernels.fp8.decode computes the same for every byte, and the "
+                    "book.kernels.instructions.fp8.decode computes the same for every byte, and the "
                     "conversion instructions were held to it bit for bit on the GPU.",
         name=name)
 
@@ -127,7 +127,7 @@ def epilogue_scales(name: str = "ex") -> Choice:
                "s_w(c, k) wq[c, k]. When can s_x(t, k) s_w(c, k) leave the sum?",
                "It can when it does not depend on k."],
         explanation="Per tensor and per token/channel scales do not depend on k, so the "
-                    "kernel scales each output once after the k loop (book.kernels.fp8_gemm's "
+                    "kernel scales each output once after the k loop (book.kernels.gemms.fp8_gemm's "
                     "epilogue). Block scales change every 128 values of k: a kernel must "
                     "scale each k-block's partial sums as it goes (DeepSeek-V3 adds them into "
                     "float32 registers every 128 k: work in the main loop, not the epilogue).",

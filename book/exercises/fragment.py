@@ -13,7 +13,7 @@ class FragmentExercise(Exercise):
     """A fragment index function to fix: ``fn(lane, e) -> (row, column)`` of the element ``e``
     that ``lane`` holds of the A operand of ``mma.sync.m16n8k16`` (e = 2 * register + half).
 
-    The check runs one warp of :func:`book.kernels.fragments.run_tile_mma` (``ldmatrix``, then
+    The check runs one warp of :func:`book.kernels.probes.fragments.run_tile_mma` (``ldmatrix``, then
     ``mma.sync``; on the GPU, or in Numba's CUDA simulator where there is none) on an A whose
     every element is distinct (A[r, c] = 16 r + c, exact in 16 bits), reads each lane's A
     registers back, and compares where each value came from with what ``fn`` says. On an sm_75
@@ -41,7 +41,8 @@ class FragmentExercise(Exercise):
 
             from .. import gpu  # noqa: F401  (GPU or simulator is decided before numba.cuda)
             from ..capability import FAMILIES
-            from ..kernels import fragments, tensorcore
+            from ..kernels.probes import fragments
+            from ..kernels.instructions import tensorcore
 
             cc = tensorcore.target_cc()  # the GPU (or the simulator: None), or the switch's
             tensorcore.check_capability(cc, "float16")  # below sm_75: says what runs
@@ -111,7 +112,7 @@ class FragmentExercise(Exercise):
                               "says: that is the PTX ISA's fragment table.")
 
     def _answer_text(self) -> str:
-        return self.solution_source or "see book.kernels.tensorcore.a_coords"
+        return self.solution_source or "see book.kernels.instructions.tensorcore.a_coords"
 
     def _answer_html(self) -> str:
         return (f'<pre class="exercise-solution" style="margin:0.3rem 0 0.5rem 1.2rem">'

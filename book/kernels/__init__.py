@@ -6,139 +6,100 @@ in Numba's CUDA simulator, and one line saying what it shows. The benchmark suit
 (``python -m book.bench``) measures every variant; chapters show their source with
 ``book.show``.
 
-The map, by layer (every module named; tests/tooling/test_contributing.py checks):
+The map, by layer: a subpackage a layer, its ``__init__.py`` docstring the map of its
+modules (every module named; tests/tooling/test_contributing.py checks). A layer imports only
+the layers before it, the host side's ``plan`` and ``launch`` aside, which every layer's
+wrappers use (tests/tooling/test_structure.py: no circles, and ``instructions`` imports no
+other layer).
 
-Truth and the host side
-  ``reference``: the float64 truth, tolerances and checks. ``tile``: what every kernel's tile
-  is (``TileShape``: ``problems``, ``validate``, ``shared_bytes``, ``describe``; every tile
-  class below is one). ``plan``: the one way to plan and launch a kernel (issue 44): a
-  wrapper's ``prepare`` returns a ``KernelLaunch`` (kernel, grid, block, shared memory,
-  arguments, an optional cluster or dependent launch), ``plans_for`` packs it once into
-  ``LaunchPlan`` s, ``launch`` makes one with ``cuLaunchKernel`` or ``cuLaunchKernelEx``,
-  ``raw_stream`` is the one way to find the stream (the stream named, else torch's current
-  stream for torch tensors, else the default stream), and ``PlannedCall`` / ``planned(name)``
-  is an entry point's plan cache (one key: the stream and each tensor's pointer, shape,
-  strides and dtype; ``BoundedCache``), which every public wrapper called plainly goes through
-  (``swiglu_decode``, the GEMVs, ``swiglu_mma``, ``matmul_mma``, ``swiglu_wgmma``, the FP8
-  GEMM and GEMV): capturable in a CUDA graph (tests/library/test_plan.py). ``launch``: the
-  wrappers' host side: checks, torch views (``prepare``), ``KernelLaunch`` and Numba's
-  launch of it, ``launch_kernel`` (the elementwise wrappers' launch, planned by ``plan`` once
-  per kernel, grid, block and arrays); ``jit_bounds``: a
-  tile's ``min_blocks`` as ``launch_bounds``;
-  ``deliberate_grid`` keeps the course's own small launches from printing numba-cuda's "Grid
-  size N" warning. An elementwise wrapper takes its host side from here as
-  ``vectorized.swiglu_vec4`` does, through ``vectorized.launch_vector``. ``fastcall``: the cheap
-  elementwise call from torch tensors (``FastCall``, chapter 6's decode section: a
-  ``PlannedCall`` whose per-call path reads its key inline and calls ``cuLaunchKernel``
-  itself; tests/library/test_fastcall.py; its per-call Python path, timed on a CPU with the
-  launch stubbed, in records/launch/README.md).
-  ``ptx``: compile the kernels to PTX, even with no GPU (``kernels()``: what
-  tests/library/test_ptx.py reads).
+``instructions/``
+  the instructions as intrinsics, each with its NumPy model and simulator version: ``wide``
+  (8- and 16-byte loads and stores), ``tensorcore`` (``mma.sync``, ``ldmatrix``, ``cp.async``,
+  ``shfl_xor``; the target), ``hopper`` (``wgmma``, TMA, ``mbarrier``, clusters), ``fp8``
+  (e4m3 and e5m2), ``fma``. The one layer where GPU or simulator decides what a name is.
+``host/``
+  the host side: ``plan`` (the one way to plan and launch a kernel), ``launch`` (the wrappers'
+  checks, views and launches), ``fastcall`` (the cheap elementwise call), ``ptx`` (the kernels
+  compiled to PTX, with or without a GPU).
+``elementwise/``
+  the SwiGLU kernels, one module per idea: ``naive``, ``fused``, ``vectorized``, ``halfprec``,
+  ``packed``, ``coalescing``, ``glu_family``, ``norm_quant``, ``decode`` (the graphed SwiGLU).
+``gemms/``
+  the GEMMs and their tiles and schedules: ``tile`` (the tile protocol), ``gemm``,
+  ``dual_gemm``, ``mma_gemm`` and ``mma_tile``, ``wgmma_gemm`` and ``wgmma_gemm_tile``,
+  ``fp8_gemm``, ``splitk``, ``stream_k``, ``waves``. (Not ``gemm/``: that is the old name of
+  ``gemms/gemm.py``, which the chapters still import.)
+``gemv/``
+  the MLP-up at decode: ``decode_mlp`` (the dispatcher by T), ``cuda_core_gemv``,
+  ``mma_gemv``, ``staged_gemv``, ``wgmma_gemv`` and ``wgmma_gemv_tile``, ``block_trace`` (a
+  traced GEMV's timeline), ``fp8_gemv``, ``fp8_gemv_tile`` and ``fp8_gemv_model``.
+``probes/``
+  kernels the GPU lane and the chapters run beside the models: ``fragments``,
+  ``hopper_probes``, ``fp8_probes``, ``stream_probes``.
 
-Instructions, as intrinsics with their models and simulator versions
-  ``wide``: loads and stores: 8- and 16-byte vectors, one element as float32, ``ld.global.cg``
-  around L1 (``load_f32_cg``: the split-K meeting's) and float32 at a shared address (the FP8
-  GEMM's scales). ``tensorcore``: inline-PTX ``mma.sync``,
-  ``ldmatrix`` and ``cp.async`` (the predicated ``cp_async16_zfill_at`` of edge tiles too),
-  ``shfl_xor``, their fragment tables and simulator versions; ``target_cc()``,
-  ``cannot_run(dtype)``: the target, the T4 switch included; ``check_capability(cc, dtype)``
-  (the check of :mod:`book.capability`, which ``hopper.check_capability(cc)`` is too: what each
-  instruction family needs, said once). ``hopper``: Hopper's own
-  instructions: ``wgmma`` with its shared-memory matrix descriptors, TMA loads, stores and
-  multicast from host-made tensor maps, ``cp.async`` of a swizzled box completing on an
-  ``mbarrier``, ``mbarrier``, fences, ``setmaxnreg``, clusters; each with a pure-Python model
-  of what it computes and where it reads and writes (``swizzle``, ``descriptor``,
-  ``operand_addresses``, ``d_coords``, ``wgmma_model``, ``tma_box``, ``MbarrierModel``).
-  ``fp8`` (issue 42): e4m3 and e5m2 bit for bit (``encode_fast``: the same codes by a table of
-  float32 classes), ``cvt.rn.satfinite`` pack and ``cvt.rn.f16x2`` widen with their NumPy
-  models (simulator versions too), FP8 ``wgmma`` m64nNk32 built by ``hopper.make_wgmma``, no
-  transpose arguments (tests/library/test_fp8.py).
-  ``fma``: ``fma32``, float32 ``a * b + c`` rounded once (``fma.rn.f32``; the simulator's
-  own ``cuda.fma`` rounds twice, so there it is the model), and ``fma32_model``, its NumPy
-  model: ``norm_quant``'s sums bit for bit; ``max_nan32`` (``max.NaN.f32``, NumPy's
-  maximum: a NaN wins), its amax.
-
-Elementwise, one module per idea
-  ``naive`` (two kernels), ``fused`` (one kernel; fast math and the float64-literal pitfall),
-  ``vectorized`` (more bytes in flight: ILP and 8/16-byte accesses), ``halfprec``
-  (float16/bfloat16), ``packed`` (the [M, 2F] gate|up layout), ``coalescing`` (strided and
-  uncoalesced access, chapter 6), ``glu_family`` (the same fusion for GeGLU, RMSNorm and
-  quantization), ``decode`` (CUDA graphs for one-token sizes), ``norm_quant`` (issue 42:
-  RMSNorm, or the residual add and RMSNorm, fused with the activations' per-token e4m3
-  quantization, one block a token, x read once into registers (``NormQuantTile``: 16-byte
-  loads, warp-shuffle reductions, 8-byte code stores; the staged kernel it replaced kept as
-  the control); bit for bit its NumPy model
-  ``rmsnorm_quant_reference``, ``book.quantize``'s ``per_token`` of the kernels' float32 y
-  (``rmsnorm_f32``); tests/library/test_norm_quant.py).
-
-GEMM
-  ``gemm`` and ``dual_gemm``: the tiled float32 GEMM and epilogue fusion. ``mma_gemm``: the
-  bf16 tensor-core GEMM and dual GEMM (SwiGLU, identity and gate|up epilogues, main-loop
-  ceiling; any T, d and h multiples of 8; ``prepare``: one launch worked out once); its tile in
-  ``mma_tile``: ``MmaTile`` and ``MmaGeometry``, every size the kernel factory reads, named and
-  printable. ``wgmma_gemm``: the warp-specialized Hopper dual GEMM (TMA into an mbarrier ring,
-  a producer warpgroup and two consumer warpgroups, clusters of two, TMA-stored epilogue;
-  chapter 9; ``prepare``: its launch with its cluster, planned by ``plan`` as every other
-  entry point's; the FP8 GEMM and GEMV's too); its geometry in
-  ``wgmma_gemm_tile``: ``HopperTile``, ``ColumnSplit`` and the tiles' ``schedule``.
-  ``waves``: wave quantization of that persistent dual GEMM and the tile the dispatcher gives
-  it for T tokens. ``fp8_gemm``: the fused FP8 MLP-up on Hopper: x per token and the weights
-  per output channel in e4m3, bf16 or e4m3 out with a static scale; ``HopperTile``
-  (``elem=1``: its shared memory counts the scales), ``wgmma_gemm``'s tensor maps and launch,
-  the scales staged in shared memory; ``model``, the kernel in NumPy tile by tile
-  (tests/library/test_fp8_gemm.py).
-
-GEMV: the MLP-up at decode
-  ``decode_mlp``: the MLP-up at decode in nn.Linear layout: the dispatcher by T over the GEMVs
-  (``path_for``, ``prepare``, ``swiglu_decode``) with a large-T hook
-  (tests/library/test_decode_mlp.py, cases shared with the next in
-  tests/library/decode_cases.py). ``cuda_core_gemv``: the CUDA-core GEMV (``GemvTile``), 16
-  bytes of a weight row a thread at a time, for the fewest tokens. ``mma_gemv``: the
-  tensor-core GEMV (``MmaGemvTile``), ``mma.sync`` with the weights on the M side, straight
-  to registers or through a ``cp.async`` ring. ``splitk``: split-K met in the kernel (the last block to
-  arrive adds the partials; its workspace; ``fragment_meeting``, the tensor-core GEMVs' warps'
-  sum and that meeting in one device function). ``staged_gemv``: a measured control of the
-  decode path: the tensor-core GEMV with its weights staged through shared memory in
-  whole-row chunks, gate and up rows in one m-tile, a register prefetch or a ``cp.async`` ring;
-  ``prepare("staged", ...)``, never the dispatcher's pick (tests/library/test_staged_gemv.py;
-  records/bench/README.md says what it measured). ``wgmma_gemv``: the decode MLP-up on Hopper:
-  the weights as ``wgmma``'s A operand copied by TMA into an mbarrier ring, the row tiles that
-  do not divide evenly cut into equal stream-K ranges over every SM, then whole tiles, the
-  seams met by the last piece in a finisher warp of their own; ``prepare("hopper_gemv",
-  ...)``, the dispatcher's pick on sm_90 from ``HOPPER_GEMV_MIN_T`` to ``HOPPER_GEMV_MAX_T``
-  (tests/library/test_wgmma_gemv.py). Its geometry in ``wgmma_gemv_tile``: ``WgmmaGemvTile``
-  (copies with L2 hints: the weights ``evict_first``, x ``evict_last``; ``cpasync``: the
-  weights copied by a warp's 16-byte ``cp.async`` instead of TMA; with ``trace``: a per-block
-  ``%globaltimer`` timeline; ``pdl`` and ``short_settle``, the fixes it shares with the FP8
-  GEMV, ``FIXES``) and ``gemv_tile``, the default for T (with ``FIXES``; ``fixes=False``: the
-  bare tile, their control). ``stream_k``: its stream-K
-  worked out on the host: which block reads which (row tile, k-block) steps, the seams'
-  pieces and slots (``stream_k``, ``split``, ``walk``); ``guided``: the table of a launch whose
-  blocks take short ranges as they run out of work, the ``dynamic`` tile. ``block_trace``: that
-  timeline: the events a traced block stamps, ``timeline`` reading them back, ``traced_runs``
-  launching and reading (benchmarks/weight_stream.py). ``fp8_gemv``: the FP8 MLP-up at decode,
-  T <= 32: ``wgmma_gemv``'s design with e4m3 weights and tokens, the TMA ring with L2 hints
-  and ``lead``, stream-K with the finisher warp, the scales in the epilogue, bf16 or e4m3 out;
-  a plan-cached ``cuLaunchKernel`` call, ``swiglu_fp8_gemv``. Its geometry in
-  ``fp8_gemv_tile``: ``Fp8GemvTile`` (the bf16 tile's bytes, 128 values of k a box, its
-  fixes, ``pdl`` and ``short_settle`` inherited, and diagnostic probes), ``gemv_tile``; its
-  NumPy model, block by block, in
-  ``fp8_gemv_model`` (tests/library/test_fp8_gemv.py).
-
-Probes and demos (kernels the GPU lane and the chapters run beside the models)
-  ``fragments``: one-warp mma demos of which lane holds what; ``probe_tile``: where a
-  student's one-tile mma took each element from, drawn by lane. ``hopper_probes``:
-  one-instruction kernels compared with ``hopper``'s models. ``fp8_probes``: the conversions
-  run on the GPU beside their models, FP8 wgmma through ``hopper_probes.wgmma_once``
-  (tests/library/test_fp8_gpu.py). ``stream_probes``: the decode weights read with no math, by
-  16-byte loads, TMA boxes, the same boxes by ``cp.async`` and 1-D bulk copies: the ceilings
-  the decode GEMVs work under (benchmarks/weight_stream.py).
+Beside the layers: ``reference``, the float64 truth, tolerances and checks; ``aliases``, the
+old flat names. Before issue 44 every module sat in ``book/kernels/`` itself, and the chapters'
+and labs' recorded code cells (and graded student code, the tracer's "module:function" strings)
+import by those names: :data:`ALIASES` maps each old name to its module's new path, served by
+this package's ``__getattr__`` (``from book.kernels import hopper``) and a finder on
+``sys.meta_path`` (``import book.kernels.hopper``, ``from book.kernels.tensorcore import
+shfl_xor``), both giving the one module object of the new path. Code in book/, autograder/,
+tools/, benchmarks/ and tests/ imports by the new paths.
 """
 
 from dataclasses import dataclass
 from typing import Callable
 
 from . import reference  # noqa: F401  (cheap, no numba)
+from .aliases import install
+
+#: {old flat name: the module's path now}: what the chapters' and labs' code cells and graded
+#: code import (``book.kernels.aliases``); nothing else uses these names.
+ALIASES = {
+    "fma": "book.kernels.instructions.fma",
+    "fp8": "book.kernels.instructions.fp8",
+    "hopper": "book.kernels.instructions.hopper",
+    "tensorcore": "book.kernels.instructions.tensorcore",
+    "wide": "book.kernels.instructions.wide",
+    "coalescing": "book.kernels.elementwise.coalescing",
+    "decode": "book.kernels.elementwise.decode",
+    "fused": "book.kernels.elementwise.fused",
+    "glu_family": "book.kernels.elementwise.glu_family",
+    "halfprec": "book.kernels.elementwise.halfprec",
+    "naive": "book.kernels.elementwise.naive",
+    "norm_quant": "book.kernels.elementwise.norm_quant",
+    "packed": "book.kernels.elementwise.packed",
+    "vectorized": "book.kernels.elementwise.vectorized",
+    "dual_gemm": "book.kernels.gemms.dual_gemm",
+    "fp8_gemm": "book.kernels.gemms.fp8_gemm",
+    "gemm": "book.kernels.gemms.gemm",
+    "mma_gemm": "book.kernels.gemms.mma_gemm",
+    "mma_tile": "book.kernels.gemms.mma_tile",
+    "splitk": "book.kernels.gemms.splitk",
+    "stream_k": "book.kernels.gemms.stream_k",
+    "tile": "book.kernels.gemms.tile",
+    "waves": "book.kernels.gemms.waves",
+    "wgmma_gemm": "book.kernels.gemms.wgmma_gemm",
+    "wgmma_gemm_tile": "book.kernels.gemms.wgmma_gemm_tile",
+    "block_trace": "book.kernels.gemv.block_trace",
+    "cuda_core_gemv": "book.kernels.gemv.cuda_core_gemv",
+    "decode_mlp": "book.kernels.gemv.decode_mlp",
+    "fp8_gemv": "book.kernels.gemv.fp8_gemv",
+    "fp8_gemv_model": "book.kernels.gemv.fp8_gemv_model",
+    "fp8_gemv_tile": "book.kernels.gemv.fp8_gemv_tile",
+    "mma_gemv": "book.kernels.gemv.mma_gemv",
+    "staged_gemv": "book.kernels.gemv.staged_gemv",
+    "wgmma_gemv": "book.kernels.gemv.wgmma_gemv",
+    "wgmma_gemv_tile": "book.kernels.gemv.wgmma_gemv_tile",
+    "fastcall": "book.kernels.host.fastcall",
+    "launch": "book.kernels.host.launch",
+    "plan": "book.kernels.host.plan",
+    "ptx": "book.kernels.host.ptx",
+    "fp8_probes": "book.kernels.probes.fp8_probes",
+    "fragments": "book.kernels.probes.fragments",
+    "hopper_probes": "book.kernels.probes.hopper_probes",
+    "stream_probes": "book.kernels.probes.stream_probes",
+}
 
 
 @dataclass(frozen=True)
@@ -154,7 +115,7 @@ class Variant:
 
 def _variants():
     from ..dtypes import DTYPES as F3
-    from . import coalescing, fused, halfprec, naive, packed, vectorized
+    from .elementwise import coalescing, fused, halfprec, naive, packed, vectorized
 
     vs = [
         Variant("naive", naive.swiglu_naive, F3, True,
@@ -212,11 +173,14 @@ def best_variant(dtype):
     return "vec4" if str(dtype) == "float32" else "half8"
 
 
+_alias = install(__name__, ALIASES)
+
+
 def __getattr__(name):
     # VARIANTS imports numba.cuda: build it on first use, after `import book` decided
-    # GPU or simulator.
+    # GPU or simulator. The old flat names: ALIASES.
     if name == "VARIANTS":
         v = _variants()
         globals()["VARIANTS"] = v
         return v
-    raise AttributeError(f"module 'book.kernels' has no attribute {name!r}")
+    return _alias(name)

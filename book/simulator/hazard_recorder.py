@@ -27,7 +27,7 @@ What is watched: every array a simulated launch gets, addressed as on a GPU
 (``addressing``'s arrays call :meth:`Recorder.on_global`), the shared arrays its blocks make
 (a view of this module's ``_Shared`` class), ``cuda.atomic.*``, ``cuda.threadfence()`` (and
 ``threadfence_system``) and the barriers the scheduler releases. The course's simulated 16-byte
-loads (``book/kernels/wide.py``, lab 6's ``load8``) are element reads there, and are watched as
+loads (``book/kernels/instructions/wide.py``, lab 6's ``load8``) are element reads there, and are watched as
 such; the simulated ``cp.async`` of a 16-byte piece is a slice, watched element by element.
 
 A finding is a dict of ``autograder/hazards.py``'s ``Hazard`` (kind, array, index, detail,

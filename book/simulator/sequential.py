@@ -12,7 +12,7 @@ cost, are gone.
 Which kernels qualify (:func:`qualifies`), read from the code, never from a run:
 
 - the kernel's Python function, every function it reaches (device functions, the course's
-  simulated intrinsics such as ``book.kernels.wide.load_f32``, closures of kernel factories,
+  simulated intrinsics such as ``book.kernels.instructions.wide.load_f32``, closures of kernel factories,
   nested code) and every global or closure value they name is looked at;
 - a name among :data:`MEETS` (``syncthreads*``, ``syncwarp``, ``shfl_*``, votes,
   ``activemask``, cooperative groups' ``cg``/``this_grid``/``sync``, the course's

@@ -32,7 +32,7 @@ launches, in the simulator), ``advice`` (the one access advice, thresholds as pa
 with ncu, tested), ``child`` (a GPU session's side of the simulator process it traces in: the
 job, the process, the result) and ``__main__`` (that process, ``python -m book.tracer``).
 
-Vector loads from :mod:`book.kernels.wide` (``load4``, ``load_half8``, ...) are plain loops in
+Vector loads from :mod:`book.kernels.instructions.wide` (``load4``, ``load_half8``, ...) are plain loops in
 the simulator; the tracer folds the elements of one such call back into the single 8- or
 16-byte access the GPU makes.
 

@@ -22,8 +22,8 @@ def course_launch(variant: str, n: int | None = None, block: int = 64, seed: int
     The grid is the one the variant's wrapper computes, so a trace shows the pattern the GPU
     sees at full size (the full-size launch only has more of the same warps).
     """
-    from ..kernels import coalescing, fused, vectorized
-    from ..kernels.launch import cdiv
+    from ..kernels.elementwise import coalescing, fused, vectorized
+    from ..kernels.host.launch import cdiv
 
     if variant not in COURSE_VARIANTS:
         raise TracerError(f"unknown variant {variant!r}; the tracer knows "
@@ -49,7 +49,7 @@ def course_launch(variant: str, n: int | None = None, block: int = 64, seed: int
 def gemm_block(a, b0, b1, out, tile=None):
     """Launch one block of the course's tiled GEMM, ``out = a @ b0`` on its first tile.
 
-    What chapter 7 traces: ``tile`` is a :class:`book.kernels.gemm.Tile` (default
+    What chapter 7 traces: ``tile`` is a :class:`book.kernels.gemms.gemm.Tile` (default
     ``SIM_TILE``: 64 threads, seconds in the simulator); ``a`` is ``tile.bm x K`` and
     ``b0``, ``b1`` (the same values: the kernel reads the right half of the tile from
     ``b1``) are ``K x tile.bn``, with ``K`` a multiple of ``tile.bk``. The GEMM's kernels
@@ -57,7 +57,7 @@ def gemm_block(a, b0, b1, out, tile=None):
     session traces it with ``trace_call("book.tracer:gemm_block", ..., tile=...)`` in a
     simulator process.
     """
-    from ..kernels import gemm
+    from ..kernels.gemms import gemm
 
     tile = tile or gemm.SIM_TILE
     shapes = (tuple(a.shape), tuple(b0.shape), tuple(b1.shape), tuple(out.shape))

@@ -24,14 +24,14 @@ from .model import MAX_THREADS, Access, Trace, TracerError
 
 __all__ = ["trace", "trace_call", "resolve"]
 
-# The vector loads of book.kernels.wide are loops in the simulator: an access made inside that
+# The vector loads of book.kernels.instructions.wide are loops in the simulator: an access made inside that
 # file is folded into the one 8- or 16-byte access of the kernel line that called it
-_WIDE = Path(__file__).resolve().parents[1] / "kernels" / "wide.py"
+_WIDE = Path(__file__).resolve().parents[1] / "kernels" / "instructions" / "wide.py"
 
 
 @functools.lru_cache(maxsize=None)
 def _is_wide(filename) -> bool:
-    """Whether a code object's file is kernels/wide.py. Cached: resolving a path costs
+    """Whether a code object's file is kernels/instructions/wide.py. Cached: resolving a path costs
     about 100 us, paid on every traced access (a lab-4 GEMM trace took 3x longer)."""
     return Path(filename).resolve() == _WIDE
 

@@ -70,7 +70,7 @@ def variant_family(name: str, kind: str | None = None) -> str | None:
     if "l2_warm" in n:
         return None  # deliberately timed from L2 (no input rotation): not a DRAM measurement
     if n in ("strided2", "uncoalesced"):
-        return None  # deliberately uncoalesced (book.kernels.coalescing): how not to write one
+        return None  # deliberately uncoalesced (book.kernels.elementwise.coalescing): how not to write one
     if kind == "gemm" or "gemm" in n:
         if "dual" in n or "epilogue" in n:
             return "epilogue"
@@ -228,7 +228,7 @@ def launch_presets(data=None) -> list[dict]:
             elif name == "torch_eager_python_launch":
                 how = "torch eager call from Python"
             elif name == "launch_layer_fastcall":
-                how = "the cheap path from torch (book.kernels.fastcall)"
+                how = "the cheap path from torch (book.kernels.host.fastcall)"
             elif (name.endswith("_graph") and "torch" not in name) or name == "launch_layer_graph_replay":
                 how = "CUDA graph replay, per SwiGLU"
             run = _row_prov(row, prov)
@@ -250,7 +250,7 @@ def launch_presets(data=None) -> list[dict]:
             if name == "torch_add" and bw > ref_bw.get(dtype, (0,))[0]:
                 ref_bw[dtype] = (float(bw), name, shape, run)
         order = ["one call from Python", "bare Numba launch from Python",
-                 "the cheap path from torch (book.kernels.fastcall)",
+                 "the cheap path from torch (book.kernels.host.fastcall)",
                  "CUDA graph replay, per SwiGLU", "torch eager call from Python"]
         for (how, dtype), (n, _date, _table, seconds, name, shape, run) in sorted(
                 overheads.items(), key=lambda kv: order.index(kv[0][0])):

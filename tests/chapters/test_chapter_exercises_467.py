@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from book import exercises, saving, tracer
-from book.kernels import gemm
+from book.kernels.gemms import gemm
 from repo import ROOT
 
 CHAPTERS = ROOT / "chapters"
@@ -83,7 +83,7 @@ def test_chapter_4_find_the_bug_says_wrong_then_right():
     from numba import cuda
 
     from book.kernels import reference
-    from book.kernels.launch import cdiv
+    from book.kernels.host.launch import cdiv
 
     source = cell(CH4, "c022")
     ns = {"cuda": cuda, "np": np, "reference": reference, "cdiv": cdiv}
@@ -102,7 +102,7 @@ CH6 = "06_saturating_bandwidth.ipynb"
 
 
 def test_chapter_6_sectors_exercise_is_checked_right_and_wrong():
-    from book.kernels import coalescing
+    from book.kernels.elementwise import coalescing
 
     ns = {"coalescing": coalescing}
     exec(cell(CH6, "ch06-ex1"), ns)

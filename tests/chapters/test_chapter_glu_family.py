@@ -12,7 +12,7 @@ import numpy as np
 
 import book  # noqa: F401
 from book import gpu
-from book.kernels import glu_family as gf
+from book.kernels.elementwise import glu_family as gf
 from repo import ROOT
 
 CHAPTER = ROOT / "chapters" / "11_same_move_everywhere.ipynb"
@@ -35,7 +35,7 @@ def _printed(marker, names):
 
 
 def _gf_with(**replaced):
-    """book.kernels.glu_family's names, the kernels in ``replaced`` swapped for stand-ins."""
+    """book.kernels.elementwise.glu_family's names, the kernels in ``replaced`` swapped for stand-ins."""
     fake = types.SimpleNamespace(**{k: getattr(gf, k) for k in dir(gf) if not k.startswith("__")})
     for name, fn in replaced.items():
         setattr(fake, name, fn)

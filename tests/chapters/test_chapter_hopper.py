@@ -212,7 +212,7 @@ def test_the_switch_and_its_control_are_said_as_the_record_has_them(rec):
     and far behind from 32; the ring about a tenth ahead of it at 8 and 16; and the
     dispatcher's switch where the paragraph says it is."""
     from book import decode_sweep as ds
-    from book.kernels import decode_mlp as dm
+    from book.kernels.gemv import decode_mlp as dm
 
     prose = " ".join(" ".join(cells("markdown")).split())
     assert "The `wgmma` GEMV is the fastest of the three at 8, 16 and 32 tokens; at 64 the dual" in prose
@@ -236,7 +236,7 @@ def test_the_switch_and_its_control_are_said_as_the_record_has_them(rec):
     assert f"from `HOPPER_MIN_T` = {dm.HOPPER_MIN_T} tokens" in prose
     assert f"from {dm.HOPPER_MIN_T} tokens" in prose
     from book.bench.decode import BANDWIDTH_GOAL
-    from book.kernels import wgmma_gemm as W
+    from book.kernels.gemms import wgmma_gemm as W
 
     assert BANDWIDTH_GOAL == 0.85 and "85% of the HBM peak (`book.bench.decode.BANDWIDTH_GOAL`)" in prose
     sms = rec.provenance["sm_count"]  # the recorded run's GPU

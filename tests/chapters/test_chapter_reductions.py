@@ -42,7 +42,7 @@ def ns():
     """The section's imports, warp_sum, butterfly, block_sum and row_sum."""
     from numba import cuda, float32
 
-    from book.kernels.tensorcore import shfl_xor
+    from book.kernels.instructions.tensorcore import shfl_xor
 
     space = {"cuda": cuda, "float32": float32, "shfl_xor": shfl_xor, "np": np}
     for cid in ("ch07b-004", "ch07b-006"):

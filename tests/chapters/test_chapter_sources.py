@@ -6,7 +6,7 @@ import re
 
 import book
 from book import data, saving
-from book.kernels import gemm
+from book.kernels.gemms import gemm
 from repo import ROOT
 
 CHAPTERS = ROOT / "chapters"
@@ -57,7 +57,8 @@ def test_chapter_code_lines_fit_the_column():
 
 def test_sources_chapter_7_shows_fit_the_column():
     # book.show prints library source as the chapter's code: it keeps to 80 columns too
-    from book.kernels import dual_gemm, fused
+    from book.kernels.gemms import dual_gemm
+    from book.kernels.elementwise import fused
 
     scope = {"gemm": gemm, "dual_gemm": dual_gemm, "fused": fused}
     text = "\n".join(code_of("07_epilogue_fusion.ipynb"))

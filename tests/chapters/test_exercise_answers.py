@@ -57,7 +57,7 @@ def test_a_question_that_runs_code_has_its_answer_computed():
 
 
 @pytest.mark.parametrize("text,flagged", [
-    ("**4.** In `book/kernels/tensorcore.py`, change `c_coords` so that ... and run the one-warp "
+    ("**4.** In `book/kernels/instructions/tensorcore.py`, change `c_coords` so that ... and run the one-warp "
      "cell above in the simulator. What fails?", True),
     ("**2.** Why does the check fill the output with NaN before the kernel runs?", False),
     ("**3.** Why must the control run the *same* kernel, not cuBLAS?", False),
@@ -117,8 +117,8 @@ def test_chapter_8_exercise_4_answers_what_the_one_warp_cell_produces(monkeypatc
     exercise's answer, word for word."""
     from book import accumulator_table as at
     from book import exercises
-    from book.kernels import fragments
-    from book.kernels import tensorcore as tc
+    from book.kernels.probes import fragments
+    from book.kernels.instructions import tensorcore as tc
 
     monkeypatch.delenv("COURSE_TARGET_CC", raising=False)
     monkeypatch.setattr(tc, "c_coords", at.moved_table(4))

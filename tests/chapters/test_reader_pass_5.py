@@ -140,7 +140,7 @@ def test_the_epilogue_rule_states_its_regime_and_decode_form():
 # -- M6, L9: counts typed in the prose are the library's ----------------------------------------
 
 def test_the_stream_k_example_is_the_librarys_split():
-    from book.kernels import stream_k
+    from book.kernels.gemms import stream_k
 
     d, h, sms = 4096, 14336, 132  # the chapter's shapes; the H100's SMs (its text says 132)
     mt, nk = h // 64, d // 64
@@ -155,7 +155,7 @@ def test_the_stream_k_example_is_the_librarys_split():
 
 
 def test_the_t512_wave_count_is_the_tiles():
-    from book.kernels.wgmma_gemm import TILE
+    from book.kernels.gemms.wgmma_gemm import TILE
 
     T, h, sms = 512, 14336, 132
     tiles = (T // TILE.bm) * (h // TILE.bn)

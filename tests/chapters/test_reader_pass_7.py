@@ -85,7 +85,7 @@ def test_chapter_9_says_which_gemv_its_sweep_ran_at_t_2_and_why_the_code_differs
     row = next(r for r in data.load("h100").rows if r["variant"] == "sweep_ours"
                and r["shape"][0] == 2)
     assert row["path"] == "cuda_cores"
-    from book.kernels import decode_mlp
+    from book.kernels.gemv import decode_mlp
 
     assert decode_mlp.path_for(2, (9, 0)) != "cuda_cores"
     text = _flat("\n".join(_cells(CH9)))

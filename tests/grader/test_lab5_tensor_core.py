@@ -165,8 +165,8 @@ def test_cublas_through_ctypes_earns_nothing(graded):
 
 @pytest.mark.slow
 def test_the_instructions_may_be_imported_the_course_gemm_may_not(graded):
-    # book.kernels.tensorcore loads in the sandbox (the master uses it: full marks above);
-    # book.kernels.mma_gemm, the course's own dual GEMM, is refused
+    # book.kernels.instructions.tensorcore loads in the sandbox (the master uses it: full marks above);
+    # book.kernels.gemms.mma_gemm, the course's own dual GEMM, is refused
     r = graded["uses_mma_gemm"]
     assert r["score"] == 0
     assert all("write this lab's kernel yourself" in t["output"] for t in r["tests"]

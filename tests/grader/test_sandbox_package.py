@@ -110,9 +110,46 @@ def test_the_child_gets_the_inside_package_whole_and_the_inputs_and_nothing_of_t
                           "autograder/sandbox/__init__.py"}
     for stub in ("autograder/__init__.py", "autograder/sandbox/__init__.py"):
         assert "import" not in (tmp_path / "t" / stub).read_text()
-    kernels = {p.name for p in (tmp_path / "t" / "book" / "kernels").glob("*.py")}
-    assert kernels == {"__init__.py", "tensorcore.py"}
+    kernels = tmp_path / "t" / "book" / "kernels"
+    assert {str(p.relative_to(kernels)) for p in kernels.rglob("*.py")} == {
+        "__init__.py", "aliases.py", "instructions/__init__.py", "instructions/tensorcore.py"}
+    assert (kernels / "instructions" / "tensorcore.py").read_bytes() == \
+        (REPO / "book" / "kernels" / "instructions" / "tensorcore.py").read_bytes()
 
+
+
+def test_the_child_imports_the_graded_instructions_by_their_old_name_and_no_other_kernel(tmp_path):
+    """The child's copy of book.kernels: tensorcore at its layer's path, its old name
+    book.kernels.tensorcore the same module (the old name graded code imports), the import
+    blocker letting through those and nothing else of book.kernels."""
+    copy_trusted(tmp_path / "t")
+    code = (
+        "import importlib, sys\n"
+        "sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[1] + '/autograder/sandbox/inside')\n"
+        "import book\n"
+        "from import_blocker import Blocker\n"
+        "blocker = Blocker(sys.argv[1])\n"
+        "print(sorted(blocker.allowed))\n"
+        "sys.meta_path.insert(0, blocker)\n"
+        "from book.kernels.tensorcore import shfl_xor\n"
+        "from book.kernels import tensorcore as tc\n"
+        "assert tc is importlib.import_module('book.kernels.instructions.tensorcore')\n"
+        "assert tc.shfl_xor is shfl_xor and tc.__file__.startswith(sys.argv[1])\n"
+        "for name in ('book.kernels.mma_gemm', 'book.kernels.gemms.mma_gemm', 'book.kernels.fragments'):\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError as e:\n"
+        "        print('refused', name)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["NUMBA_ENABLE_CUDASIM"] = "1"
+    out = subprocess.run([sys.executable, "-I", "-c", code, str(tmp_path / "t")], env=env,
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[-4] == str(["book.kernels", "book.kernels.aliases", "book.kernels.instructions",
+                             "book.kernels.instructions.tensorcore", "book.kernels.tensorcore"])
+    assert lines[-3:] == ["refused book.kernels.mma_gemm", "refused book.kernels.gemms.mma_gemm",
+                          "refused book.kernels.fragments"]
 
 def _imports(path):
     """(module, level) of every import in ``path`` (inside functions too)."""

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from book import target
-from book.kernels import hopper as H
-from book.kernels import tensorcore as tc
+from book.kernels.instructions import hopper as H
+from book.kernels.instructions import tensorcore as tc
 
 PINNED = Path(__file__).with_name("capability_messages.json")
 

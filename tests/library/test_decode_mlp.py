@@ -1,4 +1,4 @@
-"""The MLP-up at decode (book.kernels.decode_mlp), in Numba's CUDA simulator against float64.
+"""The MLP-up at decode (book.kernels.gemv.decode_mlp), in Numba's CUDA simulator against float64.
 
 - the CUDA-core GEMV and the tensor-core GEMV (weights on the M side), float16 and bfloat16,
   with and without biases, at token counts on and off their tiles (T = 1, 3, 8; 1, 9, 20,
@@ -23,9 +23,9 @@ from repo import ci_keeps
 import book  # GPU or simulator, decided before numba.cuda is imported
 from numba import cuda
 
-from book.kernels import decode_mlp as dm
-from book.kernels import cuda_core_gemv as ccg, mma_gemv as mmv
-from book.kernels import splitk
+from book.kernels.gemv import decode_mlp as dm
+from book.kernels.gemv import cuda_core_gemv as ccg, mma_gemv as mmv
+from book.kernels.gemms import splitk
 from decode_cases import case, close, close_torch, run, torch_case, values
 
 
@@ -312,11 +312,11 @@ def test_nothing_to_compute_launches_nothing():
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("T", [1, 5, 16, 64, 200, 300])
 def test_on_a_gpu_every_path_and_the_planned_call(T, dtype):
-    from book.kernels.fastcall import planned
+    from book.kernels.host.fastcall import planned
 
     torch, (x, wg, wu), ref = torch_case(T, 4096, 2048, dtype, seed=T)
     nan = lambda: torch.full((T, 2048), float("nan"), device="cuda", dtype=x.dtype)  # noqa: E731
-    # T = 300 on an H100: the dispatcher's Hopper path (book.kernels.wgmma_gemm)
+    # T = 300 on an H100: the dispatcher's Hopper path (book.kernels.gemms.wgmma_gemm)
     for name, wrapper in (("decode", dm.swiglu_decode), ("gemv_tc", dm.swiglu_gemv_tc),
                           ("gemv", dm.swiglu_gemv)):
         if name == "gemv" and T > dm.CUDA_CORE_MAX_T:
@@ -338,8 +338,8 @@ def test_on_a_gpu_every_path_and_the_planned_call(T, dtype):
 
 @pytest.mark.gpu
 def test_on_a_gpu_the_planned_calls_replay_from_a_cuda_graph():
-    from book.kernels import mma_gemm as mg
-    from book.kernels.fastcall import planned
+    from book.kernels.gemms import mma_gemm as mg
+    from book.kernels.host.fastcall import planned
 
     torch, (x, wg, wu), ref = torch_case(3, 4096, 1024, "bfloat16", seed=1)
     wgt, wut = wg.t().contiguous(), wu.t().contiguous()
@@ -369,7 +369,7 @@ def test_on_a_gpu_the_courses_small_launches_do_not_warn(monkeypatch):
 
     from numba.cuda.core import config
 
-    from book.kernels.fastcall import fast, planned
+    from book.kernels.host.fastcall import fast, planned
 
     monkeypatch.setattr(config, "CUDA_LOW_OCCUPANCY_WARNINGS", 1)  # numba-cuda's default
     monkeypatch.setattr(config, "DISABLE_PERFORMANCE_WARNINGS", 0)
@@ -390,7 +390,7 @@ def test_on_a_gpu_the_courses_small_launches_do_not_warn(monkeypatch):
         fast("vec4")(g, u, torch.empty_like(g))
         planned("decode")(x, wg, wu, None, None, torch.empty(1, 64, device="cuda", dtype=x.dtype))
         dm.swiglu_gemv_tc(x, wg, wu)
-        from book.kernels import mma_gemm as mg
+        from book.kernels.gemms import mma_gemm as mg
         mg.swiglu_mma(x, wg.t().contiguous(), wu.t().contiguous())
         torch.cuda.synchronize()
     small = [str(w.message) for w in caught if "Grid size" in str(w.message)]
@@ -400,7 +400,7 @@ def test_on_a_gpu_the_courses_small_launches_do_not_warn(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("T", [1, 64, 200])
 def test_on_a_gpu_swiglu_mma_runs_any_t(T):
-    from book.kernels import mma_gemm as mg
+    from book.kernels.gemms import mma_gemm as mg
 
     torch, (x, wg, wu), ref = torch_case(T, 4096, 1032, "bfloat16", seed=T)  # h = 1032: 8 x 129
     out = torch.full((T, 1032), float("nan"), device="cuda", dtype=x.dtype)

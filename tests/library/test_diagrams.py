@@ -9,7 +9,7 @@ import pytest
 
 import book  # noqa: F401
 from book import diagrams
-from book.kernels import gemm
+from book.kernels.gemms import gemm
 
 TILES = [gemm.TILE, gemm.SIM_TILE, gemm.Tile(bm=64)]
 

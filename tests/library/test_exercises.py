@@ -317,7 +317,7 @@ def test_chapter_8_separate_pass_share_comes_from_the_record():
 
 
 def test_chapter_8_fragment_index_checked_against_a_real_warp():
-    from book.kernels import tensorcore as tc
+    from book.kernels.instructions import tensorcore as tc
 
     ex = exercises.fix_fragment_index()
 
@@ -348,7 +348,7 @@ def test_chapter_11_add_rmsnorm_bytes():
 
 
 def test_chapter_9_descriptor_address_is_where_tma_put_the_element():
-    from book.kernels import hopper as H
+    from book.kernels.instructions import hopper as H
 
     ex = exercises.descriptor_address(row=10, k=37, start=2048)
     # the TMA model writes a 64 x 64 tile of element numbers at byte 2048; the answer is
@@ -366,8 +366,8 @@ def test_chapter_9_descriptor_address_is_where_tma_put_the_element():
 
 
 def test_chapter_9_stage_bytes_are_the_three_boxes_tma_writes():
-    from book.kernels import hopper as H
-    from book.kernels import wgmma_gemm as W
+    from book.kernels.instructions import hopper as H
+    from book.kernels.gemms import wgmma_gemm as W
 
     for tile in (W.TILE, W.HopperTile(bm=64), W.HopperTile(bn=64)):
         x = H.tma_box(np.zeros((tile.bm, tile.bk), np.uint16), 0, 0, (tile.bk, tile.bm))
@@ -384,7 +384,7 @@ def test_chapter_9_stage_bytes_are_the_three_boxes_tma_writes():
 
 
 def test_chapter_9_producer_parity_is_what_a_fresh_barrier_lets_through():
-    from book.kernels import hopper_probes as P
+    from book.kernels.probes import hopper_probes as P
 
     ex = exercises.producer_first_parity()
     # the model's first step (held to the H100 in the GPU lane): a fresh barrier passes 1

@@ -1,4 +1,4 @@
-"""book.kernels.fastcall: the packing matches numba-cuda's, and the path computes what the wrappers do.
+"""book.kernels.host.fastcall: the packing matches numba-cuda's, and the path computes what the wrappers do.
 
 There is no GPU here: in the simulator FastCall always takes the ordinary wrapper (it says
 so: ``fast`` is False), so these tests check that fallback, the packing against numba-cuda's
@@ -19,7 +19,8 @@ import pytest
 import book  # noqa: F401  (decides GPU or simulator before numba.cuda)
 from numba import cuda
 
-from book.kernels import VARIANTS, fastcall, plan, reference as R
+from book.kernels import VARIANTS, reference as R
+from book.kernels.host import fastcall, plan
 
 # numba-cuda's own marshalling (_Kernel._prepare_args), run without the simulator. The array
 # it is given stands in for what cuda.core's StridedMemoryView gives numba after
@@ -249,7 +250,8 @@ def test_planned_calls_refuse_an_unknown_entry_point_and_serve_the_known_ones():
                             np.ones((8, 8), np.float16)]),
 ])
 def test_planned_calls_compute_what_the_wrappers_do(name, make):
-    from book.kernels import decode_mlp, mma_gemm
+    from book.kernels.gemv import decode_mlp
+    from book.kernels.gemms import mma_gemm
 
     host = make()
     dev = [cuda.to_device(a) if a is not None else None for a in host]
@@ -280,7 +282,7 @@ def test_the_courses_small_grids_are_silenced_in_numbas_own_words():
 
     from numba.cuda.core.errors import NumbaPerformanceWarning
 
-    from book.kernels.launch import deliberate_grid
+    from book.kernels.host.launch import deliberate_grid
 
     said = "Grid size 74 will likely result in GPU under-utilization due to low occupancy."
     for text in (said, f"\x1b[1m{said}\x1b[0m"):
@@ -301,7 +303,8 @@ def test_a_plain_call_of_a_wrapper_is_its_planned_call_and_a_named_stream_is_not
     through their :func:`fastcall.planned` call (here, in the simulator, its ordinary launch,
     counted), computing what a launch on a named stream computes; a named stream or a tile
     takes the wrapper's own launch."""
-    from book.kernels import decode_mlp as dm, mma_gemm as mg
+    from book.kernels.gemv import decode_mlp as dm
+    from book.kernels.gemms import mma_gemm as mg
 
     x = cuda.to_device(np.linspace(-1, 1, 2 * 16).reshape(2, 16).astype(np.float16))
     w = cuda.to_device(np.linspace(-1, 1, 4 * 16).reshape(4, 16).astype(np.float16) / 4)

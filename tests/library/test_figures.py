@@ -75,7 +75,7 @@ def test_the_ring_timeline_keeps_its_labels_readable_on_a_laptop():
 
     from book import figures
     from book import hopper_figures as hf
-    from book.kernels import wgmma_gemm
+    from book.kernels.gemms import wgmma_gemm
 
     fig, axes = plt.subplots(2, 1, figsize=(9, 6.2))
     for ax, copy in zip(axes, (2.0, 4.0)):

@@ -1,4 +1,4 @@
-"""The eight-bit formats and their models (book/kernels/fp8.py) without a GPU: every byte of
+"""The eight-bit formats and their models (book/kernels/instructions/fp8.py) without a GPU: every byte of
 both formats, rounding ties, saturation, the pack and widen models, FP8 wgmma's model read
 through the bf16 descriptors; the instructions compiled for sm_90a and assembled by ptxas
 with its warnings read. The models against the GPU: tests/library/test_fp8_gpu.py."""
@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import book  # noqa: F401
-from book.kernels import fp8 as F
-from book.kernels import hopper as H
-from book.kernels import ptx
+from book.kernels.instructions import fp8 as F
+from book.kernels.instructions import hopper as H
+from book.kernels.host import ptx
 
 TORCH = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 

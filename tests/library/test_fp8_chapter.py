@@ -1,5 +1,5 @@
 """What the "Eight bits" chapter (chapters/09b_eight_bits.ipynb) reads from the library, on the
-CPU: the table encoder (book.kernels.fp8.encode_fast) against the model, block scales and
+CPU: the table encoder (book.kernels.instructions.fp8.encode_fast) against the model, block scales and
 static scales in book.quantize, the record built from records/fp8 (book.fp8_data), the
 chapter's pictures and tables (book.fp8_figures) and its checked exercises
 (book.exercises.fp8_chapter)."""
@@ -17,7 +17,7 @@ from book import fp8_data as D
 from book import fp8_figures as ff
 from book import quantize as Q
 from book.exercises import fp8_chapter as C
-from book.kernels import fp8 as F
+from book.kernels.instructions import fp8 as F
 from repo import ROOT
 
 # ------------------------------------------------------------------ the table encoder

@@ -1,4 +1,4 @@
-"""The fused FP8 dual GEMM (book/kernels/fp8_gemm.py) without a GPU: its NumPy model (the
+"""The fused FP8 dual GEMM (book/kernels/gemms/fp8_gemm.py) without a GPU: its NumPy model (the
 kernel tile by tile through the TMA, FP8 wgmma and accumulator models) against float64 at
 whole and ragged shapes, both outputs; the staging tile's addresses; the tile's geometry;
 the kernels compiled for sm_90a and assembled by ptxas with its warnings read. The kernel
@@ -11,10 +11,10 @@ import pytest
 
 import book
 from book import quantize as Q
-from book.kernels import fp8 as F
-from book.kernels import fp8_gemm as G
-from book.kernels import hopper as H
-from book.kernels import ptx
+from book.kernels.instructions import fp8 as F
+from book.kernels.gemms import fp8_gemm as G
+from book.kernels.instructions import hopper as H
+from book.kernels.host import ptx
 
 
 def quantized_layer(T, d, h, seed=0):
@@ -77,11 +77,11 @@ def test_staging_offsets_land_every_pair_where_the_tma_store_reads_it():
 
 
 def test_the_fp8_tile_holds_the_bf16_tiles_bytes_with_twice_the_k():
-    t, b = G.TILE.validate(), book.kernels.wgmma_gemm.TILE
+    t, b = G.TILE.validate(), book.kernels.gemms.wgmma_gemm.TILE
     assert t.bk == 128 and t.wgmma_k == 32 and "m64n256k32" in t.describe()
     assert (t.a_bytes, t.b_bytes, t.stage_bytes) == (b.a_bytes, b.b_bytes, b.stage_bytes)
     assert G.TILE_E4M3_OUT.c_bytes == t.c_bytes // 2 == 8192
-    assert G.shared_bytes(t) <= book.kernels.launch.MAX_SHARED
+    assert G.shared_bytes(t) <= book.kernels.host.launch.MAX_SHARED
     with pytest.raises(ValueError, match="bk must be 128"):
         G.HopperTile(bk=64, elem=1).validate()
 

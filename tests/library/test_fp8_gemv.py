@@ -1,4 +1,4 @@
-"""The FP8 decode GEMV (book/kernels/fp8_gemv.py): without a GPU, its NumPy model (the
+"""The FP8 decode GEMV (book/kernels/gemv/fp8_gemv.py): without a GPU, its NumPy model (the
 kernel block by block: the stream-K walk, TMA boxes, FP8 wgmma, the seams' pieces added in
 block order, the epilogue thread by thread) against float64 and against the fused FP8
 GEMM's model, its tile, and its PTX through ptxas for sm_90a; on a Hopper GPU (the GPU
@@ -13,11 +13,11 @@ import pytest
 
 import book
 from book import quantize as Q
-from book.kernels import fp8 as F
-from book.kernels import fp8_gemm as G
-from book.kernels import fp8_gemv as V
-from book.kernels import hopper as H
-from book.kernels.wgmma_gemv_tile import WgmmaGemvTile
+from book.kernels.instructions import fp8 as F
+from book.kernels.gemms import fp8_gemm as G
+from book.kernels.gemv import fp8_gemv as V
+from book.kernels.instructions import hopper as H
+from book.kernels.gemv.wgmma_gemv_tile import WgmmaGemvTile
 
 
 def quantized(T, d, h, seed=0):
@@ -99,7 +99,7 @@ def test_the_preloaded_scales_are_the_ones_each_output_reads():
     and its rows' in slot ``(i >> 1) & 1`` (the finisher: ``2 w + (i >> 1) & 1`` for consumer
     thread ``32 w + lane``); those slots name the (row, token) the epilogue's map gives
     accumulator i, for every thread, accumulator and N."""
-    from book.kernels.wgmma_gemv_tile import output_of
+    from book.kernels.gemv.wgmma_gemv_tile import output_of
 
     for n in (8, 16, 24, 32):
         for lt in range(128):
@@ -151,7 +151,7 @@ def test_probes_are_named_refused_by_the_model_and_by_the_call_unless_asked_for(
 def test_short_settles_slots_by_arithmetic_are_the_tables():
     """short_settle takes block c's slot of tile m as 2c for every block after the tile's
     first (its range starts inside the tile), where settle reads the table."""
-    from book.kernels.stream_k import ENTRY, slot_of, stream_k
+    from book.kernels.gemms.stream_k import ENTRY, slot_of, stream_k
 
     for mt, nk, nb in ((224, 16, 132), (7, 4, 20), (5, 3, 15), (3, 8, 7), (64, 32, 132)):
         t = stream_k(mt, nk, nb)
@@ -216,7 +216,7 @@ PROBE_PTX = {f"fp8_gemv_t16_e4m3_probe_{p}": p for p in V.PROBES}
 
 @pytest.fixture(scope="module")
 def texts():
-    from book.kernels import ptx
+    from book.kernels.host import ptx
 
     names = [*GEMVS, *PROBE_PTX]
     got = ptx.ptx_many([(n, "bfloat16") for n in names], cc=H.ARCH)
@@ -226,7 +226,7 @@ def texts():
 @pytest.mark.parametrize("name", sorted(GEMVS))
 @pytest.mark.extended
 def test_the_kernel_assembles_with_tma_and_unserialized_fp8_wgmma(texts, name):
-    from book.kernels import ptx
+    from book.kernels.host import ptx
 
     n, out = GEMVS[name]
     text = texts[name]
@@ -281,7 +281,7 @@ WIDE_PTX["fp8_gemv_t16_e4m3_short_settle_wide_settle"] = (16, "e4m3", False)
 
 @pytest.fixture(scope="module")
 def wide_texts():
-    from book.kernels import ptx
+    from book.kernels.host import ptx
 
     got = ptx.ptx_many([(n, "bfloat16") for n in WIDE_PTX], cc=H.ARCH)
     return {n: got[f"{n}/bfloat16"] for n in WIDE_PTX}
@@ -299,7 +299,7 @@ def test_wide_settle_assembles_with_one_count_a_named_barrier_and_every_sum_in_r
     are settle_short's: 4 NA pairs, four loads each for the first two pieces and two for a
     third and on (a loop), shared among the three warps. With preload the finisher reads its lanes' tokens'
     scales and a seam's eight rows' (at every N)."""
-    from book.kernels import ptx
+    from book.kernels.host import ptx
 
     n, out, fixes = WIDE_PTX[name]
     text = wide_texts[name]
@@ -330,7 +330,7 @@ def test_the_probes_assemble_and_leave_out_what_they_name(texts, name):
     consumer warpgroup hands each stage back instead), the seams' atomic, the scales' loads,
     the tokens' copies (a third of the default's TMA copies) or the epilogue's stores
     (stream)."""
-    from book.kernels import ptx
+    from book.kernels.host import ptx
 
     p = PROBE_PTX[name]
     text = texts[name]
@@ -365,7 +365,7 @@ def _on_gpu(torch, q):
 
 
 def _grid(T, d, h):
-    from book.kernels.launch import sm_count
+    from book.kernels.host.launch import sm_count
 
     tile = V.gemv_tile(T, d)
     return min(sm_count(), -(-h // V.BM) * -(-d // tile.stage_k))
@@ -439,7 +439,7 @@ def test_on_a_hopper_gpu_launches_repeat_bit_for_bit_and_plans_hold_addresses():
     """The seams' counters are left at zero, so every launch (a planned replay too) adds the
     same pieces in the same order; a plan keeps addresses, never values."""
     torch = _torch_hopper()
-    from book.kernels.plan import planned
+    from book.kernels.host.plan import planned
 
     pc = planned("swiglu_fp8_gemv", ("out_dtype", "bfloat16"), ("inv", 1.0), ("fmt", "e4m3"),
                  ("tile", None))  # the plain call's plans
@@ -529,7 +529,7 @@ def test_on_a_hopper_gpu_the_candidate_fixes_give_the_defaults_bits(change, T, o
     row tiles), whole tiles and a ragged last row tile; so is the default tile's (its
     FIXES)."""
     torch = _torch_hopper()
-    from book.kernels.launch import device_name
+    from book.kernels.host.launch import device_name
 
     for d, h in ((768, 160), (4096, 1024), (512, 12784)):
         q = quantized(T, d, h, seed=T + d + h)
@@ -554,7 +554,7 @@ def test_on_a_hopper_gpu_the_probes_without_wgmma_finish_and_leave_the_counters_
     the default tile on the same workspace after them gives its bits again (as the sweep
     times them in turn)."""
     torch = _torch_hopper()
-    from book.kernels.launch import device_name
+    from book.kernels.host.launch import device_name
 
     T, d, h = 16, 4096, 1024
     args = _on_gpu(torch, quantized(T, d, h, seed=5))
@@ -597,7 +597,7 @@ def test_on_a_hopper_gpu_wide_settle_gives_the_default_tiles_bits(T, out, pdl):
     row, every output written each time (out filled with NaN before), so the counters are
     left at zero."""
     torch = _torch_hopper()
-    from book.kernels.launch import device_name
+    from book.kernels.host.launch import device_name
 
     for d, h in ((4096, 14336), (768, 160), (512, 12784)):
         args, s = _layer_torch(torch, T, d, h, seed=T + d + h)

@@ -1,6 +1,6 @@
-"""The eight-bit models of book/kernels/fp8.py held to a Hopper GPU (GPU lane: `make
+"""The eight-bit models of book/kernels/instructions/fp8.py held to a Hopper GPU (GPU lane: `make
 test-gpu`): the conversions bit for bit, FP8 wgmma exactly, torch's quantization codes the
-models' on the GPU, and the fused FP8 dual GEMM (book/kernels/fp8_gemm.py) against its NumPy
+models' on the GPU, and the fused FP8 dual GEMM (book/kernels/gemms/fp8_gemm.py) against its NumPy
 model and against float64, whole tiles and edges, both outputs."""
 
 import numpy as np
@@ -8,9 +8,9 @@ import pytest
 
 import book  # noqa: F401
 from book import quantize as Q
-from book.kernels import fp8 as F
-from book.kernels import plan
-from book.kernels import hopper as H
+from book.kernels.instructions import fp8 as F
+from book.kernels.host import plan
+from book.kernels.instructions import hopper as H
 
 pytestmark = pytest.mark.gpu
 
@@ -45,7 +45,7 @@ def conversion_inputs(fmt):
 
 @pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
 def test_pack_matches_the_model_bit_for_bit(hopper, fmt):
-    from book.kernels import fp8_probes as P
+    from book.kernels.probes import fp8_probes as P
 
     hi, lo = conversion_inputs(fmt)
     got = P.pack(hi, lo, fmt)
@@ -57,7 +57,7 @@ def test_pack_matches_the_model_bit_for_bit(hopper, fmt):
 
 @pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
 def test_widen_matches_the_model_for_every_pair_of_bytes(hopper, fmt):
-    from book.kernels import fp8_probes as P
+    from book.kernels.probes import fp8_probes as P
 
     b = np.arange(65536, dtype=np.uint16)
     got, want = P.widen(b, fmt), F.widen_model(b, fmt)
@@ -68,7 +68,7 @@ def test_widen_matches_the_model_for_every_pair_of_bytes(hopper, fmt):
 @pytest.mark.parametrize("fmt,n", [("e4m3", 64), ("e4m3", 256), ("e5m2", 128)])
 @pytest.mark.parametrize("mode,kstep", [("none", 0), ("128B", 0), ("128B", 3)])
 def test_one_fp8_wgmma_matches_the_model_and_the_product(hopper, fmt, n, mode, kstep):
-    from book.kernels import hopper_probes as P
+    from book.kernels.probes import hopper_probes as P
 
     rng = np.random.default_rng(n + kstep)
     A = rng.integers(-8, 9, size=(64, 128)).astype(np.float32)
@@ -129,7 +129,7 @@ def codes(t):
 @pytest.mark.parametrize("shape", [(130, 256, 160), (64, 128, 128)])
 @pytest.mark.parametrize("out", ["bfloat16", "e4m3"])
 def test_the_fp8_gemm_matches_its_model(hopper, shape, out):
-    from book.kernels import fp8_gemm as G
+    from book.kernels.gemms import fp8_gemm as G
 
     torch = hopper
     xq, sx, gq, sg, uq, su = layer(torch, *shape, seed=sum(shape))
@@ -164,7 +164,7 @@ def test_the_fp8_gemm_matches_its_model(hopper, shape, out):
                                    (130, 4096, 14336)])
 @pytest.mark.parametrize("tile", [{}, {"cluster": 1}, {"inflight": 1}])
 def test_the_fp8_gemm_against_float64(hopper, shape, tile):
-    from book.kernels import fp8_gemm as G
+    from book.kernels.gemms import fp8_gemm as G
 
     torch = hopper
     T, d, h = shape
@@ -184,7 +184,7 @@ def test_the_fp8_gemm_against_float64(hopper, shape, tile):
 
 
 def test_e5m2_operands_and_a_reused_plan(hopper):
-    from book.kernels import fp8_gemm as G
+    from book.kernels.gemms import fp8_gemm as G
 
     torch = hopper
     T, d, h = 200, 512, 1024
@@ -197,7 +197,7 @@ def test_e5m2_operands_and_a_reused_plan(hopper):
     G.swiglu_fp8(xq, sx, gq, sg, uq, su, o, fmt="e5m2")
     assert float((o.double() - ref).norm() / ref.norm()) < 1e-2
     pc = plan.planned("swiglu_fp8", ("out_dtype", "bfloat16"), ("inv", 1.0), ("fmt", "e5m2"),
-                      ("tile", None))  # the plain call's plans (book.kernels.plan)
+                      ("tile", None))  # the plain call's plans (book.kernels.host.plan)
     n, fast = len(pc._plans), pc.stats["fast"]
     first = o.clone()
     o.fill_(float("nan"))

@@ -26,8 +26,8 @@ import pytest
 import book  # noqa: F401  (GPU or simulator, before numba.cuda)
 from numba import cuda
 
-from book.kernels import dual_gemm, gemm
-from book.kernels.gemm import SIM_TILE, TILE, Tile
+from book.kernels.gemms import dual_gemm, gemm
+from book.kernels.gemms.gemm import SIM_TILE, TILE, Tile
 from repo import ROOT
 
 TOL = 1e-5
@@ -201,7 +201,7 @@ def test_constants_describe_the_timed_configuration():
     # the wrappers launch the very objects the chapter shows (one dispatcher per config)
     assert gemm.build_kernel(TILE, None, False) is gemm.gemm_kernel
     assert gemm.build_kernel(TILE, dual_gemm.silu_mul, True) is dual_gemm.dual_gemm_kernel_edge
-    from book.kernels import fused
+    from book.kernels.elementwise import fused
 
     assert dual_gemm.silu_mul is fused.silu_mul  # one activation, two kernels
     # the control differs from the measured kernel in its epilogue only

@@ -1,4 +1,4 @@
-"""Chapter 11's kernels (book/kernels/glu_family.py): correct in the simulator (or on a GPU),
+"""Chapter 11's kernels (book/kernels/elementwise/glu_family.py): correct in the simulator (or on a GPU),
 float32-only arithmetic in their PTX, clear errors on bad input, and the float16 overflow
 that motivates float32 math inside the kernels."""
 
@@ -13,7 +13,7 @@ import pytest
 import book  # noqa: F401  (decides GPU or simulator before numba.cuda is imported)
 from numba import cuda
 
-from book.kernels import glu_family as gf
+from book.kernels.elementwise import glu_family as gf
 
 # fastmath: tanh.approx / ex2.approx on a GPU have ~1e-3 relative error at worst;
 # float16 storage adds its own rounding (eps 2**-11) on top.
@@ -147,7 +147,7 @@ def test_ptx_is_float32_only_with_fast_transcendentals():
     env["BOOK_PTX_ONLY"] = "1"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    # a bare `book` package (as book.kernels.ptx does): book/__init__.py would switch to
+    # a bare `book` package (as book.kernels.host.ptx does): book/__init__.py would switch to
     # the simulator here
     code = code.replace("from book.kernels import glu_family as gf",
                         "import sys, types\n"

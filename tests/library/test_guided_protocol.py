@@ -2,8 +2,8 @@
 
 The kernel cannot run here (Numba's simulator has no wgmma or TMA), and a mistake in its
 barriers' phases does not fail on a GPU: it hangs. So this plays the protocol the kernel
-follows, role by role, with :class:`book.kernels.hopper.MbarrierModel` barriers and the
-real table (:func:`book.kernels.stream_k.guided`), under many random interleavings of every
+follows, role by role, with :class:`book.kernels.instructions.hopper.MbarrierModel` barriers and the
+real table (:func:`book.kernels.gemms.stream_k.guided`), under many random interleavings of every
 block's four roles and of the copies landing:
 
 - the scheduler (warp 2) queues the block's ranges in a ring of two: its own first, then
@@ -25,8 +25,8 @@ import random
 
 import pytest
 
-from book.kernels.hopper import MbarrierModel
-from book.kernels.stream_k import ENTRY, guided
+from book.kernels.instructions.hopper import MbarrierModel
+from book.kernels.gemms.stream_k import ENTRY, guided
 
 
 class Overrun(AssertionError):

@@ -1,5 +1,5 @@
-"""Hopper's instructions (book/kernels/hopper.py) and the wgmma dual GEMM
-(book/kernels/wgmma_gemm.py) without a GPU: the models against each other and against what
+"""Hopper's instructions (book/kernels/instructions/hopper.py) and the wgmma dual GEMM
+(book/kernels/gemms/wgmma_gemm.py) without a GPU: the models against each other and against what
 the PTX ISA says, the tile geometry, and the kernels compiled for sm_90a and assembled by
 ptxas (nvJitLink, a pip wheel) with its warnings read. The models against the H100 are in
 tests/library/test_hopper_gpu.py (GPU lane)."""
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import book
-from book.kernels import hopper as H
-from book.kernels import ptx
-from book.kernels import wgmma_gemm as W
+from book.kernels.instructions import hopper as H
+from book.kernels.host import ptx
+from book.kernels.gemms import wgmma_gemm as W
 
 
 def bf16_bits(a):
@@ -133,7 +133,7 @@ def test_mbarrier_model_phases_and_the_producers_first_wait():
 
 
 def test_mbarrier_probe_steps_match_the_model_steps():
-    from book.kernels import hopper_probes as P
+    from book.kernels.probes import hopper_probes as P
 
     assert len(P.mbarrier_model_phases()) == len(P.MBARRIER_STEPS)
     assert P.mbarrier_model_phases() == [True, False, False, True, False, True, False]
@@ -148,7 +148,7 @@ def test_tile_geometry_is_named_and_fits_the_sm():
     assert t.consumers == 2 and t.threads == 384 and t.wgmma_n == 256
     assert lay["a"] % 1024 == 0 and lay["b"] % 1024 == 0 and lay["c"] % 1024 == 0
     assert lay["full"] % 8 == 0 and lay["end"] == lay["empty"] + 8 * t.stages
-    assert t.shared_bytes <= book.kernels.launch.MAX_SHARED
+    assert t.shared_bytes <= book.kernels.host.launch.MAX_SHARED
     assert t.stage_bytes == 128 * 64 * 2 + 256 * 64 * 2
     assert "m64n256k16" in t.describe() and "4 stages" in t.describe()
     with pytest.raises(ValueError, match="bk must be 64"):

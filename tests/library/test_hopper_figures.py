@@ -1,4 +1,4 @@
-"""book.hopper_figures: chapter 9's pictures follow the models of book.kernels.hopper (the
+"""book.hopper_figures: chapter 9's pictures follow the models of book.kernels.instructions.hopper (the
 descriptor's bytes, the swizzle's bank groups, the mbarrier ring) and its rule table reads
 the record."""
 
@@ -14,8 +14,8 @@ import book  # noqa: F401
 from book import data
 from book import hopper_figures as hf
 from book.bench.hopper import RULE_D, predicted_share
-from book.kernels import hopper as H
-from book.kernels import wgmma_gemm as W
+from book.kernels.instructions import hopper as H
+from book.kernels.gemms import wgmma_gemm as W
 
 # ------------------------------------------------------------------ the descriptor's bytes
 

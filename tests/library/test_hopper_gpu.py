@@ -1,4 +1,4 @@
-"""The models of book/kernels/hopper.py held to a Hopper GPU (GPU lane: `make test-gpu`), and
+"""The models of book/kernels/instructions/hopper.py held to a Hopper GPU (GPU lane: `make test-gpu`), and
 the wgmma kernels against float64 at whole tiles and at edges."""
 
 import math
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import book  # noqa: F401
-from book.kernels import plan
-from book.kernels import hopper as H
+from book.kernels.host import plan
+from book.kernels.instructions import hopper as H
 
 pytestmark = pytest.mark.gpu
 
@@ -34,7 +34,7 @@ def bits(a):
 
 
 def test_mbarrier_phases_match_the_model(hopper):
-    from book.kernels import hopper_probes as P
+    from book.kernels.probes import hopper_probes as P
 
     assert P.mbarrier_phases() == P.mbarrier_model_phases()
 
@@ -43,7 +43,7 @@ def test_mbarrier_phases_match_the_model(hopper):
                                             ("none", (8, 64), 8, 250), ("64B", (32, 64), 32, 10),
                                             ("32B", (16, 32), 192, 290)])
 def test_tma_box_matches_the_model_byte_for_byte(hopper, mode, box, c0, c1):
-    from book.kernels import hopper_probes as P
+    from book.kernels.probes import hopper_probes as P
 
     torch = hopper
     a = ints((300, 200), 1)
@@ -55,7 +55,7 @@ def test_tma_box_matches_the_model_byte_for_byte(hopper, mode, box, c0, c1):
 @pytest.mark.parametrize("n", [64, 128, 256])
 @pytest.mark.parametrize("mode,kstep", [("none", 0), ("128B", 0), ("128B", 3), ("64B", 1)])
 def test_one_wgmma_matches_the_model_and_the_product(hopper, n, mode, kstep):
-    from book.kernels import hopper_probes as P
+    from book.kernels.probes import hopper_probes as P
 
     width = H.SWIZZLE_WIDTH[mode] if mode != "none" else 128
     k = width // 2
@@ -87,7 +87,7 @@ def test_one_wgmma_matches_the_model_and_the_product(hopper, n, mode, kstep):
 @pytest.mark.parametrize("tile", [{}, {"cluster": 1}, {"multicast": True}, {"inflight": 1},
                                   {"stages": 3}])
 def test_the_dual_gemm_against_float64(hopper, shape, tile):
-    from book.kernels import wgmma_gemm as W
+    from book.kernels.gemms import wgmma_gemm as W
 
     torch = hopper
     F = torch.nn.functional
@@ -109,8 +109,8 @@ def test_the_dual_gemm_against_float64(hopper, shape, tile):
 def test_a_column_split_covers_every_output_once(hopper, shape, cols):
     """The wide tile's launch over columns [0, cols), the narrow tile's over the rest (the
     dispatcher's ColumnSplit at T = 512): every output written (NaN-poisoned before), right."""
-    from book.kernels import wgmma_gemm as W
-    from book.kernels.waves import NARROW
+    from book.kernels.gemms import wgmma_gemm as W
+    from book.kernels.gemms.waves import NARROW
 
     torch = hopper
     F = torch.nn.functional
@@ -132,7 +132,7 @@ def test_a_column_split_covers_every_output_once(hopper, shape, cols):
 
 
 def test_controls_and_float16(hopper):
-    from book.kernels import wgmma_gemm as W
+    from book.kernels.gemms import wgmma_gemm as W
 
     torch = hopper
     T, d, h = 200, 520, 1016
@@ -152,7 +152,7 @@ def test_controls_and_float16(hopper):
 
 
 def test_a_repeated_call_reuses_its_plan_and_stays_right(hopper):
-    from book.kernels import wgmma_gemm as W
+    from book.kernels.gemms import wgmma_gemm as W
 
     torch = hopper
     x = torch.randn(64, 512, device="cuda").bfloat16()
@@ -160,7 +160,7 @@ def test_a_repeated_call_reuses_its_plan_and_stays_right(hopper):
     wu = torch.randn(1024, 512, device="cuda").bfloat16() / 20
     o = torch.empty(64, 1024, device="cuda", dtype=torch.bfloat16)
     W.swiglu_wgmma(x, wg, wu, o)
-    pc = plan.planned("swiglu_wgmma")  # the plain call's plans (book.kernels.plan)
+    pc = plan.planned("swiglu_wgmma")  # the plain call's plans (book.kernels.host.plan)
     n, fast = len(pc._plans), pc.stats["fast"]
     first = o.clone()
     o.fill_(float("nan"))

@@ -14,7 +14,7 @@ from numba import cuda
 
 from book import dtypes
 from book.kernels import VARIANTS, reference as R
-from book.kernels import wide
+from book.kernels.instructions import wide
 
 DTYPES = dtypes.DTYPES
 SMALL_SHAPES = [(1, 127), (1, 128), (1, 129), (3, 131)]
@@ -191,8 +191,8 @@ def test_single_loads_and_stores_spelled_out():
     the stand-ins (an array and a byte offset), on a GPU by the instructions."""
     from numba import float32
 
-    from book.kernels.tensorcore import shared_address
-    from book.kernels.wide import ld_shared_f32, ld_shared_f32x2, load_f32_cg, st_shared_f32
+    from book.kernels.instructions.tensorcore import shared_address
+    from book.kernels.instructions.wide import ld_shared_f32, ld_shared_f32x2, load_f32_cg, st_shared_f32
 
     @cuda.jit
     def k(src, out):
@@ -246,13 +246,13 @@ def test_empty_input_is_a_no_op(name):
 
 # ---------------------------------------------------------------- torch tensors: views made once
 def test_torch_views_are_reused_until_the_tensor_changes():
-    """The per-tensor cache behind the torch call path (book.kernels.launch._TorchViews):
+    """The per-tensor cache behind the torch call path (book.kernels.host.launch._TorchViews):
     a hit only while data pointer, shape, strides and dtype are unchanged; the entry goes
     with the tensor. Exercised on CPU tensors: the cache logic does not touch the GPU."""
     import gc
 
     torch = pytest.importorskip("torch")
-    from book.kernels.launch import _TorchViews
+    from book.kernels.host.launch import _TorchViews
 
     views = _TorchViews()
     x = torch.ones(4, 8)
@@ -282,7 +282,7 @@ def test_cpu_torch_tensor_is_refused_with_a_hint():
 def test_prepared_launch_computes_what_numbas_launch_does():
     """launch_kernel's prepared path (arguments marshalled once per array) against the
     same kernels launched through Numba, on new arrays and on torch tensors that change."""
-    from book.kernels import launch
+    from book.kernels.host import launch
 
     assert launch.PREPARED_LAUNCH  # on a GPU with this numba-cuda the fast path is in use
     for name, dtype in (("vec4", "float32"), ("half8", "float16"), ("ilp4", "bfloat16"),
@@ -306,7 +306,8 @@ def test_wrappers_ask_the_driver_for_the_sm_count_once(monkeypatch):
     # lost (a decorator moved onto another function): a call after the first must not
     # query the device again.
     from book import gpu
-    from book.kernels import launch, vectorized
+    from book.kernels.host import launch
+    from book.kernels.elementwise import vectorized
 
     g = cuda.to_device(np.ones(64, np.float32))
     u = cuda.to_device(np.ones(64, np.float32))

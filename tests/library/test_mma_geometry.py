@@ -1,4 +1,4 @@
-"""The tensor-core GEMM's geometry (book.kernels.mma_tile.MmaGeometry): every size its kernel is
+"""The tensor-core GEMM's geometry (book.kernels.gemms.mma_tile.MmaGeometry): every size its kernel is
 built from, derived once from an MmaTile, named and printable; the kernel factory reads it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 import book  # (GPU or simulator, decided before numba.cuda is imported)
-from book.kernels import mma_gemm as mg
+from book.kernels.gemms import mma_gemm as mg
 
 
 def valid_tiles():

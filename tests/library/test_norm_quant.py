@@ -1,4 +1,4 @@
-"""RMSNorm fused with the per-token e4m3 quantization (book/kernels/norm_quant.py): its codes
+"""RMSNorm fused with the per-token e4m3 quantization (book/kernels/elementwise/norm_quant.py): its codes
 and scales are its NumPy model's bit for bit (book.quantize.per_token of the kernel's
 float32 y) in the simulator, at every tile (one piece or several a thread, one warp or
 several, a last piece past d), on its 16-byte path and one element at a time; the staged
@@ -15,10 +15,10 @@ import book  # noqa: F401  (decides GPU or simulator before numba.cuda is import
 from numba import cuda
 
 from book.dtypes import bf16_bits, bf16_value
-from book.kernels import glu_family as gf
-from book.kernels.fma import fma32_model
-from book.kernels import norm_quant as nq
-from book.kernels import ptx
+from book.kernels.elementwise import glu_family as gf
+from book.kernels.instructions.fma import fma32_model
+from book.kernels.elementwise import norm_quant as nq
+from book.kernels.host import ptx
 
 NAN = 0x7F  # e4m3's NaN code, |code| past 448
 
@@ -50,7 +50,7 @@ def test_fma32_model_rounds_once():
 
 def test_max_nan32_is_numpys_maximum():
     """The amax's step (max.NaN.f32 on a GPU): the larger, a NaN from either side winning."""
-    from book.kernels.fma import max_nan32
+    from book.kernels.instructions.fma import max_nan32
 
     nan = np.float32(np.nan)
     assert max_nan32(np.float32(1), np.float32(2)) == 2 == max_nan32(np.float32(2), np.float32(1))

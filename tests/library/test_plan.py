@@ -1,4 +1,4 @@
-"""The one plan-and-launch mechanism (book/kernels/plan.py), on a CPU: what a plan is launched
+"""The one plan-and-launch mechanism (book/kernels/host/plan.py), on a CPU: what a plan is launched
 with, the key a plan is kept under, the stream it goes to, the configurations of a cluster and
 of a dependent launch, and that every public entry point goes through it. A stand-in driver
 records the calls (the launch itself needs a GPU: the gpu-marked tests below, and
@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-from book.kernels import plan as cl
+from book.kernels.host import plan as cl
 
 
 class _Driver:
@@ -108,8 +108,8 @@ def test_the_configurations_are_cuda_bindings_own_structures():
     its cluster size, a dependent launch's the programmatic stream serialization attribute,
     each with the grid, threads and shared memory asked for."""
     cu = pytest.importorskip("cuda.bindings.driver")
-    from book.kernels.plan import cluster_config, dependent_config
-    from book.kernels.wgmma_gemm_tile import HopperTile
+    from book.kernels.host.plan import cluster_config, dependent_config
+    from book.kernels.gemms.wgmma_gemm_tile import HopperTile
 
     dep = dependent_config(cu, 132, 256, 200_000)
     assert (dep.gridDimX, dep.blockDimX, dep.sharedMemBytes, dep.numAttrs) == (132, 256, 200_000, 1)
@@ -143,7 +143,7 @@ def _stand_in_compiler(monkeypatch, cu):
 
 def test_a_plan_is_the_launch_packed_once_with_its_cluster_config(monkeypatch):
     cu = pytest.importorskip("cuda.bindings.driver")
-    from book.kernels.launch import KernelLaunch
+    from book.kernels.host.launch import KernelLaunch
 
     _stand_in_compiler(monkeypatch, cu)
     args = (_DeviceView(), 5, np.float32(0.5))
@@ -167,13 +167,13 @@ def test_a_plan_is_the_launch_packed_once_with_its_cluster_config(monkeypatch):
                                      KernelLaunch("k", 4, 128, args, None, cluster=2)], "r"))
     assert [q.grid for q in both] == [8, 4] and both[1].config is not None
     assert cl.plans_for(KernelLaunch("k", 0, 256, (), None)) is None   # nothing to launch
-    from book.kernels.decode_mlp import CallLaunch
+    from book.kernels.gemv.decode_mlp import CallLaunch
     assert cl.plans_for(CallLaunch(print, (), None, "large_t")) is None  # calls a function
 
 
 def test_launch_once_makes_every_launch_on_the_stream_named(monkeypatch):
     cu = pytest.importorskip("cuda.bindings.driver")
-    from book.kernels.launch import KernelLaunch
+    from book.kernels.host.launch import KernelLaunch
 
     class Recording(_Driver):  # cuda-bindings' structures, the launches recorded
         def __getattr__(self, name):
@@ -193,7 +193,7 @@ def test_launch_kernel_plans_once_per_kernel_grid_block_and_arrays(monkeypatch):
     """The elementwise wrappers' launch (launch.launch_kernel) is the one mechanism's too: a
     plan per kernel, grid, block and arrays, kept on the first array; a partner array that is
     another object (a fresh output) is planned anew, never launched with a stale address."""
-    from book.kernels import launch
+    from book.kernels.host import launch
 
     made = []
     monkeypatch.setattr(launch, "compiled_for", lambda kernel, arrays: "compiled")
@@ -221,7 +221,9 @@ def test_the_old_launch_paths_are_gone():
     and the FP8 kernels' own plans and decode_mlp's _stream_key no longer exist."""
     import importlib.util
 
-    from book.kernels import decode_mlp, fastcall, fp8_gemm, fp8_gemv, launch, wgmma_gemm
+    from book.kernels.gemv import decode_mlp, fp8_gemv
+    from book.kernels.host import fastcall, launch
+    from book.kernels.gemms import fp8_gemm, wgmma_gemm
 
     assert importlib.util.find_spec("book.kernels.cluster_launch") is None
     for module, names in ((fastcall, ("Plan", "_tensor_key", "_launch_plan", "cufunction",
@@ -249,7 +251,8 @@ def test_the_hopper_entry_points_go_through_their_planned_call(name, call):
     the plain call reaches it through its planned call, counted as an ordinary launch."""
     from numba import cuda
 
-    from book.kernels import fp8_gemm as F8, fp8_gemv as V, wgmma_gemm as W
+    from book.kernels.gemms import fp8_gemm as F8, wgmma_gemm as W
+    from book.kernels.gemv import fp8_gemv as V
 
     h16 = lambda *s: cuda.to_device(np.zeros(s, np.float16))  # noqa: E731
     u8 = lambda *s: cuda.to_device(np.zeros(s, np.uint8))  # noqa: E731
@@ -273,8 +276,9 @@ def test_a_planned_decode_call_on_sm_90_plans_the_dual_gemms_launch_itself(monke
     wave model's tile."""
     from numba import cuda
 
-    from book.kernels import decode_mlp as dm, wgmma_gemm as W
-    from book.kernels.launch import KernelLaunch
+    from book.kernels.gemv import decode_mlp as dm
+    from book.kernels.gemms import wgmma_gemm as W
+    from book.kernels.host.launch import KernelLaunch
 
     seen = []
 
@@ -289,7 +293,7 @@ def test_a_planned_decode_call_on_sm_90_plans_the_dual_gemms_launch_itself(monke
     assert dm.path_for(64, (9, 0)) == "hopper"
     kl = dm.prepare_decode(x, w, w, stream_key=5)
     assert isinstance(kl, KernelLaunch) and kl.kernel == "wgmma" and kl.cluster == 2
-    from book.kernels.waves import dispatch_tile
+    from book.kernels.gemms.waves import dispatch_tile
     assert seen == [("swiglu", dispatch_tile(64, 256), 5)]
 
 
@@ -310,8 +314,10 @@ def _gpu():
 def _entries(torch, cc):
     """name -> (plain call, unplanned call, outputs): each call fills the outputs given."""
     from book import quantize as Q
-    from book.kernels import (VARIANTS, decode_mlp as dm, fastcall, fp8_gemm as F8,
-                              fp8_gemv as V, mma_gemm as mg, wgmma_gemm as W)
+    from book.kernels import VARIANTS
+    from book.kernels.gemv import decode_mlp as dm, fp8_gemv as V
+    from book.kernels.host import fastcall
+    from book.kernels.gemms import fp8_gemm as F8, mma_gemm as mg, wgmma_gemm as W
 
     gen = torch.Generator(device="cuda").manual_seed(44)
     bf = torch.bfloat16

@@ -14,7 +14,7 @@ import re
 import pytest
 
 import book  # noqa: F401
-from book.kernels import ptx
+from book.kernels.host import ptx
 
 ITEMS = [(name, dtype) for name in ptx.kernels() for dtype in ("float32", "float16", "bfloat16")
          if not (("vec" in name or "f64" in name) and dtype != "float32")
@@ -129,7 +129,7 @@ def test_ptx_targets_hopper(texts):
 
 
 # ---------------------------------------------------------------------------------------
-# the decode GEMVs (book.kernels.decode_mlp), compiled for sm_90 (and the T4's path for sm_75)
+# the decode GEMVs (book.kernels.gemv.decode_mlp), compiled for sm_90 (and the T4's path for sm_75)
 
 DECODE_ITEMS = [n for n in ptx.decode_kernels() if not n.endswith("_sm75")]
 
@@ -175,7 +175,7 @@ def test_the_ring_assembles_with_the_shared_memory_its_tile_counts(decode_texts)
     # reserves per block), so the 48 KiB check refuses what ptxas would
     import re
 
-    from book.kernels import mma_gemv as mmv
+    from book.kernels.gemv import mma_gemv as mmv
 
     ok, log = ptx.ptxas_log(decode_texts["decode_mma_t16_ring"], arch="sm_90")
     assert ok, log
@@ -190,7 +190,7 @@ def test_the_ring_assembles_with_the_shared_memory_its_tile_counts(decode_texts)
 def test_the_cuda_core_gemv_unrolls_a_whole_piece(decode_texts, T):
     # every FMA of one 16-byte piece (rows x (gate, up) x tokens x 8) is in the straight-line
     # body: nothing of the accumulators is indexed at run time
-    from book.kernels import cuda_core_gemv as ccg
+    from book.kernels.gemv import cuda_core_gemv as ccg
 
     tile = ccg.gemv_tile(T, 4096)
     fma = sum(line.startswith("fma.rn") for line in ptx.instructions(decode_texts[f"decode_gemv_t{T}"]))

@@ -8,7 +8,7 @@ import torch
 
 import book  # noqa: F401
 from book import quantize as Q
-from book.kernels import fp8 as F
+from book.kernels.instructions import fp8 as F
 
 
 def layer(T=64, d=256, h=96, seed=0, outliers=0):

@@ -290,7 +290,7 @@ def test_a_read_past_the_allocation_is_recorded_before_it_raises():
 
 
 def test_a_16_byte_load_past_the_end_is_read_element_by_element():
-    from book.kernels import wide
+    from book.kernels.instructions import wide
 
     @cuda.jit
     def pairs(x, out):

@@ -128,7 +128,7 @@ def _spins(flag, out):
 
 @cuda.jit
 def _warp_exchange(out):
-    from book.kernels.tensorcore import shfl_xor  # noqa: F401  (not reached: a local import)
+    from book.kernels.instructions.tensorcore import shfl_xor  # noqa: F401  (not reached: a local import)
     out[0] = 1
 
 
@@ -148,7 +148,8 @@ def test_a_kernel_whose_threads_meet_keeps_the_threaded_path(starts):
 
 
 def test_the_course_warp_exchange_keeps_the_threaded_path():
-    from book.kernels import cuda_core_gemv, tensorcore
+    from book.kernels.gemv import cuda_core_gemv
+    from book.kernels.instructions import tensorcore
 
     @cuda.jit
     def reduce_warp(x, out):
@@ -243,7 +244,7 @@ def test_the_hazard_recorder_names_the_same_races_in_a_sequential_block(starts):
 
 
 def test_each_function_a_module_gives_is_looked_into():
-    from book.kernels import tensorcore
+    from book.kernels.instructions import tensorcore
 
     @cuda.jit(device=True)
     def multiply(a, b, c):

@@ -1,4 +1,4 @@
-"""The staged tensor-core GEMV (book.kernels.staged_gemv), a measured control of issue 31's
+"""The staged tensor-core GEMV (book.kernels.gemv.staged_gemv), a measured control of issue 31's
 decode path: in Numba's CUDA simulator against float64 (the register path and the cp.async
 ring, partial chunks, split-K, the T4's m16n8k8), its tile's checks, ``store_words4``; on a
 GPU (``-m gpu``) at full size with a static and a dynamic ring.
@@ -11,9 +11,9 @@ from repo import ci_keeps
 import book  # noqa: F401  (GPU or simulator, decided before numba.cuda is imported)
 from numba import cuda
 
-from book.kernels import decode_mlp as dm
-from book.kernels import splitk
-from book.kernels.staged_gemv import StagedTile, row_stride, gemv_tile
+from book.kernels.gemv import decode_mlp as dm
+from book.kernels.gemms import splitk
+from book.kernels.gemv.staged_gemv import StagedTile, row_stride, gemv_tile
 from decode_cases import case, close, close_torch, run, torch_case
 
 
@@ -51,7 +51,7 @@ def test_a_staged_split_k_adds_in_a_fixed_order_and_leaves_its_counters_at_zero(
 
 def test_the_t4_path_of_the_staged_gemv():
     # sm_75's m16n8k8 (the T4 switch): the register path runs, a ring is refused
-    from book.kernels.staged_gemv import make_staged_gemv
+    from book.kernels.gemv.staged_gemv import make_staged_gemv
 
     arrs, ref = case(6, 96, 11, "float16", True, seed=2)
     tile = StagedTile(nt=1, warps=2, chunk=32)
@@ -87,7 +87,7 @@ def test_staged_tiles_are_checked_and_name_their_shared_memory():
 
 
 def test_store_words4_puts_back_what_load_words4_read():
-    from book.kernels.wide import load_words4, store_words4
+    from book.kernels.instructions.wide import load_words4, store_words4
 
     @cuda.jit
     def copy(src, dst):

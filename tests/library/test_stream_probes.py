@@ -1,4 +1,4 @@
-"""The weight-stream probes (book.kernels.stream_probes): their layout and shares on the CPU,
+"""The weight-stream probes (book.kernels.probes.stream_probes): their layout and shares on the CPU,
 their PTX through ptxas for sm_90a (benchmarks/weight_stream.py times them on a GPU)."""
 
 import re
@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from book.kernels import hopper as H
-from book.kernels import stream_probes as sp
+from book.kernels.instructions import hopper as H
+from book.kernels.probes import stream_probes as sp
 
 
 @pytest.mark.parametrize("h,blocks", [(14336, 132), (7, 3), (5, 5), (130, 132)])
@@ -35,7 +35,7 @@ NAMES = ["stream_ldg", "stream_tma", "stream_bulk"]
 
 @pytest.fixture(scope="module")
 def texts():
-    from book.kernels import ptx
+    from book.kernels.host import ptx
 
     out = ptx.ptx_many([(n, "bfloat16") for n in NAMES], cc=H.ARCH)
     return {n: out[f"{n}/bfloat16"] for n in NAMES}
@@ -47,7 +47,7 @@ def texts():
     ("stream_bulk", "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"),
 ])
 def test_each_probe_assembles_and_reads_the_way_it_is_named(texts, name, instruction):
-    from book.kernels import ptx
+    from book.kernels.host import ptx
 
     text = texts[name]
     ok, log = ptx.ptxas_log(text)

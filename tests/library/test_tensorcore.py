@@ -1,9 +1,9 @@
 """Tensor cores from Numba: fragment layouts, the simulated instructions, the mma.sync GEMM.
 
-- the lane -> element tables of book.kernels.tensorcore against the PTX ISA's own formulas
+- the lane -> element tables of book.kernels.instructions.tensorcore against the PTX ISA's own formulas
   ("Matrix Fragments for mma.m16n8k16 / m16n8k8 with floating point type"), and each table
   covers its matrix exactly once;
-- one warp (book.kernels.fragments) stages A and B by cp.async, loads them by ldmatrix and
+- one warp (book.kernels.probes.fragments) stages A and B by cp.async, loads them by ldmatrix and
   multiplies by mma.sync: every lane's registers hold what the tables say, D is exactly A @ B
   (small integers), for bf16 and fp16 m16n8k16 and fp16 m16n8k8;
 - the tensor-core GEMM's epilogues (SwiGLU, identity, gate|up, plain GEMM) against a float64
@@ -28,9 +28,10 @@ from repo import ci_keeps, ROOT as _ROOT
 import book
 from numba import cuda  # after book: it picks GPU or simulator
 
-from book.kernels import fragments, ptx
-from book.kernels import mma_gemm as mg
-from book.kernels import tensorcore as tc
+from book.kernels.probes import fragments
+from book.kernels.host import ptx
+from book.kernels.gemms import mma_gemm as mg
+from book.kernels.instructions import tensorcore as tc
 
 
 # ---------------------------------------------------------------------------------------
@@ -110,7 +111,7 @@ def test_a_capability_asked_about_is_not_called_this_gpu(monkeypatch):
     shows what the course does on a T4. A capability other than the one this process runs
     for is spoken of as one asked about; the GPU's own keeps "this GPU is"."""
     from book import capability
-    from book.kernels import hopper as H
+    from book.kernels.instructions import hopper as H
 
     monkeypatch.setattr(capability, "target_cc", lambda: (9, 0))  # as on the H100 that recorded it
     for cc, dtype in (((7, 5), "bfloat16"), ((7, 0), "float16")):

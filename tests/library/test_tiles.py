@@ -1,4 +1,4 @@
-"""Every kernel's tile is one protocol (book/kernels/tile.py): found, not listed.
+"""Every kernel's tile is one protocol (book/kernels/gemms/tile.py): found, not listed.
 
 Every class of ``book.kernels`` with a ``validate`` is a ``TileShape`` that says its own
 ``problems`` and ``shared_bytes``; each default tile validates and describes itself in one
@@ -18,13 +18,15 @@ import pytest
 
 import book  # (GPU or simulator first)
 import book.kernels
-from book.kernels.tile import TileShape
+from book.kernels.gemms.tile import TileShape
 
 
 def _tile_classes():
     found = {}
-    for info in pkgutil.iter_modules(book.kernels.__path__):
-        mod = importlib.import_module(f"book.kernels.{info.name}")
+    for info in pkgutil.walk_packages(book.kernels.__path__, "book.kernels."):
+        if info.ispkg:
+            continue
+        mod = importlib.import_module(info.name)
         for name, obj in vars(mod).items():
             if inspect.isclass(obj) and obj.__module__ == mod.__name__ \
                     and callable(getattr(obj, "validate", None)) and obj is not TileShape:
@@ -37,7 +39,7 @@ TILES = _tile_classes()
 
 def _example(cls):
     """The class's default tile (a ColumnSplit: chapter 9's tile, then a narrower one)."""
-    from book.kernels.wgmma_gemm_tile import TILE, ColumnSplit
+    from book.kernels.gemms.wgmma_gemm_tile import TILE, ColumnSplit
 
     if cls is ColumnSplit:
         return ColumnSplit(TILE, dataclasses.replace(TILE, bn=64), 8 * TILE.bn)
@@ -67,7 +69,7 @@ def test_every_tile_is_one_protocol(name):
 
 
 def test_a_tile_is_refused_naming_every_problem():
-    from book.kernels.cuda_core_gemv import GemvTile
+    from book.kernels.gemv.cuda_core_gemv import GemvTile
 
     bad = GemvTile(tokens=0, threads=33)
     with pytest.raises(ValueError) as e:
@@ -78,7 +80,7 @@ def test_a_tile_is_refused_naming_every_problem():
 
 
 def test_a_column_split_names_which_tile_is_wrong():
-    from book.kernels.wgmma_gemm_tile import TILE, ColumnSplit
+    from book.kernels.gemms.wgmma_gemm_tile import TILE, ColumnSplit
 
     bad = ColumnSplit(TILE, dataclasses.replace(TILE, stages=1), 100)
     p = bad.problems()
@@ -87,7 +89,7 @@ def test_a_column_split_names_which_tile_is_wrong():
 
 
 def test_the_cuda_core_gemm_tile_refuses_what_a_block_cannot_hold():
-    from book.kernels.gemm import Tile
+    from book.kernels.gemms.gemm import Tile
 
     p = Tile(bm=512, bn=512, tm=4, tn=4).problems()
     assert any("16384 threads: a block takes 32 to 1024" in q for q in p), p
@@ -97,7 +99,9 @@ def test_the_cuda_core_gemm_tile_refuses_what_a_block_cannot_hold():
 @pytest.mark.extended
 def test_shared_bytes_is_what_ptxas_reports():
     # sm_90 reserves 1 KiB of every block's shared memory on top of what the kernel declares
-    from book.kernels import cuda_core_gemv as ccg, gemm, ptx
+    from book.kernels.gemv import cuda_core_gemv as ccg
+    from book.kernels.gemms import gemm
+    from book.kernels.host import ptx
 
     cases = {"decode_gemv_t1": ccg.gemv_tile(1, 4096), "decode_gemv_t4_nobias": ccg.gemv_tile(4, 4096),
              "decode_gemv_t8": ccg.gemv_tile(8, 4096), "gemm_sim_tile": gemm.SIM_TILE,

@@ -9,7 +9,7 @@ from numba import cuda, float32
 
 from book import tracer
 from book.tracer import child
-from book.kernels import fused, vectorized
+from book.kernels.elementwise import fused, vectorized
 
 pytestmark = pytest.mark.skipif(not book.gpu.SIMULATED,
                                 reason="in-process tracing runs in the simulator")
@@ -237,7 +237,7 @@ def test_a_named_host_function_traces_in_a_simulator_process_as_on_a_gpu():
     n = 512
     g, u = f32(n, 5), f32(n, 6)
     out = np.zeros(n, np.float32)
-    job = {"what": "call", "fn": "book.kernels.fused:swiglu_fused", "names": None,
+    job = {"what": "call", "fn": "book.kernels.elementwise.fused:swiglu_fused", "names": None,
            "max_threads": tracer.MAX_THREADS, "timeout_s": 60.0, "max_accesses": 100_000,
            "kwargs": {}}
     t = child.in_simulator_process(job, (g, u, out), 60.0)
@@ -273,7 +273,7 @@ def test_gemm_tile_padding_keeps_the_transposing_store_conflict_free():
     A's global loads touch 16 sectors a request (two lanes a row, 16 rows a warp)."""
     from dataclasses import replace
 
-    from book.kernels import gemm
+    from book.kernels.gemms import gemm
 
     tile = gemm.SIM_TILE
     a = f32(tile.bm * tile.bk).reshape(tile.bm, tile.bk)
@@ -307,7 +307,7 @@ def test_show_labels_threads_at_the_size_asked():
 def test_gemm_block_traces_by_name_here_and_in_a_simulator_process():
     """Chapter 7 on a GPU traces the GEMM through a child simulator process: the factory's
     kernels have no importable name, book.tracer.gemm_block has. Both paths agree."""
-    from book.kernels import gemm
+    from book.kernels.gemms import gemm
 
     tile = gemm.SIM_TILE
     a = f32(tile.bm * tile.bk).reshape(tile.bm, tile.bk)

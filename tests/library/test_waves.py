@@ -1,4 +1,4 @@
-"""The wave model of the persistent dual GEMM (book.kernels.waves): rounds counted with the
+"""The wave model of the persistent dual GEMM (book.kernels.gemms.waves): rounds counted with the
 idle cluster partners, the dispatcher's tile at every T of the decode sweep, a ColumnSplit's
 two schedules covering every output tile once, and the model against the H200's record."""
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from book.kernels import waves as V
-from book.kernels import wgmma_gemm as W
+from book.kernels.gemms import waves as V
+from book.kernels.gemms import wgmma_gemm as W
 
 H, SMS = 14336, 132
 RECORDS = Path(__file__).resolve().parents[2] / "records" / "hopper"

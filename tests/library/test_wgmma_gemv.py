@@ -1,4 +1,4 @@
-"""The Hopper decode GEMV (book.kernels.wgmma_gemv): its stream-K table and tile on the CPU,
+"""The Hopper decode GEMV (book.kernels.gemv.wgmma_gemv): its stream-K table and tile on the CPU,
 its PTX through ptxas for sm_90a (tests/library/test_hopper.py), and on an H100 its results
 against float64, its seams, its counters left at zero, and the planned call; on a Hopper GPU
 the default tile's fixes (a dependent launch, the seams settled in short) against the bare
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import book
-from book.kernels import hopper as H
-from book.kernels import stream_k as SK
-from book.kernels import wgmma_gemv as W
+from book.kernels.instructions import hopper as H
+from book.kernels.gemms import stream_k as SK
+from book.kernels.gemv import wgmma_gemv as W
 
 from decode_cases import close_torch, torch_case
 
@@ -228,7 +228,7 @@ def test_the_default_tile_takes_the_fixes_and_fixes_false_is_the_bare_tile():
 def test_the_fixes_are_defined_once_and_the_fp8_tile_inherits_them():
     import inspect
 
-    from book.kernels import fp8_gemv_tile as F8
+    from book.kernels.gemv import fp8_gemv_tile as F8
 
     fields = {f.name: f.default for f in dataclasses.fields(W.WgmmaGemvTile)}
     assert fields["pdl"] is False and fields["short_settle"] is False
@@ -267,7 +267,7 @@ def test_a_lead_tile_is_validated():
 def test_in_the_simulator_the_hopper_gemv_is_refused_with_what_runs_instead():
     from numba import cuda
 
-    from book.kernels import decode_mlp as dm
+    from book.kernels.gemv import decode_mlp as dm
 
     from decode_cases import case
 
@@ -279,7 +279,7 @@ def test_in_the_simulator_the_hopper_gemv_is_refused_with_what_runs_instead():
 # ------------------------------------------------------------------ PTX, through ptxas for sm_90a
 
 #: name -> (wgmma's N, its type): the bare tile and its options, then the fixes (pdl,
-#: short_settle) alone and at the dispatcher's tiles on an H200 (book.kernels.ptx)
+#: short_settle) alone and at the dispatcher's tiles on an H200 (book.kernels.host.ptx)
 PTX_GEMVS = {"wgmma_gemv_t16": (16, "bf16"), "wgmma_gemv_t4_f16": (8, "f16"),
              "wgmma_gemv_t16_trace": (16, "bf16"), "wgmma_gemv_t8_dynamic": (8, "bf16"),
              "wgmma_gemv_t16_lead": (16, "bf16"),
@@ -293,7 +293,7 @@ GEMVS = list(PTX_GEMVS)
 
 @pytest.fixture(scope="module")
 def texts():
-    from book.kernels import ptx
+    from book.kernels.host import ptx
 
     names = ptx.ptx_many([(n, "bfloat16") for n in GEMVS], cc=H.ARCH)
     return {n: names[f"{n}/bfloat16"] for n in GEMVS}
@@ -304,7 +304,7 @@ def texts():
 def test_the_kernel_assembles_with_tma_and_unserialized_wgmma(texts, name, n, ptype):
     import re
 
-    from book.kernels import ptx
+    from book.kernels.host import ptx
 
     text = texts[name]
     ok, log = ptx.ptxas_log(text)
@@ -363,7 +363,7 @@ def _hopper():
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("T", [1, 3, 8, 16, 33, 64])
 def test_on_an_h100_it_matches_float64(T, dtype):
-    from book.kernels import decode_mlp as dm
+    from book.kernels.gemv import decode_mlp as dm
 
     _hopper()
     torch, (x, wg, wu), ref = torch_case(T, 4096, 2048, dtype, seed=T)
@@ -386,7 +386,7 @@ def test_on_an_h100_it_matches_float64(T, dtype):
 def test_on_an_h100_dynamic_ranges_give_the_same_sums_every_launch(tile):
     # 32 row tiles of 32 stages: short ranges beyond the blocks' first, taken as each runs
     # out; whichever block takes which, the cuts and the order of the sums stay
-    from book.kernels import decode_mlp as dm
+    from book.kernels.gemv import decode_mlp as dm
 
     _hopper()
     T, d, h = min(tile.n, 5), 4096, 2048
@@ -426,7 +426,7 @@ def test_on_an_h100_dynamic_ranges_give_the_same_sums_every_launch(tile):
                                   W.WgmmaGemvTile(8, 3, 2, 1, **W.FIXES)])
 @pytest.mark.parametrize("d,h,bias", [(200, 1000, True), (4096, 520, False), (64, 8, True)])
 def test_on_an_h100_edges_seams_and_biases(tile, d, h, bias):
-    from book.kernels import decode_mlp as dm
+    from book.kernels.gemv import decode_mlp as dm
 
     from decode_cases import case, run
 
@@ -461,9 +461,9 @@ def test_on_a_hopper_gpu_the_default_tile_gives_the_bare_tiles_bits(T, bias):
     tile's bit for bit, prepared and planned, at the course's shape (seams and whole tiles),
     at a ragged last row tile with x resident beyond 16 tokens (d = 768), and where the
     blocks share every tile (h = 520)."""
-    from book.kernels import decode_mlp as dm
-    from book.kernels.fastcall import planned
-    from book.kernels.launch import device_name
+    from book.kernels.gemv import decode_mlp as dm
+    from book.kernels.host.fastcall import planned
+    from book.kernels.host.launch import device_name
 
     _hopper()
     for d, h in ((4096, 14336), (768, 1000), (4096, 520)):
@@ -497,8 +497,8 @@ def test_on_a_hopper_gpu_a_dependent_launch_gives_the_same_bits_back_to_back(T):
     stream (their plans: dependent launches), most of them with their tokens written by a
     torch kernel just before, the others right after the call before, every other one into
     the same out, give the bits of the bare tile's calls, call by call."""
-    from book.kernels.fastcall import planned
-    from book.kernels.launch import device_name
+    from book.kernels.host.fastcall import planned
+    from book.kernels.host.launch import device_name
 
     _hopper()
     d, h = 4096, 4096
@@ -537,9 +537,9 @@ def test_on_a_hopper_gpu_the_dependent_launches_replay_from_a_cuda_graph():
     dispatcher's at T = 32, the wgmma GEMV's, and the GEMV's again right behind it, on the
     stream it was planned on), replay the bits of the bare tile's launches, twice over (the
     counters left at zero in a replay too)."""
-    from book.kernels import decode_mlp as dm
-    from book.kernels.fastcall import planned
-    from book.kernels.launch import device_name
+    from book.kernels.gemv import decode_mlp as dm
+    from book.kernels.host.fastcall import planned
+    from book.kernels.host.launch import device_name
 
     _hopper()
     T, d, h = 32, 4096, 2048

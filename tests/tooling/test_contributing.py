@@ -106,7 +106,9 @@ def test_the_check_finds_a_path_that_is_gone():
 # tests/, the docstring of the file that holds its rules). benchmarks/ is a package of scripts
 # and device_env.sh: its docstring names them all.
 MOST_BYTES = 10_000
-PACKAGES = ("book", "book/kernels", "book/bench", "book/exercises", "book/widgets", "book/tracer",
+PACKAGES = ("book", "book/kernels", "book/kernels/instructions", "book/kernels/host",
+            "book/kernels/elementwise", "book/kernels/gemms", "book/kernels/gemv",
+            "book/kernels/probes", "book/bench", "book/exercises", "book/widgets", "book/tracer",
             "book/data", "autograder", "autograder/labs", "autograder/sandbox",
             "autograder/sandbox/inside")
 

@@ -13,9 +13,9 @@ FOUND = structure.modules()
 
 # Over MAX_LINES, one job each: what it is, so that a module growing past the line is a choice.
 LARGE = {
-    "book.kernels.tensorcore": "the tensor-core instructions as intrinsics, each with its "
+    "book.kernels.instructions.tensorcore": "the tensor-core instructions as intrinsics, each with its "
                                "fragment table and its simulator version",
-    "book.kernels.hopper": "Hopper's instructions as intrinsics, each with the model of what "
+    "book.kernels.instructions.hopper": "Hopper's instructions as intrinsics, each with the model of what "
                            "it computes",
     "autograder.sandbox.children": "one sandboxed child from its start to its teardown: the "
                                    "protocol, the watchdog, the kill and the check that "
@@ -23,9 +23,12 @@ LARGE = {
     "autograder.sanitize": "the grader's compute-sanitizer runs: the case chosen by the "
                            "master's paths, the three tools' sandboxed children, their "
                            "findings as hazards that cost the case",
-    "book.kernels.wgmma_gemv": "one kernel, the Hopper decode GEMV: its factory's producer, "
+    "book.kernels.gemv.wgmma_gemv": "one kernel, the Hopper decode GEMV: its factory's producer, "
                                "finisher and consumer with the options of each (the fixes "
                                "it shares with the FP8 GEMV among them), read side by side",
+    "book.kernels.gemv.fp8_gemv": "one kernel, the FP8 decode GEMV: its factory's producer, "
+                             "finisher (one warp or, wide_settle, three) and consumer with "
+                             "their options, the probes that time each part, and its launch",
 }
 # The layers that measure or draw a module of book, named after it (book/bench/X: the rows of
 # X's kernels; book/widgets/X: the explorer of book's X).
@@ -79,3 +82,56 @@ def test_no_module_over_the_line_but_the_single_jobs_named(name):
 def test_the_large_ones_are_large():
     for name in LARGE:
         assert FOUND[name].lines > structure.MAX_LINES, f"{name} is no longer large: drop it from LARGE"
+
+
+# book/kernels/ by layer (book/kernels/__init__.py's map): a layer imports the layers before it,
+# and the host side's plan and launch, which every wrapper uses; instructions import no other
+# layer; host's fastcall and ptx, which launch and compile the kernels, sit above them all.
+KERNEL_LAYERS = ("instructions", "elementwise", "gemms", "gemv", "probes")
+EVERY_LAYER_USES = ("book.kernels.host.plan", "book.kernels.host.launch")
+
+
+def kernel_layer_violations(found) -> list[str]:
+    out = []
+    for name, mod in sorted(found.items()):
+        if not name.startswith("book.kernels.") or name.count(".") < 3:
+            continue
+        layer = name.split(".")[2]
+        for dep in sorted(d for d in mod.imports if d.startswith("book.kernels.")):
+            there = dep.split(".")[2]
+            if dep.count(".") < 3 and dep != "book.kernels.reference":
+                out.append(f"{name} -> {dep} (a package: import the module)")
+            elif there == layer or dep == "book.kernels.reference" or layer == "host" and \
+                    name not in EVERY_LAYER_USES:
+                continue
+            elif layer == "instructions":
+                out.append(f"{name} -> {dep} (instructions import no other layer)")
+            elif dep in EVERY_LAYER_USES:
+                continue
+            elif there not in KERNEL_LAYERS or layer == "host" or \
+                    KERNEL_LAYERS.index(there) > KERNEL_LAYERS.index(layer):
+                out.append(f"{name} -> {dep}")
+    return out
+
+
+def test_kernels_import_down_their_layers():
+    assert kernel_layer_violations(FOUND) == []
+    assert set(KERNEL_LAYERS) | {"host"} == {p.name for p in (structure.ROOT / "book" / "kernels").iterdir()
+                                             if (p / "__init__.py").is_file()}
+
+
+def test_the_layer_check_finds_an_import_up():
+    def mod(name, *imports):
+        return name, structure.Module(name, None, 1, set(imports))
+
+    found = dict([mod("book.kernels.instructions.tensorcore", "book.kernels.gemms.tile"),
+                  mod("book.kernels.gemms.tile", "book.kernels.gemv.decode_mlp"),
+                  mod("book.kernels.host.launch", "book.kernels.elementwise.fused"),
+                  mod("book.kernels.gemv.decode_mlp", "book.kernels.host.plan",
+                      "book.kernels.gemms.tile", "book.kernels.host.fastcall")])
+    assert kernel_layer_violations(found) == [
+        "book.kernels.gemms.tile -> book.kernels.gemv.decode_mlp",
+        "book.kernels.gemv.decode_mlp -> book.kernels.host.fastcall",
+        "book.kernels.host.launch -> book.kernels.elementwise.fused",
+        "book.kernels.instructions.tensorcore -> book.kernels.gemms.tile (instructions import no "
+        "other layer)"]

@@ -15,16 +15,21 @@ BLOCKED = {
 class Blocker:
     """Refuses libraries that would compute the answer for the student. Of ``book.kernels``
     only the instruction modules the sandbox copied (GRADED_KERNEL_MODULES of the sandbox) are
-    let through: the list is taken once, before any student code runs, from the child's copy of
-    ``book`` in ``trusted_dir``."""
+    let through, by their paths and their old flat names (``book.kernels.tensorcore`` is
+    ``book.kernels.instructions.tensorcore``), with the packages above them: the list is taken
+    once, before any student code runs, from the child's copy of ``book`` in ``trusted_dir``."""
 
     def __init__(self, trusted_dir: str):
         here = os.path.join(trusted_dir, "book", "kernels")
-        names = os.listdir(here) if os.path.isdir(here) else []
-        self.allowed = {"book.kernels." + f[:-3] for f in names
-                        if f.endswith(".py") and f != "__init__.py"}
-        if self.allowed:
-            self.allowed.add("book.kernels")
+        self.allowed = set()
+        for folder, _, files in os.walk(here):
+            package = ".".join(["book", "kernels"] + os.path.relpath(folder, here).split(os.sep)[
+                :None if folder != here else 0])
+            for f in files:
+                if f.endswith(".py"):
+                    self.allowed.add(package if f == "__init__.py" else f"{package}.{f[:-3]}")
+                    if f != "__init__.py":   # its old flat name (book.kernels.ALIASES)
+                        self.allowed.add("book.kernels." + f[:-3])
 
     def find_spec(self, name, path=None, target=None):
         top = name.split(".")[0]
