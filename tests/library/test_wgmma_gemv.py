@@ -234,8 +234,9 @@ def test_the_fixes_are_defined_once_and_the_fp8_tile_inherits_them():
     assert fields["pdl"] is False and fields["short_settle"] is False
     assert {f.name for f in dataclasses.fields(F8.Fp8GemvTile)} >= set(W.FIXES)
     own = inspect.get_annotations(F8.Fp8GemvTile)
-    assert not set(W.FIXES) & set(own) and "preload" in own  # (the FP8 tile's own fix)
-    assert F8.FIXES == {"preload": True, **W.FIXES}
+    # (the FP8 tile's own fixes: preload, and wide_settle, the seams over three warps)
+    assert not set(W.FIXES) & set(own) and {"preload", "wide_settle"} <= set(own)
+    assert F8.FIXES == {"preload": True, **W.FIXES, "wide_settle": True}
 
 
 def test_the_fixes_refuse_what_the_kernel_cannot_do_with_them():
