@@ -129,7 +129,7 @@ def test_chapter_9b_says_of_the_decode_probes_what_their_record_shows():
             assert _v(f"decode_saved_us {PROBES} probe={probe} {T}") > 2, (probe, T)
         assert _v(f"decode_peak {PROBES} probe=stream+pdl {T}") >= 85   # "can reach the line"
 
-    assert "the line printed under it is the one to read" in text
+    assert "the summary printed under that table" in text
 
 
 def test_chapter_9b_says_of_the_fixes_what_their_record_shows():

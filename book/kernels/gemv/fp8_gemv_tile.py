@@ -103,7 +103,7 @@ class Fp8GemvTile(WgmmaGemvTile):
     written); ``"nox"``: no token copied (a stage brings the weights alone; the wgmma read
     whatever the tokens' slots hold).
 
-    ``wide_settle`` (a candidate, off in :func:`gemv_tile`'s tile until it is timed; the
+    ``wide_settle`` (on in :func:`gemv_tile`'s tile since it was timed, :data:`FIXES`; the
     bare tile's bits): a seam's sum and epilogue spread over warps 1-3 (:data:`WIDE_WARPS`,
     96 lanes) instead of the finisher warp alone. A seam's piece is 64 rows x N tokens x 2
     floats, 16 times larger at T = 16 than at T = 1, and warps 2 and 3 are idle otherwise.
