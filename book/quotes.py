@@ -138,9 +138,7 @@ def _norm_quant_us(name, T):
 
 
 def _norm_quant_vs_compile(T):
-    ours = _row(NORM_QUANT, "norm_quant_fused", T)["median_us"]
-    theirs = _row(NORM_QUANT, "compiled_rmsnorm_quant", T)["median_us"]
-    return theirs / ours, record(NORM_QUANT)["provenance"], NORM_QUANT
+    return _row_ratio(NORM_QUANT, "norm_quant_fused", "compiled_rmsnorm_quant", T)
 
 
 @dataclass(frozen=True)

@@ -362,8 +362,8 @@ class KernelLab(LabSpec):
     that forgets ``blockIdx`` in any dimension fails there (tests/grader/test_block_crossing.py)."""
     out_units: tuple[int, ...] = (1, 1)
     """The unit each dimension of the output comes in (lab 5: ``(1, 2)``, T any, h even; 0: a
-    dimension no kernel of the lab tiles, any size). Every hidden case drawn for a GPU gives
-    each tiled dimension an odd number of its units (:func:`odd_multiple`), so a kernel that
+    dimension no kernel of the lab tiles, any size). Every hidden case, drawn for a GPU or for
+    the simulator, gives each tiled dimension an odd number of its units (:func:`odd_multiple`), so a kernel that
     drops a bounds test in any of them stores past the end of ``out`` in every hidden case,
     whatever its tile (tests/grader/test_bounds_grading.py holds it over many seeds)."""
     paths: tuple[LabPath, ...] = ()
